@@ -1,0 +1,92 @@
+package v1
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/yaml"
+)
+
+// Decode reads every policy from YAML or JSON (one or several documents).
+// Documents of other kinds are an error: a policy file holds policies. Unknown
+// fields are an error naming the document and field, so a typo never turns
+// into a silently ignored setting.
+func Decode(data []byte) ([]Policy, error) {
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+	var out []Policy
+	for i := 0; ; i++ {
+		var raw runtime.RawExtension
+		if err := dec.Decode(&raw); err != nil {
+			if errors.Is(err, io.EOF) {
+				return out, nil
+			}
+			return nil, fmt.Errorf("document %d: %w", i, err)
+		}
+		if len(bytes.TrimSpace(raw.Raw)) == 0 || string(bytes.TrimSpace(raw.Raw)) == "null" {
+			continue
+		}
+		p, err := DecodeObject(raw.Raw)
+		if err != nil {
+			return nil, fmt.Errorf("document %d: %w", i, err)
+		}
+		out = append(out, p)
+	}
+}
+
+// DecodeObject decodes one policy from JSON or YAML, strictly.
+func DecodeObject(data []byte) (Policy, error) {
+	var tm metav1.TypeMeta
+	if err := yaml.Unmarshal(data, &tm); err != nil {
+		return nil, err
+	}
+	p, err := newPolicy(tm)
+	if err != nil {
+		return nil, err
+	}
+	if err := yaml.UnmarshalStrict(data, p); err != nil {
+		return nil, fmt.Errorf("%s: %w", tm.Kind, err)
+	}
+	return p, nil
+}
+
+// FromUnstructured converts a policy read from the API server (any served
+// version) into its Go type, rejecting unknown fields.
+func FromUnstructured(u *unstructured.Unstructured) (Policy, error) {
+	p, err := newPolicy(metav1.TypeMeta{APIVersion: u.GetAPIVersion(), Kind: u.GetKind()})
+	if err != nil {
+		return nil, err
+	}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructuredWithValidation(u.Object, p, true); err != nil {
+		return nil, fmt.Errorf("%s %s: %w", u.GetKind(), u.GetName(), err)
+	}
+	return p, nil
+}
+
+func newPolicy(tm metav1.TypeMeta) (Policy, error) {
+	gv, err := runtimeGroupVersion(tm.APIVersion)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case tm.Kind == GeneratingPolicyKind:
+		return &GeneratingPolicy{}, nil
+	case tm.Kind == NamespacedGeneratingPolicyKind && gv != "v1alpha1":
+		return &NamespacedGeneratingPolicy{}, nil
+	}
+	return nil, fmt.Errorf("kind %q at %s is not a generating policy", tm.Kind, tm.APIVersion)
+}
+
+func runtimeGroupVersion(apiVersion string) (string, error) {
+	for _, v := range ServedVersions {
+		if apiVersion == Group+"/"+v {
+			return v, nil
+		}
+	}
+	return "", fmt.Errorf("apiVersion %q is not one of %s/%v", apiVersion, Group, ServedVersions)
+}

@@ -1,0 +1,44 @@
+package v1
+
+import metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+// Policy is what both policy kinds share: their metadata and spec.
+//
+// +kubebuilder:object:generate=false
+type Policy interface {
+	metav1.Object
+	// PolicySpec returns the policy's spec.
+	PolicySpec() *GeneratingPolicySpec
+	// IsNamespaced reports whether the policy is confined to its namespace.
+	IsNamespaced() bool
+}
+
+// PolicySpec returns the policy's spec.
+func (p *GeneratingPolicy) PolicySpec() *GeneratingPolicySpec { return &p.Spec }
+
+// IsNamespaced is false: a GeneratingPolicy is cluster-scoped.
+func (p *GeneratingPolicy) IsNamespaced() bool { return false }
+
+// PolicySpec returns the policy's spec.
+func (p *NamespacedGeneratingPolicy) PolicySpec() *GeneratingPolicySpec { return &p.Spec }
+
+// IsNamespaced is true: the policy is confined to its namespace.
+func (p *NamespacedGeneratingPolicy) IsNamespaced() bool { return true }
+
+// GenerateExisting reports whether triggers that predate the policy are admitted.
+func (s *GeneratingPolicySpec) GenerateExisting() bool {
+	return s.EvaluationConfiguration != nil && s.EvaluationConfiguration.GenerateExisting.On()
+}
+
+// Synchronize reports whether downstream objects follow the policy.
+func (s *GeneratingPolicySpec) Synchronize() bool {
+	return s.EvaluationConfiguration != nil && s.EvaluationConfiguration.Synchronize.On()
+}
+
+// OrphanDownstreamOnPolicyDelete reports whether downstream objects outlive the policy.
+func (s *GeneratingPolicySpec) OrphanDownstreamOnPolicyDelete() bool {
+	return s.EvaluationConfiguration != nil && s.EvaluationConfiguration.OrphanDownstreamOnPolicyDelete.On()
+}
+
+// On reports whether the toggle is present and enabled.
+func (t *Toggle) On() bool { return t != nil && t.Enabled != nil && *t.Enabled }

@@ -1,0 +1,140 @@
+package celenv
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+
+	"github.com/google/cel-go/cel"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	apiv1 "github.com/sprout-gitops/sprout/api/v1"
+)
+
+// Program is a policy compiled once for many evaluations. It is immutable and
+// safe for concurrent use. A policy that does not compile still yields a
+// Program: Err says what is wrong, with field paths, and Evaluate refuses.
+type Program struct {
+	policy          string // Kind/name or Kind/namespace/name, for errors
+	namespace       string // set for namespaced policies: all they may touch
+	matchConditions []expression
+	variables       []expression
+	generate        []expression
+	err             error
+}
+
+// expression is one compiled CEL expression and where it came from.
+type expression struct {
+	name    string
+	path    *field.Path
+	program cel.Program
+}
+
+// Err reports why the policy did not compile, naming the policy and each
+// failing field path (spec.variables[1].expression: …), or nil.
+func (p *Program) Err() error { return p.err }
+
+// Policy names the policy the program was compiled from, as Kind/[namespace/]name.
+func (p *Program) Policy() string { return p.policy }
+
+var identifier = regexp.MustCompile(`^[a-zA-Z_][a-zA-Z0-9_]*$`)
+
+// Compile compiles every expression of the policy: matchConditions,
+// variables (each may use the ones before it) and generate entries. It never
+// fails; compile errors are kept on the Program.
+func Compile(policy apiv1.Policy) *Program {
+	p := &Program{policy: PolicyRef(policy)}
+	if policy.IsNamespaced() {
+		p.namespace = policy.GetNamespace()
+	}
+	cluster, namespaced, err := environments()
+	if err != nil {
+		p.err = fmt.Errorf("%s: CEL environment: %w", p.policy, err)
+		return p
+	}
+	env := cluster
+	if policy.IsNamespaced() {
+		env = namespaced
+	}
+
+	spec := policy.PolicySpec()
+	root := field.NewPath("spec")
+	var errs field.ErrorList
+	if spec.MatchConstraints == nil || len(spec.MatchConstraints.ResourceRules) == 0 {
+		errs = append(errs, field.Required(root.Child("matchConstraints", "resourceRules"), "a policy needs at least one resource rule to know its triggers"))
+	}
+	for i, mc := range spec.MatchConditions {
+		path := root.Child("matchConditions").Index(i).Child("expression")
+		e, err := compileExpression(env, mc.Name, mc.Expression, path, cel.BoolType)
+		errs = append(errs, err...)
+		p.matchConditions = append(p.matchConditions, e)
+	}
+	seen := map[string]bool{}
+	for i, v := range spec.Variables {
+		path := root.Child("variables").Index(i)
+		switch {
+		case !identifier.MatchString(v.Name):
+			errs = append(errs, field.Invalid(path.Child("name"), v.Name, "must be a CEL identifier"))
+		case seen[v.Name]:
+			errs = append(errs, field.Duplicate(path.Child("name"), v.Name))
+		}
+		seen[v.Name] = true
+		e, err := compileExpression(env, v.Name, v.Expression, path.Child("expression"), nil)
+		errs = append(errs, err...)
+		p.variables = append(p.variables, e)
+	}
+	if len(spec.Generation) == 0 {
+		errs = append(errs, field.Required(root.Child("generate"), "a policy needs at least one generate entry"))
+	}
+	for i, g := range spec.Generation {
+		path := root.Child("generate").Index(i)
+		switch {
+		case g.Expression != "" && g.Template != nil:
+			errs = append(errs, field.Invalid(path, field.OmitValueType{}, "set expression or template, not both"))
+		case g.Template != nil:
+			errs = append(errs, field.NotSupported(path.Child("template"), field.OmitValueType{}, []string{"expression"}))
+		default:
+			e, err := compileExpression(env, g.Name, g.Expression, path.Child("expression"), cel.BoolType)
+			errs = append(errs, err...)
+			p.generate = append(p.generate, e)
+		}
+	}
+	if len(errs) > 0 {
+		p.err = fmt.Errorf("%s: %w", p.policy, errs.ToAggregate())
+	}
+	return p
+}
+
+// compileExpression parses, type-checks and plans one expression. want, when
+// set, is the result type the expression must have (dyn is accepted).
+func compileExpression(env *cel.Env, name, src string, path *field.Path, want *cel.Type) (expression, field.ErrorList) {
+	e := expression{name: name, path: path}
+	if src == "" {
+		return e, field.ErrorList{field.Required(path, "")}
+	}
+	ast, iss := env.Compile(src)
+	if iss.Err() != nil {
+		return e, field.ErrorList{field.Invalid(path, field.OmitValueType{}, iss.Err().Error())}
+	}
+	if want != nil && !ast.OutputType().IsExactType(want) && !ast.OutputType().IsExactType(cel.DynType) {
+		return e, field.ErrorList{field.Invalid(path, field.OmitValueType{},
+			fmt.Sprintf("must evaluate to %s, not %s", want, ast.OutputType()))}
+	}
+	prog, err := env.Program(ast, programOptions()...)
+	if err != nil {
+		return e, field.ErrorList{field.Invalid(path, field.OmitValueType{}, err.Error())}
+	}
+	e.program = prog
+	return e, nil
+}
+
+// PolicyRef names a policy as Kind/name or Kind/namespace/name.
+func PolicyRef(p apiv1.Policy) string {
+	if p.IsNamespaced() {
+		return apiv1.NamespacedGeneratingPolicyKind + "/" + p.GetNamespace() + "/" + p.GetName()
+	}
+	return apiv1.GeneratingPolicyKind + "/" + p.GetName()
+}
+
+// ErrNotCompiled is returned by Evaluate on a Program whose policy did not compile.
+var ErrNotCompiled = errors.New("policy did not compile")

@@ -1,0 +1,106 @@
+package celenv
+
+import (
+	"sync"
+
+	"github.com/google/cel-go/cel"
+	"github.com/google/cel-go/checker"
+	"github.com/google/cel-go/ext"
+	"github.com/google/cel-go/interpreter"
+	celconfig "k8s.io/apiserver/pkg/apis/cel"
+	"k8s.io/apiserver/pkg/cel/library"
+)
+
+// Names of the variables every expression can read.
+const (
+	varObject          = "object"
+	varOldObject       = "oldObject"
+	varRequest         = "request"
+	varNamespaceObject = "namespaceObject"
+	varVariables       = "variables"
+	varGenerator       = "generator"
+)
+
+// PerCallCostLimit bounds the work of one expression evaluation, with the
+// apiserver's unit and value (roughly 0.1 s of CPU): a runaway expression fails
+// its trigger instead of stalling the controller.
+const PerCallCostLimit = celconfig.PerCallLimit
+
+// baseOptions are the libraries and language settings shared by every policy.
+// They follow the apiserver's base environment (k8s.io/apiserver/pkg/cel/
+// environment) with one deliberate difference: aggregate literals may mix
+// types, so Kyverno policies need no dyn() around map values.
+func baseOptions() []cel.EnvOption {
+	return []cel.EnvOption{
+		cel.DefaultUTCTimeZone(true),
+		cel.CrossTypeNumericComparisons(true),
+		cel.OptionalTypes(),
+		cel.EagerlyValidateDeclarations(true),
+		cel.CostEstimatorOptions(checker.PresenceTestHasCost(false)),
+		cel.ASTValidators(
+			cel.ValidateDurationLiterals(),
+			cel.ValidateTimestampLiterals(),
+			cel.ValidateRegexLiterals(),
+		),
+
+		library.URLs(),
+		library.Regex(),
+		library.Lists(library.ListsVersion(1)),
+		library.Quantity(),
+		library.IP(),
+		library.CIDR(),
+		library.Format(),
+		library.SemverLib(library.SemverVersion(1)),
+
+		ext.Strings(ext.StringsVersion(2)),
+		ext.Sets(),
+		ext.Lists(ext.ListsVersion(3)),
+		ext.Math(),
+		ext.Encoders(),
+		ext.Bindings(),
+		ext.TwoVarComprehensions(),
+
+		cel.Variable(varObject, cel.DynType),
+		cel.Variable(varOldObject, cel.DynType),
+		cel.Variable(varRequest, cel.DynType),
+		cel.Variable(varNamespaceObject, cel.DynType),
+		cel.Variable(varVariables, cel.MapType(cel.StringType, cel.DynType)),
+	}
+}
+
+// programOptions bound and meter every evaluation.
+func programOptions() []cel.ProgramOption {
+	return []cel.ProgramOption{
+		cel.EvalOptions(cel.OptOptimize, cel.OptTrackCost),
+		cel.CostLimit(PerCallCostLimit),
+		cel.CostTracking(&library.CostEstimator{}),
+		cel.CostTrackerOptions(interpreter.PresenceTestHasCost(false)),
+		cel.InterruptCheckFrequency(100),
+	}
+}
+
+var (
+	envOnce       sync.Once
+	clusterEnv    *cel.Env
+	namespacedEnv *cel.Env
+	envErr        error
+)
+
+// environments returns the two shared environments, built once: one for
+// cluster policies and one for namespaced policies, which differ only in the
+// generator functions they may call.
+func environments() (cluster, namespaced *cel.Env, err error) {
+	envOnce.Do(func() {
+		var base *cel.Env
+		base, envErr = cel.NewEnv(baseOptions()...)
+		if envErr != nil {
+			return
+		}
+		clusterEnv, envErr = base.Extend(generatorLibrary(false))
+		if envErr != nil {
+			return
+		}
+		namespacedEnv, envErr = base.Extend(generatorLibrary(true))
+	})
+	return clusterEnv, namespacedEnv, envErr
+}

@@ -1,0 +1,152 @@
+package celenv
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/google/cel-go/common/types"
+	"github.com/google/cel-go/common/types/ref"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apiserver/pkg/cel/lazy"
+)
+
+// Input is one trigger as a policy sees it: the admission event a webhook
+// would have received for it.
+type Input struct {
+	// Object is the trigger's current state; nil for a DELETE.
+	Object map[string]any
+	// OldObject is the previous state for an UPDATE, the last state for a DELETE.
+	OldObject map[string]any
+	// Request describes the event.
+	Request Request
+	// NamespaceObject is the trigger's Namespace; nil for cluster-scoped triggers.
+	NamespaceObject map[string]any
+	// Scopes tells namespaced kinds from cluster-scoped ones, so that
+	// generator.Apply gives only the former a namespace. Nil treats every
+	// kind as namespaced.
+	Scopes Scopes
+}
+
+// Scopes reports whether a kind is namespaced. The controller answers from
+// the API server's REST mapping; render answers from built-in knowledge.
+type Scopes interface {
+	IsNamespaced(gvk schema.GroupVersionKind) (bool, error)
+}
+
+// Request is the admission request an event is replayed as. UserInfo is
+// always empty: a watch has no requester.
+type Request struct {
+	UID       string
+	Operation string
+	Name      string
+	Namespace string
+	Kind      schema.GroupVersionKind
+	Resource  schema.GroupVersionResource
+}
+
+func (r Request) value() map[string]any {
+	return map[string]any{
+		"uid":       r.UID,
+		"operation": r.Operation,
+		"name":      r.Name,
+		"namespace": r.Namespace,
+		"kind":      map[string]any{"group": r.Kind.Group, "version": r.Kind.Version, "kind": r.Kind.Kind},
+		"resource":  map[string]any{"group": r.Resource.Group, "version": r.Resource.Version, "resource": r.Resource.Resource},
+		"userInfo":  map[string]any{},
+	}
+}
+
+// Result is what a policy wants for one trigger.
+type Result struct {
+	// Matched is false when a matchCondition is false: the policy skips the trigger.
+	Matched bool
+	// Objects are the desired objects, in the order generator.Apply produced them.
+	Objects []*unstructured.Unstructured
+}
+
+// Evaluate runs the policy against one trigger: matchConditions first, then
+// every generate entry, with variables evaluated lazily on first use. Errors
+// name the failing expression's field path.
+func (p *Program) Evaluate(ctx context.Context, in Input) (Result, error) {
+	if p.err != nil {
+		return Result{}, fmt.Errorf("%w: %w", ErrNotCompiled, p.err)
+	}
+	gen := &generation{namespace: p.namespace}
+	vars := lazy.NewMapValue(types.NewMapType(types.StringType, types.DynType))
+	activation := map[string]any{
+		varObject:          orNull(in.Object),
+		varOldObject:       orNull(in.OldObject),
+		varRequest:         in.Request.value(),
+		varNamespaceObject: orNull(in.NamespaceObject),
+		varVariables:       vars,
+		varGenerator:       gen,
+	}
+	for _, v := range p.variables {
+		v := v
+		vars.Append(v.name, func(*lazy.MapValue) ref.Val {
+			out, err := v.eval(ctx, activation)
+			if err != nil {
+				return types.WrapErr(err)
+			}
+			return out
+		})
+	}
+
+	for _, mc := range p.matchConditions {
+		out, err := mc.eval(ctx, activation)
+		if err != nil {
+			return Result{}, err
+		}
+		if out != types.True {
+			return Result{Matched: false}, nil
+		}
+	}
+	for _, g := range p.generate {
+		out, err := g.eval(ctx, activation)
+		if err != nil {
+			return Result{}, err
+		}
+		if _, ok := out.(types.Bool); !ok {
+			return Result{}, fmt.Errorf("%s: must evaluate to bool, got %s", g.path, out.Type().TypeName())
+		}
+	}
+	if err := clearClusterScoped(gen.objects, in.Scopes); err != nil {
+		return Result{}, err
+	}
+	return Result{Matched: true, Objects: gen.objects}, nil
+}
+
+// eval runs one expression, wrapping any error with its field path.
+func (e expression) eval(ctx context.Context, activation map[string]any) (ref.Val, error) {
+	out, _, err := e.program.ContextEval(ctx, activation)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", e.path, err)
+	}
+	return out, nil
+}
+
+// clearClusterScoped removes the namespace generator.Apply gave to objects
+// of cluster-scoped kinds.
+func clearClusterScoped(objs []*unstructured.Unstructured, scopes Scopes) error {
+	if scopes == nil {
+		return nil
+	}
+	for _, o := range objs {
+		namespaced, err := scopes.IsNamespaced(o.GroupVersionKind())
+		if err != nil {
+			return fmt.Errorf("%s %s: %w", o.GetKind(), o.GetName(), err)
+		}
+		if !namespaced {
+			o.SetNamespace("")
+		}
+	}
+	return nil
+}
+
+func orNull(m map[string]any) any {
+	if m == nil {
+		return types.NullValue
+	}
+	return m
+}

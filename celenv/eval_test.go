@@ -1,0 +1,185 @@
+package celenv_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/yaml"
+
+	apiv1 "github.com/sprout-gitops/sprout/api/v1"
+	"github.com/sprout-gitops/sprout/celenv"
+)
+
+func loadPolicy(t *testing.T, scenario string) apiv1.Policy {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("..", "fixtures", scenario, "policy.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	policies, err := apiv1.Decode(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(policies) != 1 {
+		t.Fatalf("want 1 policy in %s, got %d", scenario, len(policies))
+	}
+	return policies[0]
+}
+
+func namespace(name string, labels map[string]string) map[string]any {
+	ns := &unstructured.Unstructured{}
+	ns.SetAPIVersion("v1")
+	ns.SetKind("Namespace")
+	ns.SetName(name)
+	ns.SetLabels(labels)
+	return ns.Object
+}
+
+func createNamespace(obj map[string]any) celenv.Input {
+	u := unstructured.Unstructured{Object: obj}
+	return celenv.Input{
+		Object: obj,
+		Request: celenv.Request{
+			Operation: "CREATE",
+			Name:      u.GetName(),
+			Kind:      schema.GroupVersionKind{Version: "v1", Kind: "Namespace"},
+			Resource:  schema.GroupVersionResource{Version: "v1", Resource: "namespaces"},
+		},
+	}
+}
+
+func TestEvaluateDataSource(t *testing.T) {
+	prog := celenv.Compile(loadPolicy(t, "zk-kafka-address"))
+	if err := prog.Err(); err != nil {
+		t.Fatal(err)
+	}
+	expected, err := os.ReadFile("../fixtures/zk-kafka-address/expected.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want map[string]any
+	if err := yaml.Unmarshal(expected, &want); err != nil {
+		t.Fatal(err)
+	}
+
+	red, err := prog.Evaluate(context.Background(), createNamespace(namespace("team-red", map[string]string{"color": "red"})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !red.Matched || len(red.Objects) != 1 {
+		t.Fatalf("red namespace: want 1 object, got matched=%v objects=%d", red.Matched, len(red.Objects))
+	}
+	if diff := cmp.Diff(want, red.Objects[0].Object); diff != "" {
+		t.Errorf("generated ConfigMap (-want +got):\n%s", diff)
+	}
+
+	for _, labels := range []map[string]string{{"color": "blue"}, nil} {
+		other, err := prog.Evaluate(context.Background(), createNamespace(namespace("other", labels)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if other.Matched || len(other.Objects) != 0 {
+			t.Errorf("labels %v: want no match and no objects, got matched=%v objects=%d", labels, other.Matched, len(other.Objects))
+		}
+	}
+}
+
+func TestCompileErrorsNameFieldPath(t *testing.T) {
+	prog := celenv.Compile(loadPolicy(t, "broken-variable"))
+	err := prog.Err()
+	if err == nil {
+		t.Fatal("want a compile error")
+	}
+	for _, want := range []string{"GeneratingPolicy/broken-variable", "spec.variables[1].expression", "Syntax error"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not contain %q", err, want)
+		}
+	}
+	if _, err := prog.Evaluate(context.Background(), createNamespace(namespace("x", nil))); err == nil {
+		t.Error("Evaluate on a broken program must fail")
+	}
+}
+
+func TestCompileChecks(t *testing.T) {
+	base := loadPolicy(t, "zk-kafka-address").(*apiv1.GeneratingPolicy)
+	tests := []struct {
+		name       string
+		namespaced bool
+		edit       func(*apiv1.GeneratingPolicySpec)
+		wantErr    string // empty: compiles
+	}{
+		{name: "valid", edit: func(*apiv1.GeneratingPolicySpec) {}},
+		{
+			name:    "generate must return bool",
+			edit:    func(s *apiv1.GeneratingPolicySpec) { s.Generation[0].Expression = "'text'" },
+			wantErr: "spec.generate[0].expression: Invalid value: must evaluate to bool, not string",
+		},
+		{
+			name:    "matchCondition must return bool",
+			edit:    func(s *apiv1.GeneratingPolicySpec) { s.MatchConditions[0].Expression = "1" },
+			wantErr: "spec.matchConditions[0].expression",
+		},
+		{
+			name:    "no resource rules",
+			edit:    func(s *apiv1.GeneratingPolicySpec) { s.MatchConstraints = nil },
+			wantErr: "spec.matchConstraints.resourceRules: Required value",
+		},
+		{
+			name:    "duplicate variable",
+			edit:    func(s *apiv1.GeneratingPolicySpec) { s.Variables[1].Name = "nsName" },
+			wantErr: `spec.variables[1].name: Duplicate value: "nsName"`,
+		},
+		{
+			name:       "namespaced policy cannot name a namespace",
+			namespaced: true,
+			edit:       func(*apiv1.GeneratingPolicySpec) {},
+			wantErr:    "spec.generate[0].expression",
+		},
+		{
+			name:       "namespaced policy applies a list",
+			namespaced: true,
+			edit: func(s *apiv1.GeneratingPolicySpec) {
+				s.Generation[0].Expression = "generator.Apply(variables.configmap)"
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			spec := base.Spec.DeepCopy()
+			tt.edit(spec)
+			var p apiv1.Policy = &apiv1.GeneratingPolicy{ObjectMeta: base.ObjectMeta, Spec: *spec}
+			if tt.namespaced {
+				p = &apiv1.NamespacedGeneratingPolicy{ObjectMeta: base.ObjectMeta, Spec: *spec}
+				p.SetNamespace("team")
+			}
+			err := celenv.Compile(p).Err()
+			switch {
+			case tt.wantErr == "" && err != nil:
+				t.Fatalf("want no error, got %v", err)
+			case tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)):
+				t.Fatalf("want error containing %q, got %v", tt.wantErr, err)
+			}
+		})
+	}
+}
+
+func TestNamespacedPolicyStaysInItsNamespace(t *testing.T) {
+	base := loadPolicy(t, "zk-kafka-address").(*apiv1.GeneratingPolicy)
+	spec := base.Spec.DeepCopy()
+	spec.Generation[0].Expression = "generator.Apply(variables.configmap)"
+	p := &apiv1.NamespacedGeneratingPolicy{ObjectMeta: base.ObjectMeta, Spec: *spec}
+	p.SetNamespace("team")
+	res, err := celenv.Compile(p).Evaluate(context.Background(), createNamespace(namespace("elsewhere", map[string]string{"color": "red"})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Objects) != 1 || res.Objects[0].GetNamespace() != "team" {
+		t.Fatalf("want one object in namespace team, got %v", res.Objects)
+	}
+}

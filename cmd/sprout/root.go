@@ -1,0 +1,77 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// globalFlags are the flags every command shares, named as kubectl names them.
+type globalFlags struct {
+	kubeconfig string
+	context    string
+	logLevel   string
+	logFormat  string
+}
+
+func newRootCommand() *cobra.Command {
+	g := &globalFlags{}
+	root := &cobra.Command{
+		Use:   "sprout",
+		Short: "Run Kyverno GeneratingPolicies without webhooks",
+		Long: `Sprout runs Kyverno-compatible GeneratingPolicy and NamespacedGeneratingPolicy
+resources as a level-triggered controller: it watches trigger objects, computes
+what every policy wants and applies it with server-side apply.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	f := root.PersistentFlags()
+	f.StringVar(&g.kubeconfig, "kubeconfig", "", "path to the kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then in-cluster)")
+	f.StringVar(&g.context, "context", "", "the kubeconfig context to use (default: its current context)")
+	f.StringVar(&g.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	f.StringVar(&g.logFormat, "log-format", "text", "log format: text or json")
+	root.AddCommand(newRunCommand(g), newDemoCommand(g), newVersionCommand())
+	return root
+}
+
+// restConfig loads the cluster configuration the way kubectl does, falling
+// back to the in-cluster service account.
+func (g *globalFlags) restConfig() (*rest.Config, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = g.kubeconfig
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules,
+		&clientcmd.ConfigOverrides{CurrentContext: g.context}).ClientConfig()
+	if clientcmd.IsEmptyConfig(err) {
+		cfg, err = rest.InClusterConfig()
+		if errors.Is(err, rest.ErrNotInCluster) {
+			return nil, fmt.Errorf("no kubeconfig found and not running in a cluster: pass --kubeconfig")
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	cfg.UserAgent = "sprout"
+	return cfg, nil
+}
+
+// logger builds the structured logger the flags ask for.
+func (g *globalFlags) logger(w io.Writer) (*slog.Logger, error) {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(g.logLevel)); err != nil {
+		return nil, fmt.Errorf("--log-level: %w", err)
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	switch strings.ToLower(g.logFormat) {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return nil, fmt.Errorf("--log-format: %q is neither text nor json", g.logFormat)
+}

@@ -1,0 +1,104 @@
+// Package controlplane starts a real kube-apiserver and etcd from the
+// repository's bin/ folder (built by `make tools`) with controller-runtime's
+// envtest, and installs Sprout's CRDs. Tests share one control plane per test
+// package through Main; the demo starts one with Start.
+//
+// It lives under internal/ because it is a harness, not part of Sprout's API:
+// the tests of every package and the `sprout demo` command use it.
+package controlplane
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/sprout-gitops/sprout/deploy"
+)
+
+// ControlPlane is a running kube-apiserver and etcd.
+type ControlPlane struct {
+	// Config reaches the API server as a cluster administrator.
+	Config *rest.Config
+	env    *envtest.Environment
+}
+
+// Start starts etcd and kube-apiserver and installs the CRDs of deploy/crds.
+// Stop removes every process and temporary directory it made.
+func Start() (*ControlPlane, error) {
+	assets, err := Binaries()
+	if err != nil {
+		return nil, err
+	}
+	crds, err := deploy.CRDs()
+	if err != nil {
+		return nil, err
+	}
+	env := &envtest.Environment{
+		BinaryAssetsDirectory: assets,
+		CRDs:                  crds,
+	}
+	cfg, err := env.Start()
+	if err != nil {
+		return nil, fmt.Errorf("start control plane: %w", err)
+	}
+	return &ControlPlane{Config: cfg, env: env}, nil
+}
+
+// Stop stops the API server and etcd and removes their data.
+func (c *ControlPlane) Stop() error {
+	return c.env.Stop()
+}
+
+// Kubeconfig returns a kubeconfig for a cluster administrator, for
+// processes (the sprout binary, kubectl) that cannot share Config.
+func (c *ControlPlane) Kubeconfig() ([]byte, error) {
+	user, err := c.env.AddUser(envtest.User{Name: "sprout-admin", Groups: []string{"system:masters"}}, nil)
+	if err != nil {
+		return nil, err
+	}
+	return user.KubeConfig()
+}
+
+// Binaries finds the folder holding kube-apiserver and etcd: $KUBEBUILDER_ASSETS
+// when set, else bin/ of the repository around the working directory, else
+// the folder of the running executable (bin/sprout next to them).
+func Binaries() (string, error) {
+	if dir := os.Getenv("KUBEBUILDER_ASSETS"); dir != "" {
+		return dir, hasBinaries(dir)
+	}
+	var candidates []string
+	if dir, err := os.Getwd(); err == nil {
+		for {
+			if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+				candidates = append(candidates, filepath.Join(dir, "bin"))
+				break
+			}
+			parent := filepath.Dir(dir)
+			if parent == dir {
+				break
+			}
+			dir = parent
+		}
+	}
+	if exe, err := os.Executable(); err == nil {
+		candidates = append(candidates, filepath.Dir(exe))
+	}
+	for _, dir := range candidates {
+		if hasBinaries(dir) == nil {
+			return dir, nil
+		}
+	}
+	return "", fmt.Errorf("kube-apiserver and etcd not found in %v: run `make tools` in the repository", candidates)
+}
+
+func hasBinaries(dir string) error {
+	for _, b := range []string{"kube-apiserver", "etcd"} {
+		if _, err := os.Stat(filepath.Join(dir, b)); err != nil {
+			return fmt.Errorf("%s not found in %s: run `make tools` first", b, dir)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,8 @@
+// Package inventory owns Sprout's writes: it labels downstream objects so they
+// can always be found again, applies the desired set with server-side apply
+// and reports every object's outcome as a change set.
+//
+// It never evaluates CEL and never decides what a policy wants: reconcile
+// hands it complete desired objects. Pruning and the persistent per-policy
+// record (DESIGN §5) are built on the same labels.
+package inventory

@@ -1,0 +1,93 @@
+package inventory
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
+)
+
+// Labels Sprout writes on every downstream object. The generate.kyverno.io
+// ones are Kyverno's, so `kubectl get -l generate.kyverno.io/policy-name=…`
+// keeps working after a move from Kyverno.
+const (
+	LabelManagedBy        = "app.kubernetes.io/managed-by"
+	LabelPolicyName       = "generate.kyverno.io/policy-name"
+	LabelPolicyNamespace  = "sprout.dev/policy-namespace"
+	LabelTriggerName      = "generate.kyverno.io/trigger-name"
+	LabelTriggerNamespace = "generate.kyverno.io/trigger-namespace"
+	LabelTriggerUID       = "generate.kyverno.io/trigger-uid"
+	LabelTriggerKind      = "generate.kyverno.io/trigger-kind"
+	LabelTriggerGroup     = "generate.kyverno.io/trigger-group"
+	LabelTriggerVersion   = "generate.kyverno.io/trigger-version"
+
+	// ManagedBy is the value of LabelManagedBy on Sprout's objects.
+	ManagedBy = "sprout"
+)
+
+// Origin is what a downstream object was generated from: a policy and one
+// trigger object.
+type Origin struct {
+	PolicyName      string
+	PolicyNamespace string // empty for a cluster-scoped GeneratingPolicy
+	Trigger         Trigger
+}
+
+// Trigger identifies the trigger object.
+type Trigger struct {
+	GVK       schema.GroupVersionKind
+	Namespace string
+	Name      string
+	UID       types.UID
+}
+
+// Labels returns the labels that mark an object as generated from o.
+func (o Origin) Labels() map[string]string {
+	l := map[string]string{
+		LabelManagedBy:        ManagedBy,
+		LabelPolicyName:       LabelValue(o.PolicyName),
+		LabelTriggerName:      LabelValue(o.Trigger.Name),
+		LabelTriggerNamespace: LabelValue(o.Trigger.Namespace),
+		LabelTriggerUID:       string(o.Trigger.UID),
+		LabelTriggerKind:      o.Trigger.GVK.Kind,
+		LabelTriggerGroup:     LabelValue(o.Trigger.GVK.Group),
+		LabelTriggerVersion:   o.Trigger.GVK.Version,
+	}
+	if o.PolicyNamespace != "" {
+		l[LabelPolicyNamespace] = o.PolicyNamespace
+	}
+	return l
+}
+
+// hashLength is how many hex digits of SHA-256 end an encoded label value.
+const hashLength = 16
+
+// LabelValue returns s when it is a valid label value. Object names may be 253
+// characters but label values only 63, so a longer (or otherwise invalid)
+// value becomes a stable, still readable encoding: the first 46 characters,
+// trimmed to end in an alphanumeric, a dash and the first 16 hex digits of the
+// SHA-256 of the whole value. Selecting by an encoded value means encoding the
+// name the same way (docs/labels.md).
+func LabelValue(s string) string {
+	if len(validation.IsValidLabelValue(s)) == 0 {
+		return s
+	}
+	sum := sha256.Sum256([]byte(s))
+	prefix := s
+	if max := validation.LabelValueMaxLength - hashLength - 1; len(prefix) > max {
+		prefix = prefix[:max]
+	}
+	prefix = strings.TrimRightFunc(prefix, func(r rune) bool { return !isAlphanumeric(r) })
+	hash := hex.EncodeToString(sum[:])[:hashLength]
+	if prefix == "" {
+		return hash
+	}
+	return prefix + "-" + hash
+}
+
+func isAlphanumeric(r rune) bool {
+	return r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9'
+}

@@ -1,0 +1,206 @@
+package reconcile
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apiserver/pkg/admission"
+	"k8s.io/apiserver/pkg/admission/plugin/policy/matching"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	listersv1 "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/restmapper"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
+	apiv1 "github.com/sprout-gitops/sprout/api/v1"
+	"github.com/sprout-gitops/sprout/inventory"
+)
+
+// Options configure a Controller.
+type Options struct {
+	// Workers is how many policies sync at once.
+	Workers int
+	// Logger receives structured logs; nil discards them.
+	Logger *slog.Logger
+}
+
+// DefaultOptions returns the options `sprout run` starts with.
+func DefaultOptions() Options {
+	return Options{Workers: 4}
+}
+
+// Controller runs GeneratingPolicies and NamespacedGeneratingPolicies found
+// in the cluster.
+type Controller struct {
+	opts      Options
+	log       *slog.Logger
+	dynamic   dynamic.Interface
+	discovery discovery.CachedDiscoveryInterface
+	mapper    meta.ResettableRESTMapper
+	applier   *inventory.Applier
+
+	kubeInformers informers.SharedInformerFactory
+	namespaces    listersv1.NamespaceLister
+	matcher       *matching.Matcher
+	objects       admission.ObjectInterfaces
+
+	queue workqueue.TypedRateLimitingInterface[policyKey]
+
+	mu       sync.RWMutex
+	policies map[policyKey]*compiledPolicy
+	informer map[schema.GroupVersionResource]*triggerInformer
+	// policyStores are the caches of the two policy kinds, filled by Run.
+	policyStores map[schema.GroupVersionResource]cache.Store
+	ctx          context.Context // the context Run was called with, for informers started later
+
+	admitted admissions
+}
+
+// New connects a Controller to the cluster at cfg. Nothing runs until Run.
+func New(cfg *rest.Config, opts Options) (*Controller, error) {
+	if opts.Workers < 1 {
+		opts.Workers = 1
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	// controller-runtime's client (under fluxcd/pkg/ssa) logs through its own
+	// global logger; send it to ours.
+	ctrllog.SetLogger(logr.FromSlogHandler(opts.Logger.Handler()))
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client: %w", err)
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("dynamic client: %w", err)
+	}
+	applier, err := inventory.NewApplier(cfg)
+	if err != nil {
+		return nil, err
+	}
+	disco := memory.NewMemCacheClient(kube.Discovery())
+	factory := informers.NewSharedInformerFactory(kube, 0)
+	nsInformer := factory.Core().V1().Namespaces()
+	return &Controller{
+		opts:          opts,
+		log:           opts.Logger,
+		dynamic:       dyn,
+		discovery:     disco,
+		mapper:        restmapper.NewDeferredDiscoveryRESTMapper(disco),
+		applier:       applier,
+		kubeInformers: factory,
+		namespaces:    nsInformer.Lister(),
+		matcher:       matching.NewMatcher(nsInformer.Lister(), kube),
+		objects:       admission.NewObjectInterfacesFromScheme(scheme.Scheme),
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
+			workqueue.DefaultTypedControllerRateLimiter[policyKey](),
+			workqueue.TypedRateLimitingQueueConfig[policyKey]{Name: "policies"},
+		),
+		policies:     map[policyKey]*compiledPolicy{},
+		informer:     map[schema.GroupVersionResource]*triggerInformer{},
+		policyStores: map[schema.GroupVersionResource]cache.Store{},
+	}, nil
+}
+
+// Run starts the informers and workers and blocks until ctx is done.
+func (c *Controller) Run(ctx context.Context) error {
+	defer utilruntime.HandleCrash()
+	defer c.queue.ShutDown()
+
+	c.mu.Lock()
+	c.ctx = ctx
+	c.mu.Unlock()
+
+	c.kubeInformers.Core().V1().Namespaces().Informer()
+	c.kubeInformers.Start(ctx.Done())
+	policyInformers, err := c.watchPolicies()
+	if err != nil {
+		return err
+	}
+	for _, inf := range policyInformers {
+		go inf.Run(ctx.Done())
+	}
+	synced := []cache.InformerSynced{c.kubeInformers.Core().V1().Namespaces().Informer().HasSynced}
+	for _, inf := range policyInformers {
+		synced = append(synced, inf.HasSynced)
+	}
+	c.log.Info("waiting for informer caches")
+	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
+		return fmt.Errorf("informer caches did not sync: %w", ctx.Err())
+	}
+	c.log.Info("started", "workers", c.opts.Workers)
+	var wg sync.WaitGroup
+	for range c.opts.Workers {
+		wg.Go(func() { wait.UntilWithContext(ctx, c.runWorker, time.Second) })
+	}
+	<-ctx.Done()
+	c.queue.ShutDown()
+	wg.Wait()
+	c.stopTriggerInformers()
+	c.kubeInformers.Shutdown()
+	return nil
+}
+
+// runWorker processes queue keys until the queue shuts down.
+func (c *Controller) runWorker(ctx context.Context) {
+	for c.processNextWorkItem(ctx) {
+	}
+}
+
+// processNextWorkItem syncs one policy. An error re-queues it with back-off;
+// success forgets its failure history.
+func (c *Controller) processNextWorkItem(ctx context.Context) bool {
+	key, shutdown := c.queue.Get()
+	if shutdown {
+		return false
+	}
+	defer c.queue.Done(key)
+	start := time.Now()
+	err := c.sync(ctx, key)
+	if err != nil && ctx.Err() != nil {
+		return false // shutting down: the error is the cancellation
+	}
+	if err != nil {
+		c.log.Error("sync failed", "policy", key.String(), "error", err.Error(), "duration", time.Since(start))
+		c.queue.AddRateLimited(key)
+		return true
+	}
+	c.queue.Forget(key)
+	return true
+}
+
+// watchPolicies makes the informers for both policy kinds. Their handlers
+// compile a policy when it changes and queue its key.
+func (c *Controller) watchPolicies() ([]cache.SharedIndexInformer, error) {
+	var out []cache.SharedIndexInformer
+	for _, gvr := range []schema.GroupVersionResource{apiv1.GeneratingPolicies, apiv1.NamespacedGeneratingPolicies} {
+		inf := newInformer(c.dynamic, gvr)
+		if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(obj any) { c.onPolicy(obj) },
+			UpdateFunc: func(_, obj any) { c.onPolicy(obj) },
+			DeleteFunc: func(obj any) { c.onPolicyDeleted(obj) },
+		}); err != nil {
+			return nil, err
+		}
+		c.policyStores[gvr] = inf.GetStore()
+		out = append(out, inf)
+	}
+	return out, nil
+}

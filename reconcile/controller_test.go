@@ -1,0 +1,253 @@
+package reconcile_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	apiv1 "github.com/sprout-gitops/sprout/api/v1"
+	"github.com/sprout-gitops/sprout/fixtures"
+	"github.com/sprout-gitops/sprout/internal/controlplane"
+	"github.com/sprout-gitops/sprout/internal/manifest"
+	"github.com/sprout-gitops/sprout/inventory"
+	"github.com/sprout-gitops/sprout/reconcile"
+)
+
+var cfg *rest.Config
+
+func TestMain(m *testing.M) { controlplane.Main(m, &cfg) }
+
+// lockedBuffer collects the controller's log for assertions.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// startController runs a controller until the test ends and returns its log.
+func startController(t *testing.T) *lockedBuffer {
+	t.Helper()
+	logs := &lockedBuffer{}
+	opts := reconcile.DefaultOptions()
+	opts.Logger = slog.New(slog.NewTextHandler(logs, nil))
+	c, err := reconcile.New(cfg, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("controller: %v", err)
+		}
+	})
+	return logs
+}
+
+func applyFixture(t *testing.T, scenario, file string, edit func(*unstructured.Unstructured)) {
+	t.Helper()
+	objs, err := fixtures.Objects(scenario, file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := manifest.NewApplier(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range objs {
+		if edit != nil {
+			edit(o)
+		}
+		if err := a.Apply(context.Background(), o); err != nil {
+			t.Fatal(err)
+		}
+		if o.GetKind() == apiv1.GeneratingPolicyKind {
+			t.Cleanup(func() {
+				r, err := a.Resource(o)
+				if err == nil {
+					err = r.Delete(context.Background(), o.GetName(), metav1.DeleteOptions{})
+				}
+				if err != nil {
+					t.Errorf("delete policy %s: %v", o.GetName(), err)
+				}
+			})
+		}
+	}
+}
+
+// poll waits, with a bound, until cond holds.
+func poll(t *testing.T, what string, cond func(context.Context) (bool, error)) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, 30*time.Second, true, cond)
+	if err != nil {
+		t.Fatalf("waiting for %s: %v", what, err)
+	}
+}
+
+func createNamespace(t *testing.T, name string, labels map[string]string) {
+	t.Helper()
+	kube := kubernetes.NewForConfigOrDie(cfg)
+	_, err := kube.CoreV1().Namespaces().Create(context.Background(),
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func getConfigMap(ctx context.Context, ns, name string) (*corev1.ConfigMap, error) {
+	cm, err := kubernetes.NewForConfigOrDie(cfg).CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	return cm, err
+}
+
+func policyCondition(ctx context.Context, name string) (*metav1.Condition, error) {
+	u, err := dynamic.NewForConfigOrDie(cfg).Resource(apiv1.GeneratingPolicies).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	p, err := apiv1.FromUnstructured(u)
+	if err != nil {
+		return nil, err
+	}
+	for _, c := range p.(*apiv1.GeneratingPolicy).Status.Conditions {
+		if c.Type == reconcile.ConditionReady {
+			return &c, nil
+		}
+	}
+	return nil, nil
+}
+
+func TestDataSourcePolicyGeneratesForNewMatchingNamespaces(t *testing.T) {
+	startController(t)
+	applyFixture(t, "zk-kafka-address", "policy.yaml", nil)
+	poll(t, "policy Ready", func(ctx context.Context) (bool, error) {
+		c, err := policyCondition(ctx, "zk-kafka-address")
+		return c != nil && c.Status == metav1.ConditionTrue, err
+	})
+
+	// blue first: when red's ConfigMap exists, a sync has seen both.
+	createNamespace(t, "dsp-blue", map[string]string{"color": "blue"})
+	createNamespace(t, "dsp-red", map[string]string{"color": "red"})
+
+	var cm *corev1.ConfigMap
+	poll(t, "ConfigMap in dsp-red", func(ctx context.Context) (done bool, err error) {
+		cm, err = getConfigMap(ctx, "dsp-red", "zk-kafka-address")
+		return cm != nil, err
+	})
+	if got := cm.Data["ZK_ADDRESS"]; got != "192.168.10.10:2181,192.168.10.11:2181,192.168.10.12:2181" {
+		t.Errorf("ZK_ADDRESS = %q", got)
+	}
+	red, err := kubernetes.NewForConfigOrDie(cfg).CoreV1().Namespaces().Get(context.Background(), "dsp-red", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantLabels := map[string]string{
+		inventory.LabelManagedBy:        inventory.ManagedBy,
+		inventory.LabelPolicyName:       "zk-kafka-address",
+		inventory.LabelTriggerName:      "dsp-red",
+		inventory.LabelTriggerNamespace: "",
+		inventory.LabelTriggerUID:       string(red.UID),
+		inventory.LabelTriggerKind:      "Namespace",
+		inventory.LabelTriggerGroup:     "",
+		inventory.LabelTriggerVersion:   "v1",
+	}
+	for k, v := range wantLabels {
+		if got, ok := cm.Labels[k]; !ok || got != v {
+			t.Errorf("label %s = %q (present %v), want %q", k, got, ok, v)
+		}
+	}
+	blue, err := getConfigMap(context.Background(), "dsp-blue", "zk-kafka-address")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if blue != nil {
+		t.Error("a Namespace without color=red got a ConfigMap")
+	}
+	poll(t, "policy status counts the trigger", func(ctx context.Context) (bool, error) {
+		c, err := policyCondition(ctx, "zk-kafka-address")
+		return c != nil && c.Message == "1 triggers, 1 objects", err
+	})
+}
+
+func TestGenerateExistingRecomputesFromTheCache(t *testing.T) {
+	// The Namespace exists before the policy: only generateExisting admits it,
+	// and only a sync that reads the cache (no event names it) can find it.
+	createNamespace(t, "gex-red", map[string]string{"color": "red"})
+	startController(t)
+	applyFixture(t, "zk-kafka-address", "policy.yaml", func(u *unstructured.Unstructured) {
+		u.SetName("zk-kafka-address-existing")
+		if err := unstructured.SetNestedField(u.Object, true, "spec", "evaluation", "generateExisting", "enabled"); err != nil {
+			t.Fatal(err)
+		}
+		gen, _, _ := unstructured.NestedSlice(u.Object, "spec", "variables")
+		cmVar := gen[1].(map[string]any)
+		cmVar["expression"] = strings.Replace(cmVar["expression"].(string), `"name": "zk-kafka-address"`, `"name": "existing"`, 1)
+		_ = unstructured.SetNestedSlice(u.Object, gen, "spec", "variables")
+	})
+	poll(t, "ConfigMap for the existing Namespace", func(ctx context.Context) (bool, error) {
+		cm, err := getConfigMap(ctx, "gex-red", "existing")
+		return cm != nil, err
+	})
+}
+
+func TestBrokenPolicyIsReportedAndOthersKeepWorking(t *testing.T) {
+	logs := startController(t)
+	applyFixture(t, "broken-variable", "policy.yaml", nil)
+	applyFixture(t, "zk-kafka-address", "policy.yaml", func(u *unstructured.Unstructured) { u.SetName("zk-kafka-next-to-broken") })
+
+	poll(t, "broken policy reported", func(ctx context.Context) (bool, error) {
+		c, err := policyCondition(ctx, "broken-variable")
+		return c != nil && c.Status == metav1.ConditionFalse && c.Reason == reconcile.ReasonCompileFailed, err
+	})
+	c, err := policyCondition(context.Background(), "broken-variable")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(c.Message, "spec.variables[1].expression") {
+		t.Errorf("condition message %q does not name the field path", c.Message)
+	}
+	log := logs.String()
+	for _, want := range []string{"GeneratingPolicy/broken-variable", "spec.variables[1].expression"} {
+		if !strings.Contains(log, want) {
+			t.Errorf("log does not contain %q:\n%s", want, log)
+		}
+	}
+
+	createNamespace(t, "broken-red", map[string]string{"color": "red"})
+	poll(t, "the other policy still generates", func(ctx context.Context) (bool, error) {
+		cm, err := getConfigMap(ctx, "broken-red", "zk-kafka-address")
+		if cm != nil && cm.Labels[inventory.LabelPolicyName] != "zk-kafka-next-to-broken" {
+			return false, fmt.Errorf("unexpected owner %q", cm.Labels[inventory.LabelPolicyName])
+		}
+		return cm != nil, err
+	})
+}

@@ -1,0 +1,237 @@
+package reconcile
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/apiserver/pkg/admission"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/tools/cache"
+)
+
+// triggerInformer watches one trigger resource for every policy that names it.
+type triggerInformer struct {
+	informer cache.SharedIndexInformer
+	cancel   context.CancelFunc
+}
+
+// newInformer makes an informer on gvr in every namespace. Cached objects
+// drop managedFields: Sprout never reads them and they are often half the size.
+func newInformer(client dynamic.Interface, gvr schema.GroupVersionResource) cache.SharedIndexInformer {
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+			return client.Resource(gvr).List(ctx, opts)
+		},
+		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+			return client.Resource(gvr).Watch(ctx, opts)
+		},
+	}
+	inf := cache.NewSharedIndexInformer(lw, &unstructured.Unstructured{}, 0, cache.Indexers{})
+	_ = inf.SetTransform(func(obj any) (any, error) {
+		if u, ok := obj.(*unstructured.Unstructured); ok {
+			u.SetManagedFields(nil)
+		}
+		return obj, nil
+	})
+	return inf
+}
+
+// onPolicy compiles a new or changed policy, starts the informers its
+// triggers need and queues it. A policy whose generation did not change (a
+// status write, a resync) is only queued.
+func (c *Controller) onPolicy(obj any) {
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return
+	}
+	c.mu.RLock()
+	cur := c.policies[keyOfUnstructured(u)]
+	c.mu.RUnlock()
+	if cur != nil && cur.policy.GetUID() == u.GetUID() && cur.policy.GetGeneration() == u.GetGeneration() {
+		return // only status or metadata changed: nothing to recompute
+	}
+	cp, err := c.compile(u)
+	if err != nil {
+		c.log.Error("policy cannot be read", "policy", keyOfUnstructured(u).String(), "error", err.Error())
+		return
+	}
+	key := keyOf(cp.policy)
+	if err := cp.program.Err(); err != nil {
+		c.log.Error("policy does not compile", "policy", key.String(), "error", err.Error())
+	}
+	if cp.resolveErr != nil {
+		c.log.Error("policy triggers cannot all be watched", "policy", key.String(), "error", cp.resolveErr.Error())
+	}
+	c.mu.Lock()
+	c.policies[key] = cp
+	c.mu.Unlock()
+	c.ensureTriggerInformers(cp.triggers)
+	c.queue.Add(key)
+}
+
+// onPolicyDeleted forgets a deleted policy.
+func (c *Controller) onPolicyDeleted(obj any) {
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return
+	}
+	key := keyOfUnstructured(u)
+	c.mu.Lock()
+	delete(c.policies, key)
+	c.mu.Unlock()
+	c.admitted.forget(key)
+	c.log.Info("policy deleted", "policy", key.String())
+}
+
+func keyOfUnstructured(u *unstructured.Unstructured) policyKey {
+	return policyKey{Kind: u.GetKind(), Namespace: u.GetNamespace(), Name: u.GetName()}
+}
+
+// resolveRules lists the resources the rules name, expanding "*" through
+// discovery. Subresources (pods/exec, */status) exist only as admission
+// requests and cannot be watched: they are reported, and the rest is watched.
+func (c *Controller) resolveRules(rules []admissionregistrationv1.NamedRuleWithOperations) ([]schema.GroupVersionResource, error) {
+	_, lists, err := c.discovery.ServerGroupsAndResources()
+	if err != nil && len(lists) == 0 {
+		return nil, fmt.Errorf("discovery: %w", err)
+	}
+	var out []schema.GroupVersionResource
+	var errs []error
+	for i, r := range rules {
+		for _, res := range r.Resources {
+			if strings.Contains(res, "/") {
+				errs = append(errs, fmt.Errorf("spec.matchConstraints.resourceRules[%d]: subresource %q is only seen by admission webhooks and can never trigger", i, res))
+			}
+		}
+		for _, list := range lists {
+			gv, err := schema.ParseGroupVersion(list.GroupVersion)
+			if err != nil {
+				continue
+			}
+			if !matchesAny(r.APIGroups, gv.Group) || !matchesAny(r.APIVersions, gv.Version) {
+				continue
+			}
+			for _, res := range list.APIResources {
+				if strings.Contains(res.Name, "/") || !matchesAny(r.Resources, res.Name) ||
+					!slices.Contains(res.Verbs, "list") || !slices.Contains(res.Verbs, "watch") {
+					continue
+				}
+				gvr := gv.WithResource(res.Name)
+				if !slices.Contains(out, gvr) {
+					out = append(out, gvr)
+				}
+			}
+		}
+	}
+	if len(out) == 0 && len(errs) == 0 {
+		errs = append(errs, fmt.Errorf("spec.matchConstraints.resourceRules: no served resource matches"))
+	}
+	return out, errors.Join(errs...)
+}
+
+func matchesAny(patterns []string, s string) bool {
+	return slices.Contains(patterns, "*") || slices.Contains(patterns, s)
+}
+
+// ensureTriggerInformers starts an informer for every resource not yet watched.
+func (c *Controller) ensureTriggerInformers(gvrs []schema.GroupVersionResource) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, gvr := range gvrs {
+		if _, ok := c.informer[gvr]; ok {
+			continue
+		}
+		ctx, cancel := context.WithCancel(c.ctx)
+		inf := newInformer(c.dynamic, gvr)
+		_, _ = inf.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
+			AddFunc: func(obj any, isInInitialList bool) {
+				// An object listed at start-up already existed: it is not a CREATE.
+				if isInInitialList {
+					c.onTrigger(gvr, "", obj)
+					return
+				}
+				c.onTrigger(gvr, admission.Create, obj)
+			},
+			UpdateFunc: func(old, obj any) {
+				if sameVersion(old, obj) {
+					return // a re-list, not a change
+				}
+				c.onTrigger(gvr, admission.Update, obj)
+			},
+			DeleteFunc: func(obj any) { c.onTrigger(gvr, admission.Delete, obj) },
+		})
+		c.informer[gvr] = &triggerInformer{informer: inf, cancel: cancel}
+		go inf.RunWithContext(ctx)
+		c.log.Info("watching triggers", "resource", resourceName(gvr))
+	}
+}
+
+func sameVersion(old, obj any) bool {
+	o, ok1 := old.(*unstructured.Unstructured)
+	n, ok2 := obj.(*unstructured.Unstructured)
+	return ok1 && ok2 && o.GetResourceVersion() == n.GetResourceVersion()
+}
+
+func (c *Controller) stopTriggerInformers() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for gvr, ti := range c.informer {
+		ti.cancel()
+		delete(c.informer, gvr)
+	}
+}
+
+// onTrigger replays an informer event as the admission event a webhook would
+// have seen. A CREATE or UPDATE that a policy's rules select admits the
+// trigger for that policy; every event queues the policies watching gvr.
+// op is empty for objects that existed before Sprout started watching.
+func (c *Controller) onTrigger(gvr schema.GroupVersionResource, op admission.Operation, obj any) {
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return
+	}
+	c.mu.RLock()
+	var interested []*compiledPolicy
+	for _, cp := range c.policies {
+		if slices.Contains(cp.triggers, gvr) {
+			interested = append(interested, cp)
+		}
+	}
+	c.mu.RUnlock()
+	for _, cp := range interested {
+		key := keyOf(cp.policy)
+		if op == admission.Create || op == admission.Update {
+			if ok, err := c.matches(cp.criteria.events, gvr, op, u); err == nil && ok {
+				c.admitted.admit(key, u.GetUID())
+			}
+		}
+		c.queue.Add(key)
+	}
+}
+
+// matches runs the apiserver's matcher on the trigger as an admission request.
+func (c *Controller) matches(crit matchCriteria, gvr schema.GroupVersionResource, op admission.Operation, u *unstructured.Unstructured) (bool, error) {
+	attr := admission.NewAttributesRecord(u, nil, u.GroupVersionKind(), u.GetNamespace(), u.GetName(), gvr, "", op, nil, false, nil)
+	ok, _, _, err := c.matcher.Matches(attr, c.objects, crit)
+	return ok, err
+}
+
+// resourceName spells a resource as kubectl does: resource.version.group.
+func resourceName(gvr schema.GroupVersionResource) string {
+	return strings.TrimSuffix(gvr.Resource+"."+gvr.Version+"."+gvr.Group, ".")
+}

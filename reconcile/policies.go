@@ -1,0 +1,117 @@
+package reconcile
+
+import (
+	"fmt"
+	"sync"
+	"time"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+
+	apiv1 "github.com/sprout-gitops/sprout/api/v1"
+	"github.com/sprout-gitops/sprout/celenv"
+)
+
+// policyKey is the work-queue key of one policy.
+type policyKey struct {
+	Kind      string
+	Namespace string
+	Name      string
+}
+
+func (k policyKey) String() string {
+	if k.Namespace == "" {
+		return k.Kind + "/" + k.Name
+	}
+	return k.Kind + "/" + k.Namespace + "/" + k.Name
+}
+
+func keyOf(p apiv1.Policy) policyKey {
+	if p.IsNamespaced() {
+		return policyKey{Kind: apiv1.NamespacedGeneratingPolicyKind, Namespace: p.GetNamespace(), Name: p.GetName()}
+	}
+	return policyKey{Kind: apiv1.GeneratingPolicyKind, Name: p.GetName()}
+}
+
+// compiledPolicy is one generation of a policy, compiled. It is replaced, never
+// changed, when the policy changes.
+type compiledPolicy struct {
+	policy  apiv1.Policy
+	program *celenv.Program
+	// triggers are the resources the policy's resource rules name, resolved
+	// through discovery.
+	triggers []schema.GroupVersionResource
+	// resolveErr says why some resource rules could not be resolved.
+	resolveErr error
+	// activated is when the policy began: triggers created since are admitted.
+	activated time.Time
+	criteria  criteria
+}
+
+// admissions remembers, per policy, the triggers whose events admitted them
+// after the policy was activated (DESIGN §3). It survives policy updates.
+type admissions struct {
+	mu  sync.Mutex
+	set map[policyKey]sets.Set[types.UID]
+}
+
+func (a *admissions) admit(k policyKey, uid types.UID) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.set == nil {
+		a.set = map[policyKey]sets.Set[types.UID]{}
+	}
+	if a.set[k] == nil {
+		a.set[k] = sets.New[types.UID]()
+	}
+	a.set[k].Insert(uid)
+}
+
+func (a *admissions) admitted(k policyKey, uid types.UID) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.set[k].Has(uid)
+}
+
+func (a *admissions) forget(k policyKey) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	delete(a.set, k)
+}
+
+// compile turns a policy object read from the API server into a compiled
+// policy. It never fails: errors are kept on the program and resolveErr.
+func (c *Controller) compile(u *unstructured.Unstructured) (*compiledPolicy, error) {
+	p, err := apiv1.FromUnstructured(u)
+	if err != nil {
+		return nil, err
+	}
+	cp := &compiledPolicy{
+		policy:    p,
+		program:   celenv.Compile(p),
+		activated: p.GetCreationTimestamp().Time,
+	}
+	if mc := p.PolicySpec().MatchConstraints; mc != nil {
+		cp.criteria = newCriteria(*mc)
+		cp.triggers, cp.resolveErr = c.resolveRules(mc.ResourceRules)
+	}
+	return cp, nil
+}
+
+// operations lists the operations the policy's resource rules name for gvr.
+func operationsFor(rules []admissionregistrationv1.NamedRuleWithOperations) sets.Set[string] {
+	ops := sets.New[string]()
+	for _, r := range rules {
+		for _, op := range r.Operations {
+			ops.Insert(string(op))
+		}
+	}
+	return ops
+}
+
+func (cp *compiledPolicy) String() string {
+	return fmt.Sprintf("%s (generation %d)", celenv.PolicyRef(cp.policy), cp.policy.GetGeneration())
+}

@@ -1,0 +1,124 @@
+package reconcile
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
+
+	apiv1 "github.com/sprout-gitops/sprout/api/v1"
+)
+
+// Reasons of the Ready condition.
+const (
+	ReasonReconciled          = "Reconciled"
+	ReasonCompileFailed       = "CompileFailed"
+	ReasonMatchFailed         = "MatchFailed"
+	ReasonEvaluationFailed    = "EvaluationFailed"
+	ReasonApplyFailed         = "ApplyFailed"
+	ReasonUnobservableTrigger = "UnobservableTrigger"
+)
+
+// ConditionReady is the condition that summarises a policy.
+const ConditionReady = "Ready"
+
+// outcome is what one sync found, for the policy's status.
+type outcome struct {
+	reason   string // empty when all went well
+	err      error
+	triggers int
+	objects  int
+}
+
+// reportStatus writes the policy's status when it differs from what the
+// cache holds, so a sync that changes nothing writes nothing.
+func (c *Controller) reportStatus(ctx context.Context, cp *compiledPolicy, out outcome) error {
+	live, err := c.livePolicy(cp)
+	if err != nil || live == nil {
+		return err
+	}
+	status := *live.DeepCopy()
+	cond := metav1.Condition{
+		Type:               ConditionReady,
+		Status:             metav1.ConditionTrue,
+		Reason:             ReasonReconciled,
+		Message:            fmt.Sprintf("%d triggers, %d objects", out.triggers, out.objects),
+		ObservedGeneration: cp.policy.GetGeneration(),
+	}
+	if out.reason != "" {
+		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, out.reason, out.err.Error()
+	}
+	meta.SetStatusCondition(&status.Conditions, cond)
+	ready := cond.Status == metav1.ConditionTrue
+	status.ConditionStatus.Ready = &ready
+	status.ConditionStatus.Message = ""
+	if !ready {
+		status.ConditionStatus.Message = cond.Message
+	}
+	meta.SetStatusCondition(&status.ConditionStatus.Conditions, cond)
+	status.ObservedGeneration = cp.policy.GetGeneration()
+	if out.reason != ReasonCompileFailed {
+		status.Triggers, status.Objects = out.triggers, out.objects
+	}
+	if equality.Semantic.DeepEqual(&status, live) {
+		return nil
+	}
+	patch, err := json.Marshal(map[string]any{"status": status})
+	if err != nil {
+		return err
+	}
+	gvr, ns := policyResource(cp.policy)
+	_, err = c.dynamic.Resource(gvr).Namespace(ns).Patch(ctx, cp.policy.GetName(), types.MergePatchType, patch, metav1.PatchOptions{FieldManager: "sprout"}, "status")
+	if err != nil {
+		return fmt.Errorf("%s: status: %w", keyOf(cp.policy), err)
+	}
+	return nil
+}
+
+// livePolicy reads the policy's current status from the informer cache; nil
+// when the policy is gone.
+func (c *Controller) livePolicy(cp *compiledPolicy) (*apiv1.GeneratingPolicyStatus, error) {
+	gvr, ns := policyResource(cp.policy)
+	obj, ok, err := c.policyStores[gvr].GetByKey(cache.NewObjectName(ns, cp.policy.GetName()).String())
+	if err != nil || !ok {
+		return nil, err
+	}
+	p, err := apiv1.FromUnstructured(obj.(*unstructured.Unstructured))
+	if err != nil {
+		return nil, err
+	}
+	switch p := p.(type) {
+	case *apiv1.GeneratingPolicy:
+		return &p.Status, nil
+	case *apiv1.NamespacedGeneratingPolicy:
+		return &p.Status, nil
+	}
+	return nil, nil
+}
+
+func policyResource(p apiv1.Policy) (schema.GroupVersionResource, string) {
+	if p.IsNamespaced() {
+		return apiv1.NamespacedGeneratingPolicies, p.GetNamespace()
+	}
+	return apiv1.GeneratingPolicies, ""
+}
+
+// toUnstructured converts a typed object from a lister, which carries no
+// TypeMeta, into the map CEL reads, with apiVersion and kind set.
+func toUnstructured(obj runtime.Object, gvk schema.GroupVersionKind) (map[string]any, error) {
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		return nil, err
+	}
+	m["apiVersion"], m["kind"] = gvk.GroupVersion().String(), gvk.Kind
+	unstructured.RemoveNestedField(m, "metadata", "managedFields")
+	return m, nil
+}
