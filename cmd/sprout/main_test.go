@@ -1,0 +1,170 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/sprout-gitops/sprout/fixtures"
+	"github.com/sprout-gitops/sprout/internal/controlplane"
+	"github.com/sprout-gitops/sprout/internal/manifest"
+)
+
+func TestHelpDescribesEveryFlag(t *testing.T) {
+	var walk func(*cobra.Command)
+	walk = func(cmd *cobra.Command) {
+		if cmd.Short == "" {
+			t.Errorf("%q has no description", cmd.CommandPath())
+		}
+		check := func(f *pflag.Flag) {
+			if strings.TrimSpace(f.Usage) == "" {
+				t.Errorf("%s --%s has no description", cmd.CommandPath(), f.Name)
+			}
+		}
+		cmd.LocalFlags().VisitAll(check)
+		cmd.InheritedFlags().VisitAll(check)
+		for _, sub := range cmd.Commands() {
+			walk(sub)
+		}
+	}
+	root := newRootCommand()
+	root.InitDefaultHelpCmd()
+	walk(root)
+
+	var out bytes.Buffer
+	root.SetOut(&out)
+	root.SetArgs([]string{"run", "--help"})
+	if err := root.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"--kubeconfig", "--context", "--workers", "--log-level", "--log-format"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("sprout run --help does not mention %s:\n%s", want, out.String())
+		}
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for a writer and a reader at once.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+func TestRunWatchesTheClusterOfItsKubeconfig(t *testing.T) {
+	cp, err := controlplane.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cp.Stop() })
+	kubeconfig, err := cp.Kubeconfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(path, kubeconfig, 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		root := newRootCommand()
+		root.SetArgs([]string{"run", "--kubeconfig", path, "--log-format", "json"})
+		root.SetErr(&syncBuffer{})
+		done <- root.ExecuteContext(ctx)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("sprout run: %v", err)
+		}
+	})
+
+	a, err := manifest.NewApplier(cp.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, file := range []string{"policy.yaml", "triggers.yaml"} {
+		objs, err := fixtures.Objects("zk-kafka-address", file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := a.Apply(context.Background(), objs...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	kube := kubernetes.NewForConfigOrDie(cp.Config)
+	err = wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		_, err := kube.CoreV1().ConfigMaps("team-red").Get(ctx, "zk-kafka-address", metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		return err == nil, err
+	})
+	if err != nil {
+		t.Fatalf("waiting for the generated ConfigMap: %v", err)
+	}
+}
+
+func TestDemoOnceCleansUp(t *testing.T) {
+	var out syncBuffer
+	root := newRootCommand()
+	root.SetArgs([]string{"demo", "--once", "--timeout", "60s"})
+	root.SetOut(&out)
+	root.SetErr(&syncBuffer{})
+	if err := root.ExecuteContext(context.Background()); err != nil {
+		t.Fatalf("demo: %v\n%s", err, out.String())
+	}
+	text := out.String()
+	if !regexp.MustCompile(`(?m)^ConfigMap\s+team-red\s+zk-kafka-address\s+zk-kafka-address\s+team-red`).MatchString(text) {
+		t.Errorf("the demo did not print the generated ConfigMap:\n%s", text)
+	}
+	if strings.Contains(text, "team-blue  ") {
+		t.Errorf("the demo printed an object for team-blue:\n%s", text)
+	}
+
+	// Everything the demo started is gone: its kubeconfig folder and its API server.
+	kubeconfig := regexp.MustCompile(`KUBECONFIG=(\S+)`).FindStringSubmatch(text)
+	host := regexp.MustCompile(`control plane at (\S+);`).FindStringSubmatch(text)
+	if kubeconfig == nil || host == nil {
+		t.Fatalf("the demo did not print its kubeconfig and host:\n%s", text)
+	}
+	if _, err := os.Stat(filepath.Dir(kubeconfig[1])); !os.IsNotExist(err) {
+		t.Errorf("demo left %s behind (stat: %v)", filepath.Dir(kubeconfig[1]), err)
+	}
+	// Skip verification: a running server must answer (even 401), not fail TLS.
+	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{InsecureSkipVerify: true},
+	}}
+	if resp, err := client.Get(host[1]); err == nil {
+		resp.Body.Close()
+		t.Errorf("the demo's API server still answers at %s", host[1])
+	}
+}
