@@ -28,8 +28,8 @@ import (
 
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
-	apiv1 "github.com/sprout-gitops/sprout/api/v1"
 	"github.com/sprout-gitops/sprout/inventory"
+	"github.com/sprout-gitops/sprout/sources"
 )
 
 // Options configure a Controller.
@@ -38,6 +38,9 @@ type Options struct {
 	Workers int
 	// Logger receives structured logs; nil discards them.
 	Logger *slog.Logger
+	// Sources deliver the policies to run; none means the policies stored
+	// in the cluster.
+	Sources []sources.Source
 }
 
 // DefaultOptions returns the options `sprout run` starts with.
@@ -65,9 +68,7 @@ type Controller struct {
 	mu       sync.RWMutex
 	policies map[policyKey]*compiledPolicy
 	informer map[schema.GroupVersionResource]*triggerInformer
-	// policyStores are the caches of the two policy kinds, filled by Run.
-	policyStores map[schema.GroupVersionResource]cache.Store
-	ctx          context.Context // the context Run was called with, for informers started later
+	ctx      context.Context // the context Run was called with, for informers started later
 
 	admitted admissions
 }
@@ -95,6 +96,9 @@ func New(cfg *rest.Config, opts Options) (*Controller, error) {
 	if err != nil {
 		return nil, err
 	}
+	if len(opts.Sources) == 0 {
+		opts.Sources = []sources.Source{sources.NewCluster(dyn)}
+	}
 	disco := memory.NewMemCacheClient(kube.Discovery())
 	factory := informers.NewSharedInformerFactory(kube, 0)
 	nsInformer := factory.Core().V1().Namespaces()
@@ -113,9 +117,8 @@ func New(cfg *rest.Config, opts Options) (*Controller, error) {
 			workqueue.DefaultTypedControllerRateLimiter[policyKey](),
 			workqueue.TypedRateLimitingQueueConfig[policyKey]{Name: "policies"},
 		),
-		policies:     map[policyKey]*compiledPolicy{},
-		informer:     map[schema.GroupVersionResource]*triggerInformer{},
-		policyStores: map[schema.GroupVersionResource]cache.Store{},
+		policies: map[policyKey]*compiledPolicy{},
+		informer: map[schema.GroupVersionResource]*triggerInformer{},
 	}, nil
 }
 
@@ -130,16 +133,12 @@ func (c *Controller) Run(ctx context.Context) error {
 
 	c.kubeInformers.Core().V1().Namespaces().Informer()
 	c.kubeInformers.Start(ctx.Done())
-	policyInformers, err := c.watchPolicies()
-	if err != nil {
-		return err
-	}
-	for _, inf := range policyInformers {
-		go inf.Run(ctx.Done())
-	}
 	synced := []cache.InformerSynced{c.kubeInformers.Core().V1().Namespaces().Informer().HasSynced}
-	for _, inf := range policyInformers {
-		synced = append(synced, inf.HasSynced)
+	for _, src := range c.opts.Sources {
+		if err := src.Start(ctx, policyHandler{c}); err != nil {
+			return err
+		}
+		synced = append(synced, src.HasSynced)
 	}
 	c.log.Info("waiting for informer caches")
 	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
@@ -184,23 +183,4 @@ func (c *Controller) processNextWorkItem(ctx context.Context) bool {
 	}
 	c.queue.Forget(key)
 	return true
-}
-
-// watchPolicies makes the informers for both policy kinds. Their handlers
-// compile a policy when it changes and queue its key.
-func (c *Controller) watchPolicies() ([]cache.SharedIndexInformer, error) {
-	var out []cache.SharedIndexInformer
-	for _, gvr := range []schema.GroupVersionResource{apiv1.GeneratingPolicies, apiv1.NamespacedGeneratingPolicies} {
-		inf := newInformer(c.dynamic, gvr)
-		if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-			AddFunc:    func(obj any) { c.onPolicy(obj) },
-			UpdateFunc: func(_, obj any) { c.onPolicy(obj) },
-			DeleteFunc: func(obj any) { c.onPolicyDeleted(obj) },
-		}); err != nil {
-			return nil, err
-		}
-		c.policyStores[gvr] = inf.GetStore()
-		out = append(out, inf)
-	}
-	return out, nil
 }

@@ -10,11 +10,10 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/apiserver/pkg/admission"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/tools/cache"
 )
 
@@ -27,15 +26,7 @@ type triggerInformer struct {
 // newInformer makes an informer on gvr in every namespace. Cached objects
 // drop managedFields: Sprout never reads them and they are often half the size.
 func newInformer(client dynamic.Interface, gvr schema.GroupVersionResource) cache.SharedIndexInformer {
-	lw := &cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-			return client.Resource(gvr).List(ctx, opts)
-		},
-		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-			return client.Resource(gvr).Watch(ctx, opts)
-		},
-	}
-	inf := cache.NewSharedIndexInformer(lw, &unstructured.Unstructured{}, 0, cache.Indexers{})
+	inf := dynamicinformer.NewFilteredDynamicInformer(client, gvr, metav1.NamespaceAll, 0, cache.Indexers{}, nil).Informer()
 	_ = inf.SetTransform(func(obj any) (any, error) {
 		if u, ok := obj.(*unstructured.Unstructured); ok {
 			u.SetManagedFields(nil)
@@ -43,60 +34,6 @@ func newInformer(client dynamic.Interface, gvr schema.GroupVersionResource) cach
 		return obj, nil
 	})
 	return inf
-}
-
-// onPolicy compiles a new or changed policy, starts the informers its
-// triggers need and queues it. A policy whose generation did not change (a
-// status write, a resync) is only queued.
-func (c *Controller) onPolicy(obj any) {
-	u, ok := obj.(*unstructured.Unstructured)
-	if !ok {
-		return
-	}
-	c.mu.RLock()
-	cur := c.policies[keyOfUnstructured(u)]
-	c.mu.RUnlock()
-	if cur != nil && cur.policy.GetUID() == u.GetUID() && cur.policy.GetGeneration() == u.GetGeneration() {
-		return // only status or metadata changed: nothing to recompute
-	}
-	cp, err := c.compile(u)
-	if err != nil {
-		c.log.Error("policy cannot be read", "policy", keyOfUnstructured(u).String(), "error", err.Error())
-		return
-	}
-	key := keyOf(cp.policy)
-	if err := cp.program.Err(); err != nil {
-		c.log.Error("policy does not compile", "policy", key.String(), "error", err.Error())
-	}
-	if cp.resolveErr != nil {
-		c.log.Error("policy triggers cannot all be watched", "policy", key.String(), "error", cp.resolveErr.Error())
-	}
-	c.mu.Lock()
-	c.policies[key] = cp
-	c.mu.Unlock()
-	c.ensureTriggerInformers(cp.triggers)
-	c.queue.Add(key)
-}
-
-// onPolicyDeleted forgets a deleted policy.
-func (c *Controller) onPolicyDeleted(obj any) {
-	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = t.Obj
-	}
-	u, ok := obj.(*unstructured.Unstructured)
-	if !ok {
-		return
-	}
-	key := keyOfUnstructured(u)
-	c.mu.Lock()
-	delete(c.policies, key)
-	c.mu.Unlock()
-	c.admitted.forget(key)
-	c.log.Info("policy deleted", "policy", key.String())
-}
-
-func keyOfUnstructured(u *unstructured.Unstructured) policyKey {
-	return policyKey{Kind: u.GetKind(), Namespace: u.GetNamespace(), Name: u.GetName()}
 }
 
 // resolveRules lists the resources the rules name, expanding "*" through

@@ -6,13 +6,13 @@ import (
 	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 
 	apiv1 "github.com/sprout-gitops/sprout/api/v1"
 	"github.com/sprout-gitops/sprout/celenv"
+	"github.com/sprout-gitops/sprout/sources"
 )
 
 // policyKey is the work-queue key of one policy.
@@ -39,7 +39,10 @@ func keyOf(p apiv1.Policy) policyKey {
 // compiledPolicy is one generation of a policy, compiled. It is replaced, never
 // changed, when the policy changes.
 type compiledPolicy struct {
+	// policy is the latest state of the policy (its status changes between
+	// compilations); program was compiled from the same generation.
 	policy  apiv1.Policy
+	source  string
 	program *celenv.Program
 	// triggers are the resources the policy's resource rules name, resolved
 	// through discovery.
@@ -82,23 +85,20 @@ func (a *admissions) forget(k policyKey) {
 	delete(a.set, k)
 }
 
-// compile turns a policy object read from the API server into a compiled
-// policy. It never fails: errors are kept on the program and resolveErr.
-func (c *Controller) compile(u *unstructured.Unstructured) (*compiledPolicy, error) {
-	p, err := apiv1.FromUnstructured(u)
-	if err != nil {
-		return nil, err
-	}
+// compile turns a policy into a compiled policy. It never fails: errors are
+// kept on the program and resolveErr.
+func (c *Controller) compile(p sources.Policy) *compiledPolicy {
 	cp := &compiledPolicy{
-		policy:    p,
-		program:   celenv.Compile(p),
+		policy:    p.Policy,
+		source:    p.Source,
+		program:   celenv.Compile(p.Policy),
 		activated: p.GetCreationTimestamp().Time,
 	}
 	if mc := p.PolicySpec().MatchConstraints; mc != nil {
 		cp.criteria = newCriteria(*mc)
 		cp.triggers, cp.resolveErr = c.resolveRules(mc.ResourceRules)
 	}
-	return cp, nil
+	return cp
 }
 
 // operations lists the operations the policy's resource rules name for gvr.

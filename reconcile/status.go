@@ -12,9 +12,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/tools/cache"
 
 	apiv1 "github.com/sprout-gitops/sprout/api/v1"
+	"github.com/sprout-gitops/sprout/sources"
 )
 
 // Reasons of the Ready condition.
@@ -41,10 +41,10 @@ type outcome struct {
 // reportStatus writes the policy's status when it differs from what the
 // cache holds, so a sync that changes nothing writes nothing.
 func (c *Controller) reportStatus(ctx context.Context, cp *compiledPolicy, out outcome) error {
-	live, err := c.livePolicy(cp)
-	if err != nil || live == nil {
-		return err
+	if cp.source != sources.ClusterSourceName {
+		return nil // only policies stored in the cluster have a status to write
 	}
+	live := cp.policy.PolicyStatus()
 	status := *live.DeepCopy()
 	cond := metav1.Condition{
 		Type:               ConditionReady,
@@ -81,27 +81,6 @@ func (c *Controller) reportStatus(ctx context.Context, cp *compiledPolicy, out o
 		return fmt.Errorf("%s: status: %w", keyOf(cp.policy), err)
 	}
 	return nil
-}
-
-// livePolicy reads the policy's current status from the informer cache; nil
-// when the policy is gone.
-func (c *Controller) livePolicy(cp *compiledPolicy) (*apiv1.GeneratingPolicyStatus, error) {
-	gvr, ns := policyResource(cp.policy)
-	obj, ok, err := c.policyStores[gvr].GetByKey(cache.NewObjectName(ns, cp.policy.GetName()).String())
-	if err != nil || !ok {
-		return nil, err
-	}
-	p, err := apiv1.FromUnstructured(obj.(*unstructured.Unstructured))
-	if err != nil {
-		return nil, err
-	}
-	switch p := p.(type) {
-	case *apiv1.GeneratingPolicy:
-		return &p.Status, nil
-	case *apiv1.NamespacedGeneratingPolicy:
-		return &p.Status, nil
-	}
-	return nil, nil
 }
 
 func policyResource(p apiv1.Policy) (schema.GroupVersionResource, string) {

@@ -11,6 +11,8 @@ type Policy interface {
 	PolicySpec() *GeneratingPolicySpec
 	// IsNamespaced reports whether the policy is confined to its namespace.
 	IsNamespaced() bool
+	// PolicyStatus returns the policy's status.
+	PolicyStatus() *GeneratingPolicyStatus
 }
 
 // PolicySpec returns the policy's spec.
@@ -18,6 +20,12 @@ func (p *GeneratingPolicy) PolicySpec() *GeneratingPolicySpec { return &p.Spec }
 
 // IsNamespaced is false: a GeneratingPolicy is cluster-scoped.
 func (p *GeneratingPolicy) IsNamespaced() bool { return false }
+
+// PolicyStatus returns the policy's status.
+func (p *GeneratingPolicy) PolicyStatus() *GeneratingPolicyStatus { return &p.Status }
+
+// PolicyStatus returns the policy's status.
+func (p *NamespacedGeneratingPolicy) PolicyStatus() *GeneratingPolicyStatus { return &p.Status }
 
 // PolicySpec returns the policy's spec.
 func (p *NamespacedGeneratingPolicy) PolicySpec() *GeneratingPolicySpec { return &p.Spec }

@@ -1,0 +1,56 @@
+package reconcile
+
+import (
+	"github.com/sprout-gitops/sprout/sources"
+)
+
+// policyHandler receives the policies of every source for a Controller.
+type policyHandler struct{ c *Controller }
+
+var _ sources.Handler = policyHandler{}
+
+// Upsert compiles a new policy or a new generation of one, starts the
+// informers its triggers need and queues it. A change that keeps the
+// generation (a status write) only refreshes the policy kept for status.
+func (h policyHandler) Upsert(p sources.Policy) {
+	c := h.c
+	key := keyOf(p.Policy)
+	c.mu.Lock()
+	if cur := c.policies[key]; cur != nil && cur.policy.GetUID() == p.GetUID() && cur.policy.GetGeneration() == p.GetGeneration() {
+		next := *cur
+		next.policy = p.Policy
+		c.policies[key] = &next
+		c.mu.Unlock()
+		return
+	}
+	c.mu.Unlock()
+
+	cp := c.compile(p)
+	if err := cp.program.Err(); err != nil {
+		c.log.Error("policy does not compile", "policy", key.String(), "source", p.Source, "error", err.Error())
+	}
+	if cp.resolveErr != nil {
+		c.log.Error("policy triggers cannot all be watched", "policy", key.String(), "error", cp.resolveErr.Error())
+	}
+	c.mu.Lock()
+	c.policies[key] = cp
+	c.mu.Unlock()
+	c.ensureTriggerInformers(cp.triggers)
+	c.queue.Add(key)
+}
+
+// Delete forgets a policy that is gone from its source.
+func (h policyHandler) Delete(p sources.Policy) {
+	c := h.c
+	key := keyOf(p.Policy)
+	c.mu.Lock()
+	delete(c.policies, key)
+	c.mu.Unlock()
+	c.admitted.forget(key)
+	c.log.Info("policy deleted", "policy", key.String(), "source", p.Source)
+}
+
+// Invalid reports a policy its source cannot decode.
+func (h policyHandler) Invalid(source, name string, err error) {
+	h.c.log.Error("policy cannot be decoded", "policy", name, "source", source, "error", err.Error())
+}

@@ -1,0 +1,80 @@
+package sources
+
+import (
+	"context"
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/tools/cache"
+
+	apiv1 "github.com/sprout-gitops/sprout/api/v1"
+)
+
+// ClusterSourceName is the Source of policies stored in the cluster.
+const ClusterSourceName = "cluster"
+
+// Cluster delivers the GeneratingPolicies and NamespacedGeneratingPolicies
+// stored in the cluster, watched through informers.
+type Cluster struct {
+	client    dynamic.Interface
+	informers []cache.SharedIndexInformer
+}
+
+var _ Source = (*Cluster)(nil)
+
+// NewCluster returns a source of the policies stored in the cluster.
+func NewCluster(client dynamic.Interface) *Cluster {
+	return &Cluster{client: client}
+}
+
+// Start starts one informer per policy kind.
+func (c *Cluster) Start(ctx context.Context, h Handler) error {
+	for _, gvr := range []schema.GroupVersionResource{apiv1.GeneratingPolicies, apiv1.NamespacedGeneratingPolicies} {
+		inf := dynamicinformer.NewFilteredDynamicInformer(c.client, gvr, "", 0, cache.Indexers{}, nil).Informer()
+		_, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(obj any) { deliver(obj, h, h.Upsert) },
+			UpdateFunc: func(_, obj any) { deliver(obj, h, h.Upsert) },
+			DeleteFunc: func(obj any) {
+				if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+					obj = t.Obj
+				}
+				deliver(obj, h, h.Delete)
+			},
+		})
+		if err != nil {
+			return fmt.Errorf("watch %s: %w", gvr.Resource, err)
+		}
+		c.informers = append(c.informers, inf)
+		go inf.RunWithContext(ctx)
+	}
+	return nil
+}
+
+// HasSynced reports whether both informers have listed their policies.
+func (c *Cluster) HasSynced() bool {
+	for _, inf := range c.informers {
+		if !inf.HasSynced() {
+			return false
+		}
+	}
+	return len(c.informers) > 0
+}
+
+// deliver decodes a policy object and hands it to one of h's methods. The
+// API server's schema rejects most objects that would not decode; the rest
+// are reported as invalid.
+func deliver(obj any, h Handler, to func(Policy)) {
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return
+	}
+	p, err := apiv1.FromUnstructured(u)
+	if err != nil {
+		h.Invalid(ClusterSourceName, u.GetKind()+"/"+u.GetNamespace()+"/"+u.GetName(), err)
+		return
+	}
+	to(Policy{Policy: p, Source: ClusterSourceName, Revision: u.GetResourceVersion()})
+}
