@@ -49,6 +49,11 @@ With --once the demo stops by itself once the scenario's expected objects exist
 (exit status 0), or fails after --timeout.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			// The demo's own output is the table; the controller's log
+			// shows only warnings unless --log-level asks for more.
+			if !cmd.Flags().Changed("log-level") {
+				g.logLevel = "warn"
+			}
 			log, err := g.logger(cmd.ErrOrStderr())
 			if err != nil {
 				return err
