@@ -47,8 +47,8 @@ test: tools vet
 	$(GO) test ./... -count=1 -timeout 15m
 
 ## run: the demo on a local control plane (Ctrl-C stops it and cleans up)
-run: tools
-	$(GO) run ./cmd/sprout demo $(ARGS)
+run: tools build
+	$(BIN)/sprout demo $(ARGS)
 
 vet:
 	$(GO) vet ./...

@@ -134,13 +134,16 @@ func runDemo(ctx context.Context, out io.Writer, log *slog.Logger, o demoOptions
 		}
 	}
 
-	fmt.Fprintf(out, "\ngenerated objects (%s):\n", inventory.LabelManagedBy+"="+inventory.ManagedBy)
+	if o.once {
+		fmt.Fprintf(out, "\ngenerated objects (%s), until all expected ones exist:\n", inventory.LabelManagedBy+"="+inventory.ManagedBy)
+	} else {
+		fmt.Fprintf(out, "\ngenerated objects (%s), as they appear; Ctrl-C stops the demo:\n", inventory.LabelManagedBy+"="+inventory.ManagedBy)
+	}
 	seen, err := watchGenerated(ctx, out, applier, expected)
 	if err != nil {
 		return err
 	}
 	if !o.once {
-		fmt.Fprintln(out, "\nwatching; press Ctrl-C to stop")
 		<-ctx.Done()
 		return nil
 	}
