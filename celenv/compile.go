@@ -1,11 +1,13 @@
 package celenv
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"regexp"
 
 	"github.com/google/cel-go/cel"
+	"github.com/google/cel-go/common/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	apiv1 "github.com/sprout-gitops/sprout/api/v1"
@@ -19,8 +21,14 @@ type Program struct {
 	namespace       string // set for namespaced policies: all they may touch
 	matchConditions []expression
 	variables       []expression
-	generate        []expression
+	generate        []generateEntry
 	err             error
+}
+
+// generateEntry is one compiled generate[] entry: it adds what it generates
+// to gen.
+type generateEntry interface {
+	run(ctx context.Context, activation map[string]any, gen *generation) error
 }
 
 // expression is one compiled CEL expression and where it came from.
@@ -96,7 +104,7 @@ func Compile(policy apiv1.Policy) *Program {
 		default:
 			e, err := compileExpression(env, g.Name, g.Expression, path.Child("expression"), cel.BoolType)
 			errs = append(errs, err...)
-			p.generate = append(p.generate, e)
+			p.generate = append(p.generate, generateExpression{e})
 		}
 	}
 	if len(errs) > 0 {
@@ -126,6 +134,21 @@ func compileExpression(env *cel.Env, name, src string, path *field.Path, want *c
 	}
 	e.program = prog
 	return e, nil
+}
+
+// generateExpression is a generate entry written as a CEL expression: it
+// generates through generator.Apply and must return a bool.
+type generateExpression struct{ expression }
+
+func (g generateExpression) run(ctx context.Context, activation map[string]any, _ *generation) error {
+	out, err := g.eval(ctx, activation)
+	if err != nil {
+		return err
+	}
+	if _, ok := out.(types.Bool); !ok {
+		return fmt.Errorf("%s: must evaluate to bool, got %s", g.path, out.Type().TypeName())
+	}
+	return nil
 }
 
 // PolicyRef names a policy as Kind/name or Kind/namespace/name.

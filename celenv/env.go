@@ -65,6 +65,8 @@ func baseOptions() []cel.EnvOption {
 		cel.Variable(varRequest, cel.DynType),
 		cel.Variable(varNamespaceObject, cel.DynType),
 		cel.Variable(varVariables, cel.MapType(cel.StringType, cel.DynType)),
+
+		resourceLibrary(),
 	}
 }
 

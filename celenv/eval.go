@@ -3,6 +3,7 @@ package celenv
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/google/cel-go/common/types"
 	"github.com/google/cel-go/common/types/ref"
@@ -26,6 +27,10 @@ type Input struct {
 	// generator.Apply gives only the former a namespace. Nil treats every
 	// kind as namespaced.
 	Scopes Scopes
+	// Reader serves resource.Get and resource.List. Nil makes every read fail.
+	Reader Reader
+	// Now is the time time.now() returns; zero means the wall clock.
+	Now time.Time
 }
 
 // Scopes reports whether a kind is namespaced. The controller answers from
@@ -81,6 +86,7 @@ func (p *Program) Evaluate(ctx context.Context, in Input) (Result, error) {
 		varNamespaceObject: orNull(in.NamespaceObject),
 		varVariables:       vars,
 		varGenerator:       gen,
+		varResource:        &reads{ctx: ctx, reader: in.Reader, namespace: p.namespace},
 	}
 	for _, v := range p.variables {
 		v := v
@@ -103,12 +109,8 @@ func (p *Program) Evaluate(ctx context.Context, in Input) (Result, error) {
 		}
 	}
 	for _, g := range p.generate {
-		out, err := g.eval(ctx, activation)
-		if err != nil {
+		if err := g.run(ctx, activation, gen); err != nil {
 			return Result{}, err
-		}
-		if _, ok := out.(types.Bool); !ok {
-			return Result{}, fmt.Errorf("%s: must evaluate to bool, got %s", g.path, out.Type().TypeName())
 		}
 	}
 	if err := clearClusterScoped(gen.objects, in.Scopes); err != nil {

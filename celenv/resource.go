@@ -1,0 +1,151 @@
+package celenv
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+
+	"github.com/google/cel-go/cel"
+	"github.com/google/cel-go/common/types"
+	"github.com/google/cel-go/common/types/ref"
+	"github.com/google/cel-go/common/types/traits"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// Reader serves resource.Get and resource.List. The controller answers from
+// its informer caches and records what each policy read; render answers from
+// files.
+type Reader interface {
+	// Get returns one object, or an error (a NotFound API error when absent).
+	Get(ctx context.Context, gvr schema.GroupVersionResource, namespace, name string) (map[string]any, error)
+	// List returns a List object ({apiVersion, kind, items}) of the objects in
+	// namespace ("" for all namespaces) that the selector selects.
+	List(ctx context.Context, gvr schema.GroupVersionResource, namespace string, selector labels.Selector) (map[string]any, error)
+}
+
+const varResource = "resource"
+
+// resourceType is the CEL type of the resource variable.
+var resourceType = cel.OpaqueType("resource.Context")
+
+// resourceLibrary declares resource.Get/get and resource.List/list.
+func resourceLibrary() cel.EnvOption {
+	get := func(args ...ref.Val) ref.Val {
+		r := args[0].(*reads)
+		return r.get(string(args[1].(types.String)), string(args[2].(types.String)), string(args[3].(types.String)), string(args[4].(types.String)))
+	}
+	list := func(args ...ref.Val) ref.Val {
+		r := args[0].(*reads)
+		var selector ref.Val
+		if len(args) == 5 {
+			selector = args[4]
+		}
+		return r.list(string(args[1].(types.String)), string(args[2].(types.String)), string(args[3].(types.String)), selector)
+	}
+	str := cel.StringType
+	opts := []cel.EnvOption{cel.Variable(varResource, resourceType)}
+	for _, name := range []string{"Get", "get"} {
+		opts = append(opts, cel.Function(name,
+			cel.MemberOverload("resource_"+name+"_string_string_string_string",
+				[]*cel.Type{resourceType, str, str, str, str}, cel.DynType, cel.FunctionBinding(get))))
+	}
+	for _, name := range []string{"List", "list"} {
+		opts = append(opts, cel.Function(name,
+			cel.MemberOverload("resource_"+name+"_string_string_string",
+				[]*cel.Type{resourceType, str, str, str}, cel.DynType, cel.FunctionBinding(list)),
+			cel.MemberOverload("resource_"+name+"_string_string_string_map",
+				[]*cel.Type{resourceType, str, str, str, cel.MapType(str, str)}, cel.DynType, cel.FunctionBinding(list))))
+	}
+	return cel.Lib(libraryOf(opts))
+}
+
+// reads is the value bound to the resource variable for one evaluation.
+type reads struct {
+	ctx       context.Context
+	reader    Reader
+	namespace string // set for namespaced policies: the only namespace they may read
+}
+
+var _ ref.Val = (*reads)(nil)
+
+func (r *reads) gvr(apiVersion, resource string) (schema.GroupVersionResource, error) {
+	gv, err := schema.ParseGroupVersion(apiVersion)
+	if err != nil {
+		return schema.GroupVersionResource{}, err
+	}
+	if resource == "" {
+		return schema.GroupVersionResource{}, fmt.Errorf("resource must not be empty")
+	}
+	return gv.WithResource(resource), nil
+}
+
+func (r *reads) allowed(namespace string) error {
+	if r.namespace != "" && namespace != r.namespace {
+		return fmt.Errorf("a NamespacedGeneratingPolicy in %q cannot read namespace %q", r.namespace, namespace)
+	}
+	if r.reader == nil {
+		return fmt.Errorf("no cluster to read from")
+	}
+	return nil
+}
+
+func (r *reads) get(apiVersion, resource, namespace, name string) ref.Val {
+	gvr, err := r.gvr(apiVersion, resource)
+	if err == nil {
+		err = r.allowed(namespace)
+	}
+	if err != nil {
+		return types.NewErr("resource.Get(%q, %q, %q, %q): %v", apiVersion, resource, namespace, name, err)
+	}
+	obj, err := r.reader.Get(r.ctx, gvr, namespace, name)
+	if err != nil {
+		return types.NewErr("resource.Get(%q, %q, %q, %q): %v", apiVersion, resource, namespace, name, err)
+	}
+	return types.DefaultTypeAdapter.NativeToValue(obj)
+}
+
+func (r *reads) list(apiVersion, resource, namespace string, selectorVal ref.Val) ref.Val {
+	gvr, err := r.gvr(apiVersion, resource)
+	if err == nil {
+		err = r.allowed(namespace)
+	}
+	selector := labels.Everything()
+	if err == nil && selectorVal != nil {
+		selector, err = labelSelector(selectorVal)
+	}
+	if err != nil {
+		return types.NewErr("resource.List(%q, %q, %q): %v", apiVersion, resource, namespace, err)
+	}
+	list, err := r.reader.List(r.ctx, gvr, namespace, selector)
+	if err != nil {
+		return types.NewErr("resource.List(%q, %q, %q): %v", apiVersion, resource, namespace, err)
+	}
+	return types.DefaultTypeAdapter.NativeToValue(list)
+}
+
+// labelSelector turns a CEL map of label values into an equality selector.
+func labelSelector(v ref.Val) (labels.Selector, error) {
+	m, ok := v.(traits.Mapper)
+	if !ok {
+		return nil, fmt.Errorf("labels must be a map of strings")
+	}
+	set := labels.Set{}
+	it := m.Iterator()
+	for it.HasNext() == types.True {
+		k := it.Next()
+		val, _ := m.Get(k).(types.String)
+		set[fmt.Sprint(k.Value())] = string(val)
+	}
+	return labels.ValidatedSelectorFromSet(set)
+}
+
+func (r *reads) ConvertToNative(reflect.Type) (any, error) {
+	return nil, fmt.Errorf("resource cannot be converted")
+}
+func (r *reads) ConvertToType(t ref.Type) ref.Val {
+	return types.NewErr("resource cannot be converted to %s", t.TypeName())
+}
+func (r *reads) Equal(other ref.Val) ref.Val { return types.Bool(r == other) }
+func (r *reads) Type() ref.Type              { return resourceType }
+func (r *reads) Value() any                  { return r }
