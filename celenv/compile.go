@@ -8,6 +8,8 @@ import (
 
 	"github.com/google/cel-go/cel"
 	"github.com/google/cel-go/common/types"
+	"github.com/google/cel-go/common/types/ref"
+	"github.com/google/cel-go/common/types/traits"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	apiv1 "github.com/sprout-gitops/sprout/api/v1"
@@ -102,7 +104,7 @@ func Compile(policy apiv1.Policy) *Program {
 		case g.Template != nil:
 			errs = append(errs, field.NotSupported(path.Child("template"), field.OmitValueType{}, []string{"expression"}))
 		default:
-			e, err := compileExpression(env, g.Name, g.Expression, path.Child("expression"), cel.BoolType)
+			e, err := compileExpression(env, g.Name, g.Expression, path.Child("expression"), generateResult)
 			errs = append(errs, err...)
 			p.generate = append(p.generate, generateExpression{e})
 		}
@@ -124,9 +126,13 @@ func compileExpression(env *cel.Env, name, src string, path *field.Path, want *c
 	if iss.Err() != nil {
 		return e, field.ErrorList{field.Invalid(path, field.OmitValueType{}, iss.Err().Error())}
 	}
-	if want != nil && !ast.OutputType().IsExactType(want) && !ast.OutputType().IsExactType(cel.DynType) {
+	if want != nil && !resultIs(ast.OutputType(), want) {
+		what := want.String()
+		if want == generateResult {
+			what = "bool or a list of bools"
+		}
 		return e, field.ErrorList{field.Invalid(path, field.OmitValueType{},
-			fmt.Sprintf("must evaluate to %s, not %s", want, ast.OutputType()))}
+			fmt.Sprintf("must evaluate to %s, not %s", what, ast.OutputType()))}
 	}
 	prog, err := env.Program(ast, programOptions()...)
 	if err != nil {
@@ -136,8 +142,14 @@ func compileExpression(env *cel.Env, name, src string, path *field.Path, want *c
 	return e, nil
 }
 
+// generateResult marks the result type of a generate expression: a bool, or
+// a list of them (nested as deep as the .map() calls that made it), as in
+// variables.namespaces.map(ns, generator.Apply(ns, ...)).
+// It is a marker for compileExpression, never a type of any value.
+var generateResult = cel.OpaqueType("sprout.generateResult")
+
 // generateExpression is a generate entry written as a CEL expression: it
-// generates through generator.Apply and must return a bool.
+// generates through generator.Apply and returns a bool or a list of bools.
 type generateExpression struct{ expression }
 
 func (g generateExpression) run(ctx context.Context, activation map[string]any, _ *generation) error {
@@ -145,10 +157,41 @@ func (g generateExpression) run(ctx context.Context, activation map[string]any, 
 	if err != nil {
 		return err
 	}
-	if _, ok := out.(types.Bool); !ok {
-		return fmt.Errorf("%s: must evaluate to bool, got %s", g.path, out.Type().TypeName())
+	if !isBools(out) {
+		return fmt.Errorf("%s: must evaluate to bool or a list of bools, got %s", g.path, out.Type().TypeName())
 	}
 	return nil
+}
+
+func isBools(v ref.Val) bool {
+	switch v := v.(type) {
+	case types.Bool:
+		return true
+	case traits.Lister:
+		it := v.Iterator()
+		for it.HasNext() == types.True {
+			if !isBools(it.Next()) {
+				return false
+			}
+		}
+		return true
+	}
+	return false
+}
+
+// resultIs reports whether an expression of type t can yield want: exactly,
+// through dyn, or, for generate expressions, as a (nested) list of it.
+func resultIs(t, want *cel.Type) bool {
+	if t.IsExactType(cel.DynType) {
+		return true
+	}
+	if want != generateResult {
+		return t.IsExactType(want)
+	}
+	if t.IsExactType(cel.BoolType) {
+		return true
+	}
+	return t.Kind() == types.ListKind && len(t.Parameters()) == 1 && resultIs(t.Parameters()[0], want)
 }
 
 // PolicyRef names a policy as Kind/name or Kind/namespace/name.

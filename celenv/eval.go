@@ -7,7 +7,6 @@ import (
 
 	"github.com/google/cel-go/common/types"
 	"github.com/google/cel-go/common/types/ref"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apiserver/pkg/cel/lazy"
 )
@@ -66,8 +65,9 @@ func (r Request) value() map[string]any {
 type Result struct {
 	// Matched is false when a matchCondition is false: the policy skips the trigger.
 	Matched bool
-	// Objects are the desired objects, in the order generator.Apply produced them.
-	Objects []*unstructured.Unstructured
+	// Objects are the desired objects, in the order they were generated; an
+	// object generated twice appears once, as generated last.
+	Objects []Generated
 }
 
 // Evaluate runs the policy against one trigger: matchConditions first, then
@@ -130,11 +130,12 @@ func (e expression) eval(ctx context.Context, activation map[string]any) (ref.Va
 
 // clearClusterScoped removes the namespace generator.Apply gave to objects
 // of cluster-scoped kinds.
-func clearClusterScoped(objs []*unstructured.Unstructured, scopes Scopes) error {
+func clearClusterScoped(objs []Generated, scopes Scopes) error {
 	if scopes == nil {
 		return nil
 	}
-	for _, o := range objs {
+	for _, g := range objs {
+		o := g.Object
 		namespaced, err := scopes.IsNamespaced(o.GroupVersionKind())
 		if err != nil {
 			return fmt.Errorf("%s %s: %w", o.GetKind(), o.GetName(), err)

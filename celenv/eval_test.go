@@ -75,7 +75,7 @@ func TestEvaluateDataSource(t *testing.T) {
 	if !red.Matched || len(red.Objects) != 1 {
 		t.Fatalf("red namespace: want 1 object, got matched=%v objects=%d", red.Matched, len(red.Objects))
 	}
-	if diff := cmp.Diff(want, red.Objects[0].Object); diff != "" {
+	if diff := cmp.Diff(want, red.Objects[0].Object.Object); diff != "" {
 		t.Errorf("generated ConfigMap (-want +got):\n%s", diff)
 	}
 
@@ -118,7 +118,7 @@ func TestCompileChecks(t *testing.T) {
 		{
 			name:    "generate must return bool",
 			edit:    func(s *apiv1.GeneratingPolicySpec) { s.Generation[0].Expression = "'text'" },
-			wantErr: "spec.generate[0].expression: Invalid value: must evaluate to bool, not string",
+			wantErr: "spec.generate[0].expression: Invalid value: must evaluate to bool or a list of bools, not string",
 		},
 		{
 			name:    "matchCondition must return bool",
@@ -179,7 +179,7 @@ func TestNamespacedPolicyStaysInItsNamespace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(res.Objects) != 1 || res.Objects[0].GetNamespace() != "team" {
+	if len(res.Objects) != 1 || res.Objects[0].Object.GetNamespace() != "team" {
 		t.Fatalf("want one object in namespace team, got %v", res.Objects)
 	}
 }

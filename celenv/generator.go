@@ -15,22 +15,23 @@ import (
 var generatorType = cel.OpaqueType("generator.Context")
 
 // generatorLibrary declares generator.Apply and generator.apply. Cluster
-// policies call them with a namespace and a list; namespaced policies only with
-// a list, so the two-argument form is a compile error there. ApplyAll is the
-// spelling of the original proposal and is kept as an alias.
+// policies call them with a namespace and a list of objects (or one object);
+// namespaced policies only with the list, so the two-argument form is a
+// compile error there. ApplyAll is the spelling of the original proposal and
+// is kept as an alias.
 func generatorLibrary(namespaced bool) cel.EnvOption {
 	opts := []cel.EnvOption{cel.Variable(varGenerator, generatorType)}
 	for _, name := range []string{"Apply", "apply", "ApplyAll"} {
 		var overload cel.FunctionOpt
 		if namespaced {
-			overload = cel.MemberOverload("generator_"+name+"_list",
-				[]*cel.Type{generatorType, cel.ListType(cel.DynType)}, cel.BoolType,
+			overload = cel.MemberOverload("generator_"+name+"_dyn",
+				[]*cel.Type{generatorType, cel.DynType}, cel.BoolType,
 				cel.BinaryBinding(func(g, list ref.Val) ref.Val {
 					return g.(*generation).record("", list)
 				}))
 		} else {
-			overload = cel.MemberOverload("generator_"+name+"_string_list",
-				[]*cel.Type{generatorType, cel.StringType, cel.ListType(cel.DynType)}, cel.BoolType,
+			overload = cel.MemberOverload("generator_"+name+"_string_dyn",
+				[]*cel.Type{generatorType, cel.StringType, cel.DynType}, cel.BoolType,
 				cel.FunctionBinding(func(args ...ref.Val) ref.Val {
 					ns, ok := args[1].(types.String)
 					if !ok {
@@ -54,54 +55,110 @@ func (l libraryOf) ProgramOptions() []cel.ProgramOption { return nil }
 // evaluation. It is the value bound to the generator variable; it never writes.
 type generation struct {
 	namespace string // the namespace a namespaced policy is confined to
-	objects   []*unstructured.Unstructured
+	objects   []Generated
+	index     map[objectKey]int // position in objects, so a repeat replaces
 }
+
+// Generated is one object a policy wants.
+type Generated struct {
+	// Object is the desired object, stripped of server-set metadata.
+	Object *unstructured.Unstructured
+	// ClonedFrom names the cluster object it was copied from, when it came
+	// from resource.Get or resource.List; nil for data.
+	ClonedFrom *ObjectRef
+}
+
+// ObjectRef names an object in the cluster.
+type ObjectRef struct {
+	APIVersion string
+	Kind       string
+	Namespace  string
+	Name       string
+	UID        string
+}
+
+type objectKey struct{ apiVersion, kind, namespace, name string }
 
 var _ ref.Val = (*generation)(nil)
 
-// record appends every object of list, with namespace set (when given),
-// expanding nested lists and List-shaped objects into their items.
-func (g *generation) record(namespace string, list ref.Val) ref.Val {
+// record appends every object of v, with namespace set (when given). v is an
+// object or a list whose elements are objects or List objects (as
+// resource.List returns them), which are expanded into their items.
+func (g *generation) record(namespace string, v ref.Val) ref.Val {
 	if g.namespace != "" {
 		namespace = g.namespace
 	}
-	values, err := toJSON(list)
+	value, err := toJSON(v)
 	if err != nil {
 		return types.NewErr("generator.Apply: %v", err)
 	}
-	if err := g.add(namespace, values, "list"); err != nil {
+	if list, ok := value.([]any); ok {
+		for i, item := range list {
+			if _, nested := item.([]any); nested {
+				return types.NewErr("generator.Apply: list[%d] is a list, not an object: flatten it (.flatten()) or pass a List object", i)
+			}
+			if err := g.add(namespace, item, fmt.Sprintf("list[%d]", i)); err != nil {
+				return types.NewErr("generator.Apply: %v", err)
+			}
+		}
+		return types.True
+	}
+	if err := g.add(namespace, value, "object"); err != nil {
 		return types.NewErr("generator.Apply: %v", err)
 	}
 	return types.True
 }
 
+// add records one object, or the items of a List object.
 func (g *generation) add(namespace string, v any, path string) error {
-	switch v := v.(type) {
-	case []any:
-		for i, item := range v {
-			if err := g.add(namespace, item, fmt.Sprintf("%s[%d]", path, i)); err != nil {
+	obj, ok := v.(map[string]any)
+	if !ok {
+		if v == nil {
+			return nil
+		}
+		return fmt.Errorf("%s: expected an object, got %T", path, v)
+	}
+	if items, ok := obj["items"].([]any); ok && isListShaped(obj) {
+		for i, item := range items {
+			if err := g.add(namespace, item, fmt.Sprintf("%s.items[%d]", path, i)); err != nil {
 				return err
 			}
 		}
 		return nil
-	case map[string]any:
-		if items, ok := v["items"].([]any); ok && isListShaped(v) {
-			return g.add(namespace, items, path+".items")
-		}
-		obj := &unstructured.Unstructured{Object: v}
-		if obj.GetAPIVersion() == "" || obj.GetKind() == "" || obj.GetName() == "" {
-			return fmt.Errorf("%s: an object needs apiVersion, kind and metadata.name", path)
-		}
-		if namespace != "" {
-			obj.SetNamespace(namespace)
-		}
-		g.objects = append(g.objects, obj)
-		return nil
-	case nil:
-		return nil
-	default:
-		return fmt.Errorf("%s: expected an object or a list of objects, got %T", path, v)
 	}
+	u := &unstructured.Unstructured{Object: obj}
+	if u.GetAPIVersion() == "" || u.GetKind() == "" || u.GetName() == "" {
+		return fmt.Errorf("%s: an object needs apiVersion, kind and metadata.name", path)
+	}
+	out := Generated{Object: u}
+	if uid := u.GetUID(); uid != "" {
+		out.ClonedFrom = &ObjectRef{APIVersion: u.GetAPIVersion(), Kind: u.GetKind(), Namespace: u.GetNamespace(), Name: u.GetName(), UID: string(uid)}
+	}
+	sanitize(u)
+	if namespace != "" {
+		u.SetNamespace(namespace)
+	}
+	key := objectKey{u.GetAPIVersion(), u.GetKind(), u.GetNamespace(), u.GetName()}
+	if g.index == nil {
+		g.index = map[objectKey]int{}
+	}
+	if i, ok := g.index[key]; ok {
+		g.objects[i] = out // the same object generated twice: the last one wins
+		return nil
+	}
+	g.index[key] = len(g.objects)
+	g.objects = append(g.objects, out)
+	return nil
+}
+
+// sanitize removes what the API server sets on an object, so a clone of a
+// cluster object can be applied as a new one.
+func sanitize(u *unstructured.Unstructured) {
+	for _, f := range []string{"uid", "resourceVersion", "generation", "creationTimestamp", "deletionTimestamp",
+		"deletionGracePeriodSeconds", "managedFields", "ownerReferences", "selfLink", "finalizers"} {
+		unstructured.RemoveNestedField(u.Object, "metadata", f)
+	}
+	delete(u.Object, "status")
 }
 
 // isListShaped tells a List (as resource.List returns it) from an object that

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -23,21 +24,28 @@ const (
 	LabelTriggerKind      = "generate.kyverno.io/trigger-kind"
 	LabelTriggerGroup     = "generate.kyverno.io/trigger-group"
 	LabelTriggerVersion   = "generate.kyverno.io/trigger-version"
+	LabelSourceUID        = "generate.kyverno.io/source-uid"
+	LabelSourceName       = "generate.kyverno.io/source-name"
+	LabelSourceNamespace  = "generate.kyverno.io/source-namespace"
+	LabelSourceKind       = "generate.kyverno.io/source-kind"
+	LabelSourceGroup      = "generate.kyverno.io/source-group"
+	LabelSourceVersion    = "generate.kyverno.io/source-version"
 
 	// ManagedBy is the value of LabelManagedBy on Sprout's objects.
 	ManagedBy = "sprout"
 )
 
-// Origin is what a downstream object was generated from: a policy and one
-// trigger object.
+// Origin is what a downstream object was generated from: a policy, one
+// trigger object and, for a clone, the object it copies.
 type Origin struct {
 	PolicyName      string
 	PolicyNamespace string // empty for a cluster-scoped GeneratingPolicy
-	Trigger         Trigger
+	Trigger         ObjectRef
+	Source          *ObjectRef // nil unless the object is a clone
 }
 
-// Trigger identifies the trigger object.
-type Trigger struct {
+// ObjectRef identifies a trigger or clone source.
+type ObjectRef struct {
 	GVK       schema.GroupVersionKind
 	Namespace string
 	Name      string
@@ -59,7 +67,27 @@ func (o Origin) Labels() map[string]string {
 	if o.PolicyNamespace != "" {
 		l[LabelPolicyNamespace] = o.PolicyNamespace
 	}
+	if s := o.Source; s != nil {
+		l[LabelSourceUID] = string(s.UID)
+		l[LabelSourceName] = LabelValue(s.Name)
+		l[LabelSourceNamespace] = LabelValue(s.Namespace)
+		l[LabelSourceKind] = s.GVK.Kind
+		l[LabelSourceGroup] = LabelValue(s.GVK.Group)
+		l[LabelSourceVersion] = s.GVK.Version
+	}
 	return l
+}
+
+// Label adds the origin's labels to obj, keeping its other labels.
+func Label(obj *unstructured.Unstructured, o Origin) {
+	labels := obj.GetLabels()
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	for k, v := range o.Labels() {
+		labels[k] = v
+	}
+	obj.SetLabels(labels)
 }
 
 // hashLength is how many hex digits of SHA-256 end an encoded label value.

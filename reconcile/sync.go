@@ -11,8 +11,10 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apiserver/pkg/admission"
 
+	apiv1 "github.com/sprout-gitops/sprout/api/v1"
 	"github.com/sprout-gitops/sprout/celenv"
 	"github.com/sprout-gitops/sprout/inventory"
 )
@@ -168,26 +170,34 @@ func (c *Controller) evaluate(ctx context.Context, cp *compiledPolicy, t trigger
 	if err != nil || !res.Matched {
 		return nil, false, err
 	}
+	return Label(cp.policy, u, res.Objects), true, nil
+}
+
+// Label returns the generated objects with the labels that tie each to its
+// policy, its trigger and, for clones, its source.
+func Label(policy apiv1.Policy, trigger *unstructured.Unstructured, generated []celenv.Generated) []*unstructured.Unstructured {
 	origin := inventory.Origin{
-		PolicyName: cp.policy.GetName(),
-		Trigger: inventory.Trigger{
-			GVK: u.GroupVersionKind(), Namespace: u.GetNamespace(), Name: u.GetName(), UID: u.GetUID(),
+		PolicyName: policy.GetName(),
+		Trigger: inventory.ObjectRef{
+			GVK: trigger.GroupVersionKind(), Namespace: trigger.GetNamespace(), Name: trigger.GetName(), UID: trigger.GetUID(),
 		},
 	}
-	if cp.policy.IsNamespaced() {
-		origin.PolicyNamespace = cp.policy.GetNamespace()
+	if policy.IsNamespaced() {
+		origin.PolicyNamespace = policy.GetNamespace()
 	}
-	for _, o := range res.Objects {
-		labels := o.GetLabels()
-		if labels == nil {
-			labels = map[string]string{}
+	out := make([]*unstructured.Unstructured, 0, len(generated))
+	for _, g := range generated {
+		o := origin
+		if src := g.ClonedFrom; src != nil {
+			o.Source = &inventory.ObjectRef{
+				GVK:       schema.FromAPIVersionAndKind(src.APIVersion, src.Kind),
+				Namespace: src.Namespace, Name: src.Name, UID: types.UID(src.UID),
+			}
 		}
-		for k, v := range origin.Labels() {
-			labels[k] = v
-		}
-		o.SetLabels(labels)
+		inventory.Label(g.Object, o)
+		out = append(out, g.Object)
 	}
-	return res.Objects, true, nil
+	return out
 }
 
 // logChanges logs what an apply changed, one line per policy, only when
