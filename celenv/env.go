@@ -67,6 +67,7 @@ func baseOptions() []cel.EnvOption {
 		cel.Variable(varVariables, cel.MapType(cel.StringType, cel.DynType)),
 
 		resourceLibrary(),
+		setFieldLibrary(),
 	}
 }
 

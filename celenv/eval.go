@@ -77,7 +77,8 @@ func (p *Program) Evaluate(ctx context.Context, in Input) (Result, error) {
 	if p.err != nil {
 		return Result{}, fmt.Errorf("%w: %w", ErrNotCompiled, p.err)
 	}
-	gen := &generation{namespace: p.namespace}
+	rd := &reads{ctx: ctx, reader: in.Reader, namespace: p.namespace}
+	gen := &generation{namespace: p.namespace, reads: rd}
 	vars := lazy.NewMapValue(types.NewMapType(types.StringType, types.DynType))
 	activation := map[string]any{
 		varObject:          orNull(in.Object),
@@ -86,7 +87,7 @@ func (p *Program) Evaluate(ctx context.Context, in Input) (Result, error) {
 		varNamespaceObject: orNull(in.NamespaceObject),
 		varVariables:       vars,
 		varGenerator:       gen,
-		varResource:        &reads{ctx: ctx, reader: in.Reader, namespace: p.namespace},
+		varResource:        rd,
 	}
 	for _, v := range p.variables {
 		v := v

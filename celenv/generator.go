@@ -55,6 +55,7 @@ func (l libraryOf) ProgramOptions() []cel.ProgramOption { return nil }
 // evaluation. It is the value bound to the generator variable; it never writes.
 type generation struct {
 	namespace string // the namespace a namespaced policy is confined to
+	reads     *reads // what the evaluation read, to trace clones to their source
 	objects   []Generated
 	index     map[objectKey]int // position in objects, so a repeat replaces
 }
@@ -131,8 +132,12 @@ func (g *generation) add(namespace string, v any, path string) error {
 		return fmt.Errorf("%s: an object needs apiVersion, kind and metadata.name", path)
 	}
 	out := Generated{Object: u}
-	if uid := u.GetUID(); uid != "" {
-		out.ClonedFrom = &ObjectRef{APIVersion: u.GetAPIVersion(), Kind: u.GetKind(), Namespace: u.GetNamespace(), Name: u.GetName(), UID: string(uid)}
+	if uid := string(u.GetUID()); uid != "" {
+		src, ok := g.reads.seen[uid]
+		if !ok {
+			src = ObjectRef{APIVersion: u.GetAPIVersion(), Kind: u.GetKind(), Namespace: u.GetNamespace(), Name: u.GetName(), UID: uid}
+		}
+		out.ClonedFrom = &src
 	}
 	sanitize(u)
 	if namespace != "" {

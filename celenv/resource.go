@@ -9,6 +9,7 @@ import (
 	"github.com/google/cel-go/common/types"
 	"github.com/google/cel-go/common/types/ref"
 	"github.com/google/cel-go/common/types/traits"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
@@ -65,6 +66,22 @@ type reads struct {
 	ctx       context.Context
 	reader    Reader
 	namespace string // set for namespaced policies: the only namespace they may read
+	// seen holds every object read, by UID, so a generated copy can be traced
+	// to its source even after setField moved it to another namespace.
+	seen map[string]ObjectRef
+}
+
+// remember records obj as read.
+func (r *reads) remember(obj map[string]any) {
+	u := unstructured.Unstructured{Object: obj}
+	uid := string(u.GetUID())
+	if uid == "" {
+		return
+	}
+	if r.seen == nil {
+		r.seen = map[string]ObjectRef{}
+	}
+	r.seen[uid] = ObjectRef{APIVersion: u.GetAPIVersion(), Kind: u.GetKind(), Namespace: u.GetNamespace(), Name: u.GetName(), UID: uid}
 }
 
 var _ ref.Val = (*reads)(nil)
@@ -102,6 +119,7 @@ func (r *reads) get(apiVersion, resource, namespace, name string) ref.Val {
 	if err != nil {
 		return types.NewErr("resource.Get(%q, %q, %q, %q): %v", apiVersion, resource, namespace, name, err)
 	}
+	r.remember(obj)
 	return types.DefaultTypeAdapter.NativeToValue(obj)
 }
 
@@ -120,6 +138,12 @@ func (r *reads) list(apiVersion, resource, namespace string, selectorVal ref.Val
 	list, err := r.reader.List(r.ctx, gvr, namespace, selector)
 	if err != nil {
 		return types.NewErr("resource.List(%q, %q, %q): %v", apiVersion, resource, namespace, err)
+	}
+	items, _ := list["items"].([]any)
+	for _, item := range items {
+		if m, ok := item.(map[string]any); ok {
+			r.remember(m)
+		}
 	}
 	return types.DefaultTypeAdapter.NativeToValue(list)
 }

@@ -12,14 +12,11 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/apiserver/pkg/admission"
-	"k8s.io/apiserver/pkg/admission/plugin/policy/matching"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
 	listersv1 "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
@@ -60,8 +57,7 @@ type Controller struct {
 
 	kubeInformers informers.SharedInformerFactory
 	namespaces    listersv1.NamespaceLister
-	matcher       *matching.Matcher
-	objects       admission.ObjectInterfaces
+	matcher       *Matcher
 
 	queue workqueue.TypedRateLimitingInterface[policyKey]
 
@@ -111,8 +107,7 @@ func New(cfg *rest.Config, opts Options) (*Controller, error) {
 		applier:       applier,
 		kubeInformers: factory,
 		namespaces:    nsInformer.Lister(),
-		matcher:       matching.NewMatcher(nsInformer.Lister(), kube),
-		objects:       admission.NewObjectInterfacesFromScheme(scheme.Scheme),
+		matcher:       NewMatcher(nsInformer.Lister(), kube),
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.DefaultTypedControllerRateLimiter[policyKey](),
 			workqueue.TypedRateLimitingQueueConfig[policyKey]{Name: "policies"},

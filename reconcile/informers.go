@@ -153,19 +153,12 @@ func (c *Controller) onTrigger(gvr schema.GroupVersionResource, op admission.Ope
 	for _, cp := range interested {
 		key := keyOf(cp.policy)
 		if op == admission.Create || op == admission.Update {
-			if ok, err := c.matches(cp.criteria.events, gvr, op, u); err == nil && ok {
+			if ok, err := c.matcher.matches(cp.criteria.events, gvr, op, u); err == nil && ok {
 				c.admitted.admit(key, u.GetUID())
 			}
 		}
 		c.queue.Add(key)
 	}
-}
-
-// matches runs the apiserver's matcher on the trigger as an admission request.
-func (c *Controller) matches(crit matchCriteria, gvr schema.GroupVersionResource, op admission.Operation, u *unstructured.Unstructured) (bool, error) {
-	attr := admission.NewAttributesRecord(u, nil, u.GroupVersionKind(), u.GetNamespace(), u.GetName(), gvr, "", op, nil, false, nil)
-	ok, _, _, err := c.matcher.Matches(attr, c.objects, crit)
-	return ok, err
 }
 
 // resourceName spells a resource as kubectl does: resource.version.group.

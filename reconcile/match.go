@@ -3,8 +3,55 @@ package reconcile
 import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apiserver/pkg/admission"
+	"k8s.io/apiserver/pkg/admission/plugin/policy/matching"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	listersv1 "k8s.io/client-go/listers/core/v1"
 )
+
+// Matcher decides whether a policy's match constraints select a trigger,
+// with the API server's own admission-policy matching code.
+type Matcher struct {
+	matcher *matching.Matcher
+	objects admission.ObjectInterfaces
+}
+
+// NewMatcher returns a Matcher that reads namespace labels from namespaces,
+// and from client for a namespace the lister does not hold yet. Offline
+// callers may pass a nil client if the lister holds every namespace.
+func NewMatcher(namespaces listersv1.NamespaceLister, client kubernetes.Interface) *Matcher {
+	return &Matcher{
+		matcher: matching.NewMatcher(namespaces, client),
+		objects: admission.NewObjectInterfacesFromScheme(scheme.Scheme),
+	}
+}
+
+// Matches reports whether mr selects the trigger u of resource gvr in an
+// admission request for op. With anyOperation, the rules' operations are
+// ignored: the question is whether the trigger matches as it is.
+func (m *Matcher) Matches(mr admissionregistrationv1.MatchResources, anyOperation bool, gvr schema.GroupVersionResource, op admission.Operation, u *unstructured.Unstructured) (bool, error) {
+	c := newCriteria(mr)
+	crit := c.events
+	if anyOperation {
+		crit = c.state
+	}
+	return m.matches(crit, gvr, op, u)
+}
+
+// matches runs the matcher on the trigger as an admission request.
+func (m *Matcher) matches(crit matchCriteria, gvr schema.GroupVersionResource, op admission.Operation, u *unstructured.Unstructured) (bool, error) {
+	var obj, old = u, (*unstructured.Unstructured)(nil)
+	if op == admission.Delete {
+		obj, old = nil, u
+	}
+	attr := admission.NewAttributesRecord(obj, old, u.GroupVersionKind(), u.GetNamespace(), u.GetName(), gvr, "", op, nil, false, nil)
+	ok, _, _, err := m.matcher.Matches(attr, m.objects, crit)
+	return ok, err
+}
 
 // criteria adapts a policy's match constraints to the apiserver's admission
 // policy matcher (k8s.io/apiserver/pkg/admission/plugin/policy/matching), so

@@ -106,7 +106,7 @@ func (c *Controller) matchingTriggers(cp *compiledPolicy) ([]trigger, error) {
 			if !admitted {
 				continue
 			}
-			ok, err := c.matches(cp.criteria.state, gvr, admission.Create, u)
+			ok, err := c.matcher.matches(cp.criteria.state, gvr, admission.Create, u)
 			if err != nil {
 				errs = append(errs, fmt.Errorf("%s %s: match: %w", u.GetKind(), objectRef(u), err))
 				continue

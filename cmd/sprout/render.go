@@ -1,0 +1,279 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apiserver/pkg/admission"
+	listersv1 "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/yaml"
+
+	apiv1 "github.com/sprout-gitops/sprout/api/v1"
+	"github.com/sprout-gitops/sprout/celenv"
+	"github.com/sprout-gitops/sprout/internal/manifest"
+	"github.com/sprout-gitops/sprout/reconcile"
+)
+
+// renderOptions configure `sprout render`.
+type renderOptions struct {
+	policies  []string
+	resources []string
+	context   []string
+	operation string
+	output    string
+}
+
+func newRenderCommand() *cobra.Command {
+	o := renderOptions{}
+	cmd := &cobra.Command{
+		Use:   "render -p POLICY -r TRIGGER [--context OBJECTS]",
+		Short: "Print what policies would generate for trigger objects, offline",
+		Long: `Evaluate policies against trigger objects from files, without a cluster, and print
+every object they would generate, with the labels Sprout would set. resource.Get and
+resource.List read the --context objects (and the triggers). Files may hold several
+YAML documents; a folder is read recursively (*.yaml, *.yml, *.json).
+
+Exits non-zero, naming the policy and field path, when a policy is invalid or an
+evaluation fails: run it in CI on every pull request that changes a policy.`,
+		Example: `  sprout render -p policy.yaml -r namespace.yaml
+  sprout render -p policies/ -r triggers/ --context secrets.yaml -o json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runRender(cmd.Context(), cmd.OutOrStdout(), o)
+		},
+	}
+	f := cmd.Flags()
+	f.StringSliceVarP(&o.policies, "policy", "p", nil, "policy files or folders (repeat or separate with commas)")
+	f.StringSliceVarP(&o.resources, "resource", "r", nil, "trigger object files or folders")
+	f.StringSliceVar(&o.context, "context", nil, "files or folders of objects that resource.Get and resource.List can read")
+	f.StringVar(&o.operation, "operation", "CREATE", "the admission operation the triggers are replayed as: CREATE, UPDATE or DELETE")
+	f.StringVarP(&o.output, "output", "o", "yaml", "output format: yaml or json")
+	_ = cmd.MarkFlagRequired("policy")
+	_ = cmd.MarkFlagRequired("resource")
+	return cmd
+}
+
+func runRender(ctx context.Context, out io.Writer, o renderOptions) error {
+	op := admission.Operation(strings.ToUpper(o.operation))
+	if op != admission.Create && op != admission.Update && op != admission.Delete {
+		return fmt.Errorf("--operation: %q is not CREATE, UPDATE or DELETE", o.operation)
+	}
+	if o.output != "yaml" && o.output != "json" {
+		return fmt.Errorf("--output: %q is neither yaml nor json", o.output)
+	}
+	policies, err := readPolicies(o.policies)
+	if err != nil {
+		return err
+	}
+	triggers, err := readObjects(o.resources)
+	if err != nil {
+		return err
+	}
+	contextObjs, err := readObjects(o.context)
+	if err != nil {
+		return err
+	}
+	objs, err := render(ctx, policies, triggers, contextObjs, op)
+	if err != nil {
+		return err
+	}
+	return printObjects(out, objs, o.output)
+}
+
+// render evaluates every policy against every trigger it matches. It stops
+// at nothing: every invalid policy and failed evaluation is reported.
+func render(ctx context.Context, policies []apiv1.Policy, triggers, contextObjs []*unstructured.Unstructured, op admission.Operation) ([]*unstructured.Unstructured, error) {
+	namespaces, err := namespaceLister(append(append([]*unstructured.Unstructured{}, contextObjs...), triggers...))
+	if err != nil {
+		return nil, err
+	}
+	matcher := reconcile.NewMatcher(namespaces, nil)
+	reader := celenv.NewObjectReader(append(append([]*unstructured.Unstructured{}, contextObjs...), triggers...))
+	var out []*unstructured.Unstructured
+	var errs []error
+	for _, p := range policies {
+		prog := celenv.Compile(p)
+		if err := prog.Err(); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		mr := p.PolicySpec().MatchConstraints
+		for _, t := range triggers {
+			if p.IsNamespaced() && t.GetNamespace() != p.GetNamespace() {
+				continue
+			}
+			gvr, _ := meta.UnsafeGuessKindToResource(t.GroupVersionKind())
+			ok, err := matcher.Matches(*mr, false, gvr, op, t)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s: trigger %s %s: match: %w", prog.Policy(), t.GetKind(), t.GetName(), err))
+				continue
+			}
+			if !ok {
+				continue
+			}
+			in := celenv.Input{
+				Object: t.Object,
+				Request: celenv.Request{
+					UID: string(t.GetUID()), Operation: string(op), Name: t.GetName(), Namespace: t.GetNamespace(),
+					Kind: t.GroupVersionKind(), Resource: gvr,
+				},
+				Scopes: celenv.BuiltinScopes{},
+				Reader: reader,
+			}
+			if op == admission.Delete {
+				in.Object, in.OldObject = nil, t.Object
+			}
+			if ns, err := namespaces.Get(t.GetNamespace()); err == nil && t.GetNamespace() != "" {
+				in.NamespaceObject, _ = runtime.DefaultUnstructuredConverter.ToUnstructured(ns)
+			}
+			evalCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			res, err := prog.Evaluate(evalCtx, in)
+			cancel()
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s: trigger %s %s: %w", prog.Policy(), t.GetKind(), t.GetName(), err))
+				continue
+			}
+			out = append(out, reconcile.Label(p, t, res.Objects)...)
+		}
+	}
+	return out, errors.Join(errs...)
+}
+
+// namespaceLister holds the Namespaces among objs, plus an empty one for every
+// other namespace an object is in, so the matcher never needs a cluster.
+func namespaceLister(objs []*unstructured.Unstructured) (listersv1.NamespaceLister, error) {
+	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	seen := map[string]bool{}
+	for _, o := range objs {
+		if o.GetKind() != "Namespace" || o.GetAPIVersion() != "v1" {
+			continue
+		}
+		ns := &corev1.Namespace{}
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, ns); err != nil {
+			return nil, fmt.Errorf("Namespace %s: %w", o.GetName(), err)
+		}
+		seen[ns.Name] = true
+		_ = indexer.Add(ns)
+	}
+	for _, o := range objs {
+		if ns := o.GetNamespace(); ns != "" && !seen[ns] {
+			seen[ns] = true
+			_ = indexer.Add(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+		}
+	}
+	return listersv1.NewNamespaceLister(indexer), nil
+}
+
+// readPolicies decodes every policy in the files and folders named.
+func readPolicies(paths []string) ([]apiv1.Policy, error) {
+	var out []apiv1.Policy
+	err := eachFile(paths, func(path string, data []byte) error {
+		ps, err := apiv1.Decode(data)
+		if err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		out = append(out, ps...)
+		return nil
+	})
+	return out, err
+}
+
+// readObjects reads every object in the files and folders named.
+func readObjects(paths []string) ([]*unstructured.Unstructured, error) {
+	var out []*unstructured.Unstructured
+	err := eachFile(paths, func(path string, data []byte) error {
+		objs, err := manifest.Parse(data)
+		if err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		out = append(out, objs...)
+		return nil
+	})
+	return out, err
+}
+
+// eachFile calls fn for each named file, and each YAML or JSON file below each
+// named folder, in lexical order.
+func eachFile(paths []string, fn func(path string, data []byte) error) error {
+	for _, root := range paths {
+		info, err := os.Stat(root)
+		if err != nil {
+			return err
+		}
+		var files []string
+		if !info.IsDir() {
+			files = []string{root}
+		} else {
+			err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+				if err != nil {
+					return err
+				}
+				switch filepath.Ext(path) {
+				case ".yaml", ".yml", ".json":
+					if !d.IsDir() {
+						files = append(files, path)
+					}
+				}
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+			sort.Strings(files)
+		}
+		for _, f := range files {
+			data, err := os.ReadFile(f)
+			if err != nil {
+				return err
+			}
+			if err := fn(f, data); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// printObjects writes objs as YAML documents or as a JSON List.
+func printObjects(w io.Writer, objs []*unstructured.Unstructured, format string) error {
+	if format == "json" {
+		items := make([]any, 0, len(objs))
+		for _, o := range objs {
+			items = append(items, o.Object)
+		}
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(map[string]any{"apiVersion": "v1", "kind": "List", "items": items})
+	}
+	for i, o := range objs {
+		data, err := yaml.Marshal(o.Object)
+		if err != nil {
+			return err
+		}
+		if i > 0 {
+			if _, err := io.WriteString(w, "---\n"); err != nil {
+				return err
+			}
+		}
+		if _, err := w.Write(data); err != nil {
+			return err
+		}
+	}
+	return nil
+}

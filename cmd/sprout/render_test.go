@@ -1,0 +1,106 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+var update = flag.Bool("update", false, "rewrite fixtures/*/expected.yaml from sprout render's output")
+
+// TestRenderGolden renders every fixture scenario with the CLI and compares
+// the output, byte for byte, with its expected.yaml. A scenario with an
+// error.txt must fail with a message containing each of its lines.
+func TestRenderGolden(t *testing.T) {
+	dirs, err := filepath.Glob("../../fixtures/*/policy.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(dirs) < 9 {
+		t.Fatalf("found only %d scenarios", len(dirs))
+	}
+	for _, policy := range dirs {
+		dir := filepath.Dir(policy)
+		t.Run(filepath.Base(dir), func(t *testing.T) {
+			args := []string{"render", "-p", policy, "-r", filepath.Join(dir, "triggers.yaml")}
+			if _, err := os.Stat(filepath.Join(dir, "context.yaml")); err == nil {
+				args = append(args, "--context", filepath.Join(dir, "context.yaml"))
+			}
+			var out bytes.Buffer
+			root := newRootCommand()
+			root.SetArgs(args)
+			root.SetOut(&out)
+			runErr := root.ExecuteContext(context.Background())
+
+			if want, err := os.ReadFile(filepath.Join(dir, "error.txt")); err == nil {
+				if runErr == nil {
+					t.Fatalf("render succeeded, want an error:\n%s", out.String())
+				}
+				for _, line := range strings.Split(strings.TrimSpace(string(want)), "\n") {
+					if !strings.Contains(runErr.Error(), line) {
+						t.Errorf("error %q does not contain %q", runErr, line)
+					}
+				}
+				return
+			}
+			if runErr != nil {
+				t.Fatal(runErr)
+			}
+			expected := filepath.Join(dir, "expected.yaml")
+			if *update {
+				if err := os.WriteFile(expected, out.Bytes(), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(expected)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(want, out.Bytes()) {
+				t.Errorf("sprout render output differs from %s (go test ./cmd/sprout -run Golden -update rewrites it):\n--- want\n%s\n--- got\n%s", expected, want, out.String())
+			}
+		})
+	}
+}
+
+func TestRenderJSONAndErrors(t *testing.T) {
+	run := func(args ...string) (string, error) {
+		var out bytes.Buffer
+		root := newRootCommand()
+		root.SetArgs(append([]string{"render"}, args...))
+		root.SetOut(&out)
+		root.SetErr(&bytes.Buffer{})
+		err := root.ExecuteContext(context.Background())
+		return out.String(), err
+	}
+	out, err := run("-p", "../../fixtures/zk-kafka-address/policy.yaml", "-r", "../../fixtures/zk-kafka-address", "-o", "json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, `"kind": "List"`) || !strings.Contains(out, `"name": "zk-kafka-address"`) {
+		t.Errorf("json output:\n%s", out)
+	}
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"missing policy flag", []string{"-r", "x.yaml"}, `required flag(s) "policy" not set`},
+		{"bad operation", []string{"-p", "../../fixtures/zk-kafka-address/policy.yaml", "-r", "../../fixtures/zk-kafka-address/triggers.yaml", "--operation", "CONNECT"}, `--operation: "CONNECT"`},
+		{"missing file", []string{"-p", "nope.yaml", "-r", "../../fixtures/zk-kafka-address/triggers.yaml"}, "nope.yaml"},
+		{"not a policy", []string{"-p", "../../fixtures/zk-kafka-address/triggers.yaml", "-r", "../../fixtures/zk-kafka-address/triggers.yaml"}, `apiVersion "v1" is not one of policies.kyverno.io`},
+		{"clone source missing", []string{"-p", "../../fixtures/clone-get/policy.yaml", "-r", "../../fixtures/clone-get/triggers.yaml"}, `spec.variables[1].expression`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := run(tt.args...)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("want error containing %q, got %v", tt.want, err)
+			}
+		})
+	}
+}
