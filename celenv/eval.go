@@ -78,7 +78,7 @@ func (p *Program) Evaluate(ctx context.Context, in Input) (Result, error) {
 		return Result{}, fmt.Errorf("%w: %w", ErrNotCompiled, p.err)
 	}
 	rd := &reads{ctx: ctx, reader: in.Reader, namespace: p.namespace}
-	gen := &generation{namespace: p.namespace, reads: rd}
+	gen := &generation{namespace: p.namespace, reads: rd, scopes: in.Scopes}
 	vars := lazy.NewMapValue(types.NewMapType(types.StringType, types.DynType))
 	activation := map[string]any{
 		varObject:          orNull(in.Object),
@@ -114,9 +114,6 @@ func (p *Program) Evaluate(ctx context.Context, in Input) (Result, error) {
 			return Result{}, err
 		}
 	}
-	if err := clearClusterScoped(gen.objects, in.Scopes); err != nil {
-		return Result{}, err
-	}
 	return Result{Matched: true, Objects: gen.objects}, nil
 }
 
@@ -129,24 +126,6 @@ func (e expression) eval(ctx context.Context, activation map[string]any) (ref.Va
 	return out, nil
 }
 
-// clearClusterScoped removes the namespace generator.Apply gave to objects
-// of cluster-scoped kinds.
-func clearClusterScoped(objs []Generated, scopes Scopes) error {
-	if scopes == nil {
-		return nil
-	}
-	for _, g := range objs {
-		o := g.Object
-		namespaced, err := scopes.IsNamespaced(o.GroupVersionKind())
-		if err != nil {
-			return fmt.Errorf("%s %s: %w", o.GetKind(), o.GetName(), err)
-		}
-		if !namespaced {
-			o.SetNamespace("")
-		}
-	}
-	return nil
-}
 
 func orNull(m map[string]any) any {
 	if m == nil {

@@ -170,18 +170,3 @@ func TestCompileChecks(t *testing.T) {
 		})
 	}
 }
-
-func TestNamespacedPolicyStaysInItsNamespace(t *testing.T) {
-	base := loadPolicy(t, "zk-kafka-address").(*apiv1.GeneratingPolicy)
-	spec := base.Spec.DeepCopy()
-	spec.Generation[0].Expression = "generator.Apply(variables.configmap)"
-	p := &apiv1.NamespacedGeneratingPolicy{ObjectMeta: base.ObjectMeta, Spec: *spec}
-	p.SetNamespace("team")
-	res, err := celenv.Compile(p).Evaluate(context.Background(), createNamespace(namespace("elsewhere", map[string]string{"color": "red"})))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(res.Objects) != 1 || res.Objects[0].Object.GetNamespace() != "team" {
-		t.Fatalf("want one object in namespace team, got %v", res.Objects)
-	}
-}

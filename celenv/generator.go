@@ -56,6 +56,7 @@ func (l libraryOf) ProgramOptions() []cel.ProgramOption { return nil }
 type generation struct {
 	namespace string // the namespace a namespaced policy is confined to
 	reads     *reads // what the evaluation read, to trace clones to their source
+	scopes    Scopes // tells cluster-scoped kinds, which get no namespace
 	objects   []Generated
 	index     map[objectKey]int // position in objects, so a repeat replaces
 }
@@ -86,9 +87,6 @@ var _ ref.Val = (*generation)(nil)
 // object or a list whose elements are objects or List objects (as
 // resource.List returns them), which are expanded into their items.
 func (g *generation) record(namespace string, v ref.Val) ref.Val {
-	if g.namespace != "" {
-		namespace = g.namespace
-	}
 	value, err := toJSON(v)
 	if err != nil {
 		return types.NewErr("generator.Apply: %v", err)
@@ -127,6 +125,9 @@ func (g *generation) add(namespace string, v any, path string) error {
 		}
 		return nil
 	}
+	if g.namespace != "" {
+		namespace = g.namespace
+	}
 	u := &unstructured.Unstructured{Object: obj}
 	if u.GetAPIVersion() == "" || u.GetKind() == "" || u.GetName() == "" {
 		return fmt.Errorf("%s: an object needs apiVersion, kind and metadata.name", path)
@@ -140,8 +141,15 @@ func (g *generation) add(namespace string, v any, path string) error {
 		out.ClonedFrom = &src
 	}
 	sanitize(u)
+	if g.namespace != "" && u.GetNamespace() != "" && u.GetNamespace() != g.namespace {
+		return fmt.Errorf("%s: %s %s/%s is outside namespace %q, the only one a NamespacedGeneratingPolicy may write to",
+			path, u.GetKind(), u.GetNamespace(), u.GetName(), g.namespace)
+	}
 	if namespace != "" {
 		u.SetNamespace(namespace)
+	}
+	if err := g.scope(u); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
 	}
 	key := objectKey{u.GetAPIVersion(), u.GetKind(), u.GetNamespace(), u.GetName()}
 	if g.index == nil {
@@ -153,6 +161,23 @@ func (g *generation) add(namespace string, v any, path string) error {
 	}
 	g.index[key] = len(g.objects)
 	g.objects = append(g.objects, out)
+	return nil
+}
+
+// scope removes the namespace of an object of a cluster-scoped kind; a
+// namespaced policy may not generate such objects at all.
+func (g *generation) scope(u *unstructured.Unstructured) error {
+	if g.scopes == nil {
+		return nil
+	}
+	namespaced, err := g.scopes.IsNamespaced(u.GroupVersionKind())
+	if err != nil || namespaced {
+		return err
+	}
+	if g.namespace != "" {
+		return fmt.Errorf("%s %s is cluster-scoped: a NamespacedGeneratingPolicy may only write to namespace %q", u.GetKind(), u.GetName(), g.namespace)
+	}
+	u.SetNamespace("")
 	return nil
 }
 

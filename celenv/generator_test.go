@@ -1,0 +1,166 @@
+package celenv_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	apiv1 "github.com/sprout-gitops/sprout/api/v1"
+	"github.com/sprout-gitops/sprout/celenv"
+)
+
+// policyWith builds a policy triggered by Namespaces with the given variables
+// (name, expression pairs) and one generate expression.
+func policyWith(namespaced bool, generate string, variables ...string) apiv1.Policy {
+	spec := apiv1.GeneratingPolicySpec{
+		MatchConstraints: &admissionregistrationv1.MatchResources{
+			ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
+				RuleWithOperations: admissionregistrationv1.RuleWithOperations{
+					Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
+					Rule:       admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"configmaps"}},
+				},
+			}},
+		},
+		Generation: []apiv1.Generation{{Expression: generate}},
+	}
+	for i := 0; i+1 < len(variables); i += 2 {
+		spec.Variables = append(spec.Variables, admissionregistrationv1.Variable{Name: variables[i], Expression: variables[i+1]})
+	}
+	meta := metav1.ObjectMeta{Name: "test-policy"}
+	if namespaced {
+		meta.Namespace = "team"
+		return &apiv1.NamespacedGeneratingPolicy{ObjectMeta: meta, Spec: spec}
+	}
+	return &apiv1.GeneratingPolicy{ObjectMeta: meta, Spec: spec}
+}
+
+func object(apiVersion, kind, namespace, name string) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{}
+	u.SetAPIVersion(apiVersion)
+	u.SetKind(kind)
+	u.SetNamespace(namespace)
+	u.SetName(name)
+	return u
+}
+
+func TestGeneratorSemantics(t *testing.T) {
+	cm := `{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm", "namespace": "elsewhere"}}`
+	source := object("v1", "ConfigMap", "team", "shared")
+	source.SetUID("uid-shared")
+	other := object("v1", "ConfigMap", "other", "private")
+	reader := celenv.NewObjectReader([]*unstructured.Unstructured{source, other, object("v1", "ConfigMap", "team", "second")})
+
+	type want struct {
+		objects []string // kind namespace/name of each generated object
+		err     string
+	}
+	tests := []struct {
+		name       string
+		namespaced bool
+		generate   string
+		want       want
+	}{
+		{name: "namespace argument overrides the object's", generate: `generator.Apply("ns-x", [` + cm + `])`,
+			want: want{objects: []string{"ConfigMap ns-x/cm"}}},
+		{name: "lower-case apply", generate: `generator.apply("ns-x", [` + cm + `])`,
+			want: want{objects: []string{"ConfigMap ns-x/cm"}}},
+		{name: "empty namespace keeps the object's", generate: `generator.Apply("", [` + cm + `])`,
+			want: want{objects: []string{"ConfigMap elsewhere/cm"}}},
+		{name: "cluster-scoped kinds get no namespace",
+			generate: `generator.Apply("ns-x", [{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": "viewer"}}])`,
+			want:     want{objects: []string{"ClusterRole /viewer"}}},
+		{name: "List objects are expanded", generate: `generator.Apply("ns-x", [resource.List("v1", "configmaps", "team")])`,
+			want: want{objects: []string{"ConfigMap ns-x/second", "ConfigMap ns-x/shared"}}},
+		{name: "one object instead of a list", generate: `generator.Apply("ns-x", ` + cm + `)`,
+			want: want{objects: []string{"ConfigMap ns-x/cm"}}},
+		{name: "empty list generates nothing", generate: `generator.Apply("ns-x", [])`, want: want{}},
+		{name: "composes inside all()", generate: `["a", "b"].all(n, generator.Apply(n, [` + cm + `]))`,
+			want: want{objects: []string{"ConfigMap a/cm", "ConfigMap b/cm"}}},
+		{name: "foreach returns a list of bools", generate: `["a", "b"].map(n, generator.Apply(n, [` + cm + `]))`,
+			want: want{objects: []string{"ConfigMap a/cm", "ConfigMap b/cm"}}},
+		{name: "the same object twice is kept once", generate: `generator.Apply("a", [` + cm + `, ` + cm + `])`,
+			want: want{objects: []string{"ConfigMap a/cm"}}},
+		{name: "nested list is rejected", generate: `generator.Apply("ns-x", [[` + cm + `]])`,
+			want: want{err: "list[0] is a list, not an object"}},
+		{name: "object without a name is rejected", generate: `generator.Apply("ns-x", [{"apiVersion": "v1", "kind": "ConfigMap"}])`,
+			want: want{err: "needs apiVersion, kind and metadata.name"}},
+		{name: "namespaced policy: one argument, its namespace", namespaced: true,
+			generate: `generator.Apply([{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm"}}])`,
+			want:     want{objects: []string{"ConfigMap team/cm"}}},
+		{name: "namespaced policy: clone from its namespace", namespaced: true,
+			generate: `generator.Apply([resource.Get("v1", "configmaps", "team", "shared").setField("metadata.name", "copy")])`,
+			want:     want{objects: []string{"ConfigMap team/copy"}}},
+		{name: "namespaced policy cannot write elsewhere", namespaced: true, generate: `generator.Apply([` + cm + `])`,
+			want: want{err: `outside namespace "team"`}},
+		{name: "namespaced policy cannot read elsewhere", namespaced: true,
+			generate: `generator.Apply([resource.Get("v1", "configmaps", "other", "private")])`,
+			want:     want{err: `cannot read namespace "other"`}},
+		{name: "namespaced policy cannot list all namespaces", namespaced: true,
+			generate: `generator.Apply([resource.List("v1", "configmaps", "")])`,
+			want:     want{err: `cannot read namespace ""`}},
+		{name: "namespaced policy cannot write cluster-scoped kinds", namespaced: true,
+			generate: `generator.Apply([{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": "viewer"}}])`,
+			want:     want{err: "is cluster-scoped"}},
+		{name: "missing clone source", generate: `generator.Apply("a", [resource.Get("v1", "configmaps", "team", "absent")])`,
+			want: want{err: `"absent" not found`}},
+	}
+	trigger := object("v1", "ConfigMap", "team", "trigger")
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			prog := celenv.Compile(policyWith(tt.namespaced, tt.generate))
+			if err := prog.Err(); err != nil {
+				t.Fatal(err)
+			}
+			res, err := prog.Evaluate(context.Background(), celenv.Input{
+				Object: trigger.Object, Scopes: celenv.BuiltinScopes{}, Reader: reader,
+				Request: celenv.Request{Operation: "CREATE", Name: "trigger", Namespace: "team"},
+			})
+			if tt.want.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.want.err) {
+					t.Fatalf("want error containing %q, got %v", tt.want.err, err)
+				}
+				if !strings.Contains(err.Error(), "spec.generate[0].expression") {
+					t.Errorf("error %q does not name the field path", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, g := range res.Objects {
+				got = append(got, g.Object.GetKind()+" "+g.Object.GetNamespace()+"/"+g.Object.GetName())
+			}
+			if strings.Join(got, ",") != strings.Join(tt.want.objects, ",") {
+				t.Fatalf("generated %v, want %v", got, tt.want.objects)
+			}
+		})
+	}
+}
+
+func TestClonesAreTracedToTheirSource(t *testing.T) {
+	source := object("v1", "Secret", "default", "regcred")
+	source.SetUID("uid-regcred")
+	source.SetResourceVersion("42")
+	reader := celenv.NewObjectReader([]*unstructured.Unstructured{source})
+	prog := celenv.Compile(policyWith(false,
+		`generator.Apply("team", [resource.Get("v1", "secrets", "default", "regcred").setField("metadata.namespace", "moved")])`))
+	res, err := prog.Evaluate(context.Background(), celenv.Input{Object: source.Object, Reader: reader})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Objects) != 1 {
+		t.Fatalf("want one object, got %d", len(res.Objects))
+	}
+	g := res.Objects[0]
+	if src := g.ClonedFrom; src == nil || src.Namespace != "default" || src.Name != "regcred" || src.UID != "uid-regcred" {
+		t.Errorf("ClonedFrom = %+v, want default/regcred uid-regcred", g.ClonedFrom)
+	}
+	if g.Object.GetUID() != "" || g.Object.GetResourceVersion() != "" {
+		t.Errorf("server metadata kept on the clone: %v", g.Object.Object["metadata"])
+	}
+}
