@@ -75,11 +75,14 @@ func Compile(policy apiv1.Policy) *Program {
 	}
 	for i, mc := range spec.MatchConditions {
 		path := root.Child("matchConditions").Index(i).Child("expression")
-		e, err := compileExpression(env, mc.Name, mc.Expression, path, cel.BoolType)
+		// As in Kyverno and admission policies, matchConditions run before
+		// variables exist: they cannot use them.
+		e, err := compileExpression(env, mc.Name, mc.Expression, path, cel.BoolType, nil)
 		errs = append(errs, err...)
 		p.matchConditions = append(p.matchConditions, e)
 	}
 	seen := map[string]bool{}
+	var defined []string
 	for i, v := range spec.Variables {
 		path := root.Child("variables").Index(i)
 		switch {
@@ -89,9 +92,10 @@ func Compile(policy apiv1.Policy) *Program {
 			errs = append(errs, field.Duplicate(path.Child("name"), v.Name))
 		}
 		seen[v.Name] = true
-		e, err := compileExpression(env, v.Name, v.Expression, path.Child("expression"), nil)
+		e, err := compileExpression(env, v.Name, v.Expression, path.Child("expression"), nil, defined)
 		errs = append(errs, err...)
 		p.variables = append(p.variables, e)
+		defined = append(defined, v.Name)
 	}
 	if len(spec.Generation) == 0 {
 		errs = append(errs, field.Required(root.Child("generate"), "a policy needs at least one generate entry"))
@@ -102,9 +106,11 @@ func Compile(policy apiv1.Policy) *Program {
 		case g.Expression != "" && g.Template != nil:
 			errs = append(errs, field.Invalid(path, field.OmitValueType{}, "set expression or template, not both"))
 		case g.Template != nil:
-			errs = append(errs, field.NotSupported(path.Child("template"), field.OmitValueType{}, []string{"expression"}))
+			t, err := compileTemplate(env, g.Template, path.Child("template"), defined)
+			errs = append(errs, err...)
+			p.generate = append(p.generate, t)
 		default:
-			e, err := compileExpression(env, g.Name, g.Expression, path.Child("expression"), generateResult)
+			e, err := compileExpression(env, g.Name, g.Expression, path.Child("expression"), generateResult, defined)
 			errs = append(errs, err...)
 			p.generate = append(p.generate, generateExpression{e})
 		}
@@ -116,8 +122,9 @@ func Compile(policy apiv1.Policy) *Program {
 }
 
 // compileExpression parses, type-checks and plans one expression. want, when
-// set, is the result type the expression must have (dyn is accepted).
-func compileExpression(env *cel.Env, name, src string, path *field.Path, want *cel.Type) (expression, field.ErrorList) {
+// set, is the result type the expression must have (dyn is accepted);
+// defined are the variables it may read.
+func compileExpression(env *cel.Env, name, src string, path *field.Path, want *cel.Type, defined []string) (expression, field.ErrorList) {
 	e := expression{name: name, path: path}
 	if src == "" {
 		return e, field.ErrorList{field.Required(path, "")}
@@ -125,6 +132,9 @@ func compileExpression(env *cel.Env, name, src string, path *field.Path, want *c
 	ast, iss := env.Compile(src)
 	if iss.Err() != nil {
 		return e, field.ErrorList{field.Invalid(path, field.OmitValueType{}, iss.Err().Error())}
+	}
+	if err := checkVariableRefs(ast, defined); err != nil {
+		return e, field.ErrorList{field.Invalid(path, field.OmitValueType{}, err.Error())}
 	}
 	if want != nil && !resultIs(ast.OutputType(), want) {
 		what := want.String()

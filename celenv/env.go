@@ -68,6 +68,13 @@ func baseOptions() []cel.EnvOption {
 
 		resourceLibrary(),
 		setFieldLibrary(),
+		jsonLibrary(),
+		yamlLibrary(),
+		hashLibrary(),
+		timeLibrary(),
+		mathLibrary(),
+		imageLibrary(),
+		unsupportedLibrary(),
 	}
 }
 

@@ -88,6 +88,7 @@ func (p *Program) Evaluate(ctx context.Context, in Input) (Result, error) {
 		varVariables:       vars,
 		varGenerator:       gen,
 		varResource:        rd,
+		varTime:            newClock(in.Now),
 	}
 	for _, v := range p.variables {
 		v := v
@@ -125,7 +126,6 @@ func (e expression) eval(ctx context.Context, activation map[string]any) (ref.Va
 	}
 	return out, nil
 }
-
 
 func orNull(m map[string]any) any {
 	if m == nil {

@@ -42,14 +42,8 @@ func generatorLibrary(namespaced bool) cel.EnvOption {
 		}
 		opts = append(opts, cel.Function(name, overload))
 	}
-	return cel.Lib(libraryOf(opts))
+	return cel.Lib(utilityLibrary{compile: opts})
 }
-
-// libraryOf wraps plain options as a cel.Library.
-type libraryOf []cel.EnvOption
-
-func (l libraryOf) CompileOptions() []cel.EnvOption     { return l }
-func (l libraryOf) ProgramOptions() []cel.ProgramOption { return nil }
 
 // generation collects what generator.Apply is asked to generate during one
 // evaluation. It is the value bound to the generator variable; it never writes.

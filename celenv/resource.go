@@ -58,7 +58,7 @@ func resourceLibrary() cel.EnvOption {
 			cel.MemberOverload("resource_"+name+"_string_string_string_map",
 				[]*cel.Type{resourceType, str, str, str, cel.MapType(str, str)}, cel.DynType, cel.FunctionBinding(list))))
 	}
-	return cel.Lib(libraryOf(opts))
+	return cel.Lib(utilityLibrary{compile: opts})
 }
 
 // reads is the value bound to the resource variable for one evaluation.

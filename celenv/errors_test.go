@@ -1,0 +1,80 @@
+package celenv_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	apiv1 "github.com/sprout-gitops/sprout/api/v1"
+	"github.com/sprout-gitops/sprout/celenv"
+)
+
+// TestBadInputNamesTheFieldPath: every kind of bad policy fails with a
+// message that names the policy and the field path, at compile time where
+// the mistake can be seen then, else at evaluation.
+func TestBadInputNamesTheFieldPath(t *testing.T) {
+	const cm = `{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm"}}`
+	digits := "[0,1,2,3,4,5,6,7,8,9]"
+	runaway := digits + ".map(a, " + digits + ".map(b, " + digits + ".map(c, " + digits + ".map(d, " + digits + ".map(e, " + digits + ".map(f, a+b+c+d+e+f))))))"
+	tests := []struct {
+		name      string
+		variables []string
+		generate  string
+		template  *apiv1.Template
+		path      string
+		want      string
+		atRuntime bool
+	}{
+		{name: "syntax error", variables: []string{"a", "object.metadata.name +"},
+			generate: `generator.Apply("x", [])`, path: "spec.variables[0].expression", want: "Syntax error"},
+		{name: "type error", variables: []string{"a", "'text' + 1"},
+			generate: `generator.Apply("x", [])`, path: "spec.variables[0].expression", want: "no matching overload"},
+		{name: "unknown variable", generate: `generator.Apply(variables.nsName, [])`,
+			path: "spec.generate[0].expression", want: "undefined variable variables.nsName"},
+		{name: "variable used before it is defined", variables: []string{"a", "variables.b", "b", "1"},
+			generate: `generator.Apply("x", [])`, path: "spec.variables[0].expression", want: "undefined variable variables.b"},
+		{name: "unsupported library", variables: []string{"a", `http.Get("https://example.com")`},
+			generate: `generator.Apply("x", [])`, path: "spec.variables[0].expression", want: "not supported"},
+		{name: "generate expression not bool", generate: `"done"`,
+			path: "spec.generate[0].expression", want: "must evaluate to bool or a list of bools, not string"},
+		{name: "runaway cost", variables: []string{"big", runaway},
+			generate: `generator.Apply("x", variables.big.size() > 0 ? [` + cm + `] : [])`,
+			path:     "spec.variables[0].expression", want: "cost limit exceeded", atRuntime: true},
+		{name: "runtime error", generate: `generator.Apply(object.missing.field, [])`,
+			path: "spec.generate[0].expression", want: "no such key", atRuntime: true},
+		{name: "placeholder in a mapping key",
+			template: &apiv1.Template{Interpolate: apiv1.InterpolateCEL, Value: "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm\ndata:\n  (( object.metadata.name )): x\n"},
+			path:     "spec.generate[0].template.value", want: "key"},
+		{name: "invalid YAML in a template",
+			template: &apiv1.Template{Value: "apiVersion: v1\nkind: [ConfigMap\n"},
+			path:     "spec.generate[0].template.value", want: "document 0"},
+	}
+	trigger := object("v1", "Namespace", "", "team")
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := policyWith(false, tt.generate, tt.variables...).(*apiv1.GeneratingPolicy)
+			if tt.template != nil {
+				p.Spec.Generation[0] = apiv1.Generation{Template: tt.template}
+			}
+			prog := celenv.Compile(p)
+			err := prog.Err()
+			if tt.atRuntime {
+				if err != nil {
+					t.Fatalf("want a runtime error, got a compile error: %v", err)
+				}
+				_, err = prog.Evaluate(context.Background(), celenv.Input{Object: trigger.Object})
+			}
+			if err == nil {
+				t.Fatal("want an error")
+			}
+			for _, want := range []string{tt.path, tt.want} {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("error %q does not contain %q", err, want)
+				}
+			}
+			if !tt.atRuntime && !strings.Contains(err.Error(), "GeneratingPolicy/test-policy") {
+				t.Errorf("compile error %q does not name the policy", err)
+			}
+		})
+	}
+}

@@ -1,0 +1,38 @@
+package celenv
+
+import (
+	"fmt"
+
+	"github.com/google/cel-go/cel"
+	"github.com/google/cel-go/common/types"
+	"github.com/google/cel-go/common/types/ref"
+	"sigs.k8s.io/yaml"
+)
+
+// yamlType is the CEL type of the yaml variable.
+var yamlType = cel.OpaqueType("yaml.Yaml")
+
+// yamlLibrary declares Kyverno's yaml library:
+//
+//	yaml.parse(string) -> dyn   // 'replicas: 2' → {"replicas": 2.0}
+//
+// The text goes through JSON, as with sigs.k8s.io/yaml: numbers are doubles
+// and map keys strings. Only the first document of a stream is read.
+func yamlLibrary() cel.EnvOption {
+	return namespaceLibrary("yaml", yamlType,
+		cel.Function("parse", cel.MemberOverload("yaml_parse_string",
+			[]*cel.Type{yamlType, cel.StringType}, cel.DynType, cel.BinaryBinding(yamlParse))),
+	)
+}
+
+func yamlParse(_, text ref.Val) ref.Val {
+	s, ok := text.(types.String)
+	if !ok {
+		return types.MaybeNoSuchOverloadErr(text)
+	}
+	var v any
+	if err := yaml.Unmarshal([]byte(s), &v); err != nil {
+		return types.WrapErr(fmt.Errorf("yaml.parse: %w", err))
+	}
+	return types.DefaultTypeAdapter.NativeToValue(v)
+}
