@@ -69,6 +69,16 @@ func (r *ObjectReader) List(_ context.Context, gvr schema.GroupVersionResource, 
 	}, nil
 }
 
+// ResourceFor guesses the resource of a kind, as kubectl does for kinds it
+// has no discovery for.
+func (r *ObjectReader) ResourceFor(gvk schema.GroupVersionKind) (schema.GroupVersionResource, error) {
+	if gvk.Kind == "" || gvk.Version == "" {
+		return schema.GroupVersionResource{}, fmt.Errorf("apiVersion and kind are required")
+	}
+	gvr, _ := meta.UnsafeGuessKindToResource(gvk)
+	return gvr, nil
+}
+
 // BuiltinScopes knows which built-in kinds are cluster-scoped; every other
 // kind counts as namespaced. Offline evaluation has no API server to ask.
 type BuiltinScopes struct{}

@@ -23,6 +23,8 @@ type Reader interface {
 	// List returns a List object ({apiVersion, kind, items}) of the objects in
 	// namespace ("" for all namespaces) that the selector selects.
 	List(ctx context.Context, gvr schema.GroupVersionResource, namespace string, selector labels.Selector) (map[string]any, error)
+	// ResourceFor returns the resource that serves a kind.
+	ResourceFor(gvk schema.GroupVersionKind) (schema.GroupVersionResource, error)
 }
 
 const varResource = "resource"
@@ -30,7 +32,9 @@ const varResource = "resource"
 // resourceType is the CEL type of the resource variable.
 var resourceType = cel.OpaqueType("resource.Context")
 
-// resourceLibrary declares resource.Get/get and resource.List/list.
+// resourceLibrary declares resource.Get/get and resource.List/list, by
+// apiVersion and resource or by the GVR that resource.ToGVR(apiVersion, kind)
+// returns ({group, version, resource}).
 func resourceLibrary() cel.EnvOption {
 	get := func(args ...ref.Val) ref.Val {
 		r := args[0].(*reads)
@@ -44,20 +48,42 @@ func resourceLibrary() cel.EnvOption {
 		}
 		return r.list(string(args[1].(types.String)), string(args[2].(types.String)), string(args[3].(types.String)), selector)
 	}
+	// The GVR forms call the string forms with the GVR spelled out.
+	byGVR := func(f func(...ref.Val) ref.Val) func(...ref.Val) ref.Val {
+		return func(args ...ref.Val) ref.Val {
+			apiVersion, resource, err := fromGVR(args[1])
+			if err != nil {
+				return types.NewErr("resource: %v", err)
+			}
+			return f(append([]ref.Val{args[0], apiVersion, resource}, args[2:]...)...)
+		}
+	}
 	str := cel.StringType
+	gvrMap := cel.MapType(str, str)
 	opts := []cel.EnvOption{cel.Variable(varResource, resourceType)}
 	for _, name := range []string{"Get", "get"} {
 		opts = append(opts, cel.Function(name,
 			cel.MemberOverload("resource_"+name+"_string_string_string_string",
-				[]*cel.Type{resourceType, str, str, str, str}, cel.DynType, cel.FunctionBinding(get))))
+				[]*cel.Type{resourceType, str, str, str, str}, cel.DynType, cel.FunctionBinding(get)),
+			cel.MemberOverload("resource_"+name+"_gvr_string_string",
+				[]*cel.Type{resourceType, gvrMap, str, str}, cel.DynType, cel.FunctionBinding(byGVR(get)))))
 	}
 	for _, name := range []string{"List", "list"} {
 		opts = append(opts, cel.Function(name,
 			cel.MemberOverload("resource_"+name+"_string_string_string",
 				[]*cel.Type{resourceType, str, str, str}, cel.DynType, cel.FunctionBinding(list)),
 			cel.MemberOverload("resource_"+name+"_string_string_string_map",
-				[]*cel.Type{resourceType, str, str, str, cel.MapType(str, str)}, cel.DynType, cel.FunctionBinding(list))))
+				[]*cel.Type{resourceType, str, str, str, cel.MapType(str, str)}, cel.DynType, cel.FunctionBinding(list)),
+			cel.MemberOverload("resource_"+name+"_gvr_string",
+				[]*cel.Type{resourceType, gvrMap, str}, cel.DynType, cel.FunctionBinding(byGVR(list))),
+			cel.MemberOverload("resource_"+name+"_gvr_string_map",
+				[]*cel.Type{resourceType, gvrMap, str, cel.MapType(str, str)}, cel.DynType, cel.FunctionBinding(byGVR(list)))))
 	}
+	opts = append(opts, cel.Function("ToGVR",
+		cel.MemberOverload("resource_ToGVR_string_string", []*cel.Type{resourceType, str, str}, gvrMap,
+			cel.FunctionBinding(func(args ...ref.Val) ref.Val {
+				return args[0].(*reads).toGVR(string(args[1].(types.String)), string(args[2].(types.String)))
+			}))))
 	return cel.Lib(utilityLibrary{compile: opts})
 }
 
@@ -146,6 +172,34 @@ func (r *reads) list(apiVersion, resource, namespace string, selectorVal ref.Val
 		}
 	}
 	return types.DefaultTypeAdapter.NativeToValue(list)
+}
+
+// toGVR answers resource.ToGVR(apiVersion, kind) with {group, version, resource}.
+func (r *reads) toGVR(apiVersion, kind string) ref.Val {
+	if r.reader == nil {
+		return types.NewErr("resource.ToGVR(%q, %q): no cluster to ask", apiVersion, kind)
+	}
+	gvr, err := r.reader.ResourceFor(schema.FromAPIVersionAndKind(apiVersion, kind))
+	if err != nil {
+		return types.NewErr("resource.ToGVR(%q, %q): %v", apiVersion, kind, err)
+	}
+	return types.DefaultTypeAdapter.NativeToValue(map[string]string{"group": gvr.Group, "version": gvr.Version, "resource": gvr.Resource})
+}
+
+// fromGVR spells a {group, version, resource} map as apiVersion and resource.
+func fromGVR(v ref.Val) (apiVersion, resource ref.Val, err error) {
+	m, err := toJSON(v)
+	if err != nil {
+		return nil, nil, err
+	}
+	gvr, _ := m.(map[string]any)
+	group, _ := gvr["group"].(string)
+	version, _ := gvr["version"].(string)
+	res, _ := gvr["resource"].(string)
+	if version == "" || res == "" {
+		return nil, nil, fmt.Errorf("a GVR needs version and resource, got %v", m)
+	}
+	return types.String(schema.GroupVersion{Group: group, Version: version}.String()), types.String(res), nil
 }
 
 // labelSelector turns a CEL map of label values into an equality selector.
