@@ -2,9 +2,12 @@ package inventory
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/fluxcd/pkg/ssa"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -13,8 +16,12 @@ import (
 // FieldManager is the field manager of every write Sprout makes.
 const FieldManager = "sprout"
 
+// reasonPresent marks objects a non-synchronizing policy leaves as they are.
+const reasonPresent = "exists; the policy does not synchronize"
+
 // Applier writes desired objects with server-side apply.
 type Applier struct {
+	client  client.Client
 	manager *ssa.ResourceManager
 }
 
@@ -24,20 +31,107 @@ func NewApplier(cfg *rest.Config) (*Applier, error) {
 	if err != nil {
 		return nil, fmt.Errorf("inventory: client: %w", err)
 	}
-	return &Applier{manager: ssa.NewResourceManager(c, nil, ssa.Owner{Field: FieldManager, Group: "sprout.dev"})}, nil
+	return &Applier{client: c, manager: ssa.NewResourceManager(c, nil, ssa.Owner{Field: FieldManager, Group: "sprout.dev"})}, nil
 }
 
 // ApplyOptions say how desired objects are written.
 type ApplyOptions struct {
-	// Force takes ownership of conflicting fields: a synchronizing policy
-	// reverts edits made by others to the fields it sets.
-	Force bool
+	// Synchronize keeps existing objects equal to the desired ones, taking
+	// ownership of conflicting fields (a force apply): edits by others to the
+	// fields Sprout sets are reverted. Without it, objects are created when
+	// absent and never touched again.
+	Synchronize bool
 }
 
-// Apply writes every object and returns one entry per object. Unchanged
-// objects are not written.
-func (a *Applier) Apply(ctx context.Context, objects []*unstructured.Unstructured, opts ApplyOptions) (*ssa.ChangeSet, error) {
-	o := ssa.DefaultApplyOptions()
-	o.Force = opts.Force
-	return a.manager.ApplyAll(ctx, objects, o)
+// Apply writes the desired objects and returns one change per object.
+// Each object must carry its origin labels (Label). An object that exists
+// without the same origin (someone else's, or another policy's or
+// trigger's) is never written: it is skipped and named by NotOwned.
+func (a *Applier) Apply(ctx context.Context, objects []*unstructured.Unstructured, opts ApplyOptions) (ChangeSet, error) {
+	var cs ChangeSet
+	var write []*unstructured.Unstructured
+	var errs []error
+	for _, obj := range objects {
+		existing, err := a.metadata(ctx, obj)
+		switch {
+		case err != nil:
+			cs.add(obj, Failed, err.Error())
+			errs = append(errs, fmt.Errorf("%s: %w", ObjectID(obj), err))
+		case existing == nil:
+			write = append(write, obj)
+		case !sameOrigin(existing.GetLabels(), obj.GetLabels()):
+			cs.add(obj, Skipped, notOwnedReason(existing.GetLabels()))
+		case !opts.Synchronize:
+			cs.add(obj, Skipped, reasonPresent)
+		default:
+			write = append(write, obj)
+		}
+	}
+	for _, obj := range write {
+		o := ssa.DefaultApplyOptions()
+		o.Force = opts.Synchronize
+		entry, err := a.manager.Apply(ctx, obj, o)
+		if err != nil {
+			cs.add(obj, Failed, err.Error())
+			errs = append(errs, err)
+			continue
+		}
+		cs.add(obj, actionOf(entry.Action), "")
+	}
+	return cs, errors.Join(errs...)
+}
+
+// metadata reads the object's metadata, or nil when it does not exist.
+func (a *Applier) metadata(ctx context.Context, obj *unstructured.Unstructured) (*metav1.PartialObjectMetadata, error) {
+	m := &metav1.PartialObjectMetadata{}
+	m.SetGroupVersionKind(obj.GroupVersionKind())
+	err := a.client.Get(ctx, client.ObjectKeyFromObject(obj), m)
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read: %w", err)
+	}
+	return m, nil
+}
+
+// originLabels identify who generated an object.
+var originLabels = []string{LabelManagedBy, LabelPolicyName, LabelPolicyNamespace, LabelTriggerUID}
+
+func sameOrigin(existing, desired map[string]string) bool {
+	for _, k := range originLabels {
+		if existing[k] != desired[k] {
+			return false
+		}
+	}
+	return true
+}
+
+func notOwnedReason(existing map[string]string) string {
+	switch {
+	case existing[LabelManagedBy] != ManagedBy:
+		return "exists and is not managed by Sprout"
+	case existing[LabelPolicyName] == "":
+		return "exists without a policy label"
+	default:
+		policy := existing[LabelPolicyName]
+		if ns := existing[LabelPolicyNamespace]; ns != "" {
+			policy = ns + "/" + policy
+		}
+		return fmt.Sprintf("owned by policy %s for trigger %s", policy, existing[LabelTriggerUID])
+	}
+}
+
+func actionOf(a ssa.Action) Action {
+	switch a {
+	case ssa.CreatedAction:
+		return Created
+	case ssa.ConfiguredAction:
+		return Configured
+	case ssa.UnchangedAction:
+		return Unchanged
+	case ssa.SkippedAction:
+		return Skipped
+	}
+	return Failed
 }

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
@@ -64,7 +65,9 @@ type Controller struct {
 	mu       sync.RWMutex
 	policies map[policyKey]*compiledPolicy
 	informer map[schema.GroupVersionResource]*triggerInformer
-	ctx      context.Context // the context Run was called with, for informers started later
+	// dependencies are the resources each policy read in its last sync.
+	dependencies map[policyKey]sets.Set[schema.GroupVersionResource]
+	ctx          context.Context // the context Run was called with, for informers started later
 
 	admitted admissions
 }
@@ -112,8 +115,9 @@ func New(cfg *rest.Config, opts Options) (*Controller, error) {
 			workqueue.DefaultTypedControllerRateLimiter[policyKey](),
 			workqueue.TypedRateLimitingQueueConfig[policyKey]{Name: "policies"},
 		),
-		policies: map[policyKey]*compiledPolicy{},
-		informer: map[schema.GroupVersionResource]*triggerInformer{},
+		policies:     map[policyKey]*compiledPolicy{},
+		informer:     map[schema.GroupVersionResource]*triggerInformer{},
+		dependencies: map[policyKey]sets.Set[schema.GroupVersionResource]{},
 	}, nil
 }
 

@@ -102,6 +102,23 @@ func applyFixture(t *testing.T, scenario, file string, edit func(*unstructured.U
 	}
 }
 
+// applyColorPolicy applies the zk-kafka-address policy as name, selecting
+// Namespaces labelled color=<color>, so tests sharing the control plane do
+// not select each other's Namespaces.
+func applyColorPolicy(t *testing.T, name, color string, edit func(*unstructured.Unstructured)) {
+	t.Helper()
+	applyFixture(t, "zk-kafka-address", "policy.yaml", func(u *unstructured.Unstructured) {
+		u.SetName(name)
+		conds, _, _ := unstructured.NestedSlice(u.Object, "spec", "matchConditions")
+		c := conds[0].(map[string]any)
+		c["expression"] = strings.Replace(c["expression"].(string), "'red'", "'"+color+"'", 1)
+		_ = unstructured.SetNestedSlice(u.Object, conds, "spec", "matchConditions")
+		if edit != nil {
+			edit(u)
+		}
+	})
+}
+
 // poll waits, with a bound, until cond holds.
 func poll(t *testing.T, what string, cond func(context.Context) (bool, error)) {
 	t.Helper()
@@ -201,10 +218,9 @@ func TestDataSourcePolicyGeneratesForNewMatchingNamespaces(t *testing.T) {
 func TestGenerateExistingRecomputesFromTheCache(t *testing.T) {
 	// The Namespace exists before the policy: only generateExisting admits it,
 	// and only a sync that reads the cache (no event names it) can find it.
-	createNamespace(t, "gex-red", map[string]string{"color": "red"})
+	createNamespace(t, "gex-red", map[string]string{"color": "gex"})
 	startController(t)
-	applyFixture(t, "zk-kafka-address", "policy.yaml", func(u *unstructured.Unstructured) {
-		u.SetName("zk-kafka-address-existing")
+	applyColorPolicy(t, "zk-kafka-address-existing", "gex", func(u *unstructured.Unstructured) {
 		if err := unstructured.SetNestedField(u.Object, true, "spec", "evaluation", "generateExisting", "enabled"); err != nil {
 			t.Fatal(err)
 		}
@@ -222,7 +238,7 @@ func TestGenerateExistingRecomputesFromTheCache(t *testing.T) {
 func TestBrokenPolicyIsReportedAndOthersKeepWorking(t *testing.T) {
 	logs := startController(t)
 	applyFixture(t, "broken-variable", "policy.yaml", nil)
-	applyFixture(t, "zk-kafka-address", "policy.yaml", func(u *unstructured.Unstructured) { u.SetName("zk-kafka-next-to-broken") })
+	applyColorPolicy(t, "zk-kafka-next-to-broken", "broken", nil)
 
 	poll(t, "broken policy reported", func(ctx context.Context) (bool, error) {
 		c, err := policyCondition(ctx, "broken-variable")
@@ -242,7 +258,7 @@ func TestBrokenPolicyIsReportedAndOthersKeepWorking(t *testing.T) {
 		}
 	}
 
-	createNamespace(t, "broken-red", map[string]string{"color": "red"})
+	createNamespace(t, "broken-red", map[string]string{"color": "broken"})
 	poll(t, "the other policy still generates", func(ctx context.Context) (bool, error) {
 		cm, err := getConfigMap(ctx, "broken-red", "zk-kafka-address")
 		if cm != nil && cm.Labels[inventory.LabelPolicyName] != "zk-kafka-next-to-broken" {

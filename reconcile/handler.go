@@ -45,6 +45,7 @@ func (h policyHandler) Delete(p sources.Policy) {
 	key := keyOf(p.Policy)
 	c.mu.Lock()
 	delete(c.policies, key)
+	delete(c.dependencies, key)
 	c.mu.Unlock()
 	c.admitted.forget(key)
 	c.log.Info("policy deleted", "policy", key.String(), "source", p.Source)

@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apiserver/pkg/admission"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
@@ -144,21 +145,28 @@ func (c *Controller) onTrigger(gvr schema.GroupVersionResource, op admission.Ope
 	}
 	c.mu.RLock()
 	var interested []*compiledPolicy
-	for _, cp := range c.policies {
-		if slices.Contains(cp.triggers, gvr) {
+	for key, cp := range c.policies {
+		if slices.Contains(cp.triggers, gvr) || c.dependencies[key].Has(gvr) {
 			interested = append(interested, cp)
 		}
 	}
 	c.mu.RUnlock()
 	for _, cp := range interested {
 		key := keyOf(cp.policy)
-		if op == admission.Create || op == admission.Update {
+		if (op == admission.Create || op == admission.Update) && slices.Contains(cp.triggers, gvr) {
 			if ok, err := c.matcher.matches(cp.criteria.events, gvr, op, u); err == nil && ok {
 				c.admitted.admit(key, u.GetUID())
 			}
 		}
 		c.queue.Add(key)
 	}
+}
+
+// setDependencies records the resources a policy's last sync read.
+func (c *Controller) setDependencies(key policyKey, read sets.Set[schema.GroupVersionResource]) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.dependencies[key] = read
 }
 
 // resourceName spells a resource as kubectl does: resource.version.group.

@@ -24,6 +24,7 @@ const (
 	ReasonMatchFailed         = "MatchFailed"
 	ReasonEvaluationFailed    = "EvaluationFailed"
 	ReasonApplyFailed         = "ApplyFailed"
+	ReasonNotOwned            = "NotOwned"
 	ReasonUnobservableTrigger = "UnobservableTrigger"
 )
 

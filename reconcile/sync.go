@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/fluxcd/pkg/ssa"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -52,16 +51,26 @@ func (c *Controller) sync(ctx context.Context, key policyKey) error {
 	if err != nil {
 		return errors.Join(err, c.reportStatus(ctx, cp, outcome{reason: ReasonMatchFailed, err: err}))
 	}
-	desired, matched, evalErr := c.desired(ctx, cp, triggers)
-	changes, applyErr := c.applier.Apply(ctx, desired, inventory.ApplyOptions{Force: cp.policy.PolicySpec().Synchronize()})
-	c.logChanges(cp, changes)
+	reader := newCacheReader(c)
+	desired, matched, evalErr := c.desired(ctx, cp, triggers, reader)
+	c.setDependencies(key, reader.resources())
+	changes, applyErr := c.applier.Apply(ctx, desired, inventory.ApplyOptions{Synchronize: cp.policy.PolicySpec().Synchronize()})
+	if changed := changes.Changed(); len(changed) > 0 {
+		c.log.Info("applied", "policy", key.String(), "changes", changed)
+	}
+	var notOwned error
+	if s := changes.NotOwned(); s != "" {
+		notOwned = fmt.Errorf("not written, not Sprout's for this policy and trigger: %s", s)
+	}
 
-	out := outcome{triggers: matched, objects: len(desired), err: errors.Join(cp.resolveErr, evalErr, applyErr)}
+	out := outcome{triggers: matched, objects: len(desired), err: errors.Join(cp.resolveErr, evalErr, applyErr, notOwned)}
 	switch {
 	case applyErr != nil:
 		out.reason = ReasonApplyFailed
 	case evalErr != nil:
 		out.reason = ReasonEvaluationFailed
+	case notOwned != nil:
+		out.reason = ReasonNotOwned
 	case cp.resolveErr != nil:
 		out.reason = ReasonUnobservableTrigger
 	}
@@ -123,12 +132,12 @@ func (c *Controller) matchingTriggers(cp *compiledPolicy) ([]trigger, error) {
 // its origin. It also counts the triggers whose matchConditions held. A
 // trigger that fails to evaluate is reported and skipped; the others still
 // count.
-func (c *Controller) desired(ctx context.Context, cp *compiledPolicy, triggers []trigger) ([]*unstructured.Unstructured, int, error) {
+func (c *Controller) desired(ctx context.Context, cp *compiledPolicy, triggers []trigger, reader celenv.Reader) ([]*unstructured.Unstructured, int, error) {
 	var out []*unstructured.Unstructured
 	var errs []error
 	matched := 0
 	for _, t := range triggers {
-		objs, ok, err := c.evaluate(ctx, cp, t)
+		objs, ok, err := c.evaluate(ctx, cp, t, reader)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("trigger %s %s: %w", t.object.GetKind(), objectRef(t.object), err))
 			continue
@@ -142,7 +151,7 @@ func (c *Controller) desired(ctx context.Context, cp *compiledPolicy, triggers [
 }
 
 // evaluate runs the policy's program for one trigger, replayed as a CREATE.
-func (c *Controller) evaluate(ctx context.Context, cp *compiledPolicy, t trigger) ([]*unstructured.Unstructured, bool, error) {
+func (c *Controller) evaluate(ctx context.Context, cp *compiledPolicy, t trigger, reader celenv.Reader) ([]*unstructured.Unstructured, bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, evaluationTimeout)
 	defer cancel()
 	u := t.object
@@ -157,6 +166,7 @@ func (c *Controller) evaluate(ctx context.Context, cp *compiledPolicy, t trigger
 			Resource:  t.gvr,
 		},
 		Scopes: scopes{c.mapper},
+		Reader: reader,
 	}
 	if ns := u.GetNamespace(); ns != "" {
 		if nsObj, err := c.namespaces.Get(ns); err == nil {
@@ -198,23 +208,6 @@ func Label(policy apiv1.Policy, trigger *unstructured.Unstructured, generated []
 		out = append(out, g.Object)
 	}
 	return out
-}
-
-// logChanges logs what an apply changed, one line per policy, only when
-// something did.
-func (c *Controller) logChanges(cp *compiledPolicy, cs *ssa.ChangeSet) {
-	if cs == nil {
-		return
-	}
-	changed := map[string]string{}
-	for _, e := range cs.Entries {
-		if e.Action != ssa.UnchangedAction {
-			changed[e.Subject] = string(e.Action)
-		}
-	}
-	if len(changed) > 0 {
-		c.log.Info("applied", "policy", keyOf(cp.policy).String(), "changes", changed)
-	}
 }
 
 func objectRef(u *unstructured.Unstructured) string {

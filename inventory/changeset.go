@@ -1,0 +1,85 @@
+package inventory
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+// Action is what a write did to one object.
+type Action string
+
+// The closed set of actions.
+const (
+	Created    Action = "created"
+	Configured Action = "configured"
+	Unchanged  Action = "unchanged"
+	// Skipped objects were not written on purpose: not Sprout's to write, or
+	// already present for a policy that does not synchronize.
+	Skipped Action = "skipped"
+	// Failed objects could not be written; Reason says why.
+	Failed Action = "failed"
+)
+
+// Change is the outcome for one object.
+type Change struct {
+	// ID names the object as Kind/namespace/name (Kind/name when cluster-scoped).
+	ID     string
+	Action Action
+	// Reason explains a skipped or failed object.
+	Reason string
+}
+
+// ChangeSet holds one Change per object handed to a write, even on failure.
+type ChangeSet struct {
+	Changes []Change
+}
+
+func (c *ChangeSet) add(obj *unstructured.Unstructured, action Action, reason string) {
+	c.Changes = append(c.Changes, Change{ID: ObjectID(obj), Action: action, Reason: reason})
+}
+
+// Changed maps each object that was written to what was done, for logs.
+func (c ChangeSet) Changed() map[string]Action {
+	out := map[string]Action{}
+	for _, ch := range c.Changes {
+		if ch.Action == Created || ch.Action == Configured {
+			out[ch.ID] = ch.Action
+		}
+	}
+	return out
+}
+
+// Count returns how many objects got action a.
+func (c ChangeSet) Count(a Action) int {
+	n := 0
+	for _, ch := range c.Changes {
+		if ch.Action == a {
+			n++
+		}
+	}
+	return n
+}
+
+// NotOwned describes the objects skipped because someone else owns them,
+// or "" when there are none.
+func (c ChangeSet) NotOwned() string {
+	var out []string
+	for _, ch := range c.Changes {
+		if ch.Action == Skipped && ch.Reason != reasonPresent {
+			out = append(out, ch.ID+" ("+ch.Reason+")")
+		}
+	}
+	sort.Strings(out)
+	return strings.Join(out, ", ")
+}
+
+// ObjectID names an object as Kind/namespace/name, or Kind/name.
+func ObjectID(obj *unstructured.Unstructured) string {
+	if obj.GetNamespace() == "" {
+		return fmt.Sprintf("%s/%s", obj.GetKind(), obj.GetName())
+	}
+	return fmt.Sprintf("%s/%s/%s", obj.GetKind(), obj.GetNamespace(), obj.GetName())
+}

@@ -1,0 +1,108 @@
+package reconcile
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/sprout-gitops/sprout/celenv"
+)
+
+// cacheReader serves resource.Get and resource.List for the syncs of one
+// policy from informer caches, starting an informer the first time a
+// resource is read. It records every resource read: a change to any object
+// of those resources re-queues the policy (DESIGN §3, sources).
+type cacheReader struct {
+	c *Controller
+
+	mu   sync.Mutex
+	read sets.Set[schema.GroupVersionResource]
+}
+
+var _ celenv.Reader = (*cacheReader)(nil)
+
+func newCacheReader(c *Controller) *cacheReader {
+	return &cacheReader{c: c, read: sets.New[schema.GroupVersionResource]()}
+}
+
+// store returns the synced cache of gvr, starting its informer if needed.
+func (r *cacheReader) store(ctx context.Context, gvr schema.GroupVersionResource) (cache.Store, error) {
+	r.mu.Lock()
+	r.read.Insert(gvr)
+	r.mu.Unlock()
+	r.c.ensureTriggerInformers([]schema.GroupVersionResource{gvr})
+	r.c.mu.RLock()
+	ti := r.c.informer[gvr]
+	r.c.mu.RUnlock()
+	if !cache.WaitForCacheSync(ctx.Done(), ti.informer.HasSynced) {
+		return nil, fmt.Errorf("%s: cache did not sync: %w", resourceName(gvr), ctx.Err())
+	}
+	return ti.informer.GetStore(), nil
+}
+
+// Get returns the cached object.
+func (r *cacheReader) Get(ctx context.Context, gvr schema.GroupVersionResource, namespace, name string) (map[string]any, error) {
+	store, err := r.store(ctx, gvr)
+	if err != nil {
+		return nil, err
+	}
+	obj, ok, err := store.GetByKey(cache.NewObjectName(namespace, name).String())
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, apierrors.NewNotFound(gvr.GroupResource(), name)
+	}
+	return obj.(*unstructured.Unstructured).Object, nil
+}
+
+// List returns the cached objects of namespace ("" for all) that selector
+// selects, ordered by namespace and name so evaluations are repeatable.
+func (r *cacheReader) List(ctx context.Context, gvr schema.GroupVersionResource, namespace string, selector labels.Selector) (map[string]any, error) {
+	store, err := r.store(ctx, gvr)
+	if err != nil {
+		return nil, err
+	}
+	var matched []*unstructured.Unstructured
+	for _, obj := range store.List() {
+		u := obj.(*unstructured.Unstructured)
+		if (namespace == "" || u.GetNamespace() == namespace) && selector.Matches(labels.Set(u.GetLabels())) {
+			matched = append(matched, u)
+		}
+	}
+	sort.Slice(matched, func(i, j int) bool {
+		if matched[i].GetNamespace() != matched[j].GetNamespace() {
+			return matched[i].GetNamespace() < matched[j].GetNamespace()
+		}
+		return matched[i].GetName() < matched[j].GetName()
+	})
+	items := make([]any, 0, len(matched))
+	for _, u := range matched {
+		items = append(items, u.Object)
+	}
+	return map[string]any{"apiVersion": gvr.GroupVersion().String(), "kind": "List", "metadata": map[string]any{}, "items": items}, nil
+}
+
+// ResourceFor asks the REST mapper for the resource of a kind.
+func (r *cacheReader) ResourceFor(gvk schema.GroupVersionKind) (schema.GroupVersionResource, error) {
+	m, err := r.c.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	if err != nil {
+		return schema.GroupVersionResource{}, err
+	}
+	return m.Resource, nil
+}
+
+// resources returns what was read.
+func (r *cacheReader) resources() sets.Set[schema.GroupVersionResource] {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.read.Clone()
+}
