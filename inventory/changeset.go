@@ -16,6 +16,7 @@ const (
 	Created    Action = "created"
 	Configured Action = "configured"
 	Unchanged  Action = "unchanged"
+	Deleted    Action = "deleted"
 	// Skipped objects were not written on purpose: not Sprout's to write, or
 	// already present for a policy that does not synchronize.
 	Skipped Action = "skipped"
@@ -30,7 +31,13 @@ type Change struct {
 	Action Action
 	// Reason explains a skipped or failed object.
 	Reason string
+	// TriggerUID is the object's trigger, from its labels.
+	TriggerUID string
 }
+
+// Present reports whether the object was left alone because it already
+// existed for a policy that does not synchronize.
+func (c Change) Present() bool { return c.Action == Skipped && c.Reason == reasonPresent }
 
 // ChangeSet holds one Change per object handed to a write, even on failure.
 type ChangeSet struct {
@@ -38,14 +45,14 @@ type ChangeSet struct {
 }
 
 func (c *ChangeSet) add(obj *unstructured.Unstructured, action Action, reason string) {
-	c.Changes = append(c.Changes, Change{ID: ObjectID(obj), Action: action, Reason: reason})
+	c.Changes = append(c.Changes, Change{ID: ObjectID(obj), Action: action, Reason: reason, TriggerUID: obj.GetLabels()[LabelTriggerUID]})
 }
 
 // Changed maps each object that was written to what was done, for logs.
 func (c ChangeSet) Changed() map[string]Action {
 	out := map[string]Action{}
 	for _, ch := range c.Changes {
-		if ch.Action == Created || ch.Action == Configured {
+		if ch.Action == Created || ch.Action == Configured || ch.Action == Deleted {
 			out[ch.ID] = ch.Action
 		}
 	}
@@ -68,7 +75,7 @@ func (c ChangeSet) Count(a Action) int {
 func (c ChangeSet) NotOwned() string {
 	var out []string
 	for _, ch := range c.Changes {
-		if ch.Action == Skipped && ch.Reason != reasonPresent {
+		if ch.Action == Skipped && ch.Reason != reasonPresent && ch.Reason != reasonReplaced {
 			out = append(out, ch.ID+" ("+ch.Reason+")")
 		}
 	}

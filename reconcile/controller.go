@@ -67,7 +67,17 @@ type Controller struct {
 	informer map[schema.GroupVersionResource]*triggerInformer
 	// dependencies are the resources each policy read in its last sync.
 	dependencies map[policyKey]sets.Set[schema.GroupVersionResource]
-	ctx          context.Context // the context Run was called with, for informers started later
+	// downstream are label-selected informers on the resources generated into.
+	downstream map[schema.GroupVersionResource]*triggerInformer
+	// written are the resources each policy has generated objects of.
+	written map[policyKey]sets.Set[schema.GroupVersionResource]
+	// generated are the objects (per trigger) each non-synchronizing policy
+	// has created or found: they are never generated again.
+	generated map[policyKey]sets.Set[string]
+	// deleted holds policies gone from their source until their sync has
+	// cleaned up after them.
+	deleted map[policyKey]*compiledPolicy
+	ctx     context.Context // the context Run was called with, for informers started later
 
 	admitted admissions
 }
@@ -118,6 +128,10 @@ func New(cfg *rest.Config, opts Options) (*Controller, error) {
 		policies:     map[policyKey]*compiledPolicy{},
 		informer:     map[schema.GroupVersionResource]*triggerInformer{},
 		dependencies: map[policyKey]sets.Set[schema.GroupVersionResource]{},
+		downstream:   map[schema.GroupVersionResource]*triggerInformer{},
+		written:      map[policyKey]sets.Set[schema.GroupVersionResource]{},
+		deleted:      map[policyKey]*compiledPolicy{},
+		generated:    map[policyKey]sets.Set[string]{},
 	}, nil
 }
 

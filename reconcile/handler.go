@@ -34,21 +34,27 @@ func (h policyHandler) Upsert(p sources.Policy) {
 	}
 	c.mu.Lock()
 	c.policies[key] = cp
+	delete(c.deleted, key)
 	c.mu.Unlock()
 	c.ensureTriggerInformers(cp.triggers)
 	c.queue.Add(key)
 }
 
-// Delete forgets a policy that is gone from its source.
+// Delete queues a policy that is gone from its source for its last sync,
+// which removes what it leaves behind unless it orphans its objects.
 func (h policyHandler) Delete(p sources.Policy) {
 	c := h.c
 	key := keyOf(p.Policy)
 	c.mu.Lock()
+	if cp := c.policies[key]; cp != nil {
+		c.deleted[key] = cp
+	}
 	delete(c.policies, key)
 	delete(c.dependencies, key)
 	c.mu.Unlock()
 	c.admitted.forget(key)
 	c.log.Info("policy deleted", "policy", key.String(), "source", p.Source)
+	c.queue.Add(key)
 }
 
 // Invalid reports a policy its source cannot decode.

@@ -129,6 +129,10 @@ func (c *Controller) stopTriggerInformers() {
 		ti.cancel()
 		delete(c.informer, gvr)
 	}
+	for gvr, ti := range c.downstream {
+		ti.cancel()
+		delete(c.downstream, gvr)
+	}
 }
 
 // onTrigger replays an informer event as the admission event a webhook would

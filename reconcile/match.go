@@ -5,6 +5,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apiserver/pkg/admission"
 	"k8s.io/apiserver/pkg/admission/plugin/policy/matching"
@@ -44,7 +45,9 @@ func (m *Matcher) Matches(mr admissionregistrationv1.MatchResources, anyOperatio
 
 // matches runs the matcher on the trigger as an admission request.
 func (m *Matcher) matches(crit matchCriteria, gvr schema.GroupVersionResource, op admission.Operation, u *unstructured.Unstructured) (bool, error) {
-	var obj, old = u, (*unstructured.Unstructured)(nil)
+	// Interfaces, not pointers: a nil *Unstructured in a runtime.Object
+	// would look present to the matcher.
+	var obj, old runtime.Object = u, nil
 	if op == admission.Delete {
 		obj, old = nil, u
 	}

@@ -25,6 +25,7 @@ const (
 	ReasonEvaluationFailed    = "EvaluationFailed"
 	ReasonApplyFailed         = "ApplyFailed"
 	ReasonNotOwned            = "NotOwned"
+	ReasonPruneFailed         = "PruneFailed"
 	ReasonUnobservableTrigger = "UnobservableTrigger"
 )
 

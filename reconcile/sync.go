@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apiserver/pkg/admission"
 
 	apiv1 "github.com/sprout-gitops/sprout/api/v1"
@@ -29,14 +30,18 @@ type trigger struct {
 
 // sync makes the cluster hold what one policy wants, computed from the
 // informer caches as they are now. Phases: load the compiled policy → find
-// its admitted, matching triggers → evaluate the desired set → apply →
-// report status.
+// its admitted, matching triggers → evaluate the desired set → watch the
+// resources it writes → apply → prune what is no longer desired → report
+// status.
 func (c *Controller) sync(ctx context.Context, key policyKey) error {
 	c.mu.RLock()
-	cp := c.policies[key]
+	cp, gone := c.policies[key], c.deleted[key]
 	c.mu.RUnlock()
 	if cp == nil {
-		return nil // deleted; what it leaves behind is decided by its orphan setting
+		if gone != nil {
+			return c.finalize(ctx, key, gone)
+		}
+		return nil
 	}
 	if err := cp.program.Err(); err != nil {
 		// Terminal until the policy changes: retrying cannot fix a typo.
@@ -47,14 +52,33 @@ func (c *Controller) sync(ctx context.Context, key policyKey) error {
 		return nil
 	}
 
-	triggers, err := c.matchingTriggers(cp)
-	if err != nil {
-		return errors.Join(err, c.reportStatus(ctx, cp, outcome{reason: ReasonMatchFailed, err: err}))
-	}
+	triggers, matchErr := c.matchingTriggers(cp)
 	reader := newCacheReader(c)
 	desired, matched, evalErr := c.desired(ctx, cp, triggers, reader)
 	c.setDependencies(key, reader.resources())
-	changes, applyErr := c.applier.Apply(ctx, desired, inventory.ApplyOptions{Synchronize: cp.policy.PolicySpec().Synchronize()})
+	gvrs, mapErr := c.resourcesOf(desired)
+	if !c.track(key, gvrs) {
+		c.queue.AddAfter(key, 100*time.Millisecond)
+		return nil
+	}
+	sync := cp.policy.PolicySpec().Synchronize()
+	toWrite := desired
+	if !sync {
+		toWrite = c.notYetGenerated(key, desired)
+	}
+	changes, applyErr := c.applier.Apply(ctx, toWrite, inventory.ApplyOptions{Synchronize: sync})
+	if !sync {
+		c.noteGenerated(key, changes)
+	}
+
+	// Prune only after a complete, error-free desired set and apply: an
+	// object missing from a partial set is not unwanted, only unknown.
+	var pruneErr error
+	if sync && errors.Join(matchErr, evalErr, mapErr, applyErr) == nil {
+		var pruned inventory.ChangeSet
+		pruned, pruneErr = c.prune(ctx, key, desired)
+		changes.Changes = append(changes.Changes, pruned.Changes...)
+	}
 	if changed := changes.Changed(); len(changed) > 0 {
 		c.log.Info("applied", "policy", key.String(), "changes", changed)
 	}
@@ -63,10 +87,14 @@ func (c *Controller) sync(ctx context.Context, key policyKey) error {
 		notOwned = fmt.Errorf("not written, not Sprout's for this policy and trigger: %s", s)
 	}
 
-	out := outcome{triggers: matched, objects: len(desired), err: errors.Join(cp.resolveErr, evalErr, applyErr, notOwned)}
+	out := outcome{triggers: matched, objects: len(desired), err: errors.Join(cp.resolveErr, matchErr, evalErr, mapErr, applyErr, pruneErr, notOwned)}
 	switch {
-	case applyErr != nil:
+	case matchErr != nil:
+		out.reason = ReasonMatchFailed
+	case applyErr != nil || mapErr != nil:
 		out.reason = ReasonApplyFailed
+	case pruneErr != nil:
+		out.reason = ReasonPruneFailed
 	case evalErr != nil:
 		out.reason = ReasonEvaluationFailed
 	case notOwned != nil:
@@ -75,7 +103,96 @@ func (c *Controller) sync(ctx context.Context, key policyKey) error {
 		out.reason = ReasonUnobservableTrigger
 	}
 	statusErr := c.reportStatus(ctx, cp, out)
-	return errors.Join(evalErr, applyErr, statusErr)
+	return errors.Join(matchErr, evalErr, mapErr, applyErr, pruneErr, statusErr)
+}
+
+// track records that the policy writes to gvrs and makes sure each is
+// watched. It reports false until every resource the policy has written to
+// is in the cache, before which what it owns cannot be known.
+func (c *Controller) track(key policyKey, gvrs sets.Set[schema.GroupVersionResource]) bool {
+	c.mu.Lock()
+	if c.written[key] == nil {
+		c.written[key] = sets.New[schema.GroupVersionResource]()
+	}
+	c.written[key].Insert(gvrs.UnsortedList()...)
+	all := c.written[key].Clone()
+	c.mu.Unlock()
+	c.ensureDownstreamInformers(all)
+	return c.downstreamsSynced(all)
+}
+
+// notYetGenerated drops the objects a non-synchronizing policy has already
+// generated: it generates once per trigger, so a downstream a user deleted
+// stays deleted (DESIGN §4).
+func (c *Controller) notYetGenerated(key policyKey, desired []*unstructured.Unstructured) []*unstructured.Unstructured {
+	c.mu.RLock()
+	done := c.generated[key]
+	c.mu.RUnlock()
+	var out []*unstructured.Unstructured
+	for _, o := range desired {
+		if !done.Has(generatedID(inventory.ObjectID(o), o.GetLabels()[inventory.LabelTriggerUID])) {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+// noteGenerated remembers the objects created, or found already there.
+func (c *Controller) noteGenerated(key policyKey, changes inventory.ChangeSet) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.generated[key] == nil {
+		c.generated[key] = sets.New[string]()
+	}
+	for _, ch := range changes.Changes {
+		if ch.Action == inventory.Created || ch.Action == inventory.Unchanged || ch.Present() {
+			c.generated[key].Insert(generatedID(ch.ID, ch.TriggerUID))
+		}
+	}
+}
+
+func generatedID(objectID, triggerUID string) string { return triggerUID + " " + objectID }
+
+// prune deletes what the policy owns but no longer wants.
+func (c *Controller) prune(ctx context.Context, key policyKey, desired []*unstructured.Unstructured) (inventory.ChangeSet, error) {
+	owned, err := c.owned(key)
+	if err != nil {
+		return inventory.ChangeSet{}, err
+	}
+	return c.applier.Prune(ctx, inventory.Stale(owned, desired))
+}
+
+// finalize is the last sync of a deleted policy. A synchronizing policy that
+// does not orphan its objects takes its data objects with it; clones stay,
+// as in Kyverno.
+func (c *Controller) finalize(ctx context.Context, key policyKey, cp *compiledPolicy) error {
+	spec := cp.policy.PolicySpec()
+	if spec.Synchronize() && !spec.OrphanDownstreamOnPolicyDelete() {
+		c.mu.RLock()
+		written := c.written[key].Clone()
+		c.mu.RUnlock()
+		if !c.track(key, written) {
+			c.queue.AddAfter(key, 100*time.Millisecond)
+			return nil
+		}
+		owned, err := c.owned(key)
+		if err != nil {
+			return err
+		}
+		changes, err := c.applier.Prune(ctx, inventory.Data(owned))
+		if changed := changes.Changed(); len(changed) > 0 {
+			c.log.Info("pruned after policy deletion", "policy", key.String(), "changes", changed)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	c.mu.Lock()
+	delete(c.deleted, key)
+	delete(c.written, key)
+	delete(c.generated, key)
+	c.mu.Unlock()
+	return nil
 }
 
 // triggersSynced reports whether every trigger informer of the policy has
@@ -108,6 +225,9 @@ func (c *Controller) matchingTriggers(cp *compiledPolicy) ([]trigger, error) {
 			u := obj.(*unstructured.Unstructured)
 			if cp.policy.IsNamespaced() && u.GetNamespace() != cp.policy.GetNamespace() {
 				continue
+			}
+			if u.GetDeletionTimestamp() != nil {
+				continue // being deleted: gone, as far as generation goes
 			}
 			admitted := generateExisting ||
 				!u.GetCreationTimestamp().Time.Before(cp.activated) ||

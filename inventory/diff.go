@@ -1,0 +1,45 @@
+package inventory
+
+import (
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// objectKey identifies an object across API versions of its kind.
+type objectKey struct {
+	gk              schema.GroupKind
+	namespace, name string
+}
+
+func keyOf(o *unstructured.Unstructured) objectKey {
+	return objectKey{o.GroupVersionKind().GroupKind(), o.GetNamespace(), o.GetName()}
+}
+
+// Stale returns the owned objects that are not desired: what a
+// synchronizing policy prunes. Objects are the same when kind, namespace
+// and name are; the API version does not count.
+func Stale(owned, desired []*unstructured.Unstructured) []*unstructured.Unstructured {
+	want := make(map[objectKey]bool, len(desired))
+	for _, d := range desired {
+		want[keyOf(d)] = true
+	}
+	var out []*unstructured.Unstructured
+	for _, o := range owned {
+		if !want[keyOf(o)] {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+// Data returns the objects that are not clones: a deleted policy takes its
+// data objects with it but leaves clones, as Kyverno does.
+func Data(objs []*unstructured.Unstructured) []*unstructured.Unstructured {
+	var out []*unstructured.Unstructured
+	for _, o := range objs {
+		if o.GetLabels()[LabelSourceUID] == "" {
+			out = append(out, o)
+		}
+	}
+	return out
+}

@@ -1,0 +1,147 @@
+package reconcile
+
+import (
+	"context"
+	"fmt"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/tools/cache"
+
+	apiv1 "github.com/sprout-gitops/sprout/api/v1"
+	"github.com/sprout-gitops/sprout/inventory"
+)
+
+// byPolicy indexes Sprout's objects by the policy that generated them.
+const byPolicy = "policy"
+
+// ownerIndex is the byPolicy index value of an object: the key of the policy
+// its labels name.
+func ownerIndex(obj any) ([]string, error) {
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return nil, nil
+	}
+	key, ok := ownerOf(u)
+	if !ok {
+		return nil, nil
+	}
+	return []string{key.String()}, nil
+}
+
+// ownerOf reads the policy key from an object's labels.
+func ownerOf(u *unstructured.Unstructured) (policyKey, bool) {
+	l := u.GetLabels()
+	name := l[inventory.LabelPolicyName]
+	if name == "" {
+		return policyKey{}, false
+	}
+	if ns := l[inventory.LabelPolicyNamespace]; ns != "" {
+		return policyKey{Kind: apiv1.NamespacedGeneratingPolicyKind, Namespace: ns, Name: name}, true
+	}
+	return policyKey{Kind: apiv1.GeneratingPolicyKind, Name: name}, true
+}
+
+// ensureDownstreamInformers starts a label-selected informer (only Sprout's
+// objects, never every Secret of the cluster) for each resource not yet
+// watched. A change to or deletion of one of those objects re-queues the
+// policy that generated it, so drift is seen without polling.
+func (c *Controller) ensureDownstreamInformers(gvrs sets.Set[schema.GroupVersionResource]) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for gvr := range gvrs {
+		if _, ok := c.downstream[gvr]; ok {
+			continue
+		}
+		ctx, cancel := context.WithCancel(c.ctx)
+		inf := dynamicinformer.NewFilteredDynamicInformer(c.dynamic, gvr, metav1.NamespaceAll, 0,
+			cache.Indexers{byPolicy: ownerIndex},
+			func(o *metav1.ListOptions) {
+				o.LabelSelector = inventory.LabelManagedBy + "=" + inventory.ManagedBy
+			}).Informer()
+		_ = inf.SetTransform(func(obj any) (any, error) {
+			if u, ok := obj.(*unstructured.Unstructured); ok {
+				u.SetManagedFields(nil)
+			}
+			return obj, nil
+		})
+		requeue := func(obj any) {
+			if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = t.Obj
+			}
+			if u, ok := obj.(*unstructured.Unstructured); ok {
+				if key, ok := ownerOf(u); ok {
+					c.queue.Add(key)
+				}
+			}
+		}
+		_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			UpdateFunc: func(old, obj any) {
+				if !sameVersion(old, obj) {
+					requeue(obj)
+				}
+			},
+			DeleteFunc: requeue,
+		})
+		c.downstream[gvr] = &triggerInformer{informer: inf, cancel: cancel}
+		go inf.RunWithContext(ctx)
+		c.log.Info("watching generated objects", "resource", resourceName(gvr))
+	}
+}
+
+// downstreamsSynced reports whether the informers of gvrs have listed.
+func (c *Controller) downstreamsSynced(gvrs sets.Set[schema.GroupVersionResource]) bool {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	for gvr := range gvrs {
+		ti, ok := c.downstream[gvr]
+		if !ok || !ti.informer.HasSynced() {
+			return false
+		}
+	}
+	return true
+}
+
+// owned lists, from the caches, the objects the policy generated in the
+// resources it has written to.
+func (c *Controller) owned(key policyKey) ([]*unstructured.Unstructured, error) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	var out []*unstructured.Unstructured
+	for gvr := range c.written[key] {
+		ti, ok := c.downstream[gvr]
+		if !ok {
+			return nil, fmt.Errorf("%s is not watched", resourceName(gvr))
+		}
+		objs, err := ti.informer.GetIndexer().ByIndex(byPolicy, key.String())
+		if err != nil {
+			return nil, err
+		}
+		for _, o := range objs {
+			out = append(out, o.(*unstructured.Unstructured))
+		}
+	}
+	return out, nil
+}
+
+// resourcesOf maps the kinds of objs to their resources.
+func (c *Controller) resourcesOf(objs []*unstructured.Unstructured) (sets.Set[schema.GroupVersionResource], error) {
+	out := sets.New[schema.GroupVersionResource]()
+	seen := map[schema.GroupVersionKind]bool{}
+	for _, o := range objs {
+		gvk := o.GroupVersionKind()
+		if seen[gvk] {
+			continue
+		}
+		seen[gvk] = true
+		m, err := c.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", inventory.ObjectID(o), err)
+		}
+		out.Insert(m.Resource)
+	}
+	return out, nil
+}
