@@ -43,31 +43,33 @@ type ApplyOptions struct {
 	Synchronize bool
 }
 
+// Live looks up Sprout's own objects as they are in the cluster, from a
+// cache: the label-selected informers of the controller.
+type Live interface {
+	// Get returns the cached object with obj's kind, namespace and name.
+	Get(obj *unstructured.Unstructured) (*unstructured.Unstructured, bool)
+}
+
 // Apply writes the desired objects and returns one change per object.
 // Each object must carry its origin labels (Label). An object that exists
 // without the same origin (someone else's, or another policy's or
-// trigger's) is never written: it is skipped and named by NotOwned.
-func (a *Applier) Apply(ctx context.Context, objects []*unstructured.Unstructured, opts ApplyOptions) (ChangeSet, error) {
+// trigger's) is never written: it is skipped and named by NotOwned. An
+// object whose cached state already holds every desired field is not sent
+// at all, so a sync that changes nothing makes no request.
+func (a *Applier) Apply(ctx context.Context, objects []*unstructured.Unstructured, live Live, opts ApplyOptions) (ChangeSet, error) {
 	var cs ChangeSet
-	var write []*unstructured.Unstructured
 	var errs []error
 	for _, obj := range objects {
-		existing, err := a.metadata(ctx, obj)
-		switch {
-		case err != nil:
+		action, reason, err := a.decide(ctx, obj, live, opts)
+		if err != nil {
 			cs.add(obj, Failed, err.Error())
 			errs = append(errs, fmt.Errorf("%s: %w", ObjectID(obj), err))
-		case existing == nil:
-			write = append(write, obj)
-		case !sameOrigin(existing.GetLabels(), obj.GetLabels()):
-			cs.add(obj, Skipped, notOwnedReason(existing.GetLabels()))
-		case !opts.Synchronize:
-			cs.add(obj, Skipped, reasonPresent)
-		default:
-			write = append(write, obj)
+			continue
 		}
-	}
-	for _, obj := range write {
+		if action != "" {
+			cs.add(obj, action, reason)
+			continue
+		}
 		o := ssa.DefaultApplyOptions()
 		o.Force = opts.Synchronize
 		entry, err := a.manager.Apply(ctx, obj, o)
@@ -79,6 +81,32 @@ func (a *Applier) Apply(ctx context.Context, objects []*unstructured.Unstructure
 		cs.add(obj, actionOf(entry.Action), "")
 	}
 	return cs, errors.Join(errs...)
+}
+
+// decide returns the action for an object that needs no write, or "" when
+// it must be applied.
+func (a *Applier) decide(ctx context.Context, obj *unstructured.Unstructured, live Live, opts ApplyOptions) (Action, string, error) {
+	var labels map[string]string
+	cached, inCache := live.Get(obj)
+	if inCache {
+		labels = cached.GetLabels()
+	} else {
+		// Not among Sprout's objects: absent, someone else's, or not cached yet.
+		existing, err := a.metadata(ctx, obj)
+		if err != nil || existing == nil {
+			return "", "", err
+		}
+		labels = existing.GetLabels()
+	}
+	switch {
+	case !sameOrigin(labels, obj.GetLabels()):
+		return Skipped, notOwnedReason(labels), nil
+	case !opts.Synchronize:
+		return Skipped, reasonPresent, nil
+	case inCache && covers(cached, obj):
+		return Unchanged, "", nil
+	}
+	return "", "", nil
 }
 
 // metadata reads the object's metadata, or nil when it does not exist.

@@ -2,6 +2,7 @@ package reconcile
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -39,6 +40,9 @@ type Options struct {
 	// Sources deliver the policies to run; none means the policies stored
 	// in the cluster.
 	Sources []sources.Source
+	// OnSync, when set, is called after every sync of a policy with its key
+	// (Kind/[namespace/]name) and result. Tests wait on it instead of sleeping.
+	OnSync func(policy string, err error)
 }
 
 // DefaultOptions returns the options `sprout run` starts with.
@@ -186,6 +190,14 @@ func (c *Controller) processNextWorkItem(ctx context.Context) bool {
 	defer c.queue.Done(key)
 	start := time.Now()
 	err := c.sync(ctx, key)
+	if errors.Is(err, errWaiting) {
+		c.queue.Forget(key)
+		c.queue.AddAfter(key, 100*time.Millisecond)
+		return true
+	}
+	if c.opts.OnSync != nil {
+		c.opts.OnSync(key.String(), err)
+	}
 	if err != nil && ctx.Err() != nil {
 		return false // shutting down: the error is the cancellation
 	}

@@ -145,3 +145,27 @@ func (c *Controller) resourcesOf(objs []*unstructured.Unstructured) (sets.Set[sc
 	}
 	return out, nil
 }
+
+// liveObjects serves inventory's lookups from the downstream caches.
+type liveObjects struct{ c *Controller }
+
+var _ inventory.Live = liveObjects{}
+
+func (l liveObjects) Get(obj *unstructured.Unstructured) (*unstructured.Unstructured, bool) {
+	gvk := obj.GroupVersionKind()
+	m, err := l.c.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	if err != nil {
+		return nil, false
+	}
+	l.c.mu.RLock()
+	ti, ok := l.c.downstream[m.Resource]
+	l.c.mu.RUnlock()
+	if !ok {
+		return nil, false
+	}
+	cached, ok, err := ti.informer.GetStore().GetByKey(cache.NewObjectName(obj.GetNamespace(), obj.GetName()).String())
+	if err != nil || !ok {
+		return nil, false
+	}
+	return cached.(*unstructured.Unstructured), true
+}

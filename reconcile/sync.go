@@ -19,6 +19,10 @@ import (
 	"github.com/sprout-gitops/sprout/inventory"
 )
 
+// errWaiting ends a sync that cannot run before a cache has synced; the
+// policy is queued again shortly, without counting as a failure.
+var errWaiting = errors.New("waiting for caches to sync")
+
 // evaluationTimeout bounds the evaluation of one policy for one trigger.
 const evaluationTimeout = 5 * time.Second
 
@@ -48,8 +52,7 @@ func (c *Controller) sync(ctx context.Context, key policyKey) error {
 		return c.reportStatus(ctx, cp, outcome{reason: ReasonCompileFailed, err: err})
 	}
 	if !c.triggersSynced(cp) {
-		c.queue.AddAfter(key, 100*time.Millisecond)
-		return nil
+		return errWaiting
 	}
 
 	triggers, matchErr := c.matchingTriggers(cp)
@@ -58,15 +61,14 @@ func (c *Controller) sync(ctx context.Context, key policyKey) error {
 	c.setDependencies(key, reader.resources())
 	gvrs, mapErr := c.resourcesOf(desired)
 	if !c.track(key, gvrs) {
-		c.queue.AddAfter(key, 100*time.Millisecond)
-		return nil
+		return errWaiting
 	}
 	sync := cp.policy.PolicySpec().Synchronize()
 	toWrite := desired
 	if !sync {
 		toWrite = c.notYetGenerated(key, desired)
 	}
-	changes, applyErr := c.applier.Apply(ctx, toWrite, inventory.ApplyOptions{Synchronize: sync})
+	changes, applyErr := c.applier.Apply(ctx, toWrite, liveObjects{c}, inventory.ApplyOptions{Synchronize: sync})
 	if !sync {
 		c.noteGenerated(key, changes)
 	}
@@ -172,8 +174,7 @@ func (c *Controller) finalize(ctx context.Context, key policyKey, cp *compiledPo
 		written := c.written[key].Clone()
 		c.mu.RUnlock()
 		if !c.track(key, written) {
-			c.queue.AddAfter(key, 100*time.Millisecond)
-			return nil
+			return errWaiting
 		}
 		owned, err := c.owned(key)
 		if err != nil {

@@ -1,0 +1,62 @@
+package inventory
+
+import "k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+// covers reports whether every field of desired holds the same value in
+// live: then applying desired would change nothing Sprout sets, and no
+// request is needed. Fields others set, and fields the server added, do not
+// matter. A server that normalises a value (a quantity "1000m" stored as
+// "1") makes covers false, which only costs an apply that changes nothing.
+func covers(live, desired *unstructured.Unstructured) bool {
+	return coversValue(live.Object, desired.Object)
+}
+
+func coversValue(live, desired any) bool {
+	switch d := desired.(type) {
+	case map[string]any:
+		l, ok := live.(map[string]any)
+		if !ok {
+			return false
+		}
+		for k, dv := range d {
+			lv, ok := l[k]
+			if !ok {
+				if dv == nil {
+					continue // a null asks for absence
+				}
+				return false
+			}
+			if !coversValue(lv, dv) {
+				return false
+			}
+		}
+		return true
+	case []any:
+		l, ok := live.([]any)
+		if !ok || len(l) != len(d) {
+			return false
+		}
+		for i := range d {
+			if !coversValue(l[i], d[i]) {
+				return false
+			}
+		}
+		return true
+	case int64:
+		return numberEquals(live, float64(d))
+	case float64:
+		return numberEquals(live, d)
+	default:
+		return live == desired
+	}
+}
+
+func numberEquals(live any, d float64) bool {
+	switch l := live.(type) {
+	case int64:
+		return float64(l) == d
+	case float64:
+		return l == d
+	}
+	return false
+}

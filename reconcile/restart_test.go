@@ -1,0 +1,104 @@
+package reconcile_test
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"k8s.io/client-go/rest"
+
+	"github.com/sprout-gitops/sprout/reconcile"
+)
+
+// writeCounter counts the requests that are not reads (GET, LIST and WATCH
+// are all GET), dry runs included.
+type writeCounter struct {
+	next   http.RoundTripper
+	writes atomic.Int64
+	mu     sync.Mutex
+	seen   []string
+}
+
+func (w *writeCounter) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Method != http.MethodGet {
+		w.writes.Add(1)
+		w.mu.Lock()
+		w.seen = append(w.seen, req.Method+" "+req.URL.Path)
+		w.mu.Unlock()
+	}
+	return w.next.RoundTrip(req)
+}
+
+// runUntilSynced runs a controller on config until every named policy has
+// synced once without error, then stops it.
+func runUntilSynced(t *testing.T, config *rest.Config, policies ...string) {
+	t.Helper()
+	synced := make(chan string, 100)
+	opts := reconcile.DefaultOptions()
+	opts.Logger = slog.New(slog.DiscardHandler)
+	opts.OnSync = func(policy string, err error) {
+		if err == nil {
+			synced <- policy
+		}
+	}
+	c, err := reconcile.New(config, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	waiting := map[string]bool{}
+	for _, p := range policies {
+		waiting[p] = true
+	}
+	poll(t, "every policy to sync", func(context.Context) (bool, error) {
+		for {
+			select {
+			case p := <-synced:
+				delete(waiting, p)
+			default:
+				return len(waiting) == 0, nil
+			}
+		}
+	})
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestRestartWithNothingChangedWritesNothing: a controller that starts on a
+// cluster it has already reconciled sends no write request at all.
+func TestRestartWithNothingChangedWritesNothing(t *testing.T) {
+	tb := newTable(t, "restart")
+	tb.applyPolicy(derivedPolicy("restart-sync", "restart", "out", "one", true, false))
+	tb.applyPolicy(derivedPolicy("restart-nosync", "restart", "copy", "one", false, false))
+	t.Cleanup(func() {
+		tb.deletePolicy("restart-sync")
+		tb.deletePolicy("restart-nosync")
+	})
+	tb.trigger("a", "restart", "a1")
+	tb.trigger("b", "restart", "b1")
+
+	runUntilSynced(t, cfg, "GeneratingPolicy/restart-sync", "GeneratingPolicy/restart-nosync")
+	for _, name := range []string{"a-out", "b-out", "a-copy", "b-copy"} {
+		if tb.get(name) == nil {
+			t.Fatalf("%s was not generated", name)
+		}
+	}
+
+	counted := rest.CopyConfig(cfg)
+	counter := &writeCounter{}
+	counted.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		counter.next = rt
+		return counter
+	})
+	runUntilSynced(t, counted, "GeneratingPolicy/restart-sync", "GeneratingPolicy/restart-nosync")
+	if n := counter.writes.Load(); n != 0 {
+		t.Errorf("restart with nothing changed made %d write requests: %v", n, counter.seen)
+	}
+}
