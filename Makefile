@@ -57,7 +57,7 @@ vet:
 generate:
 	$(GO) tool controller-gen object paths=./api/...
 	$(GO) tool controller-gen crd paths=./api/... output:crd:dir=deploy/crds
-	$(GO) run ./hack/crdversions deploy/crds/*.yaml
+	$(GO) run ./hack/crdversions deploy/crds/policies.kyverno.io_*.yaml
 
 clean:
 	rm -rf $(BIN)

@@ -12,7 +12,7 @@ import (
 	"github.com/google/cel-go/common/types/traits"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
-	apiv1 "github.com/sprout-gitops/sprout/api/v1"
+	apiv1 "github.com/sprout-gitops/sprout/api/policies/v1"
 )
 
 // Program is a policy compiled once for many evaluations. It is immutable and

@@ -15,7 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
-	apiv1 "github.com/sprout-gitops/sprout/api/v1"
+	apiv1 "github.com/sprout-gitops/sprout/api/policies/v1"
 )
 
 // generateTemplate is a generate entry written as YAML: one object per

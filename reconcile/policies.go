@@ -10,7 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 
-	apiv1 "github.com/sprout-gitops/sprout/api/v1"
+	apiv1 "github.com/sprout-gitops/sprout/api/policies/v1"
 	"github.com/sprout-gitops/sprout/celenv"
 	"github.com/sprout-gitops/sprout/sources"
 )

@@ -14,7 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apiserver/pkg/admission"
 
-	apiv1 "github.com/sprout-gitops/sprout/api/v1"
+	apiv1 "github.com/sprout-gitops/sprout/api/policies/v1"
 	"github.com/sprout-gitops/sprout/celenv"
 	"github.com/sprout-gitops/sprout/inventory"
 )

@@ -3,7 +3,7 @@ package sources
 import (
 	"context"
 
-	apiv1 "github.com/sprout-gitops/sprout/api/v1"
+	apiv1 "github.com/sprout-gitops/sprout/api/policies/v1"
 )
 
 // Policy is one policy as a source hands it over.

@@ -1,0 +1,130 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// GroupVersion is sprout.dev/v1alpha1.
+var GroupVersion = schema.GroupVersion{Group: "sprout.dev", Version: "v1alpha1"}
+
+// PolicyInventories is the resource of the PolicyInventory kind.
+var PolicyInventories = GroupVersion.WithResource("policyinventories")
+
+// PolicyInventoryKind is the kind of the record.
+const PolicyInventoryKind = "PolicyInventory"
+
+// PolicyInventory is Sprout's record of one policy. It survives restarts:
+// what the policy has written to, which triggers events admitted, what a
+// non-synchronizing policy has already generated, and the policy's state.
+// The objects themselves are found by their labels, so the record stays
+// small however many objects a policy owns (DESIGN §5).
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:path=policyinventories,scope=Cluster,shortName=pinv,categories=sprout
+// +kubebuilder:printcolumn:name="POLICY",type=string,JSONPath=`.spec.policy.name`
+// +kubebuilder:printcolumn:name="NAMESPACE",type=string,JSONPath=`.spec.policy.namespace`
+// +kubebuilder:printcolumn:name="SOURCE",type=string,JSONPath=`.spec.source`
+// +kubebuilder:printcolumn:name="READY",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="TRIGGERS",type=integer,JSONPath=`.status.triggers`
+// +kubebuilder:printcolumn:name="OBJECTS",type=integer,JSONPath=`.status.objects`
+// +kubebuilder:printcolumn:name="REASON",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`,priority=1
+// +kubebuilder:printcolumn:name="AGE",type=date,JSONPath=`.metadata.creationTimestamp`
+type PolicyInventory struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec PolicyInventorySpec `json:"spec"`
+	// +optional
+	Status PolicyInventoryStatus `json:"status,omitempty"`
+}
+
+// PolicyInventoryList is a list of PolicyInventory objects.
+//
+// +kubebuilder:object:root=true
+type PolicyInventoryList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []PolicyInventory `json:"items"`
+}
+
+// PolicyInventorySpec is what Sprout must remember about a policy.
+type PolicyInventorySpec struct {
+	// Policy is the policy the record belongs to.
+	Policy PolicyReference `json:"policy"`
+
+	// Source names where the policy came from ("cluster", a Git source…).
+	// +optional
+	Source string `json:"source,omitempty"`
+
+	// Revision is the source's revision of the policy.
+	// +optional
+	Revision string `json:"revision,omitempty"`
+
+	// Synchronize and Orphan are the policy's last known settings: a policy
+	// deleted while Sprout was not running is cleaned up by them.
+	// +optional
+	Synchronize bool `json:"synchronize,omitempty"`
+	// +optional
+	Orphan bool `json:"orphan,omitempty"`
+
+	// Resources are the resources the policy has generated objects of.
+	// Each is added before the first object of it is written, so a crash
+	// never leaves an object of a resource the record does not name.
+	// +optional
+	Resources []Resource `json:"resources,omitempty"`
+
+	// Admitted are the UIDs of triggers admitted by an event (an operation
+	// the policy lists) rather than by their creation time.
+	// +optional
+	Admitted []string `json:"admitted,omitempty"`
+
+	// Generated are the objects a non-synchronizing policy has generated,
+	// as "<trigger UID> <Kind>/<namespace>/<name>": it never generates them
+	// again, so one a user deleted stays deleted.
+	// +optional
+	Generated []string `json:"generated,omitempty"`
+}
+
+// PolicyReference names a policy.
+type PolicyReference struct {
+	// Kind is GeneratingPolicy or NamespacedGeneratingPolicy.
+	Kind string `json:"kind"`
+	// +optional
+	Namespace string `json:"namespace,omitempty"`
+	Name      string `json:"name"`
+	// +optional
+	UID string `json:"uid,omitempty"`
+}
+
+// Resource is a group, version and resource.
+type Resource struct {
+	// +optional
+	Group    string `json:"group,omitempty"`
+	Version  string `json:"version"`
+	Resource string `json:"resource"`
+}
+
+// PolicyInventoryStatus is the policy's state as Sprout last saw it.
+type PolicyInventoryStatus struct {
+	// Conditions hold Ready and the reason it is not.
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// Triggers counts the admitted, matching triggers.
+	// +optional
+	Triggers int `json:"triggers,omitempty"`
+	// Objects counts the objects the policy wants.
+	// +optional
+	Objects int `json:"objects,omitempty"`
+}
+
+// AddToScheme registers the types.
+func AddToScheme(s *runtime.Scheme) error {
+	s.AddKnownTypes(GroupVersion, &PolicyInventory{}, &PolicyInventoryList{})
+	metav1.AddToGroupVersion(s, GroupVersion)
+	return nil
+}
