@@ -80,8 +80,11 @@ type Controller struct {
 	generated map[policyKey]sets.Set[string]
 	// deleted holds policies gone from their source until their sync has
 	// cleaned up after them.
-	deleted map[policyKey]*compiledPolicy
-	ctx     context.Context // the context Run was called with, for informers started later
+	deleted map[policyKey]retired
+	// records is the cache of PolicyInventory records; recordWriter writes them.
+	records      cache.Store
+	recordWriter *inventory.Records
+	ctx          context.Context // the context Run was called with, for informers started later
 
 	admitted admissions
 }
@@ -134,7 +137,8 @@ func New(cfg *rest.Config, opts Options) (*Controller, error) {
 		dependencies: map[policyKey]sets.Set[schema.GroupVersionResource]{},
 		downstream:   map[schema.GroupVersionResource]*triggerInformer{},
 		written:      map[policyKey]sets.Set[schema.GroupVersionResource]{},
-		deleted:      map[policyKey]*compiledPolicy{},
+		deleted:      map[policyKey]retired{},
+		recordWriter: inventory.NewRecords(dyn),
 		generated:    map[policyKey]sets.Set[string]{},
 	}, nil
 }
@@ -150,6 +154,11 @@ func (c *Controller) Run(ctx context.Context) error {
 
 	c.kubeInformers.Core().V1().Namespaces().Informer()
 	c.kubeInformers.Start(ctx.Done())
+	// Records first: a policy delivered by a source resumes from its record.
+	c.log.Info("waiting for informer caches")
+	if !cache.WaitForCacheSync(ctx.Done(), c.startRecords(ctx)) {
+		return fmt.Errorf("inventory records did not sync: %w", ctx.Err())
+	}
 	synced := []cache.InformerSynced{c.kubeInformers.Core().V1().Namespaces().Informer().HasSynced}
 	for _, src := range c.opts.Sources {
 		if err := src.Start(ctx, policyHandler{c}); err != nil {
@@ -157,10 +166,10 @@ func (c *Controller) Run(ctx context.Context) error {
 		}
 		synced = append(synced, src.HasSynced)
 	}
-	c.log.Info("waiting for informer caches")
 	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
 		return fmt.Errorf("informer caches did not sync: %w", ctx.Err())
 	}
+	c.retireOrphanRecords()
 	c.log.Info("started", "workers", c.opts.Workers)
 	var wg sync.WaitGroup
 	for range c.opts.Workers {

@@ -16,7 +16,8 @@ func (h policyHandler) Upsert(p sources.Policy) {
 	c := h.c
 	key := keyOf(p.Policy)
 	c.mu.Lock()
-	if cur := c.policies[key]; cur != nil && cur.policy.GetUID() == p.GetUID() && cur.policy.GetGeneration() == p.GetGeneration() {
+	cur := c.policies[key]
+	if cur != nil && cur.policy.GetUID() == p.GetUID() && cur.policy.GetGeneration() == p.GetGeneration() {
 		next := *cur
 		next.policy = p.Policy
 		c.policies[key] = &next
@@ -24,6 +25,9 @@ func (h policyHandler) Upsert(p sources.Policy) {
 		return
 	}
 	c.mu.Unlock()
+	if cur == nil {
+		c.restore(key, string(p.GetUID()))
+	}
 
 	cp := c.compile(p)
 	if err := cp.program.Err(); err != nil {
@@ -46,9 +50,8 @@ func (h policyHandler) Delete(p sources.Policy) {
 	c := h.c
 	key := keyOf(p.Policy)
 	c.mu.Lock()
-	if cp := c.policies[key]; cp != nil {
-		c.deleted[key] = cp
-	}
+	spec := p.PolicySpec()
+	c.deleted[key] = retired{ref: refOf(key), synchronize: spec.Synchronize(), orphan: spec.OrphanDownstreamOnPolicyDelete()}
 	delete(c.policies, key)
 	delete(c.dependencies, key)
 	c.mu.Unlock()

@@ -41,9 +41,10 @@ func keyOf(p apiv1.Policy) policyKey {
 type compiledPolicy struct {
 	// policy is the latest state of the policy (its status changes between
 	// compilations); program was compiled from the same generation.
-	policy  apiv1.Policy
-	source  string
-	program *celenv.Program
+	policy   apiv1.Policy
+	source   string
+	revision string
+	program  *celenv.Program
 	// triggers are the resources the policy's resource rules name, resolved
 	// through discovery.
 	triggers []schema.GroupVersionResource
@@ -73,6 +74,20 @@ func (a *admissions) admit(k policyKey, uid types.UID) {
 	a.set[k].Insert(uid)
 }
 
+// admitUID admits a trigger by its UID as written in a record.
+func (a *admissions) admitUID(k policyKey, uid string) { a.admit(k, types.UID(uid)) }
+
+// list returns the admitted UIDs of a policy, for its record.
+func (a *admissions) list(k policyKey) []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := make([]string, 0, a.set[k].Len())
+	for uid := range a.set[k] {
+		out = append(out, string(uid))
+	}
+	return out
+}
+
 func (a *admissions) admitted(k policyKey, uid types.UID) bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -91,6 +106,7 @@ func (c *Controller) compile(p sources.Policy) *compiledPolicy {
 	cp := &compiledPolicy{
 		policy:    p.Policy,
 		source:    p.Source,
+		revision:  p.Revision,
 		program:   celenv.Compile(p.Policy),
 		activated: p.GetCreationTimestamp().Time,
 	}

@@ -8,7 +8,13 @@ import (
 	"sync/atomic"
 	"testing"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
+
+	sproutv1alpha1 "github.com/sprout-gitops/sprout/api/sprout/v1alpha1"
 
 	"github.com/sprout-gitops/sprout/reconcile"
 )
@@ -100,5 +106,55 @@ func TestRestartWithNothingChangedWritesNothing(t *testing.T) {
 	runUntilSynced(t, counted, "GeneratingPolicy/restart-sync", "GeneratingPolicy/restart-nosync")
 	if n := counter.writes.Load(); n != 0 {
 		t.Errorf("restart with nothing changed made %d write requests: %v", n, counter.seen)
+	}
+}
+
+// TestWhatHappensWhileStoppedIsRepairedAtStart: the record carries what
+// Sprout must remember, so changes made while it was stopped are handled
+// as if it had seen them.
+func TestWhatHappensWhileStoppedIsRepairedAtStart(t *testing.T) {
+	tb := newTable(t, "stopped")
+	tb.applyPolicy(derivedPolicy("stopped-sync", "stopped", "out", "one", true, false))
+	tb.applyPolicy(derivedPolicy("stopped-nosync", "stopped", "copy", "one", false, false))
+	t.Cleanup(func() { tb.deletePolicy("stopped-nosync") })
+	tb.trigger("a", "stopped", "a1")
+	tb.trigger("b", "stopped", "b1")
+	runUntilSynced(t, cfg, "GeneratingPolicy/stopped-sync", "GeneratingPolicy/stopped-nosync")
+	for _, name := range []string{"a-out", "b-out", "a-copy", "b-copy"} {
+		if tb.get(name) == nil {
+			t.Fatalf("%s was not generated", name)
+		}
+	}
+	rec, err := dynamic.NewForConfigOrDie(cfg).Resource(sproutv1alpha1.PolicyInventories).Get(context.Background(), "gpol.stopped-nosync", metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("the record of the policy: %v", err)
+	}
+	if generated, _, _ := unstructured.NestedStringSlice(rec.Object, "spec", "generated"); len(generated) != 2 {
+		t.Errorf("record remembers %v as generated, want 2 objects", generated)
+	}
+
+	// While stopped: a trigger goes, a user deletes a downstream of the
+	// non-synchronizing policy, and the synchronizing policy is deleted.
+	tb.delete("b")
+	tb.delete("a-copy")
+	runUntilSynced(t, cfg, "GeneratingPolicy/stopped-sync", "GeneratingPolicy/stopped-nosync")
+	if tb.get("b-out") != nil {
+		t.Error("the downstream of a trigger deleted while stopped was not pruned")
+	}
+	if tb.get("a-out") == nil {
+		t.Error("the downstream of a remaining trigger was pruned")
+	}
+	if tb.get("a-copy") != nil {
+		t.Error("a downstream the user deleted was generated again after a restart")
+	}
+
+	tb.deletePolicy("stopped-sync")
+	runUntilSynced(t, cfg, "GeneratingPolicy/stopped-sync", "GeneratingPolicy/stopped-nosync")
+	if tb.get("a-out") != nil {
+		t.Error("the data downstream of a policy deleted while stopped was kept")
+	}
+	_, err = dynamic.NewForConfigOrDie(cfg).Resource(sproutv1alpha1.PolicyInventories).Get(context.Background(), "gpol.stopped-sync", metav1.GetOptions{})
+	if !apierrors.IsNotFound(err) {
+		t.Errorf("the record of the deleted policy: %v, want NotFound", err)
 	}
 }

@@ -48,16 +48,7 @@ func (c *Controller) reportStatus(ctx context.Context, cp *compiledPolicy, out o
 	}
 	live := cp.policy.PolicyStatus()
 	status := *live.DeepCopy()
-	cond := metav1.Condition{
-		Type:               ConditionReady,
-		Status:             metav1.ConditionTrue,
-		Reason:             ReasonReconciled,
-		Message:            fmt.Sprintf("%d triggers, %d objects", out.triggers, out.objects),
-		ObservedGeneration: cp.policy.GetGeneration(),
-	}
-	if out.reason != "" {
-		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, out.reason, out.err.Error()
-	}
+	cond := readyCondition(cp, out)
 	meta.SetStatusCondition(&status.Conditions, cond)
 	ready := cond.Status == metav1.ConditionTrue
 	status.ConditionStatus.Ready = &ready
@@ -102,4 +93,19 @@ func toUnstructured(obj runtime.Object, gvk schema.GroupVersionKind) (map[string
 	m["apiVersion"], m["kind"] = gvk.GroupVersion().String(), gvk.Kind
 	unstructured.RemoveNestedField(m, "metadata", "managedFields")
 	return m, nil
+}
+
+// readyCondition summarises a sync's outcome as the Ready condition.
+func readyCondition(cp *compiledPolicy, out outcome) metav1.Condition {
+	cond := metav1.Condition{
+		Type:               ConditionReady,
+		Status:             metav1.ConditionTrue,
+		Reason:             ReasonReconciled,
+		Message:            fmt.Sprintf("%d triggers, %d objects", out.triggers, out.objects),
+		ObservedGeneration: cp.policy.GetGeneration(),
+	}
+	if out.reason != "" {
+		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, out.reason, out.err.Error()
+	}
+	return cond
 }

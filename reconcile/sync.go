@@ -42,7 +42,7 @@ func (c *Controller) sync(ctx context.Context, key policyKey) error {
 	cp, gone := c.policies[key], c.deleted[key]
 	c.mu.RUnlock()
 	if cp == nil {
-		if gone != nil {
+		if gone != (retired{}) {
 			return c.finalize(ctx, key, gone)
 		}
 		return nil
@@ -60,7 +60,15 @@ func (c *Controller) sync(ctx context.Context, key policyKey) error {
 	desired, matched, evalErr := c.desired(ctx, cp, triggers, reader)
 	c.setDependencies(key, reader.resources())
 	gvrs, mapErr := c.resourcesOf(desired)
-	if !c.track(key, gvrs) {
+	grew, ready := c.track(key, gvrs)
+	if grew {
+		// Write-ahead: the record names a resource before its first object
+		// exists, so a crash right after an apply leaves nothing unfound.
+		if err := c.saveRecord(ctx, key, cp, nil); err != nil {
+			return err
+		}
+	}
+	if !ready {
 		return errWaiting
 	}
 	sync := cp.policy.PolicySpec().Synchronize()
@@ -104,23 +112,25 @@ func (c *Controller) sync(ctx context.Context, key policyKey) error {
 	case cp.resolveErr != nil:
 		out.reason = ReasonUnobservableTrigger
 	}
-	statusErr := c.reportStatus(ctx, cp, out)
+	statusErr := errors.Join(c.reportStatus(ctx, cp, out), c.saveRecord(ctx, key, cp, &out))
 	return errors.Join(matchErr, evalErr, mapErr, applyErr, pruneErr, statusErr)
 }
 
 // track records that the policy writes to gvrs and makes sure each is
-// watched. It reports false until every resource the policy has written to
-// is in the cache, before which what it owns cannot be known.
-func (c *Controller) track(key policyKey, gvrs sets.Set[schema.GroupVersionResource]) bool {
+// watched. It reports whether the set grew, and whether every resource the
+// policy has written to is in the cache, before which what it owns cannot
+// be known.
+func (c *Controller) track(key policyKey, gvrs sets.Set[schema.GroupVersionResource]) (grew, ready bool) {
 	c.mu.Lock()
 	if c.written[key] == nil {
 		c.written[key] = sets.New[schema.GroupVersionResource]()
 	}
+	before := c.written[key].Len()
 	c.written[key].Insert(gvrs.UnsortedList()...)
 	all := c.written[key].Clone()
 	c.mu.Unlock()
 	c.ensureDownstreamInformers(all)
-	return c.downstreamsSynced(all)
+	return all.Len() > before, c.downstreamsSynced(all)
 }
 
 // notYetGenerated drops the objects a non-synchronizing policy has already
@@ -166,14 +176,13 @@ func (c *Controller) prune(ctx context.Context, key policyKey, desired []*unstru
 
 // finalize is the last sync of a deleted policy. A synchronizing policy that
 // does not orphan its objects takes its data objects with it; clones stay,
-// as in Kyverno.
-func (c *Controller) finalize(ctx context.Context, key policyKey, cp *compiledPolicy) error {
-	spec := cp.policy.PolicySpec()
-	if spec.Synchronize() && !spec.OrphanDownstreamOnPolicyDelete() {
+// as in Kyverno. Then its record goes.
+func (c *Controller) finalize(ctx context.Context, key policyKey, gone retired) error {
+	if gone.synchronize && !gone.orphan {
 		c.mu.RLock()
 		written := c.written[key].Clone()
 		c.mu.RUnlock()
-		if !c.track(key, written) {
+		if _, ready := c.track(key, written); !ready {
 			return errWaiting
 		}
 		owned, err := c.owned(key)
@@ -187,6 +196,9 @@ func (c *Controller) finalize(ctx context.Context, key policyKey, cp *compiledPo
 		if err != nil {
 			return err
 		}
+	}
+	if err := c.recordWriter.Delete(ctx, gone.ref); err != nil {
+		return err
 	}
 	c.mu.Lock()
 	delete(c.deleted, key)

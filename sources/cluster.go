@@ -76,5 +76,6 @@ func deliver(obj any, h Handler, to func(Policy)) {
 		h.Invalid(ClusterSourceName, u.GetKind()+"/"+u.GetNamespace()+"/"+u.GetName(), err)
 		return
 	}
-	to(Policy{Policy: p, Source: ClusterSourceName, Revision: u.GetResourceVersion()})
+	// The generation, not the resourceVersion: a status write is no new revision.
+	to(Policy{Policy: p, Source: ClusterSourceName, Revision: fmt.Sprintf("generation %d", u.GetGeneration())})
 }

@@ -11,8 +11,8 @@ type Policy struct {
 	apiv1.Policy
 	// Source names where the policy came from, such as "cluster".
 	Source string
-	// Revision is the source's version of the policy: a resourceVersion for
-	// the cluster, a commit for Git.
+	// Revision is the source's version of the policy: its generation for the
+	// cluster, a commit for Git.
 	Revision string
 }
 

@@ -1,0 +1,144 @@
+package reconcile
+
+import (
+	"context"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/tools/cache"
+
+	sproutv1alpha1 "github.com/sprout-gitops/sprout/api/sprout/v1alpha1"
+	"github.com/sprout-gitops/sprout/inventory"
+)
+
+// retired is a policy gone from its source whose objects may still need
+// cleaning up: what its last sync needs to know.
+type retired struct {
+	ref                 sproutv1alpha1.PolicyReference
+	synchronize, orphan bool
+}
+
+// startRecords starts the informer on PolicyInventory records. Records are
+// read from its cache and written only when what they hold changed.
+func (c *Controller) startRecords(ctx context.Context) cache.InformerSynced {
+	inf := dynamicinformer.NewFilteredDynamicInformer(c.dynamic, sproutv1alpha1.PolicyInventories, metav1.NamespaceAll, 0, cache.Indexers{}, nil).Informer()
+	c.records = inf.GetStore()
+	go inf.RunWithContext(ctx)
+	return inf.HasSynced
+}
+
+func refOf(key policyKey) sproutv1alpha1.PolicyReference {
+	return sproutv1alpha1.PolicyReference{Kind: key.Kind, Namespace: key.Namespace, Name: key.Name}
+}
+
+// record returns the cached record of a policy, or nil.
+func (c *Controller) record(key policyKey) *sproutv1alpha1.PolicyInventory {
+	obj, ok, err := c.records.GetByKey(inventory.RecordName(refOf(key)))
+	if err != nil || !ok {
+		return nil
+	}
+	rec, err := inventory.FromUnstructured(obj.(*unstructured.Unstructured))
+	if err != nil {
+		c.log.Error("record cannot be read", "policy", key.String(), "error", err.Error())
+		return nil
+	}
+	return rec
+}
+
+// restore loads what the record remembers of a policy Sprout has not run
+// since it started: the resources it wrote to, and, when the record is of
+// the same policy object (same UID), the triggers events admitted and what
+// it has generated. A policy deleted and created again under the same name
+// starts afresh but still finds the objects of its predecessor.
+func (c *Controller) restore(key policyKey, uid string) {
+	rec := c.record(key)
+	if rec == nil {
+		return
+	}
+	written := sets.New[schema.GroupVersionResource]()
+	for _, r := range rec.Spec.Resources {
+		written.Insert(schema.GroupVersionResource{Group: r.Group, Version: r.Version, Resource: r.Resource})
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.written[key] == nil {
+		c.written[key] = written
+	}
+	if rec.Spec.Policy.UID != uid {
+		return
+	}
+	if c.generated[key] == nil {
+		c.generated[key] = sets.New(rec.Spec.Generated...)
+	}
+	for _, t := range rec.Spec.Admitted {
+		c.admitted.admitUID(key, t)
+	}
+}
+
+// saveRecord writes the policy's record if what it should hold changed.
+func (c *Controller) saveRecord(ctx context.Context, key policyKey, cp *compiledPolicy, out *outcome) error {
+	current := c.record(key)
+	rec := &sproutv1alpha1.PolicyInventory{}
+	if current != nil {
+		rec.Status = *current.Status.DeepCopy()
+	}
+	spec := cp.policy.PolicySpec()
+	rec.Labels = map[string]string{inventory.LabelManagedBy: inventory.ManagedBy}
+	rec.Spec = sproutv1alpha1.PolicyInventorySpec{
+		Policy:      sproutv1alpha1.PolicyReference{Kind: key.Kind, Namespace: key.Namespace, Name: key.Name, UID: string(cp.policy.GetUID())},
+		Source:      cp.source,
+		Revision:    cp.revision,
+		Synchronize: spec.Synchronize(),
+		Orphan:      spec.OrphanDownstreamOnPolicyDelete(),
+		Admitted:    c.admitted.list(key),
+	}
+	c.mu.RLock()
+	for gvr := range c.written[key] {
+		rec.Spec.Resources = append(rec.Spec.Resources, sproutv1alpha1.Resource{Group: gvr.Group, Version: gvr.Version, Resource: gvr.Resource})
+	}
+	rec.Spec.Generated = c.generated[key].UnsortedList()
+	c.mu.RUnlock()
+	if out != nil {
+		rec.Status.Triggers, rec.Status.Objects = out.triggers, out.objects
+		meta.SetStatusCondition(&rec.Status.Conditions, readyCondition(cp, *out))
+	}
+	return c.recordWriter.Save(ctx, rec, current)
+}
+
+// retireOrphanRecords queues, once sources have synced, the records of
+// policies no source holds any more: deleted while Sprout was not running.
+func (c *Controller) retireOrphanRecords() {
+	for _, obj := range c.records.List() {
+		rec, err := inventory.FromUnstructured(obj.(*unstructured.Unstructured))
+		if err != nil {
+			continue
+		}
+		p := rec.Spec.Policy
+		key := policyKey{Kind: p.Kind, Namespace: p.Namespace, Name: p.Name}
+		c.mu.Lock()
+		_, running := c.policies[key]
+		if !running {
+			c.deleted[key] = retired{ref: p, synchronize: rec.Spec.Synchronize, orphan: rec.Spec.Orphan}
+			c.restoreWrittenLocked(key, rec)
+		}
+		c.mu.Unlock()
+		if !running {
+			c.log.Info("policy gone while Sprout was stopped", "policy", key.String())
+			c.queue.Add(key)
+		}
+	}
+}
+
+func (c *Controller) restoreWrittenLocked(key policyKey, rec *sproutv1alpha1.PolicyInventory) {
+	if c.written[key] != nil {
+		return
+	}
+	c.written[key] = sets.New[schema.GroupVersionResource]()
+	for _, r := range rec.Spec.Resources {
+		c.written[key].Insert(schema.GroupVersionResource{Group: r.Group, Version: r.Version, Resource: r.Resource})
+	}
+}
