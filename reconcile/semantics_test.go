@@ -1,0 +1,192 @@
+package reconcile_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+
+	apiv1 "github.com/sprout-gitops/sprout/api/policies/v1"
+	"github.com/sprout-gitops/sprout/reconcile"
+)
+
+// TestNoOpUpdateOfACreateOnlyTriggerKeepsItsDownstream: operations decide
+// which events admit a trigger, not what is retained (Kyverno #17452).
+func TestNoOpUpdateOfACreateOnlyTriggerKeepsItsDownstream(t *testing.T) {
+	startController(t)
+	tb := newTable(t, "create-only")
+	doc := derivedPolicy("create-only", "create-only", "out", "one", true, false)
+	tb.applyPolicy(replaceOnce(t, doc, `operations: ["CREATE", "UPDATE"]`, `operations: ["CREATE"]`))
+	t.Cleanup(func() { tb.deletePolicy("create-only") })
+	tb.trigger("a", "create-only", "a1")
+	tb.waitFor("the downstream", "a-out", exists)
+	tb.trigger("a", "create-only", "a1") // an UPDATE that changes nothing the policy reads
+	tb.edit("a", "unrelated", "x")       // and one that changes something else
+	tb.settle("create-only", 1)
+	if tb.get("a-out") == nil {
+		t.Error("an update of a CREATE-only trigger deleted its downstream")
+	}
+}
+
+// TestSwitchingSyncOffStopsRepairs: objects stay, later deletes are not repaired.
+func TestSwitchingSyncOffStopsRepairs(t *testing.T) {
+	startController(t)
+	tb := newTable(t, "sync-switch")
+	tb.applyPolicy(derivedPolicy("sync-switch", "sync-switch", "out", "one", true, false))
+	t.Cleanup(func() { tb.deletePolicy("sync-switch") })
+	tb.trigger("a", "sync-switch", "a1")
+	tb.waitFor("the downstream", "a-out", exists)
+
+	tb.applyPolicy(derivedPolicy("sync-switch", "sync-switch", "out", "one", false, false))
+	tb.settle("sync-switch", 1)
+	if tb.get("a-out") == nil {
+		t.Fatal("switching sync off deleted the downstream")
+	}
+	tb.delete("a-out")
+	tb.settle("sync-switch", 2)
+	if tb.get("a-out") != nil {
+		t.Error("a deleted downstream was repaired after sync was switched off")
+	}
+}
+
+// TestClusterScopedDownstreamAndFanOut: a Namespace trigger generates a
+// ClusterRoleBinding (no namespace) and a RoleBinding into each namespace
+// listed on it; removing the label prunes all of them.
+func TestClusterScopedDownstreamAndFanOut(t *testing.T) {
+	startController(t)
+	tb := newTable(t, "fan-target-1")
+	createNamespace(t, "fan-target-2", nil)
+	tb.applyPolicy(`apiVersion: policies.kyverno.io/v1
+kind: GeneratingPolicy
+metadata:
+  name: fan-out
+spec:
+  evaluation:
+    synchronize: {enabled: true}
+  matchConstraints:
+    resourceRules:
+    - apiGroups: [""]
+      apiVersions: ["v1"]
+      operations: ["CREATE", "UPDATE"]
+      resources: ["namespaces"]
+    objectSelector:
+      matchExpressions: [{key: fan-out, operator: Exists}]
+  variables:
+  - name: targets
+    expression: object.metadata.labels["fan-out"].split(".")
+  generate:
+  - expression: >-
+      generator.Apply("ignored", [{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+        "metadata": {"name": object.metadata.name + "-viewers"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"},
+        "subjects": [{"kind": "Group", "name": object.metadata.name, "apiGroup": "rbac.authorization.k8s.io"}]}])
+      && variables.targets.all(ns, generator.Apply(ns, [{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+        "metadata": {"name": object.metadata.name + "-edit"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "edit"},
+        "subjects": [{"kind": "Group", "name": object.metadata.name, "apiGroup": "rbac.authorization.k8s.io"}]}]))
+`)
+	t.Cleanup(func() { tb.deletePolicy("fan-out") })
+	kube := kubernetes.NewForConfigOrDie(cfg)
+	createNamespace(t, "fan-source", map[string]string{"fan-out": "fan-target-1.fan-target-2"})
+	poll(t, "the ClusterRoleBinding and both RoleBindings", func(ctx context.Context) (bool, error) {
+		if _, err := kube.RbacV1().ClusterRoleBindings().Get(ctx, "fan-source-viewers", metav1.GetOptions{}); err != nil {
+			return false, nil
+		}
+		for _, ns := range []string{"fan-target-1", "fan-target-2"} {
+			if _, err := kube.RbacV1().RoleBindings(ns).Get(ctx, "fan-source-edit", metav1.GetOptions{}); err != nil {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+
+	ns, err := kube.CoreV1().Namespaces().Get(context.Background(), "fan-source", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	delete(ns.Labels, "fan-out")
+	if _, err := kube.CoreV1().Namespaces().Update(context.Background(), ns, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, "every downstream to be pruned", func(ctx context.Context) (bool, error) {
+		_, err := kube.RbacV1().ClusterRoleBindings().Get(ctx, "fan-source-viewers", metav1.GetOptions{})
+		if !apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		for _, ns := range []string{"fan-target-1", "fan-target-2"} {
+			if _, err := kube.RbacV1().RoleBindings(ns).Get(ctx, "fan-source-edit", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+}
+
+// TestNamespacedPolicy: generates in its namespace only, reports an attempt
+// to write elsewhere, and cleans up on trigger and policy deletion.
+func TestNamespacedPolicy(t *testing.T) {
+	startController(t)
+	tb := newTable(t, "team-ns")
+	policy := func(target string) string {
+		doc := replaceOnce(t, derivedPolicy("team-policy", "team", "out", "one", true, false), "kind: GeneratingPolicy", "kind: NamespacedGeneratingPolicy")
+		doc = replaceOnce(t, doc, "  name: team-policy\n", "  name: team-policy\n  namespace: team-ns\n")
+		doc = replaceOnce(t, doc, "generator.Apply(object.metadata.namespace, [{", "generator.Apply([{")
+		return replaceOnce(t, doc, `"metadata": {"name":`, `"metadata": {`+target+`"name":`)
+	}
+	tb.applyPolicy(policy(""))
+	tb.trigger("a", "team", "a1")
+	cm := tb.waitFor("the downstream in the policy's namespace", "a-out", exists)
+	if cm.Labels["sprout.dev/policy-namespace"] != "team-ns" {
+		t.Errorf("labels %v do not name the policy's namespace", cm.Labels)
+	}
+	tb.trigger("b", "team", "b1")
+	tb.waitFor("b's downstream", "b-out", exists)
+	tb.delete("b")
+	tb.waitFor("b's downstream to be pruned", "b-out", absent)
+
+	// Another namespace is refused, with a condition naming the field.
+	tb.applyPolicy(policy(`"namespace": "elsewhere", `))
+	nsPolicies := dynamic.NewForConfigOrDie(cfg).Resource(apiv1.NamespacedGeneratingPolicies).Namespace("team-ns")
+	poll(t, "the refusal on the policy", func(ctx context.Context) (bool, error) {
+		u, err := nsPolicies.Get(ctx, "team-policy", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+		for _, c := range conds {
+			c := c.(map[string]any)
+			if c["type"] == reconcile.ConditionReady && c["reason"] == reconcile.ReasonEvaluationFailed &&
+				contains(fmt.Sprint(c["message"]), `outside namespace "team-ns"`) {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if tb.get("a-out") == nil {
+		t.Error("a failed evaluation pruned the existing downstream")
+	}
+
+	tb.applyPolicy(policy(""))
+	if err := nsPolicies.Delete(context.Background(), "team-policy", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	tb.waitFor("the downstream to go with the policy", "a-out", absent)
+}
+
+func replaceOnce(t *testing.T, s, old, new string) string {
+	t.Helper()
+	if !contains(s, old) {
+		t.Fatalf("%q not found", old)
+	}
+	return replaceFirst(s, old, new)
+}
+
+func contains(s, sub string) bool { return strings.Contains(s, sub) }
+
+func replaceFirst(s, old, new string) string { return strings.Replace(s, old, new, 1) }
