@@ -17,7 +17,8 @@ func keyOf(o *unstructured.Unstructured) objectKey {
 
 // Stale returns the owned objects that are not desired: what a
 // synchronizing policy prunes. Objects are the same when kind, namespace
-// and name are; the API version does not count.
+// and name are; the API version does not count. Objects generated from a
+// trigger's DELETE are never stale: their trigger is gone by design.
 func Stale(owned, desired []*unstructured.Unstructured) []*unstructured.Unstructured {
 	want := make(map[objectKey]bool, len(desired))
 	for _, d := range desired {
@@ -25,7 +26,7 @@ func Stale(owned, desired []*unstructured.Unstructured) []*unstructured.Unstruct
 	}
 	var out []*unstructured.Unstructured
 	for _, o := range owned {
-		if !want[keyOf(o)] {
+		if !want[keyOf(o)] && o.GetLabels()[LabelGeneratedOnDelete] == "" {
 			out = append(out, o)
 		}
 	}

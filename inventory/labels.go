@@ -30,6 +30,9 @@ const (
 	LabelSourceKind       = "generate.kyverno.io/source-kind"
 	LabelSourceGroup      = "generate.kyverno.io/source-group"
 	LabelSourceVersion    = "generate.kyverno.io/source-version"
+	// LabelGeneratedOnDelete marks objects generated from a deleted
+	// trigger: they are never pruned for the trigger's absence.
+	LabelGeneratedOnDelete = "sprout.dev/generated-on-delete"
 
 	// ManagedBy is the value of LabelManagedBy on Sprout's objects.
 	ManagedBy = "sprout"
@@ -118,4 +121,14 @@ func LabelValue(s string) string {
 
 func isAlphanumeric(r rune) bool {
 	return r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9'
+}
+
+// MarkGeneratedOnDelete labels an object generated from a trigger's DELETE.
+func MarkGeneratedOnDelete(obj *unstructured.Unstructured) {
+	labels := obj.GetLabels()
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	labels[LabelGeneratedOnDelete] = "true"
+	obj.SetLabels(labels)
 }

@@ -86,7 +86,8 @@ type Controller struct {
 	recordWriter *inventory.Records
 	ctx          context.Context // the context Run was called with, for informers started later
 
-	admitted admissions
+	admitted   admissions
+	tombstones tombstones
 }
 
 // New connects a Controller to the cluster at cfg. Nothing runs until Run.

@@ -56,6 +56,7 @@ func (h policyHandler) Delete(p sources.Policy) {
 	delete(c.dependencies, key)
 	c.mu.Unlock()
 	c.admitted.forget(key)
+	c.tombstones.forget(key)
 	c.log.Info("policy deleted", "policy", key.String(), "source", p.Source)
 	c.queue.Add(key)
 }

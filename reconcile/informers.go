@@ -157,8 +157,13 @@ func (c *Controller) onTrigger(gvr schema.GroupVersionResource, op admission.Ope
 	c.mu.RUnlock()
 	for _, cp := range interested {
 		key := keyOf(cp.policy)
-		if (op == admission.Create || op == admission.Update) && slices.Contains(cp.triggers, gvr) {
-			if ok, err := c.matcher.matches(cp.criteria.events, gvr, op, u); err == nil && ok {
+		if op != "" && slices.Contains(cp.triggers, gvr) {
+			ok, err := c.matcher.matches(cp.criteria.events, gvr, op, u)
+			switch {
+			case err != nil || !ok:
+			case op == admission.Delete:
+				c.tombstones.add(key, trigger{gvr: gvr, object: u, deleted: true})
+			default:
 				c.admitted.admit(key, u.GetUID())
 			}
 		}

@@ -53,6 +53,8 @@ type compiledPolicy struct {
 	// activated is when the policy began: triggers created since are admitted.
 	activated time.Time
 	criteria  criteria
+	// operations are the operations the resource rules list.
+	operations sets.Set[string]
 }
 
 // admissions remembers, per policy, the triggers whose events admitted them
@@ -112,12 +114,13 @@ func (c *Controller) compile(p sources.Policy) *compiledPolicy {
 	}
 	if mc := p.PolicySpec().MatchConstraints; mc != nil {
 		cp.criteria = newCriteria(*mc)
+		cp.operations = operationsFor(mc.ResourceRules)
 		cp.triggers, cp.resolveErr = c.resolveRules(mc.ResourceRules)
 	}
 	return cp
 }
 
-// operations lists the operations the policy's resource rules name for gvr.
+// operationsFor lists the operations the resource rules name.
 func operationsFor(rules []admissionregistrationv1.NamedRuleWithOperations) sets.Set[string] {
 	ops := sets.New[string]()
 	for _, r := range rules {
@@ -130,4 +133,49 @@ func operationsFor(rules []admissionregistrationv1.NamedRuleWithOperations) sets
 
 func (cp *compiledPolicy) String() string {
 	return fmt.Sprintf("%s (generation %d)", celenv.PolicyRef(cp.policy), cp.policy.GetGeneration())
+}
+
+// tombstones holds, per policy, the last state of deleted triggers whose
+// DELETE the policy's rules select, until a sync has generated from them.
+// They are not persisted: a deletion while Sprout is stopped cannot be
+// replayed (docs/decisions.md).
+type tombstones struct {
+	mu  sync.Mutex
+	set map[policyKey]map[types.UID]trigger
+}
+
+func (t *tombstones) add(k policyKey, tr trigger) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.set == nil {
+		t.set = map[policyKey]map[types.UID]trigger{}
+	}
+	if t.set[k] == nil {
+		t.set[k] = map[types.UID]trigger{}
+	}
+	t.set[k][tr.object.GetUID()] = tr
+}
+
+func (t *tombstones) pending(k policyKey) []trigger {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var out []trigger
+	for _, tr := range t.set[k] {
+		out = append(out, tr)
+	}
+	return out
+}
+
+func (t *tombstones) done(k policyKey, trs []trigger) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, tr := range trs {
+		delete(t.set[k], tr.object.GetUID())
+	}
+}
+
+func (t *tombstones) forget(k policyKey) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	delete(t.set, k)
 }

@@ -190,3 +190,47 @@ func replaceOnce(t *testing.T, s, old, new string) string {
 func contains(s, sub string) bool { return strings.Contains(s, sub) }
 
 func replaceFirst(s, old, new string) string { return strings.Replace(s, old, new, 1) }
+
+// TestGenerateOnDelete: a policy that lists only DELETE generates nothing
+// for live triggers, generates once from a deleted trigger's last state, and
+// never prunes what it generated for the trigger's absence.
+func TestGenerateOnDelete(t *testing.T) {
+	logs := startController(t)
+	defer func() {
+		if t.Failed() {
+			t.Log(logs.String())
+		}
+	}()
+	tb := newTable(t, "on-delete")
+	doc := derivedPolicy("on-delete", "on-delete", "tombstone", "one", true, false)
+	doc = replaceOnce(t, doc, `operations: ["CREATE", "UPDATE"]`, `operations: ["DELETE"]`)
+	doc = replaceOnce(t, doc, `generator.Apply(object.metadata.namespace, [{`, `generator.Apply(oldObject.metadata.namespace, [{`)
+	doc = replaceOnce(t, doc, `object.metadata.name + "-tombstone"`, `oldObject.metadata.name + "-tombstone"`)
+	doc = replaceOnce(t, doc, `object.data.?value.orValue("")`, `request.operation + ":" + oldObject.data.?value.orValue("")`)
+	tb.applyPolicy(doc)
+	t.Cleanup(func() { tb.deletePolicy("on-delete") })
+	// A trigger created and deleted before the watch exists is never seen.
+	poll(t, "the policy to be running", func(ctx context.Context) (bool, error) {
+		c, err := policyCondition(ctx, "on-delete")
+		return c != nil && c.Status == metav1.ConditionTrue, err
+	})
+
+	tb.trigger("a", "on-delete", "last words")
+	tb.trigger("b", "on-delete", "b")
+	tb.delete("b")
+	tb.waitFor("b's tombstone downstream", "b-tombstone", exists)
+	if tb.get("a-tombstone") != nil {
+		t.Fatal("a live trigger of a DELETE-only policy got a downstream")
+	}
+	tb.delete("a")
+	cm := tb.waitFor("a's tombstone downstream", "a-tombstone", exists)
+	if cm.Data["from"] != "DELETE:last words" {
+		t.Errorf("generated from %q, want the tombstone replayed as a DELETE", cm.Data["from"])
+	}
+	tb.trigger("c", "on-delete", "c")
+	tb.delete("c")
+	tb.waitFor("a later sync", "c-tombstone", exists)
+	if tb.get("a-tombstone") == nil || tb.get("b-tombstone") == nil {
+		t.Error("a downstream generated on DELETE was pruned")
+	}
+}

@@ -30,6 +30,9 @@ const evaluationTimeout = 5 * time.Second
 type trigger struct {
 	gvr    schema.GroupVersionResource
 	object *unstructured.Unstructured
+	// deleted marks a tombstone: the trigger's last state, replayed once as
+	// a DELETE for a policy that lists DELETE.
+	deleted bool
 }
 
 // sync makes the cluster hold what one policy wants, computed from the
@@ -56,6 +59,8 @@ func (c *Controller) sync(ctx context.Context, key policyKey) error {
 	}
 
 	triggers, matchErr := c.matchingTriggers(cp)
+	tombstones := c.tombstones.pending(key)
+	triggers = append(triggers, tombstones...)
 	reader := newCacheReader(c)
 	desired, matched, evalErr := c.desired(ctx, cp, triggers, reader)
 	c.setDependencies(key, reader.resources())
@@ -79,6 +84,9 @@ func (c *Controller) sync(ctx context.Context, key policyKey) error {
 	changes, applyErr := c.applier.Apply(ctx, toWrite, liveObjects{c}, inventory.ApplyOptions{Synchronize: sync})
 	if !sync {
 		c.noteGenerated(key, changes)
+	}
+	if applyErr == nil && evalErr == nil {
+		c.tombstones.done(key, tombstones) // generated once, never again
 	}
 
 	// Prune only after a complete, error-free desired set and apply: an
@@ -228,6 +236,9 @@ func (c *Controller) triggersSynced(cp *compiledPolicy) bool {
 func (c *Controller) matchingTriggers(cp *compiledPolicy) ([]trigger, error) {
 	key := keyOf(cp.policy)
 	generateExisting := cp.policy.PolicySpec().GenerateExisting()
+	// Creation admits only where the rules list CREATE: a DELETE-only
+	// policy generates from tombstones, never from live triggers.
+	createAdmits := cp.operations.Has("*") || cp.operations.Has(string(admission.Create))
 	var out []trigger
 	var errs []error
 	for _, gvr := range cp.triggers {
@@ -243,7 +254,7 @@ func (c *Controller) matchingTriggers(cp *compiledPolicy) ([]trigger, error) {
 				continue // being deleted: gone, as far as generation goes
 			}
 			admitted := generateExisting ||
-				!u.GetCreationTimestamp().Time.Before(cp.activated) ||
+				createAdmits && !u.GetCreationTimestamp().Time.Before(cp.activated) ||
 				c.admitted.admitted(key, u.GetUID())
 			if !admitted {
 				continue
@@ -283,16 +294,21 @@ func (c *Controller) desired(ctx context.Context, cp *compiledPolicy, triggers [
 	return out, matched, errors.Join(errs...)
 }
 
-// evaluate runs the policy's program for one trigger, replayed as a CREATE.
+// evaluate runs the policy's program for one trigger, replayed as a CREATE,
+// or, for a tombstone, as a DELETE with the last state as oldObject.
 func (c *Controller) evaluate(ctx context.Context, cp *compiledPolicy, t trigger, reader celenv.Reader) ([]*unstructured.Unstructured, bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, evaluationTimeout)
 	defer cancel()
 	u := t.object
+	op := admission.Create
+	if t.deleted {
+		op = admission.Delete
+	}
 	in := celenv.Input{
 		Object: u.DeepCopy().Object,
 		Request: celenv.Request{
 			UID:       string(u.GetUID()),
-			Operation: string(admission.Create),
+			Operation: string(op),
 			Name:      u.GetName(),
 			Namespace: u.GetNamespace(),
 			Kind:      u.GroupVersionKind(),
@@ -309,11 +325,20 @@ func (c *Controller) evaluate(ctx context.Context, cp *compiledPolicy, t trigger
 			}
 		}
 	}
+	if t.deleted {
+		in.Object, in.OldObject = nil, in.Object
+	}
 	res, err := cp.program.Evaluate(ctx, in)
 	if err != nil || !res.Matched {
 		return nil, false, err
 	}
-	return Label(cp.policy, u, res.Objects), true, nil
+	objs := Label(cp.policy, u, res.Objects)
+	if t.deleted {
+		for _, o := range objs {
+			inventory.MarkGeneratedOnDelete(o)
+		}
+	}
+	return objs, true, nil
 }
 
 // Label returns the generated objects with the labels that tie each to its
