@@ -68,6 +68,11 @@ type Result struct {
 	// Objects are the desired objects, in the order they were generated; an
 	// object generated twice appears once, as generated last.
 	Objects []Generated
+	// MissingSources names the objects resource.Get did not find. A generate
+	// entry that failed for want of one generates nothing, without error:
+	// the clones of a deleted source are no longer desired, so a
+	// synchronizing policy prunes them, as Kyverno deletes them.
+	MissingSources []string
 }
 
 // Evaluate runs the policy against one trigger: matchConditions first, then
@@ -110,12 +115,21 @@ func (p *Program) Evaluate(ctx context.Context, in Input) (Result, error) {
 			return Result{Matched: false}, nil
 		}
 	}
+	var missing []string
 	for _, g := range p.generate {
+		before := len(gen.objects)
 		if err := g.run(ctx, activation, gen); err != nil {
-			return Result{}, err
+			if len(rd.missing) == 0 {
+				return Result{}, err
+			}
+			// A deleted clone source: this entry generates nothing, the
+			// others still count.
+			gen.truncate(before)
+			missing = append(missing, rd.missing...)
+			rd.missing = nil
 		}
 	}
-	return Result{Matched: true, Objects: gen.objects}, nil
+	return Result{Matched: true, Objects: gen.objects, MissingSources: missing}, nil
 }
 
 // eval runs one expression, wrapping any error with its field path.

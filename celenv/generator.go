@@ -158,6 +158,15 @@ func (g *generation) add(namespace string, v any, path string) error {
 	return nil
 }
 
+// truncate forgets the objects recorded after the first n.
+func (g *generation) truncate(n int) {
+	for _, o := range g.objects[n:] {
+		u := o.Object
+		delete(g.index, objectKey{u.GetAPIVersion(), u.GetKind(), u.GetNamespace(), u.GetName()})
+	}
+	g.objects = g.objects[:n]
+}
+
 // scope removes the namespace of an object of a cluster-scoped kind; a
 // namespaced policy may not generate such objects at all.
 func (g *generation) scope(u *unstructured.Unstructured) error {

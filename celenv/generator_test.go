@@ -57,6 +57,7 @@ func TestGeneratorSemantics(t *testing.T) {
 	type want struct {
 		objects []string // kind namespace/name of each generated object
 		err     string
+		missing string // a clone source reported missing
 	}
 	tests := []struct {
 		name       string
@@ -112,8 +113,8 @@ func TestGeneratorSemantics(t *testing.T) {
 		{name: "namespaced policy cannot write cluster-scoped kinds", namespaced: true,
 			generate: `generator.Apply([{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": "viewer"}}])`,
 			want:     want{err: "is cluster-scoped"}},
-		{name: "missing clone source", generate: `generator.Apply("a", [resource.Get("v1", "configmaps", "team", "absent")])`,
-			want: want{err: `"absent" not found`}},
+		{name: "missing clone source generates nothing", generate: `generator.Apply("a", [resource.Get("v1", "configmaps", "team", "absent")])`,
+			want: want{missing: "configmaps team/absent"}},
 	}
 	trigger := object("v1", "ConfigMap", "team", "trigger")
 	for _, tt := range tests {
@@ -137,6 +138,9 @@ func TestGeneratorSemantics(t *testing.T) {
 			}
 			if err != nil {
 				t.Fatal(err)
+			}
+			if got := strings.Join(res.MissingSources, ","); got != tt.want.missing {
+				t.Errorf("missing sources %q, want %q", got, tt.want.missing)
 			}
 			var got []string
 			for _, g := range res.Objects {

@@ -9,6 +9,7 @@ import (
 	"github.com/google/cel-go/common/types"
 	"github.com/google/cel-go/common/types/ref"
 	"github.com/google/cel-go/common/types/traits"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -95,6 +96,8 @@ type reads struct {
 	// seen holds every object read, by UID, so a generated copy can be traced
 	// to its source even after setField moved it to another namespace.
 	seen map[string]ObjectRef
+	// missing names the objects resource.Get did not find.
+	missing []string
 }
 
 // remember records obj as read.
@@ -142,6 +145,9 @@ func (r *reads) get(apiVersion, resource, namespace, name string) ref.Val {
 		return types.NewErr("resource.Get(%q, %q, %q, %q): %v", apiVersion, resource, namespace, name, err)
 	}
 	obj, err := r.reader.Get(r.ctx, gvr, namespace, name)
+	if apierrors.IsNotFound(err) {
+		r.missing = append(r.missing, fmt.Sprintf("%s %s/%s", resource, namespace, name))
+	}
 	if err != nil {
 		return types.NewErr("resource.Get(%q, %q, %q, %q): %v", apiVersion, resource, namespace, name, err)
 	}

@@ -332,6 +332,10 @@ func (c *Controller) evaluate(ctx context.Context, cp *compiledPolicy, t trigger
 	if err != nil || !res.Matched {
 		return nil, false, err
 	}
+	if len(res.MissingSources) > 0 {
+		c.log.Info("clone sources not found", "policy", keyOf(cp.policy).String(),
+			"trigger", u.GetKind()+" "+objectRef(u), "sources", res.MissingSources)
+	}
 	objs := Label(cp.policy, u, res.Objects)
 	if t.deleted {
 		for _, o := range objs {

@@ -149,6 +149,13 @@ func render(ctx context.Context, policies []apiv1.Policy, triggers, contextObjs 
 				errs = append(errs, fmt.Errorf("%s: trigger %s %s: %w", prog.Policy(), t.GetKind(), t.GetName(), err))
 				continue
 			}
+			if len(res.MissingSources) > 0 {
+				// The controller prunes for a deleted source; offline it is
+				// almost always a missing --context file.
+				errs = append(errs, fmt.Errorf("%s: trigger %s %s: clone sources not found (give them with --context): %s",
+					prog.Policy(), t.GetKind(), t.GetName(), strings.Join(res.MissingSources, ", ")))
+				continue
+			}
 			out = append(out, reconcile.Label(p, t, res.Objects)...)
 		}
 	}

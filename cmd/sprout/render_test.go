@@ -93,7 +93,7 @@ func TestRenderJSONAndErrors(t *testing.T) {
 		{"bad operation", []string{"-p", "../../fixtures/zk-kafka-address/policy.yaml", "-r", "../../fixtures/zk-kafka-address/triggers.yaml", "--operation", "CONNECT"}, `--operation: "CONNECT"`},
 		{"missing file", []string{"-p", "nope.yaml", "-r", "../../fixtures/zk-kafka-address/triggers.yaml"}, "nope.yaml"},
 		{"not a policy", []string{"-p", "../../fixtures/zk-kafka-address/triggers.yaml", "-r", "../../fixtures/zk-kafka-address/triggers.yaml"}, `apiVersion "v1" is not one of policies.kyverno.io`},
-		{"clone source missing", []string{"-p", "../../fixtures/clone-get/policy.yaml", "-r", "../../fixtures/clone-get/triggers.yaml"}, `spec.variables[1].expression`},
+		{"clone source missing", []string{"-p", "../../fixtures/clone-get/policy.yaml", "-r", "../../fixtures/clone-get/triggers.yaml"}, `clone sources not found (give them with --context): secrets default/regcred`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
