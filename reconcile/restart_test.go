@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -156,5 +157,63 @@ func TestWhatHappensWhileStoppedIsRepairedAtStart(t *testing.T) {
 	_, err = dynamic.NewForConfigOrDie(cfg).Resource(sproutv1alpha1.PolicyInventories).Get(context.Background(), "gpol.stopped-sync", metav1.GetOptions{})
 	if !apierrors.IsNotFound(err) {
 		t.Errorf("the record of the deleted policy: %v, want NotFound", err)
+	}
+}
+
+// crashAfter cancels a controller's context as soon as it has sent the
+// first real (not dry-run) write whose path contains target: the controller
+// dies between an apply and everything that follows it, records included.
+type crashAfter struct {
+	next   http.RoundTripper
+	target string
+	cancel context.CancelFunc
+	once   sync.Once
+}
+
+func (c *crashAfter) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := c.next.RoundTrip(req)
+	if req.Method != http.MethodGet && strings.Contains(req.URL.Path, c.target) && !req.URL.Query().Has("dryRun") {
+		c.once.Do(c.cancel)
+	}
+	return resp, err
+}
+
+// TestCrashAfterApplyLeavesNothingUnfound: a controller killed right after
+// writing a downstream leaves an object that the next one finds (labels and
+// the record's write-ahead resource list) and prunes when its trigger goes.
+func TestCrashAfterApplyLeavesNothingUnfound(t *testing.T) {
+	tb := newTable(t, "crash")
+	tb.applyPolicy(derivedPolicy("crash", "crash", "out", "one", true, false))
+	t.Cleanup(func() { tb.deletePolicy("crash") })
+	tb.trigger("a", "crash", "a1")
+
+	ctx, cancel := context.WithCancel(context.Background())
+	crashing := rest.CopyConfig(cfg)
+	crash := &crashAfter{target: "/namespaces/crash/configmaps/a-out", cancel: cancel}
+	crashing.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		crash.next = rt
+		return crash
+	})
+	opts := reconcile.DefaultOptions()
+	opts.Logger = slog.New(slog.DiscardHandler)
+	c, err := reconcile.New(crashing, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cm := tb.get("a-out")
+	if cm == nil {
+		t.Fatal("the controller died before its apply: the test proves nothing")
+	}
+	if cm.Labels["generate.kyverno.io/policy-name"] != "crash" {
+		t.Errorf("the object written before the crash is not labelled: %v", cm.Labels)
+	}
+
+	tb.delete("a")
+	runUntilSynced(t, cfg, "GeneratingPolicy/crash")
+	if tb.get("a-out") != nil {
+		t.Error("the object written just before a crash was not found and pruned after the restart")
 	}
 }
