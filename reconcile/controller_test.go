@@ -52,6 +52,13 @@ func (b *lockedBuffer) String() string {
 // startController runs a controller until the test ends and returns its log.
 func startController(t *testing.T) *lockedBuffer {
 	t.Helper()
+	logs, _ := runController(t)
+	return logs
+}
+
+// runController runs a controller until the test ends.
+func runController(t *testing.T) (*lockedBuffer, *reconcile.Controller) {
+	t.Helper()
 	logs := &lockedBuffer{}
 	opts := reconcile.DefaultOptions()
 	opts.Logger = slog.New(slog.NewTextHandler(logs, nil))
@@ -68,7 +75,7 @@ func startController(t *testing.T) *lockedBuffer {
 			t.Errorf("controller: %v", err)
 		}
 	})
-	return logs
+	return logs, c
 }
 
 func applyFixture(t *testing.T, scenario, file string, edit func(*unstructured.Unstructured)) {

@@ -41,6 +41,9 @@ func (h policyHandler) Upsert(p sources.Policy) {
 	delete(c.deleted, key)
 	c.mu.Unlock()
 	c.ensureTriggerInformers(cp.triggers)
+	if cur != nil {
+		c.releaseInformers() // the new generation may watch less
+	}
 	c.queue.Add(key)
 }
 

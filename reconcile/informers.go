@@ -122,6 +122,53 @@ func sameVersion(old, obj any) bool {
 	return ok1 && ok2 && o.GetResourceVersion() == n.GetResourceVersion()
 }
 
+// releaseInformers stops the informers no policy needs any more: trigger
+// and source informers no policy's rules or reads name, downstream
+// informers of resources no policy, running or being cleaned up, wrote to.
+func (c *Controller) releaseInformers() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	needed := sets.New[schema.GroupVersionResource]()
+	for key, cp := range c.policies {
+		needed.Insert(cp.triggers...)
+		needed = needed.Union(c.dependencies[key])
+	}
+	for gvr, ti := range c.informer {
+		if !needed.Has(gvr) {
+			ti.cancel()
+			delete(c.informer, gvr)
+			c.log.Info("stopped watching triggers", "resource", resourceName(gvr))
+		}
+	}
+	written := sets.New[schema.GroupVersionResource]()
+	for _, w := range c.written {
+		written = written.Union(w)
+	}
+	for gvr, ti := range c.downstream {
+		if !written.Has(gvr) {
+			ti.cancel()
+			delete(c.downstream, gvr)
+			c.log.Info("stopped watching generated objects", "resource", resourceName(gvr))
+		}
+	}
+}
+
+// Watched lists the resources the controller watches for triggers and
+// clone sources, and for generated objects, as resource.version.group.
+func (c *Controller) Watched() (triggers, generated []string) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	for gvr := range c.informer {
+		triggers = append(triggers, resourceName(gvr))
+	}
+	for gvr := range c.downstream {
+		generated = append(generated, resourceName(gvr))
+	}
+	slices.Sort(triggers)
+	slices.Sort(generated)
+	return triggers, generated
+}
+
 func (c *Controller) stopTriggerInformers() {
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -234,3 +234,29 @@ func TestGenerateOnDelete(t *testing.T) {
 		t.Error("a downstream generated on DELETE was pruned")
 	}
 }
+
+// TestInformersFollowPolicies: a resource is watched while a policy needs it
+// and no longer once the last such policy is gone.
+func TestInformersFollowPolicies(t *testing.T) {
+	_, c := runController(t)
+	tb := newTable(t, "watched")
+	doc := replaceOnce(t, derivedPolicy("watched", "watched", "out", "one", true, false), `resources: ["configmaps"]`, `resources: ["serviceaccounts"]`)
+	tb.applyPolicy(doc)
+	has := func(list []string, s string) bool {
+		for _, x := range list {
+			if x == s {
+				return true
+			}
+		}
+		return false
+	}
+	poll(t, "serviceaccounts to be watched", func(context.Context) (bool, error) {
+		triggers, _ := c.Watched()
+		return has(triggers, "serviceaccounts.v1"), nil
+	})
+	tb.deletePolicy("watched")
+	poll(t, "serviceaccounts to be released", func(context.Context) (bool, error) {
+		triggers, _ := c.Watched()
+		return !has(triggers, "serviceaccounts.v1"), nil
+	})
+}

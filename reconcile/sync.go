@@ -213,6 +213,7 @@ func (c *Controller) finalize(ctx context.Context, key policyKey, gone retired) 
 	delete(c.written, key)
 	delete(c.generated, key)
 	c.mu.Unlock()
+	c.releaseInformers()
 	return nil
 }
 
