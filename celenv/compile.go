@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"strings"
 
 	"github.com/google/cel-go/cel"
 	"github.com/google/cel-go/common/types"
@@ -25,7 +26,14 @@ type Program struct {
 	variables       []expression
 	generate        []generateEntry
 	err             error
+	// readsEvent is set when an expression reads oldObject or request: the
+	// event a trigger was last seen in matters, not only its state.
+	readsEvent bool
 }
+
+// ReadsEvent reports whether the policy reads oldObject or request, so the
+// caller knows whether to keep the previous state of updated triggers.
+func (p *Program) ReadsEvent() bool { return p.readsEvent }
 
 // generateEntry is one compiled generate[] entry: it adds what it generates
 // to gen.
@@ -115,10 +123,35 @@ func Compile(policy apiv1.Policy) *Program {
 			p.generate = append(p.generate, generateExpression{e})
 		}
 	}
+	p.readsEvent = readsEvent(spec)
 	if len(errs) > 0 {
 		p.err = fmt.Errorf("%s: %w", p.policy, errs.ToAggregate())
 	}
 	return p
+}
+
+// readsEvent reports whether any expression of spec may read oldObject or
+// request. It looks at the text: a false positive only keeps more state.
+func readsEvent(spec *apiv1.GeneratingPolicySpec) bool {
+	var texts []string
+	for _, mc := range spec.MatchConditions {
+		texts = append(texts, mc.Expression)
+	}
+	for _, v := range spec.Variables {
+		texts = append(texts, v.Expression)
+	}
+	for _, g := range spec.Generation {
+		texts = append(texts, g.Expression)
+		if g.Template != nil {
+			texts = append(texts, g.Template.Value)
+		}
+	}
+	for _, t := range texts {
+		if strings.Contains(t, varOldObject) || strings.Contains(t, varRequest) {
+			return true
+		}
+	}
+	return false
 }
 
 // compileExpression parses, type-checks and plans one expression. want, when

@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apiserver/pkg/admission"
 	"k8s.io/client-go/dynamic"
@@ -22,6 +24,34 @@ import (
 type triggerInformer struct {
 	informer cache.SharedIndexInformer
 	cancel   context.CancelFunc
+	// updated holds, for triggers whose last event was an UPDATE, the state
+	// before it, kept only while a policy reads oldObject or request.
+	updated lastUpdates
+}
+
+// lastUpdates maps a trigger's UID to its state before its last UPDATE.
+type lastUpdates struct {
+	mu  sync.Mutex
+	old map[types.UID]*unstructured.Unstructured
+}
+
+func (l *lastUpdates) set(uid types.UID, old *unstructured.Unstructured) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if old == nil {
+		delete(l.old, uid)
+		return
+	}
+	if l.old == nil {
+		l.old = map[types.UID]*unstructured.Unstructured{}
+	}
+	l.old[uid] = old
+}
+
+func (l *lastUpdates) get(uid types.UID) *unstructured.Unstructured {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.old[uid]
 }
 
 // newInformer makes an informer on gvr in every namespace. Cached objects
@@ -97,18 +127,18 @@ func (c *Controller) ensureTriggerInformers(gvrs []schema.GroupVersionResource) 
 			AddFunc: func(obj any, isInInitialList bool) {
 				// An object listed at start-up already existed: it is not a CREATE.
 				if isInInitialList {
-					c.onTrigger(gvr, "", obj)
+					c.onTrigger(gvr, "", obj, nil)
 					return
 				}
-				c.onTrigger(gvr, admission.Create, obj)
+				c.onTrigger(gvr, admission.Create, obj, nil)
 			},
 			UpdateFunc: func(old, obj any) {
 				if sameVersion(old, obj) {
 					return // a re-list, not a change
 				}
-				c.onTrigger(gvr, admission.Update, obj)
+				c.onTrigger(gvr, admission.Update, obj, old)
 			},
-			DeleteFunc: func(obj any) { c.onTrigger(gvr, admission.Delete, obj) },
+			DeleteFunc: func(obj any) { c.onTrigger(gvr, admission.Delete, obj, nil) },
 		})
 		c.informer[gvr] = &triggerInformer{informer: inf, cancel: cancel}
 		go inf.RunWithContext(ctx)
@@ -186,7 +216,7 @@ func (c *Controller) stopTriggerInformers() {
 // have seen. A CREATE or UPDATE that a policy's rules select admits the
 // trigger for that policy; every event queues the policies watching gvr.
 // op is empty for objects that existed before Sprout started watching.
-func (c *Controller) onTrigger(gvr schema.GroupVersionResource, op admission.Operation, obj any) {
+func (c *Controller) onTrigger(gvr schema.GroupVersionResource, op admission.Operation, obj, old any) {
 	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = t.Obj
 	}
@@ -201,7 +231,9 @@ func (c *Controller) onTrigger(gvr schema.GroupVersionResource, op admission.Ope
 			interested = append(interested, cp)
 		}
 	}
+	ti := c.informer[gvr]
 	c.mu.RUnlock()
+	c.rememberUpdate(ti, interested, op, u, old)
 	for _, cp := range interested {
 		key := keyOf(cp.policy)
 		if op != "" && slices.Contains(cp.triggers, gvr) {
@@ -216,6 +248,31 @@ func (c *Controller) onTrigger(gvr schema.GroupVersionResource, op admission.Ope
 		}
 		c.queue.Add(key)
 	}
+}
+
+// rememberUpdate keeps the state before an UPDATE for the policies that
+// read oldObject or request; any other event forgets it.
+func (c *Controller) rememberUpdate(ti *triggerInformer, interested []*compiledPolicy, op admission.Operation, u *unstructured.Unstructured, old any) {
+	if ti == nil {
+		return
+	}
+	prev, _ := old.(*unstructured.Unstructured)
+	if op != admission.Update || prev == nil || !slices.ContainsFunc(interested, func(cp *compiledPolicy) bool { return cp.program.ReadsEvent() }) {
+		ti.updated.set(u.GetUID(), nil)
+		return
+	}
+	ti.updated.set(u.GetUID(), prev)
+}
+
+// lastUpdate returns the state of a trigger before its last UPDATE, or nil.
+func (c *Controller) lastUpdate(gvr schema.GroupVersionResource, uid types.UID) *unstructured.Unstructured {
+	c.mu.RLock()
+	ti := c.informer[gvr]
+	c.mu.RUnlock()
+	if ti == nil {
+		return nil
+	}
+	return ti.updated.get(uid)
 }
 
 // setDependencies records the resources a policy's last sync read.

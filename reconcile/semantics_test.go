@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -258,5 +259,25 @@ func TestInformersFollowPolicies(t *testing.T) {
 	poll(t, "serviceaccounts to be released", func(context.Context) (bool, error) {
 		triggers, _ := c.Watched()
 		return !has(triggers, "serviceaccounts.v1"), nil
+	})
+}
+
+// TestUpdateIsReplayedWithOldObject: a policy that reads request.operation
+// and oldObject sees a trigger's last UPDATE as a webhook would have.
+func TestUpdateIsReplayedWithOldObject(t *testing.T) {
+	startController(t)
+	tb := newTable(t, "replay")
+	doc := derivedPolicy("replay", "replay", "out", "one", true, false)
+	doc = replaceOnce(t, doc, `"policy": "one"`, `"policy": "one", "op": request.operation, "old": oldObject == null ? "none" : oldObject.data.value`)
+	tb.applyPolicy(doc)
+	t.Cleanup(func() { tb.deletePolicy("replay") })
+	tb.trigger("a", "replay", "v1")
+	cm := tb.waitFor("the downstream", "a-out", exists)
+	if cm.Data["op"] != "CREATE" || cm.Data["old"] != "none" {
+		t.Errorf("after a CREATE: op %q old %q", cm.Data["op"], cm.Data["old"])
+	}
+	tb.trigger("a", "replay", "v2")
+	tb.waitFor("the UPDATE replayed with oldObject", "a-out", func(cm *corev1.ConfigMap) bool {
+		return cm != nil && cm.Data["op"] == "UPDATE" && cm.Data["old"] == "v1" && cm.Data["from"] == "v2"
 	})
 }

@@ -295,15 +295,25 @@ func (c *Controller) desired(ctx context.Context, cp *compiledPolicy, triggers [
 	return out, matched, errors.Join(errs...)
 }
 
-// evaluate runs the policy's program for one trigger, replayed as a CREATE,
-// or, for a tombstone, as a DELETE with the last state as oldObject.
+// evaluate runs the policy's program for one trigger, replayed as its last
+// event: a CREATE, an UPDATE with the state before it as oldObject (kept for
+// policies that read it), or, for a tombstone, a DELETE with the last state
+// as oldObject.
 func (c *Controller) evaluate(ctx context.Context, cp *compiledPolicy, t trigger, reader celenv.Reader) ([]*unstructured.Unstructured, bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, evaluationTimeout)
 	defer cancel()
 	u := t.object
 	op := admission.Create
-	if t.deleted {
+	var oldObject map[string]any
+	switch {
+	case t.deleted:
 		op = admission.Delete
+	case cp.program.ReadsEvent():
+		// The trigger's last event was an UPDATE: replay it with the state
+		// before it, as a webhook would have seen it.
+		if prev := c.lastUpdate(t.gvr, u.GetUID()); prev != nil {
+			op, oldObject = admission.Update, prev.Object
+		}
 	}
 	in := celenv.Input{
 		Object: u.DeepCopy().Object,
@@ -328,6 +338,8 @@ func (c *Controller) evaluate(ctx context.Context, cp *compiledPolicy, t trigger
 	}
 	if t.deleted {
 		in.Object, in.OldObject = nil, in.Object
+	} else {
+		in.OldObject = oldObject
 	}
 	res, err := cp.program.Evaluate(ctx, in)
 	if err != nil || !res.Matched {
