@@ -219,3 +219,14 @@ func (c *Controller) processNextWorkItem(ctx context.Context) bool {
 	c.queue.Forget(key)
 	return true
 }
+
+// restMapping maps a kind to its resource. A kind the cached discovery does
+// not know (a CRD installed since) resets the cache once and asks again.
+func (c *Controller) restMapping(gvk schema.GroupVersionKind) (*meta.RESTMapping, error) {
+	m, err := c.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	if meta.IsNoMatchError(err) {
+		c.mapper.Reset()
+		m, err = c.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	}
+	return m, err
+}

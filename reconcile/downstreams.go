@@ -137,7 +137,7 @@ func (c *Controller) resourcesOf(objs []*unstructured.Unstructured) (sets.Set[sc
 			continue
 		}
 		seen[gvk] = true
-		m, err := c.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+		m, err := c.restMapping(gvk)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", inventory.ObjectID(o), err)
 		}
@@ -153,7 +153,7 @@ var _ inventory.Live = liveObjects{}
 
 func (l liveObjects) Get(obj *unstructured.Unstructured) (*unstructured.Unstructured, bool) {
 	gvk := obj.GroupVersionKind()
-	m, err := l.c.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	m, err := l.c.restMapping(gvk)
 	if err != nil {
 		return nil, false
 	}

@@ -71,6 +71,16 @@ func newInformer(client dynamic.Interface, gvr schema.GroupVersionResource) cach
 // discovery. Subresources (pods/exec, */status) exist only as admission
 // requests and cannot be watched: they are reported, and the rest is watched.
 func (c *Controller) resolveRules(rules []admissionregistrationv1.NamedRuleWithOperations) ([]schema.GroupVersionResource, error) {
+	out, err := c.resolveRulesOnce(rules)
+	if len(out) == 0 {
+		// Perhaps a CRD installed since discovery was cached: look again.
+		c.discovery.Invalidate()
+		out, err = c.resolveRulesOnce(rules)
+	}
+	return out, err
+}
+
+func (c *Controller) resolveRulesOnce(rules []admissionregistrationv1.NamedRuleWithOperations) ([]schema.GroupVersionResource, error) {
 	_, lists, err := c.discovery.ServerGroupsAndResources()
 	if err != nil && len(lists) == 0 {
 		return nil, fmt.Errorf("discovery: %w", err)

@@ -93,7 +93,7 @@ func (r *cacheReader) List(ctx context.Context, gvr schema.GroupVersionResource,
 
 // ResourceFor asks the REST mapper for the resource of a kind.
 func (r *cacheReader) ResourceFor(gvk schema.GroupVersionKind) (schema.GroupVersionResource, error) {
-	m, err := r.c.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	m, err := r.c.restMapping(gvk)
 	if err != nil {
 		return schema.GroupVersionResource{}, err
 	}

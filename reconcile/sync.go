@@ -325,7 +325,7 @@ func (c *Controller) evaluate(ctx context.Context, cp *compiledPolicy, t trigger
 			Kind:      u.GroupVersionKind(),
 			Resource:  t.gvr,
 		},
-		Scopes: scopes{c.mapper},
+		Scopes: scopes{c},
 		Reader: reader,
 	}
 	if ns := u.GetNamespace(); ns != "" {
@@ -393,10 +393,10 @@ func objectRef(u *unstructured.Unstructured) string {
 }
 
 // scopes answers celenv's question, namespaced or not, from the REST mapper.
-type scopes struct{ mapper meta.RESTMapper }
+type scopes struct{ c *Controller }
 
 func (s scopes) IsNamespaced(gvk schema.GroupVersionKind) (bool, error) {
-	m, err := s.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	m, err := s.c.restMapping(gvk)
 	if err != nil {
 		return false, err
 	}
