@@ -5,7 +5,9 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"hash/fnv"
 	"slices"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -14,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/tools/cache"
 
 	sproutv1alpha1 "github.com/sprout-gitops/sprout/api/sprout/v1alpha1"
 )
@@ -33,14 +36,27 @@ func RecordName(ref sproutv1alpha1.PolicyReference) string {
 	return name[:validation.DNS1123SubdomainMaxLength-17] + "." + hex.EncodeToString(sum[:])[:16]
 }
 
-// Records reads and writes PolicyInventory objects.
+// DefaultShardSize is how many admitted and generated entries one record
+// holds (about 700 KiB at their usual length, half the object size limit).
+// Beyond that they are spread over shard records.
+const DefaultShardSize = 8000
+
+// Records reads (from a cache) and writes PolicyInventory objects, splitting
+// a record whose lists grow too large over shard records named
+// <record>.<i>, so a policy with 100,000 triggers fits.
 type Records struct {
-	client dynamic.ResourceInterface
+	client    dynamic.ResourceInterface
+	store     cache.Store
+	shardSize int
 }
 
-// NewRecords returns Records writing through client.
-func NewRecords(client dynamic.Interface) *Records {
-	return &Records{client: client.Resource(sproutv1alpha1.PolicyInventories)}
+// NewRecords returns Records that write through client and read from store,
+// a cache of every PolicyInventory. shardSize 0 means DefaultShardSize.
+func NewRecords(client dynamic.Interface, store cache.Store, shardSize int) *Records {
+	if shardSize <= 0 {
+		shardSize = DefaultShardSize
+	}
+	return &Records{client: client.Resource(sproutv1alpha1.PolicyInventories), store: store, shardSize: shardSize}
 }
 
 // FromUnstructured decodes a cached PolicyInventory.
@@ -52,12 +68,139 @@ func FromUnstructured(u *unstructured.Unstructured) (*sproutv1alpha1.PolicyInven
 	return rec, nil
 }
 
-// Save writes rec when it differs from current (nil: there is none yet),
-// spec and status each only if changed, so an unchanged record costs nothing.
-// Lists are sorted first, so their order never counts as a change.
-func (r *Records) Save(ctx context.Context, rec, current *sproutv1alpha1.PolicyInventory) error {
+// cached returns the cached record of that name, or nil.
+func (r *Records) cached(name string) (*sproutv1alpha1.PolicyInventory, error) {
+	obj, ok, err := r.store.GetByKey(name)
+	if err != nil || !ok {
+		return nil, err
+	}
+	return FromUnstructured(obj.(*unstructured.Unstructured))
+}
+
+// Get returns a policy's record with its shards merged back in, or nil.
+func (r *Records) Get(ref sproutv1alpha1.PolicyReference) (*sproutv1alpha1.PolicyInventory, error) {
+	main, err := r.cached(RecordName(ref))
+	if err != nil || main == nil {
+		return nil, err
+	}
+	return r.merge(main)
+}
+
+// List returns every main record, shards merged.
+func (r *Records) List() ([]*sproutv1alpha1.PolicyInventory, error) {
+	var out []*sproutv1alpha1.PolicyInventory
+	for _, obj := range r.store.List() {
+		rec, err := FromUnstructured(obj.(*unstructured.Unstructured))
+		if err != nil {
+			return nil, err
+		}
+		if rec.Spec.ShardOf != "" {
+			continue
+		}
+		if rec, err = r.merge(rec); err != nil {
+			return nil, err
+		}
+		out = append(out, rec)
+	}
+	return out, nil
+}
+
+func (r *Records) merge(main *sproutv1alpha1.PolicyInventory) (*sproutv1alpha1.PolicyInventory, error) {
+	out := main.DeepCopy()
+	for i := range main.Spec.Shards {
+		shard, err := r.cached(shardName(main.Name, i))
+		if err != nil {
+			return nil, err
+		}
+		if shard == nil {
+			return nil, fmt.Errorf("PolicyInventory %s: shard %d of %d is missing", main.Name, i, main.Spec.Shards)
+		}
+		out.Spec.Admitted = append(out.Spec.Admitted, shard.Spec.Admitted...)
+		out.Spec.Generated = append(out.Spec.Generated, shard.Spec.Generated...)
+	}
+	out.Spec.Shards = 0
+	return out, nil
+}
+
+func shardName(main string, i int) string { return fmt.Sprintf("%s.%d", main, i) }
+
+// split spreads a record's lists over shards when they are too long for one
+// object: each entry goes to the shard its hash names, so adding one entry
+// rewrites one shard, not all.
+func (r *Records) split(rec *sproutv1alpha1.PolicyInventory) (*sproutv1alpha1.PolicyInventory, []*sproutv1alpha1.PolicyInventory) {
+	total := len(rec.Spec.Admitted) + len(rec.Spec.Generated)
+	if total <= r.shardSize {
+		return rec, nil
+	}
+	n := total/r.shardSize + 2 // slack: hashing spreads unevenly
+	shards := make([]*sproutv1alpha1.PolicyInventory, n)
+	for i := range shards {
+		shards[i] = &sproutv1alpha1.PolicyInventory{}
+		shards[i].Name = shardName(rec.Name, i)
+		shards[i].Labels = rec.Labels
+		shards[i].Spec = sproutv1alpha1.PolicyInventorySpec{Policy: rec.Spec.Policy, ShardOf: rec.Name}
+	}
+	for _, e := range rec.Spec.Admitted {
+		s := shards[shardOf(e, n)]
+		s.Spec.Admitted = append(s.Spec.Admitted, e)
+	}
+	for _, e := range rec.Spec.Generated {
+		s := shards[shardOf(e, n)]
+		s.Spec.Generated = append(s.Spec.Generated, e)
+	}
+	main := rec.DeepCopy()
+	main.Spec.Admitted, main.Spec.Generated, main.Spec.Shards = nil, nil, n
+	return main, shards
+}
+
+func shardOf(entry string, n int) int {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(entry))
+	return int(h.Sum32() % uint32(n))
+}
+
+// Save writes a policy's record, with all its entries, as a main record and
+// as many shards as it needs, each only if it differs from the cached copy:
+// an unchanged record costs no request. Shards no longer needed go.
+func (r *Records) Save(ctx context.Context, rec *sproutv1alpha1.PolicyInventory) error {
 	rec.SetName(RecordName(rec.Spec.Policy))
-	// Empty and absent lists are the same record.
+	normalize(rec)
+	main, shards := r.split(rec)
+	current, err := r.cached(main.Name)
+	if err != nil {
+		return err
+	}
+	for _, shard := range shards {
+		normalize(shard)
+		cur, err := r.cached(shard.Name)
+		if err != nil {
+			return err
+		}
+		if err := r.saveOne(ctx, shard, cur); err != nil {
+			return err
+		}
+	}
+	if err := r.saveOne(ctx, main, current); err != nil {
+		return err
+	}
+	if current != nil {
+		for i := len(shards); i < current.Spec.Shards; i++ {
+			if err := r.deleteOne(ctx, shardName(main.Name, i)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// normalize sorts lists and makes empty ones absent, so neither order nor
+// emptiness counts as a change.
+func normalize(rec *sproutv1alpha1.PolicyInventory) {
+	slices.Sort(rec.Spec.Admitted)
+	slices.Sort(rec.Spec.Generated)
+	slices.SortFunc(rec.Spec.Resources, func(a, b sproutv1alpha1.Resource) int {
+		return strings.Compare(a.Group+"/"+a.Version+"/"+a.Resource, b.Group+"/"+b.Version+"/"+b.Resource)
+	})
 	if len(rec.Spec.Admitted) == 0 {
 		rec.Spec.Admitted = nil
 	}
@@ -67,51 +210,42 @@ func (r *Records) Save(ctx context.Context, rec, current *sproutv1alpha1.PolicyI
 	if len(rec.Spec.Resources) == 0 {
 		rec.Spec.Resources = nil
 	}
-	slices.Sort(rec.Spec.Admitted)
-	slices.Sort(rec.Spec.Generated)
-	slices.SortFunc(rec.Spec.Resources, func(a, b sproutv1alpha1.Resource) int {
-		return compareStrings(a.Group+"/"+a.Version+"/"+a.Resource, b.Group+"/"+b.Version+"/"+b.Resource)
-	})
+}
+
+// saveOne writes spec and status, each only if changed.
+func (r *Records) saveOne(ctx context.Context, rec, current *sproutv1alpha1.PolicyInventory) error {
 	if current == nil || !equality.Semantic.DeepEqual(rec.Spec, current.Spec) || !sameLabels(rec.Labels, current.Labels) {
 		if err := r.apply(ctx, rec, false); err != nil {
 			return err
 		}
 	}
-	if current == nil || !sameStatus(rec.Status, current.Status) {
+	if rec.Spec.ShardOf == "" && (current == nil || !sameStatus(rec.Status, current.Status)) {
 		return r.apply(ctx, rec, true)
 	}
 	return nil
 }
 
-func (r *Records) apply(ctx context.Context, rec *sproutv1alpha1.PolicyInventory, status bool) error {
-	obj := map[string]any{
-		"apiVersion": sproutv1alpha1.GroupVersion.String(),
-		"kind":       sproutv1alpha1.PolicyInventoryKind,
-		"metadata":   map[string]any{"name": rec.Name, "labels": toAny(rec.Labels)},
-	}
-	part, err := runtime.DefaultUnstructuredConverter.ToUnstructured(rec)
+// Delete removes a policy's record and its shards; one already gone is fine.
+func (r *Records) Delete(ctx context.Context, ref sproutv1alpha1.PolicyReference) error {
+	name := RecordName(ref)
+	current, err := r.cached(name)
 	if err != nil {
 		return err
 	}
-	opts := metav1.ApplyOptions{FieldManager: FieldManager, Force: true}
-	if status {
-		obj["status"] = part["status"]
-		_, err = r.client.ApplyStatus(ctx, rec.Name, &unstructured.Unstructured{Object: obj}, opts)
-	} else {
-		obj["spec"] = part["spec"]
-		_, err = r.client.Apply(ctx, rec.Name, &unstructured.Unstructured{Object: obj}, opts)
+	if current != nil {
+		for i := range current.Spec.Shards {
+			if err := r.deleteOne(ctx, shardName(name, i)); err != nil {
+				return err
+			}
+		}
 	}
-	if err != nil {
-		return fmt.Errorf("PolicyInventory %s: save: %w", rec.Name, err)
-	}
-	return nil
+	return r.deleteOne(ctx, name)
 }
 
-// Delete removes a policy's record; one already gone is fine.
-func (r *Records) Delete(ctx context.Context, ref sproutv1alpha1.PolicyReference) error {
-	err := r.client.Delete(ctx, RecordName(ref), metav1.DeleteOptions{})
+func (r *Records) deleteOne(ctx context.Context, name string) error {
+	err := r.client.Delete(ctx, name, metav1.DeleteOptions{})
 	if err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("PolicyInventory %s: delete: %w", RecordName(ref), err)
+		return fmt.Errorf("PolicyInventory %s: delete: %w", name, err)
 	}
 	return nil
 }
@@ -150,12 +284,27 @@ func toAny(m map[string]string) map[string]any {
 	return out
 }
 
-func compareStrings(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
+// apply writes the record's spec, or its status, with server-side apply.
+func (r *Records) apply(ctx context.Context, rec *sproutv1alpha1.PolicyInventory, status bool) error {
+	obj := map[string]any{
+		"apiVersion": sproutv1alpha1.GroupVersion.String(),
+		"kind":       sproutv1alpha1.PolicyInventoryKind,
+		"metadata":   map[string]any{"name": rec.Name, "labels": toAny(rec.Labels)},
 	}
-	return 0
+	part, err := runtime.DefaultUnstructuredConverter.ToUnstructured(rec)
+	if err != nil {
+		return err
+	}
+	opts := metav1.ApplyOptions{FieldManager: FieldManager, Force: true}
+	if status {
+		obj["status"] = part["status"]
+		_, err = r.client.ApplyStatus(ctx, rec.Name, &unstructured.Unstructured{Object: obj}, opts)
+	} else {
+		obj["spec"] = part["spec"]
+		_, err = r.client.Apply(ctx, rec.Name, &unstructured.Unstructured{Object: obj}, opts)
+	}
+	if err != nil {
+		return fmt.Errorf("PolicyInventory %s: save: %w", rec.Name, err)
+	}
+	return nil
 }

@@ -40,6 +40,9 @@ type Options struct {
 	// Sources deliver the policies to run; none means the policies stored
 	// in the cluster.
 	Sources []sources.Source
+	// RecordShardSize is how many admitted and generated entries one
+	// PolicyInventory holds before it is split over shards; 0 is the default.
+	RecordShardSize int
 	// OnSync, when set, is called after every sync of a policy with its key
 	// (Kind/[namespace/]name) and result. Tests wait on it instead of sleeping.
 	OnSync func(policy string, err error)
@@ -81,10 +84,10 @@ type Controller struct {
 	// deleted holds policies gone from their source until their sync has
 	// cleaned up after them.
 	deleted map[policyKey]retired
-	// records is the cache of PolicyInventory records; recordWriter writes them.
-	records      cache.Store
-	recordWriter *inventory.Records
-	ctx          context.Context // the context Run was called with, for informers started later
+	// records reads PolicyInventory records from their cache and writes
+	// them; set by Run.
+	records *inventory.Records
+	ctx     context.Context // the context Run was called with, for informers started later
 
 	admitted   admissions
 	tombstones tombstones
@@ -139,7 +142,6 @@ func New(cfg *rest.Config, opts Options) (*Controller, error) {
 		downstream:   map[schema.GroupVersionResource]*triggerInformer{},
 		written:      map[policyKey]sets.Set[schema.GroupVersionResource]{},
 		deleted:      map[policyKey]retired{},
-		recordWriter: inventory.NewRecords(dyn),
 		generated:    map[policyKey]sets.Set[string]{},
 	}, nil
 }

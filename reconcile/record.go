@@ -5,7 +5,6 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/dynamic/dynamicinformer"
@@ -26,7 +25,7 @@ type retired struct {
 // read from its cache and written only when what they hold changed.
 func (c *Controller) startRecords(ctx context.Context) cache.InformerSynced {
 	inf := dynamicinformer.NewFilteredDynamicInformer(c.dynamic, sproutv1alpha1.PolicyInventories, metav1.NamespaceAll, 0, cache.Indexers{}, nil).Informer()
-	c.records = inf.GetStore()
+	c.records = inventory.NewRecords(c.dynamic, inf.GetStore(), c.opts.RecordShardSize)
 	go inf.RunWithContext(ctx)
 	return inf.HasSynced
 }
@@ -37,11 +36,7 @@ func refOf(key policyKey) sproutv1alpha1.PolicyReference {
 
 // record returns the cached record of a policy, or nil.
 func (c *Controller) record(key policyKey) *sproutv1alpha1.PolicyInventory {
-	obj, ok, err := c.records.GetByKey(inventory.RecordName(refOf(key)))
-	if err != nil || !ok {
-		return nil
-	}
-	rec, err := inventory.FromUnstructured(obj.(*unstructured.Unstructured))
+	rec, err := c.records.Get(refOf(key))
 	if err != nil {
 		c.log.Error("record cannot be read", "policy", key.String(), "error", err.Error())
 		return nil
@@ -106,17 +101,17 @@ func (c *Controller) saveRecord(ctx context.Context, key policyKey, cp *compiled
 		rec.Status.Triggers, rec.Status.Objects = out.triggers, out.objects
 		meta.SetStatusCondition(&rec.Status.Conditions, readyCondition(cp, *out))
 	}
-	return c.recordWriter.Save(ctx, rec, current)
+	return c.records.Save(ctx, rec)
 }
 
 // retireOrphanRecords queues, once sources have synced, the records of
 // policies no source holds any more: deleted while Sprout was not running.
 func (c *Controller) retireOrphanRecords() {
-	for _, obj := range c.records.List() {
-		rec, err := inventory.FromUnstructured(obj.(*unstructured.Unstructured))
-		if err != nil {
-			continue
-		}
+	recs, err := c.records.List()
+	if err != nil {
+		c.log.Error("records cannot be read", "error", err.Error())
+	}
+	for _, rec := range recs {
 		p := rec.Spec.Policy
 		key := policyKey{Kind: p.Kind, Namespace: p.Namespace, Name: p.Name}
 		c.mu.Lock()

@@ -2,6 +2,7 @@ package reconcile_test
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -43,9 +44,18 @@ func (w *writeCounter) RoundTrip(req *http.Request) (*http.Response, error) {
 // synced once without error, then stops it.
 func runUntilSynced(t *testing.T, config *rest.Config, policies ...string) {
 	t.Helper()
+	runUntilSyncedWith(t, config, nil, policies...)
+}
+
+// runUntilSyncedWith is runUntilSynced with options changed by edit.
+func runUntilSyncedWith(t *testing.T, config *rest.Config, edit func(*reconcile.Options), policies ...string) {
+	t.Helper()
 	synced := make(chan string, 100)
 	opts := reconcile.DefaultOptions()
 	opts.Logger = slog.New(slog.DiscardHandler)
+	if edit != nil {
+		edit(&opts)
+	}
 	opts.OnSync = func(policy string, err error) {
 		if err == nil {
 			synced <- policy
@@ -215,5 +225,68 @@ func TestCrashAfterApplyLeavesNothingUnfound(t *testing.T) {
 	runUntilSynced(t, cfg, "GeneratingPolicy/crash")
 	if tb.get("a-out") != nil {
 		t.Error("the object written just before a crash was not found and pruned after the restart")
+	}
+}
+
+// TestLargeRecordsAreSharded: a record whose lists outgrow one object is
+// spread over shards, read back whole after a restart, and shrinks back.
+func TestLargeRecordsAreSharded(t *testing.T) {
+	tb := newTable(t, "shards")
+	tb.applyPolicy(derivedPolicy("sharded", "shards", "copy", "one", false, false))
+	for _, name := range []string{"a", "b", "c", "d", "e"} {
+		tb.trigger(name, "shards", name)
+	}
+	small := func(o *reconcile.Options) { o.RecordShardSize = 2 }
+	runUntilSyncedWith(t, cfg, small, "GeneratingPolicy/sharded")
+	records := dynamic.NewForConfigOrDie(cfg).Resource(sproutv1alpha1.PolicyInventories)
+	main, err := records.Get(context.Background(), "gpol.sharded", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	shards, _, _ := unstructured.NestedInt64(main.Object, "spec", "shards")
+	if shards < 2 {
+		t.Fatalf("5 generated entries with 2 per record: %d shards", shards)
+	}
+	total := 0
+	for i := range shards {
+		shard, err := records.Get(context.Background(), fmt.Sprintf("gpol.sharded.%d", i), metav1.GetOptions{})
+		if err != nil {
+			t.Fatalf("shard %d: %v", i, err)
+		}
+		generated, _, _ := unstructured.NestedStringSlice(shard.Object, "spec", "generated")
+		total += len(generated)
+	}
+	if total != 5 {
+		t.Errorf("shards hold %d generated entries, want 5", total)
+	}
+
+	// A restart reads the shards back: a deleted downstream stays deleted,
+	// and nothing is written.
+	tb.delete("c-copy")
+	counted := rest.CopyConfig(cfg)
+	counter := &writeCounter{}
+	counted.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		counter.next = rt
+		return counter
+	})
+	runUntilSyncedWith(t, counted, small, "GeneratingPolicy/sharded")
+	if tb.get("c-copy") != nil {
+		t.Error("a downstream the user deleted was generated again: the shards were not read")
+	}
+	if n := counter.writes.Load(); n != 0 {
+		t.Errorf("restart wrote %d times: %v", n, counter.seen)
+	}
+
+	// Deleting the policy deletes the record and every shard.
+	tb.deletePolicy("sharded")
+	runUntilSyncedWith(t, cfg, small, "GeneratingPolicy/sharded")
+	list, err := records.List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range list.Items {
+		if strings.HasPrefix(r.GetName(), "gpol.sharded") {
+			t.Errorf("record %s outlived its policy", r.GetName())
+		}
 	}
 }

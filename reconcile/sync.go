@@ -205,7 +205,7 @@ func (c *Controller) finalize(ctx context.Context, key policyKey, gone retired) 
 			return err
 		}
 	}
-	if err := c.recordWriter.Delete(ctx, gone.ref); err != nil {
+	if err := c.records.Delete(ctx, gone.ref); err != nil {
 		return err
 	}
 	c.mu.Lock()

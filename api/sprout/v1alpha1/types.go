@@ -86,6 +86,15 @@ type PolicyInventorySpec struct {
 	// again, so one a user deleted stays deleted.
 	// +optional
 	Generated []string `json:"generated,omitempty"`
+
+	// Shards is how many shard records hold Admitted and Generated when they
+	// grow too large for one object; 0 when they are held here.
+	// +optional
+	Shards int `json:"shards,omitempty"`
+
+	// ShardOf names the record this one is a shard of; empty for a main record.
+	// +optional
+	ShardOf string `json:"shardOf,omitempty"`
 }
 
 // PolicyReference names a policy.
