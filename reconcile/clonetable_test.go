@@ -3,6 +3,7 @@ package reconcile_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -108,4 +109,61 @@ func TestCloneSourceWithSynchronize(t *testing.T) {
 			t.Error("a missing source of one generate entry took the clones of another")
 		}
 	})
+}
+
+func TestCloneSourceWithoutSynchronize(t *testing.T) {
+	logs := startController(t)
+	kube := kubernetes.NewForConfigOrDie(cfg)
+	ctx := context.Background()
+	createNamespace(t, "noclone-src", nil)
+	if _, err := kube.CoreV1().Secrets("noclone-src").Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "main"},
+		Data: map[string][]byte{"v": []byte("1")}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	tb := newTable(t, "noclone-dest")
+	tb.applyPolicy(clonePolicy("clone-nosync", "ncl", "noclone-src", false))
+	t.Cleanup(func() { tb.deletePolicy("clone-nosync") })
+	tb.trigger("t", "ncl", "x")
+	clone := func() *corev1.Secret {
+		s, err := kube.CoreV1().Secrets("noclone-dest").Get(ctx, "main", metav1.GetOptions{})
+		if err != nil {
+			return nil
+		}
+		return s
+	}
+	poll(t, "the clone", func(context.Context) (bool, error) { return clone() != nil, nil })
+
+	src, err := kube.CoreV1().Secrets("noclone-src").Get(ctx, "main", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	src.Data["v"] = []byte("2")
+	if _, err := kube.CoreV1().Secrets("noclone-src").Update(ctx, src, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := kube.CoreV1().Secrets("noclone-src").Delete(ctx, "main", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// The policy's syncs are serialised: once a sync started after the one
+	// that found the source missing has logged too, that one has finished.
+	missingFor := func(trigger string) func(context.Context) (bool, error) {
+		return func(context.Context) (bool, error) {
+			for _, line := range strings.Split(logs.String(), "\n") {
+				if strings.Contains(line, "clone sources not found") && strings.Contains(line, "noclone-dest/"+trigger+`"`) {
+					return true, nil
+				}
+			}
+			return false, nil
+		}
+	}
+	poll(t, "a sync that finds the source gone", missingFor("t"))
+	tb.trigger("t2", "ncl", "y")
+	poll(t, "a later sync", missingFor("t2"))
+	c := clone()
+	if c == nil {
+		t.Fatal("the clone went with its source, without synchronize")
+	}
+	if string(c.Data["v"]) != "1" {
+		t.Errorf("the clone followed its source without synchronize: %q", c.Data["v"])
+	}
 }

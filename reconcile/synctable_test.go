@@ -189,6 +189,20 @@ func TestDataSourceWithSynchronize(t *testing.T) {
 		tb.trigger("b", "elsewhere", "b1")
 		tb.waitFor("b's downstream to be pruned", "b-out", absent)
 	})
+	t.Run("trigger failing a changed matchCondition loses its downstream", func(t *testing.T) {
+		doc := derivedPolicy("derived-sync", "sync-on", "out", "two", true, false)
+		tb.applyPolicy(replaceOnce(t, doc, "  generate:\n", "  matchConditions:\n  - name: not-d\n    expression: object.metadata.name != 'd'\n  generate:\n"))
+		tb.trigger("d", "sync-on", "d1")
+		tb.trigger("e", "sync-on", "e1")
+		tb.waitFor("e's downstream", "e-out", exists)
+		if tb.get("d-out") != nil {
+			t.Fatal("d was generated despite the matchCondition")
+		}
+		tb.applyPolicy(replaceOnce(t, doc, "  generate:\n", "  matchConditions:\n  - name: not-e\n    expression: object.metadata.name != 'e'\n  generate:\n"))
+		tb.waitFor("e's downstream to be pruned", "e-out", absent)
+		tb.waitFor("d's downstream", "d-out", exists)
+		tb.applyPolicy(doc)
+	})
 	t.Run("deleted trigger takes only its own downstream", func(t *testing.T) {
 		tb.trigger("c", "sync-on", "c1")
 		tb.waitFor("c's downstream", "c-out", exists)
@@ -234,6 +248,15 @@ func TestDataSourceWithoutSynchronize(t *testing.T) {
 		tb.settle("sync-off", 3)
 		if tb.get("b-out") == nil {
 			t.Error("the downstream was deleted")
+		}
+	})
+	t.Run("deleted trigger keeps its downstream", func(t *testing.T) {
+		tb.trigger("c", "sync-off", "c1")
+		tb.waitFor("c's downstream", "c-out", exists)
+		tb.delete("c")
+		tb.settle("sync-off", 4)
+		if tb.get("c-out") == nil {
+			t.Error("the downstream of a deleted trigger was deleted")
 		}
 	})
 	t.Run("modified policy leaves existing downstreams", func(t *testing.T) {
