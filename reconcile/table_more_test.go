@@ -12,8 +12,8 @@ import (
 )
 
 // TestPolicyChangesKindAndTouchesEveryTrigger: a policy that switches from
-// ConfigMaps to Secrets replaces the objects of every trigger and prunes the
-// old kind; data changes reach every trigger's object.
+// ConfigMaps to NetworkPolicies replaces the objects of every trigger and
+// prunes the old kind; data changes reach every trigger's object.
 func TestPolicyChangesKindAndTouchesEveryTrigger(t *testing.T) {
 	startController(t)
 	tb := newTable(t, "kind-change")
@@ -30,12 +30,12 @@ func TestPolicyChangesKindAndTouchesEveryTrigger(t *testing.T) {
 		tb.waitFor("the data change on "+name, name, func(cm *corev1.ConfigMap) bool { return cm != nil && cm.Data["policy"] == "two" })
 	}
 
-	doc := replaceOnce(t, derivedPolicy("kind-change", "kind-change", "out", "two", true, false), `"apiVersion": "v1", "kind": "ConfigMap",`, `"apiVersion": "v1", "kind": "Secret",`)
-	doc = replaceOnce(t, doc, `"data": {`, `"stringData": {`)
+	doc := replaceOnce(t, derivedPolicy("kind-change", "kind-change", "out", "two", true, false), `"apiVersion": "v1", "kind": "ConfigMap",`, `"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",`)
+	doc = replaceOnce(t, doc, `"data": {"from": object.data.?value.orValue(""), "policy": "two"}`, `"spec": {"podSelector": {}, "policyTypes": ["Ingress"]}`)
 	tb.applyPolicy(doc)
 	for _, name := range []string{"a-out", "b-out"} {
-		poll(t, "the Secret "+name, func(ctx context.Context) (bool, error) {
-			_, err := kube.CoreV1().Secrets("kind-change").Get(ctx, name, metav1.GetOptions{})
+		poll(t, "the NetworkPolicy "+name, func(ctx context.Context) (bool, error) {
+			_, err := kube.NetworkingV1().NetworkPolicies("kind-change").Get(ctx, name, metav1.GetOptions{})
 			return err == nil, nil
 		})
 		tb.waitFor("the ConfigMap "+name+" to be pruned", name, absent)

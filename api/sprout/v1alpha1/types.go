@@ -27,6 +27,7 @@ const PolicyInventoryKind = "PolicyInventory"
 // +kubebuilder:printcolumn:name="POLICY",type=string,JSONPath=`.spec.policy.name`
 // +kubebuilder:printcolumn:name="NAMESPACE",type=string,JSONPath=`.spec.policy.namespace`
 // +kubebuilder:printcolumn:name="SOURCE",type=string,JSONPath=`.spec.source`
+// +kubebuilder:printcolumn:name="REVISION",type=string,JSONPath=`.spec.revision`
 // +kubebuilder:printcolumn:name="READY",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="TRIGGERS",type=integer,JSONPath=`.status.triggers`
 // +kubebuilder:printcolumn:name="OBJECTS",type=integer,JSONPath=`.status.objects`
