@@ -7,7 +7,11 @@ import (
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+
+	apiv1 "github.com/sprout-gitops/sprout/api/policies/v1"
 )
 
 // getTable asks the API server for the table kubectl get prints.
@@ -60,6 +64,13 @@ func TestKubectlGetShowsPoliciesAndRecords(t *testing.T) {
 		if rec[k] != v {
 			t.Errorf("kubectl get pinv: %s = %q, want %q (row %v)", k, rec[k], v, rec)
 		}
+	}
+	u, err := dynamic.NewForConfigOrDie(cfg).Resource(apiv1.GeneratingPolicies).Get(context.Background(), "shown", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ready, _, _ := unstructured.NestedBool(u.Object, "status", "conditionStatus", "ready"); !ready {
+		t.Errorf("Kyverno's status.conditionStatus.ready is not true: %v", u.Object["status"])
 	}
 	pol := row(t, getTable(t, "/apis/policies.kyverno.io/v1/generatingpolicies"), "shown")
 	for k, v := range map[string]string{"READY": "True", "TRIGGERS": "2", "OBJECTS": "2"} {

@@ -281,3 +281,22 @@ func TestUpdateIsReplayedWithOldObject(t *testing.T) {
 		return cm != nil && cm.Data["op"] == "UPDATE" && cm.Data["old"] == "v1" && cm.Data["from"] == "v2"
 	})
 }
+
+// TestSubresourceRuleIsReportedAsUnobservable: a rule naming a subresource
+// can never fire in a pull model; the policy says so and its other rules
+// keep working.
+func TestSubresourceRuleIsReportedAsUnobservable(t *testing.T) {
+	startController(t)
+	tb := newTable(t, "subresource")
+	doc := derivedPolicy("subresource", "subresource", "out", "one", true, false)
+	doc = replaceOnce(t, doc, `resources: ["configmaps"]`, `resources: ["configmaps", "pods/exec"]`)
+	tb.applyPolicy(doc)
+	t.Cleanup(func() { tb.deletePolicy("subresource") })
+	tb.trigger("a", "subresource", "a1")
+	tb.waitFor("the downstream from the observable rule", "a-out", exists)
+	poll(t, "the unobservable rule on the policy", func(ctx context.Context) (bool, error) {
+		c, err := policyCondition(ctx, "subresource")
+		return c != nil && c.Reason == reconcile.ReasonUnobservableTrigger &&
+			strings.Contains(c.Message, `subresource "pods/exec" is only seen by admission webhooks`), err
+	})
+}
