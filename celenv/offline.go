@@ -43,10 +43,17 @@ func (r *ObjectReader) Get(_ context.Context, gvr schema.GroupVersionResource, n
 	return nil, apierrors.NewNotFound(gvr.GroupResource(), name)
 }
 
-// List returns the selected objects of namespace ("" for all), by namespace and name.
+// List returns the selected objects of namespace ("" for all).
 func (r *ObjectReader) List(_ context.Context, gvr schema.GroupVersionResource, namespace string, selector labels.Selector) (map[string]any, error) {
+	return ListOf(gvr, r.objects[gvr], namespace, selector), nil
+}
+
+// ListOf builds the List object resource.List returns: the objects of
+// namespace ("" for all) that selector selects, ordered by namespace and
+// name so that evaluations are repeatable. Readers share it.
+func ListOf(gvr schema.GroupVersionResource, objs []*unstructured.Unstructured, namespace string, selector labels.Selector) map[string]any {
 	var matched []*unstructured.Unstructured
-	for _, o := range r.objects[gvr] {
+	for _, o := range objs {
 		if (namespace == "" || o.GetNamespace() == namespace) && selector.Matches(labels.Set(o.GetLabels())) {
 			matched = append(matched, o)
 		}
@@ -59,14 +66,14 @@ func (r *ObjectReader) List(_ context.Context, gvr schema.GroupVersionResource, 
 	})
 	items := make([]any, 0, len(matched))
 	for _, o := range matched {
-		items = append(items, runtime.DeepCopyJSON(o.Object))
+		items = append(items, o.Object)
 	}
 	return map[string]any{
 		"apiVersion": gvr.GroupVersion().String(),
 		"kind":       "List",
 		"metadata":   map[string]any{},
 		"items":      items,
-	}, nil
+	}
 }
 
 // ResourceFor guesses the resource of a kind, as kubectl does for kinds it

@@ -3,7 +3,6 @@ package reconcile
 import (
 	"context"
 	"fmt"
-	"sort"
 	"sync"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -65,30 +64,18 @@ func (r *cacheReader) Get(ctx context.Context, gvr schema.GroupVersionResource, 
 }
 
 // List returns the cached objects of namespace ("" for all) that selector
-// selects, ordered by namespace and name so evaluations are repeatable.
+// selects, as celenv.ListOf orders them.
 func (r *cacheReader) List(ctx context.Context, gvr schema.GroupVersionResource, namespace string, selector labels.Selector) (map[string]any, error) {
 	store, err := r.store(ctx, gvr)
 	if err != nil {
 		return nil, err
 	}
-	var matched []*unstructured.Unstructured
-	for _, obj := range store.List() {
-		u := obj.(*unstructured.Unstructured)
-		if (namespace == "" || u.GetNamespace() == namespace) && selector.Matches(labels.Set(u.GetLabels())) {
-			matched = append(matched, u)
-		}
+	cached := store.List()
+	objs := make([]*unstructured.Unstructured, 0, len(cached))
+	for _, obj := range cached {
+		objs = append(objs, obj.(*unstructured.Unstructured))
 	}
-	sort.Slice(matched, func(i, j int) bool {
-		if matched[i].GetNamespace() != matched[j].GetNamespace() {
-			return matched[i].GetNamespace() < matched[j].GetNamespace()
-		}
-		return matched[i].GetName() < matched[j].GetName()
-	})
-	items := make([]any, 0, len(matched))
-	for _, u := range matched {
-		items = append(items, u.Object)
-	}
-	return map[string]any{"apiVersion": gvr.GroupVersion().String(), "kind": "List", "metadata": map[string]any{}, "items": items}, nil
+	return celenv.ListOf(gvr, objs, namespace, selector), nil
 }
 
 // ResourceFor asks the REST mapper for the resource of a kind.
