@@ -91,6 +91,7 @@ type Controller struct {
 
 	admitted   admissions
 	tombstones tombstones
+	claims     claims
 }
 
 // New connects a Controller to the cluster at cfg. Nothing runs until Run.
@@ -172,7 +173,11 @@ func (c *Controller) Run(ctx context.Context) error {
 	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
 		return fmt.Errorf("informer caches did not sync: %w", ctx.Err())
 	}
-	c.retireOrphanRecords()
+	for _, src := range c.opts.Sources {
+		if src.Complete() {
+			c.retireOrphanRecords(src.Name())
+		}
+	}
 	c.log.Info("started", "workers", c.opts.Workers)
 	var wg sync.WaitGroup
 	for range c.opts.Workers {

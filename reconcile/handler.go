@@ -15,6 +15,11 @@ var _ sources.Handler = policyHandler{}
 func (h policyHandler) Upsert(p sources.Policy) {
 	c := h.c
 	key := keyOf(p.Policy)
+	if !c.claims.claim(key, p, c.rank(p.Source)) {
+		c.log.Error("policy name conflict: another source with precedence holds it; this one is ignored",
+			"policy", key.String(), "source", p.Source, "holder", c.claims.holder(key))
+		return
+	}
 	c.mu.Lock()
 	cur := c.policies[key]
 	if cur != nil && cur.policy.GetUID() == p.GetUID() && cur.policy.GetGeneration() == p.GetGeneration() {
@@ -52,6 +57,15 @@ func (h policyHandler) Upsert(p sources.Policy) {
 func (h policyHandler) Delete(p sources.Policy) {
 	c := h.c
 	key := keyOf(p.Policy)
+	next, held, promoted := c.claims.release(key, p.Source)
+	if !held {
+		return // a shadowed copy went; the running one stays
+	}
+	if promoted {
+		c.log.Info("policy name conflict resolved: the next source takes over", "policy", key.String(), "source", next.Source)
+		h.Upsert(next)
+		return
+	}
 	c.mu.Lock()
 	spec := p.PolicySpec()
 	c.deleted[key] = retired{ref: refOf(key), synchronize: spec.Synchronize(), orphan: spec.OrphanDownstreamOnPolicyDelete()}
@@ -62,6 +76,17 @@ func (h policyHandler) Delete(p sources.Policy) {
 	c.tombstones.forget(key)
 	c.log.Info("policy deleted", "policy", key.String(), "source", p.Source)
 	c.queue.Add(key)
+}
+
+// SourceFailed reports a source that could not fetch or load a revision.
+func (h policyHandler) SourceFailed(source string, err error) {
+	h.c.log.Error("source revision rejected; the last good revision keeps running", "source", source, "error", err.Error())
+}
+
+// SourceComplete is called once a source has delivered its first whole
+// revision: records of its policies missing from it are now known gone.
+func (h policyHandler) SourceComplete(source string) {
+	h.c.retireOrphanRecords(source)
 }
 
 // Invalid reports a policy its source cannot decode.

@@ -110,7 +110,7 @@ func (c *Controller) compile(p sources.Policy) *compiledPolicy {
 		source:    p.Source,
 		revision:  p.Revision,
 		program:   celenv.Compile(p.Policy),
-		activated: p.GetCreationTimestamp().Time,
+		activated: c.activation(p),
 	}
 	if mc := p.PolicySpec().MatchConstraints; mc != nil {
 		cp.criteria = newCriteria(*mc)
@@ -178,4 +178,16 @@ func (t *tombstones) forget(k policyKey) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	delete(t.set, k)
+}
+
+// activation is when a policy began: its creationTimestamp in the cluster;
+// for a policy from files, when its record says Sprout first ran it, or now.
+func (c *Controller) activation(p sources.Policy) time.Time {
+	if t := p.GetCreationTimestamp().Time; !t.IsZero() {
+		return t
+	}
+	if rec := c.record(keyOf(p.Policy)); rec != nil && rec.Spec.Policy.UID == string(p.GetUID()) && rec.Spec.Activated != nil {
+		return rec.Spec.Activated.Time
+	}
+	return time.Now().Truncate(time.Second)
 }

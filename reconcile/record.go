@@ -89,6 +89,7 @@ func (c *Controller) saveRecord(ctx context.Context, key policyKey, cp *compiled
 		Revision:    cp.revision,
 		Synchronize: spec.Synchronize(),
 		Orphan:      spec.OrphanDownstreamOnPolicyDelete(),
+		Activated:   &metav1.Time{Time: cp.activated},
 		Admitted:    c.admitted.list(key),
 	}
 	c.mu.RLock()
@@ -104,14 +105,19 @@ func (c *Controller) saveRecord(ctx context.Context, key policyKey, cp *compiled
 	return c.records.Save(ctx, rec)
 }
 
-// retireOrphanRecords queues, once sources have synced, the records of
-// policies no source holds any more: deleted while Sprout was not running.
-func (c *Controller) retireOrphanRecords() {
+// retireOrphanRecords queues the records of policies that source no longer
+// holds: deleted while Sprout was not running. It runs once a source has
+// delivered a whole revision; records of sources not configured now are
+// left alone (a source dropped from the flags is not a mass deletion).
+func (c *Controller) retireOrphanRecords(source string) {
 	recs, err := c.records.List()
 	if err != nil {
 		c.log.Error("records cannot be read", "error", err.Error())
 	}
 	for _, rec := range recs {
+		if rec.Spec.Source != source {
+			continue
+		}
 		p := rec.Spec.Policy
 		key := policyKey{Kind: p.Kind, Namespace: p.Namespace, Name: p.Name}
 		c.mu.Lock()

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -53,6 +54,9 @@ func runUntilSyncedWith(t *testing.T, config *rest.Config, edit func(*reconcile.
 	synced := make(chan string, 100)
 	opts := reconcile.DefaultOptions()
 	opts.Logger = slog.New(slog.DiscardHandler)
+	if os.Getenv("SPROUT_TEST_LOG") != "" {
+		opts.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
+	}
 	if edit != nil {
 		edit(&opts)
 	}

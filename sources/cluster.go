@@ -53,6 +53,12 @@ func (c *Cluster) Start(ctx context.Context, h Handler) error {
 	return nil
 }
 
+// Name is "cluster".
+func (c *Cluster) Name() string { return ClusterSourceName }
+
+// Complete is HasSynced: the informers' lists are whole.
+func (c *Cluster) Complete() bool { return c.HasSynced() }
+
 // HasSynced reports whether both informers have listed their policies.
 func (c *Cluster) HasSynced() bool {
 	for _, inf := range c.informers {

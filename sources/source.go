@@ -25,13 +25,25 @@ type Handler interface {
 	Delete(p Policy)
 	// Invalid is called for a policy the source holds but cannot decode.
 	Invalid(source, name string, err error)
+	// SourceFailed is called when a source cannot fetch or load a revision;
+	// the policies of its last good revision keep running.
+	SourceFailed(source string, err error)
+	// SourceComplete is called when a source that started without a whole
+	// revision (a remote that was down) delivers its first one.
+	SourceComplete(source string)
 }
 
 // Source feeds policies to a Handler.
 type Source interface {
+	// Name names the source in records and logs: "cluster", "dir:<path>",
+	// "git:<name>".
+	Name() string
 	// Start begins delivering policies to h until ctx ends.
 	Start(ctx context.Context, h Handler) error
-	// HasSynced reports whether every policy that existed at Start has been
-	// delivered.
+	// HasSynced reports whether the source has tried to deliver what it
+	// held at Start.
 	HasSynced() bool
+	// Complete reports whether the source has delivered a whole revision:
+	// only then does a policy missing from it count as deleted.
+	Complete() bool
 }

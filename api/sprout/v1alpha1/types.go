@@ -71,6 +71,12 @@ type PolicyInventorySpec struct {
 	// +optional
 	Orphan bool `json:"orphan,omitempty"`
 
+	// Activated is when Sprout first ran the policy: triggers created since
+	// are admitted. For a policy from the cluster it is the policy's
+	// creationTimestamp; a policy from files has none, so this keeps it.
+	// +optional
+	Activated *metav1.Time `json:"activated,omitempty"`
+
 	// Resources are the resources the policy has generated objects of.
 	// Each is added before the first object of it is written, so a crash
 	// never leaves an object of a resource the record does not name.

@@ -72,6 +72,10 @@ func (in *PolicyInventoryList) DeepCopyObject() runtime.Object {
 func (in *PolicyInventorySpec) DeepCopyInto(out *PolicyInventorySpec) {
 	*out = *in
 	out.Policy = in.Policy
+	if in.Activated != nil {
+		in, out := &in.Activated, &out.Activated
+		*out = (*in).DeepCopy()
+	}
 	if in.Resources != nil {
 		in, out := &in.Resources, &out.Resources
 		*out = make([]Resource, len(*in))

@@ -1,0 +1,30 @@
+package sources
+
+import (
+	"context"
+	"os"
+	"time"
+
+	apiv1 "github.com/sprout-gitops/sprout/api/policies/v1"
+)
+
+// DirectorySource polls a local folder for policy files (*.yaml, *.yml, any
+// depth): useful next to a checkout, and the shape a Git source takes once
+// fetched.
+type DirectorySource struct {
+	*poller
+}
+
+var _ Source = (*DirectorySource)(nil)
+
+// NewDirectory returns a source of the policies under dir, read every interval.
+func NewDirectory(dir string, interval time.Duration) *DirectorySource {
+	name := "dir:" + dir
+	return &DirectorySource{poller: newPoller(name, interval, func(_ context.Context, last string) ([]apiv1.Policy, string, bool, error) {
+		policies, revision, err := Load(os.DirFS(dir), ".")
+		if err != nil {
+			return nil, "", false, err
+		}
+		return policies, revision, revision == last, nil
+	})}
+}

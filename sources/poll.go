@@ -1,0 +1,120 @@
+package sources
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	apiv1 "github.com/sprout-gitops/sprout/api/policies/v1"
+	"github.com/sprout-gitops/sprout/celenv"
+)
+
+// Status is what a polled source last did, for logs, records and metrics.
+type Status struct {
+	// Revision is the last revision taken.
+	Revision string
+	// Policies counts the policies of that revision.
+	Policies int
+	// Err is why the last fetch or load failed, if it did; the last good
+	// revision keeps running meanwhile.
+	Err error
+	// Fetched is when the source was last checked.
+	Fetched time.Time
+}
+
+// fetchFunc returns the policies of the source's current revision, or
+// unchanged when the revision is still last.
+type fetchFunc func(ctx context.Context, last string) (policies []apiv1.Policy, revision string, unchanged bool, err error)
+
+// poller turns a fetch function into a Source: it polls, and hands over a
+// revision only whole (Load rejects a revision with any broken policy), as
+// the difference from the last one: new and changed policies are upserted,
+// missing ones deleted.
+type poller struct {
+	name     string
+	interval time.Duration
+	fetch    fetchFunc
+
+	mu        sync.Mutex
+	status    Status
+	attempted bool
+	complete  bool
+	delivered map[string]Policy // by policy reference
+}
+
+func newPoller(name string, interval time.Duration, fetch fetchFunc) *poller {
+	return &poller{name: name, interval: interval, fetch: fetch, delivered: map[string]Policy{}}
+}
+
+// Name names the source.
+func (p *poller) Name() string { return p.name }
+
+// Start polls until ctx ends, the first time at once.
+func (p *poller) Start(ctx context.Context, h Handler) error {
+	go wait.UntilWithContext(ctx, func(ctx context.Context) { p.poll(ctx, h) }, p.interval)
+	return nil
+}
+
+// HasSynced reports whether the first fetch has been tried.
+func (p *poller) HasSynced() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.attempted
+}
+
+// Complete reports whether a revision has been taken: until then the source
+// says nothing about which policies are gone.
+func (p *poller) Complete() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.complete
+}
+
+// Status returns what the source last did.
+func (p *poller) Status() Status {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.status
+}
+
+func (p *poller) poll(ctx context.Context, h Handler) {
+	p.mu.Lock()
+	last := p.status.Revision
+	p.mu.Unlock()
+	policies, revision, unchanged, err := p.fetch(ctx, last)
+
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.attempted = true
+	p.status.Fetched = time.Now()
+	p.status.Err = err
+	if err != nil {
+		h.SourceFailed(p.name, err)
+		return
+	}
+	if unchanged {
+		return
+	}
+	next := map[string]Policy{}
+	for _, pol := range policies {
+		identify(pol, p.name)
+		next[celenv.PolicyRef(pol)] = Policy{Policy: pol, Source: p.name, Revision: revision}
+	}
+	for ref, old := range p.delivered {
+		if _, ok := next[ref]; !ok {
+			h.Delete(old)
+		}
+	}
+	for _, pol := range next {
+		h.Upsert(pol)
+	}
+	p.delivered = next
+	first := !p.complete
+	p.complete = true
+	p.status.Revision, p.status.Policies = revision, len(next)
+	if first {
+		h.SourceComplete(p.name)
+	}
+}
