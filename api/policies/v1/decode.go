@@ -45,14 +45,13 @@ func DecodeObject(data []byte) (Policy, error) {
 	if err := yaml.Unmarshal(data, &tm); err != nil {
 		return nil, err
 	}
-	p, err := newPolicy(tm)
-	if err != nil {
+	var obj map[string]any
+	if err := yaml.Unmarshal(data, &obj); err != nil {
 		return nil, err
 	}
-	if err := yaml.UnmarshalStrict(data, p); err != nil {
-		return nil, fmt.Errorf("%s: %w", tm.Kind, err)
-	}
-	return p, nil
+	// Through the unstructured converter, so an unknown field is named by
+	// its whole path (spec.generate[0].expresion), not only its last key.
+	return FromUnstructured(&unstructured.Unstructured{Object: obj})
 }
 
 // FromUnstructured converts a policy read from the API server (any served

@@ -1,0 +1,99 @@
+package reconcile_test
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/dynamic"
+
+	sproutv1alpha1 "github.com/sprout-gitops/sprout/api/sprout/v1alpha1"
+	"github.com/sprout-gitops/sprout/reconcile"
+	"github.com/sprout-gitops/sprout/sources"
+)
+
+// TestDirectorySource: policies in a folder are run, followed through
+// edits, kept through a broken revision, and deleted with their file.
+func TestDirectorySource(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, content string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("derived.yaml", derivedPolicy("from-dir", "dirsrc", "out", "one", true, false))
+
+	logs := &lockedBuffer{}
+	opts := reconcile.DefaultOptions()
+	opts.Logger = slog.New(slog.NewTextHandler(logs, nil))
+	opts.Sources = []sources.Source{sources.NewDirectory(dir, 100*time.Millisecond)}
+	c, err := reconcile.New(cfg, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+		if t.Failed() {
+			t.Log(logs.String())
+		}
+	})
+
+	// A policy from files is active from when Sprout first loads it: its
+	// record says so. Triggers older than that are existing ones.
+	records := dynamic.NewForConfigOrDie(cfg).Resource(sproutv1alpha1.PolicyInventories)
+	var rec *unstructured.Unstructured
+	poll(t, "the policy's record", func(ctx context.Context) (bool, error) {
+		var err error
+		rec, err = records.Get(ctx, "gpol.from-dir", metav1.GetOptions{})
+		return err == nil, nil
+	})
+	tb := newTable(t, "dirsrc")
+	tb.trigger("a", "dirsrc", "a1")
+	tb.waitFor("the downstream of a policy from a folder", "a-out", exists)
+	if src, _, _ := unstructured.NestedString(rec.Object, "spec", "source"); src != "dir:"+dir {
+		t.Errorf("record source = %q", src)
+	}
+	if rev, _, _ := unstructured.NestedString(rec.Object, "spec", "revision"); !strings.HasPrefix(rev, "sha256:") {
+		t.Errorf("record revision = %q", rev)
+	}
+
+	write("derived.yaml", derivedPolicy("from-dir", "dirsrc", "out", "two", true, false))
+	tb.waitFor("the edit to reach the downstream", "a-out", func(cm *corev1.ConfigMap) bool { return cm != nil && cm.Data["policy"] == "two" })
+
+	// A revision with one broken policy is rejected whole: the good edit
+	// next to it does not apply, and the last good revision keeps running.
+	write("derived.yaml", derivedPolicy("from-dir", "dirsrc", "out", "three", true, false))
+	write("broken.yaml", strings.Replace(derivedPolicy("broken", "dirsrc", "x", "one", true, false), "generator.Apply(", "generator.Apply((", 1))
+	poll(t, "the rejection in the log", func(context.Context) (bool, error) {
+		return strings.Contains(logs.String(), "source revision rejected") && strings.Contains(logs.String(), "broken.yaml"), nil
+	})
+	if !strings.Contains(logs.String(), "spec.generate[0].expression") {
+		t.Errorf("the rejection does not name the field path:\n%s", logs.String())
+	}
+	tb.delete("a-out")
+	tb.waitFor("the last good revision to repair drift", "a-out", func(cm *corev1.ConfigMap) bool { return cm != nil && cm.Data["policy"] == "two" })
+
+	if err := os.Remove(filepath.Join(dir, "broken.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	tb.waitFor("the fixed revision", "a-out", func(cm *corev1.ConfigMap) bool { return cm != nil && cm.Data["policy"] == "three" })
+
+	if err := os.Remove(filepath.Join(dir, "derived.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	tb.waitFor("the downstream to go with the policy's file", "a-out", absent)
+}
