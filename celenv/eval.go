@@ -3,6 +3,7 @@ package celenv
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/google/cel-go/common/types"
@@ -118,15 +119,17 @@ func (p *Program) Evaluate(ctx context.Context, in Input) (Result, error) {
 	var missing []string
 	for _, g := range p.generate {
 		before := len(gen.objects)
+		rd.missing = nil
 		if err := g.run(ctx, activation, gen); err != nil {
-			if len(rd.missing) == 0 {
+			// Only a failure that is the missing source's own: one absorbed
+			// earlier (resource.Get(...) || true) excuses no other error.
+			if len(rd.missing) == 0 || !strings.Contains(err.Error(), "not found") {
 				return Result{}, err
 			}
 			// A deleted clone source: this entry generates nothing, the
 			// others still count.
 			gen.truncate(before)
 			missing = append(missing, rd.missing...)
-			rd.missing = nil
 		}
 	}
 	return Result{Matched: true, Objects: gen.objects, MissingSources: missing}, nil

@@ -67,8 +67,9 @@ func TestEvaluateDataSource(t *testing.T) {
 	if err := yaml.Unmarshal(expected, &want); err != nil {
 		t.Fatal(err)
 	}
-	// expected.yaml is render's output: celenv does not label, inventory does.
+	// expected.yaml is render's output: celenv does not label or annotate, inventory does.
 	unstructured.RemoveNestedField(want, "metadata", "labels")
+	unstructured.RemoveNestedField(want, "metadata", "annotations")
 
 	red, err := prog.Evaluate(context.Background(), createNamespace(namespace("team-red", map[string]string{"color": "red"})))
 	if err != nil {

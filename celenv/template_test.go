@@ -376,6 +376,7 @@ func TestEvaluateTemplateFixture(t *testing.T) {
 	}
 	// expected.yaml is render's output: celenv does not label, inventory does.
 	unstructured.RemoveNestedField(want, "metadata", "labels")
+	unstructured.RemoveNestedField(want, "metadata", "annotations")
 	res, err := prog.Evaluate(context.Background(), createNamespace(trigger))
 	if err != nil {
 		t.Fatal(err)

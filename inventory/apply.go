@@ -37,9 +37,9 @@ func NewApplier(cfg *rest.Config) (*Applier, error) {
 // ApplyOptions say how desired objects are written.
 type ApplyOptions struct {
 	// Synchronize keeps existing objects equal to the desired ones, taking
-	// ownership of conflicting fields (a force apply): edits by others to the
-	// fields Sprout sets are reverted. Without it, objects are created when
-	// absent and never touched again.
+	// ownership of the fields Sprout sets: edits by others to them are
+	// reverted. Without it, objects are created when absent and never
+	// touched again.
 	Synchronize bool
 }
 
@@ -60,6 +60,7 @@ func (a *Applier) Apply(ctx context.Context, objects []*unstructured.Unstructure
 	var cs ChangeSet
 	var errs []error
 	for _, obj := range objects {
+		stampApplied(obj)
 		action, reason, err := a.decide(ctx, obj, live, opts)
 		if err != nil {
 			cs.add(obj, Failed, err.Error())
@@ -70,8 +71,11 @@ func (a *Applier) Apply(ctx context.Context, objects []*unstructured.Unstructure
 			cs.add(obj, action, reason)
 			continue
 		}
+		// ssa's Force deletes and recreates an object whose immutable fields
+		// changed; Sprout never does (DESIGN §4: no delete + recreate), it
+		// reports the error. Field ownership is always forced by ssa.
 		o := ssa.DefaultApplyOptions()
-		o.Force = opts.Synchronize
+		o.Force = false
 		entry, err := a.manager.Apply(ctx, obj, o)
 		if err != nil {
 			cs.add(obj, Failed, err.Error())

@@ -36,11 +36,18 @@ const (
 
 	// ManagedBy is the value of LabelManagedBy on Sprout's objects.
 	ManagedBy = "sprout"
+
+	// AnnotationPolicy names the policy exactly (Kind/name or
+	// Kind/namespace/name): label values are cut at 63 characters, names
+	// are not.
+	AnnotationPolicy = "sprout.dev/policy"
 )
 
 // Origin is what a downstream object was generated from: a policy, one
 // trigger object and, for a clone, the object it copies.
 type Origin struct {
+	// Policy names the policy as Kind/name or Kind/namespace/name.
+	Policy          string
 	PolicyName      string
 	PolicyNamespace string // empty for a cluster-scoped GeneratingPolicy
 	Trigger         ObjectRef
@@ -81,7 +88,8 @@ func (o Origin) Labels() map[string]string {
 	return l
 }
 
-// Label adds the origin's labels to obj, keeping its other labels.
+// Label adds the origin's labels, and the exact policy annotation, to obj,
+// keeping its other labels and annotations.
 func Label(obj *unstructured.Unstructured, o Origin) {
 	labels := obj.GetLabels()
 	if labels == nil {
@@ -91,6 +99,14 @@ func Label(obj *unstructured.Unstructured, o Origin) {
 		labels[k] = v
 	}
 	obj.SetLabels(labels)
+	if o.Policy != "" {
+		annotations := obj.GetAnnotations()
+		if annotations == nil {
+			annotations = map[string]string{}
+		}
+		annotations[AnnotationPolicy] = o.Policy
+		obj.SetAnnotations(annotations)
+	}
 }
 
 // hashLength is how many hex digits of SHA-256 end an encoded label value.

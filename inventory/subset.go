@@ -1,6 +1,35 @@
 package inventory
 
-import "k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+// AnnotationApplied holds a digest of what Sprout last applied to an object.
+// covers alone cannot see a field removed from a policy (the live object
+// still has it); a changed digest can, and the apply that follows removes
+// the field, since Sprout's field manager owned it.
+const AnnotationApplied = "sprout.dev/applied"
+
+// stampApplied sets obj's AnnotationApplied to the digest of obj without it.
+func stampApplied(obj *unstructured.Unstructured) {
+	annotations := obj.GetAnnotations()
+	delete(annotations, AnnotationApplied)
+	if len(annotations) == 0 {
+		annotations = nil
+	}
+	obj.SetAnnotations(annotations)
+	data, _ := json.Marshal(obj.Object) // maps marshal with sorted keys
+	sum := sha256.Sum256(data)
+	if annotations == nil {
+		annotations = map[string]string{}
+	}
+	annotations[AnnotationApplied] = hex.EncodeToString(sum[:12])
+	obj.SetAnnotations(annotations)
+}
 
 // covers reports whether every field of desired holds the same value in
 // live: then applying desired would change nothing Sprout sets, and no

@@ -3,6 +3,7 @@ package reconcile
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -32,17 +33,17 @@ func ownerIndex(obj any) ([]string, error) {
 	return []string{key.String()}, nil
 }
 
-// ownerOf reads the policy key from an object's labels.
+// ownerOf reads the policy key from an object's annotation, which names the
+// policy exactly (labels cut long names).
 func ownerOf(u *unstructured.Unstructured) (policyKey, bool) {
-	l := u.GetLabels()
-	name := l[inventory.LabelPolicyName]
-	if name == "" {
-		return policyKey{}, false
+	parts := strings.Split(u.GetAnnotations()[inventory.AnnotationPolicy], "/")
+	switch {
+	case len(parts) == 2 && parts[0] == apiv1.GeneratingPolicyKind:
+		return policyKey{Kind: parts[0], Name: parts[1]}, true
+	case len(parts) == 3 && parts[0] == apiv1.NamespacedGeneratingPolicyKind:
+		return policyKey{Kind: parts[0], Namespace: parts[1], Name: parts[2]}, true
 	}
-	if ns := l[inventory.LabelPolicyNamespace]; ns != "" {
-		return policyKey{Kind: apiv1.NamespacedGeneratingPolicyKind, Namespace: ns, Name: name}, true
-	}
-	return policyKey{Kind: apiv1.GeneratingPolicyKind, Name: name}, true
+	return policyKey{}, false
 }
 
 // ensureDownstreamInformers starts a label-selected informer (only Sprout's

@@ -246,6 +246,9 @@ func (c *Controller) onTrigger(gvr schema.GroupVersionResource, op admission.Ope
 	c.rememberUpdate(ti, interested, op, u, old)
 	for _, cp := range interested {
 		key := keyOf(cp.policy)
+		if cp.policy.IsNamespaced() && u.GetNamespace() != cp.policy.GetNamespace() {
+			continue // confined to its namespace: it never sees another's triggers
+		}
 		if op != "" && slices.Contains(cp.triggers, gvr) {
 			ok, err := c.matcher.matches(cp.criteria.events, gvr, op, u)
 			switch {

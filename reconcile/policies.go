@@ -96,6 +96,17 @@ func (a *admissions) admitted(k policyKey, uid types.UID) bool {
 	return a.set[k].Has(uid)
 }
 
+// retain forgets the admitted triggers that no longer exist.
+func (a *admissions) retain(k policyKey, existing sets.Set[types.UID]) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for uid := range a.set[k] {
+		if !existing.Has(uid) {
+			a.set[k].Delete(uid)
+		}
+	}
+}
+
 func (a *admissions) forget(k policyKey) {
 	a.mu.Lock()
 	defer a.mu.Unlock()

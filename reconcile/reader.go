@@ -41,6 +41,9 @@ func (r *cacheReader) store(ctx context.Context, gvr schema.GroupVersionResource
 	r.c.mu.RLock()
 	ti := r.c.informer[gvr]
 	r.c.mu.RUnlock()
+	if ti == nil {
+		return nil, fmt.Errorf("%s: informer released while reading", resourceName(gvr))
+	}
 	if !cache.WaitForCacheSync(ctx.Done(), ti.informer.HasSynced) {
 		return nil, fmt.Errorf("%s: cache did not sync: %w", resourceName(gvr), ctx.Err())
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -59,19 +60,22 @@ func (c *Controller) sync(ctx context.Context, key policyKey) error {
 	}
 
 	triggers, matchErr := c.matchingTriggers(cp)
+	if errors.Is(matchErr, errWaiting) {
+		return errWaiting
+	}
 	tombstones := c.tombstones.pending(key)
 	triggers = append(triggers, tombstones...)
 	reader := newCacheReader(c)
 	desired, matched, evalErr := c.desired(ctx, cp, triggers, reader)
 	c.setDependencies(key, reader.resources())
 	gvrs, mapErr := c.resourcesOf(desired)
-	grew, ready := c.track(key, gvrs)
-	if grew {
-		// Write-ahead: the record names a resource before its first object
-		// exists, so a crash right after an apply leaves nothing unfound.
-		if err := c.saveRecord(ctx, key, cp, nil); err != nil {
-			return err
-		}
+	ready := c.track(key, gvrs)
+	// Write-ahead: the record names every resource and admitted trigger
+	// before an object for them is written, so a crash right after an apply
+	// leaves nothing unfound and forgets no admission. Unchanged, it costs
+	// no request.
+	if err := c.saveRecord(ctx, key, cp, nil); err != nil {
+		return err
 	}
 	if !ready {
 		return errWaiting
@@ -125,20 +129,18 @@ func (c *Controller) sync(ctx context.Context, key policyKey) error {
 }
 
 // track records that the policy writes to gvrs and makes sure each is
-// watched. It reports whether the set grew, and whether every resource the
-// policy has written to is in the cache, before which what it owns cannot
-// be known.
-func (c *Controller) track(key policyKey, gvrs sets.Set[schema.GroupVersionResource]) (grew, ready bool) {
+// watched. It reports whether every resource the policy has written to is
+// in the cache, before which what it owns cannot be known.
+func (c *Controller) track(key policyKey, gvrs sets.Set[schema.GroupVersionResource]) bool {
 	c.mu.Lock()
 	if c.written[key] == nil {
 		c.written[key] = sets.New[schema.GroupVersionResource]()
 	}
-	before := c.written[key].Len()
 	c.written[key].Insert(gvrs.UnsortedList()...)
 	all := c.written[key].Clone()
 	c.mu.Unlock()
 	c.ensureDownstreamInformers(all)
-	return all.Len() > before, c.downstreamsSynced(all)
+	return c.downstreamsSynced(all)
 }
 
 // notYetGenerated drops the objects a non-synchronizing policy has already
@@ -190,7 +192,7 @@ func (c *Controller) finalize(ctx context.Context, key policyKey, gone retired) 
 		c.mu.RLock()
 		written := c.written[key].Clone()
 		c.mu.RUnlock()
-		if _, ready := c.track(key, written); !ready {
+		if !c.track(key, written) {
 			return errWaiting
 		}
 		owned, err := c.owned(key)
@@ -242,11 +244,21 @@ func (c *Controller) matchingTriggers(cp *compiledPolicy) ([]trigger, error) {
 	createAdmits := cp.operations.Has("*") || cp.operations.Has(string(admission.Create))
 	var out []trigger
 	var errs []error
+	existing := sets.New[types.UID]()
 	for _, gvr := range cp.triggers {
 		c.mu.RLock()
 		ti := c.informer[gvr]
 		c.mu.RUnlock()
-		for _, obj := range ti.informer.GetStore().List() {
+		if ti == nil {
+			return nil, errWaiting // released meanwhile by a policy change
+		}
+		cached := ti.informer.GetStore().List()
+		// In a stable order, so errors and statuses do not change with it.
+		sort.Slice(cached, func(i, j int) bool {
+			a, b := cached[i].(*unstructured.Unstructured), cached[j].(*unstructured.Unstructured)
+			return a.GetNamespace() < b.GetNamespace() || a.GetNamespace() == b.GetNamespace() && a.GetName() < b.GetName()
+		})
+		for _, obj := range cached {
 			u := obj.(*unstructured.Unstructured)
 			if cp.policy.IsNamespaced() && u.GetNamespace() != cp.policy.GetNamespace() {
 				continue
@@ -254,6 +266,7 @@ func (c *Controller) matchingTriggers(cp *compiledPolicy) ([]trigger, error) {
 			if u.GetDeletionTimestamp() != nil {
 				continue // being deleted: gone, as far as generation goes
 			}
+			existing.Insert(u.GetUID())
 			admitted := generateExisting ||
 				createAdmits && !u.GetCreationTimestamp().Time.Before(cp.activated) ||
 				c.admitted.admitted(key, u.GetUID())
@@ -266,10 +279,14 @@ func (c *Controller) matchingTriggers(cp *compiledPolicy) ([]trigger, error) {
 				continue
 			}
 			if ok {
+				// Remembered, so it stays admitted while it exists, whatever
+				// becomes of generateExisting or the operations (DESIGN §3).
+				c.admitted.admit(key, u.GetUID())
 				out = append(out, trigger{gvr: gvr, object: u})
 			}
 		}
 	}
+	c.admitted.retain(key, existing)
 	return out, errors.Join(errs...)
 }
 
@@ -362,6 +379,7 @@ func (c *Controller) evaluate(ctx context.Context, cp *compiledPolicy, t trigger
 // policy, its trigger and, for clones, its source.
 func Label(policy apiv1.Policy, trigger *unstructured.Unstructured, generated []celenv.Generated) []*unstructured.Unstructured {
 	origin := inventory.Origin{
+		Policy:     celenv.PolicyRef(policy),
 		PolicyName: policy.GetName(),
 		Trigger: inventory.ObjectRef{
 			GVK: trigger.GroupVersionKind(), Namespace: trigger.GetNamespace(), Name: trigger.GetName(), UID: trigger.GetUID(),

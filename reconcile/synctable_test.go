@@ -175,6 +175,16 @@ func TestDataSourceWithSynchronize(t *testing.T) {
 			t.Errorf("downstream was recreated, want an update in place")
 		}
 	})
+	t.Run("a field removed from the policy is removed from the downstream", func(t *testing.T) {
+		doc := derivedPolicy("derived-sync", "sync-on", "out", "two", true, false)
+		tb.applyPolicy(replaceOnce(t, doc, `"from": object.data.?value.orValue(""), `, ``))
+		tb.waitFor("the field to go", "a-out", func(cm *corev1.ConfigMap) bool {
+			_, has := cm.Data["from"]
+			return cm != nil && !has && cm.Data["policy"] == "two"
+		})
+		tb.applyPolicy(doc)
+		tb.waitFor("the field back", "a-out", func(cm *corev1.ConfigMap) bool { return cm != nil && cm.Data["from"] != "" })
+	})
 	t.Run("a policy that renames its output prunes the old name", func(t *testing.T) {
 		tb.applyPolicy(derivedPolicy("derived-sync", "sync-on", "renamed", "two", true, false))
 		tb.waitFor("the new name", "a-renamed", exists)

@@ -19,8 +19,11 @@ const ClusterSourceName = "cluster"
 // Cluster delivers the GeneratingPolicies and NamespacedGeneratingPolicies
 // stored in the cluster, watched through informers.
 type Cluster struct {
-	client    dynamic.Interface
-	informers []cache.SharedIndexInformer
+	client dynamic.Interface
+	// handlers are the registrations of our handlers: their HasSynced,
+	// unlike the informers', waits until the handler has seen every listed
+	// policy, so nothing is taken for deleted while still on its way.
+	handlers []cache.ResourceEventHandlerRegistration
 }
 
 var _ Source = (*Cluster)(nil)
@@ -34,7 +37,7 @@ func NewCluster(client dynamic.Interface) *Cluster {
 func (c *Cluster) Start(ctx context.Context, h Handler) error {
 	for _, gvr := range []schema.GroupVersionResource{apiv1.GeneratingPolicies, apiv1.NamespacedGeneratingPolicies} {
 		inf := dynamicinformer.NewFilteredDynamicInformer(c.client, gvr, "", 0, cache.Indexers{}, nil).Informer()
-		_, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		reg, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 			AddFunc:    func(obj any) { deliver(obj, h, h.Upsert) },
 			UpdateFunc: func(_, obj any) { deliver(obj, h, h.Upsert) },
 			DeleteFunc: func(obj any) {
@@ -47,7 +50,7 @@ func (c *Cluster) Start(ctx context.Context, h Handler) error {
 		if err != nil {
 			return fmt.Errorf("watch %s: %w", gvr.Resource, err)
 		}
-		c.informers = append(c.informers, inf)
+		c.handlers = append(c.handlers, reg)
 		go inf.RunWithContext(ctx)
 	}
 	return nil
@@ -59,14 +62,14 @@ func (c *Cluster) Name() string { return ClusterSourceName }
 // Complete is HasSynced: the informers' lists are whole.
 func (c *Cluster) Complete() bool { return c.HasSynced() }
 
-// HasSynced reports whether both informers have listed their policies.
+// HasSynced reports whether every policy listed at start has been handed over.
 func (c *Cluster) HasSynced() bool {
-	for _, inf := range c.informers {
-		if !inf.HasSynced() {
+	for _, reg := range c.handlers {
+		if !reg.HasSynced() {
 			return false
 		}
 	}
-	return len(c.informers) > 0
+	return len(c.handlers) > 0
 }
 
 // deliver decodes a policy object and hands it to one of h's methods. The
