@@ -41,6 +41,11 @@ type ApplyOptions struct {
 	// reverted. Without it, objects are created when absent and never
 	// touched again.
 	Synchronize bool
+	// Alive reports whether a trigger (by UID) still exists. An object of
+	// the same policy whose trigger is gone — a trigger deleted and created
+	// again under its name — is taken over instead of reported as not
+	// owned. Nil treats every trigger as alive.
+	Alive func(triggerUID string) bool
 }
 
 // Live looks up Sprout's own objects as they are in the cluster, from a
@@ -103,7 +108,7 @@ func (a *Applier) decide(ctx context.Context, obj *unstructured.Unstructured, li
 		labels = existing.GetLabels()
 	}
 	switch {
-	case !sameOrigin(labels, obj.GetLabels()):
+	case !sameOrigin(labels, obj.GetLabels()) && !orphanedByTrigger(labels, obj.GetLabels(), opts.Alive):
 		return Skipped, notOwnedReason(labels), nil
 	case !opts.Synchronize:
 		return Skipped, reasonPresent, nil
@@ -137,6 +142,20 @@ func sameOrigin(existing, desired map[string]string) bool {
 		}
 	}
 	return true
+}
+
+// orphanedByTrigger reports whether existing belongs to the same policy as
+// desired but to a trigger that no longer exists.
+func orphanedByTrigger(existing, desired map[string]string, alive func(string) bool) bool {
+	if alive == nil {
+		return false
+	}
+	for _, k := range []string{LabelManagedBy, LabelPolicyName, LabelPolicyNamespace} {
+		if existing[k] != desired[k] {
+			return false
+		}
+	}
+	return !alive(existing[LabelTriggerUID])
 }
 
 func notOwnedReason(existing map[string]string) string {

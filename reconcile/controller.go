@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -156,7 +158,19 @@ func (c *Controller) Run(ctx context.Context) error {
 	c.ctx = ctx
 	c.mu.Unlock()
 
-	c.kubeInformers.Core().V1().Namespaces().Informer()
+	// A Namespace's labels decide namespaceSelector matches and are read as
+	// namespaceObject: when they change, every policy is recomputed.
+	if _, err := c.kubeInformers.Core().V1().Namespaces().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		UpdateFunc: func(old, obj any) {
+			o, ok1 := old.(*corev1.Namespace)
+			n, ok2 := obj.(*corev1.Namespace)
+			if ok1 && ok2 && !maps.Equal(o.Labels, n.Labels) {
+				c.requeueAll()
+			}
+		},
+	}); err != nil {
+		return err
+	}
 	c.kubeInformers.Start(ctx.Done())
 	// Records first: a policy delivered by a source resumes from its record.
 	c.log.Info("waiting for informer caches")
@@ -236,4 +250,13 @@ func (c *Controller) restMapping(gvk schema.GroupVersionKind) (*meta.RESTMapping
 		m, err = c.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
 	}
 	return m, err
+}
+
+// requeueAll queues every policy.
+func (c *Controller) requeueAll() {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	for key := range c.policies {
+		c.queue.Add(key)
+	}
 }

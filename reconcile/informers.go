@@ -9,12 +9,14 @@ import (
 	"sync"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apiserver/pkg/admission"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/tools/cache"
@@ -57,7 +59,7 @@ func (l *lastUpdates) get(uid types.UID) *unstructured.Unstructured {
 // newInformer makes an informer on gvr in every namespace. Cached objects
 // drop managedFields: Sprout never reads them and they are often half the size.
 func newInformer(client dynamic.Interface, gvr schema.GroupVersionResource) cache.SharedIndexInformer {
-	inf := dynamicinformer.NewFilteredDynamicInformer(client, gvr, metav1.NamespaceAll, 0, cache.Indexers{}, nil).Informer()
+	inf := dynamicinformer.NewFilteredDynamicInformer(client, gvr, metav1.NamespaceAll, 0, cache.Indexers{byUID: uidIndex}, nil).Informer()
 	_ = inf.SetTransform(func(obj any) (any, error) {
 		if u, ok := obj.(*unstructured.Unstructured); ok {
 			u.SetManagedFields(nil)
@@ -66,6 +68,13 @@ func newInformer(client dynamic.Interface, gvr schema.GroupVersionResource) cach
 	})
 	return inf
 }
+
+// discoveryError marks a failure to resolve rules that is the API server's,
+// not the policy's: it blocks pruning and is retried at the next sync.
+type discoveryError struct{ err error }
+
+func (e *discoveryError) Error() string { return "discovery: " + e.err.Error() }
+func (e *discoveryError) Unwrap() error { return e.err }
 
 // resolveRules lists the resources the rules name, expanding "*" through
 // discovery. Subresources (pods/exec, */status) exist only as admission
@@ -82,8 +91,10 @@ func (c *Controller) resolveRules(rules []admissionregistrationv1.NamedRuleWithO
 
 func (c *Controller) resolveRulesOnce(rules []admissionregistrationv1.NamedRuleWithOperations) ([]schema.GroupVersionResource, error) {
 	_, lists, err := c.discovery.ServerGroupsAndResources()
-	if err != nil && len(lists) == 0 {
-		return nil, fmt.Errorf("discovery: %w", err)
+	if err != nil && (len(lists) == 0 || failedGroupMatters(err, rules)) {
+		// A group the rules name did not answer: its kinds would be
+		// missing, and their downstreams pruned.
+		return nil, &discoveryError{err}
 	}
 	var out []schema.GroupVersionResource
 	var errs []error
@@ -119,6 +130,24 @@ func (c *Controller) resolveRulesOnce(rules []admissionregistrationv1.NamedRuleW
 	return out, errors.Join(errs...)
 }
 
+// failedGroupMatters reports whether a partial discovery failure concerns a
+// group and version the rules name; a broken, unrelated aggregated API
+// (metrics, say) does not stop policies.
+func failedGroupMatters(err error, rules []admissionregistrationv1.NamedRuleWithOperations) bool {
+	var failed *discovery.ErrGroupDiscoveryFailed
+	if !errors.As(err, &failed) {
+		return true
+	}
+	for gv := range failed.Groups {
+		for _, r := range rules {
+			if matchesAny(r.APIGroups, gv.Group) && matchesAny(r.APIVersions, gv.Version) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 func matchesAny(patterns []string, s string) bool {
 	return slices.Contains(patterns, "*") || slices.Contains(patterns, s)
 }
@@ -143,10 +172,16 @@ func (c *Controller) ensureTriggerInformers(gvrs []schema.GroupVersionResource) 
 				c.onTrigger(gvr, admission.Create, obj, nil)
 			},
 			UpdateFunc: func(old, obj any) {
-				if sameVersion(old, obj) {
+				switch {
+				case sameVersion(old, obj):
 					return // a re-list, not a change
+				case onlyStatusChanged(old, obj):
+					// A webhook on the resource never sees a status write
+					// (it goes to the status subresource): requeue, admit nothing.
+					c.onTrigger(gvr, "", obj, nil)
+				default:
+					c.onTrigger(gvr, admission.Update, obj, old)
 				}
-				c.onTrigger(gvr, admission.Update, obj, old)
 			},
 			DeleteFunc: func(obj any) { c.onTrigger(gvr, admission.Delete, obj, nil) },
 		})
@@ -154,6 +189,31 @@ func (c *Controller) ensureTriggerInformers(gvrs []schema.GroupVersionResource) 
 		go inf.RunWithContext(ctx)
 		c.log.Info("watching triggers", "resource", resourceName(gvr))
 	}
+}
+
+// onlyStatusChanged reports whether an update changed nothing but status
+// (and the metadata every write changes).
+func onlyStatusChanged(old, obj any) bool {
+	o, ok1 := old.(*unstructured.Unstructured)
+	n, ok2 := obj.(*unstructured.Unstructured)
+	if !ok1 || !ok2 {
+		return false
+	}
+	strip := func(u *unstructured.Unstructured) map[string]any {
+		m := make(map[string]any, len(u.Object))
+		for k, v := range u.Object {
+			if k != "status" && k != "metadata" {
+				m[k] = v
+			}
+		}
+		meta := u.DeepCopy()
+		meta.SetResourceVersion("")
+		meta.SetManagedFields(nil)
+		meta.SetGeneration(0)
+		m["metadata"] = meta.Object["metadata"]
+		return m
+	}
+	return equality.Semantic.DeepEqual(strip(o), strip(n))
 }
 
 func sameVersion(old, obj any) bool {
@@ -298,4 +358,14 @@ func (c *Controller) setDependencies(key policyKey, read sets.Set[schema.GroupVe
 // resourceName spells a resource as kubectl does: resource.version.group.
 func resourceName(gvr schema.GroupVersionResource) string {
 	return strings.TrimSuffix(gvr.Resource+"."+gvr.Version+"."+gvr.Group, ".")
+}
+
+// byUID indexes trigger caches by object UID.
+const byUID = "uid"
+
+func uidIndex(obj any) ([]string, error) {
+	if u, ok := obj.(*unstructured.Unstructured); ok {
+		return []string{string(u.GetUID())}, nil
+	}
+	return nil, nil
 }

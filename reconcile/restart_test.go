@@ -294,3 +294,33 @@ func TestLargeRecordsAreSharded(t *testing.T) {
 		}
 	}
 }
+
+// TestTriggerRecreatedUnderItsName: a downstream whose trigger was deleted
+// and created again (a new UID) is taken over by the new trigger, not
+// reported as someone else's forever.
+func TestTriggerRecreatedUnderItsName(t *testing.T) {
+	tb := newTable(t, "recreated")
+	tb.applyPolicy(derivedPolicy("recreated", "recreated", "out", "one", true, false))
+	t.Cleanup(func() { tb.deletePolicy("recreated") })
+	tb.trigger("a", "recreated", "v1")
+	runUntilSynced(t, cfg, "GeneratingPolicy/recreated")
+	before := tb.get("a-out")
+	if before == nil {
+		t.Fatal("no downstream")
+	}
+	tb.delete("a")
+	tb.trigger("a", "recreated", "v2")
+	runUntilSynced(t, cfg, "GeneratingPolicy/recreated")
+	trigger, err := tb.kube.CoreV1().ConfigMaps("recreated").Get(context.Background(), "a", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	after := tb.get("a-out")
+	if after == nil || after.Labels["generate.kyverno.io/trigger-uid"] != string(trigger.UID) || after.Data["from"] != "v2" {
+		t.Errorf("the downstream was not taken over by the new trigger: %v %v", after.Labels, after.Data)
+	}
+	c, err := policyCondition(context.Background(), "recreated")
+	if err != nil || c == nil || c.Status != metav1.ConditionTrue {
+		t.Errorf("policy not Ready: %+v %v", c, err)
+	}
+}

@@ -55,6 +55,14 @@ func (c *Controller) sync(ctx context.Context, key policyKey) error {
 		// Terminal until the policy changes: retrying cannot fix a typo.
 		return c.reportStatus(ctx, cp, outcome{reason: ReasonCompileFailed, err: err})
 	}
+	var discoveryErr *discoveryError
+	if errors.As(cp.resolveErr, &discoveryErr) {
+		// Which resources the rules name is unknown: nothing can be decided.
+		cp = c.resolveAgain(key, cp)
+		if errors.As(cp.resolveErr, &discoveryErr) {
+			return errors.Join(discoveryErr, c.reportStatus(ctx, cp, outcome{reason: ReasonMatchFailed, err: discoveryErr}))
+		}
+	}
 	if !c.triggersSynced(cp) {
 		return errWaiting
 	}
@@ -85,7 +93,8 @@ func (c *Controller) sync(ctx context.Context, key policyKey) error {
 	if !sync {
 		toWrite = c.notYetGenerated(key, desired)
 	}
-	changes, applyErr := c.applier.Apply(ctx, toWrite, liveObjects{c}, inventory.ApplyOptions{Synchronize: sync})
+	alive := c.triggerExists(cp)
+	changes, applyErr := c.applier.Apply(ctx, toWrite, liveObjects{c}, inventory.ApplyOptions{Synchronize: sync, Alive: alive})
 	if !sync {
 		c.noteGenerated(key, changes)
 	}
@@ -141,6 +150,26 @@ func (c *Controller) track(key policyKey, gvrs sets.Set[schema.GroupVersionResou
 	c.mu.Unlock()
 	c.ensureDownstreamInformers(all)
 	return c.downstreamsSynced(all)
+}
+
+// triggerExists answers, from the caches, whether a trigger of the policy
+// still exists.
+func (c *Controller) triggerExists(cp *compiledPolicy) func(string) bool {
+	return func(uid string) bool {
+		c.mu.RLock()
+		defer c.mu.RUnlock()
+		for _, gvr := range cp.triggers {
+			ti := c.informer[gvr]
+			if ti == nil {
+				return true // cannot tell: assume it does
+			}
+			objs, err := ti.informer.GetIndexer().ByIndex(byUID, uid)
+			if err != nil || len(objs) > 0 {
+				return true
+			}
+		}
+		return false
+	}
 }
 
 // notYetGenerated drops the objects a non-synchronizing policy has already
@@ -217,6 +246,19 @@ func (c *Controller) finalize(ctx context.Context, key policyKey, gone retired) 
 	c.mu.Unlock()
 	c.releaseInformers()
 	return nil
+}
+
+// resolveAgain resolves a policy's rules again after a discovery failure.
+func (c *Controller) resolveAgain(key policyKey, cp *compiledPolicy) *compiledPolicy {
+	next := *cp
+	next.triggers, next.resolveErr = c.resolveRules(cp.policy.PolicySpec().MatchConstraints.ResourceRules)
+	c.mu.Lock()
+	if c.policies[key] == cp {
+		c.policies[key] = &next
+	}
+	c.mu.Unlock()
+	c.ensureTriggerInformers(next.triggers)
+	return &next
 }
 
 // triggersSynced reports whether every trigger informer of the policy has
