@@ -222,8 +222,13 @@ func (c *Controller) processNextWorkItem(ctx context.Context) bool {
 	start := time.Now()
 	err := c.sync(ctx, key)
 	if errors.Is(err, errWaiting) {
-		c.queue.Forget(key)
-		c.queue.AddAfter(key, 100*time.Millisecond)
+		// Backs off like a failure, and says so once it has lasted: a cache
+		// that never syncs (RBAC forbids the list, a CRD was removed) must
+		// not be a silent hot loop.
+		if n := c.queue.NumRequeues(key); n > 0 && n%20 == 0 {
+			c.log.Warn("still waiting for caches to sync", "policy", key.String(), "attempts", n)
+		}
+		c.queue.AddRateLimited(key)
 		return true
 	}
 	if c.opts.OnSync != nil {
