@@ -43,7 +43,7 @@ const DefaultShardSize = 8000
 
 // Records reads (from a cache) and writes PolicyInventory objects, splitting
 // a record whose lists grow too large over shard records named
-// <record>.<i>, so a policy with 100,000 triggers fits.
+// <record>.<n>-<i>, so a policy with 100,000 triggers fits.
 type Records struct {
 	client    dynamic.ResourceInterface
 	store     cache.Store
@@ -108,7 +108,7 @@ func (r *Records) List() ([]*sproutv1alpha1.PolicyInventory, error) {
 func (r *Records) merge(main *sproutv1alpha1.PolicyInventory) (*sproutv1alpha1.PolicyInventory, error) {
 	out := main.DeepCopy()
 	for i := range main.Spec.Shards {
-		shard, err := r.cached(shardName(main.Name, i))
+		shard, err := r.cached(shardName(main.Name, main.Spec.Shards, i))
 		if err != nil {
 			return nil, err
 		}
@@ -122,7 +122,10 @@ func (r *Records) merge(main *sproutv1alpha1.PolicyInventory) (*sproutv1alpha1.P
 	return out, nil
 }
 
-func shardName(main string, i int) string { return fmt.Sprintf("%s.%d", main, i) }
+// shardName names shard i of a set of n. The set size is in the name, so a
+// reshard writes a new set before the main record points to it, and a crash
+// in between leaves the main record pointing to a whole set.
+func shardName(main string, n, i int) string { return fmt.Sprintf("%s.%d-%d", main, n, i) }
 
 // split spreads a record's lists over shards when they are too long for one
 // object: each entry goes to the shard its hash names, so adding one entry
@@ -136,7 +139,7 @@ func (r *Records) split(rec *sproutv1alpha1.PolicyInventory) (*sproutv1alpha1.Po
 	shards := make([]*sproutv1alpha1.PolicyInventory, n)
 	for i := range shards {
 		shards[i] = &sproutv1alpha1.PolicyInventory{}
-		shards[i].Name = shardName(rec.Name, i)
+		shards[i].Name = shardName(rec.Name, n, i)
 		shards[i].Labels = rec.Labels
 		shards[i].Spec = sproutv1alpha1.PolicyInventorySpec{Policy: rec.Spec.Policy, ShardOf: rec.Name}
 	}
@@ -183,9 +186,10 @@ func (r *Records) Save(ctx context.Context, rec *sproutv1alpha1.PolicyInventory)
 	if err := r.saveOne(ctx, main, current); err != nil {
 		return err
 	}
-	if current != nil {
-		for i := len(shards); i < current.Spec.Shards; i++ {
-			if err := r.deleteOne(ctx, shardName(main.Name, i)); err != nil {
+	if current != nil && current.Spec.Shards != len(shards) {
+		// The old set, now that the main record no longer points to it.
+		for i := range current.Spec.Shards {
+			if err := r.deleteOne(ctx, shardName(main.Name, current.Spec.Shards, i)); err != nil {
 				return err
 			}
 		}
@@ -234,7 +238,7 @@ func (r *Records) Delete(ctx context.Context, ref sproutv1alpha1.PolicyReference
 	}
 	if current != nil {
 		for i := range current.Spec.Shards {
-			if err := r.deleteOne(ctx, shardName(name, i)); err != nil {
+			if err := r.deleteOne(ctx, shardName(name, current.Spec.Shards, i)); err != nil {
 				return err
 			}
 		}

@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	apiv1 "github.com/sprout-gitops/sprout/api/policies/v1"
+	sproutv1alpha1 "github.com/sprout-gitops/sprout/api/sprout/v1alpha1"
 	"github.com/sprout-gitops/sprout/fixtures"
 	"github.com/sprout-gitops/sprout/internal/controlplane"
 	"github.com/sprout-gitops/sprout/internal/manifest"
@@ -258,6 +259,14 @@ func TestBrokenPolicyIsReportedAndOthersKeepWorking(t *testing.T) {
 	if !strings.Contains(c.Message, "spec.variables[1].expression") {
 		t.Errorf("condition message %q does not name the field path", c.Message)
 	}
+	poll(t, "the error on the policy's record", func(ctx context.Context) (bool, error) {
+		rec, err := dynamic.NewForConfigOrDie(cfg).Resource(sproutv1alpha1.PolicyInventories).Get(ctx, "gpol.broken-variable", metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		conds, _, _ := unstructured.NestedSlice(rec.Object, "status", "conditions")
+		return len(conds) == 1 && strings.Contains(fmt.Sprint(conds[0]), "spec.variables[1].expression"), nil
+	})
 	log := logs.String()
 	for _, want := range []string{"GeneratingPolicy/broken-variable", "spec.variables[1].expression"} {
 		if !strings.Contains(log, want) {

@@ -99,7 +99,9 @@ func (c *Controller) saveRecord(ctx context.Context, key policyKey, cp *compiled
 	rec.Spec.Generated = c.generated[key].UnsortedList()
 	c.mu.RUnlock()
 	if out != nil {
-		rec.Status.Triggers, rec.Status.Objects = out.triggers, out.objects
+		if out.reason != ReasonCompileFailed {
+			rec.Status.Triggers, rec.Status.Objects = out.triggers, out.objects
+		}
 		meta.SetStatusCondition(&rec.Status.Conditions, readyCondition(cp, *out))
 	}
 	return c.records.Save(ctx, rec)

@@ -253,7 +253,7 @@ func TestLargeRecordsAreSharded(t *testing.T) {
 	}
 	total := 0
 	for i := range shards {
-		shard, err := records.Get(context.Background(), fmt.Sprintf("gpol.sharded.%d", i), metav1.GetOptions{})
+		shard, err := records.Get(context.Background(), fmt.Sprintf("gpol.sharded.%d-%d", shards, i), metav1.GetOptions{})
 		if err != nil {
 			t.Fatalf("shard %d: %v", i, err)
 		}

@@ -52,8 +52,10 @@ func (c *Controller) sync(ctx context.Context, key policyKey) error {
 		return nil
 	}
 	if err := cp.program.Err(); err != nil {
-		// Terminal until the policy changes: retrying cannot fix a typo.
-		return c.reportStatus(ctx, cp, outcome{reason: ReasonCompileFailed, err: err})
+		// Terminal until the policy changes: retrying cannot fix a typo. The
+		// record carries it too: for a policy from files it is the only status.
+		out := outcome{reason: ReasonCompileFailed, err: err}
+		return errors.Join(c.reportStatus(ctx, cp, out), c.saveRecord(ctx, key, cp, &out))
 	}
 	var discoveryErr *discoveryError
 	if errors.As(cp.resolveErr, &discoveryErr) {
