@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/robfig/cron/v3"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -42,6 +43,10 @@ type Options struct {
 	// Sources deliver the policies to run; none means the policies stored
 	// in the cluster.
 	Sources []sources.Source
+	// ResyncSchedule is a cron spec (robfig/cron: "0 * * * *", "@hourly",
+	// "@every 10m") for full recomputes of every policy, repairing drift no
+	// event reported; empty means never.
+	ResyncSchedule string
 	// RecordShardSize is how many admitted and generated entries one
 	// PolicyInventory holds before it is split over shards; 0 is the default.
 	RecordShardSize int
@@ -52,7 +57,7 @@ type Options struct {
 
 // DefaultOptions returns the options `sprout run` starts with.
 func DefaultOptions() Options {
-	return Options{Workers: 4}
+	return Options{Workers: 4, ResyncSchedule: "@hourly"}
 }
 
 // Controller runs GeneratingPolicies and NamespacedGeneratingPolicies found
@@ -192,6 +197,13 @@ func (c *Controller) Run(ctx context.Context) error {
 			c.retireOrphanRecords(src.Name())
 		}
 	}
+	if c.opts.ResyncSchedule != "" {
+		stop, err := c.scheduleResync(c.opts.ResyncSchedule)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
 	c.log.Info("started", "workers", c.opts.Workers)
 	var wg sync.WaitGroup
 	for range c.opts.Workers {
@@ -264,4 +276,21 @@ func (c *Controller) requeueAll() {
 	for key := range c.policies {
 		c.queue.Add(key)
 	}
+}
+
+// scheduleResync queues every policy on the cron schedule: a full recompute
+// that writes only where something drifted.
+func (c *Controller) scheduleResync(spec string) (stop func(), err error) {
+	schedule, err := cron.ParseStandard(spec)
+	if err != nil {
+		return nil, fmt.Errorf("resync schedule %q: %w", spec, err)
+	}
+	cr := cron.New()
+	cr.Schedule(schedule, cron.FuncJob(func() {
+		c.log.Info("resync: recomputing every policy")
+		c.discovery.Invalidate()
+		c.requeueAll()
+	}))
+	cr.Start()
+	return func() { <-cr.Stop().Done() }, nil
 }

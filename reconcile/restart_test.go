@@ -324,3 +324,44 @@ func TestTriggerRecreatedUnderItsName(t *testing.T) {
 		t.Errorf("policy not Ready: %+v %v", c, err)
 	}
 }
+
+// TestResyncWithNothingChangedWritesNothing: scheduled full recomputes run
+// every policy again and write nothing when nothing drifted.
+func TestResyncWithNothingChangedWritesNothing(t *testing.T) {
+	tb := newTable(t, "resync")
+	tb.applyPolicy(derivedPolicy("resync", "resync", "out", "one", true, false))
+	t.Cleanup(func() { tb.deletePolicy("resync") })
+	tb.trigger("a", "resync", "a1")
+	runUntilSynced(t, cfg, "GeneratingPolicy/resync")
+
+	counted := rest.CopyConfig(cfg)
+	counter := &writeCounter{}
+	counted.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		counter.next = rt
+		return counter
+	})
+	var syncs atomic.Int64
+	opts := reconcile.DefaultOptions()
+	opts.Logger = slog.New(slog.DiscardHandler)
+	opts.ResyncSchedule = "@every 1s"
+	opts.OnSync = func(policy string, err error) {
+		if policy == "GeneratingPolicy/resync" && err == nil {
+			syncs.Add(1)
+		}
+	}
+	c, err := reconcile.New(counted, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	poll(t, "two resyncs after the first sync", func(context.Context) (bool, error) { return syncs.Load() >= 3, nil })
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if n := counter.writes.Load(); n != 0 {
+		t.Errorf("resyncs with nothing changed made %d write requests: %v", n, counter.seen)
+	}
+}

@@ -75,5 +75,6 @@ the folders in the order given.`,
 	f.BoolVar(&ro.clusterPolicies, "cluster-policies", ro.clusterPolicies, "run the policies stored in the cluster")
 	f.StringSliceVar(&ro.policyDirs, "policy-dir", nil, "a folder of policy files (*.yaml, *.yml, any depth) to run; repeat for several")
 	f.DurationVar(&ro.pollInterval, "poll-interval", ro.pollInterval, "how often policy folders are read again")
+	f.StringVar(&opts.ResyncSchedule, "resync-schedule", opts.ResyncSchedule, `cron spec ("0 * * * *", "@hourly", "@every 10m") of full recomputes that repair drift no event reported; "" turns them off`)
 	return cmd
 }
