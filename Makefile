@@ -19,7 +19,7 @@ KUBE_LDFLAGS := -s -w \
 APISERVER_STAMP := $(BIN)/.kube-apiserver-$(KUBE_VERSION)
 ETCD_STAMP := $(BIN)/.etcd-$(ETCD_VERSION)
 
-.PHONY: all build tools test run vet generate clean
+.PHONY: all build tools git test run vet generate clean
 
 all: build tools
 
@@ -42,8 +42,13 @@ $(ETCD_STAMP):
 	cd hack/etcd && $(GO) build -ldflags '-s -w' -o $(BIN)/etcd go.etcd.io/etcd/server/v3
 	@rm -f $(BIN)/.etcd-* && touch $@
 
+## git: the git binary, which Git sources on file:// and the Git tests use
+git:
+	@command -v git >/dev/null 2>&1 || { echo "installing git (Debian package)"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq git; }
+
 ## test: vet, then every test against a real kube-apiserver and etcd
-test: tools vet
+test: tools git vet
 	$(GO) test ./... -count=1 -timeout 15m
 
 ## run: the demo on a local control plane (Ctrl-C stops it and cleans up)

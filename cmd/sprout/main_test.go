@@ -52,7 +52,7 @@ func TestHelpDescribesEveryFlag(t *testing.T) {
 	if err := root.Execute(); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"--kubeconfig", "--context", "--workers", "--log-level", "--log-format", "--policy-dir", "--poll-interval", "--cluster-policies", "--resync-schedule"} {
+	for _, want := range []string{"--kubeconfig", "--context", "--workers", "--log-level", "--log-format", "--policy-dir", "--poll-interval", "--cluster-policies", "--resync-schedule", "--git-url", "--git-branch", "--git-path"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("sprout run --help does not mention %s:\n%s", want, out.String())
 		}

@@ -1,0 +1,143 @@
+package sources
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/object"
+)
+
+// testRepo is a real Git repository in a temporary folder, served as file://.
+type testRepo struct {
+	t    *testing.T
+	dir  string
+	repo *git.Repository
+}
+
+func newTestRepo(t *testing.T) *testRepo {
+	t.Helper()
+	dir := t.TempDir()
+	repo, err := git.PlainInitWithOptions(dir, &git.PlainInitOptions{
+		InitOptions: git.InitOptions{DefaultBranch: plumbing.NewBranchReferenceName("main")},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &testRepo{t: t, dir: dir, repo: repo}
+}
+
+func (r *testRepo) url() string { return "file://" + r.dir }
+
+// commit writes files (empty content deletes) and commits them.
+func (r *testRepo) commit(msg string, files map[string]string) plumbing.Hash {
+	r.t.Helper()
+	wt, err := r.repo.Worktree()
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	for name, content := range files {
+		p := filepath.Join(r.dir, name)
+		if content == "" {
+			if _, err := wt.Remove(name); err != nil {
+				r.t.Fatal(err)
+			}
+			continue
+		}
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			r.t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			r.t.Fatal(err)
+		}
+		if _, err := wt.Add(name); err != nil {
+			r.t.Fatal(err)
+		}
+	}
+	h, err := wt.Commit(msg, &git.CommitOptions{Author: &object.Signature{Name: "test", Email: "test@example.com", When: time.Now()}})
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return h
+}
+
+func (r *testRepo) tag(name string, h plumbing.Hash) {
+	r.t.Helper()
+	if _, err := r.repo.CreateTag(name, h, &git.CreateTagOptions{Message: name, Tagger: &object.Signature{Name: "test", Email: "t@example.com", When: time.Now()}}); err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+func sproutGitDirs(t *testing.T) int {
+	t.Helper()
+	m, err := filepath.Glob(filepath.Join(os.TempDir(), "sprout-git-*"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(m)
+}
+
+func TestGitFetch(t *testing.T) {
+	repo := newTestRepo(t)
+	first := repo.commit("one policy", map[string]string{
+		"README.md":        "not read",
+		"policies/a.yaml":  policyNamed("a"),
+		"elsewhere/x.yaml": "not: [read",
+	})
+	g, err := NewGit(GitOptions{URL: repo.url(), Branch: "main", Path: "policies"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := sproutGitDirs(t)
+	ctx := context.Background()
+
+	policies, rev, unchanged, err := g.fetch(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if unchanged || len(policies) != 1 || policies[0].GetName() != "a" || rev != "main@sha1:"+first.String() {
+		t.Fatalf("fetch: %d policies, revision %q, unchanged %v", len(policies), rev, unchanged)
+	}
+	if _, _, unchanged, err := g.fetch(ctx, rev); err != nil || !unchanged {
+		t.Fatalf("an unmoved ref must not be fetched again: unchanged %v, %v", unchanged, err)
+	}
+
+	repo.commit("a broken one", map[string]string{"policies/b.yaml": strings.Replace(policyNamed("b"), "generator.Apply(", "generator.Apply((", 1)})
+	if _, _, _, err := g.fetch(ctx, rev); err == nil || !strings.Contains(err.Error(), "policies/b.yaml") || !strings.Contains(err.Error(), "spec.generate[0].expression") {
+		t.Fatalf("a broken revision must be rejected naming file and field: %v", err)
+	}
+
+	fixed := repo.commit("fixed", map[string]string{"policies/b.yaml": policyNamed("b")})
+	repo.tag("v1.0.0", fixed)
+	policies, rev, _, err = g.fetch(ctx, rev)
+	if err != nil || len(policies) != 2 {
+		t.Fatalf("the fixed revision: %d policies, %v", len(policies), err)
+	}
+
+	tagged, err := NewGit(GitOptions{URL: repo.url(), Tag: "v1.0.0", Path: "/policies/"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	repo.commit("after the tag", map[string]string{"policies/a.yaml": ""})
+	policies, rev, _, err = tagged.fetch(ctx, "")
+	if err != nil || len(policies) != 2 || rev != "v1.0.0@sha1:"+fixed.String() {
+		t.Fatalf("the tag: %d policies, revision %q, %v", len(policies), rev, err)
+	}
+	if after := sproutGitDirs(t); after != before {
+		t.Errorf("fetches left %d working trees behind", after-before)
+	}
+
+	missing, _ := NewGit(GitOptions{URL: repo.url(), Branch: "nope"})
+	if _, _, _, err := missing.fetch(ctx, ""); err == nil || !strings.Contains(err.Error(), "refs/heads/nope") {
+		t.Errorf("a missing branch: %v", err)
+	}
+	unreachable, _ := NewGit(GitOptions{URL: "file:///nonexistent/repo", Timeout: 5 * time.Second})
+	if _, _, _, err := unreachable.fetch(ctx, ""); err == nil {
+		t.Error("an unreachable remote gave no error")
+	}
+}
