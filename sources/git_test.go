@@ -141,3 +141,58 @@ func TestGitFetch(t *testing.T) {
 		t.Error("an unreachable remote gave no error")
 	}
 }
+
+// recorder is a Handler that records what a source hands over.
+type recorder struct {
+	upserts, deletes []string
+	failures         []error
+	complete         int
+}
+
+func (r *recorder) Upsert(p Policy)                  { r.upserts = append(r.upserts, p.GetName()+"@"+p.Revision) }
+func (r *recorder) Delete(p Policy)                  { r.deletes = append(r.deletes, p.GetName()) }
+func (r *recorder) Invalid(string, string, error)    {}
+func (r *recorder) SourceFailed(_ string, err error) { r.failures = append(r.failures, err) }
+func (r *recorder) SourceComplete(string)            { r.complete++ }
+
+// TestUnreachableRemoteDeletesNothing: while the remote is gone, errors are
+// reported and nothing is deleted; when it returns, work resumes.
+func TestUnreachableRemoteDeletesNothing(t *testing.T) {
+	repo := newTestRepo(t)
+	repo.commit("two policies", map[string]string{"a.yaml": policyNamed("a"), "b.yaml": policyNamed("b")})
+	g, err := NewGit(GitOptions{URL: repo.url(), Branch: "main", Timeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &recorder{}
+	ctx := context.Background()
+	g.poll(ctx, h)
+	if len(h.upserts) != 2 || h.complete != 1 || len(h.failures) != 0 {
+		t.Fatalf("first poll: %+v", h)
+	}
+
+	away := repo.dir + ".away"
+	if err := os.Rename(repo.dir, away); err != nil {
+		t.Fatal(err)
+	}
+	g.poll(ctx, h)
+	g.poll(ctx, h)
+	if len(h.failures) != 2 || len(h.deletes) != 0 {
+		t.Fatalf("while unreachable: %d failures, deletes %v", len(h.failures), h.deletes)
+	}
+	if st := g.Status(); st.Err == nil || st.Policies != 2 {
+		t.Errorf("status while unreachable: %+v", st)
+	}
+
+	if err := os.Rename(away, repo.dir); err != nil {
+		t.Fatal(err)
+	}
+	repo.commit("one removed", map[string]string{"b.yaml": ""})
+	g.poll(ctx, h)
+	if st := g.Status(); st.Err != nil || st.Policies != 1 {
+		t.Errorf("status after recovery: %+v", st)
+	}
+	if len(h.deletes) != 1 || h.deletes[0] != "b" {
+		t.Errorf("after recovery, deletes %v, want [b]", h.deletes)
+	}
+}
