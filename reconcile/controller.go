@@ -99,6 +99,7 @@ type Controller struct {
 	admitted   admissions
 	tombstones tombstones
 	claims     claims
+	waits      waits
 }
 
 // New connects a Controller to the cluster at cfg. Nothing runs until Run.
@@ -234,15 +235,17 @@ func (c *Controller) processNextWorkItem(ctx context.Context) bool {
 	start := time.Now()
 	err := c.sync(ctx, key)
 	if errors.Is(err, errWaiting) {
-		// Backs off like a failure, and says so once it has lasted: a cache
-		// that never syncs (RBAC forbids the list, a CRD was removed) must
-		// not be a silent hot loop.
-		if n := c.queue.NumRequeues(key); n > 0 && n%20 == 0 {
+		// Backs off (100 ms doubling to at most 3.2 s) and says so once it
+		// has lasted: a cache that never syncs (RBAC forbids the list, a CRD
+		// was removed) must not be a silent hot loop.
+		n := c.waits.add(key)
+		if n%20 == 0 {
 			c.log.Warn("still waiting for caches to sync", "policy", key.String(), "attempts", n)
 		}
-		c.queue.AddRateLimited(key)
+		c.queue.AddAfter(key, 100*time.Millisecond<<min(n-1, 5))
 		return true
 	}
+	c.waits.reset(key)
 	if c.opts.OnSync != nil {
 		c.opts.OnSync(key.String(), err)
 	}
@@ -293,4 +296,26 @@ func (c *Controller) scheduleResync(spec string) (stop func(), err error) {
 	}))
 	cr.Start()
 	return func() { <-cr.Stop().Done() }, nil
+}
+
+// waits counts, per policy, the syncs in a row that had to wait for a cache.
+type waits struct {
+	mu sync.Mutex
+	n  map[policyKey]int
+}
+
+func (w *waits) add(k policyKey) int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.n == nil {
+		w.n = map[policyKey]int{}
+	}
+	w.n[k]++
+	return w.n[k]
+}
+
+func (w *waits) reset(k policyKey) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	delete(w.n, k)
 }
