@@ -53,16 +53,20 @@ func (b *lockedBuffer) String() string {
 // startController runs a controller until the test ends and returns its log.
 func startController(t *testing.T) *lockedBuffer {
 	t.Helper()
-	logs, _ := runController(t)
+	logs, _ := runController(t, nil)
 	return logs
 }
 
-// runController runs a controller until the test ends.
-func runController(t *testing.T) (*lockedBuffer, *reconcile.Controller) {
+// runController runs a controller, with options changed by edit, until the
+// test ends; its log is shown when the test fails.
+func runController(t *testing.T, edit func(*reconcile.Options)) (*lockedBuffer, *reconcile.Controller) {
 	t.Helper()
 	logs := &lockedBuffer{}
 	opts := reconcile.DefaultOptions()
 	opts.Logger = slog.New(slog.NewTextHandler(logs, nil))
+	if edit != nil {
+		edit(&opts)
+	}
 	c, err := reconcile.New(cfg, opts)
 	if err != nil {
 		t.Fatal(err)
@@ -74,6 +78,9 @@ func runController(t *testing.T) (*lockedBuffer, *reconcile.Controller) {
 		cancel()
 		if err := <-done; err != nil {
 			t.Errorf("controller: %v", err)
+		}
+		if t.Failed() {
+			t.Log(logs.String())
 		}
 	})
 	return logs, c

@@ -2,7 +2,6 @@ package reconcile_test
 
 import (
 	"context"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -31,25 +30,8 @@ func TestDirectorySource(t *testing.T) {
 	}
 	write("derived.yaml", derivedPolicy("from-dir", "dirsrc", "out", "one", true, false))
 
-	logs := &lockedBuffer{}
-	opts := reconcile.DefaultOptions()
-	opts.Logger = slog.New(slog.NewTextHandler(logs, nil))
-	opts.Sources = []sources.Source{sources.NewDirectory(dir, 100*time.Millisecond)}
-	c, err := reconcile.New(cfg, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- c.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-		if t.Failed() {
-			t.Log(logs.String())
-		}
+	logs, _ := runController(t, func(o *reconcile.Options) {
+		o.Sources = []sources.Source{sources.NewDirectory(dir, 100*time.Millisecond)}
 	})
 
 	// A policy from files is active from when Sprout first loads it: its

@@ -196,12 +196,7 @@ func replaceFirst(s, old, new string) string { return strings.Replace(s, old, ne
 // for live triggers, generates once from a deleted trigger's last state, and
 // never prunes what it generated for the trigger's absence.
 func TestGenerateOnDelete(t *testing.T) {
-	logs := startController(t)
-	defer func() {
-		if t.Failed() {
-			t.Log(logs.String())
-		}
-	}()
+	startController(t)
 	tb := newTable(t, "on-delete")
 	doc := derivedPolicy("on-delete", "on-delete", "tombstone", "one", true, false)
 	doc = replaceOnce(t, doc, `operations: ["CREATE", "UPDATE"]`, `operations: ["DELETE"]`)
@@ -239,7 +234,7 @@ func TestGenerateOnDelete(t *testing.T) {
 // TestInformersFollowPolicies: a resource is watched while a policy needs it
 // and no longer once the last such policy is gone.
 func TestInformersFollowPolicies(t *testing.T) {
-	_, c := runController(t)
+	_, c := runController(t, nil)
 	tb := newTable(t, "watched")
 	doc := replaceOnce(t, derivedPolicy("watched", "watched", "out", "one", true, false), `resources: ["configmaps"]`, `resources: ["serviceaccounts"]`)
 	tb.applyPolicy(doc)

@@ -18,27 +18,12 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/sprout-gitops/sprout/fixtures"
-	"github.com/sprout-gitops/sprout/internal/controlplane"
 )
 
 // TestRunFollowsAGitRepository: sprout run --git-url runs the policies of a
 // real repository (file://) and follows commits that add, change and remove
 // a policy, within the poll interval.
 func TestRunFollowsAGitRepository(t *testing.T) {
-	cp, err := controlplane.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cp.Stop() })
-	kubeconfig, err := cp.Kubeconfig()
-	if err != nil {
-		t.Fatal(err)
-	}
-	kcPath := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := os.WriteFile(kcPath, kubeconfig, 0o600); err != nil {
-		t.Fatal(err)
-	}
-
 	dir := t.TempDir()
 	repo, err := git.PlainInitWithOptions(dir, &git.PlainInitOptions{InitOptions: git.InitOptions{DefaultBranch: plumbing.NewBranchReferenceName("main")}})
 	if err != nil {
@@ -79,21 +64,8 @@ func TestRunFollowsAGitRepository(t *testing.T) {
 	// error, never "delete everything"): it holds a README too.
 	commit(map[string]string{"policies/zk.yaml": string(policy), "policies/README.md": "policies", "README.md": "platform repo"})
 
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		root := newRootCommand()
-		root.SetArgs([]string{"run", "--kubeconfig", kcPath, "--cluster-policies=false",
-			"--git-url", "file://" + dir, "--git-branch", "main", "--git-path", "policies", "--poll-interval", "200ms"})
-		root.SetErr(&syncBuffer{})
-		done <- root.ExecuteContext(ctx)
-	}()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("sprout run: %v", err)
-		}
-	})
+	cp := startRun(t, "--cluster-policies=false",
+		"--git-url", "file://"+dir, "--git-branch", "main", "--git-path", "policies", "--poll-interval", "200ms")
 
 	kube := kubernetes.NewForConfigOrDie(cp.Config)
 	cm := func(ctx context.Context) (*corev1.ConfigMap, error) {

@@ -77,7 +77,10 @@ func (b *syncBuffer) String() string {
 	return b.buf.String()
 }
 
-func TestRunWatchesTheClusterOfItsKubeconfig(t *testing.T) {
+// startRun starts a control plane for the test and `sprout run` against it
+// with its kubeconfig and args, both stopped when the test ends.
+func startRun(t *testing.T, args ...string) *controlplane.ControlPlane {
+	t.Helper()
 	cp, err := controlplane.Start()
 	if err != nil {
 		t.Fatal(err)
@@ -91,12 +94,11 @@ func TestRunWatchesTheClusterOfItsKubeconfig(t *testing.T) {
 	if err := os.WriteFile(path, kubeconfig, 0o600); err != nil {
 		t.Fatal(err)
 	}
-
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
 		root := newRootCommand()
-		root.SetArgs([]string{"run", "--kubeconfig", path, "--log-format", "json"})
+		root.SetArgs(append([]string{"run", "--kubeconfig", path}, args...))
 		root.SetErr(&syncBuffer{})
 		done <- root.ExecuteContext(ctx)
 	}()
@@ -106,6 +108,11 @@ func TestRunWatchesTheClusterOfItsKubeconfig(t *testing.T) {
 			t.Errorf("sprout run: %v", err)
 		}
 	})
+	return cp
+}
+
+func TestRunWatchesTheClusterOfItsKubeconfig(t *testing.T) {
+	cp := startRun(t, "--log-format", "json")
 
 	a, err := manifest.NewApplier(cp.Config)
 	if err != nil {
