@@ -1,6 +1,9 @@
 package reconcile
 
 import (
+	"fmt"
+	"sort"
+	"strings"
 	"sync"
 
 	"github.com/sprout-gitops/sprout/sources"
@@ -32,6 +35,25 @@ func (c *claims) claim(key policyKey, p sources.Policy, rank int) bool {
 	}
 	c.copies[key][p.Source] = claim{policy: p, rank: rank}
 	return c.holderLocked(key) == p.Source
+}
+
+// has reports whether source has delivered a copy of the policy.
+func (c *claims) has(key policyKey, source string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, ok := c.copies[key][source]
+	return ok
+}
+
+// sources names the sources that deliver a copy of the policy.
+func (c *claims) sources(key policyKey) []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]string, 0, len(c.copies[key]))
+	for s := range c.copies[key] {
+		out = append(out, s)
+	}
+	return out
 }
 
 // release forgets source's copy. held reports whether that copy was the one
@@ -80,4 +102,30 @@ func (c *Controller) rank(source string) int {
 		}
 	}
 	return len(c.opts.Sources)
+}
+
+// ofSource counts the policies a source delivers, running or shadowed, and
+// describes each name it shares with another source and which one runs it.
+func (c *claims) ofSource(source string) (policies int, conflicts []string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for key, copies := range c.copies {
+		if _, ok := copies[source]; !ok {
+			continue
+		}
+		policies++
+		if len(copies) < 2 {
+			continue
+		}
+		others := make([]string, 0, len(copies)-1)
+		for s := range copies {
+			if s != source {
+				others = append(others, s)
+			}
+		}
+		sort.Strings(others)
+		conflicts = append(conflicts, fmt.Sprintf("%s is also in %s; %s runs it", key, strings.Join(others, ", "), c.holderLocked(key)))
+	}
+	sort.Strings(conflicts)
+	return policies, conflicts
 }

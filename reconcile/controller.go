@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/robfig/cron/v3"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -22,14 +23,18 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	listersv1 "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
 
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
+	sproutv1alpha1 "github.com/sprout-gitops/sprout/api/sprout/v1alpha1"
 	"github.com/sprout-gitops/sprout/inventory"
 	"github.com/sprout-gitops/sprout/sources"
 )
@@ -50,6 +55,9 @@ type Options struct {
 	// RecordShardSize is how many admitted and generated entries one
 	// PolicyInventory holds before it is split over shards; 0 is the default.
 	RecordShardSize int
+	// Metrics receives the controller's Prometheus series; nil keeps them
+	// unregistered.
+	Metrics prometheus.Registerer
 	// OnSync, when set, is called after every sync of a policy with its key
 	// (Kind/[namespace/]name) and result. Tests wait on it instead of sleeping.
 	OnSync func(policy string, err error)
@@ -75,6 +83,13 @@ type Controller struct {
 	matcher       *Matcher
 
 	queue workqueue.TypedRateLimitingInterface[policyKey]
+	// sourceQueue holds the names of sources whose PolicySource may be stale.
+	sourceQueue  workqueue.TypedRateLimitingInterface[string]
+	sourceStates sourceStates
+	events       record.EventRecorder
+	broadcaster  record.EventBroadcaster
+	eventSink    typedcorev1.EventInterface
+	metrics      *metrics
 
 	mu       sync.RWMutex
 	policies map[policyKey]*compiledPolicy
@@ -128,6 +143,11 @@ func New(cfg *rest.Config, opts Options) (*Controller, error) {
 	if len(opts.Sources) == 0 {
 		opts.Sources = []sources.Source{sources.NewCluster(dyn)}
 	}
+	m, err := newMetrics(opts.Metrics)
+	if err != nil {
+		return nil, fmt.Errorf("metrics: %w", err)
+	}
+	broadcaster := record.NewBroadcaster()
 	disco := memory.NewMemCacheClient(kube.Discovery())
 	factory := informers.NewSharedInformerFactory(kube, 0)
 	nsInformer := factory.Core().V1().Namespaces()
@@ -145,6 +165,15 @@ func New(cfg *rest.Config, opts Options) (*Controller, error) {
 			workqueue.DefaultTypedControllerRateLimiter[policyKey](),
 			workqueue.TypedRateLimitingQueueConfig[policyKey]{Name: "policies"},
 		),
+		sourceQueue: workqueue.NewTypedRateLimitingQueueWithConfig(
+			workqueue.DefaultTypedControllerRateLimiter[string](),
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: "sources"},
+		),
+		sourceStates: sourceStates{checks: map[string]sources.Status{}, live: map[string]*sproutv1alpha1.PolicySource{}},
+		broadcaster:  broadcaster,
+		eventSink:    kube.CoreV1().Events(""),
+		events:       broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "sprout"}),
+		metrics:      m,
 		policies:     map[policyKey]*compiledPolicy{},
 		informer:     map[schema.GroupVersionResource]*triggerInformer{},
 		dependencies: map[policyKey]sets.Set[schema.GroupVersionResource]{},
@@ -159,6 +188,9 @@ func New(cfg *rest.Config, opts Options) (*Controller, error) {
 func (c *Controller) Run(ctx context.Context) error {
 	defer utilruntime.HandleCrash()
 	defer c.queue.ShutDown()
+	defer c.sourceQueue.ShutDown()
+	c.broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: c.eventSink})
+	defer c.broadcaster.Shutdown()
 
 	c.mu.Lock()
 	c.ctx = ctx
@@ -189,6 +221,7 @@ func (c *Controller) Run(ctx context.Context) error {
 			return err
 		}
 		synced = append(synced, src.HasSynced)
+		c.sourceQueue.Add(src.Name())
 	}
 	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
 		return fmt.Errorf("informer caches did not sync: %w", ctx.Err())
@@ -207,11 +240,15 @@ func (c *Controller) Run(ctx context.Context) error {
 	}
 	c.log.Info("started", "workers", c.opts.Workers)
 	var wg sync.WaitGroup
+	// Sources' states are written once each has delivered what it held at
+	// start, so a restart does not write a partial count.
+	wg.Go(func() { c.runSourceWorker(ctx) })
 	for range c.opts.Workers {
 		wg.Go(func() { wait.UntilWithContext(ctx, c.runWorker, time.Second) })
 	}
 	<-ctx.Done()
 	c.queue.ShutDown()
+	c.sourceQueue.ShutDown()
 	wg.Wait()
 	c.stopTriggerInformers()
 	c.kubeInformers.Shutdown()

@@ -15,7 +15,12 @@ var _ sources.Handler = policyHandler{}
 func (h policyHandler) Upsert(p sources.Policy) {
 	c := h.c
 	key := keyOf(p.Policy)
-	if !c.claims.claim(key, p, c.rank(p.Source)) {
+	fresh := !c.claims.has(key, p.Source)
+	held := c.claims.claim(key, p, c.rank(p.Source))
+	if fresh {
+		c.sourcesChanged(key) // counts and conflicts of every source with the name
+	}
+	if !held {
 		c.log.Error("policy name conflict: another source with precedence holds it; this one is ignored",
 			"policy", key.String(), "source", p.Source, "holder", c.claims.holder(key))
 		return
@@ -57,6 +62,7 @@ func (h policyHandler) Upsert(p sources.Policy) {
 func (h policyHandler) Delete(p sources.Policy) {
 	c := h.c
 	key := keyOf(p.Policy)
+	c.sourcesChanged(key)
 	next, held, promoted := c.claims.release(key, p.Source)
 	if !held {
 		return // a shadowed copy went; the running one stays
@@ -78,9 +84,10 @@ func (h policyHandler) Delete(p sources.Policy) {
 	c.queue.Add(key)
 }
 
-// SourceFailed reports a source that could not fetch or load a revision.
-func (h policyHandler) SourceFailed(source string, err error) {
-	h.c.log.Error("source revision rejected; the last good revision keeps running", "source", source, "error", err.Error())
+// SourceChecked keeps what a polled source found for its PolicySource and
+// metrics, and logs a failure once per distinct error.
+func (h policyHandler) SourceChecked(source string, st sources.Status) {
+	h.c.sourceChecked(source, st)
 }
 
 // SourceComplete is called once a source has delivered its first whole

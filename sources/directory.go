@@ -13,6 +13,7 @@ import (
 // fetched.
 type DirectorySource struct {
 	*poller
+	dir string
 }
 
 var _ Source = (*DirectorySource)(nil)
@@ -20,7 +21,7 @@ var _ Source = (*DirectorySource)(nil)
 // NewDirectory returns a source of the policies under dir, read every interval.
 func NewDirectory(dir string, interval time.Duration) *DirectorySource {
 	name := "dir:" + dir
-	return &DirectorySource{poller: newPoller(name, interval, func(_ context.Context, last string) ([]apiv1.Policy, string, bool, error) {
+	return &DirectorySource{dir: dir, poller: newPoller(name, interval, func(_ context.Context, last string) ([]apiv1.Policy, string, bool, error) {
 		policies, revision, err := Load(os.DirFS(dir), ".")
 		if err != nil {
 			return nil, "", false, err

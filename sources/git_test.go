@@ -149,11 +149,15 @@ type recorder struct {
 	complete         int
 }
 
-func (r *recorder) Upsert(p Policy)                  { r.upserts = append(r.upserts, p.GetName()+"@"+p.Revision) }
-func (r *recorder) Delete(p Policy)                  { r.deletes = append(r.deletes, p.GetName()) }
-func (r *recorder) Invalid(string, string, error)    {}
-func (r *recorder) SourceFailed(_ string, err error) { r.failures = append(r.failures, err) }
-func (r *recorder) SourceComplete(string)            { r.complete++ }
+func (r *recorder) Upsert(p Policy)               { r.upserts = append(r.upserts, p.GetName()+"@"+p.Revision) }
+func (r *recorder) Delete(p Policy)               { r.deletes = append(r.deletes, p.GetName()) }
+func (r *recorder) Invalid(string, string, error) {}
+func (r *recorder) SourceChecked(_ string, st Status) {
+	if st.Err != nil {
+		r.failures = append(r.failures, st.Err)
+	}
+}
+func (r *recorder) SourceComplete(string) { r.complete++ }
 
 // TestUnreachableRemoteDeletesNothing: while the remote is gone, errors are
 // reported and nothing is deleted; when it returns, work resumes.

@@ -21,6 +21,14 @@ import (
 // to read gigabytes (YAML bombs and huge documents from a repository).
 const maxFileSize = 4 << 20
 
+// RejectedError is a revision refused for what it holds (a document that
+// does not decode, a policy that does not compile, a name used twice), as
+// opposed to a remote that could not be read.
+type RejectedError struct{ Err error }
+
+func (e *RejectedError) Error() string { return e.Err.Error() }
+func (e *RejectedError) Unwrap() error { return e.Err }
+
 // Load reads every policy below dir in fsys (files ending in .yaml or .yml,
 // recursively, several documents each) and compiles each one. It is all or
 // nothing: any file that does not decode, any policy that does not compile
@@ -86,7 +94,7 @@ func Load(fsys fs.FS, dir string) (policies []apiv1.Policy, revision string, err
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
-		return nil, "", err
+		return nil, "", &RejectedError{Err: err}
 	}
 	return policies, "sha256:" + hex.EncodeToString(digest.Sum(nil))[:16], nil
 }

@@ -11,8 +11,22 @@ import (
 	"github.com/sprout-gitops/sprout/celenv"
 )
 
+// Check is the outcome of one check of a polled source.
+type Check string
+
+const (
+	// CheckTaken: a new revision was taken.
+	CheckTaken Check = "taken"
+	// CheckUnchanged: the revision has not moved.
+	CheckUnchanged Check = "unchanged"
+	// CheckFailed: the remote could not be read or the revision was rejected.
+	CheckFailed Check = "failed"
+)
+
 // Status is what a polled source last did, for logs, records and metrics.
 type Status struct {
+	// Check is the outcome of the last check.
+	Check Check
 	// Revision is the last revision taken.
 	Revision string
 	// Policies counts the policies of that revision.
@@ -90,11 +104,14 @@ func (p *poller) poll(ctx context.Context, h Handler) {
 	p.attempted = true
 	p.status.Fetched = time.Now()
 	p.status.Err = err
-	if err != nil {
-		h.SourceFailed(p.name, err)
+	switch {
+	case err != nil:
+		p.status.Check = CheckFailed
+		h.SourceChecked(p.name, p.status)
 		return
-	}
-	if unchanged {
+	case unchanged:
+		p.status.Check = CheckUnchanged
+		h.SourceChecked(p.name, p.status)
 		return
 	}
 	next := map[string]Policy{}
@@ -113,7 +130,8 @@ func (p *poller) poll(ctx context.Context, h Handler) {
 	p.delivered = next
 	first := !p.complete
 	p.complete = true
-	p.status.Revision, p.status.Policies = revision, len(next)
+	p.status.Revision, p.status.Policies, p.status.Check = revision, len(next), CheckTaken
+	h.SourceChecked(p.name, p.status)
 	if first {
 		h.SourceComplete(p.name)
 	}

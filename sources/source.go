@@ -4,6 +4,7 @@ import (
 	"context"
 
 	apiv1 "github.com/sprout-gitops/sprout/api/policies/v1"
+	sproutv1alpha1 "github.com/sprout-gitops/sprout/api/sprout/v1alpha1"
 )
 
 // Policy is one policy as a source hands it over.
@@ -25,9 +26,10 @@ type Handler interface {
 	Delete(p Policy)
 	// Invalid is called for a policy the source holds but cannot decode.
 	Invalid(source, name string, err error)
-	// SourceFailed is called when a source cannot fetch or load a revision;
-	// the policies of its last good revision keep running.
-	SourceFailed(source string, err error)
+	// SourceChecked is called after every check of a polled source with
+	// what it found; when st.Err is set the revision was not taken and the
+	// policies of the last good one keep running.
+	SourceChecked(source string, st Status)
 	// SourceComplete is called when a source that started without a whole
 	// revision (a remote that was down) delivers its first one.
 	SourceComplete(source string)
@@ -46,4 +48,6 @@ type Source interface {
 	// Complete reports whether the source has delivered a whole revision:
 	// only then does a policy missing from it count as deleted.
 	Complete() bool
+	// Spec describes the source as configured, for its PolicySource.
+	Spec() sproutv1alpha1.PolicySourceSpec
 }

@@ -98,7 +98,8 @@ func startRun(t *testing.T, args ...string) *controlplane.ControlPlane {
 	done := make(chan error, 1)
 	go func() {
 		root := newRootCommand()
-		root.SetArgs(append([]string{"run", "--kubeconfig", path}, args...))
+		// Tests run side by side: never the default port.
+		root.SetArgs(append([]string{"run", "--kubeconfig", path, "--metrics-bind-address", "0"}, args...))
 		root.SetErr(&syncBuffer{})
 		done <- root.ExecuteContext(ctx)
 	}()

@@ -23,6 +23,7 @@ type runOptions struct {
 	gitUser         string
 	gitPasswordFile string
 	gitTokenFile    string
+	metricsAddress  string
 }
 
 // gitSource builds the Git source the flags describe, if any.
@@ -98,6 +99,11 @@ the Git repository, then the folders in the order given.`,
 				return fmt.Errorf("no policy source: keep --cluster-policies or give --git-url or --policy-dir")
 			}
 			opts.Logger = log
+			reg := newRegistry()
+			opts.Metrics = reg
+			if err := serveMetrics(cmd.Context(), ro.metricsAddress, reg, log); err != nil {
+				return fmt.Errorf("--metrics-bind-address: %w", err)
+			}
 			c, err := reconcile.New(cfg, opts)
 			if err != nil {
 				return err
@@ -119,6 +125,7 @@ the Git repository, then the folders in the order given.`,
 	f.StringVar(&ro.gitUser, "git-username", "git", "the user name for HTTPS basic auth (with --git-password-file)")
 	f.StringVar(&ro.gitPasswordFile, "git-password-file", "", "a file holding the HTTPS basic-auth password or token")
 	f.StringVar(&ro.gitTokenFile, "git-token-file", "", "a file holding an HTTPS bearer token")
+	f.StringVar(&ro.metricsAddress, "metrics-bind-address", ":8080", `the address /metrics (Prometheus) is served on; "0" turns it off`)
 	f.StringVar(&opts.ResyncSchedule, "resync-schedule", opts.ResyncSchedule, `cron spec ("0 * * * *", "@hourly", "@every 10m") of full recomputes that repair drift no event reported; "" turns them off`)
 	return cmd
 }

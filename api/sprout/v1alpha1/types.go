@@ -140,7 +140,89 @@ type PolicyInventoryStatus struct {
 
 // AddToScheme registers the types.
 func AddToScheme(s *runtime.Scheme) error {
-	s.AddKnownTypes(GroupVersion, &PolicyInventory{}, &PolicyInventoryList{})
+	s.AddKnownTypes(GroupVersion, &PolicyInventory{}, &PolicyInventoryList{}, &PolicySource{}, &PolicySourceList{})
 	metav1.AddToGroupVersion(s, GroupVersion)
 	return nil
+}
+
+// PolicySources is the resource of the PolicySource kind.
+var PolicySources = GroupVersion.WithResource("policysources")
+
+// PolicySourceKind is the kind of a source's state.
+const PolicySourceKind = "PolicySource"
+
+// PolicySource is the state of one place Sprout takes policies from: the
+// cluster, a Git repository or a folder, as `sprout run`'s flags declare it.
+// Sprout writes it; `kubectl get psrc` shows each source's revision, policy
+// count and last error, and its Events tell what happened when.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:resource:path=policysources,scope=Cluster,shortName=psrc,categories=sprout
+// +kubebuilder:printcolumn:name="TYPE",type=string,JSONPath=`.spec.type`
+// +kubebuilder:printcolumn:name="URL",type=string,JSONPath=`.spec.url`
+// +kubebuilder:printcolumn:name="REVISION",type=string,JSONPath=`.status.revision`
+// +kubebuilder:printcolumn:name="POLICIES",type=integer,JSONPath=`.status.policies`
+// +kubebuilder:printcolumn:name="READY",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="MESSAGE",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].message`,priority=1
+// +kubebuilder:printcolumn:name="AGE",type=date,JSONPath=`.metadata.creationTimestamp`
+type PolicySource struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec PolicySourceSpec `json:"spec"`
+	// +optional
+	Status PolicySourceStatus `json:"status,omitempty"`
+}
+
+// PolicySourceList is a list of PolicySource objects.
+//
+// +kubebuilder:object:root=true
+type PolicySourceList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []PolicySource `json:"items"`
+}
+
+// PolicySourceSpec says what the source is, as it was configured.
+type PolicySourceSpec struct {
+	// Name is the source's name in records, logs and metrics
+	// ("cluster", "git:<url>", "dir:<path>").
+	Name string `json:"name"`
+	// Type is cluster, git or directory.
+	// +kubebuilder:validation:Enum=cluster;git;directory
+	Type string `json:"type"`
+	// URL is the repository of a Git source, or the folder of a directory
+	// source.
+	// +optional
+	URL string `json:"url,omitempty"`
+	// Ref is what a Git source follows: "branch main", "tag v1", "semver
+	// >=1.0.0", "commit <sha>".
+	// +optional
+	Ref string `json:"ref,omitempty"`
+	// Path is the folder inside the repository that holds the policies.
+	// +optional
+	Path string `json:"path,omitempty"`
+	// Interval is how often the source is checked.
+	// +optional
+	Interval string `json:"interval,omitempty"`
+}
+
+// PolicySourceStatus is what the source last did.
+type PolicySourceStatus struct {
+	// Conditions hold Ready: false while the last check or revision failed
+	// (the last good revision keeps running meanwhile).
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// Revision is the revision whose policies run.
+	// +optional
+	Revision string `json:"revision,omitempty"`
+	// Policies counts the policies of that revision.
+	// +optional
+	Policies int `json:"policies,omitempty"`
+	// Conflicts name the policies this source shares with another source,
+	// and which of them runs.
+	// +optional
+	Conflicts []string `json:"conflicts,omitempty"`
 }
