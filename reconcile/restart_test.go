@@ -35,7 +35,11 @@ func (w *writeCounter) RoundTrip(req *http.Request) (*http.Response, error) {
 	if req.Method != http.MethodGet {
 		w.writes.Add(1)
 		w.mu.Lock()
-		w.seen = append(w.seen, req.Method+" "+req.URL.Path)
+		seen := req.Method + " " + req.URL.Path
+		if req.URL.Query().Has("dryRun") {
+			seen += " (dry run)"
+		}
+		w.seen = append(w.seen, seen)
 		w.mu.Unlock()
 	}
 	return w.next.RoundTrip(req)
@@ -363,5 +367,47 @@ func TestResyncWithNothingChangedWritesNothing(t *testing.T) {
 	}
 	if n := counter.writes.Load(); n != 0 {
 		t.Errorf("resyncs with nothing changed made %d write requests: %v", n, counter.seen)
+	}
+}
+
+// TestRecomputeRepairsDriftMadeWhileStopped: drift no event reported (edits
+// and deletes while the controller was stopped) is repaired by the full
+// recompute that starts it, with one write per drifted object and none for
+// the objects still right.
+func TestRecomputeRepairsDriftMadeWhileStopped(t *testing.T) {
+	tb := newTable(t, "drift")
+	tb.applyPolicy(derivedPolicy("drift", "drift", "out", "one", true, false))
+	t.Cleanup(func() { tb.deletePolicy("drift") })
+	for _, name := range []string{"a", "b", "c"} {
+		tb.trigger(name, "drift", name+"1")
+	}
+	runUntilSynced(t, cfg, "GeneratingPolicy/drift")
+
+	tb.edit("a-out", "policy", "edited while stopped")
+	tb.delete("b-out")
+
+	counted := rest.CopyConfig(cfg)
+	counter := &writeCounter{}
+	counted.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		counter.next = rt
+		return counter
+	})
+	runUntilSynced(t, counted, "GeneratingPolicy/drift")
+	if cm := tb.get("a-out"); cm == nil || cm.Data["policy"] != "one" {
+		t.Errorf("the edit made while stopped was not reverted: %v", cm)
+	}
+	if tb.get("b-out") == nil {
+		t.Error("the downstream deleted while stopped was not recreated")
+	}
+	var writes []string
+	counter.mu.Lock()
+	for _, w := range counter.seen {
+		if strings.Contains(w, "/configmaps/") && !strings.HasSuffix(w, "(dry run)") {
+			writes = append(writes, w)
+		}
+	}
+	counter.mu.Unlock()
+	if len(writes) != 2 || strings.Contains(strings.Join(writes, " "), "c-out") {
+		t.Errorf("want one write (besides dry runs) each for a-out and b-out, got %v", writes)
 	}
 }
