@@ -55,6 +55,9 @@ type Options struct {
 	// RecordShardSize is how many admitted and generated entries one
 	// PolicyInventory holds before it is split over shards; 0 is the default.
 	RecordShardSize int
+	// TriggerEvents also emits an Event on each trigger for what was
+	// generated for it; off by default, as it costs a write per trigger.
+	TriggerEvents bool
 	// Metrics receives the controller's Prometheus series; nil keeps them
 	// unregistered.
 	Metrics prometheus.Registerer
@@ -151,7 +154,7 @@ func New(cfg *rest.Config, opts Options) (*Controller, error) {
 	disco := memory.NewMemCacheClient(kube.Discovery())
 	factory := informers.NewSharedInformerFactory(kube, 0)
 	nsInformer := factory.Core().V1().Namespaces()
-	return &Controller{
+	c := &Controller{
 		opts:          opts,
 		log:           opts.Logger,
 		dynamic:       dyn,
@@ -163,11 +166,11 @@ func New(cfg *rest.Config, opts Options) (*Controller, error) {
 		matcher:       NewMatcher(nsInformer.Lister(), kube),
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.DefaultTypedControllerRateLimiter[policyKey](),
-			workqueue.TypedRateLimitingQueueConfig[policyKey]{Name: "policies"},
+			workqueue.TypedRateLimitingQueueConfig[policyKey]{Name: "policies", MetricsProvider: m.queue},
 		),
 		sourceQueue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.DefaultTypedControllerRateLimiter[string](),
-			workqueue.TypedRateLimitingQueueConfig[string]{Name: "sources"},
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: "sources", MetricsProvider: m.queue},
 		),
 		sourceStates: sourceStates{checks: map[string]sources.Status{}, live: map[string]*sproutv1alpha1.PolicySource{}},
 		broadcaster:  broadcaster,
@@ -181,7 +184,13 @@ func New(cfg *rest.Config, opts Options) (*Controller, error) {
 		written:      map[policyKey]sets.Set[schema.GroupVersionResource]{},
 		deleted:      map[policyKey]retired{},
 		generated:    map[policyKey]sets.Set[string]{},
-	}, nil
+	}
+	if opts.Metrics != nil {
+		if err := c.registerInformerGauges(opts.Metrics); err != nil {
+			return nil, fmt.Errorf("metrics: %w", err)
+		}
+	}
+	return c, nil
 }
 
 // Run starts the informers and workers and blocks until ctx is done.

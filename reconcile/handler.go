@@ -47,6 +47,12 @@ func (h policyHandler) Upsert(p sources.Policy) {
 		c.log.Error("policy triggers cannot all be watched", "policy", key.String(), "error", cp.resolveErr.Error())
 	}
 	c.mu.Lock()
+	if c.claims.holder(key) != p.Source {
+		// Sources deliver concurrently: one of higher precedence claimed
+		// the name while this copy compiled, and its copy must win.
+		c.mu.Unlock()
+		return
+	}
 	c.policies[key] = cp
 	delete(c.deleted, key)
 	c.mu.Unlock()

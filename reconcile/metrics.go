@@ -2,11 +2,21 @@ package reconcile
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/client-go/util/workqueue"
+
+	"github.com/sprout-gitops/sprout/inventory"
 )
 
 // metrics are the Prometheus series of one Controller. docs/metrics.md
 // lists them; they are registered on Options.Metrics.
 type metrics struct {
+	syncDuration     *prometheus.HistogramVec
+	syncErrors       *prometheus.CounterVec
+	objects          *prometheus.CounterVec
+	evaluationErrors *prometheus.CounterVec
+
+	queue queueMetrics
+
 	sourceChecks    *prometheus.CounterVec
 	sourceLastCheck *prometheus.GaugeVec
 	sourceReady     *prometheus.GaugeVec
@@ -16,6 +26,25 @@ type metrics struct {
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m := &metrics{
+		syncDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "sprout_reconcile_duration_seconds",
+			Help:    "How long one sync of a policy took: match, evaluate, apply, prune, record.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2, 16),
+		}, []string{"policy"}),
+		syncErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sprout_reconcile_errors_total",
+			Help: "Syncs of a policy that ended with an error, by the reason on its Ready condition.",
+		}, []string{"policy", "reason"}),
+		objects: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sprout_objects_total",
+			Help: "Generated objects handled by syncs, by action: created, configured, unchanged, deleted, skipped, failed.",
+		}, []string{"policy", "action"}),
+		evaluationErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sprout_evaluation_errors_total",
+			Help: "Evaluations of a policy for one trigger that failed.",
+		}, []string{"policy"}),
+		queue: newQueueMetrics(),
+
 		sourceChecks: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sprout_source_checks_total",
 			Help: "Checks of polled policy sources, by result: taken (a new revision), unchanged, failed (unreachable or rejected).",
@@ -40,10 +69,124 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.sourceChecks, m.sourceLastCheck, m.sourceReady, m.sourcePolicies, m.sourceRevision} {
+	collectors := []prometheus.Collector{m.syncDuration, m.syncErrors, m.objects, m.evaluationErrors,
+		m.sourceChecks, m.sourceLastCheck, m.sourceReady, m.sourcePolicies, m.sourceRevision}
+	for _, c := range append(collectors, m.queue.collectors()...) {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
 	}
 	return m, nil
+}
+
+// registerInformerGauges counts the controller's running informers when
+// scraped.
+func (c *Controller) registerInformerGauges(reg prometheus.Registerer) error {
+	for _, kind := range []string{"trigger", "generated"} {
+		g := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name:        "sprout_informers",
+			Help:        "Running informers: on trigger and clone-source resources, and label-selected ones on generated resources.",
+			ConstLabels: prometheus.Labels{"kind": kind},
+		}, func() float64 {
+			triggers, generated := c.Watched()
+			if kind == "trigger" {
+				return float64(len(triggers))
+			}
+			return float64(len(generated))
+		})
+		if err := reg.Register(g); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// observeSync counts one sync of a policy: its duration, its error, what
+// it did to each object and how many evaluations failed.
+func (m *metrics) observeSync(policy string, seconds float64, out outcome, changes inventory.ChangeSet, evalErr error) {
+	m.syncDuration.WithLabelValues(policy).Observe(seconds)
+	if out.reason != "" && out.reason != ReasonNotOwned && out.reason != ReasonUnobservableTrigger {
+		m.syncErrors.WithLabelValues(policy, out.reason).Inc()
+	}
+	counts := map[inventory.Action]int{}
+	for _, ch := range changes.Changes {
+		counts[ch.Action]++
+	}
+	for action, n := range counts {
+		m.objects.WithLabelValues(policy, string(action)).Add(float64(n))
+	}
+	if evalErr != nil {
+		n := 1
+		if joined, ok := evalErr.(interface{ Unwrap() []error }); ok {
+			n = len(joined.Unwrap())
+		}
+		m.evaluationErrors.WithLabelValues(policy).Add(float64(n))
+	}
+}
+
+// forget drops the series of a policy that is gone.
+func (m *metrics) forget(policy string) {
+	for _, v := range []interface {
+		DeletePartialMatch(prometheus.Labels) int
+	}{m.syncDuration, m.syncErrors, m.objects, m.evaluationErrors} {
+		v.DeletePartialMatch(prometheus.Labels{"policy": policy})
+	}
+}
+
+// queueMetrics serve client-go's work-queue metrics as sprout_workqueue_*,
+// labelled by queue name ("policies", "sources").
+type queueMetrics struct {
+	depth, longest, unfinished *prometheus.GaugeVec
+	adds, retries              *prometheus.CounterVec
+	latency, work              *prometheus.HistogramVec
+}
+
+var _ workqueue.MetricsProvider = queueMetrics{}
+
+func newQueueMetrics() queueMetrics {
+	gauge := func(name, help string) *prometheus.GaugeVec {
+		return prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "sprout_workqueue_" + name, Help: help}, []string{"name"})
+	}
+	counter := func(name, help string) *prometheus.CounterVec {
+		return prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sprout_workqueue_" + name, Help: help}, []string{"name"})
+	}
+	histogram := func(name, help string) *prometheus.HistogramVec {
+		return prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "sprout_workqueue_" + name, Help: help,
+			Buckets: prometheus.ExponentialBuckets(0.0001, 4, 12)}, []string{"name"})
+	}
+	return queueMetrics{
+		depth:      gauge("depth", "Keys waiting in the queue."),
+		longest:    gauge("longest_running_processor_seconds", "How long the longest running sync has been running."),
+		unfinished: gauge("unfinished_work_seconds", "Seconds of work in progress not yet observed by work_duration."),
+		adds:       counter("adds_total", "Keys added to the queue."),
+		retries:    counter("retries_total", "Keys queued again after an error, with back-off."),
+		latency:    histogram("queue_duration_seconds", "How long a key waited in the queue before a worker took it."),
+		work:       histogram("work_duration_seconds", "How long a worker took to process a key."),
+	}
+}
+
+func (q queueMetrics) collectors() []prometheus.Collector {
+	return []prometheus.Collector{q.depth, q.longest, q.unfinished, q.adds, q.retries, q.latency, q.work}
+}
+
+func (q queueMetrics) NewDepthMetric(name string) workqueue.GaugeMetric {
+	return q.depth.WithLabelValues(name)
+}
+func (q queueMetrics) NewAddsMetric(name string) workqueue.CounterMetric {
+	return q.adds.WithLabelValues(name)
+}
+func (q queueMetrics) NewLatencyMetric(name string) workqueue.HistogramMetric {
+	return q.latency.WithLabelValues(name)
+}
+func (q queueMetrics) NewWorkDurationMetric(name string) workqueue.HistogramMetric {
+	return q.work.WithLabelValues(name)
+}
+func (q queueMetrics) NewUnfinishedWorkSecondsMetric(name string) workqueue.SettableGaugeMetric {
+	return q.unfinished.WithLabelValues(name)
+}
+func (q queueMetrics) NewLongestRunningProcessorSecondsMetric(name string) workqueue.SettableGaugeMetric {
+	return q.longest.WithLabelValues(name)
+}
+func (q queueMetrics) NewRetriesMetric(name string) workqueue.CounterMetric {
+	return q.retries.WithLabelValues(name)
 }

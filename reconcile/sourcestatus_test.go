@@ -219,5 +219,8 @@ func TestSourceConflict(t *testing.T) {
 		})
 	}
 	tb.trigger("a", "conflict", "a1")
-	tb.waitFor("the cluster's copy to run", "a-out", func(cm *corev1.ConfigMap) bool { return cm != nil && cm.Data["policy"] == "from-cluster" })
+	cm := tb.waitFor("the downstream", "a-out", exists)
+	if cm.Data["policy"] != "from-cluster" {
+		t.Errorf("the downstream came from the copy that does not run: %v", cm.Data)
+	}
 }

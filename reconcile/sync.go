@@ -42,6 +42,7 @@ type trigger struct {
 // resources it writes → apply → prune what is no longer desired → report
 // status.
 func (c *Controller) sync(ctx context.Context, key policyKey) error {
+	start := time.Now()
 	c.mu.RLock()
 	cp, gone := c.policies[key], c.deleted[key]
 	c.mu.RUnlock()
@@ -55,7 +56,11 @@ func (c *Controller) sync(ctx context.Context, key policyKey) error {
 		// Terminal until the policy changes: retrying cannot fix a typo. The
 		// record carries it too: for a policy from files it is the only status.
 		out := outcome{reason: ReasonCompileFailed, err: err}
-		return errors.Join(c.reportStatus(ctx, cp, out), c.saveRecord(ctx, key, cp, &out))
+		before := c.previousReady(key, cp)
+		statusErr := errors.Join(c.reportStatus(ctx, cp, out), c.saveRecord(ctx, key, cp, &out))
+		c.metrics.observeSync(key.String(), time.Since(start).Seconds(), out, inventory.ChangeSet{}, nil)
+		c.policyEvents(key, cp, before, out, inventory.ChangeSet{}, nil)
+		return statusErr
 	}
 	var discoveryErr *discoveryError
 	if errors.As(cp.resolveErr, &discoveryErr) {
@@ -135,7 +140,10 @@ func (c *Controller) sync(ctx context.Context, key policyKey) error {
 	case cp.resolveErr != nil:
 		out.reason = ReasonUnobservableTrigger
 	}
+	before := c.previousReady(key, cp)
 	statusErr := errors.Join(c.reportStatus(ctx, cp, out), c.saveRecord(ctx, key, cp, &out))
+	c.metrics.observeSync(key.String(), time.Since(start).Seconds(), out, changes, evalErr)
+	c.policyEvents(key, cp, before, out, changes, triggers)
 	return errors.Join(matchErr, evalErr, mapErr, applyErr, pruneErr, statusErr)
 }
 
@@ -241,6 +249,7 @@ func (c *Controller) finalize(ctx context.Context, key policyKey, gone retired) 
 	if err := c.records.Delete(ctx, gone.ref); err != nil {
 		return err
 	}
+	c.metrics.forget(key.String())
 	c.mu.Lock()
 	delete(c.deleted, key)
 	delete(c.written, key)

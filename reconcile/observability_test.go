@@ -1,0 +1,113 @@
+package reconcile_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/sprout-gitops/sprout/reconcile"
+)
+
+// eventsOn lists the Events on one object.
+func eventsOn(ctx context.Context, t *testing.T, namespace, kind, name string) []corev1.Event {
+	t.Helper()
+	list, err := kubernetes.NewForConfigOrDie(cfg).CoreV1().Events(namespace).List(ctx, metav1.ListOptions{
+		FieldSelector: fields.Set{"involvedObject.kind": kind, "involvedObject.name": name}.String(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return list.Items
+}
+
+// eventCount sums the counts of the Events with reason.
+func eventCount(events []corev1.Event, reason string) int {
+	n := 0
+	for _, e := range events {
+		if e.Reason == reason {
+			n += int(e.Count)
+		}
+	}
+	return n
+}
+
+// TestMetricsAndEvents: a sync is counted in the controller's metrics and
+// told in Events on the policy and, when asked, on the trigger; a failure
+// retried with back-off is one Event, however many retries.
+func TestMetricsAndEvents(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	runController(t, func(o *reconcile.Options) {
+		o.Metrics = reg
+		o.TriggerEvents = true
+	})
+	tb := newTable(t, "observe")
+	tb.applyPolicy(derivedPolicy("observe", "observe", "out", "one", true, false))
+	tb.trigger("a", "observe", "a1")
+	tb.waitFor("the downstream", "a-out", exists)
+
+	policy := map[string]string{"policy": "GeneratingPolicy/observe"}
+	poll(t, "the sync in the metrics", func(context.Context) (bool, error) {
+		return metricValue(t, reg, "sprout_objects_total", map[string]string{"policy": "GeneratingPolicy/observe", "action": "created"}) >= 1, nil
+	})
+	for name, labels := range map[string]map[string]string{
+		"sprout_workqueue_adds_total": {"name": "policies"},
+		"sprout_informers":            {"kind": "trigger"},
+	} {
+		if v := metricValue(t, reg, name, labels); v < 1 {
+			t.Errorf("%s%v = %v", name, labels, v)
+		}
+	}
+	if n := histogramCount(t, reg, "sprout_reconcile_duration_seconds", policy); n < 1 {
+		t.Errorf("sprout_reconcile_duration_seconds has %d observations", n)
+	}
+	poll(t, "the Generated event on the policy and on the trigger", func(ctx context.Context) (bool, error) {
+		onPolicy := eventsOn(ctx, t, "default", "GeneratingPolicy", "observe")
+		onTrigger := eventsOn(ctx, t, "observe", "ConfigMap", "a")
+		return hasEvent(onPolicy, reconcile.ReasonGenerated, "created 1", "ConfigMap/observe/a-out") &&
+			hasEvent(onTrigger, reconcile.ReasonGenerated, "GeneratingPolicy/observe", "ConfigMap/observe/a-out"), nil
+	})
+
+	// An object name the API server rejects: the sync fails and is retried.
+	tb.applyPolicy(derivedPolicy("observe-bad", "observe", "UPPER", "one", true, false))
+	t.Cleanup(func() { tb.deletePolicy("observe-bad") })
+	tb.trigger("b", "observe", "b1") // created after the policy: admitted
+	bad := map[string]string{"policy": "GeneratingPolicy/observe-bad", "reason": reconcile.ReasonApplyFailed}
+	poll(t, "three failed syncs", func(context.Context) (bool, error) {
+		return metricValue(t, reg, "sprout_reconcile_errors_total", bad) >= 3, nil
+	})
+	events := eventsOn(context.Background(), t, "default", "GeneratingPolicy", "observe-bad")
+	if n := eventCount(events, reconcile.ReasonApplyFailed); n != 1 {
+		t.Errorf("%d ApplyFailed events for one failure retried", n)
+	}
+	if !hasEvent(events, reconcile.ReasonApplyFailed, "b-UPPER") {
+		t.Errorf("the failure event does not name the object: %v", events)
+	}
+	tb.deletePolicy("observe")
+	tb.waitFor("the policy's downstreams to go", "a-out", absent)
+	tb.waitFor("the policy's downstreams to go", "b-out", absent)
+}
+
+// histogramCount returns how many observations a histogram series holds.
+func histogramCount(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) uint64 {
+	t.Helper()
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			if matchLabels(m, labels) {
+				return m.GetHistogram().GetSampleCount()
+			}
+		}
+	}
+	return 0
+}
