@@ -8,70 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-git/go-git/v5"
-	"github.com/go-git/go-git/v5/plumbing"
-	"github.com/go-git/go-git/v5/plumbing/object"
+	"github.com/sprout-gitops/sprout/internal/gittest"
 )
-
-// testRepo is a real Git repository in a temporary folder, served as file://.
-type testRepo struct {
-	t    *testing.T
-	dir  string
-	repo *git.Repository
-}
-
-func newTestRepo(t *testing.T) *testRepo {
-	t.Helper()
-	dir := t.TempDir()
-	repo, err := git.PlainInitWithOptions(dir, &git.PlainInitOptions{
-		InitOptions: git.InitOptions{DefaultBranch: plumbing.NewBranchReferenceName("main")},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &testRepo{t: t, dir: dir, repo: repo}
-}
-
-func (r *testRepo) url() string { return "file://" + r.dir }
-
-// commit writes files (empty content deletes) and commits them.
-func (r *testRepo) commit(msg string, files map[string]string) plumbing.Hash {
-	r.t.Helper()
-	wt, err := r.repo.Worktree()
-	if err != nil {
-		r.t.Fatal(err)
-	}
-	for name, content := range files {
-		p := filepath.Join(r.dir, name)
-		if content == "" {
-			if _, err := wt.Remove(name); err != nil {
-				r.t.Fatal(err)
-			}
-			continue
-		}
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			r.t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-			r.t.Fatal(err)
-		}
-		if _, err := wt.Add(name); err != nil {
-			r.t.Fatal(err)
-		}
-	}
-	h, err := wt.Commit(msg, &git.CommitOptions{Author: &object.Signature{Name: "test", Email: "test@example.com", When: time.Now()}})
-	if err != nil {
-		r.t.Fatal(err)
-	}
-	return h
-}
-
-func (r *testRepo) tag(name string, h plumbing.Hash) {
-	r.t.Helper()
-	if _, err := r.repo.CreateTag(name, h, &git.CreateTagOptions{Message: name, Tagger: &object.Signature{Name: "test", Email: "t@example.com", When: time.Now()}}); err != nil {
-		r.t.Fatal(err)
-	}
-}
 
 func sproutGitDirs(t *testing.T) int {
 	t.Helper()
@@ -83,13 +21,13 @@ func sproutGitDirs(t *testing.T) int {
 }
 
 func TestGitFetch(t *testing.T) {
-	repo := newTestRepo(t)
-	first := repo.commit("one policy", map[string]string{
+	repo := gittest.NewRepo(t)
+	first := repo.Commit("one policy", map[string]string{
 		"README.md":        "not read",
 		"policies/a.yaml":  policyNamed("a"),
 		"elsewhere/x.yaml": "not: [read",
 	})
-	g, err := NewGit(GitOptions{URL: repo.url(), Branch: "main", Path: "policies"})
+	g, err := NewGit(GitOptions{URL: repo.URL(), Branch: "main", Path: "policies"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,23 +45,23 @@ func TestGitFetch(t *testing.T) {
 		t.Fatalf("an unmoved ref must not be fetched again: unchanged %v, %v", unchanged, err)
 	}
 
-	repo.commit("a broken one", map[string]string{"policies/b.yaml": strings.Replace(policyNamed("b"), "generator.Apply(", "generator.Apply((", 1)})
+	repo.Commit("a broken one", map[string]string{"policies/b.yaml": strings.Replace(policyNamed("b"), "generator.Apply(", "generator.Apply((", 1)})
 	if _, _, _, err := g.fetch(ctx, rev); err == nil || !strings.Contains(err.Error(), "policies/b.yaml") || !strings.Contains(err.Error(), "spec.generate[0].expression") {
 		t.Fatalf("a broken revision must be rejected naming file and field: %v", err)
 	}
 
-	fixed := repo.commit("fixed", map[string]string{"policies/b.yaml": policyNamed("b")})
-	repo.tag("v1.0.0", fixed)
+	fixed := repo.Commit("fixed", map[string]string{"policies/b.yaml": policyNamed("b")})
+	repo.Tag("v1.0.0", fixed)
 	policies, rev, _, err = g.fetch(ctx, rev)
 	if err != nil || len(policies) != 2 {
 		t.Fatalf("the fixed revision: %d policies, %v", len(policies), err)
 	}
 
-	tagged, err := NewGit(GitOptions{URL: repo.url(), Tag: "v1.0.0", Path: "/policies/"})
+	tagged, err := NewGit(GitOptions{URL: repo.URL(), Tag: "v1.0.0", Path: "/policies/"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	repo.commit("after the tag", map[string]string{"policies/a.yaml": ""})
+	repo.Commit("after the tag", map[string]string{"policies/a.yaml": ""})
 	policies, rev, _, err = tagged.fetch(ctx, "")
 	if err != nil || len(policies) != 2 || rev != "v1.0.0@sha1:"+fixed.String() {
 		t.Fatalf("the tag: %d policies, revision %q, %v", len(policies), rev, err)
@@ -132,7 +70,7 @@ func TestGitFetch(t *testing.T) {
 		t.Errorf("fetches left %d working trees behind", after-before)
 	}
 
-	missing, _ := NewGit(GitOptions{URL: repo.url(), Branch: "nope"})
+	missing, _ := NewGit(GitOptions{URL: repo.URL(), Branch: "nope"})
 	if _, _, _, err := missing.fetch(ctx, ""); err == nil || !strings.Contains(err.Error(), "refs/heads/nope") {
 		t.Errorf("a missing branch: %v", err)
 	}
@@ -158,9 +96,9 @@ func (r *recorder) SourceComplete(string)            { r.complete++ }
 // TestUnreachableRemoteDeletesNothing: while the remote is gone, errors are
 // reported and nothing is deleted; when it returns, work resumes.
 func TestUnreachableRemoteDeletesNothing(t *testing.T) {
-	repo := newTestRepo(t)
-	repo.commit("two policies", map[string]string{"a.yaml": policyNamed("a"), "b.yaml": policyNamed("b")})
-	g, err := NewGit(GitOptions{URL: repo.url(), Branch: "main", Timeout: 10 * time.Second})
+	repo := gittest.NewRepo(t)
+	repo.Commit("two policies", map[string]string{"a.yaml": policyNamed("a"), "b.yaml": policyNamed("b")})
+	g, err := NewGit(GitOptions{URL: repo.URL(), Branch: "main", Timeout: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,8 +109,8 @@ func TestUnreachableRemoteDeletesNothing(t *testing.T) {
 		t.Fatalf("first poll: %+v", h)
 	}
 
-	away := repo.dir + ".away"
-	if err := os.Rename(repo.dir, away); err != nil {
+	away := repo.Dir + ".away"
+	if err := os.Rename(repo.Dir, away); err != nil {
 		t.Fatal(err)
 	}
 	g.poll(ctx, h)
@@ -184,10 +122,10 @@ func TestUnreachableRemoteDeletesNothing(t *testing.T) {
 		t.Errorf("status while unreachable: %+v", st)
 	}
 
-	if err := os.Rename(away, repo.dir); err != nil {
+	if err := os.Rename(away, repo.Dir); err != nil {
 		t.Fatal(err)
 	}
-	repo.commit("one removed", map[string]string{"b.yaml": ""})
+	repo.Commit("one removed", map[string]string{"b.yaml": ""})
 	g.poll(ctx, h)
 	if st := g.Status(); st.Err != nil || st.Policies != 1 {
 		t.Errorf("status after recovery: %+v", st)
