@@ -13,7 +13,6 @@ import (
 	"github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/transport"
-	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
 
 	apiv1 "github.com/sprout-gitops/sprout/api/policies/v1"
 )
@@ -42,19 +41,9 @@ type GitOptions struct {
 	Interval time.Duration
 	// Timeout bounds one check and one fetch.
 	Timeout time.Duration
-	// Auth authenticates to the remote; nil for none.
-	Auth transport.AuthMethod
-}
-
-// BasicAuth authenticates over HTTPS with a user name and password (or a
-// token as password, as GitHub and GitLab accept).
-func BasicAuth(user, password string) transport.AuthMethod {
-	return &githttp.BasicAuth{Username: user, Password: password}
-}
-
-// TokenAuth authenticates over HTTPS with a bearer token.
-func TokenAuth(token string) transport.AuthMethod {
-	return &githttp.TokenAuth{Token: token}
+	// Auth returns the credentials of each check and fetch; nil for none. An
+	// SSH URL needs it: Sprout never connects to a host it cannot verify.
+	Auth AuthFunc
 }
 
 // GitSource polls a Git repository. It asks the remote which commit the ref
@@ -119,6 +108,9 @@ func (g *GitSource) validate() error {
 		}
 		g.commit = plumbing.NewHash(o.Commit)
 	}
+	if IsSSHURL(o.URL) && o.Auth == nil {
+		return errors.New("an SSH URL needs credentials: a private key and known_hosts")
+	}
 	return nil
 }
 
@@ -128,7 +120,10 @@ func (g *GitSource) fetch(ctx context.Context, last string) ([]apiv1.Policy, str
 	}
 	ctx, cancel := context.WithTimeout(ctx, g.opts.Timeout)
 	defer cancel()
-	auth := g.opts.Auth
+	auth, err := g.auth(ctx)
+	if err != nil {
+		return nil, "", false, err
+	}
 	ref, hash, err := g.resolve(ctx, auth)
 	if err != nil {
 		return nil, "", false, err
@@ -177,7 +172,10 @@ func (g *GitSource) fetchCommit(ctx context.Context, last string) ([]apiv1.Polic
 	}
 	ctx, cancel := context.WithTimeout(ctx, g.opts.Timeout)
 	defer cancel()
-	auth := g.opts.Auth
+	auth, err := g.auth(ctx)
+	if err != nil {
+		return nil, "", false, err
+	}
 	clone := &git.CloneOptions{URL: g.opts.URL, Auth: auth, NoCheckout: true, Tags: git.NoTags}
 	where := "any branch"
 	if g.opts.Branch != "" {
@@ -186,7 +184,7 @@ func (g *GitSource) fetchCommit(ctx context.Context, last string) ([]apiv1.Polic
 		where = "branch " + g.opts.Branch
 	}
 	var policies []apiv1.Policy
-	err := g.withClone(ctx, clone, func(repo *git.Repository, dir string) error {
+	err = g.withClone(ctx, clone, func(repo *git.Repository, dir string) error {
 		if _, err := repo.CommitObject(g.commit); errors.Is(err, plumbing.ErrObjectNotFound) {
 			return fmt.Errorf("%s has no commit %s on %s", g.opts.URL, g.commit, where)
 		} else if err != nil {
@@ -206,6 +204,18 @@ func (g *GitSource) fetchCommit(ctx context.Context, last string) ([]apiv1.Polic
 		return nil, "", false, err
 	}
 	return policies, revision, false, nil
+}
+
+// auth asks for the credentials of one check or fetch.
+func (g *GitSource) auth(ctx context.Context) (transport.AuthMethod, error) {
+	if g.opts.Auth == nil {
+		return nil, nil
+	}
+	auth, err := g.opts.Auth(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("credentials for %s: %w", g.opts.URL, err)
+	}
+	return auth, nil
 }
 
 // withClone clones into a temporary folder, hands the repository to read

@@ -97,6 +97,8 @@ func TestNewGitRejects(t *testing.T) {
 		{"a commit and a tag", GitOptions{URL: "file:///r", Tag: "v1", Commit: sha}, "alone or on a branch"},
 		{"a commit and a range", GitOptions{URL: "file:///r", SemVer: "1.x", Commit: sha}, "alone or on a branch"},
 		{"a short commit", GitOptions{URL: "file:///r", Commit: sha[:7]}, "full 40-character SHA-1"},
+		{"ssh:// without credentials", GitOptions{URL: "ssh://git@example.com/r.git"}, "an SSH URL needs credentials"},
+		{"scp-like without credentials", GitOptions{URL: "git@example.com:org/r.git"}, "an SSH URL needs credentials"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -31,19 +30,8 @@ func (ro *runOptions) gitSource() (sources.Source, error) {
 		return nil, nil
 	}
 	ro.git.Interval = ro.pollInterval
-	switch {
-	case ro.gitTokenFile != "":
-		token, err := os.ReadFile(ro.gitTokenFile)
-		if err != nil {
-			return nil, fmt.Errorf("--git-token-file: %w", err)
-		}
-		ro.git.Auth = sources.TokenAuth(strings.TrimSpace(string(token)))
-	case ro.gitPasswordFile != "":
-		password, err := os.ReadFile(ro.gitPasswordFile)
-		if err != nil {
-			return nil, fmt.Errorf("--git-password-file: %w", err)
-		}
-		ro.git.Auth = sources.BasicAuth(ro.gitUser, strings.TrimSpace(string(password)))
+	if ro.gitTokenFile != "" || ro.gitPasswordFile != "" {
+		ro.git.Auth = sources.FileAuth(ro.git.URL, sources.AuthFiles{Username: ro.gitUser, PasswordFile: ro.gitPasswordFile, TokenFile: ro.gitTokenFile})
 	}
 	return sources.NewGit(ro.git)
 }
