@@ -115,6 +115,7 @@ type Controller struct {
 	ctx     context.Context // the context Run was called with, for informers started later
 
 	admitted   admissions
+	failures   failures
 	tombstones tombstones
 	claims     claims
 	waits      waits

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -62,8 +63,11 @@ func (c *Controller) policyEvents(key policyKey, cp *compiledPolicy, before *met
 	if len(deleted) > 0 {
 		c.events.Event(ref, corev1.EventTypeNormal, ReasonPruned, describeChanges(deleted))
 	}
-	if out.reason != "" && out.err != nil && (before == nil || before.Reason != out.reason || before.Message != out.err.Error()) {
+	if out.reason != "" && out.err != nil && c.failures.changed(key, before, out.reason+": "+out.err.Error()) {
 		c.events.Event(ref, corev1.EventTypeWarning, out.reason, out.err.Error())
+	}
+	if out.reason == "" {
+		c.failures.changed(key, nil, "")
 	}
 	if c.opts.TriggerEvents && len(written) > 0 {
 		c.triggerEvents(celenv.PolicyRef(cp.policy), written, triggers)
@@ -87,6 +91,31 @@ func (c *Controller) triggerEvents(policy string, written []inventory.Change, tr
 		}
 		c.events.Eventf(ref, corev1.EventTypeNormal, ReasonGenerated, "%s: %s", policy, describeChanges(chs))
 	}
+}
+
+// failures remembers, per policy, the failure last told in an Event. The
+// cache may not hold the status a sync just wrote when a quick retry reads
+// it, so the policy's condition alone would tell the same failure twice.
+type failures struct {
+	mu   sync.Mutex
+	last map[policyKey]string
+}
+
+// changed records failure (reason: message; "" for none) and reports
+// whether it differs from the last one, or, after a restart, from the one
+// the policy's Ready condition shows.
+func (f *failures) changed(key policyKey, before *metav1.Condition, failure string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	last, ok := f.last[key]
+	if !ok && before != nil && before.Status == metav1.ConditionFalse {
+		last = before.Reason + ": " + before.Message
+	}
+	if f.last == nil {
+		f.last = map[policyKey]string{}
+	}
+	f.last[key] = failure
+	return last != failure
 }
 
 // policyReference is the object a policy's Events are about.

@@ -73,23 +73,22 @@ func TestMetricsAndEvents(t *testing.T) {
 	})
 
 	// An object name the API server rejects: the sync fails and is retried.
-	tb.applyPolicy(derivedPolicy("observe-bad", "observe", "UPPER", "one", true, false))
+	tb.applyPolicy(derivedPolicy("observe-bad", "observe-bad", "UPPER", "one", true, false))
 	t.Cleanup(func() { tb.deletePolicy("observe-bad") })
-	tb.trigger("b", "observe", "b1") // created after the policy: admitted
+	tb.trigger("b", "observe-bad", "b1") // created after the policy: admitted
 	bad := map[string]string{"policy": "GeneratingPolicy/observe-bad", "reason": reconcile.ReasonApplyFailed}
 	poll(t, "three failed syncs", func(context.Context) (bool, error) {
 		return metricValue(t, reg, "sprout_reconcile_errors_total", bad) >= 3, nil
 	})
 	events := eventsOn(context.Background(), t, "default", "GeneratingPolicy", "observe-bad")
 	if n := eventCount(events, reconcile.ReasonApplyFailed); n != 1 {
-		t.Errorf("%d ApplyFailed events for one failure retried", n)
+		t.Errorf("%d ApplyFailed events for one failure retried: %v", n, events)
 	}
 	if !hasEvent(events, reconcile.ReasonApplyFailed, "b-UPPER") {
 		t.Errorf("the failure event does not name the object: %v", events)
 	}
 	tb.deletePolicy("observe")
-	tb.waitFor("the policy's downstreams to go", "a-out", absent)
-	tb.waitFor("the policy's downstreams to go", "b-out", absent)
+	tb.waitFor("the policy's downstream to go", "a-out", absent)
 }
 
 // histogramCount returns how many observations a histogram series holds.

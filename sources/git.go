@@ -9,43 +9,41 @@ import (
 	"strings"
 	"time"
 
+	"github.com/Masterminds/semver/v3"
 	"github.com/go-git/go-git/v5"
-	"github.com/go-git/go-git/v5/config"
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/transport"
-	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
-	"github.com/go-git/go-git/v5/storage/memory"
 
 	apiv1 "github.com/sprout-gitops/sprout/api/policies/v1"
 )
 
-// GitOptions describe a Git source.
+// GitOptions describe a Git source. At most one of Branch, Tag and SemVer
+// names the ref to follow (the remote's default branch when none does);
+// Commit pins one commit, alone or on a Branch.
 type GitOptions struct {
-	// URL of the repository: https://, ssh:// or file://.
+	// URL of the repository: https://, ssh://, scp-like (git@host:path) or
+	// file://.
 	URL string
-	// Branch to follow; the remote's default branch when Branch and Tag are empty.
+	// Branch to follow; the remote's default branch when nothing else is given.
 	Branch string
 	// Tag to follow instead of a branch.
 	Tag string
+	// SemVer follows the highest tag in this range (">=1.0.0 <2.0.0", "1.x").
+	// Tag names are read as semantic versions with an optional leading "v";
+	// tags that are not versions are ignored.
+	SemVer string
+	// Commit runs this commit (a full SHA-1) and nothing else. A commit never
+	// moves, so once it is taken the remote is not asked again.
+	Commit string
 	// Path inside the repository to read policies from; the root when empty.
 	Path string
 	// Interval between checks of the remote ref.
 	Interval time.Duration
 	// Timeout bounds one check and one fetch.
 	Timeout time.Duration
-	// Auth authenticates to the remote; nil for none.
-	Auth transport.AuthMethod
-}
-
-// BasicAuth authenticates over HTTPS with a user name and password (or a
-// token as password, as GitHub and GitLab accept).
-func BasicAuth(user, password string) transport.AuthMethod {
-	return &githttp.BasicAuth{Username: user, Password: password}
-}
-
-// TokenAuth authenticates over HTTPS with a bearer token.
-func TokenAuth(token string) transport.AuthMethod {
-	return &githttp.TokenAuth{Token: token}
+	// Auth returns the credentials of each check and fetch; nil for none. An
+	// SSH URL needs it: Sprout never connects to a host it cannot verify.
+	Auth AuthFunc
 }
 
 // GitSource polls a Git repository. It asks the remote which commit the ref
@@ -53,34 +51,80 @@ func TokenAuth(token string) transport.AuthMethod {
 // one ref into a temporary folder, read with Load and removed at once.
 type GitSource struct {
 	*poller
-	opts GitOptions
+	opts   GitOptions
+	semver *semver.Constraints // from opts.SemVer
+	commit plumbing.Hash       // from opts.Commit
 }
 
 var _ Source = (*GitSource)(nil)
 
 // NewGit returns a source of the policies in a Git repository.
 func NewGit(opts GitOptions) (*GitSource, error) {
-	if opts.URL == "" {
-		return nil, errors.New("git source: a URL is required")
-	}
-	if opts.Branch != "" && opts.Tag != "" {
-		return nil, errors.New("git source: give a branch or a tag, not both")
-	}
-	if opts.Timeout <= 0 {
-		opts.Timeout = time.Minute
-	}
-	if opts.Interval <= 0 {
-		opts.Interval = time.Minute
-	}
 	g := &GitSource{opts: opts}
-	g.poller = newPoller("git:"+opts.URL, opts.Interval, g.fetch)
+	if err := g.validate(); err != nil {
+		return nil, fmt.Errorf("git source: %w", err)
+	}
+	if g.opts.Timeout <= 0 {
+		g.opts.Timeout = time.Minute
+	}
+	if g.opts.Interval <= 0 {
+		g.opts.Interval = time.Minute
+	}
+	g.poller = newPoller("git:"+opts.URL, g.opts.Interval, g.fetch)
 	return g, nil
 }
 
+// validate checks the options and parses the range and the commit.
+func (g *GitSource) validate() error {
+	o := g.opts
+	if o.URL == "" {
+		return errors.New("a URL is required")
+	}
+	if _, err := transport.NewEndpoint(o.URL); err != nil {
+		return fmt.Errorf("URL %q: %w", o.URL, err)
+	}
+	refs := 0
+	for _, r := range []string{o.Branch, o.Tag, o.SemVer} {
+		if r != "" {
+			refs++
+		}
+	}
+	if refs > 1 {
+		return errors.New("give one of a branch, a tag or a semver range, not several")
+	}
+	if o.SemVer != "" {
+		c, err := semver.NewConstraint(o.SemVer)
+		if err != nil {
+			return fmt.Errorf("semver range %q: %w", o.SemVer, err)
+		}
+		g.semver = c
+	}
+	if o.Commit != "" {
+		if o.Tag != "" || o.SemVer != "" {
+			return errors.New("a commit is pinned alone or on a branch, not with a tag or a semver range")
+		}
+		if !plumbing.IsHash(o.Commit) {
+			return fmt.Errorf("commit %q is not a full 40-character SHA-1", o.Commit)
+		}
+		g.commit = plumbing.NewHash(o.Commit)
+	}
+	if IsSSHURL(o.URL) && o.Auth == nil {
+		return errors.New("an SSH URL needs credentials: a private key and known_hosts")
+	}
+	return nil
+}
+
 func (g *GitSource) fetch(ctx context.Context, last string) ([]apiv1.Policy, string, bool, error) {
+	if !g.commit.IsZero() {
+		return g.fetchCommit(ctx, last)
+	}
 	ctx, cancel := context.WithTimeout(ctx, g.opts.Timeout)
 	defer cancel()
-	ref, hash, err := g.resolve(ctx)
+	auth, err := g.auth(ctx)
+	if err != nil {
+		return nil, "", false, err
+	}
+	ref, hash, err := g.resolve(ctx, auth)
 	if err != nil {
 		return nil, "", false, err
 	}
@@ -88,64 +132,117 @@ func (g *GitSource) fetch(ctx context.Context, last string) ([]apiv1.Policy, str
 	if revision == last {
 		return nil, revision, true, nil
 	}
-	dir, err := os.MkdirTemp("", "sprout-git-")
-	if err != nil {
-		return nil, "", false, err
-	}
-	defer os.RemoveAll(dir) // no working tree left behind
-	_, err = git.PlainCloneContext(ctx, dir, false, &git.CloneOptions{
+	clone := &git.CloneOptions{
 		URL:           g.opts.URL,
-		Auth:          g.opts.Auth,
+		Auth:          auth,
 		ReferenceName: ref,
 		SingleBranch:  true,
 		Depth:         1,
 		Tags:          git.NoTags,
+	}
+	var policies []apiv1.Policy
+	err = g.withClone(ctx, clone, func(repo *git.Repository, dir string) error {
+		head, err := repo.Head()
+		if err != nil {
+			return err
+		}
+		// The commit cloned, should the ref have moved since it was listed.
+		revision = ref.Short() + "@sha1:" + head.Hash().String()
+		policies, err = g.load(dir, revision)
+		return err
 	})
 	if err != nil {
-		return nil, "", false, fmt.Errorf("clone %s at %s: %w", g.opts.URL, ref.Short(), err)
-	}
-	root := path.Clean(strings.TrimPrefix(g.opts.Path, "/"))
-	if root == "" {
-		root = "."
-	}
-	policies, _, err := Load(os.DirFS(dir), root)
-	if err != nil {
-		return nil, "", false, fmt.Errorf("%s at %s: %w", g.opts.URL, revision, err)
+		return nil, "", false, err
 	}
 	return policies, revision, false, nil
 }
 
-// resolve asks the remote which commit the followed ref points to.
-func (g *GitSource) resolve(ctx context.Context) (plumbing.ReferenceName, plumbing.Hash, error) {
-	remote := git.NewRemote(memory.NewStorage(), &config.RemoteConfig{Name: "origin", URLs: []string{g.opts.URL}})
-	refs, err := remote.ListContext(ctx, &git.ListOptions{Auth: g.opts.Auth, Timeout: int(g.opts.Timeout.Seconds()), PeelingOption: git.AppendPeeled})
+// fetchCommit takes the pinned commit once; after that it is unchanged
+// without a word to the remote. Fetching one commit shallowly needs the
+// server to allow it (uploadpack.allowReachableSHA1InWant), so the branch is
+// cloned whole instead — every branch when none is given, as Flux does — and
+// the commit checked out.
+func (g *GitSource) fetchCommit(ctx context.Context, last string) ([]apiv1.Policy, string, bool, error) {
+	revision := "sha1:" + g.commit.String()
+	if g.opts.Branch != "" {
+		revision = g.opts.Branch + "@" + revision
+	}
+	if revision == last {
+		return nil, revision, true, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, g.opts.Timeout)
+	defer cancel()
+	auth, err := g.auth(ctx)
 	if err != nil {
-		return "", plumbing.ZeroHash, fmt.Errorf("list refs of %s: %w", g.opts.URL, err)
+		return nil, "", false, err
 	}
-	byName := map[plumbing.ReferenceName]*plumbing.Reference{}
-	for _, r := range refs {
-		byName[r.Name()] = r
+	clone := &git.CloneOptions{URL: g.opts.URL, Auth: auth, NoCheckout: true, Tags: git.NoTags}
+	where := "any branch"
+	if g.opts.Branch != "" {
+		clone.ReferenceName = plumbing.NewBranchReferenceName(g.opts.Branch)
+		clone.SingleBranch = true
+		where = "branch " + g.opts.Branch
 	}
-	var want plumbing.ReferenceName
-	switch {
-	case g.opts.Tag != "":
-		want = plumbing.NewTagReferenceName(g.opts.Tag)
-	case g.opts.Branch != "":
-		want = plumbing.NewBranchReferenceName(g.opts.Branch)
-	default:
-		head, ok := byName[plumbing.HEAD]
-		if !ok || head.Type() != plumbing.SymbolicReference {
-			return "", plumbing.ZeroHash, fmt.Errorf("%s: no default branch; give a branch or a tag", g.opts.URL)
+	var policies []apiv1.Policy
+	err = g.withClone(ctx, clone, func(repo *git.Repository, dir string) error {
+		if _, err := repo.CommitObject(g.commit); errors.Is(err, plumbing.ErrObjectNotFound) {
+			return fmt.Errorf("%s has no commit %s on %s", g.opts.URL, g.commit, where)
+		} else if err != nil {
+			return err
 		}
-		want = head.Target()
+		wt, err := repo.Worktree()
+		if err != nil {
+			return err
+		}
+		if err := wt.Checkout(&git.CheckoutOptions{Hash: g.commit, Force: true}); err != nil {
+			return fmt.Errorf("check out %s: %w", g.commit, err)
+		}
+		policies, err = g.load(dir, revision)
+		return err
+	})
+	if err != nil {
+		return nil, "", false, err
 	}
-	r, ok := byName[want]
-	if !ok {
-		return "", plumbing.ZeroHash, fmt.Errorf("%s has no %s", g.opts.URL, want)
+	return policies, revision, false, nil
+}
+
+// auth asks for the credentials of one check or fetch.
+func (g *GitSource) auth(ctx context.Context) (transport.AuthMethod, error) {
+	if g.opts.Auth == nil {
+		return nil, nil
 	}
-	// An annotated tag's peeled commit is listed as <tag>^{}.
-	if peeled, ok := byName[plumbing.ReferenceName(string(want)+"^{}")]; ok {
-		r = peeled
+	auth, err := g.opts.Auth(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("credentials for %s: %w", g.opts.URL, err)
 	}
-	return want, r.Hash(), nil
+	return auth, nil
+}
+
+// withClone clones into a temporary folder, hands the repository to read
+// and removes the folder: no working tree is left behind.
+func (g *GitSource) withClone(ctx context.Context, opts *git.CloneOptions, read func(repo *git.Repository, dir string) error) error {
+	dir, err := os.MkdirTemp("", "sprout-git-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	repo, err := git.PlainCloneContext(ctx, dir, false, opts)
+	if err != nil {
+		ref := opts.ReferenceName.Short()
+		if ref == "" {
+			ref = "all branches"
+		}
+		return fmt.Errorf("clone %s at %s: %w", g.opts.URL, ref, err)
+	}
+	return read(repo, dir)
+}
+
+// load reads the policies under Path of a checkout, whole or not at all.
+func (g *GitSource) load(dir, revision string) ([]apiv1.Policy, error) {
+	root := path.Clean(strings.TrimPrefix(g.opts.Path, "/")) // "." when empty
+	policies, _, err := Load(os.DirFS(dir), root)
+	if err != nil {
+		return nil, fmt.Errorf("%s at %s: %w", g.opts.URL, revision, err)
+	}
+	return policies, nil
 }

@@ -8,70 +8,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-git/go-git/v5"
+	"github.com/Masterminds/semver/v3"
 	"github.com/go-git/go-git/v5/plumbing"
-	"github.com/go-git/go-git/v5/plumbing/object"
+
+	"github.com/sprout-gitops/sprout/internal/gittest"
 )
-
-// testRepo is a real Git repository in a temporary folder, served as file://.
-type testRepo struct {
-	t    *testing.T
-	dir  string
-	repo *git.Repository
-}
-
-func newTestRepo(t *testing.T) *testRepo {
-	t.Helper()
-	dir := t.TempDir()
-	repo, err := git.PlainInitWithOptions(dir, &git.PlainInitOptions{
-		InitOptions: git.InitOptions{DefaultBranch: plumbing.NewBranchReferenceName("main")},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &testRepo{t: t, dir: dir, repo: repo}
-}
-
-func (r *testRepo) url() string { return "file://" + r.dir }
-
-// commit writes files (empty content deletes) and commits them.
-func (r *testRepo) commit(msg string, files map[string]string) plumbing.Hash {
-	r.t.Helper()
-	wt, err := r.repo.Worktree()
-	if err != nil {
-		r.t.Fatal(err)
-	}
-	for name, content := range files {
-		p := filepath.Join(r.dir, name)
-		if content == "" {
-			if _, err := wt.Remove(name); err != nil {
-				r.t.Fatal(err)
-			}
-			continue
-		}
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			r.t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-			r.t.Fatal(err)
-		}
-		if _, err := wt.Add(name); err != nil {
-			r.t.Fatal(err)
-		}
-	}
-	h, err := wt.Commit(msg, &git.CommitOptions{Author: &object.Signature{Name: "test", Email: "test@example.com", When: time.Now()}})
-	if err != nil {
-		r.t.Fatal(err)
-	}
-	return h
-}
-
-func (r *testRepo) tag(name string, h plumbing.Hash) {
-	r.t.Helper()
-	if _, err := r.repo.CreateTag(name, h, &git.CreateTagOptions{Message: name, Tagger: &object.Signature{Name: "test", Email: "t@example.com", When: time.Now()}}); err != nil {
-		r.t.Fatal(err)
-	}
-}
 
 func sproutGitDirs(t *testing.T) int {
 	t.Helper()
@@ -83,13 +24,13 @@ func sproutGitDirs(t *testing.T) int {
 }
 
 func TestGitFetch(t *testing.T) {
-	repo := newTestRepo(t)
-	first := repo.commit("one policy", map[string]string{
+	repo := gittest.NewRepo(t)
+	first := repo.Commit("one policy", map[string]string{
 		"README.md":        "not read",
 		"policies/a.yaml":  policyNamed("a"),
 		"elsewhere/x.yaml": "not: [read",
 	})
-	g, err := NewGit(GitOptions{URL: repo.url(), Branch: "main", Path: "policies"})
+	g, err := NewGit(GitOptions{URL: repo.URL(), Branch: "main", Path: "policies"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,23 +48,23 @@ func TestGitFetch(t *testing.T) {
 		t.Fatalf("an unmoved ref must not be fetched again: unchanged %v, %v", unchanged, err)
 	}
 
-	repo.commit("a broken one", map[string]string{"policies/b.yaml": strings.Replace(policyNamed("b"), "generator.Apply(", "generator.Apply((", 1)})
+	repo.Commit("a broken one", map[string]string{"policies/b.yaml": strings.Replace(policyNamed("b"), "generator.Apply(", "generator.Apply((", 1)})
 	if _, _, _, err := g.fetch(ctx, rev); err == nil || !strings.Contains(err.Error(), "policies/b.yaml") || !strings.Contains(err.Error(), "spec.generate[0].expression") {
 		t.Fatalf("a broken revision must be rejected naming file and field: %v", err)
 	}
 
-	fixed := repo.commit("fixed", map[string]string{"policies/b.yaml": policyNamed("b")})
-	repo.tag("v1.0.0", fixed)
+	fixed := repo.Commit("fixed", map[string]string{"policies/b.yaml": policyNamed("b")})
+	repo.Tag("v1.0.0", fixed)
 	policies, rev, _, err = g.fetch(ctx, rev)
 	if err != nil || len(policies) != 2 {
 		t.Fatalf("the fixed revision: %d policies, %v", len(policies), err)
 	}
 
-	tagged, err := NewGit(GitOptions{URL: repo.url(), Tag: "v1.0.0", Path: "/policies/"})
+	tagged, err := NewGit(GitOptions{URL: repo.URL(), Tag: "v1.0.0", Path: "/policies/"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	repo.commit("after the tag", map[string]string{"policies/a.yaml": ""})
+	repo.Commit("after the tag", map[string]string{"policies/a.yaml": ""})
 	policies, rev, _, err = tagged.fetch(ctx, "")
 	if err != nil || len(policies) != 2 || rev != "v1.0.0@sha1:"+fixed.String() {
 		t.Fatalf("the tag: %d policies, revision %q, %v", len(policies), rev, err)
@@ -132,13 +73,188 @@ func TestGitFetch(t *testing.T) {
 		t.Errorf("fetches left %d working trees behind", after-before)
 	}
 
-	missing, _ := NewGit(GitOptions{URL: repo.url(), Branch: "nope"})
+	missing, _ := NewGit(GitOptions{URL: repo.URL(), Branch: "nope"})
 	if _, _, _, err := missing.fetch(ctx, ""); err == nil || !strings.Contains(err.Error(), "refs/heads/nope") {
 		t.Errorf("a missing branch: %v", err)
 	}
 	unreachable, _ := NewGit(GitOptions{URL: "file:///nonexistent/repo", Timeout: 5 * time.Second})
 	if _, _, _, err := unreachable.fetch(ctx, ""); err == nil {
 		t.Error("an unreachable remote gave no error")
+	}
+}
+
+func TestNewGitRejects(t *testing.T) {
+	const sha = "0123456789abcdef0123456789abcdef01234567"
+	tests := []struct {
+		name    string
+		opts    GitOptions
+		wantErr string
+	}{
+		{"no URL", GitOptions{}, "a URL is required"},
+		{"a branch and a tag", GitOptions{URL: "file:///r", Branch: "main", Tag: "v1"}, "one of a branch, a tag or a semver range"},
+		{"a tag and a range", GitOptions{URL: "file:///r", Tag: "v1", SemVer: "1.x"}, "one of a branch, a tag or a semver range"},
+		{"a bad range", GitOptions{URL: "file:///r", SemVer: "one point oh"}, `semver range "one point oh"`},
+		{"a commit and a tag", GitOptions{URL: "file:///r", Tag: "v1", Commit: sha}, "alone or on a branch"},
+		{"a commit and a range", GitOptions{URL: "file:///r", SemVer: "1.x", Commit: sha}, "alone or on a branch"},
+		{"a short commit", GitOptions{URL: "file:///r", Commit: sha[:7]}, "full 40-character SHA-1"},
+		{"ssh:// without credentials", GitOptions{URL: "ssh://git@example.com/r.git"}, "an SSH URL needs credentials"},
+		{"scp-like without credentials", GitOptions{URL: "git@example.com:org/r.git"}, "an SSH URL needs credentials"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := NewGit(tt.opts)
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Errorf("error %v, want one with %q", err, tt.wantErr)
+			}
+		})
+	}
+	if _, err := NewGit(GitOptions{URL: "file:///r", Branch: "main", Commit: sha}); err != nil {
+		t.Errorf("a commit on a branch: %v", err)
+	}
+}
+
+func TestHighestTag(t *testing.T) {
+	tests := []struct {
+		name string
+		tags []string
+		rng  string
+		want string // "" for none
+	}{
+		{"highest in range", []string{"v1.0.0", "v1.2.0", "v1.10.0", "v2.0.0"}, ">=1.0.0 <2.0.0", "v1.10.0"},
+		{"v prefix optional", []string{"v1.0.0", "1.1.0"}, "1.x", "1.1.0"},
+		{"non-versions ignored", []string{"latest", "release-9", "v1.0.0", "stable"}, "*", "v1.0.0"},
+		{"pre-releases only when asked", []string{"v1.0.0", "v1.1.0-rc.1"}, "1.x", "v1.0.0"},
+		{"pre-release asked for", []string{"v1.0.0", "v1.1.0-rc.1"}, ">=1.1.0-rc.0", "v1.1.0-rc.1"},
+		{"peeled entries skipped", []string{"v1.0.0", "v1.0.0^{}"}, "1.x", "v1.0.0"},
+		{"a tie goes to the greater name", []string{"v1.0.0", "1.0.0"}, "1.x", "v1.0.0"},
+		{"nothing in range", []string{"v1.0.0", "v2.0.0"}, ">=3", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var refs []*plumbing.Reference
+			refs = append(refs, plumbing.NewHashReference(plumbing.NewBranchReferenceName("v9.0.0"), plumbing.ZeroHash)) // a branch, not a tag
+			for _, name := range tt.tags {
+				refs = append(refs, plumbing.NewHashReference(plumbing.NewTagReferenceName(name), plumbing.ZeroHash))
+			}
+			c, err := semver.NewConstraint(tt.rng)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, ok := highestTag(refs, c)
+			if tt.want == "" {
+				if ok {
+					t.Errorf("got %s, want none", got)
+				}
+				return
+			}
+			if !ok || got.Short() != tt.want {
+				t.Errorf("got %q (%v), want %q", got.Short(), ok, tt.want)
+			}
+		})
+	}
+}
+
+// TestGitSemVer: a range follows the highest matching tag of the remote,
+// moves when a higher one is pushed, and fails clearly when none matches.
+func TestGitSemVer(t *testing.T) {
+	repo := gittest.NewRepo(t)
+	one := repo.Commit("a", map[string]string{"a.yaml": policyNamed("a")})
+	repo.Tag("v1.0.0", one)
+	two := repo.Commit("b", map[string]string{"b.yaml": policyNamed("b")})
+	repo.LightweightTag("1.1.0", two)
+	three := repo.Commit("c", map[string]string{"c.yaml": policyNamed("c")})
+	repo.Tag("v2.0.0", three)
+	repo.Tag("latest", three)
+	repo.Tag("v1.2.0-rc.1", three)
+	ctx := context.Background()
+
+	g, err := NewGit(GitOptions{URL: repo.URL(), SemVer: ">=1.0.0 <2.0.0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	policies, rev, _, err := g.fetch(ctx, "")
+	if err != nil || len(policies) != 2 || rev != "1.1.0@sha1:"+two.String() {
+		t.Fatalf("the highest tag in range: %d policies, revision %q, %v", len(policies), rev, err)
+	}
+	if _, _, unchanged, err := g.fetch(ctx, rev); err != nil || !unchanged {
+		t.Fatalf("no new tag: unchanged %v, %v", unchanged, err)
+	}
+
+	repo.Branch("release-1", two)
+	four := repo.Commit("d", map[string]string{"d.yaml": policyNamed("d")})
+	repo.Tag("v1.3.0", four)
+	policies, rev, _, err = g.fetch(ctx, rev)
+	if err != nil || len(policies) != 3 || rev != "v1.3.0@sha1:"+four.String() {
+		t.Fatalf("after v1.3.0 is pushed: %d policies, revision %q, %v", len(policies), rev, err)
+	}
+
+	none, err := NewGit(GitOptions{URL: repo.URL(), SemVer: ">=3.0.0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, _, err := none.fetch(ctx, ""); err == nil || !strings.Contains(err.Error(), `no tag in the semver range ">=3.0.0"`) {
+		t.Errorf("no tag in range: %v", err)
+	}
+}
+
+// TestGitCommit: a pinned commit is read as it was, whatever its branch does
+// later, and never fetched twice.
+func TestGitCommit(t *testing.T) {
+	repo := gittest.NewRepo(t)
+	first := repo.Commit("a", map[string]string{"a.yaml": policyNamed("a")})
+	repo.Commit("b", map[string]string{"b.yaml": policyNamed("b")})
+	ctx := context.Background()
+	before := sproutGitDirs(t)
+
+	pinned, err := NewGit(GitOptions{URL: repo.URL(), Branch: "main", Commit: first.String(), Timeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &recorder{}
+	pinned.poll(ctx, h)
+	if len(h.failures) != 0 || len(h.upserts) != 1 || h.upserts[0] != "a@main@sha1:"+first.String() {
+		t.Fatalf("the pinned commit: %+v", h)
+	}
+
+	// The branch moves and then the remote goes away: the pin needs neither.
+	repo.Commit("d", map[string]string{"d.yaml": policyNamed("d")})
+	away := repo.Dir + ".away"
+	if err := os.Rename(repo.Dir, away); err != nil {
+		t.Fatal(err)
+	}
+	pinned.poll(ctx, h)
+	if len(h.failures) != 0 || len(h.upserts) != 1 || len(h.deletes) != 0 {
+		t.Fatalf("a pinned commit was fetched again: %+v", h)
+	}
+	if err := os.Rename(away, repo.Dir); err != nil {
+		t.Fatal(err)
+	}
+
+	repo.Branch("feature", first)
+	feature := repo.Commit("c on a branch", map[string]string{"c.yaml": policyNamed("c")})
+	anyBranch, err := NewGit(GitOptions{URL: repo.URL(), Commit: feature.String()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	policies, rev, _, err := anyBranch.fetch(ctx, "")
+	if err != nil || len(policies) != 2 || rev != "sha1:"+feature.String() {
+		t.Fatalf("a commit on another branch, no branch given: %d policies, revision %q, %v", len(policies), rev, err)
+	}
+
+	for name, opts := range map[string]GitOptions{
+		"a commit not on the branch": {URL: repo.URL(), Branch: "main", Commit: feature.String()},
+		"an unknown commit":          {URL: repo.URL(), Commit: "0123456789abcdef0123456789abcdef01234567"},
+	} {
+		g, err := NewGit(opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, _, _, err := g.fetch(ctx, ""); err == nil || !strings.Contains(err.Error(), "has no commit "+opts.Commit) {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	if after := sproutGitDirs(t); after != before {
+		t.Errorf("fetches left %d working trees behind", after-before)
 	}
 }
 
@@ -162,9 +278,9 @@ func (r *recorder) SourceComplete(string) { r.complete++ }
 // TestUnreachableRemoteDeletesNothing: while the remote is gone, errors are
 // reported and nothing is deleted; when it returns, work resumes.
 func TestUnreachableRemoteDeletesNothing(t *testing.T) {
-	repo := newTestRepo(t)
-	repo.commit("two policies", map[string]string{"a.yaml": policyNamed("a"), "b.yaml": policyNamed("b")})
-	g, err := NewGit(GitOptions{URL: repo.url(), Branch: "main", Timeout: 10 * time.Second})
+	repo := gittest.NewRepo(t)
+	repo.Commit("two policies", map[string]string{"a.yaml": policyNamed("a"), "b.yaml": policyNamed("b")})
+	g, err := NewGit(GitOptions{URL: repo.URL(), Branch: "main", Timeout: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,8 +291,8 @@ func TestUnreachableRemoteDeletesNothing(t *testing.T) {
 		t.Fatalf("first poll: %+v", h)
 	}
 
-	away := repo.dir + ".away"
-	if err := os.Rename(repo.dir, away); err != nil {
+	away := repo.Dir + ".away"
+	if err := os.Rename(repo.Dir, away); err != nil {
 		t.Fatal(err)
 	}
 	g.poll(ctx, h)
@@ -188,10 +304,10 @@ func TestUnreachableRemoteDeletesNothing(t *testing.T) {
 		t.Errorf("status while unreachable: %+v", st)
 	}
 
-	if err := os.Rename(away, repo.dir); err != nil {
+	if err := os.Rename(away, repo.Dir); err != nil {
 		t.Fatal(err)
 	}
-	repo.commit("one removed", map[string]string{"b.yaml": ""})
+	repo.Commit("one removed", map[string]string{"b.yaml": ""})
 	g.poll(ctx, h)
 	if st := g.Status(); st.Err != nil || st.Policies != 1 {
 		t.Errorf("status after recovery: %+v", st)

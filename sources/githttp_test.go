@@ -2,75 +2,64 @@ package sources
 
 import (
 	"context"
-	"net/http"
-	"net/http/cgi"
-	"net/http/httptest"
-	"os/exec"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sprout-gitops/sprout/internal/gittest"
 )
 
-// serveHTTP serves repo.dir over smart HTTP with git's own http-backend (a
-// CGI program), on 127.0.0.1, behind basic auth.
-func serveHTTP(t *testing.T, repo *testRepo, user, password string) string {
+// writeFile writes content to name in a fresh folder and returns its path.
+func writeFile(t *testing.T, dir, name string, content []byte) string {
 	t.Helper()
-	execPath, err := exec.Command("git", "--exec-path").Output()
-	if err != nil {
-		t.Fatalf("git --exec-path: %v", err)
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, content, 0o600); err != nil {
+		t.Fatal(err)
 	}
-	backend := &cgi.Handler{
-		Path: filepath.Join(strings.TrimSpace(string(execPath)), "git-http-backend"),
-		Env:  []string{"GIT_PROJECT_ROOT=" + filepath.Dir(repo.dir), "GIT_HTTP_EXPORT_ALL=1"},
-	}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		u, p, ok := r.BasicAuth()
-		if !ok || u != user || p != password {
-			w.Header().Set("WWW-Authenticate", `Basic realm="git"`)
-			http.Error(w, "unauthorized", http.StatusUnauthorized)
-			return
-		}
-		backend.ServeHTTP(w, r)
-	}))
-	t.Cleanup(srv.Close)
-	return srv.URL + "/" + filepath.Base(repo.dir)
+	return p
 }
 
 // TestGitOverHTTPWithBasicAuth: a repository served by git http-backend is
 // read with the right credentials; wrong ones give a clear error and the
-// source keeps its last good revision.
+// source keeps its last good revision; the password file is read at every
+// check, so fixing it needs no restart.
 func TestGitOverHTTPWithBasicAuth(t *testing.T) {
-	repo := newTestRepo(t)
-	repo.commit("a policy", map[string]string{"policies/a.yaml": policyNamed("a")})
-	url := serveHTTP(t, repo, "sprout", "s3cret")
+	repo := gittest.NewRepo(t)
+	repo.Commit("a policy", map[string]string{"policies/a.yaml": policyNamed("a")})
+	srv := gittest.ServeHTTP(t, repo, "sprout", "s3cret")
+	dir := t.TempDir()
+	passwordFile := writeFile(t, dir, "password", []byte("s3cret\n"))
 	ctx := context.Background()
 
-	good, err := NewGit(GitOptions{URL: url, Branch: "main", Path: "policies", Auth: BasicAuth("sprout", "s3cret"), Timeout: 20 * time.Second})
+	g, err := NewGit(GitOptions{URL: srv.URL, Branch: "main", Path: "policies", Timeout: 20 * time.Second,
+		Auth: FileAuth(srv.URL, AuthFiles{Username: "sprout", PasswordFile: passwordFile})})
 	if err != nil {
 		t.Fatal(err)
 	}
 	h := &recorder{}
-	good.poll(ctx, h)
+	g.poll(ctx, h)
 	if len(h.failures) != 0 || len(h.upserts) != 1 {
 		t.Fatalf("with the right credentials: %+v", h)
 	}
 
-	wrong, err := NewGit(GitOptions{URL: url, Branch: "main", Auth: BasicAuth("sprout", "wrong"), Timeout: 20 * time.Second})
-	if err != nil {
-		t.Fatal(err)
+	writeFile(t, dir, "password", []byte("rotated"))
+	repo.Commit("another", map[string]string{"policies/b.yaml": policyNamed("b")})
+	g.poll(ctx, h)
+	if len(h.failures) != 1 || !strings.Contains(h.failures[0].Error(), "authentication required") {
+		t.Fatalf("wrong credentials: want a clear authentication error, got %v", h.failures)
 	}
-	h2 := &recorder{}
-	wrong.poll(ctx, h2)
-	if len(h2.failures) != 1 || !strings.Contains(h2.failures[0].Error(), "authentication required") {
-		t.Fatalf("wrong credentials: want a clear authentication error, got %v", h2.failures)
+	if len(h.deletes) != 0 || g.Status().Policies != 1 {
+		t.Fatalf("after the credentials went bad: %+v, status %+v", h, g.Status())
+	}
+	if refused := srv.Refused(); len(refused) == 0 || refused[len(refused)-1] != "sprout:rotated" {
+		t.Errorf("the server did not see the rotated password: %v", refused)
 	}
 
-	// A source whose credentials go bad keeps its last good revision.
-	good.opts.Auth = BasicAuth("sprout", "rotated")
-	repo.commit("another", map[string]string{"policies/b.yaml": policyNamed("b")})
-	good.poll(ctx, h)
-	if len(h.failures) != 1 || len(h.deletes) != 0 || good.Status().Policies != 1 {
-		t.Fatalf("after the credentials went bad: %+v, status %+v", h, good.Status())
+	writeFile(t, dir, "password", []byte("s3cret"))
+	g.poll(ctx, h)
+	if len(h.failures) != 1 || len(h.upserts) != 3 || g.Status().Policies != 2 {
+		t.Fatalf("after the password file was fixed: %+v, status %+v", h, g.Status())
 	}
 }

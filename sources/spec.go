@@ -20,12 +20,21 @@ func (d *DirectorySource) Spec() sproutv1alpha1.PolicySourceSpec {
 
 // Spec describes the repository, the ref followed and the path read.
 func (g *GitSource) Spec() sproutv1alpha1.PolicySourceSpec {
-	ref := "default branch"
+	var refs []string
 	switch {
 	case g.opts.Tag != "":
-		ref = "tag " + g.opts.Tag
+		refs = append(refs, "tag "+g.opts.Tag)
+	case g.opts.SemVer != "":
+		refs = append(refs, "semver "+g.opts.SemVer)
 	case g.opts.Branch != "":
-		ref = "branch " + g.opts.Branch
+		refs = append(refs, "branch "+g.opts.Branch)
+	}
+	if g.opts.Commit != "" {
+		refs = append(refs, "commit "+g.opts.Commit)
+	}
+	ref := strings.Join(refs, ", ")
+	if ref == "" {
+		ref = "default branch"
 	}
 	return sproutv1alpha1.PolicySourceSpec{Name: g.name, Type: "git", URL: g.opts.URL, Ref: ref, Path: g.opts.Path, Interval: g.interval.String()}
 }

@@ -52,7 +52,9 @@ func TestHelpDescribesEveryFlag(t *testing.T) {
 	if err := root.Execute(); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"--kubeconfig", "--context", "--workers", "--log-level", "--log-format", "--policy-dir", "--poll-interval", "--cluster-policies", "--resync-schedule", "--git-url", "--git-branch", "--git-path"} {
+	for _, want := range []string{"--kubeconfig", "--context", "--workers", "--log-level", "--log-format", "--policy-dir", "--poll-interval", "--cluster-policies", "--resync-schedule", "--git-url", "--git-branch", "--git-tag", "--git-semver", "--git-commit", "--git-path", "--metrics-bind-address",
+		"--git-timeout", "--git-username", "--git-password-file", "--git-token-file", "--git-ssh-key-file", "--git-ssh-key-password-file",
+		"--git-known-hosts-file", "--git-secret-ref"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("sprout run --help does not mention %s:\n%s", want, out.String())
 		}

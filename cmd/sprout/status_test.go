@@ -137,17 +137,17 @@ func TestGitSourceStatusAndMetrics(t *testing.T) {
 		m := scrape(ctx)
 		return strings.Contains(m, "sprout_source_ready{"+sourceLabel+"} 0") && strings.Contains(m, `sprout_source_checks_total{result="failed",`+sourceLabel+"}")
 	})
-	events, err := kube.CoreV1().Events("default").List(context.Background(), metav1.ListOptions{FieldSelector: "involvedObject.name=" + source})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var reasons []string
-	for _, e := range events.Items {
-		reasons = append(reasons, e.Reason)
-	}
-	if !strings.Contains(strings.Join(reasons, ","), "RevisionRejected") || !strings.Contains(strings.Join(reasons, ","), "RevisionTaken") {
-		t.Errorf("events on the source: %v", reasons)
-	}
+	waitUntil("the RevisionTaken and RevisionRejected events on the source", func(ctx context.Context) bool {
+		events, err := kube.CoreV1().Events("default").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + source})
+		if err != nil {
+			return false
+		}
+		reasons := map[string]bool{}
+		for _, e := range events.Items {
+			reasons[e.Reason] = true
+		}
+		return reasons["RevisionTaken"] && reasons["RevisionRejected"]
+	})
 
 	gitCommit(t, dir, map[string]string{"policies/broken.yaml": ""})
 	waitUntil("the fixed revision", func(ctx context.Context) bool {
