@@ -51,8 +51,8 @@ git:
 test: tools git vet
 	$(GO) test ./... -count=1 -timeout 15m
 
-## run: the demo on a local control plane (Ctrl-C stops it and cleans up)
-run: tools build
+## run: the demo on a local control plane, policies from a Git repository (Ctrl-C stops it and cleans up)
+run: tools build git
 	$(BIN)/sprout demo $(ARGS)
 
 vet:

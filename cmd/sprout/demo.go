@@ -5,8 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
+	"maps"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -14,10 +17,13 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
@@ -26,6 +32,7 @@ import (
 	"github.com/sprout-gitops/sprout/internal/manifest"
 	"github.com/sprout-gitops/sprout/inventory"
 	"github.com/sprout-gitops/sprout/reconcile"
+	"github.com/sprout-gitops/sprout/sources"
 )
 
 // demoOptions configure `sprout demo`.
@@ -41,8 +48,14 @@ func newDemoCommand(g *globalFlags) *cobra.Command {
 		Use:   "demo",
 		Short: "Run Sprout on a local control plane with an example policy",
 		Long: `Start a local kube-apiserver and etcd (from bin/, built by 'make tools'), install
-the CRDs, run the controller, apply an example policy and its triggers from
-fixtures/, and print every generated object as it appears.
+the CRDs, run the controller on an example from fixtures/, create its triggers,
+and print every generated object as it appears.
+
+The default scenario, gitops, is a platform repository: the demo commits it to
+a new Git repository in a temporary folder and runs the controller with a Git
+source on it (file://, --git-path policies), as 'sprout run --git-url' does, so
+the policies come from Git; a commit there is taken within a second. Other
+scenarios (--scenario zk-kafka-address) apply their policy.yaml to the cluster.
 
 Ctrl-C stops everything the demo started and removes its temporary files.
 With --once the demo stops by itself once the scenario's expected objects exist
@@ -62,16 +75,25 @@ With --once the demo stops by itself once the scenario's expected objects exist
 			return runDemo(cmd.Context(), cmd.OutOrStdout(), log, o)
 		},
 	}
-	cmd.Flags().StringVar(&o.scenario, "scenario", "zk-kafka-address", "the fixtures/ scenario to run")
+	cmd.Flags().StringVar(&o.scenario, "scenario", "gitops", "the fixtures/ scenario to run: gitops (policies from Git) or one with a policy.yaml, such as zk-kafka-address")
 	cmd.Flags().BoolVar(&o.once, "once", false, "stop once the scenario's expected objects exist (for scripts)")
-	cmd.Flags().DurationVar(&o.timeout, "timeout", 2*time.Minute, "with --once, fail if the expected objects do not all exist by then")
+	cmd.Flags().DurationVar(&o.timeout, "timeout", 2*time.Minute, "fail if the Git repository's first revision is not taken by then, and with --once if the expected objects do not all exist")
 	return cmd
 }
 
 func runDemo(ctx context.Context, out io.Writer, log *slog.Logger, o demoOptions) (err error) {
+	out = &lockedWriter{w: out} // the table and the Git revisions print from several goroutines
+	files, err := fixtures.FS(o.scenario)
+	if err != nil {
+		return fmt.Errorf("--scenario %s: %w", o.scenario, err)
+	}
 	expected, err := fixtures.Objects(o.scenario, "expected.yaml")
 	if err != nil {
 		return err
+	}
+	fromGit := hasPolicyFolder(files)
+	if _, err := exec.LookPath("git"); fromGit && err != nil {
+		return fmt.Errorf("the %s demo reads its Git repository over file://, which needs git (`make git` installs it): %w", o.scenario, err)
 	}
 	fmt.Fprintln(out, "starting a local control plane (kube-apiserver and etcd from bin/)")
 	cp, err := controlplane.Start()
@@ -104,6 +126,19 @@ func runDemo(ctx context.Context, out io.Writer, log *slog.Logger, o demoOptions
 	defer cancel()
 	opts := reconcile.DefaultOptions()
 	opts.Logger = log
+	var gitSource *reportingSource
+	repoDir := filepath.Join(dir, "platform")
+	if fromGit {
+		if gitSource, err = demoGitSource(out, repoDir, o.scenario, files); err != nil {
+			return err
+		}
+		client, err := dynamic.NewForConfig(cp.Config)
+		if err != nil {
+			return err
+		}
+		// As sprout run: the cluster's policies too, ahead of Git's.
+		opts.Sources = []sources.Source{sources.NewCluster(client), gitSource}
+	}
 	controller, err := reconcile.New(cp.Config, opts)
 	if err != nil {
 		return err
@@ -116,28 +151,29 @@ func runDemo(ctx context.Context, out io.Writer, log *slog.Logger, o demoOptions
 			log.Error("controller stopped", "error", err.Error())
 		}
 	})
+	timeout := time.NewTimer(o.timeout)
+	defer timeout.Stop()
 
-	applier, err := manifest.NewApplier(cp.Config)
+	toApply := []string{"policy.yaml", "triggers.yaml"}
+	if fromGit {
+		// Triggers after the first revision, so the output reads in order.
+		if err := awaitFirstRevision(ctx, gitSource, timeout.C, o.timeout); err != nil || ctx.Err() != nil {
+			return err
+		}
+		toApply = []string{"triggers.yaml"}
+	}
+	applier, err := applyFixtures(ctx, out, cp.Config, o.scenario, toApply)
 	if err != nil {
 		return err
 	}
-	for _, file := range []string{"policy.yaml", "triggers.yaml"} {
-		objs, err := fixtures.Objects(o.scenario, file)
-		if err != nil {
-			return err
-		}
-		if err := applier.Apply(ctx, objs...); err != nil {
-			return err
-		}
-		for _, obj := range objs {
-			fmt.Fprintf(out, "applied %s %s\n", obj.GetKind(), obj.GetName())
-		}
+	if fromGit && !o.once {
+		fmt.Fprintf(out, "\nSprout checks the %s branch every %s; to see it follow a commit:\n  cd %s\n  $EDITOR %s/team-quota.yaml    # pods: \"100\" -> \"50\", say\n  git commit -am 'Smaller quota'\n",
+			demoBranch, demoPollInterval, repoDir, demoGitPath)
 	}
-
 	if o.once {
 		fmt.Fprintf(out, "\ngenerated objects (%s), until all expected ones exist:\n", inventory.LabelManagedBy+"="+inventory.ManagedBy)
 	} else {
-		fmt.Fprintf(out, "\ngenerated objects (%s), as they appear; Ctrl-C stops the demo:\n", inventory.LabelManagedBy+"="+inventory.ManagedBy)
+		fmt.Fprintf(out, "\ngenerated objects (%s), as they change; Ctrl-C stops the demo:\n", inventory.LabelManagedBy+"="+inventory.ManagedBy)
 	}
 	seen, err := watchGenerated(ctx, out, applier, expected)
 	if err != nil {
@@ -147,19 +183,85 @@ func runDemo(ctx context.Context, out io.Writer, log *slog.Logger, o demoOptions
 		<-ctx.Done()
 		return nil
 	}
-	timer := time.NewTimer(o.timeout)
-	defer timer.Stop()
-	for {
-		select {
-		case <-seen.done:
-			fmt.Fprintln(out, "\nall expected objects exist")
-			return nil
-		case <-timer.C:
-			return fmt.Errorf("after %s still missing: %s", o.timeout, strings.Join(seen.missing(), ", "))
-		case <-ctx.Done():
-			return nil
+	select {
+	case <-seen.done:
+		fmt.Fprintln(out, "\nall expected objects exist")
+		return nil
+	case <-timeout.C:
+		return fmt.Errorf("after %s still missing: %s", o.timeout, strings.Join(seen.missing(), ", "))
+	case <-ctx.Done():
+		return nil
+	}
+}
+
+// applyFixtures applies files of a scenario to the cluster at cfg, saying
+// what it applied, and returns the Applier for more.
+func applyFixtures(ctx context.Context, out io.Writer, cfg *rest.Config, scenario string, files []string) (*manifest.Applier, error) {
+	applier, err := manifest.NewApplier(cfg)
+	if err != nil {
+		return nil, err
+	}
+	for _, file := range files {
+		objs, err := fixtures.Objects(scenario, file)
+		if err != nil {
+			return nil, err
+		}
+		if err := applier.Apply(ctx, objs...); err != nil {
+			return nil, err
+		}
+		for _, obj := range objs {
+			fmt.Fprintf(out, "applied %s %s\n", obj.GetKind(), obj.GetName())
 		}
 	}
+	return applier, nil
+}
+
+// demoGitSource commits a scenario to a new repository at dir and returns
+// the Git source that sprout run would make for it, printing what it takes.
+func demoGitSource(out io.Writer, dir, scenario string, files fs.FS) (*reportingSource, error) {
+	revision, err := commitScenario(dir, scenario, files)
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(out, "committed fixtures/%s to a new Git repository, %s at %s\n", scenario, dir, revision)
+	src, err := sources.NewGit(sources.GitOptions{
+		URL:      "file://" + dir,
+		Branch:   demoBranch,
+		Path:     demoGitPath,
+		Interval: demoPollInterval,
+	})
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(out, "running the controller with the policies in Git, as\n  sprout run --git-url file://%s --git-branch %s --git-path %s --poll-interval %s\n",
+		dir, demoBranch, demoGitPath, demoPollInterval)
+	return &reportingSource{GitSource: src, out: out, taken: make(chan struct{})}, nil
+}
+
+// awaitFirstRevision waits until the Git source has handed its first
+// revision to the controller, or says why it has not when expired fires.
+func awaitFirstRevision(ctx context.Context, src *reportingSource, expired <-chan time.Time, timeout time.Duration) error {
+	select {
+	case <-src.taken:
+		return nil
+	case <-ctx.Done():
+		return nil // Ctrl-C: the caller stops
+	case <-expired:
+		return fmt.Errorf("no revision taken from Git after %s: %v", timeout, src.Status().Err)
+	}
+}
+
+// lockedWriter makes each Write atomic, so lines printed from several
+// goroutines never interleave.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
 
 // generatedSet tracks which expected objects have been seen.
@@ -196,12 +298,37 @@ func objectID(u *unstructured.Unstructured) string {
 }
 
 // watchGenerated prints, as a kubectl-like table, every object Sprout
-// generates of the kinds the scenario expects.
+// generates, updates or deletes of the kinds the scenario expects.
 func watchGenerated(ctx context.Context, out io.Writer, applier *manifest.Applier, expected []*unstructured.Unstructured) (*generatedSet, error) {
 	seen := &generatedSet{want: map[string]bool{}, done: make(chan struct{})}
-	const row = "%-10s %-16s %-24s %-22s %-16s\n"
-	fmt.Fprintf(out, row, "KIND", "NAMESPACE", "NAME", "POLICY", "TRIGGER")
-	var printMu sync.Mutex
+	header := []string{"EVENT", "KIND", "NAMESPACE", "NAME", "POLICY", "TRIGGER"}
+	columns := func(event string, u *unstructured.Unstructured) []string {
+		labels := u.GetLabels()
+		return []string{event, u.GetKind(), u.GetNamespace(), u.GetName(), labels[inventory.LabelPolicyName], labels[inventory.LabelTriggerName]}
+	}
+	// Columns as wide as the expected objects make them.
+	widths := make([]int, len(header))
+	for i, c := range header {
+		widths[i] = len(c)
+	}
+	for _, e := range expected {
+		for i, c := range columns("created", e) {
+			widths[i] = max(widths[i], len(c))
+		}
+	}
+	row := func(cells []string) {
+		var line strings.Builder
+		for i, c := range cells {
+			if i < len(cells)-1 {
+				fmt.Fprintf(&line, "%-*s  ", widths[i], c)
+			} else {
+				line.WriteString(c + "\n")
+			}
+		}
+		fmt.Fprint(out, line.String())
+	}
+	row(header)
+
 	watched := map[string]bool{}
 	for _, e := range expected {
 		seen.want[objectID(e)] = true
@@ -224,15 +351,42 @@ func watchGenerated(ctx context.Context, out io.Writer, applier *manifest.Applie
 				return lw.Watch(ctx, opts)
 			},
 		}, &unstructured.Unstructured{}, 0, cache.Indexers{})
-		_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: func(obj any) {
-			u := obj.(*unstructured.Unstructured)
-			labels := u.GetLabels()
-			printMu.Lock()
-			fmt.Fprintf(out, row, u.GetKind(), u.GetNamespace(), u.GetName(), labels[inventory.LabelPolicyName], labels[inventory.LabelTriggerName])
-			printMu.Unlock()
-			seen.see(objectID(u))
-		}})
+		_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc: func(obj any) {
+				u := obj.(*unstructured.Unstructured)
+				row(columns("created", u))
+				seen.see(objectID(u))
+			},
+			UpdateFunc: func(old, obj any) {
+				if u := obj.(*unstructured.Unstructured); changed(old.(*unstructured.Unstructured), u) {
+					row(columns("updated", u))
+				}
+			},
+			DeleteFunc: func(obj any) {
+				if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+					obj = tombstone.Obj
+				}
+				if u, ok := obj.(*unstructured.Unstructured); ok {
+					row(columns("deleted", u))
+				}
+			},
+		})
 		go inf.RunWithContext(ctx)
 	}
 	return seen, nil
+}
+
+// changed reports whether an update changed what a reader of the object
+// sees: its content or its labels and annotations, not its bookkeeping
+// (resourceVersion, managedFields).
+func changed(old, cur *unstructured.Unstructured) bool {
+	strip := func(u *unstructured.Unstructured) map[string]any {
+		c := u.DeepCopy().Object
+		delete(c, "metadata")
+		delete(c, "status")
+		return c
+	}
+	return !equality.Semantic.DeepEqual(strip(old), strip(cur)) ||
+		!maps.Equal(old.GetLabels(), cur.GetLabels()) ||
+		!maps.Equal(old.GetAnnotations(), cur.GetAnnotations())
 }

@@ -13,17 +13,23 @@ import (
 var update = flag.Bool("update", false, "rewrite fixtures/*/expected.yaml from sprout render's output")
 
 // TestRenderGolden renders every fixture scenario with the CLI and compares
-// the output, byte for byte, with its expected.yaml. A scenario with an
-// error.txt must fail with a message containing each of its lines.
+// the output, byte for byte, with its expected.yaml. A scenario holds one
+// policy.yaml or a policies/ folder, rendered whole as a Git source reads it.
+// A scenario with an error.txt must fail with a message containing each of
+// its lines.
 func TestRenderGolden(t *testing.T) {
-	dirs, err := filepath.Glob("../../fixtures/*/policy.yaml")
+	files, err := filepath.Glob("../../fixtures/*/policy.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(dirs) < 9 {
-		t.Fatalf("found only %d scenarios", len(dirs))
+	folders, err := filepath.Glob("../../fixtures/*/policies")
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, policy := range dirs {
+	if len(files) < 9 || len(folders) < 1 {
+		t.Fatalf("found only %d scenarios with a policy.yaml and %d with a policies/ folder", len(files), len(folders))
+	}
+	for _, policy := range append(files, folders...) {
 		dir := filepath.Dir(policy)
 		t.Run(filepath.Base(dir), func(t *testing.T) {
 			args := []string{"render", "-p", policy, "-r", filepath.Join(dir, "triggers.yaml")}
