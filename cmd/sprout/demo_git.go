@@ -125,12 +125,12 @@ func (h *reportingHandler) Delete(p sources.Policy) {
 	h.Handler.Delete(p)
 }
 
-func (h *reportingHandler) SourceFailed(source string, err error) {
-	if err.Error() != h.rejected { // once, not at every poll
-		h.rejected = err.Error()
-		fmt.Fprintf(h.out, "Git: revision rejected, the last good one keeps running: %v\n", err)
+func (h *reportingHandler) SourceChecked(source string, st sources.Status) {
+	if st.Err != nil && st.Err.Error() != h.rejected { // once, not at every poll
+		h.rejected = st.Err.Error()
+		fmt.Fprintf(h.out, "Git: revision rejected, the last good one keeps running: %v\n", st.Err)
 	}
-	h.Handler.SourceFailed(source, err)
+	h.Handler.SourceChecked(source, st)
 }
 
 func (h *reportingHandler) SourceComplete(source string) {
