@@ -262,6 +262,9 @@ func (c *Controller) Run(ctx context.Context) error {
 	wg.Wait()
 	c.stopTriggerInformers()
 	c.kubeInformers.Shutdown()
+	for _, src := range c.opts.Sources {
+		src.Wait()
+	}
 	return nil
 }
 

@@ -56,6 +56,9 @@ func (c *Cluster) Start(ctx context.Context, h Handler) error {
 	return nil
 }
 
+// Wait returns at once: informers hold nothing to clean up.
+func (c *Cluster) Wait() {}
+
 // Name is "cluster".
 func (c *Cluster) Name() string { return ClusterSourceName }
 

@@ -51,6 +51,8 @@ type poller struct {
 	interval time.Duration
 	fetch    fetchFunc
 
+	running sync.WaitGroup
+
 	mu        sync.Mutex
 	status    Status
 	attempted bool
@@ -67,9 +69,13 @@ func (p *poller) Name() string { return p.name }
 
 // Start polls until ctx ends, the first time at once.
 func (p *poller) Start(ctx context.Context, h Handler) error {
-	go wait.UntilWithContext(ctx, func(ctx context.Context) { p.poll(ctx, h) }, p.interval)
+	p.running.Go(func() { wait.UntilWithContext(ctx, func(ctx context.Context) { p.poll(ctx, h) }, p.interval) })
 	return nil
 }
+
+// Wait returns once polling has stopped after its context ended, so a
+// clone under way has removed its temporary folder.
+func (p *poller) Wait() { p.running.Wait() }
 
 // HasSynced reports whether the first fetch has been tried.
 func (p *poller) HasSynced() bool {

@@ -50,4 +50,7 @@ type Source interface {
 	Complete() bool
 	// Spec describes the source as configured, for its PolicySource.
 	Spec() sproutv1alpha1.PolicySourceSpec
+	// Wait returns once the source has stopped after Start's context
+	// ended, leaving nothing behind (no temporary clone).
+	Wait()
 }
