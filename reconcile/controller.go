@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"maps"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -113,6 +114,10 @@ type Controller struct {
 	// them; set by Run.
 	records *inventory.Records
 	ctx     context.Context // the context Run was called with, for informers started later
+
+	// synced is set once every cache and source has delivered what it held
+	// at start: before that the controller cannot tell what is missing.
+	synced atomic.Bool
 
 	admitted   admissions
 	failures   failures
@@ -248,6 +253,8 @@ func (c *Controller) Run(ctx context.Context) error {
 		}
 		defer stop()
 	}
+	c.synced.Store(true)
+	defer c.synced.Store(false)
 	c.log.Info("started", "workers", c.opts.Workers)
 	var wg sync.WaitGroup
 	// Sources' states are written once each has delivered what it held at
@@ -267,6 +274,10 @@ func (c *Controller) Run(ctx context.Context) error {
 	}
 	return nil
 }
+
+// Synced reports whether the controller's caches and sources have synced
+// and it is syncing policies: what a readiness probe asks.
+func (c *Controller) Synced() bool { return c.synced.Load() }
 
 // runWorker processes queue keys until the queue shuts down.
 func (c *Controller) runWorker(ctx context.Context) {

@@ -102,7 +102,7 @@ func startRun(t *testing.T, args ...string) *controlplane.ControlPlane {
 	go func() {
 		root := newRootCommand()
 		// Tests run side by side: never the default port.
-		root.SetArgs(append([]string{"run", "--kubeconfig", path, "--metrics-bind-address", "0"}, args...))
+		root.SetArgs(append([]string{"run", "--kubeconfig", path, "--metrics-bind-address", "0", "--health-probe-bind-address", "0"}, args...))
 		root.SetErr(&syncBuffer{})
 		done <- root.ExecuteContext(ctx)
 	}()

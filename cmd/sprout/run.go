@@ -28,6 +28,8 @@ type runOptions struct {
 	gitFiles        sources.AuthFiles
 	gitSecretRef    string
 	metricsAddress  string
+	probeAddress    string
+	leader          leaderOptions
 }
 
 // gitSource builds the Git source the flags describe, if any.
@@ -181,15 +183,26 @@ An SSH URL needs known_hosts: Sprout never connects to a host it cannot verify.`
 			opts.Logger = log
 			reg := newRegistry()
 			opts.Metrics = reg
-			if err := serveMetrics(cmd.Context(), ro.metricsAddress, reg, log); err != nil {
-				return fmt.Errorf("--metrics-bind-address: %w", err)
-			}
 			c, err := reconcile.New(cfg, opts)
 			if err != nil {
 				return err
 			}
+			ctx := cmd.Context()
+			if err := serve(ctx, ro.metricsAddress, metricsHandler(reg), log, "metrics"); err != nil {
+				return fmt.Errorf("--metrics-bind-address: %w", err)
+			}
+			if ro.leader.namespace == "" {
+				ro.leader.namespace = inClusterNamespace()
+			}
+			if ro.leader.namespace == "" {
+				ro.leader.namespace = "default"
+			}
+			elector := &leaderElector{opts: ro.leader, log: log}
+			if err := serve(ctx, ro.probeAddress, probesHandler(func() string { return elector.ready(c.Synced) }), log, "probes"); err != nil {
+				return fmt.Errorf("--health-probe-bind-address: %w", err)
+			}
 			log.Info("sprout starting", "host", cfg.Host, "version", version())
-			return c.Run(cmd.Context())
+			return elector.run(ctx, cfg, c.Run)
 		},
 	}
 	f := cmd.Flags()
@@ -212,6 +225,13 @@ An SSH URL needs known_hosts: Sprout never connects to a host it cannot verify.`
 	f.StringVar(&ro.gitFiles.KnownHostsFile, "git-known-hosts-file", "", "a known_hosts file with the SSH host keys to accept (required for SSH URLs)")
 	f.StringVar(&ro.gitSecretRef, "git-secret-ref", "", "<namespace>/<name> of a Secret with the Git credentials (Flux's keys), read at every check")
 	f.StringVar(&ro.metricsAddress, "metrics-bind-address", ":8080", `the address /metrics (Prometheus) is served on; "0" turns it off`)
+	f.StringVar(&ro.probeAddress, "health-probe-bind-address", ":8081", `the address /healthz and /readyz are served on; "0" turns them off`)
+	f.BoolVar(&ro.leader.enabled, "leader-elect", false, "run only while holding a coordination.k8s.io Lease, so one of several replicas writes")
+	f.StringVar(&ro.leader.namespace, "leader-election-namespace", "", "the namespace of the Lease (default: the pod's, else default)")
+	f.StringVar(&ro.leader.name, "leader-election-id", "sprout", "the name of the Lease")
+	f.DurationVar(&ro.leader.leaseDuration, "leader-elect-lease-duration", 15*time.Second, "how long a standby replica waits before taking a Lease its holder stopped renewing")
+	f.DurationVar(&ro.leader.renewDeadline, "leader-elect-renew-deadline", 10*time.Second, "how long the leader keeps trying to renew before it stops")
+	f.DurationVar(&ro.leader.retryPeriod, "leader-elect-retry-period", 2*time.Second, "how often replicas try to take or renew the Lease")
 	f.StringVar(&opts.ResyncSchedule, "resync-schedule", opts.ResyncSchedule, `cron spec ("0 * * * *", "@hourly", "@every 10m") of full recomputes that repair drift no event reported; "" turns them off`)
 	return cmd
 }

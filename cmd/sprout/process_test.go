@@ -1,0 +1,215 @@
+package main
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+)
+
+var (
+	buildOnce sync.Once
+	binary    string
+	buildErr  error
+)
+
+// sproutBinary builds the sprout command once per test run, for tests that
+// need separate processes.
+func sproutBinary(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "sprout-bin-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binary = filepath.Join(dir, "sprout")
+		out, err := exec.Command("go", "build", "-o", binary, ".").CombinedOutput()
+		if err != nil {
+			buildErr = err
+			binary = string(out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatalf("go build: %v\n%s", buildErr, binary)
+	}
+	return binary
+}
+
+// apiProxy stands between sprout processes and the API server: it counts
+// their write requests on the server's side of the wire, and can hold back
+// requests whose path contains a string until released.
+type apiProxy struct {
+	server *httptest.Server
+	writes atomic.Int64
+	mu     sync.Mutex
+	seen   []string
+	held   string
+	gate   chan struct{}
+}
+
+// newAPIProxy fronts the API server of cfg on a loopback address.
+func newAPIProxy(t *testing.T, cfg *rest.Config) *apiProxy {
+	t.Helper()
+	transport, err := rest.TransportFor(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	target, err := url.Parse(cfg.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rp := httputil.NewSingleHostReverseProxy(target)
+	rp.Transport = transport
+	rp.FlushInterval = -1 // watches stream
+	p := &apiProxy{gate: make(chan struct{})}
+	close(p.gate)
+	p.server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p.mu.Lock()
+		held, gate := p.held, p.gate
+		p.mu.Unlock()
+		if held != "" && strings.Contains(r.URL.Path, held) {
+			select {
+			case <-gate:
+			case <-r.Context().Done():
+				return
+			}
+		}
+		// Lease renewals are the price of leader election, not a write of
+		// Sprout's; everything else counts.
+		if r.Method != http.MethodGet && !strings.Contains(r.URL.Path, "/leases") {
+			p.writes.Add(1)
+			p.mu.Lock()
+			p.seen = append(p.seen, r.Method+" "+r.URL.Path)
+			p.mu.Unlock()
+		}
+		rp.ServeHTTP(w, r)
+	}))
+	t.Cleanup(p.server.Close)
+	return p
+}
+
+// hold holds back requests whose path contains s until the returned
+// function is called.
+func (p *apiProxy) hold(s string) (release func()) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.held, p.gate = s, make(chan struct{})
+	gate := p.gate
+	return sync.OnceFunc(func() { close(gate) })
+}
+
+// reset forgets the writes counted so far.
+func (p *apiProxy) reset() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.writes.Store(0)
+	p.seen = nil
+}
+
+func (p *apiProxy) written() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]string(nil), p.seen...)
+}
+
+// kubeconfig writes a kubeconfig that reaches the API server through the proxy.
+func (p *apiProxy) kubeconfig(t *testing.T) string {
+	t.Helper()
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["proxy"] = &clientcmdapi.Cluster{Server: p.server.URL}
+	cfg.AuthInfos["proxy"] = &clientcmdapi.AuthInfo{}
+	cfg.Contexts["proxy"] = &clientcmdapi.Context{Cluster: "proxy", AuthInfo: "proxy"}
+	cfg.CurrentContext = "proxy"
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// process is a sprout process started by a test.
+type process struct {
+	cmd    *exec.Cmd
+	logs   *syncBuffer
+	done   chan error
+	probes string
+	metric string
+}
+
+// startProcess runs `sprout run` with args, probes and metrics on their own
+// loopback ports; it is killed when the test ends if still running.
+func startProcess(t *testing.T, kubeconfig string, args ...string) *process {
+	t.Helper()
+	p := &process{logs: &syncBuffer{}, done: make(chan error, 1), probes: freeAddress(t), metric: freeAddress(t)}
+	p.cmd = exec.Command(sproutBinary(t), append([]string{"run", "--kubeconfig", kubeconfig,
+		"--metrics-bind-address", p.metric, "--health-probe-bind-address", p.probes}, args...)...)
+	p.cmd.Stdout, p.cmd.Stderr = p.logs, p.logs
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { p.done <- p.cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = p.cmd.Process.Kill()
+		<-p.done
+		if t.Failed() {
+			t.Logf("sprout %v:\n%s", p.cmd.Args[1:], p.logs.String())
+		}
+	})
+	return p
+}
+
+// get returns the status code and body of a path on one of the process's
+// servers, or 0 when it does not answer.
+func (p *process) get(ctx context.Context, addr, path string) (int, string) {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+path, nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, ""
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body)
+}
+
+// stop sends SIGTERM and waits for the process to exit.
+func (p *process) stop(t *testing.T, within time.Duration) error {
+	t.Helper()
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-p.done:
+		p.done <- err
+		return err
+	case <-time.After(within):
+		t.Fatalf("sprout did not exit within %s of SIGTERM", within)
+		return nil
+	}
+}
+
+// eventually polls cond for up to 30 seconds.
+func eventually(t *testing.T, what string, cond func(ctx context.Context) bool) {
+	t.Helper()
+	if err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		return cond(ctx), nil
+	}); err != nil {
+		t.Fatalf("waiting for %s: %v", what, err)
+	}
+}
