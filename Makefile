@@ -19,13 +19,18 @@ KUBE_LDFLAGS := -s -w \
 APISERVER_STAMP := $(BIN)/.kube-apiserver-$(KUBE_VERSION)
 ETCD_STAMP := $(BIN)/.etcd-$(ETCD_VERSION)
 
-.PHONY: all build tools git test run vet generate clean
+.PHONY: all build image tools git test run vet generate clean
 
 all: build tools
 
 ## build: the sprout binary in bin/
 build:
 	$(GO) build -o $(BIN)/sprout ./cmd/sprout
+
+## image: the container image (needs Docker with BuildKit); IMAGE names it
+IMAGE ?= ghcr.io/sprout-gitops/sprout:dev
+image:
+	docker build -t $(IMAGE) .
 
 ## tools: kube-apiserver and etcd for tests and the demo, built once into bin/
 tools: $(APISERVER_STAMP) $(ETCD_STAMP)
