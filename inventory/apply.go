@@ -62,6 +62,13 @@ type Live interface {
 // object whose cached state already holds every desired field is not sent
 // at all, so a sync that changes nothing makes no request.
 func (a *Applier) Apply(ctx context.Context, objects []*unstructured.Unstructured, live Live, opts ApplyOptions) (ChangeSet, error) {
+	return a.each(ctx, objects, live, opts, a.write)
+}
+
+// each decides, for every object, whether it needs a write, and hands the
+// ones that do to write.
+func (a *Applier) each(ctx context.Context, objects []*unstructured.Unstructured, live Live, opts ApplyOptions,
+	write func(context.Context, *unstructured.Unstructured) (Change, error)) (ChangeSet, error) {
 	var cs ChangeSet
 	var errs []error
 	for _, obj := range objects {
@@ -76,20 +83,29 @@ func (a *Applier) Apply(ctx context.Context, objects []*unstructured.Unstructure
 			cs.add(obj, action, reason)
 			continue
 		}
-		// ssa's Force deletes and recreates an object whose immutable fields
-		// changed; Sprout never does (DESIGN §4: no delete + recreate), it
-		// reports the error. Field ownership is always forced by ssa.
-		o := ssa.DefaultApplyOptions()
-		o.Force = false
-		entry, err := a.manager.Apply(ctx, obj, o)
+		ch, err := write(ctx, obj)
 		if err != nil {
 			cs.add(obj, Failed, err.Error())
 			errs = append(errs, err)
 			continue
 		}
-		cs.add(obj, actionOf(entry.Action), "")
+		cs.Changes = append(cs.Changes, ch)
 	}
 	return cs, errors.Join(errs...)
+}
+
+// write applies one object with server-side apply.
+func (a *Applier) write(ctx context.Context, obj *unstructured.Unstructured) (Change, error) {
+	// ssa's Force deletes and recreates an object whose immutable fields
+	// changed; Sprout never does (DESIGN §4: no delete + recreate), it
+	// reports the error. Field ownership is always forced by ssa.
+	o := ssa.DefaultApplyOptions()
+	o.Force = false
+	entry, err := a.manager.Apply(ctx, obj, o)
+	if err != nil {
+		return Change{}, err
+	}
+	return changeOf(obj, actionOf(entry.Action), ""), nil
 }
 
 // decide returns the action for an object that needs no write, or "" when

@@ -33,6 +33,10 @@ type Change struct {
 	Reason string
 	// TriggerUID is the object's trigger, from its labels.
 	TriggerUID string
+	// Before and After are set by a dry run (DryRun): the object as it is
+	// and as it would be; nil for one that does not exist on that side.
+	// Secret values are masked.
+	Before, After *unstructured.Unstructured
 }
 
 // Present reports whether the object was left alone because it already
@@ -45,7 +49,11 @@ type ChangeSet struct {
 }
 
 func (c *ChangeSet) add(obj *unstructured.Unstructured, action Action, reason string) {
-	c.Changes = append(c.Changes, Change{ID: ObjectID(obj), Action: action, Reason: reason, TriggerUID: obj.GetLabels()[LabelTriggerUID]})
+	c.Changes = append(c.Changes, changeOf(obj, action, reason))
+}
+
+func changeOf(obj *unstructured.Unstructured, action Action, reason string) Change {
+	return Change{ID: ObjectID(obj), Action: action, Reason: reason, TriggerUID: obj.GetLabels()[LabelTriggerUID]}
 }
 
 // Changed maps each object that was written to what was done, for logs.

@@ -59,6 +59,10 @@ type Options struct {
 	// TriggerEvents also emits an Event on each trigger for what was
 	// generated for it; off by default, as it costs a write per trigger.
 	TriggerEvents bool
+	// DryRun makes a controller that only plans (Plan): it computes what
+	// each policy would write and prune, asks the API server with dry-run
+	// applies, and writes nothing (no objects, records, status or Events).
+	DryRun bool
 	// Metrics receives the controller's Prometheus series; nil keeps them
 	// unregistered.
 	Metrics prometheus.Registerer
@@ -81,6 +85,10 @@ type Controller struct {
 	discovery discovery.CachedDiscoveryInterface
 	mapper    meta.ResettableRESTMapper
 	applier   *inventory.Applier
+	// writer applies and prunes: the applier, or its dry run.
+	writer writer
+	// planned holds what each policy's last sync did or, dry, would do.
+	planned plans
 
 	kubeInformers informers.SharedInformerFactory
 	namespaces    listersv1.NamespaceLister
@@ -160,7 +168,12 @@ func New(cfg *rest.Config, opts Options) (*Controller, error) {
 	disco := memory.NewMemCacheClient(kube.Discovery())
 	factory := informers.NewSharedInformerFactory(kube, 0)
 	nsInformer := factory.Core().V1().Namespaces()
+	var w writer = applier
+	if opts.DryRun {
+		w = applier.DryRun()
+	}
 	c := &Controller{
+		writer:        w,
 		opts:          opts,
 		log:           opts.Logger,
 		dynamic:       dyn,
@@ -201,12 +214,29 @@ func New(cfg *rest.Config, opts Options) (*Controller, error) {
 
 // Run starts the informers and workers and blocks until ctx is done.
 func (c *Controller) Run(ctx context.Context) error {
+	if c.opts.DryRun {
+		return errors.New("a dry-run controller only plans: call Plan")
+	}
 	defer utilruntime.HandleCrash()
 	defer c.queue.ShutDown()
 	defer c.sourceQueue.ShutDown()
 	c.broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: c.eventSink})
 	defer c.broadcaster.Shutdown()
 
+	if err := c.start(ctx); err != nil {
+		return err
+	}
+	for _, src := range c.opts.Sources {
+		if src.Complete() {
+			c.retireOrphanRecords(src.Name())
+		}
+	}
+	return c.run(ctx)
+}
+
+// start starts the informers and the sources and waits until each has
+// delivered what it held.
+func (c *Controller) start(ctx context.Context) error {
 	c.mu.Lock()
 	c.ctx = ctx
 	c.mu.Unlock()
@@ -236,16 +266,27 @@ func (c *Controller) Run(ctx context.Context) error {
 			return err
 		}
 		synced = append(synced, src.HasSynced)
-		c.sourceQueue.Add(src.Name())
+		if !c.opts.DryRun {
+			c.sourceQueue.Add(src.Name())
+		}
 	}
 	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
 		return fmt.Errorf("informer caches did not sync: %w", ctx.Err())
 	}
+	return nil
+}
+
+// stop stops what start started.
+func (c *Controller) stop() {
+	c.stopTriggerInformers()
+	c.kubeInformers.Shutdown()
 	for _, src := range c.opts.Sources {
-		if src.Complete() {
-			c.retireOrphanRecords(src.Name())
-		}
+		src.Wait()
 	}
+}
+
+// run schedules resyncs and runs the workers until ctx is done.
+func (c *Controller) run(ctx context.Context) error {
 	if c.opts.ResyncSchedule != "" {
 		stop, err := c.scheduleResync(c.opts.ResyncSchedule)
 		if err != nil {
@@ -267,11 +308,7 @@ func (c *Controller) Run(ctx context.Context) error {
 	c.queue.ShutDown()
 	c.sourceQueue.ShutDown()
 	wg.Wait()
-	c.stopTriggerInformers()
-	c.kubeInformers.Shutdown()
-	for _, src := range c.opts.Sources {
-		src.Wait()
-	}
+	c.stop()
 	return nil
 }
 

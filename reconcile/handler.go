@@ -35,6 +35,9 @@ func (h policyHandler) Upsert(p sources.Policy) {
 		return
 	}
 	c.mu.Unlock()
+	if c.opts.DryRun {
+		c.adoptRecordedIdentity(p)
+	}
 	if cur == nil {
 		c.restore(key, string(p.GetUID()))
 	}

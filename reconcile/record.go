@@ -76,6 +76,9 @@ func (c *Controller) restore(key policyKey, uid string) {
 
 // saveRecord writes the policy's record if what it should hold changed.
 func (c *Controller) saveRecord(ctx context.Context, key policyKey, cp *compiledPolicy, out *outcome) error {
+	if c.opts.DryRun {
+		return nil
+	}
 	current := c.record(key)
 	rec := &sproutv1alpha1.PolicyInventory{}
 	if current != nil {

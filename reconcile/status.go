@@ -43,7 +43,7 @@ type outcome struct {
 // reportStatus writes the policy's status when it differs from what the
 // cache holds, so a sync that changes nothing writes nothing.
 func (c *Controller) reportStatus(ctx context.Context, cp *compiledPolicy, out outcome) error {
-	if cp.source != sources.ClusterSourceName {
+	if cp.source != sources.ClusterSourceName || c.opts.DryRun {
 		return nil // only policies stored in the cluster have a status to write
 	}
 	live := cp.policy.PolicyStatus()

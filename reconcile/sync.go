@@ -56,6 +56,7 @@ func (c *Controller) sync(ctx context.Context, key policyKey) error {
 		// Terminal until the policy changes: retrying cannot fix a typo. The
 		// record carries it too: for a policy from files it is the only status.
 		out := outcome{reason: ReasonCompileFailed, err: err}
+		c.plan(key, inventory.ChangeSet{}, err)
 		before := c.previousReady(key, cp)
 		statusErr := errors.Join(c.reportStatus(ctx, cp, out), c.saveRecord(ctx, key, cp, &out))
 		c.metrics.observeSync(key.String(), time.Since(start).Seconds(), out, inventory.ChangeSet{}, nil)
@@ -101,7 +102,7 @@ func (c *Controller) sync(ctx context.Context, key policyKey) error {
 		toWrite = c.notYetGenerated(key, desired)
 	}
 	alive := c.triggerExists(cp)
-	changes, applyErr := c.applier.Apply(ctx, toWrite, liveObjects{c}, inventory.ApplyOptions{Synchronize: sync, Alive: alive})
+	changes, applyErr := c.writer.Apply(ctx, toWrite, liveObjects{c}, inventory.ApplyOptions{Synchronize: sync, Alive: alive})
 	if !sync {
 		c.noteGenerated(key, changes)
 	}
@@ -140,6 +141,7 @@ func (c *Controller) sync(ctx context.Context, key policyKey) error {
 	case cp.resolveErr != nil:
 		out.reason = ReasonUnobservableTrigger
 	}
+	c.plan(key, changes, out.err)
 	before := c.previousReady(key, cp)
 	statusErr := errors.Join(c.reportStatus(ctx, cp, out), c.saveRecord(ctx, key, cp, &out))
 	c.metrics.observeSync(key.String(), time.Since(start).Seconds(), out, changes, evalErr)
@@ -220,13 +222,16 @@ func (c *Controller) prune(ctx context.Context, key policyKey, desired []*unstru
 	if err != nil {
 		return inventory.ChangeSet{}, err
 	}
-	return c.applier.Prune(ctx, inventory.Stale(owned, desired))
+	return c.writer.Prune(ctx, inventory.Stale(owned, desired))
 }
 
 // finalize is the last sync of a deleted policy. A synchronizing policy that
 // does not orphan its objects takes its data objects with it; clones stay,
 // as in Kyverno. Then its record goes.
 func (c *Controller) finalize(ctx context.Context, key policyKey, gone retired) error {
+	if c.opts.DryRun {
+		return nil // a plan covers the policies it was given, not retired ones
+	}
 	if gone.synchronize && !gone.orphan {
 		c.mu.RLock()
 		written := c.written[key].Clone()

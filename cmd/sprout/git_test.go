@@ -168,7 +168,7 @@ func TestGitCredentialFlags(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			ro := &runOptions{git: sources.GitOptions{URL: tt.url}, gitFiles: tt.files, gitSecretRef: tt.secretRef}
+			ro := &sourceFlags{git: sources.GitOptions{URL: tt.url}, gitFiles: tt.files, gitSecretRef: tt.secretRef}
 			_, err := ro.gitAuth(context.Background(), &rest.Config{Host: "https://127.0.0.1:1"})
 			if tt.wantErr == "" && err != nil {
 				t.Errorf("refused: %v", err)

@@ -5,6 +5,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/signal"
@@ -15,8 +16,10 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := newRootCommand().ExecuteContext(ctx); err != nil {
-		fmt.Fprintln(os.Stderr, "Error:", err)
+		if !errors.Is(err, errDifferences) { // the diff said it all
+			fmt.Fprintln(os.Stderr, "Error:", err)
+		}
 		stop()
-		os.Exit(1)
+		os.Exit(exitCode(err))
 	}
 }

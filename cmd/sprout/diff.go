@@ -1,0 +1,256 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"text/tabwriter"
+
+	"github.com/pmezard/go-difflib/difflib"
+	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/klog/v2"
+	"sigs.k8s.io/yaml"
+
+	"github.com/sprout-gitops/sprout/inventory"
+	"github.com/sprout-gitops/sprout/reconcile"
+)
+
+// errDifferences ends `sprout diff` with exit status 1, as kubectl diff
+// does when there are changes; other errors exit with 2.
+var errDifferences = errors.New("differences found")
+
+// diffOptions are the flags of `sprout diff`.
+type diffOptions struct {
+	sourceFlags
+	output string
+}
+
+func newDiffCommand(g *globalFlags) *cobra.Command {
+	o := diffOptions{}
+	cmd := &cobra.Command{
+		Use:   "diff",
+		Short: "Show what policies would change in the live cluster, without writing",
+		Long: `Evaluate policies from folders, a Git repository or the cluster against the live
+cluster, and show what Sprout would create, change (a unified diff of the
+object as it is and as a server-side apply would leave it) and prune. Nothing
+is written: objects that would change are sent as server-side dry-run applies,
+as kubectl diff does, and records, statuses and Events are left alone.
+
+A policy is planned as Sprout would run it now: the triggers it has admitted
+and when it was activated come from the PolicyInventory record of the policy
+of that name, so a changed policy shows only what the change does.
+
+Without --policy-dir or --git-url the policies stored in the cluster are
+planned, which shows drift that Sprout would repair. Secret values are masked.
+
+Exit status: 0 when nothing would change, 1 when something would, 2 on errors
+(a policy that does not compile, an evaluation or a dry run that fails).`,
+		Example: `  sprout diff --policy-dir ./policies
+  sprout diff --git-url https://github.com/example/platform --git-branch feature --git-path policies
+  sprout diff -o table`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			err := runDiff(cmd, g, o)
+			switch {
+			case errors.Is(err, errDifferences):
+				return &exitError{code: 1, err: err}
+			case err != nil:
+				return &exitError{code: 2, err: err}
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	o.register(f, "plan")
+	f.StringVarP(&o.output, "output", "o", "diff", "output format: diff (unified), table, yaml or json")
+	return cmd
+}
+
+// runDiff plans the policies the flags name and prints the plan.
+func runDiff(cmd *cobra.Command, g *globalFlags, o diffOptions) error {
+	if !cmd.Flags().Changed("log-level") {
+		g.logLevel = "error"
+	}
+	log, err := g.logger(cmd.ErrOrStderr())
+	if err != nil {
+		return err
+	}
+	klog.SetSlogLogger(log)
+	if o.output != "diff" && o.output != "table" && o.output != "yaml" && o.output != "json" {
+		return fmt.Errorf("-o %q: want diff, table, yaml or json", o.output)
+	}
+	cfg, err := g.restConfig()
+	if err != nil {
+		return err
+	}
+	if !cmd.Flags().Changed("cluster-policies") {
+		o.clusterPolicies = o.git.URL == "" && len(o.policyDirs) == 0
+	}
+	srcs, err := o.sources(cmd.Context(), cfg)
+	if err != nil {
+		return err
+	}
+	if len(srcs) == 0 {
+		return errors.New("no policies to plan: give --policy-dir or --git-url, or keep --cluster-policies")
+	}
+	opts := reconcile.DefaultOptions()
+	opts.DryRun, opts.Sources, opts.Logger, opts.ResyncSchedule = true, srcs, log, ""
+	c, err := reconcile.New(cfg, opts)
+	if err != nil {
+		return err
+	}
+	plans, err := c.Plan(cmd.Context())
+	if err != nil {
+		return err
+	}
+	return printPlans(cmd.OutOrStdout(), plans, o.output)
+}
+
+// printPlans writes the plans in the asked format and returns
+// errDifferences when something would change, or the policies' errors.
+func printPlans(out io.Writer, plans []reconcile.PolicyPlan, format string) error {
+	var errs []error
+	changed := false
+	for _, p := range plans {
+		if p.Err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", p.Policy, p.Err))
+		}
+		changed = changed || len(p.Changes.Changed()) > 0
+	}
+	var err error
+	switch format {
+	case "diff":
+		err = printUnified(out, plans)
+	case "table":
+		err = printTable(out, plans)
+	default:
+		err = printStructured(out, plans, format)
+	}
+	if err != nil {
+		return err
+	}
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	if changed {
+		return errDifferences
+	}
+	return nil
+}
+
+// printUnified writes one unified diff per object that would change.
+func printUnified(out io.Writer, plans []reconcile.PolicyPlan) error {
+	for _, p := range plans {
+		for _, ch := range p.Changes.Changes {
+			if !written(ch.Action) {
+				continue
+			}
+			before, err := objectYAML(ch.Before)
+			if err != nil {
+				return err
+			}
+			after, err := objectYAML(ch.After)
+			if err != nil {
+				return err
+			}
+			text, err := difflib.GetUnifiedDiffString(difflib.UnifiedDiff{
+				A: difflib.SplitLines(before), B: difflib.SplitLines(after),
+				FromFile: "live/" + ch.ID, ToFile: "sprout/" + ch.ID, Context: 3,
+			})
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(out, "# %s %s (%s)\n%s", ch.Action, ch.ID, p.Policy, text)
+		}
+	}
+	return nil
+}
+
+// printTable writes one row per object that would change.
+func printTable(out io.Writer, plans []reconcile.PolicyPlan) error {
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ACTION\tOBJECT\tPOLICY")
+	for _, p := range plans {
+		for _, ch := range p.Changes.Changes {
+			if written(ch.Action) {
+				fmt.Fprintf(tw, "%s\t%s\t%s\n", ch.Action, ch.ID, p.Policy)
+			}
+		}
+	}
+	return tw.Flush()
+}
+
+// plannedObject is one object of `sprout diff -o yaml|json`.
+type plannedObject struct {
+	Policy string         `json:"policy"`
+	Action string         `json:"action"`
+	Object string         `json:"object"`
+	Before map[string]any `json:"before,omitempty"`
+	After  map[string]any `json:"after,omitempty"`
+}
+
+// printStructured writes the objects that would change as a YAML or JSON list.
+func printStructured(out io.Writer, plans []reconcile.PolicyPlan, format string) error {
+	list := []plannedObject{}
+	for _, p := range plans {
+		for _, ch := range p.Changes.Changes {
+			if !written(ch.Action) {
+				continue
+			}
+			o := plannedObject{Policy: p.Policy, Action: string(ch.Action), Object: ch.ID}
+			if ch.Before != nil {
+				o.Before = ch.Before.Object
+			}
+			if ch.After != nil {
+				o.After = ch.After.Object
+			}
+			list = append(list, o)
+		}
+	}
+	var data []byte
+	var err error
+	if format == "json" {
+		data, err = json.MarshalIndent(list, "", "  ")
+		data = append(data, '\n')
+	} else {
+		data, err = yaml.Marshal(list)
+	}
+	if err != nil {
+		return err
+	}
+	_, err = out.Write(data)
+	return err
+}
+
+func written(a inventory.Action) bool {
+	return a == inventory.Created || a == inventory.Configured || a == inventory.Deleted
+}
+
+func objectYAML(obj *unstructured.Unstructured) (string, error) {
+	if obj == nil {
+		return "", nil
+	}
+	data, err := yaml.Marshal(obj.Object)
+	return string(data), err
+}
+
+// exitError carries the exit status a command's failure should end with.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+func (e *exitError) Unwrap() error { return e.err }
+
+// exitCode maps a command's error to the process's exit status: 1 unless
+// the command said otherwise.
+func exitCode(err error) int {
+	var e *exitError
+	if errors.As(err, &e) {
+		return e.code
+	}
+	return 1
+}

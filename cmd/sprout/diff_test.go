@@ -1,0 +1,107 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/sprout-gitops/sprout/fixtures"
+)
+
+// runDiffCommand runs `sprout diff` in-process and returns its output,
+// exit status and error.
+func runDiffCommand(t *testing.T, args ...string) (string, int, error) {
+	t.Helper()
+	var out, errOut syncBuffer
+	root := newRootCommand()
+	root.SetArgs(append([]string{"diff"}, args...))
+	root.SetOut(&out)
+	root.SetErr(&errOut)
+	err := root.ExecuteContext(context.Background())
+	if err == nil {
+		return out.String(), 0, nil
+	}
+	return out.String(), exitCode(err), err
+}
+
+// TestDiff: `sprout diff` against the live cluster shows nothing for an
+// unchanged world (exit 0), a unified diff naming the object and the field
+// for a changed policy and the objects a narrower one would prune (exit 1),
+// exit 2 for a broken policy, and writes nothing.
+func TestDiff(t *testing.T) {
+	cp := startRun(t)
+	applyScenario(t, cp, "zk-kafka-address", "policy.yaml", "triggers.yaml")
+	kube := kubernetes.NewForConfigOrDie(cp.Config)
+	eventually(t, "the generated ConfigMap", func(ctx context.Context) bool {
+		_, err := kube.CoreV1().ConfigMaps("team-red").Get(ctx, "zk-kafka-address", metav1.GetOptions{})
+		return err == nil
+	})
+	proxy := newAPIProxy(t, cp.Config)
+	kubeconfig := proxy.kubeconfig(t)
+	policy, err := fixtures.Read("zk-kafka-address", "policy.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	folder := func(content string) string {
+		dir := t.TempDir()
+		if err := os.WriteFile(filepath.Join(dir, "policy.yaml"), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return dir
+	}
+
+	if out, code, _ := runDiffCommand(t, "--kubeconfig", kubeconfig); code != 0 || out != "" {
+		t.Errorf("the cluster's policies, unchanged: exit %d, output:\n%s", code, out)
+	}
+	if out, code, _ := runDiffCommand(t, "--kubeconfig", kubeconfig, "--policy-dir", folder(string(policy))); code != 0 || out != "" {
+		t.Errorf("the same policy from a folder: exit %d, output:\n%s", code, out)
+	}
+
+	changed := folder(strings.Replace(string(policy), "192.168.10.10:2181", "10.0.0.1:2181", 1))
+	out, code, _ := runDiffCommand(t, "--kubeconfig", kubeconfig, "--policy-dir", changed)
+	if code != 1 {
+		t.Errorf("a changed policy: exit %d, want 1", code)
+	}
+	for _, want := range []string{
+		"# configured ConfigMap/team-red/zk-kafka-address (GeneratingPolicy/zk-kafka-address)",
+		"--- live/ConfigMap/team-red/zk-kafka-address",
+		"+++ sprout/ConfigMap/team-red/zk-kafka-address",
+		"-  ZK_ADDRESS: 192.168.10.10:2181",
+		"+  ZK_ADDRESS: 10.0.0.1:2181",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the diff does not contain %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "resourceVersion") || strings.Contains(out, "managedFields") {
+		t.Errorf("the diff shows server bookkeeping:\n%s", out)
+	}
+
+	narrower := folder(strings.Replace(string(policy), "== 'red'", "== 'green'", 1))
+	out, code, _ = runDiffCommand(t, "--kubeconfig", kubeconfig, "--policy-dir", narrower, "-o", "json")
+	var listed []plannedObject
+	if err := json.Unmarshal([]byte(out), &listed); err != nil {
+		t.Fatalf("-o json: %v\n%s", err, out)
+	}
+	if code != 1 || len(listed) != 1 || listed[0].Action != "deleted" || listed[0].Object != "ConfigMap/team-red/zk-kafka-address" || listed[0].Before == nil {
+		t.Errorf("a policy that no longer matches: exit %d, %+v", code, listed)
+	}
+
+	broken := folder(strings.Replace(string(policy), "generator.Apply(", "generator.Apply((", 1))
+	if out, code, err := runDiffCommand(t, "--kubeconfig", kubeconfig, "--policy-dir", broken); code != 2 || out != "" || err == nil || !strings.Contains(err.Error(), "spec.generate[0].expression") {
+		t.Errorf("a broken policy: exit %d (want 2), error %v, output:\n%s", code, err, out)
+	}
+
+	if n := proxy.writes.Load(); n != 0 {
+		t.Errorf("sprout diff wrote %d times: %v", n, proxy.written())
+	}
+	if _, err := kube.CoreV1().ConfigMaps("team-red").Get(context.Background(), "zk-kafka-address", metav1.GetOptions{}); err != nil {
+		t.Errorf("the ConfigMap after the diffs: %v", err)
+	}
+}

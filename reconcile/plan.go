@@ -1,0 +1,140 @@
+package reconcile
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/sprout-gitops/sprout/inventory"
+	"github.com/sprout-gitops/sprout/sources"
+)
+
+// writer applies desired objects and prunes stale ones: the inventory's
+// Applier, or its DryRun.
+type writer interface {
+	Apply(ctx context.Context, objects []*unstructured.Unstructured, live inventory.Live, opts inventory.ApplyOptions) (inventory.ChangeSet, error)
+	Prune(ctx context.Context, objects []*unstructured.Unstructured) (inventory.ChangeSet, error)
+}
+
+var (
+	_ writer = (*inventory.Applier)(nil)
+	_ writer = inventory.DryRun{}
+)
+
+// PolicyPlan is what one sync of a policy would do.
+type PolicyPlan struct {
+	// Policy is Kind/[namespace/]name.
+	Policy string
+	// Changes hold one entry per object, with Before and After set for
+	// those that would change.
+	Changes inventory.ChangeSet
+	// Err is why the policy could not be planned whole (it does not
+	// compile, an evaluation failed, the API server refused a dry run).
+	Err error
+}
+
+// plans keeps the last sync's changes per policy, in a dry run.
+type plans struct {
+	mu    sync.Mutex
+	byKey map[policyKey]PolicyPlan
+}
+
+func (p *plans) get(key policyKey) (PolicyPlan, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	plan, ok := p.byKey[key]
+	return plan, ok
+}
+
+// plan keeps what a dry-run sync of the policy found.
+func (c *Controller) plan(key policyKey, changes inventory.ChangeSet, err error) {
+	if !c.opts.DryRun {
+		return
+	}
+	c.planned.mu.Lock()
+	defer c.planned.mu.Unlock()
+	if c.planned.byKey == nil {
+		c.planned.byKey = map[policyKey]PolicyPlan{}
+	}
+	c.planned.byKey[key] = PolicyPlan{Policy: key.String(), Changes: changes, Err: err}
+}
+
+// Plan computes, for every policy the sources deliver, what a sync would
+// write and prune now, from the cluster as it is and the policy's record
+// (so admission and activation are those a running Sprout has), and writes
+// nothing. The controller must have been made with Options.DryRun. Plans
+// come in policy order.
+func (c *Controller) Plan(ctx context.Context) ([]PolicyPlan, error) {
+	if !c.opts.DryRun {
+		return nil, errors.New("Plan needs a controller made with Options.DryRun")
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer func() {
+		cancel() // the informers stop with it, then stop waits for them
+		c.stop()
+	}()
+	if err := c.start(ctx); err != nil {
+		return nil, err
+	}
+	for _, src := range c.opts.Sources {
+		if src.Complete() {
+			continue
+		}
+		c.mu.RLock()
+		st := c.sourceStates.checks[src.Name()]
+		c.mu.RUnlock()
+		if st.Err != nil {
+			return nil, fmt.Errorf("%s: %w", src.Name(), st.Err)
+		}
+		return nil, errors.New(src.Name() + ": no revision could be read")
+	}
+	c.mu.RLock()
+	keys := make([]policyKey, 0, len(c.policies))
+	for key := range c.policies {
+		keys = append(keys, key)
+	}
+	c.mu.RUnlock()
+	sort.Slice(keys, func(i, j int) bool { return keys[i].String() < keys[j].String() })
+	out := make([]PolicyPlan, 0, len(keys))
+	for _, key := range keys {
+		if err := c.syncWhenReady(ctx, key); err != nil && ctx.Err() != nil {
+			return nil, err
+		}
+		p, ok := c.planned.get(key)
+		if !ok {
+			p = PolicyPlan{Policy: key.String(), Err: errors.New("not planned")}
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+// syncWhenReady syncs a policy, waiting for the caches it needs.
+func (c *Controller) syncWhenReady(ctx context.Context, key policyKey) error {
+	for delay := 50 * time.Millisecond; ; delay = min(2*delay, time.Second) {
+		err := c.sync(ctx, key)
+		if !errors.Is(err, errWaiting) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(delay):
+		}
+	}
+}
+
+// adoptRecordedIdentity gives a policy planned from files the identity its
+// record holds, so the plan uses the admissions and activation of the
+// policy of that name that runs now, wherever it comes from.
+func (c *Controller) adoptRecordedIdentity(p sources.Policy) {
+	if rec := c.record(keyOf(p.Policy)); rec != nil && rec.Spec.Policy.UID != "" {
+		p.SetUID(types.UID(rec.Spec.Policy.UID))
+	}
+}
