@@ -1,10 +1,11 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
-	"sort"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -235,7 +236,10 @@ func (c *inventoryReader) records(ctx context.Context, ref *sproutv1alpha1.Polic
 	if err != nil {
 		return nil, fmt.Errorf("list PolicyInventories: %w", err)
 	}
-	sort.Slice(out, func(i, j int) bool { return policyID(out[i].Spec.Policy) < policyID(out[j].Spec.Policy) })
+	slices.SortFunc(out, func(a, b *sproutv1alpha1.PolicyInventory) int {
+		x, y := a.Spec.Policy, b.Spec.Policy
+		return compareRefs(x.Kind, x.Namespace, x.Name, y.Kind, y.Namespace, y.Name)
+	})
 	return out, nil
 }
 
@@ -359,12 +363,20 @@ func policyOf(ctx context.Context, rec *sproutv1alpha1.PolicyInventory, objs []*
 		}
 		p.Triggers[i].Objects = append(p.Triggers[i].Objects, o)
 	}
-	sort.Slice(p.Triggers, func(i, j int) bool { return p.Triggers[i].ref() < p.Triggers[j].ref() })
-	for i := range p.Triggers {
-		objs := p.Triggers[i].Objects
-		sort.Slice(objs, func(i, j int) bool { return objs[i].ref() < objs[j].ref() })
+	slices.SortFunc(p.Triggers, func(a, b triggerReport) int {
+		return compareRefs(a.Kind, a.Namespace, a.Name, b.Kind, b.Namespace, b.Name)
+	})
+	for _, t := range p.Triggers {
+		slices.SortFunc(t.Objects, func(a, b objectReport) int {
+			return compareRefs(a.Kind, a.Namespace, a.Name, b.Kind, b.Namespace, b.Name)
+		})
 	}
 	return p, nil
+}
+
+// compareRefs orders by kind, then namespace, then name.
+func compareRefs(kind1, namespace1, name1, kind2, namespace2, name2 string) int {
+	return cmp.Or(strings.Compare(kind1, kind2), strings.Compare(namespace1, namespace2), strings.Compare(name1, name2))
 }
 
 // triggerOf reads an object's trigger from its labels. The name is the
