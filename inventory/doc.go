@@ -4,5 +4,7 @@
 //
 // It never evaluates CEL and never decides what a policy wants: reconcile
 // hands it complete desired objects. Pruning and the persistent per-policy
-// record (DESIGN §5) are built on the same labels.
+// record (DESIGN §5) are built on the same labels. Drifted tells, from an
+// object's managed fields and its applied stamp alone, whether it still holds
+// what Sprout last applied: what `sprout inventory` reports as drift.
 package inventory

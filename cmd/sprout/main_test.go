@@ -84,11 +84,14 @@ func (b *syncBuffer) String() string {
 // with its kubeconfig and args, both stopped when the test ends.
 func startRun(t *testing.T, args ...string) *controlplane.ControlPlane {
 	t.Helper()
-	cp, err := controlplane.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cp.Stop() })
+	cp := startControlPlane(t)
+	runSprout(t, writeKubeconfig(t, cp), args...)
+	return cp
+}
+
+// writeKubeconfig writes a kubeconfig of cp to a file, for --kubeconfig.
+func writeKubeconfig(t *testing.T, cp *controlplane.ControlPlane) string {
+	t.Helper()
 	kubeconfig, err := cp.Kubeconfig()
 	if err != nil {
 		t.Fatal(err)
@@ -97,22 +100,32 @@ func startRun(t *testing.T, args ...string) *controlplane.ControlPlane {
 	if err := os.WriteFile(path, kubeconfig, 0o600); err != nil {
 		t.Fatal(err)
 	}
+	return path
+}
+
+// runSprout runs `sprout run` in-process against the cluster of kubeconfig
+// with args. It returns a function that stops it and waits until it has
+// returned, for a test that changes the cluster behind Sprout's back; the
+// end of the test calls it too.
+func runSprout(t *testing.T, kubeconfig string, args ...string) (stop func()) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
 		root := newRootCommand()
 		// Tests run side by side: never the default port.
-		root.SetArgs(append([]string{"run", "--kubeconfig", path, "--metrics-bind-address", "0", "--health-probe-bind-address", "0"}, args...))
+		root.SetArgs(append([]string{"run", "--kubeconfig", kubeconfig, "--metrics-bind-address", "0", "--health-probe-bind-address", "0"}, args...))
 		root.SetErr(&syncBuffer{})
 		done <- root.ExecuteContext(ctx)
 	}()
-	t.Cleanup(func() {
+	stop = sync.OnceFunc(func() {
 		cancel()
 		if err := <-done; err != nil {
 			t.Errorf("sprout run: %v", err)
 		}
 	})
-	return cp
+	t.Cleanup(stop)
+	return stop
 }
 
 func TestRunWatchesTheClusterOfItsKubeconfig(t *testing.T) {

@@ -36,7 +36,7 @@ what every policy wants and applies it with server-side apply.`,
 	f.StringVar(&g.context, "context", "", "the kubeconfig context to use (default: its current context)")
 	f.StringVar(&g.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	f.StringVar(&g.logFormat, "log-format", "text", "log format: text or json")
-	root.AddCommand(newRunCommand(g), newRenderCommand(), newDiffCommand(g), newDemoCommand(g), newVersionCommand())
+	root.AddCommand(newRunCommand(g), newRenderCommand(), newDiffCommand(g), newInventoryCommand(g), newDemoCommand(g), newVersionCommand())
 	return root
 }
 
