@@ -99,6 +99,7 @@ An SSH URL needs known_hosts: Sprout never connects to a host it cannot verify.`
 	f := cmd.Flags()
 	f.IntVar(&opts.Workers, "workers", opts.Workers, "how many policies are synced at once")
 	ro.register(f, "run")
+	f.BoolVar(&opts.TriggerEvents, "trigger-events", false, "also emit an Event on each trigger for what was generated for it (a write per trigger)")
 	f.StringVar(&ro.metricsAddress, "metrics-bind-address", ":8080", `the address /metrics (Prometheus) is served on; "0" turns it off`)
 	f.StringVar(&ro.probeAddress, "health-probe-bind-address", ":8081", `the address /healthz and /readyz are served on; "0" turns them off`)
 	f.BoolVar(&ro.leader.enabled, "leader-elect", false, "run only while holding a coordination.k8s.io Lease, so one of several replicas writes")
