@@ -56,6 +56,17 @@ type Options struct {
 	// RecordShardSize is how many admitted and generated entries one
 	// PolicyInventory holds before it is split over shards; 0 is the default.
 	RecordShardSize int
+	// MaxObjectsPerTrigger bounds how many objects one evaluation may
+	// generate; more is an evaluation error. A policy's annotation
+	// sprout.dev/max-objects-per-trigger overrides it.
+	MaxObjectsPerTrigger int
+	// AllowedKinds, when not empty, are the only kinds Sprout generates;
+	// others are refused.
+	AllowedKinds []schema.GroupKind
+	// AllowWildcardBindings permits generating RoleBindings and
+	// ClusterRoleBindings to a ClusterRole that grants every verb on every
+	// resource; they are refused otherwise.
+	AllowWildcardBindings bool
 	// TriggerEvents also emits an Event on each trigger for what was
 	// generated for it; off by default, as it costs a write per trigger.
 	TriggerEvents bool
@@ -73,7 +84,7 @@ type Options struct {
 
 // DefaultOptions returns the options `sprout run` starts with.
 func DefaultOptions() Options {
-	return Options{Workers: 4, ResyncSchedule: "@hourly"}
+	return Options{Workers: 4, ResyncSchedule: "@hourly", MaxObjectsPerTrigger: DefaultMaxObjectsPerTrigger}
 }
 
 // Controller runs GeneratingPolicies and NamespacedGeneratingPolicies found
@@ -82,6 +93,7 @@ type Controller struct {
 	opts      Options
 	log       *slog.Logger
 	dynamic   dynamic.Interface
+	kube      kubernetes.Interface
 	discovery discovery.CachedDiscoveryInterface
 	mapper    meta.ResettableRESTMapper
 	applier   *inventory.Applier
@@ -139,6 +151,9 @@ func New(cfg *rest.Config, opts Options) (*Controller, error) {
 	if opts.Workers < 1 {
 		opts.Workers = 1
 	}
+	if opts.MaxObjectsPerTrigger < 1 {
+		opts.MaxObjectsPerTrigger = DefaultMaxObjectsPerTrigger
+	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -174,6 +189,7 @@ func New(cfg *rest.Config, opts Options) (*Controller, error) {
 	}
 	c := &Controller{
 		writer:        w,
+		kube:          kube,
 		opts:          opts,
 		log:           opts.Logger,
 		dynamic:       dyn,

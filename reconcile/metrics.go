@@ -105,7 +105,7 @@ func (c *Controller) registerInformerGauges(reg prometheus.Registerer) error {
 // it did to each object and how many evaluations failed.
 func (m *metrics) observeSync(policy string, seconds float64, out outcome, changes inventory.ChangeSet, evalErr error) {
 	m.syncDuration.WithLabelValues(policy).Observe(seconds)
-	if out.reason != "" && out.reason != ReasonNotOwned && out.reason != ReasonUnobservableTrigger {
+	if out.reason != "" {
 		m.syncErrors.WithLabelValues(policy, out.reason).Inc()
 	}
 	counts := map[inventory.Action]int{}

@@ -83,6 +83,7 @@ func (c *Controller) sync(ctx context.Context, key policyKey) error {
 	triggers = append(triggers, tombstones...)
 	reader := newCacheReader(c)
 	desired, matched, evalErr := c.desired(ctx, cp, triggers, reader)
+	desired, refuseErr := c.refuse(ctx, desired)
 	c.setDependencies(key, reader.resources())
 	gvrs, mapErr := c.resourcesOf(desired)
 	ready := c.track(key, gvrs)
@@ -113,7 +114,7 @@ func (c *Controller) sync(ctx context.Context, key policyKey) error {
 	// Prune only after a complete, error-free desired set and apply: an
 	// object missing from a partial set is not unwanted, only unknown.
 	var pruneErr error
-	if sync && errors.Join(matchErr, evalErr, mapErr, applyErr) == nil {
+	if sync && errors.Join(matchErr, evalErr, refuseErr, mapErr, applyErr) == nil {
 		var pruned inventory.ChangeSet
 		pruned, pruneErr = c.prune(ctx, key, desired)
 		changes.Changes = append(changes.Changes, pruned.Changes...)
@@ -126,7 +127,10 @@ func (c *Controller) sync(ctx context.Context, key policyKey) error {
 		notOwned = fmt.Errorf("not written, not Sprout's for this policy and trigger: %s", s)
 	}
 
-	out := outcome{triggers: matched, objects: len(desired), err: errors.Join(cp.resolveErr, matchErr, evalErr, mapErr, applyErr, pruneErr, notOwned)}
+	// A refusal, like an object someone else owns, is reported but not
+	// retried: only a change to the policy or the cluster can lift it, and
+	// either queues the policy again.
+	out := outcome{triggers: matched, objects: len(desired), err: errors.Join(cp.resolveErr, matchErr, evalErr, refuseErr, mapErr, applyErr, pruneErr, notOwned)}
 	switch {
 	case matchErr != nil:
 		out.reason = ReasonMatchFailed
@@ -136,6 +140,8 @@ func (c *Controller) sync(ctx context.Context, key policyKey) error {
 		out.reason = ReasonPruneFailed
 	case evalErr != nil:
 		out.reason = ReasonEvaluationFailed
+	case refuseErr != nil:
+		out.reason = ReasonRefused
 	case notOwned != nil:
 		out.reason = ReasonNotOwned
 	case cp.resolveErr != nil:
@@ -356,8 +362,15 @@ func (c *Controller) desired(ctx context.Context, cp *compiledPolicy, triggers [
 	var out []*unstructured.Unstructured
 	var errs []error
 	matched := 0
+	limit, err := c.maxObjects(cp)
+	if err != nil {
+		return nil, 0, err
+	}
 	for _, t := range triggers {
 		objs, ok, err := c.evaluate(ctx, cp, t, reader)
+		if err == nil && len(objs) > limit {
+			err = fmt.Errorf("generates %d objects, more than the %d one trigger may (--max-objects-per-trigger, or the policy's annotation %s)", len(objs), limit, AnnotationMaxObjectsPerTrigger)
+		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("trigger %s %s: %w", t.object.GetKind(), objectRef(t.object), err))
 			continue

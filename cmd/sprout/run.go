@@ -14,6 +14,7 @@ import (
 // runOptions are the flags of `sprout run` beyond the controller's own.
 type runOptions struct {
 	sourceFlags
+	allowedKinds   []string
 	metricsAddress string
 	probeAddress   string
 	leader         leaderOptions
@@ -71,6 +72,9 @@ An SSH URL needs known_hosts: Sprout never connects to a host it cannot verify.`
 				return fmt.Errorf("no policy source: keep --cluster-policies or give --git-url or --policy-dir")
 			}
 			opts.Sources = srcs
+			if opts.AllowedKinds, err = reconcile.ParseKinds(ro.allowedKinds); err != nil {
+				return fmt.Errorf("--allowed-kinds: %w", err)
+			}
 			opts.Logger = log
 			reg := newRegistry()
 			opts.Metrics = reg
@@ -99,6 +103,9 @@ An SSH URL needs known_hosts: Sprout never connects to a host it cannot verify.`
 	f := cmd.Flags()
 	f.IntVar(&opts.Workers, "workers", opts.Workers, "how many policies are synced at once")
 	ro.register(f, "run")
+	f.IntVar(&opts.MaxObjectsPerTrigger, "max-objects-per-trigger", opts.MaxObjectsPerTrigger, "the most objects one evaluation may generate; more is an error (a policy's annotation sprout.dev/max-objects-per-trigger overrides it)")
+	f.StringSliceVar(&ro.allowedKinds, "allowed-kinds", nil, `the only kinds Sprout may generate, as Kind or Kind.group ("ConfigMap,NetworkPolicy.networking.k8s.io"); others are refused (default: any)`)
+	f.BoolVar(&opts.AllowWildcardBindings, "allow-wildcard-bindings", false, "allow generating bindings to a ClusterRole that grants every verb on every resource (such as cluster-admin)")
 	f.BoolVar(&opts.TriggerEvents, "trigger-events", false, "also emit an Event on each trigger for what was generated for it (a write per trigger)")
 	f.StringVar(&ro.metricsAddress, "metrics-bind-address", ":8080", `the address /metrics (Prometheus) is served on; "0" turns it off`)
 	f.StringVar(&ro.probeAddress, "health-probe-bind-address", ":8081", `the address /healthz and /readyz are served on; "0" turns them off`)

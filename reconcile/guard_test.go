@@ -1,0 +1,139 @@
+package reconcile_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/sprout-gitops/sprout/reconcile"
+)
+
+// listPolicy generates one ConfigMap per comma-separated item of the
+// trigger's data.items, plus the extra objects (CEL map literals).
+func listPolicy(name, app, annotations string, extra ...string) string {
+	objects := `object.data.items.split(",").map(i, {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": object.metadata.name + "-" + i}})`
+	if len(extra) > 0 {
+		objects += " + [" + strings.Join(extra, ", ") + "]"
+	}
+	return fmt.Sprintf(`apiVersion: policies.kyverno.io/v1
+kind: GeneratingPolicy
+metadata:
+  name: %s
+  annotations: {%s}
+spec:
+  evaluation:
+    synchronize: {enabled: true}
+  matchConstraints:
+    resourceRules:
+    - apiGroups: [""]
+      apiVersions: ["v1"]
+      operations: ["CREATE", "UPDATE"]
+      resources: ["configmaps"]
+    objectSelector:
+      matchLabels: {app: %s}
+  generate:
+  - expression: >-
+      generator.Apply(object.metadata.namespace, %s)
+`, name, annotations, app, strings.ReplaceAll(objects, "\n", " "))
+}
+
+func itemsTrigger(t *testing.T, kube kubernetes.Interface, ns, name, app, items string) {
+	t.Helper()
+	_, err := kube.CoreV1().ConfigMaps(ns).Create(context.Background(), &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"app": app}},
+		Data:       map[string]string{"items": items},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestObjectCapPerTrigger: a trigger whose evaluation generates more objects
+// than the policy's cap is an evaluation error naming the trigger and the
+// cap; the policy's other triggers are generated, and nothing is pruned.
+func TestObjectCapPerTrigger(t *testing.T) {
+	startController(t)
+	tb := newTable(t, "cap")
+	tb.applyPolicy(listPolicy("cap", "cap", `"sprout.dev/max-objects-per-trigger": "3"`))
+	t.Cleanup(func() { tb.deletePolicy("cap") })
+	itemsTrigger(t, tb.kube, "cap", "small", "cap", "a,b")
+	itemsTrigger(t, tb.kube, "cap", "big", "cap", "a,b,c,d,e")
+
+	tb.waitFor("the small trigger's objects", "small-b", exists)
+	poll(t, "the cap on the policy's status", func(ctx context.Context) (bool, error) {
+		c, err := policyCondition(ctx, "cap")
+		return c != nil && c.Reason == reconcile.ReasonEvaluationFailed &&
+			strings.Contains(c.Message, "trigger ConfigMap cap/big") && strings.Contains(c.Message, "generates 5 objects, more than the 3"), err
+	})
+	if tb.get("big-a") != nil {
+		t.Error("a trigger over the cap generated objects")
+	}
+
+	// Raising the cap lifts it.
+	tb.applyPolicy(listPolicy("cap", "cap", `"sprout.dev/max-objects-per-trigger": "5"`))
+	tb.waitFor("the big trigger's objects once the cap allows them", "big-e", exists)
+}
+
+// TestRefusedKindsAndBindings: objects of kinds outside --allowed-kinds and
+// bindings to a ClusterRole that grants everything are refused, named on
+// the policy's status; the policy's other objects are written.
+func TestRefusedKindsAndBindings(t *testing.T) {
+	kube := kubernetes.NewForConfigOrDie(cfg)
+	ctx := context.Background()
+	for name, rule := range map[string]rbacv1.PolicyRule{
+		"guard-everything": {APIGroups: []string{"*"}, Resources: []string{"*"}, Verbs: []string{"*"}},
+		"guard-read-cm":    {APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get"}},
+	} {
+		role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: []rbacv1.PolicyRule{rule}}
+		if _, err := kube.RbacV1().ClusterRoles().Create(ctx, role, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+	}
+	runController(t, func(o *reconcile.Options) {
+		o.AllowedKinds = []schema.GroupKind{{Kind: "ConfigMap"}, {Group: "rbac.authorization.k8s.io", Kind: "RoleBinding"}}
+	})
+	tb := newTable(t, "guard")
+	binding := func(name, role string) string {
+		return fmt.Sprintf(`{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": {"name": %q},
+		  "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": %q},
+		  "subjects": [{"kind": "ServiceAccount", "name": "default", "namespace": "guard"}]}`, name, role)
+	}
+	secret := `{"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "not-allowed"}, "stringData": {"k": "v"}}`
+	tb.applyPolicy(listPolicy("guard", "guard", "", binding("can-read", "guard-read-cm"), binding("can-do-anything", "guard-everything"), secret))
+	t.Cleanup(func() { tb.deletePolicy("guard") })
+	itemsTrigger(t, tb.kube, "guard", "t", "guard", "a")
+
+	tb.waitFor("the allowed ConfigMap", "t-a", exists)
+	poll(t, "the allowed binding", func(ctx context.Context) (bool, error) {
+		_, err := kube.RbacV1().RoleBindings("guard").Get(ctx, "can-read", metav1.GetOptions{})
+		return err == nil, nil
+	})
+	var c *metav1.Condition
+	poll(t, "the refusals on the policy's status", func(ctx context.Context) (bool, error) {
+		var err error
+		c, err = policyCondition(ctx, "guard")
+		return c != nil && c.Reason == reconcile.ReasonRefused, err
+	})
+	for _, want := range []string{
+		"Secret/guard/not-allowed: refused: kind Secret is not in --allowed-kinds",
+		"RoleBinding/guard/can-do-anything: refused: roleRef: ClusterRole guard-everything grants every verb on every resource",
+	} {
+		if !strings.Contains(c.Message, want) {
+			t.Errorf("Ready message %q does not contain %q", c.Message, want)
+		}
+	}
+	if _, err := kube.RbacV1().RoleBindings("guard").Get(ctx, "can-do-anything", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the binding to an all-powerful role: %v", err)
+	}
+	if _, err := kube.CoreV1().Secrets("guard").Get(ctx, "not-allowed", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the Secret of a kind not allowed: %v", err)
+	}
+}
