@@ -73,14 +73,16 @@ func (a *Applier) each(ctx context.Context, objects []*unstructured.Unstructured
 	var errs []error
 	for _, obj := range objects {
 		stampApplied(obj)
-		action, reason, err := a.decide(ctx, obj, live, opts)
+		action, reason, owner, err := a.decide(ctx, obj, live, opts)
 		if err != nil {
 			cs.add(obj, Failed, err.Error())
 			errs = append(errs, fmt.Errorf("%s: %w", ObjectID(obj), err))
 			continue
 		}
 		if action != "" {
-			cs.add(obj, action, reason)
+			ch := changeOf(obj, action, reason)
+			ch.Owner = owner
+			cs.Changes = append(cs.Changes, ch)
 			continue
 		}
 		ch, err := write(ctx, obj)
@@ -109,29 +111,33 @@ func (a *Applier) write(ctx context.Context, obj *unstructured.Unstructured) (Ch
 }
 
 // decide returns the action for an object that needs no write, or "" when
-// it must be applied.
-func (a *Applier) decide(ctx context.Context, obj *unstructured.Unstructured, live Live, opts ApplyOptions) (Action, string, error) {
-	var labels map[string]string
+// it must be applied; for an object another of Sprout's policies owns, also
+// that policy (its sprout.dev/policy annotation).
+func (a *Applier) decide(ctx context.Context, obj *unstructured.Unstructured, live Live, opts ApplyOptions) (action Action, reason, owner string, err error) {
+	var labels, annotations map[string]string
 	cached, inCache := live.Get(obj)
 	if inCache {
-		labels = cached.GetLabels()
+		labels, annotations = cached.GetLabels(), cached.GetAnnotations()
 	} else {
 		// Not among Sprout's objects: absent, someone else's, or not cached yet.
 		existing, err := a.metadata(ctx, obj)
 		if err != nil || existing == nil {
-			return "", "", err
+			return "", "", "", err
 		}
-		labels = existing.GetLabels()
+		labels, annotations = existing.GetLabels(), existing.GetAnnotations()
 	}
 	switch {
 	case !sameOrigin(labels, obj.GetLabels()) && !orphanedByTrigger(labels, obj.GetLabels(), opts.Alive):
-		return Skipped, notOwnedReason(labels), nil
+		if labels[LabelManagedBy] == ManagedBy && annotations[AnnotationPolicy] != obj.GetAnnotations()[AnnotationPolicy] {
+			owner = annotations[AnnotationPolicy]
+		}
+		return Skipped, notOwnedReason(labels), owner, nil
 	case !opts.Synchronize:
-		return Skipped, reasonPresent, nil
+		return Skipped, reasonPresent, "", nil
 	case inCache && covers(cached, obj):
-		return Unchanged, "", nil
+		return Unchanged, "", "", nil
 	}
-	return "", "", nil
+	return "", "", "", nil
 }
 
 // metadata reads the object's metadata, or nil when it does not exist.

@@ -33,6 +33,9 @@ type Change struct {
 	Reason string
 	// TriggerUID is the object's trigger, from its labels.
 	TriggerUID string
+	// Owner is, for an object skipped because another of Sprout's policies
+	// generated it, that policy (Kind/[namespace/]name).
+	Owner string
 	// Before and After are set by a dry run (DryRun): the object as it is
 	// and as it would be; nil for one that does not exist on that side.
 	// Secret values are masked.

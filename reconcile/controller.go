@@ -141,6 +141,7 @@ type Controller struct {
 
 	admitted   admissions
 	failures   failures
+	conflicts  seen
 	tombstones tombstones
 	claims     claims
 	waits      waits

@@ -36,7 +36,12 @@ func ownerIndex(obj any) ([]string, error) {
 // ownerOf reads the policy key from an object's annotation, which names the
 // policy exactly (labels cut long names).
 func ownerOf(u *unstructured.Unstructured) (policyKey, bool) {
-	parts := strings.Split(u.GetAnnotations()[inventory.AnnotationPolicy], "/")
+	return parsePolicyKey(u.GetAnnotations()[inventory.AnnotationPolicy])
+}
+
+// parsePolicyKey reads Kind/name or Kind/namespace/name.
+func parsePolicyKey(s string) (policyKey, bool) {
+	parts := strings.Split(s, "/")
 	switch {
 	case len(parts) == 2 && parts[0] == apiv1.GeneratingPolicyKind:
 		return policyKey{Kind: parts[0], Name: parts[1]}, true
