@@ -8,6 +8,7 @@ import (
 	"github.com/google/cel-go/cel"
 	"github.com/google/cel-go/common/types"
 	"github.com/google/cel-go/common/types/ref"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
@@ -174,6 +175,11 @@ func (g *generation) scope(u *unstructured.Unstructured) error {
 		return nil
 	}
 	namespaced, err := g.scopes.IsNamespaced(u.GroupVersionKind())
+	if meta.IsNoMatchError(err) {
+		// A kind the API server does not serve: writing it will fail, for
+		// this object alone; the policy's other objects are still generated.
+		return nil
+	}
 	if err != nil || namespaced {
 		return err
 	}

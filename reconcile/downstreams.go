@@ -2,6 +2,7 @@ package reconcile
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -133,10 +134,14 @@ func (c *Controller) owned(key policyKey) ([]*unstructured.Unstructured, error) 
 	return out, nil
 }
 
-// resourcesOf maps the kinds of objs to their resources.
+// resourcesOf maps the kinds of objs to their resources. A kind the API
+// server does not serve is an error for its objects alone: the resources of
+// the others are still returned, so they are recorded before they are
+// written.
 func (c *Controller) resourcesOf(objs []*unstructured.Unstructured) (sets.Set[schema.GroupVersionResource], error) {
 	out := sets.New[schema.GroupVersionResource]()
 	seen := map[schema.GroupVersionKind]bool{}
+	var errs []error
 	for _, o := range objs {
 		gvk := o.GroupVersionKind()
 		if seen[gvk] {
@@ -145,11 +150,12 @@ func (c *Controller) resourcesOf(objs []*unstructured.Unstructured) (sets.Set[sc
 		seen[gvk] = true
 		m, err := c.restMapping(gvk)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", inventory.ObjectID(o), err)
+			errs = append(errs, fmt.Errorf("%s: %w", inventory.ObjectID(o), err))
+			continue
 		}
 		out.Insert(m.Resource)
 	}
-	return out, nil
+	return out, errors.Join(errs...)
 }
 
 // liveObjects serves inventory's lookups from the downstream caches.

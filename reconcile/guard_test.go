@@ -184,3 +184,59 @@ func TestTwoPoliciesOneObject(t *testing.T) {
 		t.Errorf("%d PolicyConflict events on the first policy", n)
 	}
 }
+
+// TestRejectedObjectsAndSecrets: objects the API server rejects (an invalid
+// name, an unknown kind) fail alone and are named on the policy's status;
+// the policy's other objects (a Secret, unicode data, a ConfigMap near the
+// 1 MiB limit, its data from the trigger) are written; a Secret's value never reaches the log, the
+// policy's status or its Events.
+func TestRejectedObjectsAndSecrets(t *testing.T) {
+	logs := startController(t)
+	tb := newTable(t, "reject")
+	const secretValue = "s3cr3t-do-not-print"
+	big := strings.Repeat("ü", 400_000) // 800,000 bytes of UTF-8
+	tb.applyPolicy(listPolicy("reject", "reject", "",
+		`{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "Bad_Name"}}`,
+		`{"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w"}}`,
+		`{"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "creds"}, "stringData": {"password": "`+secretValue+`"}}`,
+		`{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "big"}, "data": {"text": object.data.big, "greeting": "こんにちは 🌱"}}`,
+	))
+	t.Cleanup(func() { tb.deletePolicy("reject") })
+	_, err := tb.kube.CoreV1().ConfigMaps("reject").Create(context.Background(), &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: "t", Labels: map[string]string{"app": "reject"}},
+		Data:       map[string]string{"items": "a", "big": big},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	tb.waitFor("the valid ConfigMap", "t-a", exists)
+	bigCM := tb.waitFor("the large unicode ConfigMap", "big", exists)
+	if bigCM.Data["greeting"] != "こんにちは 🌱" || bigCM.Data["text"] != big {
+		t.Error("the unicode data came back changed")
+	}
+	ctx := context.Background()
+	poll(t, "the Secret", func(ctx context.Context) (bool, error) {
+		_, err := tb.kube.CoreV1().Secrets("reject").Get(ctx, "creds", metav1.GetOptions{})
+		return err == nil, nil
+	})
+	var c *metav1.Condition
+	poll(t, "the rejections on the policy's status", func(ctx context.Context) (bool, error) {
+		var err error
+		c, err = policyCondition(ctx, "reject")
+		return c != nil && c.Reason == reconcile.ReasonApplyFailed && strings.Contains(c.Message, "Bad_Name") && strings.Contains(c.Message, "Widget"), err
+	})
+	poll(t, "the failure event", func(ctx context.Context) (bool, error) {
+		return eventCount(eventsOn(ctx, t, "default", "GeneratingPolicy", "reject"), reconcile.ReasonApplyFailed) > 0, nil
+	})
+	var texts []string
+	texts = append(texts, logs.String(), c.Message)
+	for _, e := range eventsOn(ctx, t, "default", "GeneratingPolicy", "reject") {
+		texts = append(texts, e.Message)
+	}
+	for _, text := range texts {
+		if strings.Contains(text, secretValue) {
+			t.Errorf("the Secret's value was printed: %.300s", text)
+		}
+	}
+}
