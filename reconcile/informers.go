@@ -104,6 +104,12 @@ func (c *Controller) resolveRulesOnce(rules []admissionregistrationv1.NamedRuleW
 				errs = append(errs, fmt.Errorf("spec.matchConstraints.resourceRules[%d]: subresource %q is only seen by admission webhooks and can never trigger", i, res))
 			}
 		}
+		if slices.Contains(r.Operations, admissionregistrationv1.Connect) {
+			errs = append(errs, fmt.Errorf("spec.matchConstraints.resourceRules[%d]: operation CONNECT is only seen by admission webhooks and can never trigger", i))
+		}
+		if !slices.ContainsFunc(r.Operations, func(op admissionregistrationv1.OperationType) bool { return op != admissionregistrationv1.Connect }) {
+			continue // nothing of this rule can be watched
+		}
 		for _, list := range lists {
 			gv, err := schema.ParseGroupVersion(list.GroupVersion)
 			if err != nil {

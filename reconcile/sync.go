@@ -64,10 +64,12 @@ func (c *Controller) sync(ctx context.Context, key policyKey) error {
 		return statusErr
 	}
 	var discoveryErr *discoveryError
-	if errors.As(cp.resolveErr, &discoveryErr) {
-		// Which resources the rules name is unknown: nothing can be decided.
+	if errors.As(cp.resolveErr, &discoveryErr) || (len(cp.triggers) == 0 && cp.resolveErr != nil) {
+		// Discovery failed, or nothing the rules name is served (yet): a
+		// CRD installed since is found by looking again.
 		cp = c.resolveAgain(key, cp)
 		if errors.As(cp.resolveErr, &discoveryErr) {
+			// Which resources the rules name is unknown: nothing can be decided.
 			return errors.Join(discoveryErr, c.reportStatus(ctx, cp, outcome{reason: ReasonMatchFailed, err: discoveryErr}))
 		}
 	}
