@@ -2,6 +2,7 @@ package v1
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -62,9 +63,43 @@ func FromUnstructured(u *unstructured.Unstructured) (Policy, error) {
 		return nil, err
 	}
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructuredWithValidation(u.Object, p, true); err != nil {
-		return nil, fmt.Errorf("%s %s: %w", u.GetKind(), u.GetName(), err)
+		return nil, fmt.Errorf("%s %s: %w", u.GetKind(), u.GetName(), withFieldPath(u.Object, err))
 	}
 	return p, nil
+}
+
+// withFieldPath names the field of a type mismatch, which the unstructured
+// converter does not ("cannot restore struct from: bool"): encoding/json
+// reports the whole path, so the object is decoded once more with it.
+func withFieldPath(obj map[string]any, err error) error {
+	data, jerr := json.Marshal(obj)
+	if jerr != nil {
+		return err
+	}
+	p, perr := newPolicy(metav1.TypeMeta{APIVersion: fmt.Sprint(obj["apiVersion"]), Kind: fmt.Sprint(obj["kind"])})
+	if perr != nil {
+		return err
+	}
+	var typeErr *json.UnmarshalTypeError
+	if errors.As(json.Unmarshal(data, p), &typeErr) && typeErr.Field != "" {
+		return fmt.Errorf("%s: %s where %s is wanted", typeErr.Field, typeErr.Value, describeType(typeErr.Type.Kind().String()))
+	}
+	return err
+}
+
+// describeType words a Go kind as a YAML user knows it.
+func describeType(kind string) string {
+	switch kind {
+	case "struct", "map":
+		return "an object"
+	case "slice", "array":
+		return "a list"
+	case "string":
+		return "a string"
+	case "bool":
+		return "true or false"
+	}
+	return "a number"
 }
 
 func newPolicy(tm metav1.TypeMeta) (Policy, error) {
