@@ -67,6 +67,12 @@ type Options struct {
 	// ClusterRoleBindings to a ClusterRole that grants every verb on every
 	// resource; they are refused otherwise.
 	AllowWildcardBindings bool
+	// DefaultServiceAccount is the account policies without the
+	// sprout.dev/service-account annotation run as ("name" for namespaced
+	// policies, in their namespace, or "namespace/name"); empty means
+	// Sprout's own. Set, it makes impersonation mandatory, as Flux's
+	// --default-service-account does.
+	DefaultServiceAccount string
 	// TriggerEvents also emits an Event on each trigger for what was
 	// generated for it; off by default, as it costs a write per trigger.
 	TriggerEvents bool
@@ -94,6 +100,8 @@ type Controller struct {
 	log       *slog.Logger
 	dynamic   dynamic.Interface
 	kube      kubernetes.Interface
+	cfg       *rest.Config
+	accounts  accounts
 	discovery discovery.CachedDiscoveryInterface
 	mapper    meta.ResettableRESTMapper
 	applier   *inventory.Applier
@@ -191,6 +199,7 @@ func New(cfg *rest.Config, opts Options) (*Controller, error) {
 	c := &Controller{
 		writer:        w,
 		kube:          kube,
+		cfg:           cfg,
 		opts:          opts,
 		log:           opts.Logger,
 		dynamic:       dyn,

@@ -21,15 +21,39 @@ import (
 // of those resources re-queues the policy (DESIGN §3, sources).
 type cacheReader struct {
 	c *Controller
+	// as, when set, is the ServiceAccount the policy runs as: each kind of
+	// read is allowed only if the API server says it may (a
+	// SubjectAccessReview, asked once per sync).
+	as *serviceAccount
 
-	mu   sync.Mutex
-	read sets.Set[schema.GroupVersionResource]
+	mu      sync.Mutex
+	read    sets.Set[schema.GroupVersionResource]
+	allowed map[string]error
 }
 
 var _ celenv.Reader = (*cacheReader)(nil)
 
-func newCacheReader(c *Controller) *cacheReader {
-	return &cacheReader{c: c, read: sets.New[schema.GroupVersionResource]()}
+func newCacheReader(c *Controller, as *serviceAccount) *cacheReader {
+	return &cacheReader{c: c, as: as, read: sets.New[schema.GroupVersionResource](), allowed: map[string]error{}}
+}
+
+// authorize checks that the policy's account may verb gvr in namespace.
+func (r *cacheReader) authorize(ctx context.Context, verb string, gvr schema.GroupVersionResource, namespace string) error {
+	if r.as == nil {
+		return nil
+	}
+	key := verb + " " + gvr.String() + " " + namespace
+	r.mu.Lock()
+	err, ok := r.allowed[key]
+	r.mu.Unlock()
+	if ok {
+		return err
+	}
+	err = r.c.mayRead(ctx, *r.as, verb, gvr, namespace)
+	r.mu.Lock()
+	r.allowed[key] = err
+	r.mu.Unlock()
+	return err
 }
 
 // store returns the synced cache of gvr, starting its informer if needed.
@@ -52,6 +76,9 @@ func (r *cacheReader) store(ctx context.Context, gvr schema.GroupVersionResource
 
 // Get returns the cached object.
 func (r *cacheReader) Get(ctx context.Context, gvr schema.GroupVersionResource, namespace, name string) (map[string]any, error) {
+	if err := r.authorize(ctx, "get", gvr, namespace); err != nil {
+		return nil, err
+	}
 	store, err := r.store(ctx, gvr)
 	if err != nil {
 		return nil, err
@@ -69,6 +96,9 @@ func (r *cacheReader) Get(ctx context.Context, gvr schema.GroupVersionResource, 
 // List returns the cached objects of namespace ("" for all) that selector
 // selects, as celenv.ListOf orders them.
 func (r *cacheReader) List(ctx context.Context, gvr schema.GroupVersionResource, namespace string, selector labels.Selector) (map[string]any, error) {
+	if err := r.authorize(ctx, "list", gvr, namespace); err != nil {
+		return nil, err
+	}
 	store, err := r.store(ctx, gvr)
 	if err != nil {
 		return nil, err

@@ -83,7 +83,18 @@ func (c *Controller) sync(ctx context.Context, key policyKey) error {
 	}
 	tombstones := c.tombstones.pending(key)
 	triggers = append(triggers, tombstones...)
-	reader := newCacheReader(c)
+	as, asErr := c.serviceAccountFor(cp.policy)
+	if asErr != nil {
+		// Terminal until the policy or the flag changes, like a compile error.
+		out := outcome{reason: ReasonCompileFailed, err: asErr}
+		c.plan(key, inventory.ChangeSet{}, asErr)
+		return errors.Join(c.reportStatus(ctx, cp, out), c.saveRecord(ctx, key, cp, &out))
+	}
+	w, err := c.writerFor(as)
+	if err != nil {
+		return err
+	}
+	reader := newCacheReader(c, as)
 	desired, matched, evalErr := c.desired(ctx, cp, triggers, reader)
 	desired, refuseErr := c.refuse(ctx, desired)
 	c.setDependencies(key, reader.resources())
@@ -105,7 +116,7 @@ func (c *Controller) sync(ctx context.Context, key policyKey) error {
 		toWrite = c.notYetGenerated(key, desired)
 	}
 	alive := c.triggerExists(cp)
-	changes, applyErr := c.writer.Apply(ctx, toWrite, liveObjects{c}, inventory.ApplyOptions{Synchronize: sync, Alive: alive})
+	changes, applyErr := w.Apply(ctx, toWrite, liveObjects{c}, inventory.ApplyOptions{Synchronize: sync, Alive: alive})
 	if !sync {
 		c.noteGenerated(key, changes)
 	}
@@ -118,7 +129,7 @@ func (c *Controller) sync(ctx context.Context, key policyKey) error {
 	var pruneErr error
 	if sync && errors.Join(matchErr, evalErr, refuseErr, mapErr, applyErr) == nil {
 		var pruned inventory.ChangeSet
-		pruned, pruneErr = c.prune(ctx, key, desired)
+		pruned, pruneErr = c.prune(ctx, w, key, desired)
 		changes.Changes = append(changes.Changes, pruned.Changes...)
 	}
 	if changed := changes.Changed(); len(changed) > 0 {
@@ -225,12 +236,12 @@ func (c *Controller) noteGenerated(key policyKey, changes inventory.ChangeSet) {
 func generatedID(objectID, triggerUID string) string { return triggerUID + " " + objectID }
 
 // prune deletes what the policy owns but no longer wants.
-func (c *Controller) prune(ctx context.Context, key policyKey, desired []*unstructured.Unstructured) (inventory.ChangeSet, error) {
+func (c *Controller) prune(ctx context.Context, w writer, key policyKey, desired []*unstructured.Unstructured) (inventory.ChangeSet, error) {
 	owned, err := c.owned(key)
 	if err != nil {
 		return inventory.ChangeSet{}, err
 	}
-	return c.writer.Prune(ctx, inventory.Stale(owned, desired))
+	return w.Prune(ctx, inventory.Stale(owned, desired))
 }
 
 // finalize is the last sync of a deleted policy. A synchronizing policy that

@@ -1,0 +1,117 @@
+package reconcile
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+
+	authorizationv1 "k8s.io/api/authorization/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/rest"
+
+	apiv1 "github.com/sprout-gitops/sprout/api/policies/v1"
+	"github.com/sprout-gitops/sprout/inventory"
+)
+
+// AnnotationServiceAccount on a policy makes Sprout write its objects, and
+// check its resource.Get and resource.List reads, as that ServiceAccount:
+// "name" (in the policy's namespace; a NamespacedGeneratingPolicy only) or
+// "namespace/name". RBAC then bounds what the policy can generate, as
+// Flux's serviceAccountName does for a Kustomization.
+const AnnotationServiceAccount = "sprout.dev/service-account"
+
+// serviceAccount is the account a policy runs as.
+type serviceAccount struct{ namespace, name string }
+
+func (sa serviceAccount) String() string { return sa.namespace + "/" + sa.name }
+
+func (sa serviceAccount) user() string {
+	return "system:serviceaccount:" + sa.namespace + ":" + sa.name
+}
+
+// serviceAccountFor returns the account a policy runs as: its annotation,
+// else Options.DefaultServiceAccount, else none (Sprout's own).
+func (c *Controller) serviceAccountFor(p apiv1.Policy) (*serviceAccount, error) {
+	v, ok := p.GetAnnotations()[AnnotationServiceAccount]
+	field := "metadata.annotations[" + AnnotationServiceAccount + "]"
+	if !ok {
+		v, field = c.opts.DefaultServiceAccount, "--default-service-account"
+	}
+	if v == "" {
+		return nil, nil
+	}
+	ns, name, qualified := strings.Cut(v, "/")
+	if !qualified {
+		if !p.IsNamespaced() {
+			return nil, fmt.Errorf("%s: %q: a GeneratingPolicy needs namespace/name", field, v)
+		}
+		ns, name = p.GetNamespace(), v
+	}
+	if p.IsNamespaced() && ns != p.GetNamespace() {
+		return nil, fmt.Errorf("%s: %q: a NamespacedGeneratingPolicy runs as an account of its own namespace %q", field, v, p.GetNamespace())
+	}
+	if len(validation.IsDNS1123Label(ns)) > 0 || len(validation.IsDNS1123Subdomain(name)) > 0 {
+		return nil, fmt.Errorf("%s: %q is not namespace/name of a ServiceAccount", field, v)
+	}
+	return &serviceAccount{namespace: ns, name: name}, nil
+}
+
+// accounts holds one writer per ServiceAccount, impersonating it.
+type accounts struct {
+	mu      sync.Mutex
+	writers map[serviceAccount]writer
+}
+
+// writerFor returns the writer of sa, or Sprout's own for nil.
+func (c *Controller) writerFor(sa *serviceAccount) (writer, error) {
+	if sa == nil {
+		return c.writer, nil
+	}
+	c.accounts.mu.Lock()
+	defer c.accounts.mu.Unlock()
+	if w, ok := c.accounts.writers[*sa]; ok {
+		return w, nil
+	}
+	cfg := rest.CopyConfig(c.cfg)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: sa.user()}
+	applier, err := inventory.NewApplier(cfg)
+	if err != nil {
+		return nil, err
+	}
+	var w writer = applier
+	if c.opts.DryRun {
+		w = applier.DryRun()
+	}
+	if c.accounts.writers == nil {
+		c.accounts.writers = map[serviceAccount]writer{}
+	}
+	c.accounts.writers[*sa] = w
+	return w, nil
+}
+
+// mayRead asks the API server whether sa may verb gvr in namespace (""
+// for every namespace, or a cluster-scoped resource).
+func (c *Controller) mayRead(ctx context.Context, sa serviceAccount, verb string, gvr schema.GroupVersionResource, namespace string) error {
+	review := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+		User:   sa.user(),
+		Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + sa.namespace, "system:authenticated"},
+		ResourceAttributes: &authorizationv1.ResourceAttributes{
+			Namespace: namespace, Verb: verb, Group: gvr.Group, Version: gvr.Version, Resource: gvr.Resource,
+		},
+	}}
+	got, err := c.kube.AuthorizationV1().SubjectAccessReviews().Create(ctx, review, metav1.CreateOptions{})
+	if err != nil {
+		return fmt.Errorf("access review for ServiceAccount %s: %w", sa, err)
+	}
+	if !got.Status.Allowed {
+		where := "in every namespace"
+		if namespace != "" {
+			where = "in namespace " + namespace
+		}
+		return fmt.Errorf("ServiceAccount %s may not %s %s %s", sa, verb, resourceName(gvr), where)
+	}
+	return nil
+}
