@@ -42,7 +42,7 @@ func main() {
 	var timeout time.Duration
 	out := flag.String("out", "bench/results/latest.json", "where the JSON results are written")
 	keep := flag.Bool("keep", false, "keep the temporary folder with the binaries, kubeconfigs and controller logs")
-	flag.IntVar(&p.Namespaces, "namespaces", 10000, "scenario 1 and 3: how many Namespaces exist before the controller starts")
+	flag.IntVar(&p.Namespaces, "namespaces", 2000, "scenario 1 and 3: how many Namespaces exist before the controller starts")
 	flag.IntVar(&p.BurstSize, "burst", 1000, "scenario 8: how many Namespaces are created while the controller runs")
 	flag.IntVar(&p.Parallel, "parallel", 16, "goroutines of the raw clients and workers of the baseline")
 	flag.IntVar(&p.Workers, "workers", 16, "sprout run --workers (policies synced at once; the benchmark has one policy)")
@@ -53,6 +53,11 @@ func main() {
 	p.TimeoutSeconds = timeout.Seconds()
 	// envtest logs through controller-runtime's global logger.
 	ctrllog.SetLogger(logr.Discard())
+	// envtest gives kube-apiserver 20 seconds to start, too few on a loaded
+	// machine after a cluster of thousands of objects was just stopped.
+	if os.Getenv("KUBEBUILDER_CONTROLPLANE_START_TIMEOUT") == "" {
+		_ = os.Setenv("KUBEBUILDER_CONTROLPLANE_START_TIMEOUT", "2m")
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
