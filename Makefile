@@ -57,7 +57,7 @@ test: tools git vet
 	$(GO) test ./... -count=1 -timeout 15m
 
 ## bench: issue #10's benchmarks against local control planes, results in bench/results/
-## (about 10 minutes; not part of test); BENCH_ARGS passes sizes: BENCH_ARGS="-namespaces 2000"
+## (about 3 minutes at the defaults; not part of test); BENCH_ARGS passes sizes: BENCH_ARGS="-namespaces 2000"
 bench: tools
 	$(GO) run ./bench/cmd/bench $(BENCH_ARGS)
 
