@@ -19,7 +19,7 @@ KUBE_LDFLAGS := -s -w \
 APISERVER_STAMP := $(BIN)/.kube-apiserver-$(KUBE_VERSION)
 ETCD_STAMP := $(BIN)/.etcd-$(ETCD_VERSION)
 
-.PHONY: all build image tools git test run vet generate clean
+.PHONY: all build image tools git test bench run vet generate clean
 
 all: build tools
 
@@ -55,6 +55,11 @@ git:
 ## test: vet, then every test against a real kube-apiserver and etcd
 test: tools git vet
 	$(GO) test ./... -count=1 -timeout 15m
+
+## bench: issue #10's benchmarks against local control planes, results in bench/results/
+## (about 3 minutes at the defaults; not part of test); BENCH_ARGS passes sizes: BENCH_ARGS="-namespaces 2000"
+bench: tools
+	$(GO) run ./bench/cmd/bench $(BENCH_ARGS)
 
 ## run: the demo on a local control plane, policies from a Git repository (Ctrl-C stops it and cleans up)
 run: tools build git

@@ -18,6 +18,10 @@ type globalFlags struct {
 	context    string
 	logLevel   string
 	logFormat  string
+	// qps and burst bound the client's requests per second; 0 keeps
+	// client-go's default (5 and 10). Only `sprout run` sets them.
+	qps   float32
+	burst int
 }
 
 func newRootCommand() *cobra.Command {
@@ -57,6 +61,9 @@ func (g *globalFlags) restConfig() (*rest.Config, error) {
 		return nil, err
 	}
 	cfg.UserAgent = "sprout"
+	if g.qps != 0 {
+		cfg.QPS, cfg.Burst = g.qps, g.burst
+	}
 	return cfg, nil
 }
 

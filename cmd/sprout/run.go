@@ -102,6 +102,10 @@ An SSH URL needs known_hosts: Sprout never connects to a host it cannot verify.`
 	}
 	f := cmd.Flags()
 	f.IntVar(&opts.Workers, "workers", opts.Workers, "how many policies are synced at once")
+	// client-go's default of 5 requests per second (burst 10) would cap a
+	// policy with thousands of triggers at a few objects per second (#10).
+	f.Float32Var(&g.qps, "kube-api-qps", 200, "the most requests per second sent to the API server (burst: --kube-api-burst)")
+	f.IntVar(&g.burst, "kube-api-burst", 400, "the most requests sent at once above --kube-api-qps")
 	ro.register(f, "run")
 	f.IntVar(&opts.MaxObjectsPerTrigger, "max-objects-per-trigger", opts.MaxObjectsPerTrigger, "the most objects one evaluation may generate; more is an error (a policy's annotation sprout.dev/max-objects-per-trigger overrides it)")
 	f.StringSliceVar(&ro.allowedKinds, "allowed-kinds", nil, `the only kinds Sprout may generate, as Kind or Kind.group ("ConfigMap,NetworkPolicy.networking.k8s.io"); others are refused (default: any)`)

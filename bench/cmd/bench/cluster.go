@@ -1,0 +1,224 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/yaml"
+
+	"github.com/sprout-gitops/sprout/internal/controlplane"
+)
+
+// generatedName is the ConfigMap the benchmark policy generates in every
+// red Namespace; the baseline generates the same.
+const generatedName = "zk-kafka-address"
+
+var policies = schema.GroupVersionResource{Group: "policies.kyverno.io", Version: "v1", Resource: "generatingpolicies"}
+
+// configMapData is the data the benchmark policy generates.
+var configMapData = map[string]string{
+	"KAFKA_ADDRESS": "192.168.10.13:9092,192.168.10.14:9092,192.168.10.15:9092",
+	"ZK_ADDRESS":    "192.168.10.10:2181,192.168.10.11:2181,192.168.10.12:2181",
+}
+
+// cluster is a fresh control plane for one measurement, with an unthrottled
+// client and a kubeconfig for the processes under test.
+type cluster struct {
+	cp         *controlplane.ControlPlane
+	config     *rest.Config
+	kube       kubernetes.Interface
+	dynamic    dynamic.Interface
+	dir        string
+	kubeconfig string
+}
+
+// newCluster starts a control plane; close stops it.
+func newCluster(dir string) (*cluster, error) {
+	cp, err := controlplane.Start()
+	if err != nil {
+		return nil, err
+	}
+	c := &cluster{cp: cp, dir: dir}
+	c.config = rest.CopyConfig(cp.Config)
+	c.config.QPS, c.config.Burst = -1, 0 // no client-side rate limit
+	c.config.UserAgent = "sprout-bench"
+	if c.kube, err = kubernetes.NewForConfig(c.config); err == nil {
+		c.dynamic, err = dynamic.NewForConfig(c.config)
+	}
+	if err != nil {
+		_ = cp.Stop()
+		return nil, err
+	}
+	kc, err := cp.Kubeconfig()
+	if err != nil {
+		_ = cp.Stop()
+		return nil, fmt.Errorf("kubeconfig: %w", err)
+	}
+	c.kubeconfig = filepath.Join(dir, "kubeconfig")
+	if err := os.WriteFile(c.kubeconfig, kc, 0o600); err != nil {
+		_ = cp.Stop()
+		return nil, err
+	}
+	return c, nil
+}
+
+func (c *cluster) close() {
+	if err := c.cp.Stop(); err != nil {
+		fmt.Fprintln(os.Stderr, "stop control plane:", err)
+	}
+}
+
+// parallel calls fn for 0..n-1 from workers goroutines and returns how long
+// all took; the first error stops the handing out of further indexes.
+func parallel(ctx context.Context, n, workers int, fn func(ctx context.Context, i int) error) (time.Duration, error) {
+	var next atomic.Int64
+	var mu sync.Mutex
+	var errs []error
+	var wg sync.WaitGroup
+	start := time.Now()
+	for range workers {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= n {
+					return
+				}
+				if err := fn(ctx, i); err != nil {
+					mu.Lock()
+					errs = append(errs, err)
+					mu.Unlock()
+					next.Store(int64(n))
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return time.Since(start), errors.Join(errs...)
+}
+
+func namespaceName(prefix string, i int) string { return fmt.Sprintf("%s-%05d", prefix, i) }
+
+// createNamespaces creates n Namespaces labelled color=red.
+func (c *cluster) createNamespaces(ctx context.Context, prefix string, n, workers int) (time.Duration, error) {
+	return parallel(ctx, n, workers, func(ctx context.Context, i int) error {
+		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespaceName(prefix, i), Labels: map[string]string{"color": "red"}}}
+		_, err := c.kube.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{})
+		return err
+	})
+}
+
+// rawCreate creates one ConfigMap in each of n Namespaces with a plain create.
+func (c *cluster) rawCreate(ctx context.Context, prefix string, n, workers int) (time.Duration, error) {
+	return parallel(ctx, n, workers, func(ctx context.Context, i int) error {
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "raw-create", Namespace: namespaceName(prefix, i)}, Data: configMapData}
+		_, err := c.kube.CoreV1().ConfigMaps(cm.Namespace).Create(ctx, cm, metav1.CreateOptions{})
+		return err
+	})
+}
+
+// rawApply creates one ConfigMap in each of n Namespaces with server-side apply.
+func (c *cluster) rawApply(ctx context.Context, prefix string, n, workers int) (time.Duration, error) {
+	return parallel(ctx, n, workers, func(ctx context.Context, i int) error {
+		ns := namespaceName(prefix, i)
+		cm := corev1ac.ConfigMap("raw-apply", ns).WithData(configMapData)
+		_, err := c.kube.CoreV1().ConfigMaps(ns).Apply(ctx, cm, metav1.ApplyOptions{FieldManager: "sprout-bench", Force: true})
+		return err
+	})
+}
+
+// createPolicy creates the benchmark policy: fixtures/zk-kafka-address with
+// generateExisting on.
+func (c *cluster) createPolicy(ctx context.Context) error {
+	raw, err := os.ReadFile(filepath.Join("fixtures", "zk-kafka-address", "policy.yaml"))
+	if err != nil {
+		return err
+	}
+	obj := &unstructured.Unstructured{}
+	if err := yaml.Unmarshal(raw, &obj.Object); err != nil {
+		return fmt.Errorf("fixtures/zk-kafka-address/policy.yaml: %w", err)
+	}
+	if err := unstructured.SetNestedField(obj.Object, true, "spec", "evaluation", "generateExisting", "enabled"); err != nil {
+		return err
+	}
+	_, err = c.dynamic.Resource(policies).Create(ctx, obj, metav1.CreateOptions{})
+	return err
+}
+
+// counter watches the generated ConfigMaps and tells when the last of
+// the expected count was seen.
+type counter struct {
+	mu     sync.Mutex
+	seen   map[string]bool
+	target int
+	first  time.Time
+	last   time.Time
+	done   chan struct{}
+	stop   context.CancelFunc
+}
+
+// watchGenerated starts counting the generated ConfigMaps, one per Namespace.
+func (c *cluster) watchGenerated(ctx context.Context, target int) (*counter, error) {
+	ctx, stop := context.WithCancel(ctx)
+	k := &counter{seen: map[string]bool{}, target: target, done: make(chan struct{}), stop: stop}
+	f := informers.NewSharedInformerFactoryWithOptions(c.kube, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+		o.FieldSelector = "metadata.name=" + generatedName
+	}))
+	inf := f.Core().V1().ConfigMaps().Informer()
+	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: func(obj any) {
+		if cm, ok := obj.(*corev1.ConfigMap); ok {
+			k.add(cm.Namespace)
+		}
+	}})
+	f.Start(ctx.Done())
+	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
+		stop()
+		return nil, fmt.Errorf("ConfigMap watch did not sync")
+	}
+	return k, nil
+}
+
+func (k *counter) add(ns string) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.seen[ns] {
+		return
+	}
+	k.seen[ns] = true
+	k.last = time.Now()
+	if k.first.IsZero() {
+		k.first = k.last
+	}
+	if len(k.seen) == k.target {
+		close(k.done)
+	}
+}
+
+// wait waits until every expected ConfigMap was seen or timeout passed,
+// and returns how many were seen and when the first and last of them were.
+func (k *counter) wait(timeout time.Duration) (int, time.Time, time.Time) {
+	select {
+	case <-k.done:
+	case <-time.After(timeout):
+	}
+	k.stop()
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return len(k.seen), k.first, k.last
+}

@@ -1,0 +1,165 @@
+// Command bench measures Sprout against yardsticks (issue #10): it starts a
+// fresh local control plane for each measurement, runs the real `sprout run`
+// process and the baseline controller of bench/baseline against it, and
+// measures in the same run, with the same parallelism, the raw create rate
+// of a plain client (a) and of server-side apply (b). Every throughput is
+// reported as a ratio to (a), (b) and the baseline (c); the figures, ratios,
+// targets and the machine go to a JSON file, and a table to stdout.
+//
+// Run it from the repository root (make bench): it builds cmd/sprout and
+// bench/baseline and reads fixtures/zk-kafka-address.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/go-logr/logr"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+)
+
+// params are the benchmark's sizes and settings, recorded with the results.
+type params struct {
+	Namespaces      int     `json:"namespaces"`
+	BurstSize       int     `json:"burstNamespaces"`
+	Parallel        int     `json:"parallel"`
+	Workers         int     `json:"sproutWorkers"`
+	ControllerQPS   float64 `json:"controllerQPS"`
+	ControllerBurst int     `json:"controllerBurst"`
+	TimeoutSeconds  float64 `json:"timeoutSeconds"`
+}
+
+func main() {
+	var p params
+	var timeout time.Duration
+	out := flag.String("out", "bench/results/latest.json", "where the JSON results are written")
+	keep := flag.Bool("keep", false, "keep the temporary folder with the binaries, kubeconfigs and controller logs")
+	flag.IntVar(&p.Namespaces, "namespaces", 2000, "scenario 1 and 3: how many Namespaces exist before the controller starts")
+	flag.IntVar(&p.BurstSize, "burst", 1000, "scenario 8: how many Namespaces are created while the controller runs")
+	flag.IntVar(&p.Parallel, "parallel", 16, "goroutines of the raw clients and workers of the baseline")
+	flag.IntVar(&p.Workers, "workers", 16, "sprout run --workers (policies synced at once; the benchmark has one policy)")
+	flag.Float64Var(&p.ControllerQPS, "controller-qps", 1000, "--kube-api-qps of sprout and the baseline")
+	flag.IntVar(&p.ControllerBurst, "controller-burst", 2000, "--kube-api-burst of sprout and the baseline")
+	flag.DurationVar(&timeout, "timeout", 5*time.Minute, "how long one measurement may wait for its objects")
+	flag.Parse()
+	p.TimeoutSeconds = timeout.Seconds()
+	// envtest logs through controller-runtime's global logger.
+	ctrllog.SetLogger(logr.Discard())
+	// envtest gives kube-apiserver 20 seconds to start, too few on a loaded
+	// machine after a cluster of thousands of objects was just stopped.
+	if os.Getenv("KUBEBUILDER_CONTROLPLANE_START_TIMEOUT") == "" {
+		_ = os.Setenv("KUBEBUILDER_CONTROLPLANE_START_TIMEOUT", "2m")
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, p, timeout, *out, *keep); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, p params, timeout time.Duration, out string, keep bool) error {
+	if _, err := os.Stat("go.mod"); err != nil {
+		return fmt.Errorf("run from the repository root: %w", err)
+	}
+	tmp, err := os.MkdirTemp("", "sprout-bench-")
+	if err != nil {
+		return err
+	}
+	if keep {
+		fmt.Fprintln(os.Stderr, "bench: keeping", tmp)
+	} else {
+		defer os.RemoveAll(tmp)
+	}
+	b := &bench{params: p, timeout: timeout, tmp: tmp}
+	if err := b.build(ctx); err != nil {
+		return err
+	}
+	b.res.Machine = machine()
+	b.res.Params = p
+	b.res.Started = time.Now().UTC()
+	start := time.Now()
+	for _, s := range []struct {
+		name string
+		fn   func(context.Context) error
+	}{
+		{"cold generation", b.coldGeneration},
+		{"burst", b.burst},
+	} {
+		if err := s.fn(ctx); err != nil {
+			return fmt.Errorf("%s: %w (logs in %s; -keep keeps them)", s.name, err, tmp)
+		}
+	}
+	b.res.Seconds = time.Since(start).Seconds()
+	b.res.judge()
+	raw, err := json.MarshalIndent(b.res, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(out, append(raw, '\n'), 0o644); err != nil {
+		return err
+	}
+	b.res.print(os.Stdout)
+	fmt.Fprintln(os.Stderr, "bench: results in", out)
+	return nil
+}
+
+// bench holds the binaries under test and the results so far.
+type bench struct {
+	params
+	timeout  time.Duration
+	tmp      string
+	sprout   string
+	baseline string
+	res      result
+}
+
+// build builds the sprout and baseline binaries as a user would.
+func (b *bench) build(ctx context.Context) error {
+	b.sprout, b.baseline = filepath.Join(b.tmp, "sprout"), filepath.Join(b.tmp, "baseline")
+	for bin, pkg := range map[string]string{b.sprout: "./cmd/sprout", b.baseline: "./bench/baseline"} {
+		if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, pkg).CombinedOutput(); err != nil {
+			return fmt.Errorf("go build %s: %w\n%s", pkg, err, out)
+		}
+	}
+	return nil
+}
+
+// withCluster runs fn against a fresh control plane, stopped afterwards, so
+// that no measurement inherits another's objects.
+func (b *bench) withCluster(name string, fn func(c *cluster, dir string) error) error {
+	dir := filepath.Join(b.tmp, name)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	c, err := newCluster(dir)
+	if err != nil {
+		return err
+	}
+	defer c.close()
+	return fn(c, dir)
+}
+
+func (b *bench) sproutArgs() []string {
+	return []string{"--workers", fmt.Sprint(b.Workers), "--kube-api-qps", fmt.Sprint(b.ControllerQPS), "--kube-api-burst", fmt.Sprint(b.ControllerBurst)}
+}
+
+func (b *bench) baselineArgs() []string {
+	return []string{"--workers", fmt.Sprint(b.Parallel), "--kube-api-qps", fmt.Sprint(b.ControllerQPS), "--kube-api-burst", fmt.Sprint(b.ControllerBurst)}
+}
+
+func logf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "%s  "+format+"\n", append([]any{time.Now().Format("15:04:05")}, args...)...)
+}

@@ -1,0 +1,199 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// coldGeneration is scenario 1, with scenario 3 on the same cluster: N
+// Namespaces exist, then (a) and (b) write one ConfigMap into each, and the
+// baseline and sprout, each on a fresh control plane, generate one into
+// each. Sprout is then restarted with nothing to do (scenario 3).
+func (b *bench) coldGeneration(ctx context.Context) error {
+	n := b.Namespaces
+	cold := &b.res.Cold
+	cold.Namespaces = n
+	raw := func(name string, write func(*cluster, context.Context, string, int, int) (time.Duration, error), into *rate) error {
+		return b.withCluster(name, func(c *cluster, _ string) error {
+			d, err := c.createNamespaces(ctx, "cold", n, b.Parallel)
+			if err != nil {
+				return fmt.Errorf("create Namespaces: %w", err)
+			}
+			cold.NamespaceCreate = rateOf(n, d)
+			if d, err = write(c, ctx, "cold", n, b.Parallel); err != nil {
+				return fmt.Errorf("%s: %w", name, err)
+			}
+			*into = rateOf(n, d)
+			logf("cold: %s: %d ConfigMaps in %.2fs (%.0f/s)", name, n, d.Seconds(), into.PerSecond)
+			return nil
+		})
+	}
+	if err := raw("raw-create", (*cluster).rawCreate, &cold.RawCreate); err != nil {
+		return err
+	}
+	if err := raw("raw-apply", (*cluster).rawApply, &cold.RawApply); err != nil {
+		return err
+	}
+	err := b.withCluster("cold-baseline", func(c *cluster, dir string) error {
+		if _, err := c.createNamespaces(ctx, "cold", n, b.Parallel); err != nil {
+			return fmt.Errorf("create Namespaces: %w", err)
+		}
+		k, err := c.watchGenerated(ctx, n)
+		if err != nil {
+			return err
+		}
+		p, err := startBaseline(b.baseline, c.kubeconfig, filepath.Join(dir, "baseline.log"), b.baselineArgs()...)
+		if err != nil {
+			return err
+		}
+		defer p.stop()
+		count, first, last := k.wait(b.timeout)
+		cold.Baseline = newRun(count, n, p.started, first, last, p)
+		logf("cold: baseline: %d/%d ConfigMaps in %.2fs (%.0f/s)", count, n, cold.Baseline.Seconds, cold.Baseline.PerSecond)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	return b.withCluster("cold-sprout", func(c *cluster, dir string) error {
+		if _, err := c.createNamespaces(ctx, "cold", n, b.Parallel); err != nil {
+			return fmt.Errorf("create Namespaces: %w", err)
+		}
+		if err := c.createPolicy(ctx); err != nil {
+			return fmt.Errorf("create policy: %w", err)
+		}
+		k, err := c.watchGenerated(ctx, n)
+		if err != nil {
+			return err
+		}
+		log := filepath.Join(dir, "sprout.log")
+		p, err := startSprout(b.sprout, c.kubeconfig, log, b.sproutArgs()...)
+		if err != nil {
+			return err
+		}
+		count, first, last := k.wait(b.timeout)
+		cold.Sprout = newRun(count, n, p.started, first, last, p)
+		logf("cold: sprout: %d/%d ConfigMaps in %.2fs (%.0f/s)", count, n, cold.Sprout.Seconds, cold.Sprout.PerSecond)
+		// Let the sync that generated them finish (its record) before the
+		// restart, as a rolling update would.
+		pollUntil(b.timeout, func() bool { return p.metricSum(ctx, "sprout_objects_total{") >= float64(n) })
+		time.Sleep(2 * time.Second)
+		cold.Sprout.PeakRSSMiB = p.peakRSSMiB()
+		p.stop()
+		if count < n {
+			return fmt.Errorf("sprout generated %d of %d ConfigMaps within %s (log: %s)", count, n, b.timeout, log)
+		}
+		return b.noopRestart(ctx, c, dir)
+	})
+}
+
+// noopRestart is scenario 3: sprout starts again with every downstream in
+// place, through a proxy that counts its writes.
+func (b *bench) noopRestart(ctx context.Context, c *cluster, dir string) error {
+	n := b.Namespaces
+	px, err := newProxy(c.cp.Config)
+	if err != nil {
+		return err
+	}
+	defer px.close()
+	kc, err := px.kubeconfig(dir)
+	if err != nil {
+		return err
+	}
+	p, err := startSprout(b.sprout, kc, filepath.Join(dir, "sprout-restart.log"), b.sproutArgs()...)
+	if err != nil {
+		return err
+	}
+	defer p.stop()
+	// The restart is over when a sync has accounted for every object.
+	done := pollUntil(b.timeout, func() bool { return p.metricSum(ctx, "sprout_objects_total{") >= float64(n) })
+	r := &b.res.Restart
+	r.Objects, r.Seconds, r.CPUSeconds = n, time.Since(p.started).Seconds(), p.cpuSeconds()
+	r.Unchanged = int(p.metricSum(ctx, `sprout_objects_total{action="unchanged"`))
+	// Writes that follow the sync (record, status) would come now.
+	time.Sleep(3 * time.Second)
+	r.Writes, r.WritesSeen, r.PeakRSSMiB = px.writes.Load(), px.writeList(), p.peakRSSMiB()
+	logf("restart: %d writes, synced in %.2fs, %.2f CPU s, %d unchanged", r.Writes, r.Seconds, r.CPUSeconds, r.Unchanged)
+	if !done {
+		return fmt.Errorf("sprout did not account for %d objects within %s after a restart", n, b.timeout)
+	}
+	return nil
+}
+
+// burst is scenario 8: the controller runs (for sprout, with the policy in
+// place) and M Namespaces are created as fast as the client can.
+func (b *bench) burst(ctx context.Context) error {
+	m := b.BurstSize
+	b.res.Burst.Namespaces = m
+	run := func(name string, start func(c *cluster, dir string) (*process, error), into *controllerRun) error {
+		return b.withCluster("burst-"+name, func(c *cluster, dir string) error {
+			p, err := start(c, dir)
+			if err != nil {
+				return err
+			}
+			defer p.stop()
+			k, err := c.watchGenerated(ctx, m)
+			if err != nil {
+				return err
+			}
+			begin := time.Now()
+			d, err := c.createNamespaces(ctx, "burst", m, b.Parallel)
+			if err != nil {
+				return fmt.Errorf("create Namespaces: %w", err)
+			}
+			b.res.Burst.CreateSeconds = d.Seconds()
+			count, first, last := k.wait(b.timeout)
+			*into = newRun(count, m, begin, first, last, p)
+			logf("burst: %s: %d/%d ConfigMaps, the last %.2fs after the first create (Namespaces created in %.2fs)", name, count, m, into.Seconds, d.Seconds())
+			return nil
+		})
+	}
+	err := run("baseline", func(c *cluster, dir string) (*process, error) {
+		log := filepath.Join(dir, "baseline.log")
+		p, err := startBaseline(b.baseline, c.kubeconfig, log, b.baselineArgs()...)
+		if err != nil {
+			return nil, err
+		}
+		if !pollUntil(time.Minute, func() bool { raw, _ := os.ReadFile(log); return strings.Contains(string(raw), "caches synced") }) {
+			p.stop()
+			return nil, fmt.Errorf("baseline did not sync its caches (log: %s)", log)
+		}
+		return p, nil
+	}, &b.res.Burst.Baseline)
+	if err != nil {
+		return err
+	}
+	return run("sprout", func(c *cluster, dir string) (*process, error) {
+		if err := c.createPolicy(ctx); err != nil {
+			return nil, fmt.Errorf("create policy: %w", err)
+		}
+		log := filepath.Join(dir, "sprout.log")
+		p, err := startSprout(b.sprout, c.kubeconfig, log, b.sproutArgs()...)
+		if err != nil {
+			return nil, err
+		}
+		if !pollUntil(time.Minute, func() bool { return p.ready(ctx) }) {
+			p.stop()
+			return nil, fmt.Errorf("sprout not ready within a minute (log: %s)", log)
+		}
+		return p, nil
+	}, &b.res.Burst.Sprout)
+}
+
+// newRun measures a controller that generated count of expected objects,
+// the first and last seen at those times, from begin.
+func newRun(count, expected int, begin, first, last time.Time, p *process) controllerRun {
+	if count == 0 {
+		first, last = time.Now(), time.Now()
+	}
+	r := controllerRun{rate: rateOf(count, last.Sub(begin)), Expected: expected, FirstSeconds: first.Sub(begin).Seconds(),
+		CPUSeconds: p.cpuSeconds(), PeakRSSMiB: p.peakRSSMiB()}
+	if count > 1 {
+		r.SteadyPerSecond = float64(count-1) / last.Sub(first).Seconds()
+	}
+	return r
+}
