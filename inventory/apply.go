@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/fluxcd/pkg/ssa"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -69,31 +70,44 @@ func (a *Applier) Apply(ctx context.Context, objects []*unstructured.Unstructure
 // ones that do to write.
 func (a *Applier) each(ctx context.Context, objects []*unstructured.Unstructured, live Live, opts ApplyOptions,
 	write func(context.Context, *unstructured.Unstructured) (Change, error)) (ChangeSet, error) {
-	var cs ChangeSet
-	var errs []error
-	for _, obj := range objects {
-		stampApplied(obj)
-		action, reason, owner, err := a.decide(ctx, obj, live, opts)
-		if err != nil {
-			cs.add(obj, Failed, err.Error())
-			errs = append(errs, fmt.Errorf("%s: %w", ObjectID(obj), err))
-			continue
-		}
-		if action != "" {
-			ch := changeOf(obj, action, reason)
-			ch.Owner = owner
-			cs.Changes = append(cs.Changes, ch)
-			continue
-		}
-		ch, err := write(ctx, obj)
-		if err != nil {
-			cs.add(obj, Failed, err.Error())
-			errs = append(errs, err)
-			continue
-		}
-		cs.Changes = append(cs.Changes, ch)
+	changes := make([]Change, len(objects))
+	errs := make([]error, len(objects))
+	var wg sync.WaitGroup
+	slots := make(chan struct{}, applyParallelism)
+	for i, obj := range objects {
+		slots <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			changes[i], errs[i] = a.one(ctx, obj, live, opts, write)
+		})
 	}
-	return cs, errors.Join(errs...)
+	wg.Wait()
+	return ChangeSet{Changes: changes}, errors.Join(errs...)
+}
+
+// applyParallelism bounds the requests one apply has in flight: for a
+// policy with many objects the API server, not a queue of sequential
+// round trips in Sprout, should set the pace.
+const applyParallelism = 16
+
+// one decides for one object and writes it if it must.
+func (a *Applier) one(ctx context.Context, obj *unstructured.Unstructured, live Live, opts ApplyOptions,
+	write func(context.Context, *unstructured.Unstructured) (Change, error)) (Change, error) {
+	stampApplied(obj)
+	action, reason, owner, err := a.decide(ctx, obj, live, opts)
+	if err != nil {
+		return changeOf(obj, Failed, err.Error()), fmt.Errorf("%s: %w", ObjectID(obj), err)
+	}
+	if action != "" {
+		ch := changeOf(obj, action, reason)
+		ch.Owner = owner
+		return ch, nil
+	}
+	ch, err := write(ctx, obj)
+	if err != nil {
+		return changeOf(obj, Failed, err.Error()), err
+	}
+	return ch, nil
 }
 
 // write applies one object with server-side apply.
