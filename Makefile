@@ -19,7 +19,7 @@ KUBE_LDFLAGS := -s -w \
 APISERVER_STAMP := $(BIN)/.kube-apiserver-$(KUBE_VERSION)
 ETCD_STAMP := $(BIN)/.etcd-$(ETCD_VERSION)
 
-.PHONY: all build image tools git test bench run vet generate clean
+.PHONY: all build image tools git test fuzz bench run vet generate clean
 
 all: build tools
 
@@ -52,9 +52,25 @@ git:
 	@command -v git >/dev/null 2>&1 || { echo "installing git (Debian package)"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq git; }
 
-## test: vet, then every test against a real kube-apiserver and etcd
+## test: vet, then every test against a real kube-apiserver and etcd, then fuzz
 test: tools git vet
 	$(GO) test ./... -count=1 -timeout 15m
+	@$(MAKE) --no-print-directory fuzz
+
+## fuzz: each fuzz target for FUZZTIME (8s) past its seeds and testdata/fuzz corpus
+# -fuzz takes one target per go test, so each links its own instrumented test
+# binary: that, not FUZZTIME, is most of the time `make fuzz` adds to `make test`.
+# Minimizing each new input (60 s by default) would take the workers away
+# from fuzzing for most of a short run, so it is off. A failure writes its
+# input to the package's testdata/fuzz/<target>/: commit it with the fix, as
+# a regression seed.
+FUZZTIME ?= 8s
+FUZZ_TARGETS := celenv:FuzzTemplate sources:FuzzDecodePolicy inventory:FuzzLabelValue
+fuzz:
+	@for t in $(FUZZ_TARGETS); do \
+		echo "fuzzing $${t#*:} in ./$${t%%:*} for $(FUZZTIME)"; \
+		$(GO) test ./$${t%%:*} -run '^$$' -fuzz "^$${t#*:}$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 0 || exit 1; \
+	done
 
 ## bench: issue #10's benchmarks against local control planes, results in bench/results/
 ## (about 3 minutes at the defaults; not part of test); BENCH_ARGS passes sizes: BENCH_ARGS="-namespaces 2000"

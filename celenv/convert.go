@@ -3,6 +3,7 @@ package celenv
 import (
 	"encoding/base64"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/google/cel-go/common/types"
@@ -11,7 +12,9 @@ import (
 )
 
 // toJSON turns a CEL value into the JSON-safe Go value unstructured objects
-// hold: map[string]any, []any, string, int64, float64, bool or nil.
+// hold: map[string]any, []any, string, int64, float64, bool or nil. A value
+// JSON cannot hold (an infinite or NaN double, a uint past int64) is an
+// error here, not a failed apply later.
 func toJSON(v ref.Val) (any, error) {
 	switch v := v.(type) {
 	case types.Null:
@@ -21,8 +24,14 @@ func toJSON(v ref.Val) (any, error) {
 	case types.Int:
 		return int64(v), nil
 	case types.Uint:
+		if v > math.MaxInt64 {
+			return nil, fmt.Errorf("%du is out of range: an object holds integers up to %d", uint64(v), math.MaxInt64)
+		}
 		return int64(v), nil
 	case types.Double:
+		if f := float64(v); math.IsInf(f, 0) || math.IsNaN(f) {
+			return nil, fmt.Errorf("%v: JSON has no infinity or NaN", f)
+		}
 		return float64(v), nil
 	case types.String:
 		return string(v), nil

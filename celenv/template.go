@@ -334,6 +334,10 @@ func (c *templateCompiler) scalar(n *yaml.Node, at string) templateNode {
 				c.errs = append(c.errs, field.Invalid(c.path(at), n.Value, "integer out of range"))
 			}
 			v = int64(x)
+		case float64:
+			if math.IsInf(x, 0) || math.IsNaN(x) {
+				c.errs = append(c.errs, field.Invalid(c.path(at), n.Value, "JSON has no infinity or NaN"))
+			}
 		}
 		return literal{v}
 	default:

@@ -262,6 +262,23 @@ func TestTemplate(t *testing.T) {
 			wantEvalErr: []string{"spec.generate[0].template.value: document 0, spec[0]: ", "missing"},
 		},
 		{
+			name:    "infinity and NaN literals",
+			value:   widget("spec: [.inf, -.Inf, .nan]"),
+			wantErr: []string{`spec[0]: Invalid value: ".inf": JSON has no infinity or NaN`, `spec[1]: Invalid value: "-.Inf"`, `spec[2]: Invalid value: ".nan"`},
+		},
+		{
+			name:        "infinity from a placeholder",
+			value:       widget("spec: (( [1.0, double('Infinity')] ))"),
+			interpolate: apiv1.InterpolateCEL,
+			wantEvalErr: []string{"spec.generate[0].template.value: document 0, spec: [1]: +Inf: JSON has no infinity or NaN"},
+		},
+		{
+			name:        "uint past int64 from a placeholder",
+			value:       widget("spec: (( 18446744073709551615u ))"),
+			interpolate: apiv1.InterpolateCEL,
+			wantEvalErr: []string{"spec.generate[0].template.value: document 0, spec: 18446744073709551615u is out of range: an object holds integers up to 9223372036854775807"},
+		},
+		{
 			name:        "object without a name after evaluation",
 			value:       lines("apiVersion: v1", "kind: ConfigMap", "metadata: {name: (( '' ))}"),
 			interpolate: apiv1.InterpolateCEL,

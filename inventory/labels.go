@@ -113,30 +113,38 @@ func Label(obj *unstructured.Unstructured, o Origin) {
 const hashLength = 16
 
 // LabelValue returns s when it is a valid label value. Object names may be 253
-// characters but label values only 63, so a longer (or otherwise invalid)
-// value becomes a stable, still readable encoding: the first 46 characters,
-// trimmed to end in an alphanumeric, a dash and the first 16 hex digits of the
-// SHA-256 of the whole value. Selecting by an encoded value means encoding the
-// name the same way (docs/labels.md).
+// characters but label values only 63, and some kinds (ClusterRoles, such as
+// system:aggregate-to-admin) allow characters no label value may hold, so any
+// other value becomes a stable, still readable encoding: its first 46
+// characters with every character outside [-A-Za-z0-9_.] turned into a dash,
+// trimmed to start and end in an alphanumeric, then a dash and the first 16
+// hex digits of the SHA-256 of the whole value. Selecting by an encoded value
+// means encoding the name the same way (docs/labels.md).
 func LabelValue(s string) string {
 	if len(validation.IsValidLabelValue(s)) == 0 {
 		return s
 	}
 	sum := sha256.Sum256([]byte(s))
-	prefix := s
-	if max := validation.LabelValueMaxLength - hashLength - 1; len(prefix) > max {
-		prefix = prefix[:max]
-	}
-	prefix = strings.TrimRightFunc(prefix, func(r rune) bool { return !isAlphanumeric(r) })
 	hash := hex.EncodeToString(sum[:])[:hashLength]
-	if prefix == "" {
+	// Bytes, not runes: a multi-byte character becomes one dash per byte,
+	// as the byte-wise shell recipe in docs/labels.md writes it.
+	prefix := []byte(s[:min(len(s), validation.LabelValueMaxLength-hashLength-1)])
+	for i, c := range prefix {
+		if !isAlphanumeric(c) && c != '-' && c != '_' && c != '.' {
+			prefix[i] = '-'
+		}
+	}
+	// Only alphanumerics and these three are left: a label value starts and
+	// ends in an alphanumeric.
+	trimmed := strings.Trim(string(prefix), "-_.")
+	if trimmed == "" {
 		return hash
 	}
-	return prefix + "-" + hash
+	return trimmed + "-" + hash
 }
 
-func isAlphanumeric(r rune) bool {
-	return r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9'
+func isAlphanumeric(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
 }
 
 // MarkGeneratedOnDelete labels an object generated from a trigger's DELETE.

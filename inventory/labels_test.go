@@ -1,6 +1,8 @@
 package inventory
 
 import (
+	"os"
+	"os/exec"
 	"strings"
 	"testing"
 
@@ -20,6 +22,10 @@ func TestLabelValue(t *testing.T) {
 		{name: "long name is encoded", in: long},
 		{name: "prefix ending in a dot is trimmed", in: strings.Repeat("c", 45) + "." + long},
 		{name: "no alphanumerics", in: strings.Repeat(".", 70)},
+		// ClusterRole names may hold characters a label value cannot.
+		{name: "colon is encoded", in: "system:aggregate-to-admin"},
+		{name: "leading space is encoded", in: " 0"},
+		{name: "unicode is encoded", in: "ünïcödé"},
 	}
 	seen := map[string]string{}
 	for _, tt := range tests {
@@ -39,5 +45,42 @@ func TestLabelValue(t *testing.T) {
 			}
 			seen[got] = tt.in
 		})
+	}
+}
+
+// TestLabelValueShellRecipe runs the selector recipe of docs/labels.md, so
+// the documentation cannot drift from the encoding.
+func TestLabelValueShellRecipe(t *testing.T) {
+	for _, tool := range []string{"bash", "sha256sum", "cut", "sed"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("%s is not installed", tool)
+		}
+	}
+	recipe := `hash=$(printf %s "$name" | sha256sum | cut -c1-16)
+prefix=$(printf %s "$name" | LC_ALL=C cut -c1-46 |
+  LC_ALL=C sed 's/[^-A-Za-z0-9_.]/-/g; s/^[^A-Za-z0-9]*//; s/[^A-Za-z0-9]*$//')
+printf %s "$prefix-$hash"`
+	doc, err := os.ReadFile("../docs/labels.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(doc), recipe[:strings.LastIndex(recipe, "\n")]) {
+		t.Fatal("docs/labels.md no longer holds the recipe this test runs")
+	}
+	for _, name := range []string{
+		strings.Repeat("my-very-long-trigger-name-", 4),
+		strings.Repeat("c", 45) + "." + strings.Repeat("a", 100),
+		"system:aggregate-to-admin",
+		"ünïcödé-" + strings.Repeat("x", 60),
+	} {
+		cmd := exec.Command("bash", "-c", recipe)
+		cmd.Env = append(os.Environ(), "name="+name)
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("recipe for %q: %v", name, err)
+		}
+		if got := LabelValue(name); string(out) != got {
+			t.Errorf("recipe for %q gives %q, LabelValue %q", name, out, got)
+		}
 	}
 }

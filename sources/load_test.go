@@ -1,9 +1,14 @@
 package sources
 
 import (
+	"bytes"
+	"fmt"
+	"runtime"
 	"strings"
 	"testing"
 	"testing/fstest"
+
+	apiv1 "github.com/sprout-gitops/sprout/api/policies/v1"
 )
 
 const goodPolicy = `apiVersion: policies.kyverno.io/v1
@@ -56,6 +61,9 @@ func TestLoad(t *testing.T) {
 		{name: "a name twice rejects the revision",
 			files:   map[string]string{"a.yaml": policyNamed("same"), "b.yaml": policyNamed("same")},
 			wantErr: []string{"b.yaml: GeneratingPolicy/same is also defined in a.yaml"}},
+		{name: "a name twice in one file rejects the revision",
+			files:   map[string]string{"a.yaml": policyNamed("same") + "---\n" + policyNamed("same")},
+			wantErr: []string{"a.yaml: GeneratingPolicy/same is also defined in a.yaml"}},
 		{name: "a file that is not a policy rejects the revision",
 			files:   map[string]string{"a.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\n"},
 			wantErr: []string{"a.yaml", "is not one of policies.kyverno.io"}},
@@ -120,4 +128,68 @@ func TestIdentifyIsStable(t *testing.T) {
 	if uid3 != uid1 || gen3 == gen1 {
 		t.Error("an edited policy must keep its UID and change its generation")
 	}
+}
+
+// TestLoadBoundsHostileFiles reads files written to exhaust the reader: each
+// must be rejected with an error naming file and document, allocating little
+// (issue #8, item 11). Before documents were bounded, the 3 MiB flow list
+// took seconds and peaked near 600 MiB of heap.
+func TestLoadBoundsHostileFiles(t *testing.T) {
+	tests := []struct {
+		name    string
+		content string
+		wantErr []string
+	}{
+		{name: "billion laughs", content: billionLaughs(),
+			wantErr: []string{"bomb.yaml: document 0: ", "excessive aliasing"}},
+		{name: "nested 10,001 deep", content: "x: " + strings.Repeat("[", 10001) + strings.Repeat("]", 10001) + "\n",
+			wantErr: []string{"bomb.yaml: document 0: ", "exceeded max depth of 10000"}},
+		{name: "a 3 MiB document", content: policyNamed("a") + "---\n" + hugeDocument(3<<20),
+			wantErr: []string{"bomb.yaml: document 1: ", fmt.Sprintf("bytes, more than the %d a policy may have", apiv1.MaxDocumentSize)}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			fsys := fstest.MapFS{"bomb.yaml": {Data: []byte(tt.content)}}
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			_, _, err := Load(fsys, ".")
+			runtime.ReadMemStats(&after)
+			if err == nil {
+				t.Fatal("want an error")
+			}
+			for _, w := range tt.wantErr {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not contain %q", err, w)
+				}
+			}
+			if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 64<<20 {
+				t.Errorf("Load allocated %d MiB", alloc>>20)
+			}
+		})
+	}
+}
+
+// hugeDocument is a policy of about size bytes, almost all of it one flow list:
+// the densest YAML in nodes per byte.
+func hugeDocument(size int) string {
+	head := "apiVersion: policies.kyverno.io/v1\nkind: GeneratingPolicy\nmetadata: {name: huge}\nx: ["
+	var b bytes.Buffer
+	b.WriteString(head)
+	for b.Len() < size-2 {
+		b.WriteString("1,")
+	}
+	b.WriteString("1]")
+	return b.String()
+}
+
+// billionLaughs is the classic YAML bomb: nine levels of ten aliases to the
+// level below, 10^9 strings once expanded.
+func billionLaughs() string {
+	var b strings.Builder
+	b.WriteString("apiVersion: policies.kyverno.io/v1\nkind: GeneratingPolicy\nmetadata: {name: lol}\n")
+	b.WriteString("a0: &a0 [lol, lol, lol, lol, lol, lol, lol, lol, lol, lol]\n")
+	for i := 1; i <= 9; i++ {
+		fmt.Fprintf(&b, "a%d: &a%d [%s]\n", i, i, strings.TrimSuffix(strings.Repeat(fmt.Sprintf("*a%d, ", i-1), 10), ", "))
+	}
+	return b.String()
 }

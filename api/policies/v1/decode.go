@@ -1,6 +1,7 @@
 package v1
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -14,11 +15,24 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
+// MaxDocumentSize bounds one document of a policy file. YAML dense in nodes
+// takes some 80 times its size in memory to decode (a 1 MiB flow list of
+// numbers: 84 MiB live; one of 4 MiB took seconds and peaked near 600 MiB,
+// more than Sprout's memory limit), so a larger document is refused before it
+// is parsed. A policy is far smaller: the API server stores no object over
+// 1.5 MiB. Aliases and nesting need no bound here: the YAML decoder refuses
+// excessive aliasing and nesting deeper than 10,000 (issue #8, item 11).
+const MaxDocumentSize = 1 << 20
+
 // Decode reads every policy from YAML or JSON (one or several documents).
 // Documents of other kinds are an error: a policy file holds policies. Unknown
 // fields are an error naming the document and field, so a typo never turns
-// into a silently ignored setting.
+// into a silently ignored setting. A document over MaxDocumentSize is an
+// error naming the document.
 func Decode(data []byte) ([]Policy, error) {
+	if err := checkDocumentSizes(data); err != nil {
+		return nil, err
+	}
 	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
 	var out []Policy
 	for i := 0; ; i++ {
@@ -37,6 +51,24 @@ func Decode(data []byte) ([]Policy, error) {
 			return nil, fmt.Errorf("document %d: %w", i, err)
 		}
 		out = append(out, p)
+	}
+}
+
+// checkDocumentSizes splits data as the YAML decoder does, so the document
+// indices in its errors are the decoder's. (A JSON stream without --- lines
+// is one document to it.)
+func checkDocumentSizes(data []byte) error {
+	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
+	for i := 0; ; i++ {
+		doc, err := r.Read()
+		switch {
+		case errors.Is(err, io.EOF):
+			return nil
+		case err != nil:
+			return fmt.Errorf("document %d: %w", i, err)
+		case len(doc) > MaxDocumentSize:
+			return fmt.Errorf("document %d: %d bytes, more than the %d a policy may have", i, len(doc), MaxDocumentSize)
+		}
 	}
 }
 
