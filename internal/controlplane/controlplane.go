@@ -52,6 +52,9 @@ func Start() (*ControlPlane, error) {
 		CRDs:                  crds,
 	}
 	env.ControlPlane.APIServer = &envtest.APIServer{CertDir: certs}
+	// Without a grace period for watches, a stopping API server waits for
+	// open watches to end by themselves, a minute or more.
+	env.ControlPlane.APIServer.Configure().Set("shutdown-watch-termination-grace-period", "2s")
 	cfg, err := env.Start()
 	if err != nil {
 		_ = os.RemoveAll(certs)

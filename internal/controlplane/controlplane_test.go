@@ -30,8 +30,9 @@ func TestCRDsServeEveryVersion(t *testing.T) {
 	}
 }
 
-// TestAPIServerRestarts: a stopped API server refuses connections; started
-// again it answers the same Config at the same address with what etcd kept.
+// TestAPIServerRestarts: the API server stops at once, open watches
+// notwithstanding, and refuses connections; started again it answers the
+// same Config at the same address with what etcd kept.
 func TestAPIServerRestarts(t *testing.T) {
 	cp, err := controlplane.Start()
 	if err != nil {
@@ -44,9 +45,14 @@ func TestAPIServerRestarts(t *testing.T) {
 	if _, err := kube.CoreV1().ConfigMaps("default").Create(ctx, cm, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	w, err := kube.CoreV1().ConfigMaps("default").Watch(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
 
 	if err := cp.StopAPIServer(); err != nil {
-		t.Fatal(err)
+		t.Fatal(err) // envtest waits 20 s, then kills it and says so
 	}
 	_, err = kube.CoreV1().ConfigMaps("default").Get(ctx, "kept", metav1.GetOptions{})
 	if !utilnet.IsConnectionRefused(err) {
