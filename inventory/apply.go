@@ -4,12 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"net/http"
 	"sync"
+	"sync/atomic"
 
 	"github.com/fluxcd/pkg/ssa"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -67,22 +71,51 @@ func (a *Applier) Apply(ctx context.Context, objects []*unstructured.Unstructure
 }
 
 // each decides, for every object, whether it needs a write, and hands the
-// ones that do to write.
+// ones that do to write. An object's own error fails it alone; once an
+// error says that the API server cannot serve at all, the objects not yet
+// started fail with it, so that a sync during an outage costs a request per
+// object under way, not one per object.
 func (a *Applier) each(ctx context.Context, objects []*unstructured.Unstructured, live Live, opts ApplyOptions,
 	write func(context.Context, *unstructured.Unstructured) (Change, error)) (ChangeSet, error) {
 	changes := make([]Change, len(objects))
 	errs := make([]error, len(objects))
+	var down atomic.Pointer[error]
 	var wg sync.WaitGroup
 	slots := make(chan struct{}, applyParallelism)
 	for i, obj := range objects {
 		slots <- struct{}{}
+		if err := down.Load(); err != nil {
+			<-slots
+			changes[i] = changeOf(obj, Failed, "not tried: "+(*err).Error())
+			continue
+		}
 		wg.Go(func() {
 			defer func() { <-slots }()
 			changes[i], errs[i] = a.one(ctx, obj, live, opts, write)
+			if err := errs[i]; err != nil && unavailable(err) {
+				down.CompareAndSwap(nil, &err)
+			}
 		})
 	}
 	wg.Wait()
 	return ChangeSet{Changes: changes}, errors.Join(errs...)
+}
+
+// unavailable reports whether err says that the API server cannot serve
+// any request now (unreachable, shutting down, overloaded) or that the
+// context ended, rather than anything about one object.
+func unavailable(err error) bool {
+	var status apierrors.APIStatus
+	if errors.As(err, &status) {
+		switch status.Status().Code {
+		case http.StatusTooManyRequests, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+			return true
+		}
+		return false
+	}
+	var netErr net.Error
+	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) ||
+		errors.As(err, &netErr) || utilnet.IsConnectionRefused(err) || utilnet.IsConnectionReset(err) || utilnet.IsProbableEOF(err)
 }
 
 // applyParallelism bounds the requests one apply has in flight: for a
