@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/fluxcd/pkg/ssa"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -74,7 +75,8 @@ func (a *Applier) Apply(ctx context.Context, objects []*unstructured.Unstructure
 // ones that do to write. An object's own error fails it alone; once an
 // error says that the API server cannot serve at all, the objects not yet
 // started fail with it, so that a sync during an outage costs a request per
-// object under way, not one per object.
+// object under way, not one per object. When ctx ends, the objects under
+// way are finished and no other is started.
 func (a *Applier) each(ctx context.Context, objects []*unstructured.Unstructured, live Live, opts ApplyOptions,
 	write func(context.Context, *unstructured.Unstructured) (Change, error)) (ChangeSet, error) {
 	changes := make([]Change, len(objects))
@@ -84,6 +86,10 @@ func (a *Applier) each(ctx context.Context, objects []*unstructured.Unstructured
 	slots := make(chan struct{}, applyParallelism)
 	for i, obj := range objects {
 		slots <- struct{}{}
+		if err := ctx.Err(); err != nil && down.Load() == nil {
+			errs[i] = err
+			down.Store(&err)
+		}
 		if err := down.Load(); err != nil {
 			<-slots
 			changes[i] = changeOf(obj, Failed, "not tried: "+(*err).Error())
@@ -123,9 +129,21 @@ func unavailable(err error) bool {
 // round trips in Sprout, should set the pace.
 const applyParallelism = 16
 
-// one decides for one object and writes it if it must.
+// finishGrace is how long the requests for an object under way may outlive
+// the context of the sync.
+const finishGrace = 10 * time.Second
+
+// one decides for one object and writes it if it must. Its requests
+// outlive ctx by up to finishGrace: a write under way at SIGTERM completes
+// before the controller returns and its Lease is released, so it never
+// lands beside the next leader's writes.
 func (a *Applier) one(ctx context.Context, obj *unstructured.Unstructured, live Live, opts ApplyOptions,
 	write func(context.Context, *unstructured.Unstructured) (Change, error)) (Change, error) {
+	sync := ctx
+	ctx, cancel := context.WithCancel(context.WithoutCancel(sync))
+	defer cancel()
+	stop := context.AfterFunc(sync, func() { time.AfterFunc(finishGrace, cancel) })
+	defer stop()
 	stampApplied(obj)
 	action, reason, owner, err := a.decide(ctx, obj, live, opts)
 	if err != nil {

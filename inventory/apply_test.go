@@ -99,3 +99,39 @@ func (c cachedObjects) Get(obj *unstructured.Unstructured) (*unstructured.Unstru
 	o, ok := c[obj.GetName()]
 	return o, ok
 }
+
+// TestApplyFinishesTheObjectsUnderWay: when the sync's context ends during
+// writes, those writes complete with a live context and no other object is
+// started.
+func TestApplyFinishesTheObjectsUnderWay(t *testing.T) {
+	objects, live := drifted(3 * applyParallelism)
+	ctx, stopSync := context.WithCancel(context.Background())
+	full, stopped := make(chan struct{}), make(chan struct{})
+	var tried, cancelled atomic.Int64
+	write := func(wctx context.Context, obj *unstructured.Unstructured) (Change, error) {
+		if tried.Add(1) == applyParallelism {
+			close(full)
+		}
+		if obj.GetName() == "o-0" {
+			<-full
+			stopSync() // SIGTERM while as many writes as may be are under way
+			close(stopped)
+		}
+		<-stopped
+		if err := wctx.Err(); err != nil {
+			cancelled.Add(1)
+			return Change{}, err
+		}
+		return changeOf(obj, Configured, ""), nil
+	}
+	cs, err := (&Applier{}).each(ctx, objects, live, ApplyOptions{Synchronize: true}, write)
+	if !errors.Is(err, context.Canceled) {
+		t.Errorf("error %v, want context.Canceled", err)
+	}
+	if n := tried.Load(); n != applyParallelism || cancelled.Load() != 0 {
+		t.Errorf("%d writes tried, %d of them cancelled: want the %d under way, finished", n, cancelled.Load(), applyParallelism)
+	}
+	if n := cs.Count(Configured); n != applyParallelism || cs.Count(Failed) != len(objects)-applyParallelism {
+		t.Errorf("%d configured, %d failed: want %d and %d", n, cs.Count(Failed), applyParallelism, len(objects)-applyParallelism)
+	}
+}
