@@ -11,11 +11,13 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"path"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -350,9 +352,10 @@ func (b *watchBreaker) relisted(path string) int {
 }
 
 // TestSIGTERMUnderLoad: SIGTERM to the leader in the middle of a
-// generation. It stops its workers, releases the Lease and exits 0 within
-// the grace period; every object it wrote is whole and labelled, and the
-// next leader writes only what is missing, with no conflict.
+// generation, while one apply is under way (held at the proxy). The leader
+// waits for that write, writes nothing more, releases the Lease and exits 0
+// within the grace period; every object it wrote is whole and labelled, and
+// the next leader writes only what is missing, with no conflict.
 func TestSIGTERMUnderLoad(t *testing.T) {
 	cp := startControlPlane(t)
 	s := newBulk(t, cp, "sigterm", true)
@@ -368,8 +371,29 @@ func TestSIGTERMUnderLoad(t *testing.T) {
 	within(t, "the generation under way", 30*time.Second, func(ctx context.Context) bool {
 		return s.countLabelled(ctx) >= 50
 	})
+	held := &heldApply{path: make(chan string, 1), release: make(chan struct{})}
+	proxy.fault.Store(held.fault())
+	var inFlight string
+	select {
+	case inFlight = <-held.path:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no apply to hold")
+	}
 	signalled := time.Now()
-	if err := first.stop(t, 10*time.Second); err != nil {
+	if err := first.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	// Having taken the signal, sprout stops serving its probes; it must still
+	// be running then, its write under way.
+	within(t, "sprout to take the signal", 10*time.Second, func(ctx context.Context) bool {
+		code, _ := first.get(ctx, first.probes, "/healthz")
+		return code == 0
+	})
+	if !first.alive() {
+		t.Fatalf("sprout exited without waiting for its write under way, %s", inFlight)
+	}
+	close(held.release)
+	if err := first.exited(t, 10*time.Second-time.Since(signalled)); err != nil {
 		t.Fatalf("sprout's exit after SIGTERM: %v", err)
 	}
 	t.Logf("exited %s after SIGTERM", time.Since(signalled).Round(time.Millisecond))
@@ -383,6 +407,9 @@ func TestSIGTERMUnderLoad(t *testing.T) {
 	before := s.uids()
 	if len(before) >= 500 {
 		t.Fatalf("all %d downstreams existed at SIGTERM: the test proves nothing", len(before))
+	}
+	if _, ok := before[path.Base(inFlight)]; !ok {
+		t.Errorf("%s, under way when SIGTERM came, was abandoned: it does not exist", inFlight)
 	}
 	triggers := s.triggers()
 	for _, cm := range s.list() {
@@ -417,6 +444,48 @@ func TestSIGTERMUnderLoad(t *testing.T) {
 	}
 	if want := 500 - len(before); applied != want {
 		t.Errorf("the next leader applied %d downstreams, want the %d missing", applied, want)
+	}
+}
+
+// heldApply holds back the first apply (not a dry run) of a downstream
+// that reaches the proxy until release is closed, and sends its path.
+type heldApply struct {
+	once    sync.Once
+	path    chan string
+	release chan struct{}
+}
+
+func (h *heldApply) fault() *fault {
+	f := fault(func(w http.ResponseWriter, r *http.Request, forward http.Handler) {
+		first := false
+		if r.Method == http.MethodPatch && !r.URL.Query().Has("dryRun") && strings.Contains(r.URL.Path, "/configmaps/t-") {
+			h.once.Do(func() { first = true })
+		}
+		if !first {
+			forward.ServeHTTP(w, r)
+			return
+		}
+		h.path <- r.URL.Path
+		select {
+		case <-h.release:
+		case <-r.Context().Done():
+			return // the client gave up on it: it never reaches the server
+		}
+		forward.ServeHTTP(w, r)
+	})
+	return &f
+}
+
+// exited waits up to limit for the process to exit and returns its error.
+func (p *process) exited(t *testing.T, limit time.Duration) error {
+	t.Helper()
+	select {
+	case err := <-p.done:
+		p.done <- err
+		return err
+	case <-time.After(limit):
+		t.Fatalf("sprout did not exit within %s", limit)
+		return nil
 	}
 }
 
