@@ -4,12 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"net/http"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/fluxcd/pkg/ssa"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -67,22 +72,56 @@ func (a *Applier) Apply(ctx context.Context, objects []*unstructured.Unstructure
 }
 
 // each decides, for every object, whether it needs a write, and hands the
-// ones that do to write.
+// ones that do to write. An object's own error fails it alone; once an
+// error says that the API server cannot serve at all, the objects not yet
+// started fail with it, so that a sync during an outage costs a request per
+// object under way, not one per object. When ctx ends, the objects under
+// way are finished and no other is started.
 func (a *Applier) each(ctx context.Context, objects []*unstructured.Unstructured, live Live, opts ApplyOptions,
 	write func(context.Context, *unstructured.Unstructured) (Change, error)) (ChangeSet, error) {
 	changes := make([]Change, len(objects))
 	errs := make([]error, len(objects))
+	var down atomic.Pointer[error]
 	var wg sync.WaitGroup
 	slots := make(chan struct{}, applyParallelism)
 	for i, obj := range objects {
 		slots <- struct{}{}
+		if err := ctx.Err(); err != nil && down.Load() == nil {
+			errs[i] = err
+			down.Store(&err)
+		}
+		if err := down.Load(); err != nil {
+			<-slots
+			changes[i] = changeOf(obj, Failed, "not tried: "+(*err).Error())
+			continue
+		}
 		wg.Go(func() {
 			defer func() { <-slots }()
 			changes[i], errs[i] = a.one(ctx, obj, live, opts, write)
+			if err := errs[i]; err != nil && unavailable(err) {
+				down.CompareAndSwap(nil, &err)
+			}
 		})
 	}
 	wg.Wait()
 	return ChangeSet{Changes: changes}, errors.Join(errs...)
+}
+
+// unavailable reports whether err says that the API server cannot serve
+// any request now (unreachable, shutting down, overloaded) or that the
+// context ended, rather than anything about one object.
+func unavailable(err error) bool {
+	var status apierrors.APIStatus
+	if errors.As(err, &status) {
+		switch status.Status().Code {
+		case http.StatusTooManyRequests, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+			return true
+		}
+		return false
+	}
+	var netErr net.Error
+	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) ||
+		errors.As(err, &netErr) || utilnet.IsConnectionRefused(err) || utilnet.IsConnectionReset(err) || utilnet.IsProbableEOF(err)
 }
 
 // applyParallelism bounds the requests one apply has in flight: for a
@@ -90,9 +129,21 @@ func (a *Applier) each(ctx context.Context, objects []*unstructured.Unstructured
 // round trips in Sprout, should set the pace.
 const applyParallelism = 16
 
-// one decides for one object and writes it if it must.
+// finishGrace is how long the requests for an object under way may outlive
+// the context of the sync.
+const finishGrace = 10 * time.Second
+
+// one decides for one object and writes it if it must. Its requests
+// outlive ctx by up to finishGrace: a write under way at SIGTERM completes
+// before the controller returns and its Lease is released, so it never
+// lands beside the next leader's writes.
 func (a *Applier) one(ctx context.Context, obj *unstructured.Unstructured, live Live, opts ApplyOptions,
 	write func(context.Context, *unstructured.Unstructured) (Change, error)) (Change, error) {
+	sync := ctx
+	ctx, cancel := context.WithCancel(context.WithoutCancel(sync))
+	defer cancel()
+	stop := context.AfterFunc(sync, func() { time.AfterFunc(finishGrace, cancel) })
+	defer stop()
 	stampApplied(obj)
 	action, reason, owner, err := a.decide(ctx, obj, live, opts)
 	if err != nil {

@@ -55,6 +55,13 @@ func (c *ChangeSet) add(obj *unstructured.Unstructured, action Action, reason st
 	c.Changes = append(c.Changes, changeOf(obj, action, reason))
 }
 
+// failAll fails every object with the same reason.
+func (c *ChangeSet) failAll(objs []*unstructured.Unstructured, reason string) {
+	for _, obj := range objs {
+		c.add(obj, Failed, reason)
+	}
+}
+
 func changeOf(obj *unstructured.Unstructured, action Action, reason string) Change {
 	return Change{ID: ObjectID(obj), Action: action, Reason: reason, TriggerUID: obj.GetLabels()[LabelTriggerUID]}
 }

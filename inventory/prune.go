@@ -17,11 +17,12 @@ const reasonReplaced = "replaced since it was read"
 // Prune deletes the objects and returns one change per object. Each delete
 // is conditional on the object's UID, so an object someone recreated under
 // the same name since it was read is left alone; one already gone counts as
-// deleted.
+// deleted. As for Apply, an API server that cannot serve fails the objects
+// not yet tried.
 func (a *Applier) Prune(ctx context.Context, objects []*unstructured.Unstructured) (ChangeSet, error) {
 	var cs ChangeSet
 	var errs []error
-	for _, obj := range objects {
+	for i, obj := range objects {
 		uid := obj.GetUID()
 		err := a.client.Delete(ctx, obj,
 			client.Preconditions{UID: &uid},
@@ -34,6 +35,10 @@ func (a *Applier) Prune(ctx context.Context, objects []*unstructured.Unstructure
 		default:
 			cs.add(obj, Failed, err.Error())
 			errs = append(errs, fmt.Errorf("%s: delete: %w", ObjectID(obj), err))
+		}
+		if err != nil && unavailable(err) {
+			cs.failAll(objects[i+1:], "not tried: "+err.Error())
+			break
 		}
 	}
 	return cs, errors.Join(errs...)

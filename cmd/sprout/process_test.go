@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"io"
+	"log"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -55,7 +56,8 @@ func sproutBinary(t *testing.T) string {
 // apiProxy stands between sprout processes and the API server: it counts
 // their write requests (dry runs are not writes) on the server's side of
 // the wire, and can hold back
-// requests whose path contains a string until released.
+// requests whose path contains a string until released. Tests of faults
+// count every request and answer in place of the API server (fault).
 type apiProxy struct {
 	server *httptest.Server
 	writes atomic.Int64
@@ -63,6 +65,14 @@ type apiProxy struct {
 	seen   []string
 	held   string
 	gate   chan struct{}
+
+	// requests counts every request, reads and watches included.
+	requests atomic.Int64
+	// conflicts counts the answers 409 Conflict.
+	conflicts atomic.Int64
+	// fault, when set, serves each request in place of the plain
+	// forwarding, which it is handed.
+	fault atomic.Pointer[fault]
 }
 
 // newAPIProxy fronts the API server of cfg on a loopback address.
@@ -79,9 +89,13 @@ func newAPIProxy(t *testing.T, cfg *rest.Config) *apiProxy {
 	rp := httputil.NewSingleHostReverseProxy(target)
 	rp.Transport = transport
 	rp.FlushInterval = -1 // watches stream
+	// An API server that is down is a test's doing: the client gets 502
+	// Bad Gateway, the test log no line per request.
+	rp.ErrorLog = log.New(io.Discard, "", 0)
 	p := &apiProxy{gate: make(chan struct{})}
 	close(p.gate)
 	p.server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p.requests.Add(1)
 		p.mu.Lock()
 		held, gate := p.held, p.gate
 		p.mu.Unlock()
@@ -100,11 +114,37 @@ func newAPIProxy(t *testing.T, cfg *rest.Config) *apiProxy {
 			p.seen = append(p.seen, r.Method+" "+r.URL.Path)
 			p.mu.Unlock()
 		}
-		rp.ServeHTTP(w, r)
+		rec := &statusRecorder{ResponseWriter: w}
+		if f := p.fault.Load(); f != nil {
+			(*f)(rec, r, rp)
+		} else {
+			rp.ServeHTTP(rec, r)
+		}
+		if rec.code == http.StatusConflict {
+			p.conflicts.Add(1)
+		}
 	}))
 	t.Cleanup(p.server.Close)
 	return p
 }
+
+// fault serves a request at the proxy in place of forward, the plain
+// forwarding to the API server, which it may call.
+type fault func(w http.ResponseWriter, r *http.Request, forward http.Handler)
+
+// statusRecorder notes the status of an answer; Unwrap lets the reverse
+// proxy flush watch events through it.
+type statusRecorder struct {
+	http.ResponseWriter
+	code int
+}
+
+func (s *statusRecorder) WriteHeader(code int) {
+	s.code = code
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
 
 // hold holds back requests whose path contains s until the returned
 // function is called.
@@ -121,6 +161,7 @@ func (p *apiProxy) reset() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.writes.Store(0)
+	p.conflicts.Store(0)
 	p.seen = nil
 }
 

@@ -8,6 +8,7 @@
 package controlplane
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -23,6 +24,9 @@ type ControlPlane struct {
 	// Config reaches the API server as a cluster administrator.
 	Config *rest.Config
 	env    *envtest.Environment
+	// certs holds the API server's serving certificates, kept across a
+	// restart so that Config and kubeconfigs keep working.
+	certs string
 }
 
 // Start starts etcd and kube-apiserver and installs the CRDs of deploy/crds.
@@ -36,20 +40,46 @@ func Start() (*ControlPlane, error) {
 	if err != nil {
 		return nil, err
 	}
+	// envtest makes new serving certificates in a new folder at every
+	// start of the API server unless given a folder: one of ours survives
+	// StopAPIServer.
+	certs, err := os.MkdirTemp("", "sprout-apiserver-")
+	if err != nil {
+		return nil, err
+	}
 	env := &envtest.Environment{
 		BinaryAssetsDirectory: assets,
 		CRDs:                  crds,
 	}
+	env.ControlPlane.APIServer = &envtest.APIServer{CertDir: certs}
+	// Without a grace period for watches, a stopping API server waits for
+	// open watches to end by themselves, a minute or more.
+	env.ControlPlane.APIServer.Configure().Set("shutdown-watch-termination-grace-period", "2s")
 	cfg, err := env.Start()
 	if err != nil {
+		_ = os.RemoveAll(certs)
 		return nil, fmt.Errorf("start control plane: %w", err)
 	}
-	return &ControlPlane{Config: cfg, env: env}, nil
+	return &ControlPlane{Config: cfg, env: env, certs: certs}, nil
 }
 
 // Stop stops the API server and etcd and removes their data.
 func (c *ControlPlane) Stop() error {
-	return c.env.Stop()
+	err := c.env.Stop()
+	return errors.Join(err, os.RemoveAll(c.certs))
+}
+
+// StopAPIServer stops kube-apiserver, leaving etcd running: clients get
+// connection refused until StartAPIServer.
+func (c *ControlPlane) StopAPIServer() error {
+	return c.env.ControlPlane.APIServer.Stop()
+}
+
+// StartAPIServer starts kube-apiserver again after StopAPIServer, on the
+// same address, with the same certificates and the same etcd, so every
+// client of the first one can reach it (once it reports healthy).
+func (c *ControlPlane) StartAPIServer() error {
+	return c.env.ControlPlane.APIServer.Start()
 }
 
 // Kubeconfig returns a kubeconfig for a cluster administrator, for

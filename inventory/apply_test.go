@@ -1,0 +1,137 @@
+package inventory
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"sync/atomic"
+	"syscall"
+	"testing"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+func TestUnavailable(t *testing.T) {
+	cm := schema.GroupResource{Resource: "configmaps"}
+	refused := &url.Error{Op: "Get", URL: "https://127.0.0.1:6443", Err: syscall.ECONNREFUSED}
+	tests := []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"connection refused", refused, true},
+		{"connection refused, wrapped", fmt.Errorf("read: %w", refused), true},
+		{"context canceled", fmt.Errorf("apply: %w", context.Canceled), true},
+		{"502 from a load balancer", apierrors.NewGenericServerResponse(502, "GET", cm, "a", "", 0, true), true},
+		{"503", apierrors.NewServiceUnavailable("shutting down"), true},
+		{"429", apierrors.NewTooManyRequests("slow down", 1), true},
+		{"invalid object", apierrors.NewInvalid(schema.GroupKind{Kind: "ConfigMap"}, "a", nil), false},
+		{"forbidden", apierrors.NewForbidden(cm, "a", errors.New("no")), false},
+		{"internal error, a webhook of one object", apierrors.NewInternalError(errors.New("webhook")), false},
+		{"not found", apierrors.NewNotFound(cm, "a"), false},
+		{"a local error", errors.New("cannot marshal"), false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := unavailable(tt.err); got != tt.want {
+				t.Errorf("unavailable(%v) = %v, want %v", tt.err, got, tt.want)
+			}
+		})
+	}
+}
+
+// TestApplyStopsWhenTheServerCannotServe: an error of one object fails it
+// alone; an unavailable API server fails the objects not yet started
+// without a request each.
+func TestApplyStopsWhenTheServerCannotServe(t *testing.T) {
+	objects, live := drifted(3 * applyParallelism)
+	for _, tt := range []struct {
+		name     string
+		err      error
+		maxTries int
+	}{
+		{"invalid object", apierrors.NewInvalid(schema.GroupKind{Kind: "ConfigMap"}, "o", nil), len(objects)},
+		{"service unavailable", apierrors.NewServiceUnavailable("down"), applyParallelism},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var tries atomic.Int64
+			write := func(context.Context, *unstructured.Unstructured) (Change, error) {
+				tries.Add(1)
+				return Change{}, tt.err
+			}
+			cs, err := (&Applier{}).each(context.Background(), objects, live, ApplyOptions{Synchronize: true}, write)
+			if n := int(tries.Load()); err == nil || n == 0 || n > tt.maxTries || tt.maxTries == len(objects) && n != len(objects) {
+				t.Errorf("%d writes tried (error %v), want at most %d", n, err, tt.maxTries)
+			}
+			if n := cs.Count(Failed); n != len(objects) {
+				t.Errorf("%d objects failed, want every one of %d: %+v", n, len(objects), cs.Changes)
+			}
+		})
+	}
+}
+
+// drifted returns n ConfigMaps of Sprout's, and a cache in which each
+// lacks a desired field: each must be written.
+func drifted(n int) ([]*unstructured.Unstructured, cachedObjects) {
+	var objects []*unstructured.Unstructured
+	live := cachedObjects{}
+	for i := range n {
+		o := &unstructured.Unstructured{}
+		o.SetAPIVersion("v1")
+		o.SetKind("ConfigMap")
+		o.SetNamespace("ns")
+		o.SetName(fmt.Sprintf("o-%d", i))
+		o.SetLabels(map[string]string{LabelManagedBy: ManagedBy, LabelPolicyName: "p", LabelTriggerUID: "t"})
+		live[o.GetName()] = o.DeepCopy()
+		_ = unstructured.SetNestedField(o.Object, "new", "data", "k")
+		objects = append(objects, o)
+	}
+	return objects, live
+}
+
+// cachedObjects serves Live from a map by name.
+type cachedObjects map[string]*unstructured.Unstructured
+
+func (c cachedObjects) Get(obj *unstructured.Unstructured) (*unstructured.Unstructured, bool) {
+	o, ok := c[obj.GetName()]
+	return o, ok
+}
+
+// TestApplyFinishesTheObjectsUnderWay: when the sync's context ends during
+// writes, those writes complete with a live context and no other object is
+// started.
+func TestApplyFinishesTheObjectsUnderWay(t *testing.T) {
+	objects, live := drifted(3 * applyParallelism)
+	ctx, stopSync := context.WithCancel(context.Background())
+	full, stopped := make(chan struct{}), make(chan struct{})
+	var tried, cancelled atomic.Int64
+	write := func(wctx context.Context, obj *unstructured.Unstructured) (Change, error) {
+		if tried.Add(1) == applyParallelism {
+			close(full)
+		}
+		if obj.GetName() == "o-0" {
+			<-full
+			stopSync() // SIGTERM while as many writes as may be are under way
+			close(stopped)
+		}
+		<-stopped
+		if err := wctx.Err(); err != nil {
+			cancelled.Add(1)
+			return Change{}, err
+		}
+		return changeOf(obj, Configured, ""), nil
+	}
+	cs, err := (&Applier{}).each(ctx, objects, live, ApplyOptions{Synchronize: true}, write)
+	if !errors.Is(err, context.Canceled) {
+		t.Errorf("error %v, want context.Canceled", err)
+	}
+	if n := tried.Load(); n != applyParallelism || cancelled.Load() != 0 {
+		t.Errorf("%d writes tried, %d of them cancelled: want the %d under way, finished", n, cancelled.Load(), applyParallelism)
+	}
+	if n := cs.Count(Configured); n != applyParallelism || cs.Count(Failed) != len(objects)-applyParallelism {
+		t.Errorf("%d configured, %d failed: want %d and %d", n, cs.Count(Failed), applyParallelism, len(objects)-applyParallelism)
+	}
+}
