@@ -33,20 +33,26 @@ func Decode(data []byte) ([]Policy, error) {
 	if err := checkDocumentSizes(data); err != nil {
 		return nil, err
 	}
-	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+	docs := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
 	var out []Policy
 	for i := 0; ; i++ {
-		var raw runtime.RawExtension
-		if err := dec.Decode(&raw); err != nil {
+		doc, err := docs.Read()
+		if err != nil {
 			if errors.Is(err, io.EOF) {
 				return out, nil
 			}
 			return nil, fmt.Errorf("document %d: %w", i, err)
 		}
-		if len(bytes.TrimSpace(raw.Raw)) == 0 || string(bytes.TrimSpace(raw.Raw)) == "null" {
+		// Strict: a key written twice is an error, never a silent
+		// last-one-wins (JSON is YAML, so this reads both).
+		raw, err := yaml.YAMLToJSONStrict(doc)
+		if err != nil {
+			return nil, fmt.Errorf("document %d: %w", i, err)
+		}
+		if len(bytes.TrimSpace(raw)) == 0 || string(bytes.TrimSpace(raw)) == "null" {
 			continue
 		}
-		p, err := DecodeObject(raw.Raw)
+		p, err := DecodeObject(raw)
 		if err != nil {
 			return nil, fmt.Errorf("document %d: %w", i, err)
 		}
