@@ -417,7 +417,7 @@ func TestRecomputeRepairsDriftMadeWhileStopped(t *testing.T) {
 	var writes []string
 	counter.mu.Lock()
 	for _, w := range counter.seen {
-		if strings.Contains(w, "/configmaps/") && !strings.HasSuffix(w, "(dry run)") {
+		if strings.Contains(w, "/namespaces/drift/configmaps/") && !strings.HasSuffix(w, "(dry run)") {
 			writes = append(writes, w)
 		}
 	}
