@@ -49,8 +49,9 @@ func (c *Controller) maxObjects(cp *compiledPolicy) (int, error) {
 func (c *Controller) refuse(ctx context.Context, desired []*unstructured.Unstructured) ([]*unstructured.Unstructured, error) {
 	var kept []*unstructured.Unstructured
 	var errs []error
+	roles := map[string]error{} // what each ClusterRole grants, read once per sync
 	for _, obj := range desired {
-		if err := c.mayWrite(ctx, obj); err != nil {
+		if err := c.mayWrite(ctx, obj, roles); err != nil {
 			errs = append(errs, fmt.Errorf("%s: refused: %w", inventory.ObjectID(obj), err))
 			continue
 		}
@@ -59,8 +60,10 @@ func (c *Controller) refuse(ctx context.Context, desired []*unstructured.Unstruc
 	return kept, errors.Join(errs...)
 }
 
-// mayWrite says why obj must not be written, or nil.
-func (c *Controller) mayWrite(ctx context.Context, obj *unstructured.Unstructured) error {
+// mayWrite says why obj must not be written, or nil. roles remembers the
+// verdict on each ClusterRole already read: a policy that binds one role in
+// every namespace reads it once.
+func (c *Controller) mayWrite(ctx context.Context, obj *unstructured.Unstructured, roles map[string]error) error {
 	gk := obj.GroupVersionKind().GroupKind()
 	if len(c.opts.AllowedKinds) > 0 && !slices.Contains(c.opts.AllowedKinds, gk) {
 		return fmt.Errorf("kind %s is not in --allowed-kinds", gk)
@@ -77,19 +80,30 @@ func (c *Controller) mayWrite(ctx context.Context, obj *unstructured.Unstructure
 	if binding.RoleRef.Kind != "ClusterRole" {
 		return nil // a Role grants only within its namespace
 	}
-	role, err := c.kube.RbacV1().ClusterRoles().Get(ctx, binding.RoleRef.Name, metav1.GetOptions{})
+	if err, ok := roles[binding.RoleRef.Name]; ok {
+		return err
+	}
+	err := c.allPowerful(ctx, binding.RoleRef.Name)
+	roles[binding.RoleRef.Name] = err
+	return err
+}
+
+// allPowerful says whether a ClusterRole grants every verb on every
+// resource or URL, or cannot be checked.
+func (c *Controller) allPowerful(ctx context.Context, name string) error {
+	role, err := c.kube.RbacV1().ClusterRoles().Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
-		return fmt.Errorf("roleRef: ClusterRole %s does not exist, so what it grants cannot be checked", binding.RoleRef.Name)
+		return fmt.Errorf("roleRef: ClusterRole %s does not exist, so what it grants cannot be checked", name)
 	}
 	if err != nil {
-		return fmt.Errorf("roleRef: ClusterRole %s: %w", binding.RoleRef.Name, err)
+		return fmt.Errorf("roleRef: ClusterRole %s: %w", name, err)
 	}
 	for _, r := range role.Rules {
 		if slices.Contains(r.Verbs, rbacv1.VerbAll) && slices.Contains(r.Resources, rbacv1.ResourceAll) {
-			return fmt.Errorf("roleRef: ClusterRole %s grants every verb on every resource; --allow-wildcard-bindings permits this", binding.RoleRef.Name)
+			return fmt.Errorf("roleRef: ClusterRole %s grants every verb on every resource; --allow-wildcard-bindings permits this", name)
 		}
 		if slices.Contains(r.NonResourceURLs, "*") && slices.Contains(r.Verbs, rbacv1.VerbAll) {
-			return fmt.Errorf("roleRef: ClusterRole %s grants every verb on every URL; --allow-wildcard-bindings permits this", binding.RoleRef.Name)
+			return fmt.Errorf("roleRef: ClusterRole %s grants every verb on every URL; --allow-wildcard-bindings permits this", name)
 		}
 	}
 	return nil

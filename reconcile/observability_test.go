@@ -94,19 +94,5 @@ func TestMetricsAndEvents(t *testing.T) {
 // histogramCount returns how many observations a histogram series holds.
 func histogramCount(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) uint64 {
 	t.Helper()
-	families, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range families {
-		if f.GetName() != name {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			if matchLabels(m, labels) {
-				return m.GetHistogram().GetSampleCount()
-			}
-		}
-	}
-	return 0
+	return findMetric(t, reg, name, labels).GetHistogram().GetSampleCount()
 }

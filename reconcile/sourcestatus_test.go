@@ -76,8 +76,8 @@ func hasEvent(events []corev1.Event, reason string, contains ...string) bool {
 	return false
 }
 
-// metricValue reads one series from a registry; -1 when it is absent.
-func metricValue(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) float64 {
+// findMetric returns one series of a registry, or nil.
+func findMetric(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) *dto.Metric {
 	t.Helper()
 	families, err := reg.Gather()
 	if err != nil {
@@ -89,14 +89,24 @@ func metricValue(t *testing.T, reg *prometheus.Registry, name string, labels map
 		}
 		for _, m := range f.GetMetric() {
 			if matchLabels(m, labels) {
-				if m.GetCounter() != nil {
-					return m.GetCounter().GetValue()
-				}
-				return m.GetGauge().GetValue()
+				return m
 			}
 		}
 	}
-	return -1
+	return nil
+}
+
+// metricValue reads one counter or gauge; -1 when it is absent.
+func metricValue(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) float64 {
+	t.Helper()
+	m := findMetric(t, reg, name, labels)
+	switch {
+	case m == nil:
+		return -1
+	case m.GetCounter() != nil:
+		return m.GetCounter().GetValue()
+	}
+	return m.GetGauge().GetValue()
 }
 
 func matchLabels(m *dto.Metric, want map[string]string) bool {
