@@ -67,8 +67,25 @@ type Live interface {
 // trigger's) is never written: it is skipped and named by NotOwned. An
 // object whose cached state already holds every desired field is not sent
 // at all, so a sync that changes nothing makes no request.
+//
+// An object not in the cache is created with a plain create: one request,
+// where server-side apply costs a read, a dry run and the apply. The create
+// leaves Sprout's fields under an Update entry of its field manager; the
+// first apply that follows hands them to its Apply entry (handOff), so that
+// a field later removed from the policy is removed from the object.
 func (a *Applier) Apply(ctx context.Context, objects []*unstructured.Unstructured, live Live, opts ApplyOptions) (ChangeSet, error) {
-	return a.each(ctx, objects, live, opts, a.write)
+	return a.each(ctx, objects, live, opts, writes{create: a.create, apply: a.apply})
+}
+
+// writes are the ways each may write an object.
+type writes struct {
+	// create writes an object of which nothing is cached; nil reads it
+	// first instead. Its AlreadyExists error sends the object on to decide.
+	create func(ctx context.Context, obj *unstructured.Unstructured) (Change, error)
+	// apply writes an object that decide found must be written. handOff
+	// says that the object's fields are still held by the Update entry a
+	// create left.
+	apply func(ctx context.Context, obj *unstructured.Unstructured, handOff bool) (Change, error)
 }
 
 // each decides, for every object, whether it needs a write, and hands the
@@ -77,14 +94,24 @@ func (a *Applier) Apply(ctx context.Context, objects []*unstructured.Unstructure
 // started fail with it, so that a sync during an outage costs a request per
 // object under way, not one per object. When ctx ends, the objects under
 // way are finished and no other is started.
-func (a *Applier) each(ctx context.Context, objects []*unstructured.Unstructured, live Live, opts ApplyOptions,
-	write func(context.Context, *unstructured.Unstructured) (Change, error)) (ChangeSet, error) {
+func (a *Applier) each(ctx context.Context, objects []*unstructured.Unstructured, live Live, opts ApplyOptions, w writes) (ChangeSet, error) {
 	changes := make([]Change, len(objects))
 	errs := make([]error, len(objects))
 	var down atomic.Pointer[error]
 	var wg sync.WaitGroup
 	slots := make(chan struct{}, applyParallelism)
 	for i, obj := range objects {
+		if _, ok, _ := unstructured.NestedFieldNoCopy(obj.Object, "metadata", "annotations", AnnotationApplied); !ok {
+			Stamp(obj)
+		}
+		// What the cache shows needs no request is decided here, without
+		// a goroutine: on a sync that changes nothing, that is every object.
+		if cached, ok := live.Get(obj); ok {
+			if d := decideCached(obj, cached, opts); d.action != "" {
+				changes[i] = d.change(obj)
+				continue
+			}
+		}
 		slots <- struct{}{}
 		if err := ctx.Err(); err != nil && down.Load() == nil {
 			errs[i] = err
@@ -97,7 +124,7 @@ func (a *Applier) each(ctx context.Context, objects []*unstructured.Unstructured
 		}
 		wg.Go(func() {
 			defer func() { <-slots }()
-			changes[i], errs[i] = a.one(ctx, obj, live, opts, write)
+			changes[i], errs[i] = a.one(ctx, obj, live, opts, w)
 			if err := errs[i]; err != nil && unavailable(err) {
 				down.CompareAndSwap(nil, &err)
 			}
@@ -137,37 +164,66 @@ const finishGrace = 10 * time.Second
 // outlive ctx by up to finishGrace: a write under way at SIGTERM completes
 // before the controller returns and its Lease is released, so it never
 // lands beside the next leader's writes.
-func (a *Applier) one(ctx context.Context, obj *unstructured.Unstructured, live Live, opts ApplyOptions,
-	write func(context.Context, *unstructured.Unstructured) (Change, error)) (Change, error) {
+func (a *Applier) one(ctx context.Context, obj *unstructured.Unstructured, live Live, opts ApplyOptions, w writes) (Change, error) {
 	sync := ctx
 	ctx, cancel := context.WithCancel(context.WithoutCancel(sync))
 	defer cancel()
 	stop := context.AfterFunc(sync, func() { time.AfterFunc(finishGrace, cancel) })
 	defer stop()
-	stampApplied(obj)
-	action, reason, owner, err := a.decide(ctx, obj, live, opts)
+	cached, inCache := live.Get(obj)
+	if !inCache && w.create != nil {
+		// Not among Sprout's cached objects: most often absent.
+		ch, err := w.create(ctx, obj)
+		if err == nil {
+			return ch, nil
+		}
+		if !apierrors.IsAlreadyExists(err) {
+			return changeOf(obj, Failed, err.Error()), fmt.Errorf("%s: %w", ObjectID(obj), err)
+		}
+		// Someone else's, or Sprout's and not cached yet: decide reads it.
+	}
+	d, err := a.decide(ctx, obj, cached, inCache, opts)
 	if err != nil {
 		return changeOf(obj, Failed, err.Error()), fmt.Errorf("%s: %w", ObjectID(obj), err)
 	}
-	if action != "" {
-		ch := changeOf(obj, action, reason)
-		ch.Owner = owner
-		return ch, nil
+	if d.action != "" {
+		return d.change(obj), nil
 	}
-	ch, err := write(ctx, obj)
+	ch, err := w.apply(ctx, obj, d.handOff)
 	if err != nil {
 		return changeOf(obj, Failed, err.Error()), err
 	}
 	return ch, nil
 }
 
-// write applies one object with server-side apply.
-func (a *Applier) write(ctx context.Context, obj *unstructured.Unstructured) (Change, error) {
+// create creates obj, failing with AlreadyExists when something by its name
+// exists, whoever it belongs to.
+func (a *Applier) create(ctx context.Context, obj *unstructured.Unstructured) (Change, error) {
+	if err := a.client.Create(ctx, obj.DeepCopy(), client.FieldOwner(FieldManager)); err != nil {
+		return Change{}, err
+	}
+	return changeOf(obj, Created, ""), nil
+}
+
+// apply writes obj with server-side apply, which decide found differs from
+// what is cached. An object that still needs its fields handed over goes
+// through ssa, whose cleanup moves them from the create's Update entry to
+// the Apply entry before applying; any other is applied in one request.
+func (a *Applier) apply(ctx context.Context, obj *unstructured.Unstructured, handOff bool) (Change, error) {
+	if !handOff {
+		err := a.client.Apply(ctx, client.ApplyConfigurationFromUnstructured(obj.DeepCopy()),
+			client.ForceOwnership, client.FieldOwner(FieldManager))
+		if err != nil {
+			return Change{}, fmt.Errorf("%s apply failed: %w", ObjectID(obj), err)
+		}
+		return changeOf(obj, Configured, ""), nil
+	}
 	// ssa's Force deletes and recreates an object whose immutable fields
 	// changed; Sprout never does (DESIGN §4: no delete + recreate), it
 	// reports the error. Field ownership is always forced by ssa.
 	o := ssa.DefaultApplyOptions()
 	o.Force = false
+	o.Cleanup.FieldManagers = []ssa.FieldManager{createManager}
 	entry, err := a.manager.Apply(ctx, obj, o)
 	if err != nil {
 		return Change{}, err
@@ -175,34 +231,96 @@ func (a *Applier) write(ctx context.Context, obj *unstructured.Unstructured) (Ch
 	return changeOf(obj, actionOf(entry.Action), ""), nil
 }
 
-// decide returns the action for an object that needs no write, or "" when
-// it must be applied; for an object another of Sprout's policies owns, also
-// that policy (its sprout.dev/policy annotation).
-func (a *Applier) decide(ctx context.Context, obj *unstructured.Unstructured, live Live, opts ApplyOptions) (action Action, reason, owner string, err error) {
-	var labels, annotations map[string]string
-	cached, inCache := live.Get(obj)
+// createManager is the managed-fields entry a create by Sprout leaves.
+var createManager = ssa.FieldManager{Name: FieldManager, ExactMatch: true, OperationType: metav1.ManagedFieldsOperationUpdate}
+
+// decision is what decide found for one object: an action when it needs no
+// write; for an object another of Sprout's policies owns, that policy (its
+// sprout.dev/policy annotation); for one to write, whether its fields must
+// be handed over from the create's entry first.
+type decision struct {
+	action  Action
+	reason  string
+	owner   string
+	handOff bool
+}
+
+// decide tells whether obj must be written, from its cached state or, when
+// it is not cached, from its metadata read from the API server.
+func (a *Applier) decide(ctx context.Context, obj, cached *unstructured.Unstructured, inCache bool, opts ApplyOptions) (decision, error) {
 	if inCache {
-		labels, annotations = cached.GetLabels(), cached.GetAnnotations()
-	} else {
-		// Not among Sprout's objects: absent, someone else's, or not cached yet.
-		existing, err := a.metadata(ctx, obj)
-		if err != nil || existing == nil {
-			return "", "", "", err
-		}
-		labels, annotations = existing.GetLabels(), existing.GetAnnotations()
+		return decideCached(obj, cached, opts), nil
 	}
+	// Not among Sprout's objects: absent, someone else's, or not cached yet.
+	existing, err := a.metadata(ctx, obj)
+	if err != nil || existing == nil {
+		return decision{}, err
+	}
+	if d := decideOwner(obj, existing.GetLabels(), existing.GetAnnotations(), opts); d.action != "" {
+		return d, nil
+	}
+	return decision{handOff: heldByCreate(existing.GetManagedFields())}, nil
+}
+
+// decideCached decides from the cached state of obj.
+func decideCached(obj, cached *unstructured.Unstructured, opts ApplyOptions) decision {
+	labels, _, _ := unstructured.NestedStringMap(cached.Object, "metadata", "labels")
+	annotations, _, _ := unstructured.NestedStringMap(cached.Object, "metadata", "annotations")
+	if d := decideOwner(obj, labels, annotations, opts); d.action != "" {
+		return d
+	}
+	if covers(cached, obj) {
+		return decision{action: Unchanged}
+	}
+	return decision{handOff: heldByCreate(cached.GetManagedFields())}
+}
+
+// decideOwner returns the decision for an object that exists with labels
+// and annotations when it must not be written: another owner's, or, for a
+// policy that does not synchronize, any that exists.
+func decideOwner(obj *unstructured.Unstructured, labels, annotations map[string]string, opts ApplyOptions) decision {
+	desired := obj.GetLabels()
 	switch {
-	case !sameOrigin(labels, obj.GetLabels()) && !orphanedByTrigger(labels, obj.GetLabels(), opts.Alive):
+	case !sameOrigin(labels, desired) && !orphanedByTrigger(labels, desired, opts.Alive):
+		d := decision{action: Skipped, reason: notOwnedReason(labels)}
 		if labels[LabelManagedBy] == ManagedBy && annotations[AnnotationPolicy] != obj.GetAnnotations()[AnnotationPolicy] {
-			owner = annotations[AnnotationPolicy]
+			d.owner = annotations[AnnotationPolicy]
 		}
-		return Skipped, notOwnedReason(labels), owner, nil
+		return d
 	case !opts.Synchronize:
-		return Skipped, reasonPresent, "", nil
-	case inCache && covers(cached, obj):
-		return Unchanged, "", "", nil
+		return decision{action: Skipped, reason: reasonPresent}
 	}
-	return "", "", "", nil
+	return decision{}
+}
+
+// change is the change of an object decided without a write.
+func (d decision) change(obj *unstructured.Unstructured) Change {
+	ch := changeOf(obj, d.action, d.reason)
+	ch.Owner = d.owner
+	return ch
+}
+
+// heldByCreate reports whether entries hold the Update entry a create by
+// Sprout leaves.
+func heldByCreate(entries []metav1.ManagedFieldsEntry) bool {
+	for _, e := range entries {
+		if e.Manager == FieldManager && e.Operation == metav1.ManagedFieldsOperationUpdate && e.Subresource == "" {
+			return true
+		}
+	}
+	return false
+}
+
+// ForCache strips what the controller's cache of Sprout's objects never
+// needs, the managed fields, which are often half an object's size; it keeps
+// only an empty mark of a create's Update entry, for Apply to see that the
+// object's fields must be handed over.
+func ForCache(obj *unstructured.Unstructured) {
+	if !heldByCreate(obj.GetManagedFields()) {
+		obj.SetManagedFields(nil)
+		return
+	}
+	obj.SetManagedFields([]metav1.ManagedFieldsEntry{{Manager: FieldManager, Operation: metav1.ManagedFieldsOperationUpdate}})
 }
 
 // metadata reads the object's metadata, or nil when it does not exist.

@@ -58,11 +58,11 @@ func TestApplyStopsWhenTheServerCannotServe(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			var tries atomic.Int64
-			write := func(context.Context, *unstructured.Unstructured) (Change, error) {
+			write := func(context.Context, *unstructured.Unstructured, bool) (Change, error) {
 				tries.Add(1)
 				return Change{}, tt.err
 			}
-			cs, err := (&Applier{}).each(context.Background(), objects, live, ApplyOptions{Synchronize: true}, write)
+			cs, err := (&Applier{}).each(context.Background(), objects, live, ApplyOptions{Synchronize: true}, writes{apply: write})
 			if n := int(tries.Load()); err == nil || n == 0 || n > tt.maxTries || tt.maxTries == len(objects) && n != len(objects) {
 				t.Errorf("%d writes tried (error %v), want at most %d", n, err, tt.maxTries)
 			}
@@ -108,7 +108,7 @@ func TestApplyFinishesTheObjectsUnderWay(t *testing.T) {
 	ctx, stopSync := context.WithCancel(context.Background())
 	full, stopped := make(chan struct{}), make(chan struct{})
 	var tried, cancelled atomic.Int64
-	write := func(wctx context.Context, obj *unstructured.Unstructured) (Change, error) {
+	write := func(wctx context.Context, obj *unstructured.Unstructured, _ bool) (Change, error) {
 		if tried.Add(1) == applyParallelism {
 			close(full)
 		}
@@ -124,7 +124,7 @@ func TestApplyFinishesTheObjectsUnderWay(t *testing.T) {
 		}
 		return changeOf(obj, Configured, ""), nil
 	}
-	cs, err := (&Applier{}).each(ctx, objects, live, ApplyOptions{Synchronize: true}, write)
+	cs, err := (&Applier{}).each(ctx, objects, live, ApplyOptions{Synchronize: true}, writes{apply: write})
 	if !errors.Is(err, context.Canceled) {
 		t.Errorf("error %v, want context.Canceled", err)
 	}

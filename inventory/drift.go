@@ -15,7 +15,7 @@ import (
 // applied to it, without knowing what the policy wants now.
 //
 // The fields Sprout's field manager still owns are taken from live and
-// digested as stampApplied digests a desired object: equal to the
+// digested as Stamp digests a desired object: equal to the
 // AnnotationApplied stamp, they hold what was applied. A field another
 // writer changed has left Sprout's managed fields (or holds another value),
 // so the digest differs. Others' additions to maps (a label, an annotation)
@@ -34,8 +34,7 @@ func Drifted(live *unstructured.Unstructured) (bool, error) {
 	if owned == nil {
 		return true, nil
 	}
-	stampApplied(owned)
-	return owned.GetAnnotations()[AnnotationApplied] != stamp, nil
+	return appliedDigest(owned) != stamp, nil
 }
 
 // appliedFields returns the part of live that Sprout's apply owns, with the
@@ -43,19 +42,26 @@ func Drifted(live *unstructured.Unstructured) (bool, error) {
 // list, or nil when Sprout owns nothing of it. Without the object's schema
 // the fields are read as a deduced type: maps field by field, lists whole.
 func appliedFields(live *unstructured.Unstructured) (*unstructured.Unstructured, error) {
-	var entry *metav1.ManagedFieldsEntry
+	var set *fieldpath.Set
 	for _, e := range live.GetManagedFields() {
-		if e.Manager == FieldManager && e.Operation == metav1.ManagedFieldsOperationApply && e.Subresource == "" && e.FieldsV1 != nil {
-			entry = &e
-			break
+		// Sprout's fields: those it applied, and those a create of its
+		// own holds until the next apply hands them over.
+		if e.Manager != FieldManager || e.Subresource != "" || e.FieldsV1 == nil ||
+			e.Operation != metav1.ManagedFieldsOperationApply && e.Operation != metav1.ManagedFieldsOperationUpdate {
+			continue
+		}
+		s := &fieldpath.Set{}
+		if err := s.FromJSON(bytes.NewReader(e.FieldsV1.Raw)); err != nil {
+			return nil, fmt.Errorf("%s: managed fields of %s: %w", ObjectID(live), FieldManager, err)
+		}
+		if set == nil {
+			set = s
+		} else {
+			set = set.Union(s)
 		}
 	}
-	if entry == nil {
+	if set == nil {
 		return nil, nil
-	}
-	set := &fieldpath.Set{}
-	if err := set.FromJSON(bytes.NewReader(entry.FieldsV1.Raw)); err != nil {
-		return nil, fmt.Errorf("%s: managed fields of %s: %w", ObjectID(live), FieldManager, err)
 	}
 	value, err := typed.DeducedParseableType.FromUnstructured(live.Object)
 	if err != nil {

@@ -21,7 +21,7 @@ func appliedConfigMap() *unstructured.Unstructured {
 		"data": map[string]any{"KAFKA": "k:9092", "ZK": "z:2181"},
 		"spec": map[string]any{"ports": []any{map[string]any{"port": int64(80)}}},
 	}}
-	stampApplied(obj)
+	Stamp(obj)
 	obj.SetUID("u1")
 	obj.SetResourceVersion("7")
 	obj.SetManagedFields([]metav1.ManagedFieldsEntry{
@@ -77,10 +77,17 @@ func TestDrifted(t *testing.T) {
 		{"nothing left to Sprout", func(u *unstructured.Unstructured) {
 			u.SetManagedFields([]metav1.ManagedFieldsEntry{managedBy("kubectl-edit", metav1.ManagedFieldsOperationUpdate, `{"f:data":{}}`)})
 		}, true},
-		{"Sprout's fields under an update, not an apply", func(u *unstructured.Unstructured) {
+		{"Sprout's fields still under its create's update entry", func(u *unstructured.Unstructured) {
 			mf := u.GetManagedFields()
 			mf[0].Operation = metav1.ManagedFieldsOperationUpdate
 			u.SetManagedFields(mf)
+		}, false},
+		{"a value changed, Sprout's fields under its create's entry", func(u *unstructured.Unstructured) {
+			_ = unstructured.SetNestedField(u.Object, "elsewhere:2181", "data", "ZK")
+			created := withoutZK
+			created.Operation = metav1.ManagedFieldsOperationUpdate
+			u.SetManagedFields([]metav1.ManagedFieldsEntry{created,
+				managedBy("kubectl-edit", metav1.ManagedFieldsOperationUpdate, `{"f:data":{"f:ZK":{}}}`)})
 		}, true},
 	}
 	for _, tt := range tests {

@@ -21,11 +21,11 @@ func (a *Applier) DryRun() DryRun { return DryRun{a: a} }
 
 // Apply returns what Applier.Apply would do to each object.
 func (d DryRun) Apply(ctx context.Context, objects []*unstructured.Unstructured, live Live, opts ApplyOptions) (ChangeSet, error) {
-	return d.a.each(ctx, objects, live, opts, d.diff)
+	return d.a.each(ctx, objects, live, opts, writes{apply: d.diff})
 }
 
 // diff asks the API server what applying obj would change.
-func (d DryRun) diff(ctx context.Context, obj *unstructured.Unstructured) (Change, error) {
+func (d DryRun) diff(ctx context.Context, obj *unstructured.Unstructured, _ bool) (Change, error) {
 	entry, before, after, err := d.a.manager.Diff(ctx, obj.DeepCopy(), ssa.DefaultDiffOptions())
 	if err != nil {
 		return Change{}, err

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"maps"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
@@ -14,21 +15,44 @@ import (
 // the field, since Sprout's field manager owned it.
 const AnnotationApplied = "sprout.dev/applied"
 
-// stampApplied sets obj's AnnotationApplied to the digest of obj without it.
-func stampApplied(obj *unstructured.Unstructured) {
+// Stamp sets obj's AnnotationApplied to the digest of the rest of obj.
+// Apply stamps the objects that have no stamp; a caller that keeps desired
+// objects from one sync to the next stamps each once, when it is final, and
+// Apply trusts that stamp. An object already stamped right is not written
+// to.
+func Stamp(obj *unstructured.Unstructured) {
+	digest := appliedDigest(obj)
 	annotations := obj.GetAnnotations()
-	delete(annotations, AnnotationApplied)
-	if len(annotations) == 0 {
-		annotations = nil
+	if annotations[AnnotationApplied] == digest {
+		return
 	}
-	obj.SetAnnotations(annotations)
-	data, _ := json.Marshal(obj.Object) // maps marshal with sorted keys
-	sum := sha256.Sum256(data)
 	if annotations == nil {
 		annotations = map[string]string{}
 	}
-	annotations[AnnotationApplied] = hex.EncodeToString(sum[:12])
+	annotations[AnnotationApplied] = digest
 	obj.SetAnnotations(annotations)
+}
+
+// appliedDigest digests obj without its AnnotationApplied, reading obj only.
+func appliedDigest(obj *unstructured.Unstructured) string {
+	object := obj.Object
+	if annotations, ok, _ := unstructured.NestedMap(obj.Object, "metadata", "annotations"); ok {
+		if _, stamped := annotations[AnnotationApplied]; stamped {
+			// A shallow copy down to the annotations, without the stamp.
+			delete(annotations, AnnotationApplied) // annotations is NestedMap's deep copy
+			metadata := maps.Clone(obj.Object["metadata"].(map[string]any))
+			if len(annotations) == 0 {
+				delete(metadata, "annotations")
+			} else {
+				metadata["annotations"] = annotations
+			}
+			object = maps.Clone(obj.Object)
+			object["metadata"] = metadata
+		}
+	}
+	data, _ := json.Marshal(object) // maps marshal with sorted keys
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:12])
 }
 
 // covers reports whether every field of desired holds the same value in

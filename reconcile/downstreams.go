@@ -71,7 +71,7 @@ func (c *Controller) ensureDownstreamInformers(gvrs sets.Set[schema.GroupVersion
 			}).Informer()
 		_ = inf.SetTransform(func(obj any) (any, error) {
 			if u, ok := obj.(*unstructured.Unstructured); ok {
-				u.SetManagedFields(nil)
+				inventory.ForCache(u)
 			}
 			return obj, nil
 		})

@@ -437,7 +437,8 @@ func TestSIGTERMUnderLoad(t *testing.T) {
 	}
 	applied := 0
 	for _, w := range proxy.written() {
-		if name, ok := strings.CutPrefix(w, "PATCH /api/v1/namespaces/"+s.ns+"/configmaps/"); ok {
+		_, path, _ := strings.Cut(w, " ") // a create (POST) or an apply (PATCH)
+		if name, ok := strings.CutPrefix(path, "/api/v1/namespaces/"+s.ns+"/configmaps/"); ok {
 			applied++
 			if _, ok := before[name]; ok {
 				t.Errorf("the next leader wrote %s again, which the first had written whole", name)
@@ -460,14 +461,15 @@ type heldApply struct {
 func (h *heldApply) fault() *fault {
 	f := fault(func(w http.ResponseWriter, r *http.Request, forward http.Handler) {
 		first := false
-		if r.Method == http.MethodPatch && !r.URL.Query().Has("dryRun") && strings.Contains(r.URL.Path, "/configmaps/t-") {
+		write := r.Method == http.MethodPatch || r.Method == http.MethodPost
+		if write && !r.URL.Query().Has("dryRun") && strings.Contains(controlplane.ObjectPath(r), "/configmaps/t-") {
 			h.once.Do(func() { first = true })
 		}
 		if !first {
 			forward.ServeHTTP(w, r)
 			return
 		}
-		h.path <- r.URL.Path
+		h.path <- controlplane.ObjectPath(r)
 		select {
 		case <-h.release:
 		case <-r.Context().Done():

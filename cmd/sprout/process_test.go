@@ -22,6 +22,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/sprout-gitops/sprout/internal/controlplane"
 )
 
 var (
@@ -111,7 +113,7 @@ func newAPIProxy(t *testing.T, cfg *rest.Config) *apiProxy {
 		if r.Method != http.MethodGet && !strings.Contains(r.URL.Path, "/leases") && !r.URL.Query().Has("dryRun") {
 			p.writes.Add(1)
 			p.mu.Lock()
-			p.seen = append(p.seen, r.Method+" "+r.URL.Path)
+			p.seen = append(p.seen, r.Method+" "+controlplane.ObjectPath(r))
 			p.mu.Unlock()
 		}
 		rec := &statusRecorder{ResponseWriter: w}

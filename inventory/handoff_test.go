@@ -1,0 +1,226 @@
+package inventory
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/sprout-gitops/sprout/internal/controlplane"
+)
+
+// cfg is the shared control plane of the package's tests.
+var cfg *rest.Config
+
+func TestMain(m *testing.M) { controlplane.Main(m, &cfg) }
+
+// requests counts the requests a client sends for objects, by method;
+// discovery is not counted.
+type requests struct {
+	mu sync.Mutex
+	by map[string]int
+}
+
+func (r *requests) wrap(rt http.RoundTripper) http.RoundTripper {
+	return roundTripper(func(req *http.Request) (*http.Response, error) {
+		if strings.Contains(req.URL.Path, "/namespaces/") {
+			r.mu.Lock()
+			r.by[req.Method]++
+			r.mu.Unlock()
+		}
+		return rt.RoundTrip(req)
+	})
+}
+
+func (r *requests) take() map[string]int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	by := r.by
+	r.by = map[string]int{}
+	return by
+}
+
+type roundTripper func(*http.Request) (*http.Response, error)
+
+func (f roundTripper) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
+
+// countingApplier returns an Applier whose requests are counted, and a
+// plain client to read what it wrote.
+func countingApplier(t *testing.T) (*Applier, *requests, client.Client) {
+	t.Helper()
+	counted := rest.CopyConfig(cfg)
+	r := &requests{by: map[string]int{}}
+	counted.Wrap(r.wrap)
+	a, err := NewApplier(counted)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.New(cfg, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a, r, c
+}
+
+func generated(ns, name string, data map[string]any) *unstructured.Unstructured {
+	obj := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "v1", "kind": "ConfigMap",
+		"metadata": map[string]any{"name": name, "namespace": ns},
+		"data":     data,
+	}}
+	Label(obj, Origin{Policy: "GeneratingPolicy/handoff", PolicyName: "handoff",
+		Trigger: ObjectRef{GVK: schema.GroupVersionKind{Version: "v1", Kind: "Namespace"}, Name: ns, UID: types.UID("uid-" + ns)}})
+	return obj
+}
+
+func namespace(t *testing.T, c client.Client, name string) {
+	t.Helper()
+	ns := &unstructured.Unstructured{}
+	ns.SetAPIVersion("v1")
+	ns.SetKind("Namespace")
+	ns.SetName(name)
+	if err := c.Create(context.Background(), ns); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// cached is the controller's cache as it would hold live: read back and
+// stripped by ForCache.
+func cached(t *testing.T, c client.Client, obj *unstructured.Unstructured) (cachedObjects, *unstructured.Unstructured) {
+	t.Helper()
+	live := &unstructured.Unstructured{}
+	live.SetGroupVersionKind(obj.GroupVersionKind())
+	if err := c.Get(context.Background(), client.ObjectKeyFromObject(obj), live); err != nil {
+		t.Fatal(err)
+	}
+	full := live.DeepCopy()
+	ForCache(live)
+	return cachedObjects{live.GetName(): live}, full
+}
+
+func managers(obj *unstructured.Unstructured) map[string]bool {
+	m := map[string]bool{}
+	for _, e := range obj.GetManagedFields() {
+		m[e.Manager+"/"+string(e.Operation)] = true
+	}
+	return m
+}
+
+// TestCreatedObjectsHandOverTheirFields: an object Sprout does not have is
+// created in one request; its fields, held by the create's Update entry,
+// are handed to Sprout's Apply entry by the first apply that follows, so
+// that a field removed from the policy later is removed from the object,
+// both then and on every apply after.
+func TestCreatedObjectsHandOverTheirFields(t *testing.T) {
+	ctx := context.Background()
+	a, reqs, c := countingApplier(t)
+	namespace(t, c, "handoff")
+
+	obj := generated("handoff", "zk", map[string]any{"a": "1", "b": "2"})
+	cs, err := a.Apply(ctx, []*unstructured.Unstructured{obj.DeepCopy()}, cachedObjects{}, ApplyOptions{Synchronize: true})
+	if err != nil || cs.Count(Created) != 1 {
+		t.Fatalf("create: %v %+v", err, cs.Changes)
+	}
+	if by := reqs.take(); by[http.MethodPost] != 1 || len(by) != 1 {
+		t.Errorf("creating an absent object sent %v, want one POST", by)
+	}
+	live, full := cached(t, c, obj)
+	if m := managers(full); !m[FieldManager+"/Update"] {
+		t.Fatalf("created object's managers %v, want %s/Update", m, FieldManager)
+	}
+	if drifted, err := Drifted(full); err != nil || drifted {
+		t.Errorf("created object: Drifted = %v, %v, want false", drifted, err)
+	}
+
+	// Unchanged: no request.
+	cs, err = a.Apply(ctx, []*unstructured.Unstructured{obj.DeepCopy()}, live, ApplyOptions{Synchronize: true})
+	if err != nil || cs.Count(Unchanged) != 1 {
+		t.Fatalf("unchanged: %v %+v", err, cs.Changes)
+	}
+	if by := reqs.take(); len(by) != 0 {
+		t.Errorf("an object as desired sent %v, want nothing", by)
+	}
+
+	// The policy drops b: handed over, then applied without it.
+	obj = generated("handoff", "zk", map[string]any{"a": "1"})
+	if cs, err = a.Apply(ctx, []*unstructured.Unstructured{obj.DeepCopy()}, live, ApplyOptions{Synchronize: true}); err != nil || cs.Count(Configured) != 1 {
+		t.Fatalf("drop b: %v %+v", err, cs.Changes)
+	}
+	reqs.take()
+	live, full = cached(t, c, obj)
+	if data, _, _ := unstructured.NestedStringMap(full.Object, "data"); len(data) != 1 || data["a"] != "1" {
+		t.Errorf("after the policy dropped b, data = %v, want only a", data)
+	}
+	if m := managers(full); m[FieldManager+"/Update"] || !m[FieldManager+"/Apply"] {
+		t.Errorf("after the hand-over, managers %v: want %s/Apply alone", m, FieldManager)
+	}
+
+	// The policy drops a for c: one apply request, a removed.
+	obj = generated("handoff", "zk", map[string]any{"c": "3"})
+	if cs, err = a.Apply(ctx, []*unstructured.Unstructured{obj.DeepCopy()}, live, ApplyOptions{Synchronize: true}); err != nil || cs.Count(Configured) != 1 {
+		t.Fatalf("a for c: %v %+v", err, cs.Changes)
+	}
+	if by := reqs.take(); by[http.MethodPatch] != 1 || len(by) != 1 {
+		t.Errorf("applying a change to a handed-over object sent %v, want one PATCH", by)
+	}
+	_, full = cached(t, c, obj)
+	if data, _, _ := unstructured.NestedStringMap(full.Object, "data"); len(data) != 1 || data["c"] != "3" {
+		t.Errorf("after the policy dropped a, data = %v, want only c", data)
+	}
+}
+
+// TestCreateNeverTakesAnotherWritersObject: an object by the desired name
+// that is not Sprout's is left as it is, although nothing was cached.
+func TestCreateNeverTakesAnotherWritersObject(t *testing.T) {
+	ctx := context.Background()
+	a, reqs, c := countingApplier(t)
+	namespace(t, c, "handoff-theirs")
+	theirs := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "v1", "kind": "ConfigMap",
+		"metadata": map[string]any{"name": "zk", "namespace": "handoff-theirs"},
+		"data":     map[string]any{"a": "theirs"},
+	}}
+	if err := c.Create(ctx, theirs, client.FieldOwner("someone")); err != nil {
+		t.Fatal(err)
+	}
+	obj := generated("handoff-theirs", "zk", map[string]any{"a": "ours"})
+	cs, err := a.Apply(ctx, []*unstructured.Unstructured{obj}, cachedObjects{}, ApplyOptions{Synchronize: true})
+	if err != nil || cs.Count(Skipped) != 1 || cs.NotOwned() == "" {
+		t.Fatalf("want skipped as not owned: %v %+v", err, cs.Changes)
+	}
+	if by := reqs.take(); by[http.MethodPatch] != 0 || by[http.MethodPut] != 0 {
+		t.Errorf("another writer's object got %v", by)
+	}
+	_, full := cached(t, c, obj)
+	if data, _, _ := unstructured.NestedStringMap(full.Object, "data"); data["a"] != "theirs" {
+		t.Errorf("another writer's object changed: %v", data)
+	}
+	if m := managers(full); m[FieldManager+"/Update"] || m[FieldManager+"/Apply"] {
+		t.Errorf("Sprout's manager on another writer's object: %v", m)
+	}
+}
+
+// TestForCacheKeepsOnlyTheCreateMark: the cache holds no managed fields
+// but the mark that a create's fields are still to be handed over.
+func TestForCacheKeepsOnlyTheCreateMark(t *testing.T) {
+	obj := appliedConfigMap()
+	ForCache(obj)
+	if mf := obj.GetManagedFields(); mf != nil {
+		t.Errorf("applied object keeps %v", mf)
+	}
+	obj = appliedConfigMap()
+	mf := append(obj.GetManagedFields(), managedBy(FieldManager, metav1.ManagedFieldsOperationUpdate, `{"f:data":{}}`))
+	obj.SetManagedFields(mf)
+	ForCache(obj)
+	if mf := obj.GetManagedFields(); len(mf) != 1 || mf[0].FieldsV1 != nil || !heldByCreate(mf) {
+		t.Errorf("created object keeps %+v, want the bare mark", mf)
+	}
+}
