@@ -74,6 +74,11 @@ type Result struct {
 	// the clones of a deleted source are no longer desired, so a
 	// synchronizing policy prunes them, as Kyverno deletes them.
 	MissingSources []string
+	// Reproducible is set when the result depends on the Input's objects
+	// and request alone: the evaluation read no other object and not the
+	// clock, so the same input gives the same result again, and a caller
+	// may keep it instead of evaluating again.
+	Reproducible bool
 }
 
 // Evaluate runs the policy against one trigger: matchConditions first, then
@@ -85,6 +90,8 @@ func (p *Program) Evaluate(ctx context.Context, in Input) (Result, error) {
 	}
 	rd := &reads{ctx: ctx, reader: in.Reader, namespace: p.namespace}
 	gen := &generation{namespace: p.namespace, reads: rd, scopes: in.Scopes}
+	clk := newClock(in.Now)
+	reproducible := func() bool { return !rd.any && !*clk.read }
 	vars := lazy.NewMapValue(types.NewMapType(types.StringType, types.DynType))
 	activation := map[string]any{
 		varObject:          orNull(in.Object),
@@ -94,7 +101,7 @@ func (p *Program) Evaluate(ctx context.Context, in Input) (Result, error) {
 		varVariables:       vars,
 		varGenerator:       gen,
 		varResource:        rd,
-		varTime:            newClock(in.Now),
+		varTime:            clk,
 	}
 	for _, v := range p.variables {
 		v := v
@@ -113,7 +120,7 @@ func (p *Program) Evaluate(ctx context.Context, in Input) (Result, error) {
 			return Result{}, err
 		}
 		if out != types.True {
-			return Result{Matched: false}, nil
+			return Result{Matched: false, Reproducible: reproducible()}, nil
 		}
 	}
 	var missing []string
@@ -132,7 +139,7 @@ func (p *Program) Evaluate(ctx context.Context, in Input) (Result, error) {
 			missing = append(missing, rd.missing...)
 		}
 	}
-	return Result{Matched: true, Objects: gen.objects, MissingSources: missing}, nil
+	return Result{Matched: true, Objects: gen.objects, MissingSources: missing, Reproducible: reproducible()}, nil
 }
 
 // eval runs one expression, wrapping any error with its field path.

@@ -171,3 +171,38 @@ func TestCompileChecks(t *testing.T) {
 		})
 	}
 }
+
+// TestReproducible: a result may be kept only when it depends on the input
+// alone; reading another object or the clock makes it not.
+func TestReproducible(t *testing.T) {
+	cm := map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": "base", "namespace": "team"}, "data": map[string]any{"k": "v"}}
+	reader := celenv.NewObjectReader([]*unstructured.Unstructured{{Object: cm}})
+	tests := []struct {
+		name string
+		expr string
+		want bool
+	}{
+		{"the trigger alone", `object.metadata.name`, true},
+		{"a conditional that reads nothing else", `object.metadata.name == "x" ? string(time.now()) : "y"`, true},
+		{"the clock", `string(time.now())`, false},
+		{"an object read", `resource.Get("v1", "configmaps", "team", "base").data.k`, false},
+		{"a list", `string(size(resource.List("v1", "configmaps", "team").items))`, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			prog := celenv.Compile(libPolicy(tt.expr))
+			if err := prog.Err(); err != nil {
+				t.Fatal(err)
+			}
+			in := createNamespace(namespace("team", nil))
+			in.Reader, in.Scopes = reader, celenv.BuiltinScopes{}
+			res, err := prog.Evaluate(context.Background(), in)
+			if err != nil || !res.Matched {
+				t.Fatalf("matched %v, error %v", res.Matched, err)
+			}
+			if res.Reproducible != tt.want {
+				t.Errorf("Reproducible = %v, want %v", res.Reproducible, tt.want)
+			}
+		})
+	}
+}

@@ -37,6 +37,7 @@ func timeLibrary() cel.EnvOption {
 				if !ok {
 					return types.MaybeNoSuchOverloadErr(c)
 				}
+				*clk.read = true
 				return types.Timestamp{Time: clk.now}
 			}))),
 		cel.Function("time.truncate", cel.Overload("time_truncate_timestamp_duration",
@@ -73,8 +74,12 @@ func cronOf(ts ref.Val) ref.Val {
 	return types.String(fmt.Sprintf("%d %d %d %d %d", u.Minute(), u.Hour(), u.Day(), int(u.Month()), int(u.Weekday())))
 }
 
-// clock is the value bound to the time variable for one evaluation.
-type clock struct{ now time.Time }
+// clock is the value bound to the time variable for one evaluation. read
+// is set when time.now() is called: the result then depends on the clock.
+type clock struct {
+	now  time.Time
+	read *bool
+}
 
 var _ ref.Val = clock{}
 
@@ -85,7 +90,7 @@ func newClock(now time.Time) clock {
 	if now.IsZero() {
 		now = time.Now()
 	}
-	return clock{now: now.UTC()}
+	return clock{now: now.UTC(), read: new(bool)}
 }
 
 func (c clock) ConvertToNative(reflect.Type) (any, error) {

@@ -98,6 +98,8 @@ type reads struct {
 	seen map[string]ObjectRef
 	// missing names the objects resource.Get did not find.
 	missing []string
+	// any is set by the first resource.Get or resource.List.
+	any bool
 }
 
 // remember records obj as read.
@@ -137,6 +139,7 @@ func (r *reads) allowed(namespace string) error {
 }
 
 func (r *reads) get(apiVersion, resource, namespace, name string) ref.Val {
+	r.any = true
 	gvr, err := r.gvr(apiVersion, resource)
 	if err == nil {
 		err = r.allowed(namespace)
@@ -156,6 +159,7 @@ func (r *reads) get(apiVersion, resource, namespace, name string) ref.Val {
 }
 
 func (r *reads) list(apiVersion, resource, namespace string, selectorVal ref.Val) ref.Val {
+	r.any = true
 	gvr, err := r.gvr(apiVersion, resource)
 	if err == nil {
 		err = r.allowed(namespace)

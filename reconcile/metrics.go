@@ -14,6 +14,7 @@ type metrics struct {
 	syncErrors       *prometheus.CounterVec
 	objects          *prometheus.CounterVec
 	evaluationErrors *prometheus.CounterVec
+	evaluations      *prometheus.CounterVec
 
 	queue queueMetrics
 
@@ -43,6 +44,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "sprout_evaluation_errors_total",
 			Help: "Evaluations of a policy for one trigger that failed.",
 		}, []string{"policy"}),
+		evaluations: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sprout_evaluations_total",
+			Help: "Evaluations of a policy for one trigger, by result: evaluated, or reused (kept from an earlier sync for the same trigger, Namespace and policy versions).",
+		}, []string{"policy", "result"}),
 		queue: newQueueMetrics(),
 
 		sourceChecks: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -69,7 +74,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	if reg == nil {
 		return m, nil
 	}
-	collectors := []prometheus.Collector{m.syncDuration, m.syncErrors, m.objects, m.evaluationErrors,
+	collectors := []prometheus.Collector{m.syncDuration, m.syncErrors, m.objects, m.evaluationErrors, m.evaluations,
 		m.sourceChecks, m.sourceLastCheck, m.sourceReady, m.sourcePolicies, m.sourceRevision}
 	for _, c := range append(collectors, m.queue.collectors()...) {
 		if err := reg.Register(c); err != nil {
@@ -103,6 +108,12 @@ func (c *Controller) registerInformerGauges(reg prometheus.Registerer) error {
 
 // observeSync counts one sync of a policy: its duration, its error, what
 // it did to each object and how many evaluations failed.
+// observeEvaluations counts one sync's evaluations.
+func (m *metrics) observeEvaluations(policy string, evaluated, reused int) {
+	m.evaluations.WithLabelValues(policy, "evaluated").Add(float64(evaluated))
+	m.evaluations.WithLabelValues(policy, "reused").Add(float64(reused))
+}
+
 func (m *metrics) observeSync(policy string, seconds float64, out outcome, changes inventory.ChangeSet, evalErr error) {
 	m.syncDuration.WithLabelValues(policy).Observe(seconds)
 	if out.reason != "" {
@@ -128,7 +139,7 @@ func (m *metrics) observeSync(policy string, seconds float64, out outcome, chang
 func (m *metrics) forget(policy string) {
 	for _, v := range []interface {
 		DeletePartialMatch(prometheus.Labels) int
-	}{m.syncDuration, m.syncErrors, m.objects, m.evaluationErrors} {
+	}{m.syncDuration, m.syncErrors, m.objects, m.evaluationErrors, m.evaluations} {
 		v.DeletePartialMatch(prometheus.Labels{"policy": policy})
 	}
 }

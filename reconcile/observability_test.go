@@ -96,3 +96,32 @@ func histogramCount(t *testing.T, reg *prometheus.Registry, name string, labels 
 	t.Helper()
 	return findMetric(t, reg, name, labels).GetHistogram().GetSampleCount()
 }
+
+// TestEvaluationsAreKept: a sync evaluates again only the triggers that
+// changed; the others' results are reused.
+func TestEvaluationsAreKept(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	runController(t, func(o *reconcile.Options) { o.Metrics = reg })
+	tb := newTable(t, "memo")
+	tb.applyPolicy(derivedPolicy("memo", "memo", "out", "one", true, false))
+	for _, name := range []string{"a", "b", "c"} {
+		tb.trigger(name, "memo", name+"1")
+	}
+	for _, name := range []string{"a", "b", "c"} {
+		tb.waitFor(name+"'s downstream", name+"-out", exists)
+	}
+	count := func(result string) float64 {
+		return metricValue(t, reg, "sprout_evaluations_total", map[string]string{"policy": "GeneratingPolicy/memo", "result": result})
+	}
+	evaluated, reused := count("evaluated"), count("reused")
+
+	tb.trigger("a", "memo", "a2")
+	tb.waitFor("a's downstream updated", "a-out", func(cm *corev1.ConfigMap) bool { return cm != nil && cm.Data["from"] == "a2" })
+	poll(t, "b and c reused by the sync of a's update", func(context.Context) (bool, error) {
+		return count("reused") >= reused+2, nil
+	})
+	if n := count("evaluated") - evaluated; n != 1 {
+		t.Errorf("%v evaluations after one trigger changed, want 1 (metrics before: %v evaluated, %v reused)", n, evaluated, reused)
+	}
+	tb.deletePolicy("memo")
+}

@@ -55,6 +55,8 @@ type compiledPolicy struct {
 	criteria  criteria
 	// operations are the operations the resource rules list.
 	operations sets.Set[string]
+	// evaluations are the program's results kept per trigger.
+	evaluations *evaluations
 }
 
 // admissions remembers, per policy, the triggers whose events admitted them
@@ -122,6 +124,8 @@ func (c *Controller) compile(p sources.Policy) *compiledPolicy {
 		revision:  p.Revision,
 		program:   celenv.Compile(p.Policy),
 		activated: c.activation(p),
+
+		evaluations: newEvaluations(),
 	}
 	if mc := p.PolicySpec().MatchConstraints; mc != nil {
 		cp.criteria = newCriteria(*mc)

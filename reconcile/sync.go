@@ -379,8 +379,15 @@ func (c *Controller) desired(ctx context.Context, cp *compiledPolicy, triggers [
 	if err != nil {
 		return nil, 0, err
 	}
+	evaluated, reused := 0, 0
 	for _, t := range triggers {
-		objs, ok, err := c.evaluate(ctx, cp, t, reader)
+		ev, kept, err := c.evaluate(ctx, cp, t, reader)
+		if kept {
+			reused++
+		} else {
+			evaluated++
+		}
+		objs := ev.objects
 		if err == nil && len(objs) > limit {
 			err = fmt.Errorf("generates %d objects, more than the %d one trigger may (--max-objects-per-trigger, or the policy's annotation %s)", len(objs), limit, AnnotationMaxObjectsPerTrigger)
 		}
@@ -388,24 +395,25 @@ func (c *Controller) desired(ctx context.Context, cp *compiledPolicy, triggers [
 			errs = append(errs, fmt.Errorf("trigger %s %s: %w", t.object.GetKind(), objectRef(t.object), err))
 			continue
 		}
-		if ok {
+		if ev.matched {
 			matched++
 		}
 		out = append(out, objs...)
 	}
+	cp.evaluations.endRound()
+	c.metrics.observeEvaluations(keyOf(cp.policy).String(), evaluated, reused)
 	return out, matched, errors.Join(errs...)
 }
 
 // evaluate runs the policy's program for one trigger, replayed as its last
 // event: a CREATE, an UPDATE with the state before it as oldObject (kept for
 // policies that read it), or, for a tombstone, a DELETE with the last state
-// as oldObject.
-func (c *Controller) evaluate(ctx context.Context, cp *compiledPolicy, t trigger, reader celenv.Reader) ([]*unstructured.Unstructured, bool, error) {
-	ctx, cancel := context.WithTimeout(ctx, evaluationTimeout)
-	defer cancel()
+// as oldObject. A result kept from an earlier sync for the same inputs is
+// returned as it is, and kept says so.
+func (c *Controller) evaluate(ctx context.Context, cp *compiledPolicy, t trigger, reader celenv.Reader) (ev evaluation, kept bool, err error) {
 	u := t.object
 	op := admission.Create
-	var oldObject map[string]any
+	var oldObject *unstructured.Unstructured
 	switch {
 	case t.deleted:
 		op = admission.Delete
@@ -413,9 +421,28 @@ func (c *Controller) evaluate(ctx context.Context, cp *compiledPolicy, t trigger
 		// The trigger's last event was an UPDATE: replay it with the state
 		// before it, as a webhook would have seen it.
 		if prev := c.lastUpdate(t.gvr, u.GetUID()); prev != nil {
-			op, oldObject = admission.Update, prev.Object
+			op, oldObject = admission.Update, prev
 		}
 	}
+	var nsObject *corev1.Namespace
+	if ns := u.GetNamespace(); ns != "" {
+		nsObject, _ = c.namespaces.Get(ns)
+	}
+	// What the evaluation is given, by resourceVersion; a tombstone is
+	// evaluated once and never kept.
+	inputs := u.GetResourceVersion() + "/" + string(op)
+	if oldObject != nil {
+		inputs += "/" + oldObject.GetResourceVersion()
+	}
+	if nsObject != nil {
+		inputs += "/" + nsObject.ResourceVersion
+	}
+	if !t.deleted {
+		if ev, ok := cp.evaluations.get(u.GetUID(), inputs); ok {
+			return ev, true, nil
+		}
+	}
+
 	in := celenv.Input{
 		Object: u.DeepCopy().Object,
 		Request: celenv.Request{
@@ -429,34 +456,43 @@ func (c *Controller) evaluate(ctx context.Context, cp *compiledPolicy, t trigger
 		Scopes: scopes{c},
 		Reader: reader,
 	}
-	if ns := u.GetNamespace(); ns != "" {
-		if nsObj, err := c.namespaces.Get(ns); err == nil {
-			in.NamespaceObject, err = toUnstructured(nsObj, corev1.SchemeGroupVersion.WithKind("Namespace"))
-			if err != nil {
-				return nil, false, err
-			}
+	if nsObject != nil {
+		var err error
+		in.NamespaceObject, err = toUnstructured(nsObject, corev1.SchemeGroupVersion.WithKind("Namespace"))
+		if err != nil {
+			return evaluation{}, false, err
 		}
 	}
 	if t.deleted {
 		in.Object, in.OldObject = nil, in.Object
-	} else {
-		in.OldObject = oldObject
+	} else if oldObject != nil {
+		in.OldObject = oldObject.Object
 	}
+	ctx, cancel := context.WithTimeout(ctx, evaluationTimeout)
+	defer cancel()
 	res, err := cp.program.Evaluate(ctx, in)
-	if err != nil || !res.Matched {
-		return nil, false, err
+	if err != nil {
+		return evaluation{}, false, err
 	}
-	if len(res.MissingSources) > 0 {
-		c.log.Info("clone sources not found", "policy", keyOf(cp.policy).String(),
-			"trigger", u.GetKind()+" "+objectRef(u), "sources", res.MissingSources)
+	var objs []*unstructured.Unstructured
+	if res.Matched {
+		if len(res.MissingSources) > 0 {
+			c.log.Info("clone sources not found", "policy", keyOf(cp.policy).String(),
+				"trigger", u.GetKind()+" "+objectRef(u), "sources", res.MissingSources)
+		}
+		objs = Label(cp.policy, u, res.Objects)
 	}
-	objs := Label(cp.policy, u, res.Objects)
-	if t.deleted {
-		for _, o := range objs {
+	for _, o := range objs {
+		if t.deleted {
 			inventory.MarkGeneratedOnDelete(o)
 		}
+		inventory.Stamp(o) // final: kept results are shared by later syncs
 	}
-	return objs, true, nil
+	ev = evaluation{inputs: inputs, objects: objs, matched: res.Matched}
+	if res.Reproducible && !t.deleted {
+		cp.evaluations.put(u.GetUID(), ev)
+	}
+	return ev, false, nil
 }
 
 // Label returns the generated objects with the labels that tie each to its

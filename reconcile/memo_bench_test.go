@@ -1,0 +1,81 @@
+package reconcile
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/sprout-gitops/sprout/celenv"
+	"github.com/sprout-gitops/sprout/fixtures"
+)
+
+// staticMapper maps the kinds the benchmark policy generates.
+type staticMapper struct{ *meta.DefaultRESTMapper }
+
+func (staticMapper) Reset() {}
+
+// BenchmarkEvaluateTrigger measures one trigger's evaluation in a sync, as
+// the controller runs it for the data-source example: a miss evaluates the
+// program and labels its objects; a hit finds the result kept for the same
+// resourceVersions.
+func BenchmarkEvaluateTrigger(b *testing.B) {
+	policy, err := fixtures.Policy("zk-kafka-address")
+	if err != nil {
+		b.Fatal(err)
+	}
+	triggers, err := fixtures.Objects("zk-kafka-address", "triggers.yaml")
+	if err != nil {
+		b.Fatal(err)
+	}
+	mapper := meta.NewDefaultRESTMapper(nil)
+	mapper.Add(schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}, meta.RESTScopeNamespace)
+	c := &Controller{mapper: staticMapper{mapper}}
+	cp := &compiledPolicy{policy: policy, program: celenv.Compile(policy), evaluations: newEvaluations()}
+	if err := cp.program.Err(); err != nil {
+		b.Fatal(err)
+	}
+	var red *unstructured.Unstructured
+	for _, t := range triggers {
+		if t.GetLabels()["color"] == "red" {
+			red = t
+		}
+	}
+	if red == nil {
+		b.Fatal("no red Namespace among the fixture's triggers")
+	}
+	ctx := context.Background()
+	nsGVR := schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}
+	for _, kept := range []bool{false, true} {
+		b.Run(map[bool]string{false: "miss", true: "hit"}[kept], func(b *testing.B) {
+			if kept {
+				if _, _, err := c.evaluate(ctx, cp, trigger{gvr: nsGVR, object: red}, nil); err != nil {
+					b.Fatal(err)
+				}
+				cp.evaluations.endRound()
+			}
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				t := trigger{gvr: nsGVR, object: red}
+				if !kept {
+					// A new resourceVersion each time: nothing kept matches.
+					t.object = red.DeepCopy()
+					t.object.SetUID(types.UID(fmt.Sprint(i)))
+					i++
+				}
+				ev, hit, err := c.evaluate(ctx, cp, t, nil)
+				if err != nil || hit != kept || len(ev.objects) != 1 {
+					b.Fatalf("kept %v, objects %d, error %v: want kept %v, 1 object", hit, len(ev.objects), err, kept)
+				}
+				if !kept {
+					cp.evaluations.endRound() // a fresh round: the memo stays small
+				}
+			}
+		})
+	}
+}
