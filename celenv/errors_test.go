@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	apiv1 "github.com/sprout-gitops/sprout/api/policies/v1"
 	"github.com/sprout-gitops/sprout/celenv"
@@ -76,5 +77,45 @@ func TestBadInputNamesTheFieldPath(t *testing.T) {
 				t.Errorf("compile error %q does not name the policy", err)
 			}
 		})
+	}
+}
+
+// spinning is a variable that runs for a minute or more within the cost
+// limit: sha256 is charged as one call whatever the length of its string,
+// so hashing 256 KiB a hundred thousand times costs little and takes long.
+// It spins only for a trigger whose data.spin is "yes".
+var spinning = []string{
+	"big", `lists.range(16384).map(i, '0123456789abcdef').join()`,
+	"spin", `object.?data.spin.orValue('') == 'yes' ? lists.range(100000).map(i, sha256(variables.big)).size() : 0`,
+}
+
+// TestEvaluationTimeout: an evaluation that runs past its time limit stops
+// there, with an error that says so once and names the field path of the
+// expression under way; the same policy evaluates other triggers as usual.
+func TestEvaluationTimeout(t *testing.T) {
+	prog := celenv.Compile(policyWith(false, `generator.Apply("x", variables.spin >= 0 ? [] : [])`, spinning...))
+	if err := prog.Err(); err != nil {
+		t.Fatal(err)
+	}
+	spinner := object("v1", "ConfigMap", "team", "spinner")
+	spinner.Object["data"] = map[string]any{"spin": "yes"}
+	const limit = 200 * time.Millisecond
+
+	start := time.Now()
+	_, err := prog.Evaluate(context.Background(), celenv.Input{Object: spinner.Object, Timeout: limit})
+	took := time.Since(start)
+	want := "spec.generate[0].expression: spec.variables[1].expression: evaluation took longer than its time limit of 200ms"
+	if err == nil || err.Error() != want {
+		t.Fatalf("error %v, want %q", err, want)
+	}
+	// The interrupt is checked every 100 hashes, a few ms each at most.
+	if took > limit+2*time.Second {
+		t.Errorf("the evaluation stopped %v after it started, its limit is %v", took, limit)
+	}
+	t.Logf("stopped after %v", took)
+
+	steady := object("v1", "ConfigMap", "team", "steady")
+	if _, err := prog.Evaluate(context.Background(), celenv.Input{Object: steady.Object, Timeout: limit}); err != nil {
+		t.Errorf("a trigger that does not spin: %v", err)
 	}
 }

@@ -24,9 +24,6 @@ import (
 // policy is queued again shortly, without counting as a failure.
 var errWaiting = errors.New("waiting for caches to sync")
 
-// evaluationTimeout bounds the evaluation of one policy for one trigger.
-const evaluationTimeout = 5 * time.Second
-
 // trigger is one admitted, matching trigger object.
 type trigger struct {
 	gvr    schema.GroupVersionResource
@@ -401,8 +398,6 @@ func (c *Controller) desired(ctx context.Context, cp *compiledPolicy, triggers [
 // policies that read it), or, for a tombstone, a DELETE with the last state
 // as oldObject.
 func (c *Controller) evaluate(ctx context.Context, cp *compiledPolicy, t trigger, reader celenv.Reader) ([]*unstructured.Unstructured, bool, error) {
-	ctx, cancel := context.WithTimeout(ctx, evaluationTimeout)
-	defer cancel()
 	u := t.object
 	op := admission.Create
 	var oldObject map[string]any
@@ -426,8 +421,9 @@ func (c *Controller) evaluate(ctx context.Context, cp *compiledPolicy, t trigger
 			Kind:      u.GroupVersionKind(),
 			Resource:  t.gvr,
 		},
-		Scopes: scopes{c},
-		Reader: reader,
+		Scopes:  scopes{c},
+		Reader:  reader,
+		Timeout: c.opts.EvaluationTimeout,
 	}
 	if ns := u.GetNamespace(); ns != "" {
 		if nsObj, err := c.namespaces.Get(ns); err == nil {
