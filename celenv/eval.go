@@ -2,6 +2,7 @@ package celenv
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"github.com/google/cel-go/common/types"
 	"github.com/google/cel-go/common/types/ref"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apiserver/pkg/cel/lazy"
 )
 
@@ -31,7 +33,16 @@ type Input struct {
 	Reader Reader
 	// Now is the time time.now() returns; zero means the wall clock.
 	Now time.Time
+	// Timeout bounds the whole evaluation, reads included, by the wall
+	// clock; zero means DefaultEvaluationTimeout.
+	Timeout time.Duration
 }
+
+// DefaultEvaluationTimeout is how long one evaluation of a policy for one
+// trigger may take. The cost limit bounds each expression by the work CEL
+// can estimate; this bounds what it cannot: functions charged less than
+// they cost, many expressions each under the limit, reads that wait.
+const DefaultEvaluationTimeout = 5 * time.Second
 
 // Scopes reports whether a kind is namespaced. The controller answers from
 // the API server's REST mapping; render answers from built-in knowledge.
@@ -88,6 +99,14 @@ func (p *Program) Evaluate(ctx context.Context, in Input) (Result, error) {
 	if p.err != nil {
 		return Result{}, fmt.Errorf("%w: %w", ErrNotCompiled, p.err)
 	}
+	timeout := in.Timeout
+	if timeout <= 0 {
+		timeout = DefaultEvaluationTimeout
+	}
+	// CEL checks the context every 100 steps of a comprehension
+	// (InterruptCheckFrequency) and reads check it too.
+	ctx, cancel := context.WithTimeoutCause(ctx, timeout, fmt.Errorf("evaluation took longer than its time limit of %s", timeout))
+	defer cancel()
 	rd := &reads{ctx: ctx, reader: in.Reader, namespace: p.namespace}
 	gen := &generation{namespace: p.namespace, reads: rd, scopes: in.Scopes}
 	clk := newClock(in.Now)
@@ -145,10 +164,37 @@ func (p *Program) Evaluate(ctx context.Context, in Input) (Result, error) {
 // eval runs one expression, wrapping any error with its field path.
 func (e expression) eval(ctx context.Context, activation map[string]any) (ref.Val, error) {
 	out, _, err := e.program.ContextEval(ctx, activation)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", e.path, err)
+	switch {
+	case err == nil:
+		return out, nil
+	case ctx.Err() != nil:
+		return nil, interrupted(ctx, e.path, err)
 	}
-	return out, nil
+	return nil, fmt.Errorf("%s: %w", e.path, err)
+}
+
+// interruption is why an evaluation stopped before its end: the time
+// limit, or the controller stopping. Path is the innermost expression
+// that was under way.
+type interruption struct {
+	path  *field.Path
+	cause error
+}
+
+func (i *interruption) Error() string { return i.path.String() + ": " + i.cause.Error() }
+func (i *interruption) Unwrap() error { return i.cause }
+
+// interrupted reports an expression stopped by the end of ctx as the path
+// to the innermost expression under way and the cause, said once
+// ("spec.generate[0].expression: spec.variables[1].expression: evaluation
+// took longer than …"): cel-go repeats "operation interrupted" and the cause
+// at each expression an interrupted variable is read from.
+func interrupted(ctx context.Context, path *field.Path, err error) error {
+	var inner *interruption
+	if errors.As(err, &inner) {
+		return fmt.Errorf("%s: %w", path, inner)
+	}
+	return &interruption{path: path, cause: context.Cause(ctx)}
 }
 
 func orNull(m map[string]any) any {

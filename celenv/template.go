@@ -157,8 +157,8 @@ func (t text) value(ctx context.Context, activation map[string]any) (any, error)
 // compileTemplate parses the template's YAML and, with interpolate: cel,
 // compiles every placeholder in env. Documents without placeholders are built
 // once here, so a malformed literal object is a compile error.
-func compileTemplate(env *cel.Env, t *apiv1.Template, path *field.Path, defined []string) (generateTemplate, field.ErrorList) {
-	c := templateCompiler{env: env, value: path.Child("value"), defined: defined}
+func compileTemplate(env *cel.Env, b *budget, t *apiv1.Template, path *field.Path, defined []string) (generateTemplate, field.ErrorList) {
+	c := templateCompiler{env: env, budget: b, value: path.Child("value"), defined: defined}
 	switch t.Interpolate {
 	case "", apiv1.InterpolateNone:
 	case apiv1.InterpolateCEL:
@@ -198,6 +198,7 @@ func compileTemplate(env *cel.Env, t *apiv1.Template, path *field.Path, defined 
 // templateCompiler walks the YAML nodes of one template.
 type templateCompiler struct {
 	env          *cel.Env
+	budget       *budget // the policy's, shared with its other expressions
 	interpolate  bool
 	value        *field.Path // spec.generate[i].template.value
 	defined      []string    // the variables placeholders may read
@@ -360,7 +361,7 @@ func (c *templateCompiler) interpolated(s, at string) templateNode {
 			continue
 		}
 		c.placeholders++
-		e, errs := compileExpression(c.env, seg.text, seg.text, c.path(at), nil, c.defined)
+		e, errs := c.budget.compile(c.env, seg.text, seg.text, c.path(at), nil, c.defined)
 		for _, err := range errs {
 			if err.BadValue == (field.OmitValueType{}) {
 				err.BadValue = seg.text

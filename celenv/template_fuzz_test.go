@@ -121,7 +121,7 @@ func checkTemplate(t *testing.T, env *cel.Env, value string) {
 	var results [2]any
 	for i, interpolate := range []apiv1.Interpolation{apiv1.InterpolateNone, apiv1.InterpolateCEL} {
 		path := field.NewPath("spec", "generate").Index(0).Child("template")
-		_, errs := compileTemplate(env, &apiv1.Template{Value: value, Interpolate: interpolate}, path, nil)
+		_, errs := compileTemplate(env, &budget{}, &apiv1.Template{Value: value, Interpolate: interpolate}, path, nil)
 		for _, err := range errs {
 			if !strings.HasPrefix(err.Field, "spec.generate[0].template.value") {
 				t.Fatalf("template %q (%s): error %q is not inside spec.generate[0].template.value", value, interpolate, err)

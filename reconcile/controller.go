@@ -36,6 +36,7 @@ import (
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	sproutv1alpha1 "github.com/sprout-gitops/sprout/api/sprout/v1alpha1"
+	"github.com/sprout-gitops/sprout/celenv"
 	"github.com/sprout-gitops/sprout/inventory"
 	"github.com/sprout-gitops/sprout/sources"
 )
@@ -60,6 +61,10 @@ type Options struct {
 	// generate; more is an evaluation error. A policy's annotation
 	// sprout.dev/max-objects-per-trigger overrides it.
 	MaxObjectsPerTrigger int
+	// EvaluationTimeout bounds one evaluation of a policy for one trigger
+	// by the wall clock; longer is an evaluation error. 0 is
+	// celenv.DefaultEvaluationTimeout.
+	EvaluationTimeout time.Duration
 	// AllowedKinds, when not empty, are the only kinds Sprout generates;
 	// others are refused.
 	AllowedKinds []schema.GroupKind
@@ -90,7 +95,8 @@ type Options struct {
 
 // DefaultOptions returns the options `sprout run` starts with.
 func DefaultOptions() Options {
-	return Options{Workers: 4, ResyncSchedule: "@hourly", MaxObjectsPerTrigger: DefaultMaxObjectsPerTrigger}
+	return Options{Workers: 4, ResyncSchedule: "@hourly", MaxObjectsPerTrigger: DefaultMaxObjectsPerTrigger,
+		EvaluationTimeout: celenv.DefaultEvaluationTimeout}
 }
 
 // Controller runs GeneratingPolicies and NamespacedGeneratingPolicies found

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -81,6 +82,84 @@ func TestObjectCapPerTrigger(t *testing.T) {
 	// Raising the cap lifts it.
 	tb.applyPolicy(listPolicy("cap", "cap", `"sprout.dev/max-objects-per-trigger": "5"`))
 	tb.waitFor("the big trigger's objects once the cap allows them", "big-e", exists)
+}
+
+// spinningPolicy is derivedPolicy whose evaluation of a trigger with
+// data.value "spin" runs for a minute or more within the cost limit:
+// sha256 is charged as one call whatever the length of its string.
+func spinningPolicy(name, app string) string {
+	p := derivedPolicy(name, app, "out", "spinning", true, false)
+	p = strings.Replace(p, "  generate:\n", `  variables:
+  - name: big
+    expression: "lists.range(16384).map(i, '0123456789abcdef').join()"
+  - name: spin
+    expression: "object.data.?value.orValue('') == 'spin' ? lists.range(100000).map(i, sha256(variables.big)).size() : 0"
+  generate:
+`, 1)
+	return strings.Replace(p, `"policy": "spinning"`, `"policy": "spinning", "hashes": string(variables.spin)`, 1)
+}
+
+// TestEvaluationTimeout: an evaluation that runs past --evaluation-timeout
+// stops, and the policy's status names the trigger, the field path and the
+// limit, the log the policy too; its other triggers are generated, another
+// policy on the same triggers is unaffected, nothing is pruned or rewritten,
+// and the policy recovers once the trigger no longer spins.
+func TestEvaluationTimeout(t *testing.T) {
+	logs, _ := runController(t, func(o *reconcile.Options) { o.EvaluationTimeout = time.Second })
+	tb := newTable(t, "evaltimeout")
+	tb.applyPolicy(spinningPolicy("spinning", "evaltimeout"))
+	t.Cleanup(func() { tb.deletePolicy("spinning") })
+	tb.applyPolicy(derivedPolicy("next-to-spinning", "evaltimeout", "next", "next", true, false))
+	t.Cleanup(func() { tb.deletePolicy("next-to-spinning") })
+	tb.trigger("steady", "evaltimeout", "s")
+	tb.trigger("spinner", "evaltimeout", "calm")
+	for _, name := range []string{"steady-next", "spinner-next", "steady-out"} {
+		tb.waitFor(name, name, exists)
+	}
+	before := tb.waitFor("spinner-out", "spinner-out", exists)
+
+	tb.trigger("spinner", "evaltimeout", "spin")
+	var c *metav1.Condition
+	poll(t, "the timeout on the policy's status", func(ctx context.Context) (bool, error) {
+		var err error
+		c, err = policyCondition(ctx, "spinning")
+		return c != nil && c.Reason == reconcile.ReasonEvaluationFailed, err
+	})
+	t.Logf("Ready: %s", c.Message)
+	want := "trigger ConfigMap evaltimeout/spinner: spec.generate[0].expression: spec.variables[1].expression: evaluation took longer than its time limit of 1s"
+	if !strings.Contains(c.Message, want) {
+		t.Errorf("Ready message %q does not contain %q", c.Message, want)
+	}
+	poll(t, "the policy and the limit in the log", func(context.Context) (bool, error) {
+		for _, line := range strings.Split(logs.String(), "\n") {
+			if strings.Contains(line, "policy=GeneratingPolicy/spinning") && strings.Contains(line, "evaltimeout/spinner") && strings.Contains(line, "time limit of 1s") {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+
+	tb.waitFor("the other policy's object from the spinning trigger", "spinner-next", func(cm *corev1.ConfigMap) bool {
+		return cm != nil && cm.Data["from"] == "spin"
+	})
+	tb.trigger("late", "evaltimeout", "l")
+	tb.waitFor("a later trigger's object from the timing-out policy", "late-out", exists)
+	tb.waitFor("a later trigger's object from the other policy", "late-next", exists)
+	if cm := tb.get("spinner-out"); cm == nil || cm.ResourceVersion != before.ResourceVersion {
+		t.Errorf("the object of the trigger that timed out was pruned or rewritten: %v", cm)
+	}
+	if tb.get("steady-out") == nil {
+		t.Error("the steady trigger's object was pruned")
+	}
+
+	tb.trigger("spinner", "evaltimeout", "calm again")
+	tb.waitFor("the object of the calmed trigger", "spinner-out", func(cm *corev1.ConfigMap) bool {
+		return cm != nil && cm.Data["from"] == "calm again"
+	})
+	poll(t, "the policy Ready again", func(ctx context.Context) (bool, error) {
+		c, err := policyCondition(ctx, "spinning")
+		return c != nil && c.Status == metav1.ConditionTrue, err
+	})
 }
 
 // TestRefusedKindsAndBindings: objects of kinds outside --allowed-kinds and

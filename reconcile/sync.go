@@ -24,9 +24,6 @@ import (
 // policy is queued again shortly, without counting as a failure.
 var errWaiting = errors.New("waiting for caches to sync")
 
-// evaluationTimeout bounds the evaluation of one policy for one trigger.
-const evaluationTimeout = 5 * time.Second
-
 // trigger is one admitted, matching trigger object.
 type trigger struct {
 	gvr    schema.GroupVersionResource
@@ -453,8 +450,9 @@ func (c *Controller) evaluate(ctx context.Context, cp *compiledPolicy, t trigger
 			Kind:      u.GroupVersionKind(),
 			Resource:  t.gvr,
 		},
-		Scopes: scopes{c},
-		Reader: reader,
+		Scopes:  scopes{c},
+		Reader:  reader,
+		Timeout: c.opts.EvaluationTimeout,
 	}
 	if nsObject != nil {
 		var err error
@@ -468,8 +466,6 @@ func (c *Controller) evaluate(ctx context.Context, cp *compiledPolicy, t trigger
 	} else if oldObject != nil {
 		in.OldObject = oldObject.Object
 	}
-	ctx, cancel := context.WithTimeout(ctx, evaluationTimeout)
-	defer cancel()
 	res, err := cp.program.Evaluate(ctx, in)
 	if err != nil {
 		return evaluation{}, false, err

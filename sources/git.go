@@ -10,9 +10,13 @@ import (
 	"time"
 
 	"github.com/Masterminds/semver/v3"
+	"github.com/go-git/go-billy/v5/osfs"
 	"github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/cache"
 	"github.com/go-git/go-git/v5/plumbing/transport"
+	"github.com/go-git/go-git/v5/storage"
+	"github.com/go-git/go-git/v5/storage/filesystem"
 
 	apiv1 "github.com/sprout-gitops/sprout/api/policies/v1"
 )
@@ -226,7 +230,13 @@ func (g *GitSource) withClone(ctx context.Context, opts *git.CloneOptions, read 
 		return err
 	}
 	defer os.RemoveAll(dir)
-	repo, err := git.PlainCloneContext(ctx, dir, false, opts)
+	worktree := osfs.New(dir)
+	dot, err := worktree.Chroot(git.GitDirName)
+	if err != nil {
+		return err
+	}
+	store := unindexedStorage{filesystem.NewStorage(dot, cache.NewObjectLRUDefault())}
+	repo, err := git.CloneContext(ctx, store, worktree, opts)
 	if err != nil {
 		ref := opts.ReferenceName.Short()
 		if ref == "" {
@@ -236,6 +246,17 @@ func (g *GitSource) withClone(ctx context.Context, opts *git.CloneOptions, read 
 	}
 	return read(repo, dir)
 }
+
+// unindexedStorage is a repository's storage without its PackfileWriter, so
+// that go-git reads a fetched pack object by object into the storage instead
+// of writing it whole and indexing it. The indexer sizes a slice by the
+// object count in the pack's header before it reads any object: a garbled
+// count (0xff000003 for 3) asks for up to 128 GiB and the process dies out
+// of memory, which no error reports. Read object by object, a pack allocates
+// only for what it holds, and a bad count is an error like any other
+// corruption. Policy repositories are small; writing their objects one by
+// one costs little.
+type unindexedStorage struct{ storage.Storer }
 
 // load reads the policies under Path of a checkout, whole or not at all.
 func (g *GitSource) load(dir, revision string) ([]apiv1.Policy, error) {

@@ -28,9 +28,22 @@ import (
 
 var (
 	buildOnce sync.Once
+	binaryDir string // removed by TestMain
 	binary    string
 	buildErr  error
 )
+
+// TestMain removes the folder sproutBinary built into, which would
+// otherwise stay in the temporary folder after every run.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binaryDir != "" {
+		if err := os.RemoveAll(binaryDir); err != nil {
+			log.Printf("remove the sprout binary: %v", err)
+		}
+	}
+	os.Exit(code)
+}
 
 // sproutBinary builds the sprout command once per test run, for tests that
 // need separate processes.
@@ -42,6 +55,7 @@ func sproutBinary(t *testing.T) string {
 			buildErr = err
 			return
 		}
+		binaryDir = dir
 		binary = filepath.Join(dir, "sprout")
 		out, err := exec.Command("go", "build", "-o", binary, ".").CombinedOutput()
 		if err != nil {

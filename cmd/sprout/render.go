@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
@@ -142,9 +141,7 @@ func render(ctx context.Context, policies []apiv1.Policy, triggers, contextObjs 
 			if ns, err := namespaces.Get(t.GetNamespace()); err == nil && t.GetNamespace() != "" {
 				in.NamespaceObject, _ = runtime.DefaultUnstructuredConverter.ToUnstructured(ns)
 			}
-			evalCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
-			res, err := prog.Evaluate(evalCtx, in)
-			cancel()
+			res, err := prog.Evaluate(ctx, in)
 			if err != nil {
 				errs = append(errs, fmt.Errorf("%s: trigger %s %s: %w", prog.Policy(), t.GetKind(), t.GetName(), err))
 				continue

@@ -119,6 +119,7 @@ type HTTPServer struct {
 
 	mu      sync.Mutex
 	refused []string
+	mangle  func(body []byte) []byte
 }
 
 // ServeHTTP serves repo with git http-backend (a CGI program) on 127.0.0.1,
@@ -144,11 +145,33 @@ func ServeHTTP(t testing.TB, repo *Repo, user, password string) *HTTPServer {
 			http.Error(w, "unauthorized", http.StatusUnauthorized)
 			return
 		}
-		backend.ServeHTTP(w, r)
+		s.mu.Lock()
+		mangle := s.mangle
+		s.mu.Unlock()
+		if mangle == nil || !strings.HasSuffix(r.URL.Path, "/git-upload-pack") {
+			backend.ServeHTTP(w, r)
+			return
+		}
+		rec := httptest.NewRecorder()
+		backend.ServeHTTP(rec, r)
+		for k, v := range rec.Header() {
+			w.Header()[k] = v
+		}
+		w.WriteHeader(rec.Code)
+		w.Write(mangle(rec.Body.Bytes())) //nolint:errcheck // the client sees a short answer
 	}))
 	t.Cleanup(srv.Close)
 	s.URL = srv.URL + "/" + filepath.Base(repo.Dir)
 	return s
+}
+
+// MangleUploadPack passes the body of every git-upload-pack answer, the
+// pkt-lines that carry the pack, through mangle before it is sent, as a
+// broken proxy or disk would; nil serves answers unchanged again.
+func (s *HTTPServer) MangleUploadPack(mangle func(body []byte) []byte) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.mangle = mangle
 }
 
 // Refused returns the "user:password" of every request refused so far
