@@ -256,7 +256,7 @@ func (a *Applier) decide(ctx context.Context, obj, cached *unstructured.Unstruct
 	if err != nil || existing == nil {
 		return decision{}, err
 	}
-	if d := decideOwner(obj, existing.GetLabels(), existing.GetAnnotations(), opts); d.action != "" {
+	if d := decideOwner(obj, stringsOf(existing.GetLabels()), stringsOf(existing.GetAnnotations()), opts); d.action != "" {
 		return d, nil
 	}
 	return decision{handOff: heldByCreate(existing.GetManagedFields())}, nil
@@ -264,9 +264,7 @@ func (a *Applier) decide(ctx context.Context, obj, cached *unstructured.Unstruct
 
 // decideCached decides from the cached state of obj.
 func decideCached(obj, cached *unstructured.Unstructured, opts ApplyOptions) decision {
-	labels, _, _ := unstructured.NestedStringMap(cached.Object, "metadata", "labels")
-	annotations, _, _ := unstructured.NestedStringMap(cached.Object, "metadata", "annotations")
-	if d := decideOwner(obj, labels, annotations, opts); d.action != "" {
+	if d := decideOwner(obj, metadataStrings(cached, "labels"), metadataStrings(cached, "annotations"), opts); d.action != "" {
 		return d
 	}
 	if covers(cached, obj) {
@@ -278,13 +276,13 @@ func decideCached(obj, cached *unstructured.Unstructured, opts ApplyOptions) dec
 // decideOwner returns the decision for an object that exists with labels
 // and annotations when it must not be written: another owner's, or, for a
 // policy that does not synchronize, any that exists.
-func decideOwner(obj *unstructured.Unstructured, labels, annotations map[string]string, opts ApplyOptions) decision {
-	desired := obj.GetLabels()
+func decideOwner(obj *unstructured.Unstructured, labels, annotations stringMap, opts ApplyOptions) decision {
+	desired := metadataStrings(obj, "labels")
 	switch {
 	case !sameOrigin(labels, desired) && !orphanedByTrigger(labels, desired, opts.Alive):
 		d := decision{action: Skipped, reason: notOwnedReason(labels)}
-		if labels[LabelManagedBy] == ManagedBy && annotations[AnnotationPolicy] != obj.GetAnnotations()[AnnotationPolicy] {
-			d.owner = annotations[AnnotationPolicy]
+		if labels.get(LabelManagedBy) == ManagedBy && annotations.get(AnnotationPolicy) != metadataStrings(obj, "annotations").get(AnnotationPolicy) {
+			d.owner = annotations.get(AnnotationPolicy)
 		}
 		return d
 	case !opts.Synchronize:
@@ -340,9 +338,33 @@ func (a *Applier) metadata(ctx context.Context, obj *unstructured.Unstructured) 
 // originLabels identify who generated an object.
 var originLabels = []string{LabelManagedBy, LabelPolicyName, LabelPolicyNamespace, LabelTriggerUID}
 
-func sameOrigin(existing, desired map[string]string) bool {
+// stringMap is an object's labels or annotations as they are in it, read
+// without a copy.
+type stringMap map[string]any
+
+func (m stringMap) get(key string) string {
+	s, _ := m[key].(string)
+	return s
+}
+
+// metadataStrings returns obj's metadata.<field> (labels, annotations).
+func metadataStrings(obj *unstructured.Unstructured, field string) stringMap {
+	m, _, _ := unstructured.NestedFieldNoCopy(obj.Object, "metadata", field)
+	sm, _ := m.(map[string]any)
+	return sm
+}
+
+func stringsOf(m map[string]string) stringMap {
+	out := make(stringMap, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+func sameOrigin(existing, desired stringMap) bool {
 	for _, k := range originLabels {
-		if existing[k] != desired[k] {
+		if existing.get(k) != desired.get(k) {
 			return false
 		}
 	}
@@ -351,30 +373,30 @@ func sameOrigin(existing, desired map[string]string) bool {
 
 // orphanedByTrigger reports whether existing belongs to the same policy as
 // desired but to a trigger that no longer exists.
-func orphanedByTrigger(existing, desired map[string]string, alive func(string) bool) bool {
+func orphanedByTrigger(existing, desired stringMap, alive func(string) bool) bool {
 	if alive == nil {
 		return false
 	}
 	for _, k := range []string{LabelManagedBy, LabelPolicyName, LabelPolicyNamespace} {
-		if existing[k] != desired[k] {
+		if existing.get(k) != desired.get(k) {
 			return false
 		}
 	}
-	return !alive(existing[LabelTriggerUID])
+	return !alive(existing.get(LabelTriggerUID))
 }
 
-func notOwnedReason(existing map[string]string) string {
+func notOwnedReason(existing stringMap) string {
 	switch {
-	case existing[LabelManagedBy] != ManagedBy:
+	case existing.get(LabelManagedBy) != ManagedBy:
 		return "exists and is not managed by Sprout"
-	case existing[LabelPolicyName] == "":
+	case existing.get(LabelPolicyName) == "":
 		return "exists without a policy label"
 	default:
-		policy := existing[LabelPolicyName]
-		if ns := existing[LabelPolicyNamespace]; ns != "" {
+		policy := existing.get(LabelPolicyName)
+		if ns := existing.get(LabelPolicyNamespace); ns != "" {
 			policy = ns + "/" + policy
 		}
-		return fmt.Sprintf("owned by policy %s for trigger %s", policy, existing[LabelTriggerUID])
+		return fmt.Sprintf("owned by policy %s for trigger %s", policy, existing.get(LabelTriggerUID))
 	}
 }
 

@@ -1,7 +1,8 @@
 package inventory
 
 import (
-	"fmt"
+	"log/slog"
+	"slices"
 	"sort"
 	"strings"
 
@@ -63,18 +64,40 @@ func (c *ChangeSet) failAll(objs []*unstructured.Unstructured, reason string) {
 }
 
 func changeOf(obj *unstructured.Unstructured, action Action, reason string) Change {
-	return Change{ID: ObjectID(obj), Action: action, Reason: reason, TriggerUID: obj.GetLabels()[LabelTriggerUID]}
+	return Change{ID: ObjectID(obj), Action: action, Reason: reason, TriggerUID: metadataStrings(obj, "labels").get(LabelTriggerUID)}
 }
 
-// Changed maps each object that was written to what was done, for logs.
-func (c ChangeSet) Changed() map[string]Action {
-	out := map[string]Action{}
-	for _, ch := range c.Changes {
-		if ch.Action == Created || ch.Action == Configured || ch.Action == Deleted {
-			out[ch.ID] = ch.Action
+// loggedObjects is how many written objects a log line names.
+const loggedObjects = 10
+
+// LogValue summarises the writes for a log line: how many objects were
+// created, configured and deleted, and the first few of them by name, so
+// that a sync of 10,000 objects is one short line.
+func (c ChangeSet) LogValue() slog.Value {
+	var attrs []slog.Attr
+	for _, a := range []Action{Created, Configured, Deleted} {
+		if n := c.Count(a); n > 0 {
+			attrs = append(attrs, slog.Int(string(a), n))
 		}
 	}
-	return out
+	var named []string
+	for _, ch := range c.Changes {
+		if len(named) == loggedObjects {
+			named = append(named, "...")
+			break
+		}
+		if ch.Action == Created || ch.Action == Configured || ch.Action == Deleted {
+			named = append(named, ch.ID+":"+string(ch.Action))
+		}
+	}
+	return slog.GroupValue(append(attrs, slog.Any("objects", named))...)
+}
+
+// Written reports whether any object was created, configured or deleted.
+func (c ChangeSet) Written() bool {
+	return slices.ContainsFunc(c.Changes, func(ch Change) bool {
+		return ch.Action == Created || ch.Action == Configured || ch.Action == Deleted
+	})
 }
 
 // Count returns how many objects got action a.
@@ -103,8 +126,8 @@ func (c ChangeSet) NotOwned() string {
 
 // ObjectID names an object as Kind/namespace/name, or Kind/name.
 func ObjectID(obj *unstructured.Unstructured) string {
-	if obj.GetNamespace() == "" {
-		return fmt.Sprintf("%s/%s", obj.GetKind(), obj.GetName())
+	if ns := obj.GetNamespace(); ns != "" {
+		return obj.GetKind() + "/" + ns + "/" + obj.GetName()
 	}
-	return fmt.Sprintf("%s/%s/%s", obj.GetKind(), obj.GetNamespace(), obj.GetName())
+	return obj.GetKind() + "/" + obj.GetName()
 }

@@ -129,8 +129,8 @@ func (c *Controller) sync(ctx context.Context, key policyKey) error {
 		pruned, pruneErr = c.prune(ctx, w, key, desired)
 		changes.Changes = append(changes.Changes, pruned.Changes...)
 	}
-	if changed := changes.Changed(); len(changed) > 0 {
-		c.log.Info("applied", "policy", key.String(), "changes", changed)
+	if changes.Written() {
+		c.log.Info("applied", "policy", key.String(), "changes", changes)
 	}
 	var notOwned error
 	if s := changes.NotOwned(); s != "" {
@@ -260,8 +260,8 @@ func (c *Controller) finalize(ctx context.Context, key policyKey, gone retired) 
 			return err
 		}
 		changes, err := c.applier.Prune(ctx, inventory.Data(owned))
-		if changed := changes.Changed(); len(changed) > 0 {
-			c.log.Info("pruned after policy deletion", "policy", key.String(), "changes", changed)
+		if changes.Written() {
+			c.log.Info("pruned after policy deletion", "policy", key.String(), "changes", changes)
 		}
 		if err != nil {
 			return err

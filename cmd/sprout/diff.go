@@ -117,7 +117,7 @@ func printPlans(out io.Writer, plans []reconcile.PolicyPlan, format string) erro
 		if p.Err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", p.Policy, p.Err))
 		}
-		changed = changed || len(p.Changes.Changed()) > 0
+		changed = changed || p.Changes.Written()
 	}
 	var err error
 	switch format {
