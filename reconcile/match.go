@@ -76,22 +76,32 @@ func newCriteria(mr admissionregistrationv1.MatchResources) criteria {
 			rules[i].Operations = []admissionregistrationv1.OperationType{admissionregistrationv1.OperationAll}
 		}
 	}
-	return criteria{events: matchCriteria{mr}, state: matchCriteria{state}}
+	return criteria{events: newMatchCriteria(mr), state: newMatchCriteria(state)}
 }
 
-// matchCriteria implements matching.MatchCriteria.
+// matchCriteria implements matching.MatchCriteria. Its selectors are
+// parsed once, not for every trigger of every sync.
 type matchCriteria struct {
-	mr admissionregistrationv1.MatchResources
+	mr                   admissionregistrationv1.MatchResources
+	namespaces, objects  labels.Selector
+	namespaceErr, objErr error
+}
+
+func newMatchCriteria(mr admissionregistrationv1.MatchResources) matchCriteria {
+	m := matchCriteria{mr: mr}
+	m.namespaces, m.namespaceErr = selector(mr.NamespaceSelector)
+	m.objects, m.objErr = selector(mr.ObjectSelector)
+	return m
 }
 
 func (m matchCriteria) GetMatchResources() admissionregistrationv1.MatchResources { return m.mr }
 
 func (m matchCriteria) GetParsedNamespaceSelector() (labels.Selector, error) {
-	return selector(m.mr.NamespaceSelector)
+	return m.namespaces, m.namespaceErr
 }
 
 func (m matchCriteria) GetParsedObjectSelector() (labels.Selector, error) {
-	return selector(m.mr.ObjectSelector)
+	return m.objects, m.objErr
 }
 
 // selector parses a label selector; an absent one selects everything, as in

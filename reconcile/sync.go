@@ -4,7 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
+	"slices"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -326,14 +327,7 @@ func (c *Controller) matchingTriggers(cp *compiledPolicy) ([]trigger, error) {
 		if ti == nil {
 			return nil, errWaiting // released meanwhile by a policy change
 		}
-		cached := ti.informer.GetStore().List()
-		// In a stable order, so errors and statuses do not change with it.
-		sort.Slice(cached, func(i, j int) bool {
-			a, b := cached[i].(*unstructured.Unstructured), cached[j].(*unstructured.Unstructured)
-			return a.GetNamespace() < b.GetNamespace() || a.GetNamespace() == b.GetNamespace() && a.GetName() < b.GetName()
-		})
-		for _, obj := range cached {
-			u := obj.(*unstructured.Unstructured)
+		for _, u := range byNamespaceAndName(ti.informer.GetStore().List()) {
 			if cp.policy.IsNamespaced() && u.GetNamespace() != cp.policy.GetNamespace() {
 				continue
 			}
@@ -362,6 +356,27 @@ func (c *Controller) matchingTriggers(cp *compiledPolicy) ([]trigger, error) {
 	}
 	c.admitted.retain(key, existing)
 	return out, errors.Join(errs...)
+}
+
+// byNamespaceAndName returns cached objects ordered by namespace, then
+// name: a stable order, so that errors and statuses do not change with the
+// cache's. Each sort key is read once.
+func byNamespaceAndName(cached []any) []*unstructured.Unstructured {
+	type keyed struct {
+		key string
+		u   *unstructured.Unstructured
+	}
+	items := make([]keyed, len(cached))
+	for i, obj := range cached {
+		u := obj.(*unstructured.Unstructured)
+		items[i] = keyed{u.GetNamespace() + "\x00" + u.GetName(), u}
+	}
+	slices.SortFunc(items, func(a, b keyed) int { return strings.Compare(a.key, b.key) })
+	out := make([]*unstructured.Unstructured, len(items))
+	for i, it := range items {
+		out[i] = it.u
+	}
+	return out
 }
 
 // desired evaluates the policy for every trigger and labels each object with
