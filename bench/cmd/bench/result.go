@@ -1,0 +1,140 @@
+package main
+
+import (
+	"os"
+	"runtime"
+	"slices"
+	"strings"
+	"time"
+)
+
+// result is what latest.json holds. A scenario that did not run (-scenarios)
+// keeps its zero value and has no targets.
+type result struct {
+	Machine machineInfo `json:"machine"`
+	Params  params      `json:"params"`
+	Started time.Time   `json:"started"`
+	Seconds float64     `json:"seconds"`
+	// Scenarios are the parts that ran and how long each took, clusters
+	// included, for choosing sizes that fit the time at hand.
+	Scenarios []scenarioTime `json:"scenarios"`
+	Cold      cold           `json:"coldGeneration"`
+	Restart   restart        `json:"noopRestart"`
+	Burst     burst          `json:"burst"`
+	Targets   []target       `json:"targets"`
+}
+
+// scenarioTime is how long one part of the benchmark took.
+type scenarioTime struct {
+	Name      string  `json:"name"`
+	Scenarios string  `json:"scenarios"`
+	Seconds   float64 `json:"seconds"`
+}
+
+type machineInfo struct {
+	Cores     int    `json:"cores"`
+	CPU       string `json:"cpu"`
+	GoVersion string `json:"goVersion"`
+	OS        string `json:"os"`
+	// LoadAverage is /proc/loadavg at the start: other work on the machine
+	// skews absolute figures, not the ratios measured in the same run.
+	LoadAverage string `json:"loadAverage"`
+}
+
+// rate is a count of objects over a duration.
+type rate struct {
+	Objects   int     `json:"objects"`
+	Seconds   float64 `json:"seconds"`
+	PerSecond float64 `json:"perSecond"`
+}
+
+func rateOf(n int, d time.Duration) rate {
+	r := rate{Objects: n, Seconds: d.Seconds()}
+	if d > 0 {
+		r.PerSecond = float64(n) / d.Seconds()
+	}
+	return r
+}
+
+// ratios compare a throughput with the yardsticks (a), (b) and (c).
+type ratios struct {
+	RawCreate float64 `json:"vsRawCreate"`
+	RawApply  float64 `json:"vsRawApply"`
+	Baseline  float64 `json:"vsBaseline,omitempty"`
+}
+
+// controllerRun is one controller process generating ConfigMaps.
+type controllerRun struct {
+	rate
+	Expected int `json:"expected"`
+	// FirstSeconds is when the first object was seen: the start-up cost.
+	FirstSeconds float64 `json:"firstSeconds"`
+	// SteadyPerSecond is the rate from the first object to the last.
+	SteadyPerSecond float64 `json:"steadyPerSecond"`
+	// CPUSeconds is the process's CPU time when the last object was seen.
+	CPUSeconds float64 `json:"cpuSeconds"`
+	PeakRSSMiB float64 `json:"peakRSSMiB"`
+	Ratios     ratios  `json:"ratios"`
+}
+
+type cold struct {
+	Namespaces      int           `json:"namespaces"`
+	NamespaceCreate rate          `json:"namespaceCreate"`
+	RawCreate       rate          `json:"rawCreate"`
+	RawApply        rate          `json:"rawApply"`
+	Baseline        controllerRun `json:"baseline"`
+	Sprout          controllerRun `json:"sprout"`
+}
+
+type restart struct {
+	Objects    int      `json:"objects"`
+	Unchanged  int      `json:"unchanged"`
+	Writes     int64    `json:"writes"`
+	WritesSeen []string `json:"writesSeen,omitempty"`
+	Seconds    float64  `json:"seconds"`
+	CPUSeconds float64  `json:"cpuSeconds"`
+	PeakRSSMiB float64  `json:"peakRSSMiB"`
+}
+
+type burst struct {
+	Namespaces    int           `json:"namespaces"`
+	CreateSeconds float64       `json:"createSeconds"`
+	Baseline      controllerRun `json:"baseline"`
+	Sprout        controllerRun `json:"sprout"`
+}
+
+// target is one of issue #10's goals and whether this run met it.
+type target struct {
+	Figure string `json:"figure"`
+	Want   string `json:"want"`
+	Got    string `json:"got"`
+	Met    bool   `json:"met"`
+}
+
+func machine() machineInfo {
+	m := machineInfo{Cores: runtime.NumCPU(), GoVersion: runtime.Version(), OS: runtime.GOOS + "/" + runtime.GOARCH}
+	if raw, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for line := range strings.SplitSeq(string(raw), "\n") {
+			if v, ok := strings.CutPrefix(line, "model name"); ok {
+				m.CPU = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(v), ":"))
+				break
+			}
+		}
+	}
+	if raw, err := os.ReadFile("/proc/loadavg"); err == nil {
+		m.LoadAverage = strings.Join(strings.Fields(string(raw))[:3], " ")
+	}
+	return m
+}
+
+func ratio(x, of float64) float64 {
+	if of == 0 {
+		return 0
+	}
+	return x / of
+}
+
+// ran tells whether the part of the benchmark named name ran.
+func (r *result) ran(name string) bool {
+	return slices.ContainsFunc(r.Scenarios, func(s scenarioTime) bool { return s.Name == name })
+}
