@@ -222,3 +222,10 @@ func (k *counter) wait(timeout time.Duration) (int, time.Time, time.Time) {
 	defer k.mu.Unlock()
 	return len(k.seen), k.first, k.last
 }
+
+// count is how many ConfigMaps were seen so far.
+func (k *counter) count() int {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return len(k.seen)
+}

@@ -7,7 +7,8 @@
 // targets and the machine go to a JSON file, and a table to stdout.
 //
 // The scenarios are issue #10's, in parts that share clusters (-scenarios
-// picks parts): cold (1 cold generation, 3 no-op restart) and burst (8).
+// picks parts): cold (1 cold generation, 3 no-op restart, 6 profiles) and
+// burst (8). Sprout's profiles come from its --pprof-bind-address.
 //
 // Run it from the repository root (make bench): it builds cmd/sprout and
 // bench/baseline and reads fixtures/zk-kafka-address.
@@ -33,14 +34,15 @@ import (
 
 // params are the benchmark's sizes and settings, recorded with the results.
 type params struct {
-	Namespaces      int     `json:"namespaces"`
-	BurstSize       int     `json:"burstNamespaces"`
-	Parallel        int     `json:"parallel"`
-	Workers         int     `json:"sproutWorkers"`
-	ControllerQPS   float64 `json:"controllerQPS"`
-	ControllerBurst int     `json:"controllerBurst"`
-	TimeoutSeconds  float64 `json:"timeoutSeconds"`
-	Scenarios       string  `json:"scenarios"`
+	Namespaces        int     `json:"namespaces"`
+	BurstSize         int     `json:"burstNamespaces"`
+	CPUProfileSeconds int     `json:"cpuProfileSeconds"`
+	Parallel          int     `json:"parallel"`
+	Workers           int     `json:"sproutWorkers"`
+	ControllerQPS     float64 `json:"controllerQPS"`
+	ControllerBurst   int     `json:"controllerBurst"`
+	TimeoutSeconds    float64 `json:"timeoutSeconds"`
+	Scenarios         string  `json:"scenarios"`
 }
 
 // part is a part of the benchmark: the scenarios of issue #10 measured
@@ -52,7 +54,7 @@ type part struct {
 
 // parts are the benchmark's parts, in the order they run.
 var parts = []part{
-	{"cold", "1, 3", (*bench).coldGeneration},
+	{"cold", "1, 3, 6", (*bench).coldGeneration},
 	{"burst", "8", (*bench).burst},
 }
 
@@ -60,15 +62,16 @@ func main() {
 	var p params
 	var timeout time.Duration
 	out := flag.String("out", "bench/results/latest.json", "where the JSON results are written")
-	keep := flag.Bool("keep", false, "keep the temporary folder with the binaries, kubeconfigs and controller logs")
+	keep := flag.Bool("keep", false, "keep the temporary folder with the binaries, kubeconfigs, controller logs and profiles")
 	flag.IntVar(&p.Namespaces, "namespaces", 2000, "scenarios 1 and 3: how many Namespaces exist before the controller starts (#10: 10000)")
 	flag.IntVar(&p.BurstSize, "burst", 1000, "scenario 8: how many Namespaces are created while the controller runs (#10: 10000)")
+	flag.IntVar(&p.CPUProfileSeconds, "cpu-profile-seconds", 10, "scenario 6: how long sprout's CPU is profiled during scenario 1")
 	flag.IntVar(&p.Parallel, "parallel", 16, "goroutines of the raw clients and workers of the baseline")
 	flag.IntVar(&p.Workers, "workers", 16, "sprout run --workers (policies synced at once; the benchmark has one policy)")
 	flag.Float64Var(&p.ControllerQPS, "controller-qps", 1000, "--kube-api-qps of sprout and the baseline")
 	flag.IntVar(&p.ControllerBurst, "controller-burst", 2000, "--kube-api-burst of sprout and the baseline")
 	flag.DurationVar(&timeout, "timeout", 5*time.Minute, "how long one measurement may wait for its objects")
-	flag.StringVar(&p.Scenarios, "scenarios", "cold,burst", "the parts to run: cold (scenarios 1, 3), burst (8)")
+	flag.StringVar(&p.Scenarios, "scenarios", "cold,burst", "the parts to run: cold (scenarios 1, 3, 6), burst (8)")
 	flag.Parse()
 	p.TimeoutSeconds = timeout.Seconds()
 	// envtest logs through controller-runtime's global logger.

@@ -35,16 +35,18 @@ type process struct {
 	started time.Time
 	metrics string
 	probes  string
+	pprof   string
 }
 
 // startSprout runs `sprout run` with its servers on free loopback ports.
 func startSprout(bin, kubeconfig, logPath string, args ...string) (*process, error) {
-	metrics, probes, err := freeAddress()
+	addrs, err := freeAddresses(3)
 	if err != nil {
 		return nil, err
 	}
-	p := &process{metrics: metrics, probes: probes}
-	args = append([]string{"run", "--kubeconfig", kubeconfig, "--metrics-bind-address", metrics, "--health-probe-bind-address", probes}, args...)
+	p := &process{metrics: addrs[0], probes: addrs[1], pprof: addrs[2]}
+	args = append([]string{"run", "--kubeconfig", kubeconfig, "--metrics-bind-address", p.metrics,
+		"--health-probe-bind-address", p.probes, "--pprof-bind-address", p.pprof}, args...)
 	return p, p.start(bin, logPath, args...)
 }
 
@@ -162,18 +164,18 @@ func pollUntil(timeout time.Duration, cond func() bool) bool {
 	return cond()
 }
 
-// freeAddress returns two free loopback addresses.
-func freeAddress() (string, string, error) {
+// freeAddresses returns n free loopback addresses.
+func freeAddresses(n int) ([]string, error) {
 	var addrs []string
-	for range 2 {
+	for range n {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
-			return "", "", err
+			return nil, err
 		}
 		defer ln.Close()
 		addrs = append(addrs, ln.Addr().String())
 	}
-	return addrs[0], addrs[1], nil
+	return addrs, nil
 }
 
 // proxy stands between a controller and the API server and counts write

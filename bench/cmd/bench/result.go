@@ -21,6 +21,7 @@ type result struct {
 	Cold      cold           `json:"coldGeneration"`
 	Restart   restart        `json:"noopRestart"`
 	Burst     burst          `json:"burst"`
+	Profiles  profiles       `json:"profiles"`
 	Targets   []target       `json:"targets"`
 }
 
@@ -101,6 +102,17 @@ type burst struct {
 	CreateSeconds float64       `json:"createSeconds"`
 	Baseline      controllerRun `json:"baseline"`
 	Sprout        controllerRun `json:"sprout"`
+}
+
+// profiles are scenario 6's profiles of sprout.
+type profiles struct {
+	// ColdCPU is a CPU profile taken while sprout generates in scenario 1.
+	ColdCPU *profileSummary `json:"coldCPU,omitempty"`
+	// ColdHeap is what is in use at the end of scenario 1, after a garbage
+	// collection; ColdAllocs is all that was allocated until then, the
+	// garbage that drives peak RSS and GC CPU.
+	ColdHeap   *profileSummary `json:"coldHeap,omitempty"`
+	ColdAllocs *profileSummary `json:"coldAllocs,omitempty"`
 }
 
 // target is one of issue #10's goals and whether this run met it.

@@ -9,10 +9,11 @@ import (
 	"time"
 )
 
-// coldGeneration is scenario 1, with scenario 3 on the same cluster: N
+// coldGeneration is scenario 1, with 3 and 6 on its clusters: N
 // Namespaces exist, then (a) and (b) write one ConfigMap into each, and the
 // baseline and sprout, each on a fresh control plane, generate one into
-// each. Sprout is then restarted with nothing to do (scenario 3).
+// each; sprout is profiled meanwhile (6). Sprout is then restarted with
+// nothing to do (3).
 func (b *bench) coldGeneration(ctx context.Context) error {
 	n := b.Namespaces
 	cold := &b.res.Cold
@@ -60,35 +61,65 @@ func (b *bench) coldGeneration(ctx context.Context) error {
 		return err
 	}
 	return b.withCluster("cold-sprout", func(c *cluster, dir string) error {
-		if _, err := c.createNamespaces(ctx, "cold", n, b.Parallel); err != nil {
-			return fmt.Errorf("create Namespaces: %w", err)
+		p, run, err := b.generateCold(ctx, c, dir, n)
+		if p != nil {
+			p.stop()
 		}
-		if err := c.createPolicy(ctx); err != nil {
-			return fmt.Errorf("create policy: %w", err)
-		}
-		k, err := c.watchGenerated(ctx, n)
 		if err != nil {
 			return err
 		}
-		log := filepath.Join(dir, "sprout.log")
-		p, err := startSprout(b.sprout, c.kubeconfig, log, b.sproutArgs()...)
-		if err != nil {
-			return err
-		}
-		count, first, last := k.wait(b.timeout)
-		cold.Sprout = newRun(count, n, p.started, first, last, p)
-		logf("cold: sprout: %d/%d ConfigMaps in %.2fs (%.0f/s)", count, n, cold.Sprout.Seconds, cold.Sprout.PerSecond)
-		// Let the sync that generated them finish (its record) before the
-		// restart, as a rolling update would.
-		pollUntil(b.timeout, func() bool { return p.metricSum(ctx, "sprout_objects_total{") >= float64(n) })
-		time.Sleep(2 * time.Second)
-		cold.Sprout.PeakRSSMiB = p.peakRSSMiB()
-		p.stop()
-		if count < n {
-			return fmt.Errorf("sprout generated %d of %d ConfigMaps within %s (log: %s)", count, n, b.timeout, log)
-		}
+		cold.Sprout = run
 		return b.noopRestart(ctx, c, dir)
 	})
+}
+
+// generateCold is the sprout half of scenario 1: n Namespaces and the
+// policy exist, then sprout starts and generates a ConfigMap in each. It
+// returns the sprout process, still running, once that sync has recorded
+// everything. A CPU profile is taken while sprout generates and a heap
+// profile at the end (scenario 6).
+func (b *bench) generateCold(ctx context.Context, c *cluster, dir string, n int) (*process, controllerRun, error) {
+	if _, err := c.createNamespaces(ctx, "cold", n, b.Parallel); err != nil {
+		return nil, controllerRun{}, fmt.Errorf("create Namespaces: %w", err)
+	}
+	if err := c.createPolicy(ctx); err != nil {
+		return nil, controllerRun{}, fmt.Errorf("create policy: %w", err)
+	}
+	k, err := c.watchGenerated(ctx, n)
+	if err != nil {
+		return nil, controllerRun{}, err
+	}
+	log := filepath.Join(dir, "sprout.log")
+	p, err := startSprout(b.sprout, c.kubeconfig, log, b.sproutArgs()...)
+	if err != nil {
+		return nil, controllerRun{}, err
+	}
+	// The CPU profile starts with the first ConfigMap, so that it shows
+	// generating, not the informers' start.
+	cpuProfile := make(chan error, 1)
+	go func() {
+		pollUntil(b.timeout, func() bool { return k.count() > 0 })
+		s, err := p.cpuProfile(ctx, b.CPUProfileSeconds, filepath.Join(dir, "cpu.pprof"))
+		b.res.Profiles.ColdCPU = s
+		cpuProfile <- err
+	}()
+	count, first, last := k.wait(b.timeout)
+	run := newRun(count, n, p.started, first, last, p)
+	logf("cold: sprout: %d/%d ConfigMaps in %.2fs (%.0f/s), %.2f CPU s", count, n, run.Seconds, run.PerSecond, run.CPUSeconds)
+	if count < n {
+		return p, run, fmt.Errorf("sprout generated %d of %d ConfigMaps within %s (log: %s)", count, n, b.timeout, log)
+	}
+	// Let the sync that generated them finish (its record) before the
+	// profile and a restart, as a rolling update would.
+	pollUntil(b.timeout, func() bool { return p.metricSum(ctx, "sprout_objects_total{") >= float64(n) })
+	time.Sleep(2 * time.Second)
+	if err := <-cpuProfile; err != nil {
+		return p, run, err
+	}
+	prof := &b.res.Profiles
+	prof.ColdHeap, prof.ColdAllocs, err = p.heapProfile(ctx, filepath.Join(dir, "heap.pprof"))
+	run.PeakRSSMiB = p.peakRSSMiB()
+	return p, run, err
 }
 
 // noopRestart is scenario 3: sprout starts again with every downstream in
