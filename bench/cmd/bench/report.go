@@ -21,6 +21,7 @@ func (r *result) judge() {
 	vs(&c.Sprout, &c.Baseline)
 	vs(&u.Baseline, nil)
 	vs(&u.Sprout, &u.Baseline)
+	vs(&r.Growth, nil)
 
 	r.Targets = nil
 	add := func(figure, want, got string, met bool) {
@@ -31,6 +32,12 @@ func (r *result) judge() {
 		add("1 cold generation vs baseline (c)", "≥ 0.90×", fmt.Sprintf("%.2f×", c.Sprout.Ratios.Baseline), c.Sprout.Ratios.Baseline >= 0.9)
 		add("3 no-op restart writes", "0", fmt.Sprint(r.Restart.Writes), r.Restart.Writes == 0 && r.Restart.Unchanged == r.Restart.Objects)
 		add("6 sprout peak RSS, scenario 1", "< 120 MiB", fmt.Sprintf("%.0f MiB", c.Sprout.PeakRSSMiB), c.Sprout.PeakRSSMiB > 0 && c.Sprout.PeakRSSMiB < 120)
+	}
+	if r.ran("cold") && r.ran("growth") {
+		small, large := r.Growth.cpuMsPerObject(), c.Sprout.cpuMsPerObject()
+		g := ratio(large, small)
+		add(fmt.Sprintf("7 CPU per object at %d vs at %d", c.Namespaces, r.Growth.Objects), "≤ 1.3×",
+			fmt.Sprintf("%.2f× (%.2f vs %.2f ms)", g, large, small), small > 0 && g <= 1.3)
 	}
 	if r.ran("burst") {
 		generated := 100 * float64(u.Sprout.Objects) / float64(max(u.Namespaces, 1))
@@ -107,12 +114,15 @@ func (r *result) printThroughput(w io.Writer) {
 		s := r.Restart
 		row("3 restart", fmt.Sprintf("sprout, %d writes", s.Writes), rate{Objects: s.Objects, Seconds: s.Seconds}, nil, s.CPUSeconds, s.PeakRSSMiB)
 	}
+	if r.ran("growth") {
+		run("7 growth", "sprout", r.Growth)
+	}
 	if r.ran("burst") {
 		run("8 burst", "(c) baseline", r.Burst.Baseline)
 		run("8 burst", "sprout", r.Burst.Sprout)
 	}
 	_ = t.Flush()
-	fmt.Fprintln(w, "\nseconds: (a), (b) until the last write returned; controllers from process start (1) or the first")
+	fmt.Fprintln(w, "\nseconds: (a), (b) until the last write returned; controllers from process start (1, 7) or the first")
 	fmt.Fprintln(w, "Namespace create (8) until the last ConfigMap was seen; restart until a sync accounted for every object;")
 	fmt.Fprintln(w, "1st at: when the first ConfigMap was seen (start-up); steady/s: the rate from the first ConfigMap to the last;")
 	fmt.Fprintln(w, "CPU s: the controller's CPU time when the last ConfigMap was seen (1's sprout run carries a CPU profile).")

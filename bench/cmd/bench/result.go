@@ -20,9 +20,11 @@ type result struct {
 	Scenarios []scenarioTime `json:"scenarios"`
 	Cold      cold           `json:"coldGeneration"`
 	Restart   restart        `json:"noopRestart"`
-	Burst     burst          `json:"burst"`
-	Profiles  profiles       `json:"profiles"`
-	Targets   []target       `json:"targets"`
+	// Growth is scenario 1's sprout run at GrowthBase Namespaces (7).
+	Growth   controllerRun `json:"growth"`
+	Burst    burst         `json:"burst"`
+	Profiles profiles      `json:"profiles"`
+	Targets  []target      `json:"targets"`
 }
 
 // scenarioTime is how long one part of the benchmark took.
@@ -76,6 +78,11 @@ type controllerRun struct {
 	CPUSeconds float64 `json:"cpuSeconds"`
 	PeakRSSMiB float64 `json:"peakRSSMiB"`
 	Ratios     ratios  `json:"ratios"`
+}
+
+// cpuMsPerObject is the process's CPU time per object seen.
+func (r controllerRun) cpuMsPerObject() float64 {
+	return 1000 * ratio(r.CPUSeconds, float64(r.Objects))
 }
 
 type cold struct {

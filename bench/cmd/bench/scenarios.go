@@ -61,7 +61,7 @@ func (b *bench) coldGeneration(ctx context.Context) error {
 		return err
 	}
 	return b.withCluster("cold-sprout", func(c *cluster, dir string) error {
-		p, run, err := b.generateCold(ctx, c, dir, n)
+		p, run, err := b.generateCold(ctx, c, dir, n, true)
 		if p != nil {
 			p.stop()
 		}
@@ -73,12 +73,12 @@ func (b *bench) coldGeneration(ctx context.Context) error {
 	})
 }
 
-// generateCold is the sprout half of scenario 1: n Namespaces and the
-// policy exist, then sprout starts and generates a ConfigMap in each. It
-// returns the sprout process, still running, once that sync has recorded
-// everything. A CPU profile is taken while sprout generates and a heap
-// profile at the end (scenario 6).
-func (b *bench) generateCold(ctx context.Context, c *cluster, dir string, n int) (*process, controllerRun, error) {
+// generateCold is the sprout half of scenarios 1 and 7: n Namespaces and
+// the policy exist, then sprout starts and generates a ConfigMap in each.
+// It returns the sprout process, still running, once that sync has recorded
+// everything. With profiles, a CPU profile is taken while sprout generates
+// and a heap profile at the end (scenario 6).
+func (b *bench) generateCold(ctx context.Context, c *cluster, dir string, n int, profiles bool) (*process, controllerRun, error) {
 	if _, err := c.createNamespaces(ctx, "cold", n, b.Parallel); err != nil {
 		return nil, controllerRun{}, fmt.Errorf("create Namespaces: %w", err)
 	}
@@ -94,15 +94,17 @@ func (b *bench) generateCold(ctx context.Context, c *cluster, dir string, n int)
 	if err != nil {
 		return nil, controllerRun{}, err
 	}
-	// The CPU profile starts with the first ConfigMap, so that it shows
-	// generating, not the informers' start.
 	cpuProfile := make(chan error, 1)
-	go func() {
-		pollUntil(b.timeout, func() bool { return k.count() > 0 })
-		s, err := p.cpuProfile(ctx, b.CPUProfileSeconds, filepath.Join(dir, "cpu.pprof"))
-		b.res.Profiles.ColdCPU = s
-		cpuProfile <- err
-	}()
+	if profiles {
+		// The profile starts with the first ConfigMap, so that it shows
+		// generating, not the informers' start.
+		go func() {
+			pollUntil(b.timeout, func() bool { return k.count() > 0 })
+			s, err := p.cpuProfile(ctx, b.CPUProfileSeconds, filepath.Join(dir, "cpu.pprof"))
+			b.res.Profiles.ColdCPU = s
+			cpuProfile <- err
+		}()
+	}
 	count, first, last := k.wait(b.timeout)
 	run := newRun(count, n, p.started, first, last, p)
 	logf("cold: sprout: %d/%d ConfigMaps in %.2fs (%.0f/s), %.2f CPU s", count, n, run.Seconds, run.PerSecond, run.CPUSeconds)
@@ -113,6 +115,10 @@ func (b *bench) generateCold(ctx context.Context, c *cluster, dir string, n int)
 	// profile and a restart, as a rolling update would.
 	pollUntil(b.timeout, func() bool { return p.metricSum(ctx, "sprout_objects_total{") >= float64(n) })
 	time.Sleep(2 * time.Second)
+	if !profiles {
+		run.PeakRSSMiB = p.peakRSSMiB()
+		return p, run, nil
+	}
 	if err := <-cpuProfile; err != nil {
 		return p, run, err
 	}
@@ -153,6 +159,19 @@ func (b *bench) noopRestart(ctx context.Context, c *cluster, dir string) error {
 		return fmt.Errorf("sprout did not account for %d objects within %s after a restart", n, b.timeout)
 	}
 	return nil
+}
+
+// growth is scenario 7: cold generation at GrowthBase Namespaces, whose
+// CPU per object the targets compare with scenario 1's at N.
+func (b *bench) growth(ctx context.Context) error {
+	return b.withCluster("growth", func(c *cluster, dir string) error {
+		p, run, err := b.generateCold(ctx, c, dir, b.GrowthBase, false)
+		if p != nil {
+			p.stop()
+		}
+		b.res.Growth = run
+		return err
+	})
 }
 
 // burst is scenario 8: the controller runs (for sprout, with the policy in
