@@ -7,8 +7,8 @@
 // targets and the machine go to a JSON file, and a table to stdout.
 //
 // The scenarios are issue #10's, in parts that share clusters (-scenarios
-// picks parts): cold (1 cold generation, 3 no-op restart, 6 profiles),
-// growth (7) and burst (8). Sprout's profiles come from its
+// picks parts): cold (1 cold generation, 3 no-op restart, 4 drift repair,
+// 6 profiles), growth (7) and burst (8). Sprout's profiles come from its
 // --pprof-bind-address.
 //
 // Run it from the repository root (make bench): it builds cmd/sprout and
@@ -37,6 +37,7 @@ import (
 type params struct {
 	Namespaces        int     `json:"namespaces"`
 	BurstSize         int     `json:"burstNamespaces"`
+	DriftSize         int     `json:"driftObjects"`
 	GrowthBase        int     `json:"growthNamespaces"`
 	CPUProfileSeconds int     `json:"cpuProfileSeconds"`
 	Parallel          int     `json:"parallel"`
@@ -56,7 +57,7 @@ type part struct {
 
 // parts are the benchmark's parts, in the order they run.
 var parts = []part{
-	{"cold", "1, 3, 6", (*bench).coldGeneration},
+	{"cold", "1, 3, 4, 6", (*bench).coldGeneration},
 	{"growth", "7", (*bench).growth},
 	{"burst", "8", (*bench).burst},
 }
@@ -68,6 +69,7 @@ func main() {
 	keep := flag.Bool("keep", false, "keep the temporary folder with the binaries, kubeconfigs, controller logs and profiles")
 	flag.IntVar(&p.Namespaces, "namespaces", 2000, "scenarios 1, 3 and 7: how many Namespaces exist before the controller starts (#10: 10000)")
 	flag.IntVar(&p.BurstSize, "burst", 1000, "scenario 8: how many Namespaces are created while the controller runs (#10: 10000)")
+	flag.IntVar(&p.DriftSize, "drift", 1000, "scenario 4: how many generated ConfigMaps are modified, then deleted (at most -namespaces)")
 	flag.IntVar(&p.GrowthBase, "growth-namespaces", 1000, "scenario 7: the small size whose CPU per object scenario 1's is compared with")
 	flag.IntVar(&p.CPUProfileSeconds, "cpu-profile-seconds", 10, "scenario 6: how long sprout's CPU is profiled during scenario 1")
 	flag.IntVar(&p.Parallel, "parallel", 16, "goroutines of the raw clients and workers of the baseline")
@@ -75,7 +77,7 @@ func main() {
 	flag.Float64Var(&p.ControllerQPS, "controller-qps", 1000, "--kube-api-qps of sprout and the baseline")
 	flag.IntVar(&p.ControllerBurst, "controller-burst", 2000, "--kube-api-burst of sprout and the baseline")
 	flag.DurationVar(&timeout, "timeout", 5*time.Minute, "how long one measurement may wait for its objects")
-	flag.StringVar(&p.Scenarios, "scenarios", "cold,growth,burst", "the parts to run: cold (scenarios 1, 3, 6), growth (7), burst (8)")
+	flag.StringVar(&p.Scenarios, "scenarios", "cold,growth,burst", "the parts to run: cold (scenarios 1, 3, 4, 6), growth (7), burst (8)")
 	flag.Parse()
 	p.TimeoutSeconds = timeout.Seconds()
 	// envtest logs through controller-runtime's global logger.

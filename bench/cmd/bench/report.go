@@ -45,13 +45,15 @@ func (r *result) judge() {
 	}
 }
 
-// print writes the human tables: throughput, profiles, targets and the
-// time each part took.
+// print writes the human tables: throughput, baseline against sprout,
+// profiles, targets and the time each part took.
 func (r *result) print(w io.Writer) {
 	p := r.Params
 	fmt.Fprintf(w, "Sprout benchmarks: %d Namespaces (burst %d), %d goroutines/workers, controllers at %.0f QPS; %d cores (%s), %s, load %s\n\n",
 		p.Namespaces, p.BurstSize, p.Parallel, p.ControllerQPS, r.Machine.Cores, r.Machine.CPU, r.Machine.GoVersion, r.Machine.LoadAverage)
 	r.printThroughput(w)
+	fmt.Fprintln(w)
+	r.printComparison(w)
 	r.printProfiles(w)
 	fmt.Fprintln(w)
 	t := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
@@ -126,6 +128,31 @@ func (r *result) printThroughput(w io.Writer) {
 	fmt.Fprintln(w, "Namespace create (8) until the last ConfigMap was seen; restart until a sync accounted for every object;")
 	fmt.Fprintln(w, "1st at: when the first ConfigMap was seen (start-up); steady/s: the rate from the first ConfigMap to the last;")
 	fmt.Fprintln(w, "CPU s: the controller's CPU time when the last ConfigMap was seen (1's sprout run carries a CPU profile).")
+}
+
+// printComparison is the table of the figures measured for the baseline
+// and sprout alike, other than throughput.
+func (r *result) printComparison(w io.Writer) {
+	t := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(t, "scenario\tfigure\t(c) baseline\tsprout\tsprout/(c)")
+	row := func(s, fig, unit string, base, sprout float64) {
+		fmt.Fprintf(t, "%s\t%s\t%.2f %s\t%.2f %s\t%.2f\n", s, fig, base, unit, sprout, unit, ratio(sprout, base))
+	}
+	if r.ran("cold") {
+		d := r.Drift
+		for _, ph := range []struct {
+			name, after string
+			base, spr   repair
+		}{{"modified", "all reverted", d.Baseline.Modified, d.Sprout.Modified}, {"deleted", "all back", d.Baseline.Deleted, d.Sprout.Deleted}} {
+			fig := fmt.Sprintf("%d %s at once → %s", d.Objects, ph.name, ph.after)
+			if ph.base.Objects < d.Objects || ph.spr.Objects < d.Objects {
+				fig += fmt.Sprintf(" (put back: %d, %d)", ph.base.Objects, ph.spr.Objects)
+			}
+			row("4 drift", fig, "s", ph.base.Seconds, ph.spr.Seconds)
+		}
+		fmt.Fprintf(t, "4 drift\tsprout's writes (modified, deleted)\t\t%d, %d\t\n", d.Sprout.Modified.Writes, d.Sprout.Deleted.Writes)
+	}
+	_ = t.Flush()
 }
 
 // printProfiles summarises scenario 6's profiles: where sprout's CPU and

@@ -20,6 +20,7 @@ type result struct {
 	Scenarios []scenarioTime `json:"scenarios"`
 	Cold      cold           `json:"coldGeneration"`
 	Restart   restart        `json:"noopRestart"`
+	Drift     drift          `json:"driftRepair"`
 	// Growth is scenario 1's sprout run at GrowthBase Namespaces (7).
 	Growth   controllerRun `json:"growth"`
 	Burst    burst         `json:"burst"`
@@ -102,6 +103,29 @@ type restart struct {
 	Seconds    float64  `json:"seconds"`
 	CPUSeconds float64  `json:"cpuSeconds"`
 	PeakRSSMiB float64  `json:"peakRSSMiB"`
+}
+
+// drift is scenario 4: how fast each controller puts back what was changed
+// behind its back.
+type drift struct {
+	Objects  int       `json:"objects"`
+	Baseline repairRun `json:"baseline"`
+	Sprout   repairRun `json:"sprout"`
+}
+
+type repairRun struct {
+	Modified repair `json:"modified"`
+	Deleted  repair `json:"deleted"`
+}
+
+// repair is how many objects were put back, and how long after the first
+// was broken the last was seen right.
+type repair struct {
+	rate
+	Expected int `json:"expected"`
+	// Writes are the controller's writes from the first break until 2 s
+	// after the last repair, counted at a proxy; -1 when not counted.
+	Writes int64 `json:"writes"`
 }
 
 type burst struct {

@@ -9,11 +9,11 @@ import (
 	"time"
 )
 
-// coldGeneration is scenario 1, with 3 and 6 on its clusters: N
+// coldGeneration is scenario 1, with 3, 4 and 6 on its clusters: N
 // Namespaces exist, then (a) and (b) write one ConfigMap into each, and the
 // baseline and sprout, each on a fresh control plane, generate one into
 // each; sprout is profiled meanwhile (6). Sprout is then restarted with
-// nothing to do (3).
+// nothing to do (3), and both controllers repair drift (4).
 func (b *bench) coldGeneration(ctx context.Context) error {
 	n := b.Namespaces
 	cold := &b.res.Cold
@@ -55,7 +55,7 @@ func (b *bench) coldGeneration(ctx context.Context) error {
 		count, first, last := k.wait(b.timeout)
 		cold.Baseline = newRun(count, n, p.started, first, last, p)
 		logf("cold: baseline: %d/%d ConfigMaps in %.2fs (%.0f/s)", count, n, cold.Baseline.Seconds, cold.Baseline.PerSecond)
-		return nil
+		return b.driftRepair(ctx, c, nil, &b.res.Drift.Baseline)
 	})
 	if err != nil {
 		return err
@@ -129,7 +129,8 @@ func (b *bench) generateCold(ctx context.Context, c *cluster, dir string, n int,
 }
 
 // noopRestart is scenario 3: sprout starts again with every downstream in
-// place, through a proxy that counts its writes.
+// place, through a proxy that counts its writes. Drift repair (4) follows
+// on the same process.
 func (b *bench) noopRestart(ctx context.Context, c *cluster, dir string) error {
 	n := b.Namespaces
 	px, err := newProxy(c.cp.Config)
@@ -158,7 +159,7 @@ func (b *bench) noopRestart(ctx context.Context, c *cluster, dir string) error {
 	if !done {
 		return fmt.Errorf("sprout did not account for %d objects within %s after a restart", n, b.timeout)
 	}
-	return nil
+	return b.driftRepair(ctx, c, &px.writes, &b.res.Drift.Sprout)
 }
 
 // growth is scenario 7: cold generation at GrowthBase Namespaces, whose
