@@ -115,13 +115,42 @@ func parallel(ctx context.Context, n, workers int, fn func(ctx context.Context, 
 
 func namespaceName(prefix string, i int) string { return fmt.Sprintf("%s-%05d", prefix, i) }
 
-// createNamespaces creates n Namespaces labelled color=red.
+// createNamespace creates one Namespace labelled color=red.
+func (c *cluster) createNamespace(ctx context.Context, name string) error {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"color": "red"}}}
+	_, err := c.kube.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{})
+	return err
+}
+
+// createNamespaces creates n Namespaces from workers goroutines.
 func (c *cluster) createNamespaces(ctx context.Context, prefix string, n, workers int) (time.Duration, error) {
 	return parallel(ctx, n, workers, func(ctx context.Context, i int) error {
-		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespaceName(prefix, i), Labels: map[string]string{"color": "red"}}}
-		_, err := c.kube.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{})
-		return err
+		return c.createNamespace(ctx, namespaceName(prefix, i))
 	})
+}
+
+// createNamespacesAt creates Namespaces at perSecond for d, each in a
+// goroutine of its own so that a slow response never delays the next, and
+// returns when each Create call returned, by index.
+func (c *cluster) createNamespacesAt(ctx context.Context, prefix string, perSecond float64, d time.Duration) ([]time.Time, error) {
+	n := int(perSecond * d.Seconds())
+	interval := time.Duration(float64(time.Second) / perSecond)
+	returned := make([]time.Time, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	start := time.Now()
+	for i := range n {
+		time.Sleep(time.Until(start.Add(time.Duration(i) * interval)))
+		if ctx.Err() != nil {
+			break
+		}
+		wg.Go(func() {
+			errs[i] = c.createNamespace(ctx, namespaceName(prefix, i))
+			returned[i] = time.Now()
+		})
+	}
+	wg.Wait()
+	return returned, errors.Join(append(errs, ctx.Err())...)
 }
 
 // rawCreate creates one ConfigMap in each of n Namespaces with a plain create.
@@ -165,7 +194,7 @@ func (c *cluster) createPolicy(ctx context.Context) error {
 // the expected count was seen.
 type counter struct {
 	mu     sync.Mutex
-	seen   map[string]bool
+	seen   map[string]time.Time
 	target int
 	first  time.Time
 	last   time.Time
@@ -176,14 +205,14 @@ type counter struct {
 // watchGenerated starts counting the generated ConfigMaps, one per Namespace.
 func (c *cluster) watchGenerated(ctx context.Context, target int) (*counter, error) {
 	ctx, stop := context.WithCancel(ctx)
-	k := &counter{seen: map[string]bool{}, target: target, done: make(chan struct{}), stop: stop}
+	k := &counter{seen: map[string]time.Time{}, target: target, done: make(chan struct{}), stop: stop}
 	f := informers.NewSharedInformerFactoryWithOptions(c.kube, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 		o.FieldSelector = "metadata.name=" + generatedName
 	}))
 	inf := f.Core().V1().ConfigMaps().Informer()
 	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: func(obj any) {
 		if cm, ok := obj.(*corev1.ConfigMap); ok {
-			k.add(cm.Namespace)
+			k.add(cm.Namespace + "/" + cm.Name)
 		}
 	}})
 	f.Start(ctx.Done())
@@ -194,14 +223,15 @@ func (c *cluster) watchGenerated(ctx context.Context, target int) (*counter, err
 	return k, nil
 }
 
-func (k *counter) add(ns string) {
+func (k *counter) add(key string) {
+	now := time.Now()
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	if k.seen[ns] {
+	if _, ok := k.seen[key]; ok {
 		return
 	}
-	k.seen[ns] = true
-	k.last = time.Now()
+	k.seen[key] = now
+	k.last = now
 	if k.first.IsZero() {
 		k.first = k.last
 	}
@@ -228,4 +258,12 @@ func (k *counter) count() int {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	return len(k.seen)
+}
+
+// seenAt tells when the ConfigMap namespace/name was first seen.
+func (k *counter) seenAt(namespace, name string) (time.Time, bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	t, ok := k.seen[namespace+"/"+name]
+	return t, ok
 }

@@ -8,8 +8,8 @@
 //
 // The scenarios are issue #10's, in parts that share clusters (-scenarios
 // picks parts): cold (1 cold generation, 3 no-op restart, 4 drift repair,
-// 6 profiles), growth (7) and burst (8). Sprout's profiles come from its
-// --pprof-bind-address.
+// 6 profiles), growth (7), steady (2 latency at a steady trigger rate) and
+// burst (8). Sprout's profiles come from its --pprof-bind-address.
 //
 // Run it from the repository root (make bench): it builds cmd/sprout and
 // bench/baseline and reads fixtures/zk-kafka-address.
@@ -37,6 +37,8 @@ import (
 type params struct {
 	Namespaces        int     `json:"namespaces"`
 	BurstSize         int     `json:"burstNamespaces"`
+	SteadyRate        float64 `json:"steadyPerSecond"`
+	SteadySeconds     float64 `json:"steadySeconds"`
 	DriftSize         int     `json:"driftObjects"`
 	GrowthBase        int     `json:"growthNamespaces"`
 	CPUProfileSeconds int     `json:"cpuProfileSeconds"`
@@ -59,16 +61,19 @@ type part struct {
 var parts = []part{
 	{"cold", "1, 3, 4, 6", (*bench).coldGeneration},
 	{"growth", "7", (*bench).growth},
+	{"steady", "2", (*bench).steadyLatency},
 	{"burst", "8", (*bench).burst},
 }
 
 func main() {
 	var p params
-	var timeout time.Duration
+	var timeout, steady time.Duration
 	out := flag.String("out", "bench/results/latest.json", "where the JSON results are written")
 	keep := flag.Bool("keep", false, "keep the temporary folder with the binaries, kubeconfigs, controller logs and profiles")
 	flag.IntVar(&p.Namespaces, "namespaces", 2000, "scenarios 1, 3 and 7: how many Namespaces exist before the controller starts (#10: 10000)")
 	flag.IntVar(&p.BurstSize, "burst", 1000, "scenario 8: how many Namespaces are created while the controller runs (#10: 10000)")
+	flag.Float64Var(&p.SteadyRate, "steady-rate", 50, "scenario 2: Namespaces created per second")
+	flag.DurationVar(&steady, "steady-duration", 60*time.Second, "scenario 2: how long Namespaces are created for")
 	flag.IntVar(&p.DriftSize, "drift", 1000, "scenario 4: how many generated ConfigMaps are modified, then deleted (at most -namespaces)")
 	flag.IntVar(&p.GrowthBase, "growth-namespaces", 1000, "scenario 7: the small size whose CPU per object scenario 1's is compared with")
 	flag.IntVar(&p.CPUProfileSeconds, "cpu-profile-seconds", 10, "scenario 6: how long sprout's CPU is profiled during scenario 1")
@@ -77,8 +82,9 @@ func main() {
 	flag.Float64Var(&p.ControllerQPS, "controller-qps", 1000, "--kube-api-qps of sprout and the baseline")
 	flag.IntVar(&p.ControllerBurst, "controller-burst", 2000, "--kube-api-burst of sprout and the baseline")
 	flag.DurationVar(&timeout, "timeout", 5*time.Minute, "how long one measurement may wait for its objects")
-	flag.StringVar(&p.Scenarios, "scenarios", "cold,growth,burst", "the parts to run: cold (scenarios 1, 3, 4, 6), growth (7), burst (8)")
+	flag.StringVar(&p.Scenarios, "scenarios", "cold,growth,steady,burst", "the parts to run: cold (scenarios 1, 3, 4, 6), growth (7), steady (2), burst (8)")
 	flag.Parse()
+	p.SteadySeconds = steady.Seconds()
 	p.TimeoutSeconds = timeout.Seconds()
 	// envtest logs through controller-runtime's global logger.
 	ctrllog.SetLogger(logr.Discard())

@@ -30,6 +30,24 @@ func (r *result) judge() {
 	if r.ran("cold") {
 		add("1 cold generation vs raw SSA (b)", "≥ 0.95×", fmt.Sprintf("%.2f×", c.Sprout.Ratios.RawApply), c.Sprout.Ratios.RawApply >= 0.95)
 		add("1 cold generation vs baseline (c)", "≥ 0.90×", fmt.Sprintf("%.2f×", c.Sprout.Ratios.Baseline), c.Sprout.Ratios.Baseline >= 0.9)
+	}
+	if r.ran("steady") {
+		s, p := r.Steady.Sprout, r.Params
+		scope := fmt.Sprintf("%.0f/s for %.0f s", p.SteadyRate, p.SteadySeconds)
+		if p.SteadyRate != 50 || p.SteadySeconds != 60 {
+			scope += "; #10: 50/s for 60 s"
+		}
+		got := func(ms float64) string {
+			if s.Seen < s.Triggers {
+				return fmt.Sprintf("%.1f ms of %d/%d seen", ms, s.Seen, s.Triggers)
+			}
+			return fmt.Sprintf("%.1f ms", ms)
+		}
+		all := s.Triggers > 0 && s.Seen == s.Triggers
+		add("2 steady latency p50 ("+scope+")", "< 20 ms", got(s.Latency.P50Ms), all && s.Latency.P50Ms < 20)
+		add("2 steady latency p99 ("+scope+")", "< 100 ms", got(s.Latency.P99Ms), all && s.Latency.P99Ms < 100)
+	}
+	if r.ran("cold") {
 		add("3 no-op restart writes", "0", fmt.Sprint(r.Restart.Writes), r.Restart.Writes == 0 && r.Restart.Unchanged == r.Restart.Objects)
 		add("6 sprout peak RSS, scenario 1", "< 120 MiB", fmt.Sprintf("%.0f MiB", c.Sprout.PeakRSSMiB), c.Sprout.PeakRSSMiB > 0 && c.Sprout.PeakRSSMiB < 120)
 	}
@@ -137,6 +155,15 @@ func (r *result) printComparison(w io.Writer) {
 	fmt.Fprintln(t, "scenario\tfigure\t(c) baseline\tsprout\tsprout/(c)")
 	row := func(s, fig, unit string, base, sprout float64) {
 		fmt.Fprintf(t, "%s\t%s\t%.2f %s\t%.2f %s\t%.2f\n", s, fig, base, unit, sprout, unit, ratio(sprout, base))
+	}
+	if r.ran("steady") {
+		b, s := r.Steady.Baseline, r.Steady.Sprout
+		fig := fmt.Sprintf("%.0f Namespaces/s for %.0f s", r.Params.SteadyRate, r.Params.SteadySeconds)
+		fmt.Fprintf(t, "2 steady\t%s: ConfigMaps seen\t%d/%d\t%d/%d\t\n", fig, b.Seen, b.Triggers, s.Seen, s.Triggers)
+		row("2 steady", "created → seen p50", "ms", b.Latency.P50Ms, s.Latency.P50Ms)
+		row("2 steady", "created → seen p99", "ms", b.Latency.P99Ms, s.Latency.P99Ms)
+		row("2 steady", "created → seen max", "ms", b.Latency.MaxMs, s.Latency.MaxMs)
+		row("2 steady", "controller CPU", "s", b.CPUSeconds, s.CPUSeconds)
 	}
 	if r.ran("cold") {
 		d := r.Drift

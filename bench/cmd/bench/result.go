@@ -1,6 +1,7 @@
 package main
 
 import (
+	"math"
 	"os"
 	"runtime"
 	"slices"
@@ -23,6 +24,7 @@ type result struct {
 	Drift     drift          `json:"driftRepair"`
 	// Growth is scenario 1's sprout run at GrowthBase Namespaces (7).
 	Growth   controllerRun `json:"growth"`
+	Steady   steady        `json:"steadyLatency"`
 	Burst    burst         `json:"burst"`
 	Profiles profiles      `json:"profiles"`
 	Targets  []target      `json:"targets"`
@@ -58,6 +60,28 @@ func rateOf(n int, d time.Duration) rate {
 		r.PerSecond = float64(n) / d.Seconds()
 	}
 	return r
+}
+
+// latency summarises durations, in milliseconds.
+type latency struct {
+	Count int     `json:"count"`
+	P50Ms float64 `json:"p50Ms"`
+	P99Ms float64 `json:"p99Ms"`
+	MaxMs float64 `json:"maxMs"`
+}
+
+// latencyOf takes the nearest-rank percentiles of ds.
+func latencyOf(ds []time.Duration) latency {
+	if len(ds) == 0 {
+		return latency{}
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	at := func(q float64) float64 {
+		i := max(int(math.Ceil(q*float64(len(s))))-1, 0)
+		return float64(s[i]) / float64(time.Millisecond)
+	}
+	return latency{Count: len(s), P50Ms: at(0.5), P99Ms: at(0.99), MaxMs: at(1)}
 }
 
 // ratios compare a throughput with the yardsticks (a), (b) and (c).
@@ -126,6 +150,21 @@ type repair struct {
 	// Writes are the controller's writes from the first break until 2 s
 	// after the last repair, counted at a proxy; -1 when not counted.
 	Writes int64 `json:"writes"`
+}
+
+// steady is scenario 2: triggers at a steady rate, the latency of each.
+type steady struct {
+	Baseline latencyRun `json:"baseline"`
+	Sprout   latencyRun `json:"sprout"`
+}
+
+type latencyRun struct {
+	Triggers int `json:"triggers"`
+	// Seen is how many of their ConfigMaps were seen; Latency counts only those.
+	Seen       int     `json:"seen"`
+	Latency    latency `json:"latency"`
+	CPUSeconds float64 `json:"cpuSeconds"`
+	PeakRSSMiB float64 `json:"peakRSSMiB"`
 }
 
 type burst struct {

@@ -6,7 +6,38 @@ import (
 	"runtime/pprof"
 	"slices"
 	"testing"
+	"time"
 )
+
+func TestLatencyOf(t *testing.T) {
+	ms := func(ns ...int) []time.Duration {
+		var ds []time.Duration
+		for _, n := range ns {
+			ds = append(ds, time.Duration(n)*time.Millisecond)
+		}
+		return ds
+	}
+	hundred := make([]int, 100)
+	for i := range hundred {
+		hundred[i] = 100 - i
+	}
+	for _, tc := range []struct {
+		name string
+		in   []time.Duration
+		want latency
+	}{
+		{"none", nil, latency{}},
+		{"one", ms(7), latency{Count: 1, P50Ms: 7, P99Ms: 7, MaxMs: 7}},
+		{"unsorted", ms(30, 10, 20), latency{Count: 3, P50Ms: 20, P99Ms: 30, MaxMs: 30}},
+		{"nearest rank", ms(hundred...), latency{Count: 100, P50Ms: 50, P99Ms: 99, MaxMs: 100}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := latencyOf(tc.in); got != tc.want {
+				t.Errorf("latencyOf = %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}
 
 func TestPackageOf(t *testing.T) {
 	for fn, want := range map[string]string{

@@ -3,9 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
-	"strings"
 	"time"
 )
 
@@ -173,66 +171,6 @@ func (b *bench) growth(ctx context.Context) error {
 		b.res.Growth = run
 		return err
 	})
-}
-
-// burst is scenario 8: the controller runs (for sprout, with the policy in
-// place) and M Namespaces are created as fast as the client can.
-func (b *bench) burst(ctx context.Context) error {
-	m := b.BurstSize
-	b.res.Burst.Namespaces = m
-	run := func(name string, start func(c *cluster, dir string) (*process, error), into *controllerRun) error {
-		return b.withCluster("burst-"+name, func(c *cluster, dir string) error {
-			p, err := start(c, dir)
-			if err != nil {
-				return err
-			}
-			defer p.stop()
-			k, err := c.watchGenerated(ctx, m)
-			if err != nil {
-				return err
-			}
-			begin := time.Now()
-			d, err := c.createNamespaces(ctx, "burst", m, b.Parallel)
-			if err != nil {
-				return fmt.Errorf("create Namespaces: %w", err)
-			}
-			b.res.Burst.CreateSeconds = d.Seconds()
-			count, first, last := k.wait(b.timeout)
-			*into = newRun(count, m, begin, first, last, p)
-			logf("burst: %s: %d/%d ConfigMaps, the last %.2fs after the first create (Namespaces created in %.2fs)", name, count, m, into.Seconds, d.Seconds())
-			return nil
-		})
-	}
-	err := run("baseline", func(c *cluster, dir string) (*process, error) {
-		log := filepath.Join(dir, "baseline.log")
-		p, err := startBaseline(b.baseline, c.kubeconfig, log, b.baselineArgs()...)
-		if err != nil {
-			return nil, err
-		}
-		if !pollUntil(time.Minute, func() bool { raw, _ := os.ReadFile(log); return strings.Contains(string(raw), "caches synced") }) {
-			p.stop()
-			return nil, fmt.Errorf("baseline did not sync its caches (log: %s)", log)
-		}
-		return p, nil
-	}, &b.res.Burst.Baseline)
-	if err != nil {
-		return err
-	}
-	return run("sprout", func(c *cluster, dir string) (*process, error) {
-		if err := c.createPolicy(ctx); err != nil {
-			return nil, fmt.Errorf("create policy: %w", err)
-		}
-		log := filepath.Join(dir, "sprout.log")
-		p, err := startSprout(b.sprout, c.kubeconfig, log, b.sproutArgs()...)
-		if err != nil {
-			return nil, err
-		}
-		if !pollUntil(time.Minute, func() bool { return p.ready(ctx) }) {
-			p.stop()
-			return nil, fmt.Errorf("sprout not ready within a minute (log: %s)", log)
-		}
-		return p, nil
-	}, &b.res.Burst.Sprout)
 }
 
 // newRun measures a controller that generated count of expected objects,
