@@ -175,23 +175,32 @@ func (c *cluster) rawApply(ctx context.Context, prefix string, n, workers int) (
 // createPolicy creates the benchmark policy: fixtures/zk-kafka-address with
 // generateExisting on.
 func (c *cluster) createPolicy(ctx context.Context) error {
-	raw, err := os.ReadFile(filepath.Join("fixtures", "zk-kafka-address", "policy.yaml"))
+	obj, err := benchmarkPolicy()
 	if err != nil {
-		return err
-	}
-	obj := &unstructured.Unstructured{}
-	if err := yaml.Unmarshal(raw, &obj.Object); err != nil {
-		return fmt.Errorf("fixtures/zk-kafka-address/policy.yaml: %w", err)
-	}
-	if err := unstructured.SetNestedField(obj.Object, true, "spec", "evaluation", "generateExisting", "enabled"); err != nil {
 		return err
 	}
 	_, err = c.dynamic.Resource(policies).Create(ctx, obj, metav1.CreateOptions{})
 	return err
 }
 
-// counter watches the generated ConfigMaps and tells when the last of
-// the expected count was seen.
+// benchmarkPolicy reads fixtures/zk-kafka-address and turns generateExisting on.
+func benchmarkPolicy() (*unstructured.Unstructured, error) {
+	raw, err := os.ReadFile(filepath.Join("fixtures", "zk-kafka-address", "policy.yaml"))
+	if err != nil {
+		return nil, err
+	}
+	obj := &unstructured.Unstructured{}
+	if err := yaml.Unmarshal(raw, &obj.Object); err != nil {
+		return nil, fmt.Errorf("fixtures/zk-kafka-address/policy.yaml: %w", err)
+	}
+	if err := unstructured.SetNestedField(obj.Object, true, "spec", "evaluation", "generateExisting", "enabled"); err != nil {
+		return nil, err
+	}
+	return obj, nil
+}
+
+// counter watches ConfigMaps and tells when the last of the expected count
+// was seen.
 type counter struct {
 	mu     sync.Mutex
 	seen   map[string]time.Time
@@ -202,12 +211,19 @@ type counter struct {
 	stop   context.CancelFunc
 }
 
-// watchGenerated starts counting the generated ConfigMaps, one per Namespace.
+// watchGenerated starts counting the ConfigMaps of the benchmark policy,
+// one per Namespace.
 func (c *cluster) watchGenerated(ctx context.Context, target int) (*counter, error) {
+	return c.watchConfigMaps(ctx, target, metav1.ListOptions{FieldSelector: "metadata.name=" + generatedName})
+}
+
+// watchConfigMaps starts counting the ConfigMaps that opts select, by
+// namespace/name.
+func (c *cluster) watchConfigMaps(ctx context.Context, target int, opts metav1.ListOptions) (*counter, error) {
 	ctx, stop := context.WithCancel(ctx)
 	k := &counter{seen: map[string]time.Time{}, target: target, done: make(chan struct{}), stop: stop}
 	f := informers.NewSharedInformerFactoryWithOptions(c.kube, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
-		o.FieldSelector = "metadata.name=" + generatedName
+		o.FieldSelector, o.LabelSelector = opts.FieldSelector, opts.LabelSelector
 	}))
 	inf := f.Core().V1().ConfigMaps().Informer()
 	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: func(obj any) {

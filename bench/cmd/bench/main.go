@@ -8,8 +8,9 @@
 //
 // The scenarios are issue #10's, in parts that share clusters (-scenarios
 // picks parts): cold (1 cold generation, 3 no-op restart, 4 drift repair,
-// 6 profiles), growth (7), steady (2 latency at a steady trigger rate) and
-// burst (8). Sprout's profiles come from its --pprof-bind-address.
+// 6 profiles), growth (7), steady (2 latency at a steady trigger rate),
+// policies (5 many policies, 6) and burst (8). Sprout's profiles come from
+// its --pprof-bind-address.
 //
 // Run it from the repository root (make bench): it builds cmd/sprout and
 // bench/baseline and reads fixtures/zk-kafka-address.
@@ -40,6 +41,8 @@ type params struct {
 	SteadyRate        float64 `json:"steadyPerSecond"`
 	SteadySeconds     float64 `json:"steadySeconds"`
 	DriftSize         int     `json:"driftObjects"`
+	Policies          int     `json:"policies"`
+	PolicyNamespaces  int     `json:"policyNamespaces"`
 	GrowthBase        int     `json:"growthNamespaces"`
 	CPUProfileSeconds int     `json:"cpuProfileSeconds"`
 	Parallel          int     `json:"parallel"`
@@ -62,6 +65,7 @@ var parts = []part{
 	{"cold", "1, 3, 4, 6", (*bench).coldGeneration},
 	{"growth", "7", (*bench).growth},
 	{"steady", "2", (*bench).steadyLatency},
+	{"policies", "5, 6", (*bench).manyPolicies},
 	{"burst", "8", (*bench).burst},
 }
 
@@ -75,14 +79,16 @@ func main() {
 	flag.Float64Var(&p.SteadyRate, "steady-rate", 50, "scenario 2: Namespaces created per second")
 	flag.DurationVar(&steady, "steady-duration", 60*time.Second, "scenario 2: how long Namespaces are created for")
 	flag.IntVar(&p.DriftSize, "drift", 1000, "scenario 4: how many generated ConfigMaps are modified, then deleted (at most -namespaces)")
+	flag.IntVar(&p.Policies, "policies", 50, "scenario 5: how many policies")
+	flag.IntVar(&p.PolicyNamespaces, "policy-namespaces", 200, "scenario 5: how many Namespaces each policy generates into (#10: 1000)")
 	flag.IntVar(&p.GrowthBase, "growth-namespaces", 1000, "scenario 7: the small size whose CPU per object scenario 1's is compared with")
 	flag.IntVar(&p.CPUProfileSeconds, "cpu-profile-seconds", 10, "scenario 6: how long sprout's CPU is profiled during scenario 1")
 	flag.IntVar(&p.Parallel, "parallel", 16, "goroutines of the raw clients and workers of the baseline")
-	flag.IntVar(&p.Workers, "workers", 16, "sprout run --workers (policies synced at once; the benchmark has one policy)")
+	flag.IntVar(&p.Workers, "workers", 16, "sprout run --workers (policies synced at once)")
 	flag.Float64Var(&p.ControllerQPS, "controller-qps", 1000, "--kube-api-qps of sprout and the baseline")
 	flag.IntVar(&p.ControllerBurst, "controller-burst", 2000, "--kube-api-burst of sprout and the baseline")
 	flag.DurationVar(&timeout, "timeout", 5*time.Minute, "how long one measurement may wait for its objects")
-	flag.StringVar(&p.Scenarios, "scenarios", "cold,growth,steady,burst", "the parts to run: cold (scenarios 1, 3, 4, 6), growth (7), steady (2), burst (8)")
+	flag.StringVar(&p.Scenarios, "scenarios", "cold,growth,steady,policies,burst", "the parts to run: cold (scenarios 1, 3, 4, 6), growth (7), steady (2), policies (5, 6), burst (8)")
 	flag.Parse()
 	p.SteadySeconds = steady.Seconds()
 	p.TimeoutSeconds = timeout.Seconds()

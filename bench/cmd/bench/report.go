@@ -22,6 +22,7 @@ func (r *result) judge() {
 	vs(&u.Baseline, nil)
 	vs(&u.Sprout, &u.Baseline)
 	vs(&r.Growth, nil)
+	vs(&r.Policies.Sprout, nil)
 
 	r.Targets = nil
 	add := func(figure, want, got string, met bool) {
@@ -50,6 +51,10 @@ func (r *result) judge() {
 	if r.ran("cold") {
 		add("3 no-op restart writes", "0", fmt.Sprint(r.Restart.Writes), r.Restart.Writes == 0 && r.Restart.Unchanged == r.Restart.Objects)
 		add("6 sprout peak RSS, scenario 1", "< 120 MiB", fmt.Sprintf("%.0f MiB", c.Sprout.PeakRSSMiB), c.Sprout.PeakRSSMiB > 0 && c.Sprout.PeakRSSMiB < 120)
+	}
+	if r.ran("policies") {
+		m := r.Policies.Sprout.PeakRSSMiB
+		add(fmt.Sprintf("6 sprout peak RSS, scenario 5 (%d×%d)", r.Policies.Policies, r.Policies.Namespaces), "< 300 MiB", fmt.Sprintf("%.0f MiB", m), m > 0 && m < 300)
 	}
 	if r.ran("cold") && r.ran("growth") {
 		small, large := r.Growth.cpuMsPerObject(), c.Sprout.cpuMsPerObject()
@@ -134,6 +139,9 @@ func (r *result) printThroughput(w io.Writer) {
 		s := r.Restart
 		row("3 restart", fmt.Sprintf("sprout, %d writes", s.Writes), rate{Objects: s.Objects, Seconds: s.Seconds}, nil, s.CPUSeconds, s.PeakRSSMiB)
 	}
+	if r.ran("policies") {
+		run("5 policies", fmt.Sprintf("sprout, %d policies", r.Policies.Policies), r.Policies.Sprout)
+	}
 	if r.ran("growth") {
 		run("7 growth", "sprout", r.Growth)
 	}
@@ -142,7 +150,7 @@ func (r *result) printThroughput(w io.Writer) {
 		run("8 burst", "sprout", r.Burst.Sprout)
 	}
 	_ = t.Flush()
-	fmt.Fprintln(w, "\nseconds: (a), (b) until the last write returned; controllers from process start (1, 7) or the first")
+	fmt.Fprintln(w, "\nseconds: (a), (b) until the last write returned; controllers from process start (1, 5, 7) or the first")
 	fmt.Fprintln(w, "Namespace create (8) until the last ConfigMap was seen; restart until a sync accounted for every object;")
 	fmt.Fprintln(w, "1st at: when the first ConfigMap was seen (start-up); steady/s: the rate from the first ConfigMap to the last;")
 	fmt.Fprintln(w, "CPU s: the controller's CPU time when the last ConfigMap was seen (1's sprout run carries a CPU profile).")
@@ -193,6 +201,8 @@ func (r *result) printProfiles(w io.Writer) {
 		{fmt.Sprintf("6 CPU profile, %d s of scenario 1's generation", r.Params.CPUProfileSeconds), pr.ColdCPU},
 		{"6 heap in use at the end of scenario 1", pr.ColdHeap},
 		{"6 heap allocated during scenario 1", pr.ColdAllocs},
+		{"6 heap in use at the end of scenario 5", pr.PoliciesHeap},
+		{"6 heap allocated during scenario 5", pr.PoliciesAllocs},
 	} {
 		if p.s == nil {
 			continue

@@ -25,6 +25,7 @@ type result struct {
 	// Growth is scenario 1's sprout run at GrowthBase Namespaces (7).
 	Growth   controllerRun `json:"growth"`
 	Steady   steady        `json:"steadyLatency"`
+	Policies manyPolicies  `json:"manyPolicies"`
 	Burst    burst         `json:"burst"`
 	Profiles profiles      `json:"profiles"`
 	Targets  []target      `json:"targets"`
@@ -167,6 +168,13 @@ type latencyRun struct {
 	PeakRSSMiB float64 `json:"peakRSSMiB"`
 }
 
+// manyPolicies is scenario 5.
+type manyPolicies struct {
+	Policies   int           `json:"policies"`
+	Namespaces int           `json:"namespaces"`
+	Sprout     controllerRun `json:"sprout"`
+}
+
 type burst struct {
 	Namespaces    int           `json:"namespaces"`
 	CreateSeconds float64       `json:"createSeconds"`
@@ -178,11 +186,13 @@ type burst struct {
 type profiles struct {
 	// ColdCPU is a CPU profile taken while sprout generates in scenario 1.
 	ColdCPU *profileSummary `json:"coldCPU,omitempty"`
-	// ColdHeap is what is in use at the end of scenario 1, after a garbage
-	// collection; ColdAllocs is all that was allocated until then, the
-	// garbage that drives peak RSS and GC CPU.
-	ColdHeap   *profileSummary `json:"coldHeap,omitempty"`
-	ColdAllocs *profileSummary `json:"coldAllocs,omitempty"`
+	// ColdHeap and PoliciesHeap are what is in use at the end of scenarios
+	// 1 and 5, after a garbage collection; the Allocs are all that was
+	// allocated until then, the garbage that drives peak RSS and GC CPU.
+	ColdHeap       *profileSummary `json:"coldHeap,omitempty"`
+	ColdAllocs     *profileSummary `json:"coldAllocs,omitempty"`
+	PoliciesHeap   *profileSummary `json:"manyPoliciesHeap,omitempty"`
+	PoliciesAllocs *profileSummary `json:"manyPoliciesAllocs,omitempty"`
 }
 
 // target is one of issue #10's goals and whether this run met it.
