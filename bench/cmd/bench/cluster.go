@@ -4,8 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -46,6 +50,9 @@ type cluster struct {
 	dynamic    dynamic.Interface
 	dir        string
 	kubeconfig string
+	// apiServer and etcd are the pids of the control plane's processes,
+	// whose CPU time is the cost to the cluster (scenario 9).
+	apiServer, etcd int
 }
 
 // newCluster starts a control plane; close stops it.
@@ -75,7 +82,56 @@ func newCluster(dir string) (*cluster, error) {
 		_ = cp.Stop()
 		return nil, err
 	}
+	if c.apiServer, c.etcd, err = controlPlanePIDs(cp.Config.Host); err != nil {
+		_ = cp.Stop()
+		return nil, err
+	}
 	return c, nil
+}
+
+// controlPlanePIDs finds the kube-apiserver serving host among the machine's
+// processes by its --secure-port (envtest does not tell its pid), and the
+// etcd behind it by the URL the API server was given.
+func controlPlanePIDs(host string) (apiServer, etcd int, err error) {
+	u, err := url.Parse(host)
+	if err != nil {
+		return 0, 0, err
+	}
+	apiServer, args, err := findProcess("kube-apiserver", "--secure-port="+u.Port())
+	if err != nil {
+		return 0, 0, err
+	}
+	for _, a := range args {
+		if v, ok := strings.CutPrefix(a, "--etcd-servers="); ok {
+			etcd, _, err = findProcess("etcd", "--listen-client-urls="+v)
+			return apiServer, etcd, err
+		}
+	}
+	return 0, 0, fmt.Errorf("kube-apiserver (pid %d) has no --etcd-servers", apiServer)
+}
+
+// findProcess returns the pid and arguments of the process running the
+// program name with the argument arg.
+func findProcess(name, arg string) (int, []string, error) {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0, nil, err
+	}
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		raw, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil || len(raw) == 0 {
+			continue
+		}
+		args := strings.Split(strings.TrimSuffix(string(raw), "\x00"), "\x00")
+		if filepath.Base(args[0]) == name && slices.Contains(args[1:], arg) {
+			return pid, args, nil
+		}
+	}
+	return 0, nil, fmt.Errorf("no %s process with %s", name, arg)
 }
 
 func (c *cluster) close() {
@@ -122,11 +178,17 @@ func (c *cluster) createNamespace(ctx context.Context, name string) error {
 	return err
 }
 
-// createNamespaces creates n Namespaces from workers goroutines.
-func (c *cluster) createNamespaces(ctx context.Context, prefix string, n, workers int) (time.Duration, error) {
-	return parallel(ctx, n, workers, func(ctx context.Context, i int) error {
-		return c.createNamespace(ctx, namespaceName(prefix, i))
+// createNamespaces creates n Namespaces from workers goroutines and returns
+// how long all took and how long each Create call took, by index.
+func (c *cluster) createNamespaces(ctx context.Context, prefix string, n, workers int) (time.Duration, []time.Duration, error) {
+	calls := make([]time.Duration, n)
+	d, err := parallel(ctx, n, workers, func(ctx context.Context, i int) error {
+		start := time.Now()
+		err := c.createNamespace(ctx, namespaceName(prefix, i))
+		calls[i] = time.Since(start)
+		return err
 	})
+	return d, calls, err
 }
 
 // createNamespacesAt creates Namespaces at perSecond for d, each in a

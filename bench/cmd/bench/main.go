@@ -9,8 +9,9 @@
 // The scenarios are issue #10's, in parts that share clusters (-scenarios
 // picks parts): cold (1 cold generation, 3 no-op restart, 4 drift repair,
 // 6 profiles), growth (7), steady (2 latency at a steady trigger rate),
-// policies (5 many policies, 6) and burst (8). Sprout's profiles come from
-// its --pprof-bind-address.
+// policies (5 many policies, 6) and burst (8, with 9 its cost to the
+// cluster, read from /proc of kube-apiserver and etcd). Sprout's profiles
+// come from its --pprof-bind-address.
 //
 // Run it from the repository root (make bench): it builds cmd/sprout and
 // bench/baseline and reads fixtures/zk-kafka-address.
@@ -66,7 +67,7 @@ var parts = []part{
 	{"growth", "7", (*bench).growth},
 	{"steady", "2", (*bench).steadyLatency},
 	{"policies", "5, 6", (*bench).manyPolicies},
-	{"burst", "8", (*bench).burst},
+	{"burst", "8, 9", (*bench).burst},
 }
 
 func main() {
@@ -88,7 +89,7 @@ func main() {
 	flag.Float64Var(&p.ControllerQPS, "controller-qps", 1000, "--kube-api-qps of sprout and the baseline")
 	flag.IntVar(&p.ControllerBurst, "controller-burst", 2000, "--kube-api-burst of sprout and the baseline")
 	flag.DurationVar(&timeout, "timeout", 5*time.Minute, "how long one measurement may wait for its objects")
-	flag.StringVar(&p.Scenarios, "scenarios", "cold,growth,steady,policies,burst", "the parts to run: cold (scenarios 1, 3, 4, 6), growth (7), steady (2), policies (5, 6), burst (8)")
+	flag.StringVar(&p.Scenarios, "scenarios", "cold,growth,steady,policies,burst", "the parts to run: cold (scenarios 1, 3, 4, 6), growth (7), steady (2), policies (5, 6), burst (8, 9)")
 	flag.Parse()
 	p.SteadySeconds = steady.Seconds()
 	p.TimeoutSeconds = timeout.Seconds()

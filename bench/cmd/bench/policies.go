@@ -21,7 +21,7 @@ func (b *bench) manyPolicies(ctx context.Context) error {
 	r := &b.res.Policies
 	r.Policies, r.Namespaces = np, m
 	return b.withCluster("policies", func(c *cluster, dir string) error {
-		if _, err := c.createNamespaces(ctx, "many", m, b.Parallel); err != nil {
+		if _, _, err := c.createNamespaces(ctx, "many", m, b.Parallel); err != nil {
 			return fmt.Errorf("create Namespaces: %w", err)
 		}
 		for i := range np {

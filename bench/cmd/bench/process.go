@@ -85,8 +85,15 @@ func (p *process) stop() {
 }
 
 // cpuSeconds is the user and system CPU time the process used so far.
-func (p *process) cpuSeconds() float64 {
-	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.cmd.Process.Pid))
+func (p *process) cpuSeconds() float64 { return cpuSeconds(p.cmd.Process.Pid) }
+
+// peakRSSMiB is the process's peak resident set size (VmHWM).
+func (p *process) peakRSSMiB() float64 { return peakRSSMiB(p.cmd.Process.Pid) }
+
+// cpuSeconds is the user and system CPU time process pid used so far, or
+// -1 if it cannot be read.
+func cpuSeconds(pid int) float64 {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
 		return -1
 	}
@@ -101,9 +108,10 @@ func (p *process) cpuSeconds() float64 {
 	return (utime + stime) / clockTicks
 }
 
-// peakRSSMiB is the process's peak resident set size (VmHWM).
-func (p *process) peakRSSMiB() float64 {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
+// peakRSSMiB is the peak resident set size (VmHWM) of process pid, or -1
+// if it cannot be read.
+func peakRSSMiB(pid int) float64 {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return -1
 	}

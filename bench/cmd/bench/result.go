@@ -175,11 +175,33 @@ type manyPolicies struct {
 	Sprout     controllerRun `json:"sprout"`
 }
 
+// burst is scenario 8, with the cost to the cluster (9) for each controller.
 type burst struct {
-	Namespaces    int           `json:"namespaces"`
-	CreateSeconds float64       `json:"createSeconds"`
-	Baseline      controllerRun `json:"baseline"`
-	Sprout        controllerRun `json:"sprout"`
+	Namespaces int      `json:"namespaces"`
+	Baseline   burstRun `json:"baseline"`
+	Sprout     burstRun `json:"sprout"`
+}
+
+type burstRun struct {
+	controllerRun
+	// CreateSeconds is how long the client took to create the Namespaces.
+	CreateSeconds float64 `json:"createSeconds"`
+	// Create is the latency of the Namespaces' Create calls.
+	Create latency `json:"createLatency"`
+	// APIServerCPUSeconds and EtcdCPUSeconds are the control plane's CPU
+	// time from the first create until 2 s after the last ConfigMap: the
+	// creates, the watch that counts, and the controller's requests.
+	APIServerCPUSeconds float64 `json:"apiServerCPUSeconds"`
+	EtcdCPUSeconds      float64 `json:"etcdCPUSeconds"`
+}
+
+// apiServerMsPerObject is the API server's CPU time per generated object.
+func (r burstRun) apiServerMsPerObject() float64 {
+	return 1000 * ratio(r.APIServerCPUSeconds, float64(r.Objects))
+}
+
+func (r burstRun) etcdMsPerObject() float64 {
+	return 1000 * ratio(r.EtcdCPUSeconds, float64(r.Objects))
 }
 
 // profiles are scenario 6's profiles of sprout.

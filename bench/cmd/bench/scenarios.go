@@ -18,7 +18,7 @@ func (b *bench) coldGeneration(ctx context.Context) error {
 	cold.Namespaces = n
 	raw := func(name string, write func(*cluster, context.Context, string, int, int) (time.Duration, error), into *rate) error {
 		return b.withCluster(name, func(c *cluster, _ string) error {
-			d, err := c.createNamespaces(ctx, "cold", n, b.Parallel)
+			d, _, err := c.createNamespaces(ctx, "cold", n, b.Parallel)
 			if err != nil {
 				return fmt.Errorf("create Namespaces: %w", err)
 			}
@@ -38,7 +38,7 @@ func (b *bench) coldGeneration(ctx context.Context) error {
 		return err
 	}
 	err := b.withCluster("cold-baseline", func(c *cluster, dir string) error {
-		if _, err := c.createNamespaces(ctx, "cold", n, b.Parallel); err != nil {
+		if _, _, err := c.createNamespaces(ctx, "cold", n, b.Parallel); err != nil {
 			return fmt.Errorf("create Namespaces: %w", err)
 		}
 		k, err := c.watchGenerated(ctx, n)
@@ -77,7 +77,7 @@ func (b *bench) coldGeneration(ctx context.Context) error {
 // everything. With profiles, a CPU profile is taken while sprout generates
 // and a heap profile at the end (scenario 6).
 func (b *bench) generateCold(ctx context.Context, c *cluster, dir string, n int, profiles bool) (*process, controllerRun, error) {
-	if _, err := c.createNamespaces(ctx, "cold", n, b.Parallel); err != nil {
+	if _, _, err := c.createNamespaces(ctx, "cold", n, b.Parallel); err != nil {
 		return nil, controllerRun{}, fmt.Errorf("create Namespaces: %w", err)
 	}
 	if err := c.createPolicy(ctx); err != nil {
