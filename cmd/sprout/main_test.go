@@ -53,7 +53,7 @@ func TestHelpDescribesEveryFlag(t *testing.T) {
 	if err := root.Execute(); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"--kubeconfig", "--context", "--workers", "--log-level", "--log-format", "--policy-dir", "--poll-interval", "--cluster-policies", "--resync-schedule", "--git-url", "--git-branch", "--git-tag", "--git-semver", "--git-commit", "--git-path", "--metrics-bind-address",
+	for _, want := range []string{"--kubeconfig", "--context", "--workers", "--log-level", "--log-format", "--policy-dir", "--poll-interval", "--cluster-policies", "--resync-schedule", "--git-url", "--git-branch", "--git-tag", "--git-semver", "--git-commit", "--git-path", "--metrics-bind-address", "--pprof-bind-address",
 		"--git-timeout", "--git-username", "--git-password-file", "--git-token-file", "--git-ssh-key-file", "--git-ssh-key-password-file",
 		"--git-known-hosts-file", "--git-secret-ref"} {
 		if !strings.Contains(out.String(), want) {

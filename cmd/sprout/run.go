@@ -17,6 +17,7 @@ type runOptions struct {
 	allowedKinds   []string
 	metricsAddress string
 	probeAddress   string
+	pprofAddress   string
 	leader         leaderOptions
 }
 
@@ -86,6 +87,9 @@ An SSH URL needs known_hosts: Sprout never connects to a host it cannot verify.`
 			if err := serve(ctx, ro.metricsAddress, metricsHandler(reg), log, "metrics"); err != nil {
 				return fmt.Errorf("--metrics-bind-address: %w", err)
 			}
+			if err := serve(ctx, ro.pprofAddress, pprofHandler(), log, "pprof"); err != nil {
+				return fmt.Errorf("--pprof-bind-address: %w", err)
+			}
 			if ro.leader.namespace == "" {
 				ro.leader.namespace = inClusterNamespace()
 			}
@@ -115,6 +119,7 @@ An SSH URL needs known_hosts: Sprout never connects to a host it cannot verify.`
 	f.BoolVar(&opts.TriggerEvents, "trigger-events", false, "also emit an Event on each trigger for what was generated for it (a write per trigger)")
 	f.StringVar(&ro.metricsAddress, "metrics-bind-address", ":8080", `the address /metrics (Prometheus) is served on; "0" turns it off`)
 	f.StringVar(&ro.probeAddress, "health-probe-bind-address", ":8081", `the address /healthz and /readyz are served on; "0" turns them off`)
+	f.StringVar(&ro.pprofAddress, "pprof-bind-address", "0", `the address Go's runtime profiles (/debug/pprof/) are served on, such as "127.0.0.1:6060"; "0" turns them off`)
 	f.BoolVar(&ro.leader.enabled, "leader-elect", false, "run only while holding a coordination.k8s.io Lease, so one of several replicas writes")
 	f.StringVar(&ro.leader.namespace, "leader-election-namespace", "", "the namespace of the Lease (default: the pod's, else default)")
 	f.StringVar(&ro.leader.name, "leader-election-id", "sprout", "the name of the Lease")

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -42,6 +43,21 @@ func probesHandler(ready func() string) http.Handler {
 		}
 		_, _ = w.Write([]byte("ok\n"))
 	})
+	return mux
+}
+
+// pprofHandler serves Go's runtime profiles at /debug/pprof/ (heap, CPU,
+// goroutines), for finding what a cluster's load costs (#10). It gets a
+// listener of its own, off by default: the profiles show the process's
+// internals, and a CPU profile costs CPU while it runs, so opening /metrics
+// to a scraper must not open them too.
+func pprofHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	return mux
 }
 

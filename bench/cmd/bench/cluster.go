@@ -4,8 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -46,6 +50,9 @@ type cluster struct {
 	dynamic    dynamic.Interface
 	dir        string
 	kubeconfig string
+	// apiServer and etcd are the pids of the control plane's processes,
+	// whose CPU time is the cost to the cluster (scenario 9).
+	apiServer, etcd int
 }
 
 // newCluster starts a control plane; close stops it.
@@ -75,7 +82,56 @@ func newCluster(dir string) (*cluster, error) {
 		_ = cp.Stop()
 		return nil, err
 	}
+	if c.apiServer, c.etcd, err = controlPlanePIDs(cp.Config.Host); err != nil {
+		_ = cp.Stop()
+		return nil, err
+	}
 	return c, nil
+}
+
+// controlPlanePIDs finds the kube-apiserver serving host among the machine's
+// processes by its --secure-port (envtest does not tell its pid), and the
+// etcd behind it by the URL the API server was given.
+func controlPlanePIDs(host string) (apiServer, etcd int, err error) {
+	u, err := url.Parse(host)
+	if err != nil {
+		return 0, 0, err
+	}
+	apiServer, args, err := findProcess("kube-apiserver", "--secure-port="+u.Port())
+	if err != nil {
+		return 0, 0, err
+	}
+	for _, a := range args {
+		if v, ok := strings.CutPrefix(a, "--etcd-servers="); ok {
+			etcd, _, err = findProcess("etcd", "--listen-client-urls="+v)
+			return apiServer, etcd, err
+		}
+	}
+	return 0, 0, fmt.Errorf("kube-apiserver (pid %d) has no --etcd-servers", apiServer)
+}
+
+// findProcess returns the pid and arguments of the process running the
+// program name with the argument arg.
+func findProcess(name, arg string) (int, []string, error) {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0, nil, err
+	}
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		raw, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil || len(raw) == 0 {
+			continue
+		}
+		args := strings.Split(strings.TrimSuffix(string(raw), "\x00"), "\x00")
+		if filepath.Base(args[0]) == name && slices.Contains(args[1:], arg) {
+			return pid, args, nil
+		}
+	}
+	return 0, nil, fmt.Errorf("no %s process with %s", name, arg)
 }
 
 func (c *cluster) close() {
@@ -115,13 +171,48 @@ func parallel(ctx context.Context, n, workers int, fn func(ctx context.Context, 
 
 func namespaceName(prefix string, i int) string { return fmt.Sprintf("%s-%05d", prefix, i) }
 
-// createNamespaces creates n Namespaces labelled color=red.
-func (c *cluster) createNamespaces(ctx context.Context, prefix string, n, workers int) (time.Duration, error) {
-	return parallel(ctx, n, workers, func(ctx context.Context, i int) error {
-		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespaceName(prefix, i), Labels: map[string]string{"color": "red"}}}
-		_, err := c.kube.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{})
+// createNamespace creates one Namespace labelled color=red.
+func (c *cluster) createNamespace(ctx context.Context, name string) error {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"color": "red"}}}
+	_, err := c.kube.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{})
+	return err
+}
+
+// createNamespaces creates n Namespaces from workers goroutines and returns
+// how long all took and how long each Create call took, by index.
+func (c *cluster) createNamespaces(ctx context.Context, prefix string, n, workers int) (time.Duration, []time.Duration, error) {
+	calls := make([]time.Duration, n)
+	d, err := parallel(ctx, n, workers, func(ctx context.Context, i int) error {
+		start := time.Now()
+		err := c.createNamespace(ctx, namespaceName(prefix, i))
+		calls[i] = time.Since(start)
 		return err
 	})
+	return d, calls, err
+}
+
+// createNamespacesAt creates Namespaces at perSecond for d, each in a
+// goroutine of its own so that a slow response never delays the next, and
+// returns when each Create call returned, by index.
+func (c *cluster) createNamespacesAt(ctx context.Context, prefix string, perSecond float64, d time.Duration) ([]time.Time, error) {
+	n := int(perSecond * d.Seconds())
+	interval := time.Duration(float64(time.Second) / perSecond)
+	returned := make([]time.Time, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	start := time.Now()
+	for i := range n {
+		time.Sleep(time.Until(start.Add(time.Duration(i) * interval)))
+		if ctx.Err() != nil {
+			break
+		}
+		wg.Go(func() {
+			errs[i] = c.createNamespace(ctx, namespaceName(prefix, i))
+			returned[i] = time.Now()
+		})
+	}
+	wg.Wait()
+	return returned, errors.Join(append(errs, ctx.Err())...)
 }
 
 // rawCreate creates one ConfigMap in each of n Namespaces with a plain create.
@@ -146,26 +237,35 @@ func (c *cluster) rawApply(ctx context.Context, prefix string, n, workers int) (
 // createPolicy creates the benchmark policy: fixtures/zk-kafka-address with
 // generateExisting on.
 func (c *cluster) createPolicy(ctx context.Context) error {
-	raw, err := os.ReadFile(filepath.Join("fixtures", "zk-kafka-address", "policy.yaml"))
+	obj, err := benchmarkPolicy()
 	if err != nil {
-		return err
-	}
-	obj := &unstructured.Unstructured{}
-	if err := yaml.Unmarshal(raw, &obj.Object); err != nil {
-		return fmt.Errorf("fixtures/zk-kafka-address/policy.yaml: %w", err)
-	}
-	if err := unstructured.SetNestedField(obj.Object, true, "spec", "evaluation", "generateExisting", "enabled"); err != nil {
 		return err
 	}
 	_, err = c.dynamic.Resource(policies).Create(ctx, obj, metav1.CreateOptions{})
 	return err
 }
 
-// counter watches the generated ConfigMaps and tells when the last of
-// the expected count was seen.
+// benchmarkPolicy reads fixtures/zk-kafka-address and turns generateExisting on.
+func benchmarkPolicy() (*unstructured.Unstructured, error) {
+	raw, err := os.ReadFile(filepath.Join("fixtures", "zk-kafka-address", "policy.yaml"))
+	if err != nil {
+		return nil, err
+	}
+	obj := &unstructured.Unstructured{}
+	if err := yaml.Unmarshal(raw, &obj.Object); err != nil {
+		return nil, fmt.Errorf("fixtures/zk-kafka-address/policy.yaml: %w", err)
+	}
+	if err := unstructured.SetNestedField(obj.Object, true, "spec", "evaluation", "generateExisting", "enabled"); err != nil {
+		return nil, err
+	}
+	return obj, nil
+}
+
+// counter watches ConfigMaps and tells when the last of the expected count
+// was seen.
 type counter struct {
 	mu     sync.Mutex
-	seen   map[string]bool
+	seen   map[string]time.Time
 	target int
 	first  time.Time
 	last   time.Time
@@ -173,17 +273,24 @@ type counter struct {
 	stop   context.CancelFunc
 }
 
-// watchGenerated starts counting the generated ConfigMaps, one per Namespace.
+// watchGenerated starts counting the ConfigMaps of the benchmark policy,
+// one per Namespace.
 func (c *cluster) watchGenerated(ctx context.Context, target int) (*counter, error) {
+	return c.watchConfigMaps(ctx, target, metav1.ListOptions{FieldSelector: "metadata.name=" + generatedName})
+}
+
+// watchConfigMaps starts counting the ConfigMaps that opts select, by
+// namespace/name.
+func (c *cluster) watchConfigMaps(ctx context.Context, target int, opts metav1.ListOptions) (*counter, error) {
 	ctx, stop := context.WithCancel(ctx)
-	k := &counter{seen: map[string]bool{}, target: target, done: make(chan struct{}), stop: stop}
+	k := &counter{seen: map[string]time.Time{}, target: target, done: make(chan struct{}), stop: stop}
 	f := informers.NewSharedInformerFactoryWithOptions(c.kube, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
-		o.FieldSelector = "metadata.name=" + generatedName
+		o.FieldSelector, o.LabelSelector = opts.FieldSelector, opts.LabelSelector
 	}))
 	inf := f.Core().V1().ConfigMaps().Informer()
 	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: func(obj any) {
 		if cm, ok := obj.(*corev1.ConfigMap); ok {
-			k.add(cm.Namespace)
+			k.add(cm.Namespace + "/" + cm.Name)
 		}
 	}})
 	f.Start(ctx.Done())
@@ -194,14 +301,15 @@ func (c *cluster) watchGenerated(ctx context.Context, target int) (*counter, err
 	return k, nil
 }
 
-func (k *counter) add(ns string) {
+func (k *counter) add(key string) {
+	now := time.Now()
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	if k.seen[ns] {
+	if _, ok := k.seen[key]; ok {
 		return
 	}
-	k.seen[ns] = true
-	k.last = time.Now()
+	k.seen[key] = now
+	k.last = now
 	if k.first.IsZero() {
 		k.first = k.last
 	}
@@ -221,4 +329,19 @@ func (k *counter) wait(timeout time.Duration) (int, time.Time, time.Time) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	return len(k.seen), k.first, k.last
+}
+
+// count is how many ConfigMaps were seen so far.
+func (k *counter) count() int {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return len(k.seen)
+}
+
+// seenAt tells when the ConfigMap namespace/name was first seen.
+func (k *counter) seenAt(namespace, name string) (time.Time, bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	t, ok := k.seen[namespace+"/"+name]
+	return t, ok
 }

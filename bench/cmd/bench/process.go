@@ -35,16 +35,18 @@ type process struct {
 	started time.Time
 	metrics string
 	probes  string
+	pprof   string
 }
 
 // startSprout runs `sprout run` with its servers on free loopback ports.
 func startSprout(bin, kubeconfig, logPath string, args ...string) (*process, error) {
-	metrics, probes, err := freeAddress()
+	addrs, err := freeAddresses(3)
 	if err != nil {
 		return nil, err
 	}
-	p := &process{metrics: metrics, probes: probes}
-	args = append([]string{"run", "--kubeconfig", kubeconfig, "--metrics-bind-address", metrics, "--health-probe-bind-address", probes}, args...)
+	p := &process{metrics: addrs[0], probes: addrs[1], pprof: addrs[2]}
+	args = append([]string{"run", "--kubeconfig", kubeconfig, "--metrics-bind-address", p.metrics,
+		"--health-probe-bind-address", p.probes, "--pprof-bind-address", p.pprof}, args...)
 	return p, p.start(bin, logPath, args...)
 }
 
@@ -83,8 +85,15 @@ func (p *process) stop() {
 }
 
 // cpuSeconds is the user and system CPU time the process used so far.
-func (p *process) cpuSeconds() float64 {
-	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.cmd.Process.Pid))
+func (p *process) cpuSeconds() float64 { return cpuSeconds(p.cmd.Process.Pid) }
+
+// peakRSSMiB is the process's peak resident set size (VmHWM).
+func (p *process) peakRSSMiB() float64 { return peakRSSMiB(p.cmd.Process.Pid) }
+
+// cpuSeconds is the user and system CPU time process pid used so far, or
+// -1 if it cannot be read.
+func cpuSeconds(pid int) float64 {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
 		return -1
 	}
@@ -99,9 +108,10 @@ func (p *process) cpuSeconds() float64 {
 	return (utime + stime) / clockTicks
 }
 
-// peakRSSMiB is the process's peak resident set size (VmHWM).
-func (p *process) peakRSSMiB() float64 {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
+// peakRSSMiB is the peak resident set size (VmHWM) of process pid, or -1
+// if it cannot be read.
+func peakRSSMiB(pid int) float64 {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return -1
 	}
@@ -162,18 +172,18 @@ func pollUntil(timeout time.Duration, cond func() bool) bool {
 	return cond()
 }
 
-// freeAddress returns two free loopback addresses.
-func freeAddress() (string, string, error) {
+// freeAddresses returns n free loopback addresses.
+func freeAddresses(n int) ([]string, error) {
 	var addrs []string
-	for range 2 {
+	for range n {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
-			return "", "", err
+			return nil, err
 		}
 		defer ln.Close()
 		addrs = append(addrs, ln.Addr().String())
 	}
-	return addrs[0], addrs[1], nil
+	return addrs, nil
 }
 
 // proxy stands between a controller and the API server and counts write

@@ -3,151 +3,111 @@ package main
 import (
 	"fmt"
 	"io"
-	"os"
-	"runtime"
 	"strings"
 	"text/tabwriter"
-	"time"
 )
 
-// result is what latest.json holds.
-type result struct {
-	Machine machineInfo `json:"machine"`
-	Params  params      `json:"params"`
-	Started time.Time   `json:"started"`
-	Seconds float64     `json:"seconds"`
-	Cold    cold        `json:"coldGeneration"`
-	Restart restart     `json:"noopRestart"`
-	Burst   burst       `json:"burst"`
-	Targets []target    `json:"targets"`
-}
-
-type machineInfo struct {
-	Cores     int    `json:"cores"`
-	CPU       string `json:"cpu"`
-	GoVersion string `json:"goVersion"`
-	OS        string `json:"os"`
-	// LoadAverage is /proc/loadavg at the start: other work on the machine
-	// skews absolute figures, not the ratios measured in the same run.
-	LoadAverage string `json:"loadAverage"`
-}
-
-// rate is a count of objects over a duration.
-type rate struct {
-	Objects   int     `json:"objects"`
-	Seconds   float64 `json:"seconds"`
-	PerSecond float64 `json:"perSecond"`
-}
-
-func rateOf(n int, d time.Duration) rate {
-	r := rate{Objects: n, Seconds: d.Seconds()}
-	if d > 0 {
-		r.PerSecond = float64(n) / d.Seconds()
-	}
-	return r
-}
-
-// ratios compare a throughput with the yardsticks (a), (b) and (c).
-type ratios struct {
-	RawCreate float64 `json:"vsRawCreate"`
-	RawApply  float64 `json:"vsRawApply"`
-	Baseline  float64 `json:"vsBaseline,omitempty"`
-}
-
-// controllerRun is one controller process generating ConfigMaps.
-type controllerRun struct {
-	rate
-	Expected int `json:"expected"`
-	// FirstSeconds is when the first object was seen: the start-up cost.
-	FirstSeconds float64 `json:"firstSeconds"`
-	// SteadyPerSecond is the rate from the first object to the last.
-	SteadyPerSecond float64 `json:"steadyPerSecond"`
-	CPUSeconds      float64 `json:"cpuSeconds"`
-	PeakRSSMiB      float64 `json:"peakRSSMiB"`
-	Ratios          ratios  `json:"ratios"`
-}
-
-type cold struct {
-	Namespaces      int           `json:"namespaces"`
-	NamespaceCreate rate          `json:"namespaceCreate"`
-	RawCreate       rate          `json:"rawCreate"`
-	RawApply        rate          `json:"rawApply"`
-	Baseline        controllerRun `json:"baseline"`
-	Sprout          controllerRun `json:"sprout"`
-}
-
-type restart struct {
-	Objects    int      `json:"objects"`
-	Unchanged  int      `json:"unchanged"`
-	Writes     int64    `json:"writes"`
-	WritesSeen []string `json:"writesSeen,omitempty"`
-	Seconds    float64  `json:"seconds"`
-	CPUSeconds float64  `json:"cpuSeconds"`
-	PeakRSSMiB float64  `json:"peakRSSMiB"`
-}
-
-type burst struct {
-	Namespaces    int           `json:"namespaces"`
-	CreateSeconds float64       `json:"createSeconds"`
-	Baseline      controllerRun `json:"baseline"`
-	Sprout        controllerRun `json:"sprout"`
-}
-
-// target is one of issue #10's goals and whether this run met it.
-type target struct {
-	Figure string `json:"figure"`
-	Want   string `json:"want"`
-	Got    string `json:"got"`
-	Met    bool   `json:"met"`
-}
-
-func machine() machineInfo {
-	m := machineInfo{Cores: runtime.NumCPU(), GoVersion: runtime.Version(), OS: runtime.GOOS + "/" + runtime.GOARCH}
-	if raw, err := os.ReadFile("/proc/cpuinfo"); err == nil {
-		for line := range strings.SplitSeq(string(raw), "\n") {
-			if v, ok := strings.CutPrefix(line, "model name"); ok {
-				m.CPU = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(v), ":"))
-				break
-			}
-		}
-	}
-	if raw, err := os.ReadFile("/proc/loadavg"); err == nil {
-		m.LoadAverage = strings.Join(strings.Fields(string(raw))[:3], " ")
-	}
-	return m
-}
-
-func ratio(x, of float64) float64 {
-	if of == 0 {
-		return 0
-	}
-	return x / of
-}
-
-// judge fills in the ratios and the targets.
+// judge fills in the ratios and the targets of the parts that ran.
 func (r *result) judge() {
 	a, b := r.Cold.RawCreate.PerSecond, r.Cold.RawApply.PerSecond
-	c := &r.Cold
-	c.Baseline.Ratios = ratios{RawCreate: ratio(c.Baseline.PerSecond, a), RawApply: ratio(c.Baseline.PerSecond, b)}
-	c.Sprout.Ratios = ratios{RawCreate: ratio(c.Sprout.PerSecond, a), RawApply: ratio(c.Sprout.PerSecond, b), Baseline: ratio(c.Sprout.PerSecond, c.Baseline.PerSecond)}
-	u := &r.Burst
-	u.Baseline.Ratios = ratios{RawCreate: ratio(u.Baseline.PerSecond, a), RawApply: ratio(u.Baseline.PerSecond, b)}
-	u.Sprout.Ratios = ratios{RawCreate: ratio(u.Sprout.PerSecond, a), RawApply: ratio(u.Sprout.PerSecond, b), Baseline: ratio(u.Sprout.PerSecond, u.Baseline.PerSecond)}
-	generated := 100 * float64(u.Sprout.Objects) / float64(max(u.Namespaces, 1))
-	r.Targets = []target{
-		{"1 cold generation vs raw SSA (b)", "≥ 0.95×", fmt.Sprintf("%.2f×", c.Sprout.Ratios.RawApply), c.Sprout.Ratios.RawApply >= 0.95},
-		{"1 cold generation vs baseline (c)", "≥ 0.90×", fmt.Sprintf("%.2f×", c.Sprout.Ratios.Baseline), c.Sprout.Ratios.Baseline >= 0.9},
-		{"1 sprout peak RSS", "< 120 MiB", fmt.Sprintf("%.0f MiB", c.Sprout.PeakRSSMiB), c.Sprout.PeakRSSMiB > 0 && c.Sprout.PeakRSSMiB < 120},
-		{"3 no-op restart writes", "0", fmt.Sprint(r.Restart.Writes), r.Restart.Writes == 0 && r.Restart.Unchanged == r.Restart.Objects},
-		{"8 burst generated", "100 %", fmt.Sprintf("%.1f %%", generated), u.Sprout.Objects == u.Namespaces},
+	vs := func(run *controllerRun, baseline *controllerRun) {
+		run.Ratios = ratios{RawCreate: ratio(run.PerSecond, a), RawApply: ratio(run.PerSecond, b)}
+		if baseline != nil {
+			run.Ratios.Baseline = ratio(run.PerSecond, baseline.PerSecond)
+		}
+	}
+	c, u := &r.Cold, &r.Burst
+	vs(&c.Baseline, nil)
+	vs(&c.Sprout, &c.Baseline)
+	vs(&u.Baseline.controllerRun, nil)
+	vs(&u.Sprout.controllerRun, &u.Baseline.controllerRun)
+	vs(&r.Growth, nil)
+	vs(&r.Policies.Sprout, nil)
+
+	r.Targets = nil
+	add := func(figure, want, got string, met bool) {
+		r.Targets = append(r.Targets, target{figure, want, got, met})
+	}
+	if r.ran("cold") {
+		add("1 cold generation vs raw SSA (b)", "≥ 0.95×", fmt.Sprintf("%.2f×", c.Sprout.Ratios.RawApply), c.Sprout.Ratios.RawApply >= 0.95)
+		add("1 cold generation vs baseline (c)", "≥ 0.90×", fmt.Sprintf("%.2f×", c.Sprout.Ratios.Baseline), c.Sprout.Ratios.Baseline >= 0.9)
+	}
+	if r.ran("steady") {
+		s, p := r.Steady.Sprout, r.Params
+		scope := fmt.Sprintf("%.0f/s for %.0f s", p.SteadyRate, p.SteadySeconds)
+		if p.SteadyRate != 50 || p.SteadySeconds != 60 {
+			scope += "; #10: 50/s for 60 s"
+		}
+		got := func(ms float64) string {
+			if s.Seen < s.Triggers {
+				return fmt.Sprintf("%.1f ms of %d/%d seen", ms, s.Seen, s.Triggers)
+			}
+			return fmt.Sprintf("%.1f ms", ms)
+		}
+		all := s.Triggers > 0 && s.Seen == s.Triggers
+		add("2 steady latency p50 ("+scope+")", "< 20 ms", got(s.Latency.P50Ms), all && s.Latency.P50Ms < 20)
+		add("2 steady latency p99 ("+scope+")", "< 100 ms", got(s.Latency.P99Ms), all && s.Latency.P99Ms < 100)
+	}
+	if r.ran("cold") {
+		add("3 no-op restart writes", "0", fmt.Sprint(r.Restart.Writes), r.Restart.Writes == 0 && r.Restart.Unchanged == r.Restart.Objects)
+		add("6 sprout peak RSS, scenario 1", "< 120 MiB", fmt.Sprintf("%.0f MiB", c.Sprout.PeakRSSMiB), c.Sprout.PeakRSSMiB > 0 && c.Sprout.PeakRSSMiB < 120)
+	}
+	if r.ran("policies") {
+		m := r.Policies.Sprout.PeakRSSMiB
+		add(fmt.Sprintf("6 sprout peak RSS, scenario 5 (%d×%d)", r.Policies.Policies, r.Policies.Namespaces), "< 300 MiB", fmt.Sprintf("%.0f MiB", m), m > 0 && m < 300)
+	}
+	if r.ran("cold") && r.ran("growth") {
+		small, large := r.Growth.cpuMsPerObject(), c.Sprout.cpuMsPerObject()
+		g := ratio(large, small)
+		add(fmt.Sprintf("7 CPU per object at %d vs at %d", c.Namespaces, r.Growth.Objects), "≤ 1.3×",
+			fmt.Sprintf("%.2f× (%.2f vs %.2f ms)", g, large, small), small > 0 && g <= 1.3)
+	}
+	if r.ran("burst") {
+		generated := 100 * float64(u.Sprout.Objects) / float64(max(u.Namespaces, 1))
+		add("8 burst generated", "100 %", fmt.Sprintf("%.1f %%", generated), u.Sprout.Objects == u.Namespaces)
+		p99 := ratio(u.Sprout.Create.P99Ms, u.Baseline.Create.P99Ms)
+		add("9 trigger Create p99, sprout vs baseline", "≤ 1.2×",
+			fmt.Sprintf("%.2f× (%.1f vs %.1f ms)", p99, u.Sprout.Create.P99Ms, u.Baseline.Create.P99Ms), p99 > 0 && p99 <= 1.2)
+		cpu := ratio(u.Sprout.apiServerMsPerObject(), u.Baseline.apiServerMsPerObject())
+		add("9 kube-apiserver CPU per object, sprout vs baseline", "≤ 1.2×",
+			fmt.Sprintf("%.2f× (%.2f vs %.2f ms)", cpu, u.Sprout.apiServerMsPerObject(), u.Baseline.apiServerMsPerObject()), cpu > 0 && cpu <= 1.2)
 	}
 }
 
-// print writes the human table.
+// print writes the human tables: throughput, baseline against sprout,
+// profiles, targets and the time each part took.
 func (r *result) print(w io.Writer) {
 	p := r.Params
 	fmt.Fprintf(w, "Sprout benchmarks: %d Namespaces (burst %d), %d goroutines/workers, controllers at %.0f QPS; %d cores (%s), %s, load %s\n\n",
 		p.Namespaces, p.BurstSize, p.Parallel, p.ControllerQPS, r.Machine.Cores, r.Machine.CPU, r.Machine.GoVersion, r.Machine.LoadAverage)
+	r.printThroughput(w)
+	fmt.Fprintln(w)
+	r.printComparison(w)
+	r.printProfiles(w)
+	fmt.Fprintln(w)
+	t := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(t, "target\twant\tgot\t")
+	for _, g := range r.Targets {
+		met := "met"
+		if !g.Met {
+			met = "MISSED"
+		}
+		fmt.Fprintf(t, "%s\t%s\t%s\t%s\n", g.Figure, g.Want, g.Got, met)
+	}
+	_ = t.Flush()
+	if s := r.Restart.WritesSeen; len(s) > 0 {
+		fmt.Fprintf(w, "\nrestart writes (first %d): %s\n", len(s), strings.Join(s, ", "))
+	}
+	var took []string
+	for _, s := range r.Scenarios {
+		took = append(took, fmt.Sprintf("%s (%s) %.0f s", s.Name, s.Scenarios, s.Seconds))
+	}
+	fmt.Fprintf(w, "\ntook %.0f s: %s\n", r.Seconds, strings.Join(took, ", "))
+}
+
+// printThroughput is the table of objects generated per second, as ratios
+// to (a), (b) and (c).
+func (r *result) printThroughput(w io.Writer) {
 	t := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(t, "scenario\tfigure\tobjects\tseconds\tobjects/s\tvs (a)\tvs (b)\tvs (c)\tCPU s\tpeak RSS\t1st at s\tsteady/s")
 	row := func(s, fig string, x rate, rs *ratios, cpu, rss float64, run ...controllerRun) {
@@ -172,33 +132,113 @@ func (r *result) print(w io.Writer) {
 		}
 		fmt.Fprintln(t, strings.Join(cols, "\t"))
 	}
-	c := r.Cold
-	row("1 cold", "Namespaces created", c.NamespaceCreate, nil, 0, 0)
-	row("1 cold", "(a) raw create", c.RawCreate, &ratios{RawCreate: 1, RawApply: ratio(c.RawCreate.PerSecond, c.RawApply.PerSecond)}, 0, 0)
-	row("1 cold", "(b) raw SSA", c.RawApply, &ratios{RawCreate: ratio(c.RawApply.PerSecond, c.RawCreate.PerSecond), RawApply: 1}, 0, 0)
-	row("1 cold", "(c) baseline", c.Baseline.rate, &c.Baseline.Ratios, c.Baseline.CPUSeconds, c.Baseline.PeakRSSMiB, c.Baseline)
-	row("1 cold", "sprout", c.Sprout.rate, &c.Sprout.Ratios, c.Sprout.CPUSeconds, c.Sprout.PeakRSSMiB, c.Sprout)
-	s := r.Restart
-	row("3 restart", fmt.Sprintf("sprout, %d writes", s.Writes), rate{Objects: s.Objects, Seconds: s.Seconds}, nil, s.CPUSeconds, s.PeakRSSMiB)
-	u := r.Burst
-	row("8 burst", "(c) baseline", u.Baseline.rate, &u.Baseline.Ratios, u.Baseline.CPUSeconds, u.Baseline.PeakRSSMiB, u.Baseline)
-	row("8 burst", "sprout", u.Sprout.rate, &u.Sprout.Ratios, u.Sprout.CPUSeconds, u.Sprout.PeakRSSMiB, u.Sprout)
-	_ = t.Flush()
-	fmt.Fprintln(w, "\nseconds: (a), (b) until the last write returned; controllers from process start (1) or the first")
-	fmt.Fprintln(w, "Namespace create (8) until the last ConfigMap was seen; restart until a sync accounted for every object;")
-	fmt.Fprintln(w, "1st at: when the first ConfigMap was seen (start-up); steady/s: the rate from the first ConfigMap to the last.")
-	fmt.Fprintln(w)
-	t = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(t, "target\twant\tgot\t")
-	for _, g := range r.Targets {
-		met := "met"
-		if !g.Met {
-			met = "MISSED"
-		}
-		fmt.Fprintf(t, "%s\t%s\t%s\t%s\n", g.Figure, g.Want, g.Got, met)
+	run := func(s, fig string, c controllerRun) {
+		row(s, fig, c.rate, &c.Ratios, c.CPUSeconds, c.PeakRSSMiB, c)
+	}
+	if r.ran("cold") {
+		c := r.Cold
+		row("1 cold", "Namespaces created", c.NamespaceCreate, nil, 0, 0)
+		row("1 cold", "(a) raw create", c.RawCreate, &ratios{RawCreate: 1, RawApply: ratio(c.RawCreate.PerSecond, c.RawApply.PerSecond)}, 0, 0)
+		row("1 cold", "(b) raw SSA", c.RawApply, &ratios{RawCreate: ratio(c.RawApply.PerSecond, c.RawCreate.PerSecond), RawApply: 1}, 0, 0)
+		run("1 cold", "(c) baseline", c.Baseline)
+		run("1 cold", "sprout", c.Sprout)
+		s := r.Restart
+		row("3 restart", fmt.Sprintf("sprout, %d writes", s.Writes), rate{Objects: s.Objects, Seconds: s.Seconds}, nil, s.CPUSeconds, s.PeakRSSMiB)
+	}
+	if r.ran("policies") {
+		run("5 policies", fmt.Sprintf("sprout, %d policies", r.Policies.Policies), r.Policies.Sprout)
+	}
+	if r.ran("growth") {
+		run("7 growth", "sprout", r.Growth)
+	}
+	if r.ran("burst") {
+		run("8 burst", "(c) baseline", r.Burst.Baseline.controllerRun)
+		run("8 burst", "sprout", r.Burst.Sprout.controllerRun)
 	}
 	_ = t.Flush()
-	if len(s.WritesSeen) > 0 {
-		fmt.Fprintf(w, "\nrestart writes (first %d): %s\n", len(s.WritesSeen), strings.Join(s.WritesSeen, ", "))
+	fmt.Fprintln(w, "\nseconds: (a), (b) until the last write returned; controllers from process start (1, 5, 7) or the first")
+	fmt.Fprintln(w, "Namespace create (8) until the last ConfigMap was seen; restart until a sync accounted for every object;")
+	fmt.Fprintln(w, "1st at: when the first ConfigMap was seen (start-up); steady/s: the rate from the first ConfigMap to the last;")
+	fmt.Fprintln(w, "CPU s: the controller's CPU time when the last ConfigMap was seen (1's sprout run carries a CPU profile).")
+}
+
+// printComparison is the table of the figures measured for the baseline
+// and sprout alike, other than throughput.
+func (r *result) printComparison(w io.Writer) {
+	t := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(t, "scenario\tfigure\t(c) baseline\tsprout\tsprout/(c)")
+	row := func(s, fig, unit string, base, sprout float64) {
+		fmt.Fprintf(t, "%s\t%s\t%.2f %s\t%.2f %s\t%.2f\n", s, fig, base, unit, sprout, unit, ratio(sprout, base))
+	}
+	if r.ran("steady") {
+		b, s := r.Steady.Baseline, r.Steady.Sprout
+		fig := fmt.Sprintf("%.0f Namespaces/s for %.0f s", r.Params.SteadyRate, r.Params.SteadySeconds)
+		fmt.Fprintf(t, "2 steady\t%s: ConfigMaps seen\t%d/%d\t%d/%d\t\n", fig, b.Seen, b.Triggers, s.Seen, s.Triggers)
+		row("2 steady", "created → seen p50", "ms", b.Latency.P50Ms, s.Latency.P50Ms)
+		row("2 steady", "created → seen p99", "ms", b.Latency.P99Ms, s.Latency.P99Ms)
+		row("2 steady", "created → seen max", "ms", b.Latency.MaxMs, s.Latency.MaxMs)
+		row("2 steady", "controller CPU", "s", b.CPUSeconds, s.CPUSeconds)
+	}
+	if r.ran("cold") {
+		d := r.Drift
+		for _, ph := range []struct {
+			name, after string
+			base, spr   repair
+		}{{"modified", "all reverted", d.Baseline.Modified, d.Sprout.Modified}, {"deleted", "all back", d.Baseline.Deleted, d.Sprout.Deleted}} {
+			fig := fmt.Sprintf("%d %s at once → %s", d.Objects, ph.name, ph.after)
+			if ph.base.Objects < d.Objects || ph.spr.Objects < d.Objects {
+				fig += fmt.Sprintf(" (put back: %d, %d)", ph.base.Objects, ph.spr.Objects)
+			}
+			row("4 drift", fig, "s", ph.base.Seconds, ph.spr.Seconds)
+		}
+		fmt.Fprintf(t, "4 drift\tsprout's writes (modified, deleted)\t\t%d, %d\t\n", d.Sprout.Modified.Writes, d.Sprout.Deleted.Writes)
+	}
+	if r.ran("burst") {
+		b, s := r.Burst.Baseline, r.Burst.Sprout
+		fig := fmt.Sprintf("%d Namespaces as fast as possible: ", r.Burst.Namespaces)
+		row("9 cost", fig+"Create p50", "ms", b.Create.P50Ms, s.Create.P50Ms)
+		row("9 cost", fig+"Create p99", "ms", b.Create.P99Ms, s.Create.P99Ms)
+		row("9 cost", "kube-apiserver CPU per generated object", "ms", b.apiServerMsPerObject(), s.apiServerMsPerObject())
+		row("9 cost", "etcd CPU per generated object", "ms", b.etcdMsPerObject(), s.etcdMsPerObject())
+	}
+	_ = t.Flush()
+	if r.ran("burst") {
+		fmt.Fprintln(w, "\n9: control plane CPU from the first create until 2 s after the last ConfigMap; it includes the creates")
+		fmt.Fprintln(w, "and the watch that counts, the same in both runs.")
+	}
+}
+
+// printProfiles summarises scenario 6's profiles: where sprout's CPU and
+// memory go.
+func (r *result) printProfiles(w io.Writer) {
+	pr := r.Profiles
+	for _, p := range []struct {
+		what string
+		s    *profileSummary
+	}{
+		{fmt.Sprintf("6 CPU profile, %d s of scenario 1's generation", r.Params.CPUProfileSeconds), pr.ColdCPU},
+		{"6 heap in use at the end of scenario 1", pr.ColdHeap},
+		{"6 heap allocated during scenario 1", pr.ColdAllocs},
+		{"6 heap in use at the end of scenario 5", pr.PoliciesHeap},
+		{"6 heap allocated during scenario 5", pr.PoliciesAllocs},
+	} {
+		if p.s == nil {
+			continue
+		}
+		total := fmt.Sprintf("%.2f %s in all", p.s.Total, p.s.Unit)
+		if p.s.Sample == "cpu" {
+			total += fmt.Sprintf(", %.2f cores on average", p.s.Total/float64(r.Params.CPUProfileSeconds))
+		}
+		fmt.Fprintf(w, "\n%s: %s\n", p.what, total)
+		list := func(title string, es []topEntry) {
+			var parts []string
+			for _, e := range es[:min(6, len(es))] {
+				parts = append(parts, fmt.Sprintf("%s %.0f%%", e.Name, e.Percent))
+			}
+			fmt.Fprintf(w, "  %s: %s\n", title, strings.Join(parts, ", "))
+		}
+		list("packages (flat)", p.s.ByPackage)
+		list("functions (flat)", p.s.Flat)
+		list("sprout's functions (cum)", p.s.Sprout)
 	}
 }

@@ -3,23 +3,22 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
-	"strings"
 	"time"
 )
 
-// coldGeneration is scenario 1, with scenario 3 on the same cluster: N
+// coldGeneration is scenario 1, with 3, 4 and 6 on its clusters: N
 // Namespaces exist, then (a) and (b) write one ConfigMap into each, and the
 // baseline and sprout, each on a fresh control plane, generate one into
-// each. Sprout is then restarted with nothing to do (scenario 3).
+// each; sprout is profiled meanwhile (6). Sprout is then restarted with
+// nothing to do (3), and both controllers repair drift (4).
 func (b *bench) coldGeneration(ctx context.Context) error {
 	n := b.Namespaces
 	cold := &b.res.Cold
 	cold.Namespaces = n
 	raw := func(name string, write func(*cluster, context.Context, string, int, int) (time.Duration, error), into *rate) error {
 		return b.withCluster(name, func(c *cluster, _ string) error {
-			d, err := c.createNamespaces(ctx, "cold", n, b.Parallel)
+			d, _, err := c.createNamespaces(ctx, "cold", n, b.Parallel)
 			if err != nil {
 				return fmt.Errorf("create Namespaces: %w", err)
 			}
@@ -39,7 +38,7 @@ func (b *bench) coldGeneration(ctx context.Context) error {
 		return err
 	}
 	err := b.withCluster("cold-baseline", func(c *cluster, dir string) error {
-		if _, err := c.createNamespaces(ctx, "cold", n, b.Parallel); err != nil {
+		if _, _, err := c.createNamespaces(ctx, "cold", n, b.Parallel); err != nil {
 			return fmt.Errorf("create Namespaces: %w", err)
 		}
 		k, err := c.watchGenerated(ctx, n)
@@ -54,45 +53,82 @@ func (b *bench) coldGeneration(ctx context.Context) error {
 		count, first, last := k.wait(b.timeout)
 		cold.Baseline = newRun(count, n, p.started, first, last, p)
 		logf("cold: baseline: %d/%d ConfigMaps in %.2fs (%.0f/s)", count, n, cold.Baseline.Seconds, cold.Baseline.PerSecond)
-		return nil
+		return b.driftRepair(ctx, c, nil, &b.res.Drift.Baseline)
 	})
 	if err != nil {
 		return err
 	}
 	return b.withCluster("cold-sprout", func(c *cluster, dir string) error {
-		if _, err := c.createNamespaces(ctx, "cold", n, b.Parallel); err != nil {
-			return fmt.Errorf("create Namespaces: %w", err)
+		p, run, err := b.generateCold(ctx, c, dir, n, true)
+		if p != nil {
+			p.stop()
 		}
-		if err := c.createPolicy(ctx); err != nil {
-			return fmt.Errorf("create policy: %w", err)
-		}
-		k, err := c.watchGenerated(ctx, n)
 		if err != nil {
 			return err
 		}
-		log := filepath.Join(dir, "sprout.log")
-		p, err := startSprout(b.sprout, c.kubeconfig, log, b.sproutArgs()...)
-		if err != nil {
-			return err
-		}
-		count, first, last := k.wait(b.timeout)
-		cold.Sprout = newRun(count, n, p.started, first, last, p)
-		logf("cold: sprout: %d/%d ConfigMaps in %.2fs (%.0f/s)", count, n, cold.Sprout.Seconds, cold.Sprout.PerSecond)
-		// Let the sync that generated them finish (its record) before the
-		// restart, as a rolling update would.
-		pollUntil(b.timeout, func() bool { return p.metricSum(ctx, "sprout_objects_total{") >= float64(n) })
-		time.Sleep(2 * time.Second)
-		cold.Sprout.PeakRSSMiB = p.peakRSSMiB()
-		p.stop()
-		if count < n {
-			return fmt.Errorf("sprout generated %d of %d ConfigMaps within %s (log: %s)", count, n, b.timeout, log)
-		}
+		cold.Sprout = run
 		return b.noopRestart(ctx, c, dir)
 	})
 }
 
+// generateCold is the sprout half of scenarios 1 and 7: n Namespaces and
+// the policy exist, then sprout starts and generates a ConfigMap in each.
+// It returns the sprout process, still running, once that sync has recorded
+// everything. With profiles, a CPU profile is taken while sprout generates
+// and a heap profile at the end (scenario 6).
+func (b *bench) generateCold(ctx context.Context, c *cluster, dir string, n int, profiles bool) (*process, controllerRun, error) {
+	if _, _, err := c.createNamespaces(ctx, "cold", n, b.Parallel); err != nil {
+		return nil, controllerRun{}, fmt.Errorf("create Namespaces: %w", err)
+	}
+	if err := c.createPolicy(ctx); err != nil {
+		return nil, controllerRun{}, fmt.Errorf("create policy: %w", err)
+	}
+	k, err := c.watchGenerated(ctx, n)
+	if err != nil {
+		return nil, controllerRun{}, err
+	}
+	log := filepath.Join(dir, "sprout.log")
+	p, err := startSprout(b.sprout, c.kubeconfig, log, b.sproutArgs()...)
+	if err != nil {
+		return nil, controllerRun{}, err
+	}
+	cpuProfile := make(chan error, 1)
+	if profiles {
+		// The profile starts with the first ConfigMap, so that it shows
+		// generating, not the informers' start.
+		go func() {
+			pollUntil(b.timeout, func() bool { return k.count() > 0 })
+			s, err := p.cpuProfile(ctx, b.CPUProfileSeconds, filepath.Join(dir, "cpu.pprof"))
+			b.res.Profiles.ColdCPU = s
+			cpuProfile <- err
+		}()
+	}
+	count, first, last := k.wait(b.timeout)
+	run := newRun(count, n, p.started, first, last, p)
+	logf("cold: sprout: %d/%d ConfigMaps in %.2fs (%.0f/s), %.2f CPU s", count, n, run.Seconds, run.PerSecond, run.CPUSeconds)
+	if count < n {
+		return p, run, fmt.Errorf("sprout generated %d of %d ConfigMaps within %s (log: %s)", count, n, b.timeout, log)
+	}
+	// Let the sync that generated them finish (its record) before the
+	// profile and a restart, as a rolling update would.
+	pollUntil(b.timeout, func() bool { return p.metricSum(ctx, "sprout_objects_total{") >= float64(n) })
+	time.Sleep(2 * time.Second)
+	if !profiles {
+		run.PeakRSSMiB = p.peakRSSMiB()
+		return p, run, nil
+	}
+	if err := <-cpuProfile; err != nil {
+		return p, run, err
+	}
+	prof := &b.res.Profiles
+	prof.ColdHeap, prof.ColdAllocs, err = p.heapProfile(ctx, filepath.Join(dir, "heap.pprof"))
+	run.PeakRSSMiB = p.peakRSSMiB()
+	return p, run, err
+}
+
 // noopRestart is scenario 3: sprout starts again with every downstream in
-// place, through a proxy that counts its writes.
+// place, through a proxy that counts its writes. Drift repair (4) follows
+// on the same process.
 func (b *bench) noopRestart(ctx context.Context, c *cluster, dir string) error {
 	n := b.Namespaces
 	px, err := newProxy(c.cp.Config)
@@ -121,67 +157,20 @@ func (b *bench) noopRestart(ctx context.Context, c *cluster, dir string) error {
 	if !done {
 		return fmt.Errorf("sprout did not account for %d objects within %s after a restart", n, b.timeout)
 	}
-	return nil
+	return b.driftRepair(ctx, c, &px.writes, &b.res.Drift.Sprout)
 }
 
-// burst is scenario 8: the controller runs (for sprout, with the policy in
-// place) and M Namespaces are created as fast as the client can.
-func (b *bench) burst(ctx context.Context) error {
-	m := b.BurstSize
-	b.res.Burst.Namespaces = m
-	run := func(name string, start func(c *cluster, dir string) (*process, error), into *controllerRun) error {
-		return b.withCluster("burst-"+name, func(c *cluster, dir string) error {
-			p, err := start(c, dir)
-			if err != nil {
-				return err
-			}
-			defer p.stop()
-			k, err := c.watchGenerated(ctx, m)
-			if err != nil {
-				return err
-			}
-			begin := time.Now()
-			d, err := c.createNamespaces(ctx, "burst", m, b.Parallel)
-			if err != nil {
-				return fmt.Errorf("create Namespaces: %w", err)
-			}
-			b.res.Burst.CreateSeconds = d.Seconds()
-			count, first, last := k.wait(b.timeout)
-			*into = newRun(count, m, begin, first, last, p)
-			logf("burst: %s: %d/%d ConfigMaps, the last %.2fs after the first create (Namespaces created in %.2fs)", name, count, m, into.Seconds, d.Seconds())
-			return nil
-		})
-	}
-	err := run("baseline", func(c *cluster, dir string) (*process, error) {
-		log := filepath.Join(dir, "baseline.log")
-		p, err := startBaseline(b.baseline, c.kubeconfig, log, b.baselineArgs()...)
-		if err != nil {
-			return nil, err
-		}
-		if !pollUntil(time.Minute, func() bool { raw, _ := os.ReadFile(log); return strings.Contains(string(raw), "caches synced") }) {
+// growth is scenario 7: cold generation at GrowthBase Namespaces, whose
+// CPU per object the targets compare with scenario 1's at N.
+func (b *bench) growth(ctx context.Context) error {
+	return b.withCluster("growth", func(c *cluster, dir string) error {
+		p, run, err := b.generateCold(ctx, c, dir, b.GrowthBase, false)
+		if p != nil {
 			p.stop()
-			return nil, fmt.Errorf("baseline did not sync its caches (log: %s)", log)
 		}
-		return p, nil
-	}, &b.res.Burst.Baseline)
-	if err != nil {
+		b.res.Growth = run
 		return err
-	}
-	return run("sprout", func(c *cluster, dir string) (*process, error) {
-		if err := c.createPolicy(ctx); err != nil {
-			return nil, fmt.Errorf("create policy: %w", err)
-		}
-		log := filepath.Join(dir, "sprout.log")
-		p, err := startSprout(b.sprout, c.kubeconfig, log, b.sproutArgs()...)
-		if err != nil {
-			return nil, err
-		}
-		if !pollUntil(time.Minute, func() bool { return p.ready(ctx) }) {
-			p.stop()
-			return nil, fmt.Errorf("sprout not ready within a minute (log: %s)", log)
-		}
-		return p, nil
-	}, &b.res.Burst.Sprout)
+	})
 }
 
 // newRun measures a controller that generated count of expected objects,

@@ -1,0 +1,254 @@
+package main
+
+import (
+	"math"
+	"os"
+	"runtime"
+	"slices"
+	"strings"
+	"time"
+)
+
+// result is what latest.json holds. A scenario that did not run (-scenarios)
+// keeps its zero value and has no targets.
+type result struct {
+	Machine machineInfo `json:"machine"`
+	Params  params      `json:"params"`
+	Started time.Time   `json:"started"`
+	Seconds float64     `json:"seconds"`
+	// Scenarios are the parts that ran and how long each took, clusters
+	// included, for choosing sizes that fit the time at hand.
+	Scenarios []scenarioTime `json:"scenarios"`
+	Cold      cold           `json:"coldGeneration"`
+	Restart   restart        `json:"noopRestart"`
+	Drift     drift          `json:"driftRepair"`
+	// Growth is scenario 1's sprout run at GrowthBase Namespaces (7).
+	Growth   controllerRun `json:"growth"`
+	Steady   steady        `json:"steadyLatency"`
+	Policies manyPolicies  `json:"manyPolicies"`
+	Burst    burst         `json:"burst"`
+	Profiles profiles      `json:"profiles"`
+	Targets  []target      `json:"targets"`
+}
+
+// scenarioTime is how long one part of the benchmark took.
+type scenarioTime struct {
+	Name      string  `json:"name"`
+	Scenarios string  `json:"scenarios"`
+	Seconds   float64 `json:"seconds"`
+}
+
+type machineInfo struct {
+	Cores     int    `json:"cores"`
+	CPU       string `json:"cpu"`
+	GoVersion string `json:"goVersion"`
+	OS        string `json:"os"`
+	// LoadAverage is /proc/loadavg at the start: other work on the machine
+	// skews absolute figures, not the ratios measured in the same run.
+	LoadAverage string `json:"loadAverage"`
+}
+
+// rate is a count of objects over a duration.
+type rate struct {
+	Objects   int     `json:"objects"`
+	Seconds   float64 `json:"seconds"`
+	PerSecond float64 `json:"perSecond"`
+}
+
+func rateOf(n int, d time.Duration) rate {
+	r := rate{Objects: n, Seconds: d.Seconds()}
+	if d > 0 {
+		r.PerSecond = float64(n) / d.Seconds()
+	}
+	return r
+}
+
+// latency summarises durations, in milliseconds.
+type latency struct {
+	Count int     `json:"count"`
+	P50Ms float64 `json:"p50Ms"`
+	P99Ms float64 `json:"p99Ms"`
+	MaxMs float64 `json:"maxMs"`
+}
+
+// latencyOf takes the nearest-rank percentiles of ds.
+func latencyOf(ds []time.Duration) latency {
+	if len(ds) == 0 {
+		return latency{}
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	at := func(q float64) float64 {
+		i := max(int(math.Ceil(q*float64(len(s))))-1, 0)
+		return float64(s[i]) / float64(time.Millisecond)
+	}
+	return latency{Count: len(s), P50Ms: at(0.5), P99Ms: at(0.99), MaxMs: at(1)}
+}
+
+// ratios compare a throughput with the yardsticks (a), (b) and (c).
+type ratios struct {
+	RawCreate float64 `json:"vsRawCreate"`
+	RawApply  float64 `json:"vsRawApply"`
+	Baseline  float64 `json:"vsBaseline,omitempty"`
+}
+
+// controllerRun is one controller process generating ConfigMaps.
+type controllerRun struct {
+	rate
+	Expected int `json:"expected"`
+	// FirstSeconds is when the first object was seen: the start-up cost.
+	FirstSeconds float64 `json:"firstSeconds"`
+	// SteadyPerSecond is the rate from the first object to the last.
+	SteadyPerSecond float64 `json:"steadyPerSecond"`
+	// CPUSeconds is the process's CPU time when the last object was seen.
+	CPUSeconds float64 `json:"cpuSeconds"`
+	PeakRSSMiB float64 `json:"peakRSSMiB"`
+	Ratios     ratios  `json:"ratios"`
+}
+
+// cpuMsPerObject is the process's CPU time per object seen.
+func (r controllerRun) cpuMsPerObject() float64 {
+	return 1000 * ratio(r.CPUSeconds, float64(r.Objects))
+}
+
+type cold struct {
+	Namespaces      int           `json:"namespaces"`
+	NamespaceCreate rate          `json:"namespaceCreate"`
+	RawCreate       rate          `json:"rawCreate"`
+	RawApply        rate          `json:"rawApply"`
+	Baseline        controllerRun `json:"baseline"`
+	Sprout          controllerRun `json:"sprout"`
+}
+
+type restart struct {
+	Objects    int      `json:"objects"`
+	Unchanged  int      `json:"unchanged"`
+	Writes     int64    `json:"writes"`
+	WritesSeen []string `json:"writesSeen,omitempty"`
+	Seconds    float64  `json:"seconds"`
+	CPUSeconds float64  `json:"cpuSeconds"`
+	PeakRSSMiB float64  `json:"peakRSSMiB"`
+}
+
+// drift is scenario 4: how fast each controller puts back what was changed
+// behind its back.
+type drift struct {
+	Objects  int       `json:"objects"`
+	Baseline repairRun `json:"baseline"`
+	Sprout   repairRun `json:"sprout"`
+}
+
+type repairRun struct {
+	Modified repair `json:"modified"`
+	Deleted  repair `json:"deleted"`
+}
+
+// repair is how many objects were put back, and how long after the first
+// was broken the last was seen right.
+type repair struct {
+	rate
+	Expected int `json:"expected"`
+	// Writes are the controller's writes from the first break until 2 s
+	// after the last repair, counted at a proxy; -1 when not counted.
+	Writes int64 `json:"writes"`
+}
+
+// steady is scenario 2: triggers at a steady rate, the latency of each.
+type steady struct {
+	Baseline latencyRun `json:"baseline"`
+	Sprout   latencyRun `json:"sprout"`
+}
+
+type latencyRun struct {
+	Triggers int `json:"triggers"`
+	// Seen is how many of their ConfigMaps were seen; Latency counts only those.
+	Seen       int     `json:"seen"`
+	Latency    latency `json:"latency"`
+	CPUSeconds float64 `json:"cpuSeconds"`
+	PeakRSSMiB float64 `json:"peakRSSMiB"`
+}
+
+// manyPolicies is scenario 5.
+type manyPolicies struct {
+	Policies   int           `json:"policies"`
+	Namespaces int           `json:"namespaces"`
+	Sprout     controllerRun `json:"sprout"`
+}
+
+// burst is scenario 8, with the cost to the cluster (9) for each controller.
+type burst struct {
+	Namespaces int      `json:"namespaces"`
+	Baseline   burstRun `json:"baseline"`
+	Sprout     burstRun `json:"sprout"`
+}
+
+type burstRun struct {
+	controllerRun
+	// CreateSeconds is how long the client took to create the Namespaces.
+	CreateSeconds float64 `json:"createSeconds"`
+	// Create is the latency of the Namespaces' Create calls.
+	Create latency `json:"createLatency"`
+	// APIServerCPUSeconds and EtcdCPUSeconds are the control plane's CPU
+	// time from the first create until 2 s after the last ConfigMap: the
+	// creates, the watch that counts, and the controller's requests.
+	APIServerCPUSeconds float64 `json:"apiServerCPUSeconds"`
+	EtcdCPUSeconds      float64 `json:"etcdCPUSeconds"`
+}
+
+// apiServerMsPerObject is the API server's CPU time per generated object.
+func (r burstRun) apiServerMsPerObject() float64 {
+	return 1000 * ratio(r.APIServerCPUSeconds, float64(r.Objects))
+}
+
+func (r burstRun) etcdMsPerObject() float64 {
+	return 1000 * ratio(r.EtcdCPUSeconds, float64(r.Objects))
+}
+
+// profiles are scenario 6's profiles of sprout.
+type profiles struct {
+	// ColdCPU is a CPU profile taken while sprout generates in scenario 1.
+	ColdCPU *profileSummary `json:"coldCPU,omitempty"`
+	// ColdHeap and PoliciesHeap are what is in use at the end of scenarios
+	// 1 and 5, after a garbage collection; the Allocs are all that was
+	// allocated until then, the garbage that drives peak RSS and GC CPU.
+	ColdHeap       *profileSummary `json:"coldHeap,omitempty"`
+	ColdAllocs     *profileSummary `json:"coldAllocs,omitempty"`
+	PoliciesHeap   *profileSummary `json:"manyPoliciesHeap,omitempty"`
+	PoliciesAllocs *profileSummary `json:"manyPoliciesAllocs,omitempty"`
+}
+
+// target is one of issue #10's goals and whether this run met it.
+type target struct {
+	Figure string `json:"figure"`
+	Want   string `json:"want"`
+	Got    string `json:"got"`
+	Met    bool   `json:"met"`
+}
+
+func machine() machineInfo {
+	m := machineInfo{Cores: runtime.NumCPU(), GoVersion: runtime.Version(), OS: runtime.GOOS + "/" + runtime.GOARCH}
+	if raw, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for line := range strings.SplitSeq(string(raw), "\n") {
+			if v, ok := strings.CutPrefix(line, "model name"); ok {
+				m.CPU = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(v), ":"))
+				break
+			}
+		}
+	}
+	if raw, err := os.ReadFile("/proc/loadavg"); err == nil {
+		m.LoadAverage = strings.Join(strings.Fields(string(raw))[:3], " ")
+	}
+	return m
+}
+
+func ratio(x, of float64) float64 {
+	if of == 0 {
+		return 0
+	}
+	return x / of
+}
+
+// ran tells whether the part of the benchmark named name ran.
+func (r *result) ran(name string) bool {
+	return slices.ContainsFunc(r.Scenarios, func(s scenarioTime) bool { return s.Name == name })
+}

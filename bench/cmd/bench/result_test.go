@@ -1,0 +1,80 @@
+package main
+
+import (
+	"bytes"
+	"runtime"
+	"runtime/pprof"
+	"slices"
+	"testing"
+	"time"
+)
+
+func TestLatencyOf(t *testing.T) {
+	ms := func(ns ...int) []time.Duration {
+		var ds []time.Duration
+		for _, n := range ns {
+			ds = append(ds, time.Duration(n)*time.Millisecond)
+		}
+		return ds
+	}
+	hundred := make([]int, 100)
+	for i := range hundred {
+		hundred[i] = 100 - i
+	}
+	for _, tc := range []struct {
+		name string
+		in   []time.Duration
+		want latency
+	}{
+		{"none", nil, latency{}},
+		{"one", ms(7), latency{Count: 1, P50Ms: 7, P99Ms: 7, MaxMs: 7}},
+		{"unsorted", ms(30, 10, 20), latency{Count: 3, P50Ms: 20, P99Ms: 30, MaxMs: 30}},
+		{"nearest rank", ms(hundred...), latency{Count: 100, P50Ms: 50, P99Ms: 99, MaxMs: 100}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := latencyOf(tc.in); got != tc.want {
+				t.Errorf("latencyOf = %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestPackageOf(t *testing.T) {
+	for fn, want := range map[string]string{
+		"runtime.mallocgc": "runtime",
+		"k8s.io/apimachinery/pkg/runtime.(*Scheme).New":                      "k8s.io/apimachinery/pkg/runtime",
+		"github.com/sprout-gitops/sprout/inventory.(*Applier).each.func1":    "github.com/sprout-gitops/sprout/inventory",
+		"k8s.io/apimachinery/pkg/util/sets.Set[go.shape.string].Insert":      "k8s.io/apimachinery/pkg/util/sets",
+		"sigs.k8s.io/json/internal/golang/encoding/json.(*decodeState).skip": "sigs.k8s.io/json/internal/golang/encoding/json",
+	} {
+		if got := packageOf(fn); got != want {
+			t.Errorf("packageOf(%q) = %q, want %q", fn, got, want)
+		}
+	}
+}
+
+// sink keeps an allocation of the heap profile test alive.
+var sink []byte
+
+func TestSummariseHeapProfile(t *testing.T) {
+	// A heap profile shows what the last garbage collection saw.
+	sink = make([]byte, 4<<20)
+	runtime.GC()
+	var buf bytes.Buffer
+	if err := pprof.Lookup("heap").WriteTo(&buf, 0); err != nil {
+		t.Fatal(err)
+	}
+	s, err := summarise(buf.Bytes(), "alloc_space", "heap.pprof")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Unit != "MiB" || s.Total <= 0 || len(s.Flat) == 0 {
+		t.Fatalf("summary of the test's own heap: %+v", s)
+	}
+	if !slices.IsSortedFunc(s.Flat, func(a, b topEntry) int { return int(b.Value*1e6 - a.Value*1e6) }) {
+		t.Errorf("flat entries not heaviest first: %+v", s.Flat)
+	}
+	if _, err := summarise(buf.Bytes(), "cpu", "heap.pprof"); err == nil {
+		t.Error("a heap profile has no cpu samples, but summarise found some")
+	}
+}

@@ -1,0 +1,40 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// steadyLatency is scenario 2: while the controller runs, Namespaces are
+// created at SteadyRate per second for SteadySeconds, and each one's
+// latency runs from its Create call's response to the first sight of its
+// ConfigMap on a watch. A ConfigMap seen before the response counts as 0.
+func (b *bench) steadyLatency(ctx context.Context) error {
+	n := int(b.SteadyRate * b.SteadySeconds)
+	return b.withReadyControllers(ctx, "steady", func(name string, c *cluster, p *process) error {
+		k, err := c.watchGenerated(ctx, n)
+		if err != nil {
+			return err
+		}
+		returned, err := c.createNamespacesAt(ctx, "steady", b.SteadyRate, time.Duration(b.SteadySeconds*float64(time.Second)))
+		if err != nil {
+			return fmt.Errorf("create Namespaces: %w", err)
+		}
+		count, _, _ := k.wait(b.timeout)
+		var latencies []time.Duration
+		for i, t := range returned {
+			if seen, ok := k.seenAt(namespaceName("steady", i), generatedName); ok {
+				latencies = append(latencies, max(0, seen.Sub(t)))
+			}
+		}
+		r := latencyRun{Triggers: n, Seen: count, Latency: latencyOf(latencies), CPUSeconds: p.cpuSeconds(), PeakRSSMiB: p.peakRSSMiB()}
+		if name == "sprout" {
+			b.res.Steady.Sprout = r
+		} else {
+			b.res.Steady.Baseline = r
+		}
+		logf("steady: %s: %d/%d ConfigMaps, p50 %.1f ms, p99 %.1f ms, max %.1f ms", name, count, n, r.Latency.P50Ms, r.Latency.P99Ms, r.Latency.MaxMs)
+		return nil
+	})
+}
