@@ -110,6 +110,9 @@ type Controller struct {
 	accounts  accounts
 	discovery discovery.CachedDiscoveryInterface
 	mapper    meta.ResettableRESTMapper
+	// mappings keeps restMapping's answers, by kind, until the mapper is
+	// reset: a sync maps every object it writes.
+	mappings sync.Map
 	applier   *inventory.Applier
 	// writer applies and prunes: the applier, or its dry run.
 	writer writer
@@ -394,12 +397,24 @@ func (c *Controller) processNextWorkItem(ctx context.Context) bool {
 // restMapping maps a kind to its resource. A kind the cached discovery does
 // not know (a CRD installed since) resets the cache once and asks again.
 func (c *Controller) restMapping(gvk schema.GroupVersionKind) (*meta.RESTMapping, error) {
+	if m, ok := c.mappings.Load(gvk); ok {
+		return m.(*meta.RESTMapping), nil
+	}
 	m, err := c.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
 	if meta.IsNoMatchError(err) {
-		c.mapper.Reset()
+		c.resetMapper()
 		m, err = c.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
 	}
+	if err == nil {
+		c.mappings.Store(gvk, m)
+	}
 	return m, err
+}
+
+// resetMapper forgets what discovery found, so that it is asked again.
+func (c *Controller) resetMapper() {
+	c.mapper.Reset()
+	c.mappings.Clear()
 }
 
 // requeueAll queues every policy.
@@ -421,7 +436,7 @@ func (c *Controller) scheduleResync(spec string) (stop func(), err error) {
 	cr := cron.New()
 	cr.Schedule(schedule, cron.FuncJob(func() {
 		c.log.Info("resync: recomputing every policy")
-		c.discovery.Invalidate()
+		c.resetMapper() // and discovery with it
 		c.requeueAll()
 	}))
 	cr.Start()

@@ -26,6 +26,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/yaml"
 
+	"github.com/sprout-gitops/sprout/deploy"
 	"github.com/sprout-gitops/sprout/internal/controlplane"
 )
 
@@ -86,7 +87,36 @@ func newCluster(dir string) (*cluster, error) {
 		_ = cp.Stop()
 		return nil, err
 	}
+	if err := c.warmCRDs(); err != nil {
+		_ = cp.Stop()
+		return nil, err
+	}
 	return c, nil
+}
+
+// warmCRDs lists every resource of Sprout's CRDs from the API server's
+// watch cache once. A fresh API server builds the storage and watch cache
+// of a custom resource on its first request and answers lists 429 (retry in
+// a second) until the cache is ready: a controller started on a fresh
+// cluster would spend a second per CRD waiting, which a cluster in use,
+// where the CRDs have long been served, never costs.
+func (c *cluster) warmCRDs() error {
+	crds, err := deploy.CRDs()
+	if err != nil {
+		return err
+	}
+	for _, crd := range crds {
+		for _, v := range crd.Spec.Versions {
+			if !v.Served {
+				continue
+			}
+			gvr := schema.GroupVersionResource{Group: crd.Spec.Group, Version: v.Name, Resource: crd.Spec.Names.Plural}
+			if _, err := c.dynamic.Resource(gvr).List(context.Background(), metav1.ListOptions{ResourceVersion: "0"}); err != nil {
+				return fmt.Errorf("warm %s: %w", gvr, err)
+			}
+		}
+	}
+	return nil
 }
 
 // controlPlanePIDs finds the kube-apiserver serving host among the machine's
