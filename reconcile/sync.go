@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -56,7 +57,7 @@ func (c *Controller) sync(ctx context.Context, key policyKey) error {
 		out := outcome{reason: ReasonCompileFailed, err: err}
 		c.plan(key, inventory.ChangeSet{}, err)
 		before := c.previousReady(key, cp)
-		statusErr := errors.Join(c.reportStatus(ctx, cp, out), c.saveRecord(ctx, key, cp, &out))
+		statusErr := c.report(ctx, key, cp, out)
 		c.metrics.observeSync(key.String(), time.Since(start).Seconds(), out, inventory.ChangeSet{}, nil)
 		c.policyEvents(key, cp, before, out, inventory.ChangeSet{}, nil)
 		return statusErr
@@ -160,10 +161,21 @@ func (c *Controller) sync(ctx context.Context, key policyKey) error {
 	}
 	c.plan(key, changes, out.err)
 	before := c.previousReady(key, cp)
-	statusErr := errors.Join(c.reportStatus(ctx, cp, out), c.saveRecord(ctx, key, cp, &out))
+	statusErr := c.report(ctx, key, cp, out)
 	c.metrics.observeSync(key.String(), time.Since(start).Seconds(), out, changes, evalErr)
 	c.policyEvents(key, cp, before, out, changes, triggers)
 	return errors.Join(matchErr, evalErr, mapErr, applyErr, pruneErr, statusErr)
+}
+
+// report writes the outcome of a sync to the policy's status and to its
+// record at the same time: two objects, each a request or none.
+func (c *Controller) report(ctx context.Context, key policyKey, cp *compiledPolicy, out outcome) error {
+	var statusErr error
+	var wg sync.WaitGroup
+	wg.Go(func() { statusErr = c.reportStatus(ctx, cp, out) })
+	recordErr := c.saveRecord(ctx, key, cp, &out)
+	wg.Wait()
+	return errors.Join(statusErr, recordErr)
 }
 
 // track records that the policy writes to gvrs and makes sure each is
