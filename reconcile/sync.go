@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apiserver/pkg/admission"
 
 	apiv1 "github.com/sprout-gitops/sprout/api/policies/v1"
@@ -98,7 +99,7 @@ func (c *Controller) sync(ctx context.Context, key policyKey) error {
 	desired, refuseErr := c.refuse(ctx, desired)
 	c.setDependencies(key, reader.resources())
 	gvrs, mapErr := c.resourcesOf(desired)
-	ready := c.track(key, gvrs)
+	ready := c.track(ctx, key, gvrs)
 	// Write-ahead: the record names every resource and admitted trigger
 	// before an object for them is written, so a crash right after an apply
 	// leaves nothing unfound and forgets no admission. Unchanged, it costs
@@ -181,7 +182,11 @@ func (c *Controller) report(ctx context.Context, key policyKey, cp *compiledPoli
 // track records that the policy writes to gvrs and makes sure each is
 // watched. It reports whether every resource the policy has written to is
 // in the cache, before which what it owns cannot be known.
-func (c *Controller) track(key policyKey, gvrs sets.Set[schema.GroupVersionResource]) bool {
+//
+// An informer just started lists only Sprout's objects of its resource,
+// which takes milliseconds: the sync waits for it up to downstreamSyncWait
+// rather than going back to the queue and coming back in 100 ms.
+func (c *Controller) track(ctx context.Context, key policyKey, gvrs sets.Set[schema.GroupVersionResource]) bool {
 	c.mu.Lock()
 	if c.written[key] == nil {
 		c.written[key] = sets.New[schema.GroupVersionResource]()
@@ -190,8 +195,15 @@ func (c *Controller) track(key policyKey, gvrs sets.Set[schema.GroupVersionResou
 	all := c.written[key].Clone()
 	c.mu.Unlock()
 	c.ensureDownstreamInformers(all)
-	return c.downstreamsSynced(all)
+	err := wait.PollUntilContextTimeout(ctx, 5*time.Millisecond, downstreamSyncWait, true, func(context.Context) (bool, error) {
+		return c.downstreamsSynced(all), nil
+	})
+	return err == nil
 }
+
+// downstreamSyncWait bounds how long a sync waits for the informers of the
+// resources it writes to list what exists.
+const downstreamSyncWait = 2 * time.Second
 
 // triggerExists answers, from the caches, whether a trigger of the policy
 // still exists.
@@ -265,7 +277,7 @@ func (c *Controller) finalize(ctx context.Context, key policyKey, gone retired) 
 		c.mu.RLock()
 		written := c.written[key].Clone()
 		c.mu.RUnlock()
-		if !c.track(key, written) {
+		if !c.track(ctx, key, written) {
 			return errWaiting
 		}
 		owned, err := c.owned(key)
