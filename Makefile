@@ -73,8 +73,8 @@ fuzz:
 	done
 
 ## bench: issue #10's benchmarks against local control planes, results in bench/results/
-## (6-8 minutes at the defaults, 13 at the issue's sizes; not part of test); BENCH_ARGS passes
-## sizes and parts: BENCH_ARGS="-namespaces 10000 -burst 10000 -policy-namespaces 1000", "-scenarios steady"
+## (about 10 minutes at the defaults, the issue's sizes; not part of test); BENCH_ARGS passes
+## sizes and parts: BENCH_ARGS="-namespaces 2000 -burst 1000 -policy-namespaces 200" (5 minutes), "-scenarios steady"
 bench: tools
 	$(GO) run ./bench/cmd/bench $(BENCH_ARGS)
 
