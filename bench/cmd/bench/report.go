@@ -31,6 +31,9 @@ func (r *result) judge() {
 	if r.ran("cold") {
 		add("1 cold generation vs raw SSA (b)", "≥ 0.95×", fmt.Sprintf("%.2f×", c.Sprout.Ratios.RawApply), c.Sprout.Ratios.RawApply >= 0.95)
 		add("1 cold generation vs baseline (c)", "≥ 0.90×", fmt.Sprintf("%.2f×", c.Sprout.Ratios.Baseline), c.Sprout.Ratios.Baseline >= 0.9)
+		// Sprout creates absent objects (docs/decisions.md), so #10's
+		// create-when-absent target applies.
+		add("1 cold generation vs raw create (a)", "≥ 0.70×", fmt.Sprintf("%.2f×", c.Sprout.Ratios.RawCreate), c.Sprout.Ratios.RawCreate >= 0.7)
 	}
 	if r.ran("steady") {
 		s, p := r.Steady.Sprout, r.Params
