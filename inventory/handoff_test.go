@@ -2,7 +2,9 @@ package inventory
 
 import (
 	"context"
+	"fmt"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -17,10 +19,34 @@ import (
 	"github.com/sprout-gitops/sprout/internal/controlplane"
 )
 
-// cfg is the shared control plane of the package's tests.
-var cfg *rest.Config
+// The package's tests that need an API server share one control plane,
+// started by the first of them: fuzzing, which runs none of them in many
+// worker processes, must not start one per worker.
+var (
+	started      sync.Once
+	controlPlane *controlplane.ControlPlane
+	startErr     error
+)
 
-func TestMain(m *testing.M) { controlplane.Main(m, &cfg) }
+// config returns the shared control plane's config, starting it once.
+func config(t *testing.T) *rest.Config {
+	t.Helper()
+	started.Do(func() { controlPlane, startErr = controlplane.Start() })
+	if startErr != nil {
+		t.Fatal(startErr)
+	}
+	return controlPlane.Config
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if controlPlane != nil {
+		if err := controlPlane.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, "stop control plane:", err)
+		}
+	}
+	os.Exit(code)
+}
 
 // requests counts the requests a client sends for objects, by method;
 // discovery is not counted.
@@ -56,6 +82,7 @@ func (f roundTripper) RoundTrip(req *http.Request) (*http.Response, error) { ret
 // plain client to read what it wrote.
 func countingApplier(t *testing.T) (*Applier, *requests, client.Client) {
 	t.Helper()
+	cfg := config(t)
 	counted := rest.CopyConfig(cfg)
 	r := &requests{by: map[string]int{}}
 	counted.Wrap(r.wrap)
