@@ -80,6 +80,7 @@ func TestCorruptPackKeepsTheLastGoodRevision(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			t.Setenv("TMPDIR", t.TempDir()) // counted alone, whatever else runs
 			before := sproutGitDirs(t)
 			h := &recorder{}
 			ctx := context.Background()

@@ -14,6 +14,9 @@ import (
 	"github.com/sprout-gitops/sprout/internal/gittest"
 )
 
+// sproutGitDirs counts the Git sources' temporary folders. Tests that
+// count set TMPDIR to a folder of their own first, so that other processes'
+// folders do not count.
 func sproutGitDirs(t *testing.T) int {
 	t.Helper()
 	m, err := filepath.Glob(filepath.Join(os.TempDir(), "sprout-git-*"))
@@ -34,6 +37,7 @@ func TestGitFetch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Setenv("TMPDIR", t.TempDir()) // counted alone, whatever else runs
 	before := sproutGitDirs(t)
 	ctx := context.Background()
 
@@ -204,6 +208,7 @@ func TestGitCommit(t *testing.T) {
 	first := repo.Commit("a", map[string]string{"a.yaml": policyNamed("a")})
 	repo.Commit("b", map[string]string{"b.yaml": policyNamed("b")})
 	ctx := context.Background()
+	t.Setenv("TMPDIR", t.TempDir()) // counted alone, whatever else runs
 	before := sproutGitDirs(t)
 
 	pinned, err := NewGit(GitOptions{URL: repo.URL(), Branch: "main", Commit: first.String(), Timeout: 10 * time.Second})
