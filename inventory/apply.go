@@ -2,6 +2,7 @@ package inventory
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -14,6 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -206,29 +208,55 @@ func (a *Applier) create(ctx context.Context, obj *unstructured.Unstructured) (C
 }
 
 // apply writes obj with server-side apply, which decide found differs from
-// what is cached. An object that still needs its fields handed over goes
-// through ssa, whose cleanup moves them from the create's Update entry to
-// the Apply entry before applying; any other is applied in one request.
+// what is cached: one request, without ssa's read and dry run. An object
+// whose fields a create still holds has them handed over first.
 func (a *Applier) apply(ctx context.Context, obj *unstructured.Unstructured, handOff bool) (Change, error) {
-	if !handOff {
-		err := a.client.Apply(ctx, client.ApplyConfigurationFromUnstructured(obj.DeepCopy()),
-			client.ForceOwnership, client.FieldOwner(FieldManager))
-		if err != nil {
-			return Change{}, fmt.Errorf("%s apply failed: %w", ObjectID(obj), err)
+	if handOff {
+		if err := a.handOver(ctx, obj); err != nil {
+			return Change{}, fmt.Errorf("%s: hand over the fields of its create: %w", ObjectID(obj), err)
 		}
-		return changeOf(obj, Configured, ""), nil
 	}
-	// ssa's Force deletes and recreates an object whose immutable fields
-	// changed; Sprout never does (DESIGN §4: no delete + recreate), it
-	// reports the error. Field ownership is always forced by ssa.
-	o := ssa.DefaultApplyOptions()
-	o.Force = false
-	o.Cleanup.FieldManagers = []ssa.FieldManager{createManager}
-	entry, err := a.manager.Apply(ctx, obj, o)
+	// Field ownership is forced, as ssa does; an immutable field changed
+	// fails the apply, and Sprout never deletes to recreate (DESIGN §4).
+	err := a.client.Apply(ctx, client.ApplyConfigurationFromUnstructured(obj.DeepCopy()),
+		client.ForceOwnership, client.FieldOwner(FieldManager))
 	if err != nil {
-		return Change{}, err
+		return Change{}, fmt.Errorf("%s apply failed: %w", ObjectID(obj), err)
 	}
-	return changeOf(obj, actionOf(entry.Action), ""), nil
+	return changeOf(obj, Configured, ""), nil
+}
+
+// handOver moves the fields the Update entry of a create of Sprout's holds
+// to Sprout's Apply entry, as ssa's managed-fields cleanup does (Flux's
+// hand-over of objects kubectl created): it reads the object's managed
+// fields and rewrites them with a JSON patch that first tests the
+// resourceVersion it read, so that a change made in between fails it
+// rather than being overwritten with stale managed fields. An object gone
+// meanwhile needs nothing: the apply creates it.
+func (a *Applier) handOver(ctx context.Context, obj *unstructured.Unstructured) error {
+	m, err := a.metadata(ctx, obj)
+	if err != nil || m == nil {
+		return err
+	}
+	live := &unstructured.Unstructured{}
+	live.SetManagedFields(m.GetManagedFields())
+	replace, err := ssa.PatchReplaceFieldsManagers(live, []ssa.FieldManager{createManager}, FieldManager)
+	if err != nil || len(replace) == 0 {
+		return err
+	}
+	patch := []any{map[string]any{"op": "test", "path": "/metadata/resourceVersion", "value": m.GetResourceVersion()}}
+	for _, p := range replace {
+		patch = append(patch, p)
+	}
+	raw, err := json.Marshal(patch)
+	if err != nil {
+		return err
+	}
+	target := &metav1.PartialObjectMetadata{}
+	target.SetGroupVersionKind(obj.GroupVersionKind())
+	target.SetNamespace(obj.GetNamespace())
+	target.SetName(obj.GetName())
+	return a.client.Patch(ctx, target, client.RawPatch(types.JSONPatchType, raw), client.FieldOwner(FieldManager))
 }
 
 // createManager is the managed-fields entry a create by Sprout leaves.
