@@ -52,7 +52,7 @@ func (r *result) judge() {
 		add("2 steady latency p99 ("+scope+")", "< 100 ms", got(s.Latency.P99Ms), all && s.Latency.P99Ms < 100)
 	}
 	if r.ran("cold") {
-		add("3 no-op restart writes", "0", fmt.Sprint(r.Restart.Writes), r.Restart.Writes == 0 && r.Restart.Unchanged == r.Restart.Objects)
+		add("3 no-op restart writes", "0", fmt.Sprint(r.Restart.Writes), r.Restart.Writes == 0 && r.Restart.Unchanged >= r.Restart.Objects) // more than one sync may have run
 		add("6 sprout peak RSS, scenario 1", "< 120 MiB", fmt.Sprintf("%.0f MiB", c.Sprout.PeakRSSMiB), c.Sprout.PeakRSSMiB > 0 && c.Sprout.PeakRSSMiB < 120)
 	}
 	if r.ran("policies") {
