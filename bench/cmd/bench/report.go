@@ -53,6 +53,9 @@ func (r *result) judge() {
 	}
 	if r.ran("cold") {
 		add("3 no-op restart writes", "0", fmt.Sprint(r.Restart.Writes), r.Restart.Writes == 0 && r.Restart.Unchanged >= r.Restart.Objects) // more than one sync may have run
+		add(fmt.Sprintf("3 full resync of %d: CPU, writes", r.Restart.Objects), "< 1 CPU s, 0",
+			fmt.Sprintf("%.2f CPU s, %d", r.Restart.ResyncCPUSeconds, r.Restart.ResyncWrites),
+			r.Restart.ResyncCPUSeconds > 0 && r.Restart.ResyncCPUSeconds < 1 && r.Restart.ResyncWrites == 0)
 		add("6 sprout peak RSS, scenario 1", "< 120 MiB", fmt.Sprintf("%.0f MiB", c.Sprout.PeakRSSMiB), c.Sprout.PeakRSSMiB > 0 && c.Sprout.PeakRSSMiB < 120)
 	}
 	if r.ran("policies") {

@@ -128,6 +128,10 @@ type restart struct {
 	Seconds    float64  `json:"seconds"`
 	CPUSeconds float64  `json:"cpuSeconds"`
 	PeakRSSMiB float64  `json:"peakRSSMiB"`
+	// ResyncCPUSeconds and ResyncWrites are those of the scheduled full
+	// resync that follows the restart.
+	ResyncCPUSeconds float64 `json:"resyncCPUSeconds"`
+	ResyncWrites     int64   `json:"resyncWrites"`
 }
 
 // drift is scenario 4: how fast each controller puts back what was changed

@@ -126,6 +126,9 @@ func (b *bench) generateCold(ctx context.Context, c *cluster, dir string, n int,
 	return p, run, err
 }
 
+// resyncEvery is the restarted sprout's --resync-schedule, in seconds.
+const resyncEvery = 15
+
 // noopRestart is scenario 3: sprout starts again with every downstream in
 // place, through a proxy that counts its writes. Drift repair (4) follows
 // on the same process.
@@ -140,7 +143,10 @@ func (b *bench) noopRestart(ctx context.Context, c *cluster, dir string) error {
 	if err != nil {
 		return err
 	}
-	p, err := startSprout(b.sprout, kc, filepath.Join(dir, "sprout-restart.log"), b.sproutArgs()...)
+	// A scheduled full resync follows the restart (measured below); drift
+	// repair on this process may see one too.
+	args := append(b.sproutArgs(), "--resync-schedule", fmt.Sprintf("@every %ds", resyncEvery))
+	p, err := startSprout(b.sprout, kc, filepath.Join(dir, "sprout-restart.log"), args...)
 	if err != nil {
 		return err
 	}
@@ -157,6 +163,15 @@ func (b *bench) noopRestart(ctx context.Context, c *cluster, dir string) error {
 	if !done {
 		return fmt.Errorf("sprout did not account for %d objects within %s after a restart", n, b.timeout)
 	}
+	// The next scheduled resync: the CPU from now until its sync ended
+	// (idle time before it included), and its writes.
+	syncs := func() float64 { return p.metricSum(ctx, "sprout_reconcile_duration_seconds_count{") }
+	before, cpu, writes := syncs(), p.cpuSeconds(), px.writes.Load()
+	if !pollUntil(3*resyncEvery*time.Second, func() bool { return syncs() > before }) {
+		return fmt.Errorf("no scheduled resync within %ds", 3*resyncEvery)
+	}
+	r.ResyncCPUSeconds, r.ResyncWrites = p.cpuSeconds()-cpu, px.writes.Load()-writes
+	logf("resync: %.2f CPU s, %d writes", r.ResyncCPUSeconds, r.ResyncWrites)
 	return b.driftRepair(ctx, c, &px.writes, &b.res.Drift.Sprout)
 }
 
