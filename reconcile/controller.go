@@ -113,7 +113,7 @@ type Controller struct {
 	// mappings keeps restMapping's answers, by kind, until the mapper is
 	// reset: a sync maps every object it writes.
 	mappings sync.Map
-	applier   *inventory.Applier
+	applier  *inventory.Applier
 	// writer applies and prunes: the applier, or its dry run.
 	writer writer
 	// planned holds what each policy's last sync did or, dry, would do.
