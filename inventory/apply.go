@@ -82,9 +82,9 @@ func (a *Applier) Apply(ctx context.Context, objects []*unstructured.Unstructure
 // writes are the ways each may write an object.
 type writes struct {
 	// create writes an object of which nothing is cached; nil reads it
-	// first instead. Its AlreadyExists error sends the object on to decide.
+	// first instead. Its AlreadyExists error sends the object on to decideRead.
 	create func(ctx context.Context, obj *unstructured.Unstructured) (Change, error)
-	// apply writes an object that decide found must be written. handOff
+	// apply writes an object that was found to need a write. handOff
 	// says that the object's fields are still held by the Update entry a
 	// create left.
 	apply func(ctx context.Context, obj *unstructured.Unstructured, handOff bool) (Change, error)
@@ -108,8 +108,10 @@ func (a *Applier) each(ctx context.Context, objects []*unstructured.Unstructured
 		}
 		// What the cache shows needs no request is decided here, without
 		// a goroutine: on a sync that changes nothing, that is every object.
-		if cached, ok := live.Get(obj); ok {
-			if d := decideCached(obj, cached, opts); d.action != "" {
+		cached, inCache := live.Get(obj)
+		var d decision
+		if inCache {
+			if d = decideCached(obj, cached, opts); d.action != "" {
 				changes[i] = d.change(obj)
 				continue
 			}
@@ -126,7 +128,7 @@ func (a *Applier) each(ctx context.Context, objects []*unstructured.Unstructured
 		}
 		wg.Go(func() {
 			defer func() { <-slots }()
-			changes[i], errs[i] = a.one(ctx, obj, live, opts, w)
+			changes[i], errs[i] = a.one(ctx, obj, inCache, d, opts, w)
 			if err := errs[i]; err != nil && unavailable(err) {
 				down.CompareAndSwap(nil, &err)
 			}
@@ -162,34 +164,36 @@ const applyParallelism = 16
 // the context of the sync.
 const finishGrace = 10 * time.Second
 
-// one decides for one object and writes it if it must. Its requests
-// outlive ctx by up to finishGrace: a write under way at SIGTERM completes
-// before the controller returns and its Lease is released, so it never
-// lands beside the next leader's writes.
-func (a *Applier) one(ctx context.Context, obj *unstructured.Unstructured, live Live, opts ApplyOptions, w writes) (Change, error) {
+// one writes one object, or first decides whether it must when the cache
+// does not hold it (inCache false); d is the decision the cache gave.
+// Its requests outlive ctx by up to finishGrace: a write under way at
+// SIGTERM completes before the controller returns and its Lease is
+// released, so it never lands beside the next leader's writes.
+func (a *Applier) one(ctx context.Context, obj *unstructured.Unstructured, inCache bool, d decision, opts ApplyOptions, w writes) (Change, error) {
 	sync := ctx
 	ctx, cancel := context.WithCancel(context.WithoutCancel(sync))
 	defer cancel()
 	stop := context.AfterFunc(sync, func() { time.AfterFunc(finishGrace, cancel) })
 	defer stop()
-	cached, inCache := live.Get(obj)
-	if !inCache && w.create != nil {
-		// Not among Sprout's cached objects: most often absent.
-		ch, err := w.create(ctx, obj)
-		if err == nil {
-			return ch, nil
+	if !inCache {
+		if w.create != nil {
+			// Not among Sprout's cached objects: most often absent.
+			ch, err := w.create(ctx, obj)
+			if err == nil {
+				return ch, nil
+			}
+			if !apierrors.IsAlreadyExists(err) {
+				return changeOf(obj, Failed, err.Error()), fmt.Errorf("%s: %w", ObjectID(obj), err)
+			}
+			// Someone else's, or Sprout's and not cached yet: read it.
 		}
-		if !apierrors.IsAlreadyExists(err) {
+		var err error
+		if d, err = a.decideRead(ctx, obj, opts); err != nil {
 			return changeOf(obj, Failed, err.Error()), fmt.Errorf("%s: %w", ObjectID(obj), err)
 		}
-		// Someone else's, or Sprout's and not cached yet: decide reads it.
-	}
-	d, err := a.decide(ctx, obj, cached, inCache, opts)
-	if err != nil {
-		return changeOf(obj, Failed, err.Error()), fmt.Errorf("%s: %w", ObjectID(obj), err)
-	}
-	if d.action != "" {
-		return d.change(obj), nil
+		if d.action != "" {
+			return d.change(obj), nil
+		}
 	}
 	ch, err := w.apply(ctx, obj, d.handOff)
 	if err != nil {
@@ -207,7 +211,7 @@ func (a *Applier) create(ctx context.Context, obj *unstructured.Unstructured) (C
 	return changeOf(obj, Created, ""), nil
 }
 
-// apply writes obj with server-side apply, which decide found differs from
+// apply writes obj with server-side apply, which was found to differ from
 // what is cached: one request, without ssa's read and dry run. An object
 // whose fields a create still holds has them handed over first.
 func (a *Applier) apply(ctx context.Context, obj *unstructured.Unstructured, handOff bool) (Change, error) {
@@ -262,7 +266,7 @@ func (a *Applier) handOver(ctx context.Context, obj *unstructured.Unstructured) 
 // createManager is the managed-fields entry a create by Sprout leaves.
 var createManager = ssa.FieldManager{Name: FieldManager, ExactMatch: true, OperationType: metav1.ManagedFieldsOperationUpdate}
 
-// decision is what decide found for one object: an action when it needs no
+// decision is what was found for one object: an action when it needs no
 // write; for an object another of Sprout's policies owns, that policy (its
 // sprout.dev/policy annotation); for one to write, whether its fields must
 // be handed over from the create's entry first.
@@ -273,13 +277,10 @@ type decision struct {
 	handOff bool
 }
 
-// decide tells whether obj must be written, from its cached state or, when
-// it is not cached, from its metadata read from the API server.
-func (a *Applier) decide(ctx context.Context, obj, cached *unstructured.Unstructured, inCache bool, opts ApplyOptions) (decision, error) {
-	if inCache {
-		return decideCached(obj, cached, opts), nil
-	}
-	// Not among Sprout's objects: absent, someone else's, or not cached yet.
+// decideRead tells whether an object the cache does not hold must be
+// written, from its metadata read from the API server: it is absent,
+// someone else's, or Sprout's and not cached yet.
+func (a *Applier) decideRead(ctx context.Context, obj *unstructured.Unstructured, opts ApplyOptions) (decision, error) {
 	existing, err := a.metadata(ctx, obj)
 	if err != nil || existing == nil {
 		return decision{}, err
