@@ -1,6 +1,8 @@
 package reconcile
 
 import (
+	"time"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/client-go/util/workqueue"
 
@@ -11,6 +13,7 @@ import (
 // lists them; they are registered on Options.Metrics.
 type metrics struct {
 	syncDuration     *prometheus.HistogramVec
+	phaseDuration    *prometheus.HistogramVec
 	syncErrors       *prometheus.CounterVec
 	objects          *prometheus.CounterVec
 	evaluationErrors *prometheus.CounterVec
@@ -32,6 +35,11 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help:    "How long one sync of a policy took: match, evaluate, apply, prune, record.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 16),
 		}, []string{"policy"}),
+		phaseDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "sprout_reconcile_phase_duration_seconds",
+			Help:    "How long each phase of a sync took, over every policy: match, evaluate, record (written before apply), apply, prune, report (status and counts).",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 4, 10),
+		}, []string{"phase"}),
 		syncErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sprout_reconcile_errors_total",
 			Help: "Syncs of a policy that ended with an error, by the reason on its Ready condition.",
@@ -74,7 +82,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	if reg == nil {
 		return m, nil
 	}
-	collectors := []prometheus.Collector{m.syncDuration, m.syncErrors, m.objects, m.evaluationErrors, m.evaluations,
+	collectors := []prometheus.Collector{m.syncDuration, m.phaseDuration, m.syncErrors, m.objects, m.evaluationErrors, m.evaluations,
 		m.sourceChecks, m.sourceLastCheck, m.sourceReady, m.sourcePolicies, m.sourceRevision}
 	for _, c := range append(collectors, m.queue.collectors()...) {
 		if err := reg.Register(c); err != nil {
@@ -106,14 +114,14 @@ func (c *Controller) registerInformerGauges(reg prometheus.Registerer) error {
 	return nil
 }
 
-// observeSync counts one sync of a policy: its duration, its error, what
-// it did to each object and how many evaluations failed.
 // observeEvaluations counts one sync's evaluations.
 func (m *metrics) observeEvaluations(policy string, evaluated, reused int) {
 	m.evaluations.WithLabelValues(policy, "evaluated").Add(float64(evaluated))
 	m.evaluations.WithLabelValues(policy, "reused").Add(float64(reused))
 }
 
+// observeSync counts one sync of a policy: its duration, its error, what
+// it did to each object and how many evaluations failed.
 func (m *metrics) observeSync(policy string, seconds float64, out outcome, changes inventory.ChangeSet, evalErr error) {
 	m.syncDuration.WithLabelValues(policy).Observe(seconds)
 	if out.reason != "" {
@@ -133,6 +141,21 @@ func (m *metrics) observeSync(policy string, seconds float64, out outcome, chang
 		}
 		m.evaluationErrors.WithLabelValues(policy).Add(float64(n))
 	}
+}
+
+// phases times the phases of one sync, one after the other.
+type phases struct {
+	m    *metrics
+	last time.Time
+}
+
+func (m *metrics) phases() *phases { return &phases{m: m, last: time.Now()} }
+
+// done ends the current phase, named, and starts the next.
+func (p *phases) done(phase string) {
+	now := time.Now()
+	p.m.phaseDuration.WithLabelValues(phase).Observe(now.Sub(p.last).Seconds())
+	p.last = now
 }
 
 // forget drops the series of a policy that is gone.

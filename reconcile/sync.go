@@ -77,10 +77,12 @@ func (c *Controller) sync(ctx context.Context, key policyKey) error {
 		return errWaiting
 	}
 
+	phase := c.metrics.phases()
 	triggers, matchErr := c.matchingTriggers(cp)
 	if errors.Is(matchErr, errWaiting) {
 		return errWaiting
 	}
+	phase.done("match")
 	tombstones := c.tombstones.pending(key)
 	triggers = append(triggers, tombstones...)
 	as, asErr := c.serviceAccountFor(cp.policy)
@@ -99,6 +101,7 @@ func (c *Controller) sync(ctx context.Context, key policyKey) error {
 	desired, refuseErr := c.refuse(ctx, desired)
 	c.setDependencies(key, reader.resources())
 	gvrs, mapErr := c.resourcesOf(desired)
+	phase.done("evaluate")
 	ready := c.track(ctx, key, gvrs)
 	// Write-ahead: the record names every resource and admitted trigger
 	// before an object for them is written, so a crash right after an apply
@@ -107,6 +110,7 @@ func (c *Controller) sync(ctx context.Context, key policyKey) error {
 	if err := c.saveRecord(ctx, key, cp, nil); err != nil {
 		return err
 	}
+	phase.done("record")
 	if !ready {
 		return errWaiting
 	}
@@ -123,6 +127,7 @@ func (c *Controller) sync(ctx context.Context, key policyKey) error {
 	if applyErr == nil && evalErr == nil {
 		c.tombstones.done(key, tombstones) // generated once, never again
 	}
+	phase.done("apply")
 
 	// Prune only after a complete, error-free desired set and apply: an
 	// object missing from a partial set is not unwanted, only unknown.
@@ -132,6 +137,7 @@ func (c *Controller) sync(ctx context.Context, key policyKey) error {
 		pruned, pruneErr = c.prune(ctx, w, key, desired)
 		changes.Changes = append(changes.Changes, pruned.Changes...)
 	}
+	phase.done("prune")
 	if changes.Written() {
 		c.log.Info("applied", "policy", key.String(), "changes", changes)
 	}
@@ -163,6 +169,7 @@ func (c *Controller) sync(ctx context.Context, key policyKey) error {
 	c.plan(key, changes, out.err)
 	before := c.previousReady(key, cp)
 	statusErr := c.report(ctx, key, cp, out)
+	phase.done("report")
 	c.metrics.observeSync(key.String(), time.Since(start).Seconds(), out, changes, evalErr)
 	c.policyEvents(key, cp, before, out, changes, triggers)
 	return errors.Join(matchErr, evalErr, mapErr, applyErr, pruneErr, statusErr)

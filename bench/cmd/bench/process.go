@@ -147,6 +147,22 @@ func (p *process) metricSum(ctx context.Context, prefix string) float64 {
 	return sum
 }
 
+// phases reads the mean duration of each phase of sprout's syncs.
+func (p *process) phases(ctx context.Context) []phase {
+	var out []phase
+	for _, name := range syncPhases {
+		label := `{phase="` + name + `"}`
+		n := p.metricSum(ctx, "sprout_reconcile_phase_duration_seconds_count"+label)
+		sum := p.metricSum(ctx, "sprout_reconcile_phase_duration_seconds_sum"+label)
+		ph := phase{Name: name, Syncs: int(n)}
+		if n > 0 {
+			ph.MeanMs = sum / n * 1000
+		}
+		out = append(out, ph)
+	}
+	return out
+}
+
 func httpGet(ctx context.Context, u string) (int, string) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()

@@ -184,6 +184,13 @@ func (r *result) printComparison(w io.Writer) {
 		row("2 steady", "created → seen p99", "ms", b.Latency.P99Ms, s.Latency.P99Ms)
 		row("2 steady", "created → seen max", "ms", b.Latency.MaxMs, s.Latency.MaxMs)
 		row("2 steady", "controller CPU", "s", b.CPUSeconds, s.CPUSeconds)
+		if len(s.Phases) > 0 {
+			var parts []string
+			for _, ph := range s.Phases {
+				parts = append(parts, fmt.Sprintf("%s %.1f", ph.Name, ph.MeanMs))
+			}
+			fmt.Fprintf(t, "2 steady\tsprout's sync phases, mean ms (%d syncs)\t\t%s\t\n", s.Phases[0].Syncs, strings.Join(parts, ", "))
+		}
 	}
 	if r.ran("cold") {
 		d := r.Drift

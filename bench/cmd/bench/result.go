@@ -170,7 +170,20 @@ type latencyRun struct {
 	Latency    latency `json:"latency"`
 	CPUSeconds float64 `json:"cpuSeconds"`
 	PeakRSSMiB float64 `json:"peakRSSMiB"`
+	// Phases is, for sprout, how long each phase of a sync took on average
+	// (sprout_reconcile_phase_duration_seconds): what a trigger waits for.
+	Phases []phase `json:"phases,omitempty"`
 }
+
+// phase is the mean duration of one phase of sprout's syncs.
+type phase struct {
+	Name   string  `json:"name"`
+	Syncs  int     `json:"syncs"`
+	MeanMs float64 `json:"meanMs"`
+}
+
+// syncPhases are the phases of a sync, in order.
+var syncPhases = []string{"match", "evaluate", "record", "apply", "prune", "report"}
 
 // manyPolicies is scenario 5.
 type manyPolicies struct {

@@ -30,6 +30,7 @@ func (b *bench) steadyLatency(ctx context.Context) error {
 		}
 		r := latencyRun{Triggers: n, Seen: count, Latency: latencyOf(latencies), CPUSeconds: p.cpuSeconds(), PeakRSSMiB: p.peakRSSMiB()}
 		if name == "sprout" {
+			r.Phases = p.phases(ctx)
 			b.res.Steady.Sprout = r
 		} else {
 			b.res.Steady.Baseline = r
