@@ -321,7 +321,7 @@ func (c *Controller) onTrigger(gvr schema.GroupVersionResource, op admission.Ope
 			case err != nil || !ok:
 			case op == admission.Delete:
 				c.tombstones.add(key, trigger{gvr: gvr, object: u, deleted: true})
-			default:
+			case !derives(cp.derives, u, cp.activated):
 				c.admitted.admit(key, u.GetUID())
 			}
 		}

@@ -6,11 +6,14 @@ import (
 	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apiserver/pkg/admission"
 
 	apiv1 "github.com/sprout-gitops/sprout/api/policies/v1"
+	sproutv1alpha1 "github.com/sprout-gitops/sprout/api/sprout/v1alpha1"
 	"github.com/sprout-gitops/sprout/celenv"
 	"github.com/sprout-gitops/sprout/sources"
 )
@@ -55,15 +58,50 @@ type compiledPolicy struct {
 	criteria  criteria
 	// operations are the operations the resource rules list.
 	operations sets.Set[string]
+	// derives are the triggers the policy's settings admit without a
+	// record of each.
+	derives sproutv1alpha1.DerivedAdmissions
 	// evaluations are the program's results kept per trigger.
 	evaluations *evaluations
 }
 
-// admissions remembers, per policy, the triggers whose events admitted them
-// after the policy was activated (DESIGN §3). It survives policy updates.
+// admissions remembers, per policy, the admitted triggers its settings do
+// not derive: those whose events admitted them after the policy was
+// activated, and those settings since changed admitted (DESIGN §3). It
+// survives policy updates.
 type admissions struct {
 	mu  sync.Mutex
 	set map[policyKey]sets.Set[types.UID]
+	// derived are, per policy, the settings whose admissions the listed
+	// ones complete: the record's, until a sync has listed the triggers
+	// they admitted and new settings do not.
+	derived map[policyKey]sproutv1alpha1.DerivedAdmissions
+}
+
+// derives reports whether settings d admit trigger u of a policy activated
+// at activated without a record of it.
+func derives(d sproutv1alpha1.DerivedAdmissions, u *unstructured.Unstructured, activated time.Time) bool {
+	return d.GenerateExisting || d.Created && !u.GetCreationTimestamp().Time.Before(activated)
+}
+
+// derivedBy returns the settings the policy's listed admissions complete;
+// ok is false when none are known (nothing derived yet, or a record that
+// lists every admission).
+func (a *admissions) derivedBy(k policyKey) (d sproutv1alpha1.DerivedAdmissions, ok bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	d, ok = a.derived[k]
+	return d, ok
+}
+
+// setDerivedBy records that the listed admissions now complete d.
+func (a *admissions) setDerivedBy(k policyKey, d sproutv1alpha1.DerivedAdmissions) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.derived == nil {
+		a.derived = map[policyKey]sproutv1alpha1.DerivedAdmissions{}
+	}
+	a.derived[k] = d
 }
 
 func (a *admissions) admit(k policyKey, uid types.UID) {
@@ -113,6 +151,7 @@ func (a *admissions) forget(k policyKey) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	delete(a.set, k)
+	delete(a.derived, k)
 }
 
 // compile turns a policy into a compiled policy. It never fails: errors are
@@ -130,6 +169,12 @@ func (c *Controller) compile(p sources.Policy) *compiledPolicy {
 	if mc := p.PolicySpec().MatchConstraints; mc != nil {
 		cp.criteria = newCriteria(*mc)
 		cp.operations = operationsFor(mc.ResourceRules)
+		cp.derives = sproutv1alpha1.DerivedAdmissions{
+			GenerateExisting: p.PolicySpec().GenerateExisting(),
+			// Creation admits only where the rules list CREATE: a DELETE-only
+			// policy generates from tombstones, never from live triggers.
+			Created: cp.operations.Has("*") || cp.operations.Has(string(admission.Create)),
+		}
 		cp.triggers, cp.resolveErr = c.resolveRules(mc.ResourceRules)
 	}
 	return cp

@@ -72,6 +72,9 @@ func (c *Controller) restore(key policyKey, uid string) {
 	for _, t := range rec.Spec.Admitted {
 		c.admitted.admitUID(key, t)
 	}
+	if rec.Spec.Derived != nil {
+		c.admitted.setDerivedBy(key, *rec.Spec.Derived)
+	}
 }
 
 // saveRecord writes the policy's record if what it should hold changed.
@@ -95,6 +98,11 @@ func (c *Controller) saveRecord(ctx context.Context, key policyKey, cp *compiled
 		Activated:   &metav1.Time{Time: cp.activated},
 		Admitted:    c.admitted.list(key),
 	}
+	derived, ok := c.admitted.derivedBy(key)
+	if !ok {
+		derived = cp.derives // nothing was derived before
+	}
+	rec.Spec.Derived = &derived
 	c.mu.RLock()
 	for gvr := range c.written[key] {
 		rec.Spec.Resources = append(rec.Spec.Resources, sproutv1alpha1.Resource{Group: gvr.Group, Version: gvr.Version, Resource: gvr.Resource})

@@ -440,3 +440,68 @@ func TestRecomputeRepairsDriftMadeWhileStopped(t *testing.T) {
 		t.Errorf("writes (besides dry runs):\n%s\nwant:\n%s", strings.Join(writes, "\n"), strings.Join(want, "\n"))
 	}
 }
+
+// TestAdmissionsOutliveTheSettingsThatGaveThem: triggers admitted by
+// generateExisting or by their creation are not listed in the record (it
+// stays small), yet when the policy drops both settings while Sprout is
+// stopped, they stay admitted: the next sync lists them before anything
+// else (DESIGN §3).
+func TestAdmissionsOutliveTheSettingsThatGaveThem(t *testing.T) {
+	tb := newTable(t, "admits")
+	tb.trigger("a", "admits", "a1") // exists before the policy
+	waitForNextSecond(t, tb.get("a").CreationTimestamp.Time)
+	doc := derivedPolicy("admits", "admits", "out", "one", true, false)
+	tb.applyPolicy(replaceOnce(t, doc, "  evaluation:\n", "  evaluation:\n    generateExisting: {enabled: true}\n"))
+	t.Cleanup(func() { tb.deletePolicy("admits") })
+	tb.trigger("b", "admits", "b1") // created after it
+
+	records := dynamic.NewForConfigOrDie(cfg).Resource(sproutv1alpha1.PolicyInventories)
+	record := func() (admitted []string, derived map[string]any) {
+		t.Helper()
+		rec, err := records.Get(context.Background(), "gpol.admits", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		admitted, _, _ = unstructured.NestedStringSlice(rec.Object, "spec", "admitted")
+		derived, _, _ = unstructured.NestedMap(rec.Object, "spec", "derived")
+		return admitted, derived
+	}
+	runUntilSynced(t, cfg, "GeneratingPolicy/admits")
+	for _, name := range []string{"a-out", "b-out"} {
+		if tb.get(name) == nil {
+			t.Fatalf("%s was not generated", name)
+		}
+	}
+	admitted, derived := record()
+	if len(admitted) != 0 || derived["generateExisting"] != true || derived["created"] != true {
+		t.Fatalf("record lists %v as admitted, derives by %v: want none listed, derived by generateExisting and creation", admitted, derived)
+	}
+
+	// While stopped, the policy loses both: only an UPDATE admits now.
+	tb.applyPolicy(replaceOnce(t, doc, `operations: ["CREATE", "UPDATE"]`, `operations: ["UPDATE"]`))
+	runUntilSynced(t, cfg, "GeneratingPolicy/admits")
+	for _, name := range []string{"a-out", "b-out"} {
+		if tb.get(name) == nil {
+			t.Errorf("%s was pruned when the settings that admitted its trigger changed", name)
+		}
+	}
+	admitted, derived = record()
+	want := []string{string(tb.get("a").UID), string(tb.get("b").UID)}
+	slices.Sort(want)
+	if !slices.Equal(admitted, want) || derived["generateExisting"] != false || derived["created"] != false {
+		t.Errorf("record lists %v as admitted, derives by %v: want %v listed, nothing derived", admitted, derived, want)
+	}
+
+	// A trigger created now is not admitted, and the listed ones stay so
+	// after another restart.
+	tb.trigger("c", "admits", "c1")
+	runUntilSynced(t, cfg, "GeneratingPolicy/admits")
+	if tb.get("c-out") != nil {
+		t.Error("a trigger created after CREATE was dropped from the rules was admitted")
+	}
+	for _, name := range []string{"a-out", "b-out"} {
+		if tb.get(name) == nil {
+			t.Errorf("%s was pruned after a restart", name)
+		}
+	}
+}

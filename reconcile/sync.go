@@ -344,10 +344,9 @@ func (c *Controller) triggersSynced(cp *compiledPolicy) bool {
 // created since the policy's activation or admitted by an event.
 func (c *Controller) matchingTriggers(cp *compiledPolicy) ([]trigger, error) {
 	key := keyOf(cp.policy)
-	generateExisting := cp.policy.PolicySpec().GenerateExisting()
-	// Creation admits only where the rules list CREATE: a DELETE-only
-	// policy generates from tombstones, never from live triggers.
-	createAdmits := cp.operations.Has("*") || cp.operations.Has(string(admission.Create))
+	// Settings the policy had before, whose admissions are not listed yet.
+	before, changed := c.admitted.derivedBy(key)
+	changed = changed && before != cp.derives
 	var out []trigger
 	var errs []error
 	existing := sets.New[types.UID]()
@@ -366,10 +365,10 @@ func (c *Controller) matchingTriggers(cp *compiledPolicy) ([]trigger, error) {
 				continue // being deleted: gone, as far as generation goes
 			}
 			existing.Insert(u.GetUID())
-			admitted := generateExisting ||
-				createAdmits && !u.GetCreationTimestamp().Time.Before(cp.activated) ||
-				c.admitted.admitted(key, u.GetUID())
-			if !admitted {
+			derived := derives(cp.derives, u, cp.activated)
+			listed := c.admitted.admitted(key, u.GetUID())
+			derivedBefore := changed && derives(before, u, cp.activated)
+			if !derived && !listed && !derivedBefore {
 				continue
 			}
 			ok, err := c.matcher.matches(cp.criteria.state, gvr, admission.Create, u)
@@ -377,15 +376,23 @@ func (c *Controller) matchingTriggers(cp *compiledPolicy) ([]trigger, error) {
 				errs = append(errs, fmt.Errorf("%s %s: match: %w", u.GetKind(), objectRef(u), err))
 				continue
 			}
-			if ok {
-				// Remembered, so it stays admitted while it exists, whatever
-				// becomes of generateExisting or the operations (DESIGN §3).
-				c.admitted.admit(key, u.GetUID())
-				out = append(out, trigger{gvr: gvr, object: u})
+			if !ok {
+				continue
 			}
+			if derivedBefore && !derived && !listed {
+				// Admitted by settings the policy no longer has: listed, so
+				// it stays admitted while it exists, whatever becomes of
+				// generateExisting or the operations (DESIGN §3).
+				c.admitted.admit(key, u.GetUID())
+			}
+			out = append(out, trigger{gvr: gvr, object: u})
 		}
 	}
 	c.admitted.retain(key, existing)
+	if len(errs) == 0 {
+		// Every trigger the old settings admitted is listed now.
+		c.admitted.setDerivedBy(key, cp.derives)
+	}
 	return out, errors.Join(errs...)
 }
 

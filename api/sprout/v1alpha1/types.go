@@ -83,8 +83,15 @@ type PolicyInventorySpec struct {
 	// +optional
 	Resources []Resource `json:"resources,omitempty"`
 
-	// Admitted are the UIDs of triggers admitted by an event (an operation
-	// the policy lists) rather than by their creation time.
+	// Derived says which triggers are admitted without being listed: by the
+	// policy's settings when the record was written, every matching trigger
+	// (generateExisting) and those created since Activated (a rule lists
+	// CREATE). Absent, Admitted lists every admitted trigger.
+	// +optional
+	Derived *DerivedAdmissions `json:"derived,omitempty"`
+	// Admitted are the UIDs of the other admitted triggers: those an event
+	// (an operation the policy lists) admitted, and those settings since
+	// changed admitted, so that a trigger stays admitted while it exists.
 	// +optional
 	Admitted []string `json:"admitted,omitempty"`
 
@@ -102,6 +109,16 @@ type PolicyInventorySpec struct {
 	// ShardOf names the record this one is a shard of; empty for a main record.
 	// +optional
 	ShardOf string `json:"shardOf,omitempty"`
+}
+
+// DerivedAdmissions are the rules that admit triggers without a record of
+// each: a policy with 10,000 triggers keeps a small record.
+type DerivedAdmissions struct {
+	// GenerateExisting admits every matching trigger. Both fields are
+	// always written: server-side apply would turn an empty object to null.
+	GenerateExisting bool `json:"generateExisting"`
+	// Created admits the triggers created since the policy's activation.
+	Created bool `json:"created"`
 }
 
 // PolicyReference names a policy.
