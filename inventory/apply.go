@@ -54,6 +54,9 @@ type ApplyOptions struct {
 	// again under its name — is taken over instead of reported as not
 	// owned. Nil treats every trigger as alive.
 	Alive func(triggerUID string) bool
+	// Decisions, when set, remembers the objects found unchanged, so that
+	// the next Apply with it passes over them without a comparison.
+	Decisions *Decisions
 }
 
 // Live looks up Sprout's own objects as they are in the cluster, from a
@@ -88,6 +91,8 @@ type writes struct {
 	// says that the object's fields are still held by the Update entry a
 	// create left.
 	apply func(ctx context.Context, obj *unstructured.Unstructured, handOff bool) (Change, error)
+	// dry says that nothing is written: Decisions remember no write.
+	dry bool
 }
 
 // each decides, for every object, whether it needs a write, and hands the
@@ -102,17 +107,30 @@ func (a *Applier) each(ctx context.Context, objects []*unstructured.Unstructured
 	var down atomic.Pointer[error]
 	var wg sync.WaitGroup
 	slots := make(chan struct{}, applyParallelism)
+	memo := opts.Decisions
+	if memo != nil {
+		defer memo.endRound(objects)
+	}
 	for i, obj := range objects {
-		if _, ok, _ := unstructured.NestedFieldNoCopy(obj.Object, "metadata", "annotations", AnnotationApplied); !ok {
-			Stamp(obj)
-		}
 		// What the cache shows needs no request is decided here, without
 		// a goroutine: on a sync that changes nothing, that is every object.
 		cached, inCache := live.Get(obj)
+		if inCache && memo != nil {
+			if ch, ok := memo.get(obj, cached); ok {
+				changes[i] = ch
+				continue
+			}
+		}
+		if _, ok, _ := unstructured.NestedFieldNoCopy(obj.Object, "metadata", "annotations", AnnotationApplied); !ok {
+			Stamp(obj)
+		}
 		var d decision
 		if inCache {
 			if d = decideCached(obj, cached, opts); d.action != "" {
 				changes[i] = d.change(obj)
+				if d.action == Unchanged && memo != nil {
+					memo.put(obj, cached, changes[i])
+				}
 				continue
 			}
 		}
@@ -131,6 +149,9 @@ func (a *Applier) each(ctx context.Context, objects []*unstructured.Unstructured
 			changes[i], errs[i] = a.one(ctx, obj, inCache, d, opts, w)
 			if err := errs[i]; err != nil && unavailable(err) {
 				down.CompareAndSwap(nil, &err)
+			}
+			if errs[i] == nil && changes[i].Action == Configured && inCache && memo != nil && !w.dry {
+				memo.wrote(obj, cached, changes[i].ResourceVersion)
 			}
 		})
 	}
@@ -205,10 +226,13 @@ func (a *Applier) one(ctx context.Context, obj *unstructured.Unstructured, inCac
 // create creates obj, failing with AlreadyExists when something by its name
 // exists, whoever it belongs to.
 func (a *Applier) create(ctx context.Context, obj *unstructured.Unstructured) (Change, error) {
-	if err := a.client.Create(ctx, obj.DeepCopy(), client.FieldOwner(FieldManager)); err != nil {
+	created := obj.DeepCopy()
+	if err := a.client.Create(ctx, created, client.FieldOwner(FieldManager)); err != nil {
 		return Change{}, err
 	}
-	return changeOf(obj, Created, ""), nil
+	ch := changeOf(obj, Created, "")
+	ch.ResourceVersion = created.GetResourceVersion()
+	return ch, nil
 }
 
 // apply writes obj with server-side apply, which was found to differ from
@@ -222,12 +246,15 @@ func (a *Applier) apply(ctx context.Context, obj *unstructured.Unstructured, han
 	}
 	// Field ownership is forced, as ssa does; an immutable field changed
 	// fails the apply, and Sprout never deletes to recreate (DESIGN §4).
-	err := a.client.Apply(ctx, client.ApplyConfigurationFromUnstructured(obj.DeepCopy()),
+	applied := obj.DeepCopy()
+	err := a.client.Apply(ctx, client.ApplyConfigurationFromUnstructured(applied),
 		client.ForceOwnership, client.FieldOwner(FieldManager))
 	if err != nil {
 		return Change{}, fmt.Errorf("%s apply failed: %w", ObjectID(obj), err)
 	}
-	return changeOf(obj, Configured, ""), nil
+	ch := changeOf(obj, Configured, "")
+	ch.ResourceVersion = applied.GetResourceVersion()
+	return ch, nil
 }
 
 // handOver moves the fields the Update entry of a create of Sprout's holds
@@ -285,8 +312,16 @@ func (a *Applier) decideRead(ctx context.Context, obj *unstructured.Unstructured
 	if err != nil || existing == nil {
 		return decision{}, err
 	}
-	if d := decideOwner(obj, stringsOf(existing.GetLabels()), stringsOf(existing.GetAnnotations()), opts); d.action != "" {
+	annotations := stringsOf(existing.GetAnnotations())
+	if d := decideOwner(obj, stringsOf(existing.GetLabels()), annotations, opts); d.action != "" {
 		return d, nil
+	}
+	if annotations.get(AnnotationApplied) == metadataStrings(obj, "annotations").get(AnnotationApplied) {
+		// Written from this very desired state and not cached yet (most
+		// often, created by the sync before, a moment ago): the cache will
+		// hold it, and any change made to it is an event that queues its
+		// policy again, to be compared then.
+		return decision{action: Unchanged}, nil
 	}
 	return decision{handOff: heldByCreate(existing.GetManagedFields())}, nil
 }

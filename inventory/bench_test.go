@@ -95,3 +95,43 @@ func BenchmarkStampApplied(b *testing.B) {
 		Stamp(objects[0])
 	}
 }
+
+// BenchmarkApplyUnchangedRemembered10k is BenchmarkApplyUnchanged10k with
+// the Decisions of the sync before: each object costs a cache lookup.
+func BenchmarkApplyUnchangedRemembered10k(b *testing.B) {
+	objects, live := desiredSet(10000)
+	a := &Applier{}
+	opts := ApplyOptions{Synchronize: true, Decisions: NewDecisions()}
+	ctx := context.Background()
+	if _, err := a.Apply(ctx, objects, live, opts); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		cs, err := a.Apply(ctx, objects, live, opts)
+		if err != nil || cs.Count(Unchanged) != len(objects) {
+			b.Fatalf("%d unchanged of %d, error %v", cs.Count(Unchanged), len(objects), err)
+		}
+	}
+}
+
+// BenchmarkStaleRemembered10k measures the prune diff after an apply that
+// found 10,000 objects unchanged, with 100 more owned ones not desired.
+func BenchmarkStaleRemembered10k(b *testing.B) {
+	desired, live := desiredSet(10100)
+	owned := make([]*unstructured.Unstructured, 0, len(live))
+	for _, o := range live {
+		owned = append(owned, o)
+	}
+	desired = desired[100:]
+	memo := NewDecisions()
+	if _, err := (&Applier{}).Apply(context.Background(), desired, live, ApplyOptions{Synchronize: true, Decisions: memo}); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if n := len(memo.Stale(owned)); n != 100 {
+			b.Fatalf("%d stale, want 100", n)
+		}
+	}
+}

@@ -26,7 +26,7 @@ func Stale(owned, desired []*unstructured.Unstructured) []*unstructured.Unstruct
 	}
 	var out []*unstructured.Unstructured
 	for _, o := range owned {
-		if !want[keyOf(o)] && o.GetLabels()[LabelGeneratedOnDelete] == "" {
+		if !want[keyOf(o)] && metadataStrings(o, "labels").get(LabelGeneratedOnDelete) == "" {
 			out = append(out, o)
 		}
 	}
@@ -38,7 +38,7 @@ func Stale(owned, desired []*unstructured.Unstructured) []*unstructured.Unstruct
 func Data(objs []*unstructured.Unstructured) []*unstructured.Unstructured {
 	var out []*unstructured.Unstructured
 	for _, o := range objs {
-		if o.GetLabels()[LabelSourceUID] == "" {
+		if metadataStrings(o, "labels").get(LabelSourceUID) == "" {
 			out = append(out, o)
 		}
 	}

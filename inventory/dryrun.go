@@ -21,7 +21,7 @@ func (a *Applier) DryRun() DryRun { return DryRun{a: a} }
 
 // Apply returns what Applier.Apply would do to each object.
 func (d DryRun) Apply(ctx context.Context, objects []*unstructured.Unstructured, live Live, opts ApplyOptions) (ChangeSet, error) {
-	return d.a.each(ctx, objects, live, opts, writes{apply: d.diff})
+	return d.a.each(ctx, objects, live, opts, writes{apply: d.diff, dry: true})
 }
 
 // diff asks the API server what applying obj would change.

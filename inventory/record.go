@@ -162,8 +162,9 @@ func shardOf(entry string, n int) int {
 	return int(h.Sum32() % uint32(n))
 }
 
-// Save writes a policy's record, with all its entries, as a main record and
-// as many shards as it needs, each only if it differs from the cached copy:
+// Save writes a policy's record (its spec: SaveStatus writes the status),
+// with all its entries, as a main record and as many shards as it needs,
+// each only if it differs from the cached copy:
 // an unchanged record costs no request. Shards no longer needed go.
 func (r *Records) Save(ctx context.Context, rec *sproutv1alpha1.PolicyInventory) error {
 	rec.SetName(RecordName(rec.Spec.Policy))
@@ -216,17 +217,33 @@ func normalize(rec *sproutv1alpha1.PolicyInventory) {
 	}
 }
 
-// saveOne writes spec and status, each only if changed.
+// saveOne writes a record's spec if it changed.
 func (r *Records) saveOne(ctx context.Context, rec, current *sproutv1alpha1.PolicyInventory) error {
 	if current == nil || !equality.Semantic.DeepEqual(rec.Spec, current.Spec) || !sameLabels(rec.Labels, current.Labels) {
-		if err := r.apply(ctx, rec, false); err != nil {
-			return err
-		}
-	}
-	if rec.Spec.ShardOf == "" && (current == nil || !sameStatus(rec.Status, current.Status)) {
-		return r.apply(ctx, rec, true)
+		return r.apply(ctx, rec, false)
 	}
 	return nil
+}
+
+// Status returns the cached status of a policy's record, or nil.
+func (r *Records) Status(ref sproutv1alpha1.PolicyReference) *sproutv1alpha1.PolicyInventoryStatus {
+	rec, err := r.cached(RecordName(ref))
+	if err != nil || rec == nil {
+		return nil
+	}
+	return &rec.Status
+}
+
+// SaveStatus writes the status of a policy's record, which Save has
+// written, if it differs from the cached copy.
+func (r *Records) SaveStatus(ctx context.Context, ref sproutv1alpha1.PolicyReference, status sproutv1alpha1.PolicyInventoryStatus) error {
+	rec := &sproutv1alpha1.PolicyInventory{Status: status}
+	rec.SetName(RecordName(ref))
+	rec.Labels = map[string]string{LabelManagedBy: ManagedBy}
+	if current := r.Status(ref); current != nil && sameStatus(status, *current) {
+		return nil
+	}
+	return r.apply(ctx, rec, true)
 }
 
 // Delete removes a policy's record and its shards; one already gone is fine.

@@ -1,0 +1,151 @@
+package inventory
+
+import (
+	"context"
+	"slices"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+// TestDecisionsPassOverOnlyWhatTheyComparedBefore: an object found
+// unchanged is passed over while both it and its cached copy are the same;
+// a cached copy replaced (someone edited the object) is compared again and
+// found drifted. No request is possible: the Applier has no client.
+func TestDecisionsPassOverOnlyWhatTheyComparedBefore(t *testing.T) {
+	objects, live := desiredSet(3)
+	a := &Applier{}
+	memo := NewDecisions()
+	opts := ApplyOptions{Synchronize: true, Decisions: memo}
+	for round := range 2 {
+		cs, err := a.Apply(context.Background(), objects, live, opts)
+		if err != nil || cs.Count(Unchanged) != 3 {
+			t.Fatalf("round %d: %d unchanged, error %v", round, cs.Count(Unchanged), err)
+		}
+		if len(memo.unchanged) != 3 {
+			t.Fatalf("round %d: %d pairs remembered, want 3", round, len(memo.unchanged))
+		}
+	}
+
+	// An edit replaces the cached object: the pair is gone, the object is
+	// compared, and the drift found (a write, which panics without a client:
+	// caught as the proof that it was attempted).
+	edited := live[objects[0].GetName()].DeepCopy()
+	_ = unstructured.SetNestedField(edited.Object, "changed", "data", "ZK_ADDRESS")
+	live[objects[0].GetName()] = edited
+	if d := decideCached(objects[0], edited, opts); d.action != "" {
+		t.Fatalf("the edited object decides %q without a write", d.action)
+	}
+	if _, ok := memo.get(objects[0], edited); ok {
+		t.Error("a replaced cached object was passed over")
+	}
+
+	// A round forgets what it did not see.
+	if _, err := a.Apply(context.Background(), objects[1:], live, opts); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := memo.unchanged[objects[0]]; ok || len(memo.unchanged) != 2 {
+		t.Errorf("after a round without it, %d pairs remembered, first kept: %v", len(memo.unchanged), ok)
+	}
+}
+
+// TestDecisionsStaleAgreesWithStale: with pairs remembered or not, the
+// memo's Stale finds exactly what the plain comparison finds.
+func TestDecisionsStaleAgreesWithStale(t *testing.T) {
+	desired, live := desiredSet(50)
+	memo := NewDecisions()
+	opts := ApplyOptions{Synchronize: true, Decisions: memo}
+	if _, err := (&Applier{}).Apply(context.Background(), desired, live, opts); err != nil {
+		t.Fatal(err)
+	}
+	var owned []*unstructured.Unstructured
+	for _, o := range live {
+		owned = append(owned, o)
+	}
+	// Stale ones: ten no longer desired. Not stale: a new cached copy of a
+	// desired one, which replaced the paired one after the Apply (an edit
+	// seen between apply and prune).
+	fresh := live[desired[20].GetName()].DeepCopy()
+	owned = slices.DeleteFunc(owned, func(o *unstructured.Unstructured) bool { return o.GetName() == fresh.GetName() })
+	owned = append(owned, fresh)
+	// And one created by the Apply (not cached then), cached by the prune.
+	last := desired[49]
+	delete(live, last.GetName())
+	stillDesired := desired[10:]
+	created := func(_ context.Context, obj *unstructured.Unstructured) (Change, error) { return changeOf(obj, Created, ""), nil }
+	cs, err := (&Applier{}).each(context.Background(), stillDesired, live, opts, writes{create: created})
+	if err != nil || cs.Count(Created) != 1 {
+		t.Fatalf("%d created, error %v", cs.Count(Created), err)
+	}
+	live[last.GetName()] = last.DeepCopy()
+	owned = slices.DeleteFunc(owned, func(o *unstructured.Unstructured) bool { return o.GetName() == last.GetName() })
+	owned = append(owned, live[last.GetName()])
+	names := func(objs []*unstructured.Unstructured) []string {
+		var out []string
+		for _, o := range objs {
+			out = append(out, o.GetName())
+		}
+		slices.Sort(out)
+		return out
+	}
+	want, got := names(Stale(owned, stillDesired)), names(memo.Stale(owned))
+	if len(want) != 10 || !slices.Equal(got, want) {
+		t.Errorf("memo's Stale: %v, plain: %v (want 10)", got, want)
+	}
+}
+
+// TestDecisionsRememberWhatWasWrittenOverTheCache: after a write, the
+// cached copy it replaced is not written over again while the cache still
+// holds it; once the cache holds another copy, that one is compared.
+func TestDecisionsRememberWhatWasWrittenOverTheCache(t *testing.T) {
+	objects, live := desiredSet(1)
+	edited := live[objects[0].GetName()]
+	_ = unstructured.SetNestedField(edited.Object, "changed", "data", "ZK_ADDRESS")
+	memo := NewDecisions()
+	opts := ApplyOptions{Synchronize: true, Decisions: memo}
+	edited.SetResourceVersion("10")
+	applied := 0
+	w := writes{apply: func(_ context.Context, obj *unstructured.Unstructured, _ bool) (Change, error) {
+		applied++
+		ch := changeOf(obj, Configured, "")
+		ch.ResourceVersion = "12"
+		return ch, nil
+	}}
+	for round := range 2 {
+		if _, err := (&Applier{}).each(context.Background(), objects, live, opts, w); err != nil {
+			t.Fatal(err)
+		}
+		if applied != 1 {
+			t.Fatalf("round %d: %d writes, want 1", round, applied)
+		}
+	}
+	// A copy between the one written over and the write (the hand-over's
+	// patch) is from before the write too.
+	between := edited.DeepCopy()
+	between.SetResourceVersion("11")
+	live[objects[0].GetName()] = between
+	if _, err := (&Applier{}).each(context.Background(), objects, live, opts, w); err != nil || applied != 1 {
+		t.Fatalf("a copy from before the write: %d writes, error %v", applied, err)
+	}
+	after := edited.DeepCopy() // another edit, after the write
+	after.SetResourceVersion("13")
+	live[objects[0].GetName()] = after
+	if _, err := (&Applier{}).each(context.Background(), objects, live, opts, w); err != nil {
+		t.Fatal(err)
+	}
+	if applied != 2 {
+		t.Errorf("a new copy in the cache, still drifted, was not written: %d writes", applied)
+	}
+
+	// A dry run remembers nothing it did not write.
+	dry := NewDecisions()
+	w.dry = true
+	for range 2 {
+		if _, err := (&Applier{}).each(context.Background(), objects, live, ApplyOptions{Synchronize: true, Decisions: dry}, w); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if applied != 4 {
+		t.Errorf("dry runs: %d diffs in all, want 4", applied)
+	}
+}
