@@ -124,6 +124,10 @@ type Controller struct {
 	matcher       *Matcher
 
 	queue workqueue.TypedRateLimitingInterface[policyKey]
+	// statusQueue holds the policies whose last outcome is not yet written
+	// to their status; reports holds the outcomes.
+	statusQueue workqueue.TypedRateLimitingInterface[policyKey]
+	reports     reports
 	// sourceQueue holds the names of sources whose PolicySource may be stale.
 	sourceQueue  workqueue.TypedRateLimitingInterface[string]
 	sourceStates sourceStates
@@ -222,6 +226,10 @@ func New(cfg *rest.Config, opts Options) (*Controller, error) {
 			workqueue.DefaultTypedControllerRateLimiter[policyKey](),
 			workqueue.TypedRateLimitingQueueConfig[policyKey]{Name: "policies", MetricsProvider: m.queue},
 		),
+		statusQueue: workqueue.NewTypedRateLimitingQueueWithConfig(
+			workqueue.DefaultTypedControllerRateLimiter[policyKey](),
+			workqueue.TypedRateLimitingQueueConfig[policyKey]{Name: "status", MetricsProvider: m.queue},
+		),
 		sourceQueue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "sources", MetricsProvider: m.queue},
@@ -255,6 +263,7 @@ func (c *Controller) Run(ctx context.Context) error {
 	defer utilruntime.HandleCrash()
 	defer c.queue.ShutDown()
 	defer c.sourceQueue.ShutDown()
+	defer c.statusQueue.ShutDown()
 	c.broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: c.eventSink})
 	defer c.broadcaster.Shutdown()
 
@@ -339,10 +348,28 @@ func (c *Controller) run(ctx context.Context) error {
 	for range c.opts.Workers {
 		wg.Go(func() { wait.UntilWithContext(ctx, c.runWorker, time.Second) })
 	}
+	// Status workers outlive ctx: what the last syncs did is written before
+	// Run returns, so a restart finds it written (DESIGN §5: nothing to do).
+	statusCtx, stopStatus := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopStatus()
+	var statusWG sync.WaitGroup
+	for range statusWorkers {
+		statusWG.Go(func() { c.runStatusWorker(statusCtx) })
+	}
 	<-ctx.Done()
 	c.queue.ShutDown()
 	c.sourceQueue.ShutDown()
 	wg.Wait()
+	drained := make(chan struct{})
+	go func() { c.statusQueue.ShutDownWithDrain(); close(drained) }()
+	select {
+	case <-drained:
+	case <-time.After(statusDrainTimeout):
+		c.log.Warn("stopping with statuses not written", "after", statusDrainTimeout)
+	}
+	stopStatus()
+	c.statusQueue.ShutDown()
+	statusWG.Wait()
 	c.stop()
 	return nil
 }

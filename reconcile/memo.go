@@ -2,61 +2,86 @@ package reconcile
 
 import (
 	"sync"
+	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apiserver/pkg/admission"
 )
 
-// evaluations remembers, for one compiled policy, what its program gave
-// for each trigger, keyed by the resourceVersions of everything the
-// evaluation was given: a sync re-evaluates only the triggers that changed.
-// Only reproducible results are kept (celenv.Result.Reproducible): one
-// that read another object or the clock is evaluated every time.
+// evaluations remembers, for one compiled policy, what a sync works out
+// for each cached trigger object: the metadata it reads, whether the match
+// constraints select it, and what the program generates for it. An
+// informer cache never changes an object, it replaces it, so the same
+// object is the same resourceVersion: what was worked out for it holds
+// while it, its Namespace and its state before its last UPDATE are the
+// same objects, and a sync works out again only what changed. (A re-list
+// replaces every object: the next sync works everything out again, which
+// is correct, only slower.) Only reproducible evaluations are kept
+// (celenv.Result.Reproducible): one that read another object or the clock
+// is evaluated every time.
 //
-// A sync's lookups and stores form a round; ending it drops the triggers
-// the round did not see, so the memory follows the triggers that exist.
-// The objects kept are shared by the syncs that reuse them: no phase after
+// A sync's lookups form a round; ending it drops the objects the round did
+// not see, so the memory follows the triggers that exist. The generated
+// objects kept are shared by the syncs that reuse them: no phase after
 // evaluation may change them.
 type evaluations struct {
 	mu         sync.Mutex
-	last, next map[types.UID]evaluation
+	last, next map[*unstructured.Unstructured]*triggerMemo
 }
 
-// evaluation is one kept result.
+// triggerMemo is what is known of one cached trigger object. Only the
+// policy's sync, one at a time, reads and writes its fields.
+type triggerMemo struct {
+	uid       types.UID
+	namespace string
+	created   time.Time
+	deleting  bool
+
+	// selected is the match constraints' answer, known when matchKnown,
+	// for the Namespace object matchNamespace.
+	matchKnown     bool
+	selected       bool
+	matchNamespace *corev1.Namespace
+
+	// evaluated is the kept evaluation, or nil.
+	evaluated *evaluation
+}
+
+// evaluation is one program result and the other inputs it had.
 type evaluation struct {
-	inputs  string
-	objects []*unstructured.Unstructured
-	matched bool
+	old       *unstructured.Unstructured
+	namespace *corev1.Namespace
+	op        admission.Operation
+	objects   []*unstructured.Unstructured
+	matched   bool
 }
 
 func newEvaluations() *evaluations {
-	return &evaluations{last: map[types.UID]evaluation{}, next: map[types.UID]evaluation{}}
+	return &evaluations{last: map[*unstructured.Unstructured]*triggerMemo{}, next: map[*unstructured.Unstructured]*triggerMemo{}}
 }
 
-// get returns the result kept for the trigger when it was computed from
-// the same inputs, and keeps it for the next round.
-func (e *evaluations) get(uid types.UID, inputs string) (evaluation, bool) {
+// of returns what is known of the cached trigger object u, and keeps it
+// for the next round.
+func (e *evaluations) of(u *unstructured.Unstructured) *triggerMemo {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	ev, ok := e.last[uid]
-	if !ok || ev.inputs != inputs {
-		return evaluation{}, false
+	m := e.last[u]
+	if m == nil {
+		m = e.next[u] // seen earlier in this round
 	}
-	e.next[uid] = ev
-	return ev, true
+	if m == nil {
+		m = &triggerMemo{uid: u.GetUID(), namespace: u.GetNamespace(),
+			created: u.GetCreationTimestamp().Time, deleting: u.GetDeletionTimestamp() != nil}
+	}
+	e.next[u] = m
+	return m
 }
 
-// put keeps a result for the next round.
-func (e *evaluations) put(uid types.UID, ev evaluation) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.next[uid] = ev
-}
-
-// endRound forgets every trigger the round neither looked up with the
-// same inputs nor stored.
+// endRound forgets every object the round did not see.
 func (e *evaluations) endRound() {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.last, e.next = e.next, make(map[types.UID]evaluation, len(e.next))
+	e.last, e.next = e.next, make(map[*unstructured.Unstructured]*triggerMemo, len(e.next))
 }

@@ -22,7 +22,7 @@ func (staticMapper) Reset() {}
 // BenchmarkEvaluateTrigger measures one trigger's evaluation in a sync, as
 // the controller runs it for the data-source example: a miss evaluates the
 // program and labels its objects; a hit finds the result kept for the same
-// resourceVersions.
+// cached objects.
 func BenchmarkEvaluateTrigger(b *testing.B) {
 	policy, err := fixtures.Policy("zk-kafka-address")
 	if err != nil {

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -62,6 +64,8 @@ func (c *Controller) plan(key policyKey, changes inventory.ChangeSet, err error)
 	if c.planned.byKey == nil {
 		c.planned.byKey = map[policyKey]PolicyPlan{}
 	}
+	// Triggers come from the caches in no order: a plan lists by object.
+	slices.SortStableFunc(changes.Changes, func(a, b inventory.Change) int { return strings.Compare(a.ID, b.ID) })
 	c.planned.byKey[key] = PolicyPlan{Policy: key.String(), Changes: changes, Err: err}
 }
 

@@ -15,6 +15,7 @@ import (
 	apiv1 "github.com/sprout-gitops/sprout/api/policies/v1"
 	sproutv1alpha1 "github.com/sprout-gitops/sprout/api/sprout/v1alpha1"
 	"github.com/sprout-gitops/sprout/celenv"
+	"github.com/sprout-gitops/sprout/inventory"
 	"github.com/sprout-gitops/sprout/sources"
 )
 
@@ -63,6 +64,8 @@ type compiledPolicy struct {
 	derives sproutv1alpha1.DerivedAdmissions
 	// evaluations are the program's results kept per trigger.
 	evaluations *evaluations
+	// decisions are the objects apply found unchanged, kept per object.
+	decisions *inventory.Decisions
 }
 
 // admissions remembers, per policy, the admitted triggers its settings do
@@ -82,6 +85,11 @@ type admissions struct {
 // at activated without a record of it.
 func derives(d sproutv1alpha1.DerivedAdmissions, u *unstructured.Unstructured, activated time.Time) bool {
 	return d.GenerateExisting || d.Created && !u.GetCreationTimestamp().Time.Before(activated)
+}
+
+// derivesMemo is derives for a trigger known by its memo.
+func derivesMemo(d sproutv1alpha1.DerivedAdmissions, m *triggerMemo, activated time.Time) bool {
+	return d.GenerateExisting || d.Created && !m.created.Before(activated)
 }
 
 // derivedBy returns the settings the policy's listed admissions complete;
@@ -137,13 +145,21 @@ func (a *admissions) admitted(k policyKey, uid types.UID) bool {
 }
 
 // retain forgets the admitted triggers that no longer exist.
-func (a *admissions) retain(k policyKey, existing sets.Set[types.UID]) {
+// exists is asked without the lock held: it may take the controller's.
+func (a *admissions) retain(k policyKey, exists func(types.UID) bool) {
+	a.mu.Lock()
+	uids := a.set[k].UnsortedList()
+	a.mu.Unlock()
+	var gone []types.UID
+	for _, uid := range uids {
+		if !exists(uid) {
+			gone = append(gone, uid)
+		}
+	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	for uid := range a.set[k] {
-		if !existing.Has(uid) {
-			a.set[k].Delete(uid)
-		}
+	for _, uid := range gone {
+		a.set[k].Delete(uid)
 	}
 }
 
@@ -165,6 +181,7 @@ func (c *Controller) compile(p sources.Policy) *compiledPolicy {
 		activated: c.activation(p),
 
 		evaluations: newEvaluations(),
+		decisions:   inventory.NewDecisions(),
 	}
 	if mc := p.PolicySpec().MatchConstraints; mc != nil {
 		cp.criteria = newCriteria(*mc)

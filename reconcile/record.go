@@ -78,15 +78,11 @@ func (c *Controller) restore(key policyKey, uid string) {
 }
 
 // saveRecord writes the policy's record if what it should hold changed.
-func (c *Controller) saveRecord(ctx context.Context, key policyKey, cp *compiledPolicy, out *outcome) error {
+func (c *Controller) saveRecord(ctx context.Context, key policyKey, cp *compiledPolicy) error {
 	if c.opts.DryRun {
 		return nil
 	}
-	current := c.record(key)
 	rec := &sproutv1alpha1.PolicyInventory{}
-	if current != nil {
-		rec.Status = *current.Status.DeepCopy()
-	}
 	spec := cp.policy.PolicySpec()
 	rec.Labels = map[string]string{inventory.LabelManagedBy: inventory.ManagedBy}
 	rec.Spec = sproutv1alpha1.PolicyInventorySpec{
@@ -109,13 +105,24 @@ func (c *Controller) saveRecord(ctx context.Context, key policyKey, cp *compiled
 	}
 	rec.Spec.Generated = c.generated[key].UnsortedList()
 	c.mu.RUnlock()
-	if out != nil {
-		if out.reason != ReasonCompileFailed {
-			rec.Status.Triggers, rec.Status.Objects = out.triggers, out.objects
-		}
-		meta.SetStatusCondition(&rec.Status.Conditions, readyCondition(cp, *out))
-	}
 	return c.records.Save(ctx, rec)
+}
+
+// saveRecordStatus writes the outcome of a sync to the record's status if
+// it changed.
+func (c *Controller) saveRecordStatus(ctx context.Context, key policyKey, cp *compiledPolicy, out outcome) error {
+	if c.opts.DryRun {
+		return nil
+	}
+	var status sproutv1alpha1.PolicyInventoryStatus
+	if current := c.records.Status(refOf(key)); current != nil {
+		status = *current.DeepCopy()
+	}
+	if out.reason != ReasonCompileFailed {
+		status.Triggers, status.Objects = out.triggers, out.objects
+	}
+	meta.SetStatusCondition(&status.Conditions, readyCondition(cp, out))
+	return c.records.SaveStatus(ctx, refOf(key), status)
 }
 
 // retireOrphanRecords queues the records of policies that source no longer

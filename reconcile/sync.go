@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -34,6 +33,9 @@ type trigger struct {
 	// deleted marks a tombstone: the trigger's last state, replayed once as
 	// a DELETE for a policy that lists DELETE.
 	deleted bool
+	// memo is what the policy's evaluations know of object; nil for a
+	// tombstone.
+	memo *triggerMemo
 }
 
 // sync makes the cluster hold what one policy wants, computed from the
@@ -58,10 +60,11 @@ func (c *Controller) sync(ctx context.Context, key policyKey) error {
 		out := outcome{reason: ReasonCompileFailed, err: err}
 		c.plan(key, inventory.ChangeSet{}, err)
 		before := c.previousReady(key, cp)
-		statusErr := c.report(ctx, key, cp, out)
+		recordErr := c.saveRecord(ctx, key, cp)
+		c.reportLater(key, cp, out)
 		c.metrics.observeSync(key.String(), time.Since(start).Seconds(), out, inventory.ChangeSet{}, nil)
 		c.policyEvents(key, cp, before, out, inventory.ChangeSet{}, nil)
-		return statusErr
+		return recordErr
 	}
 	var discoveryErr *discoveryError
 	if errors.As(cp.resolveErr, &discoveryErr) || (len(cp.triggers) == 0 && cp.resolveErr != nil) {
@@ -70,7 +73,8 @@ func (c *Controller) sync(ctx context.Context, key policyKey) error {
 		cp = c.resolveAgain(key, cp)
 		if errors.As(cp.resolveErr, &discoveryErr) {
 			// Which resources the rules name is unknown: nothing can be decided.
-			return errors.Join(discoveryErr, c.reportStatus(ctx, cp, outcome{reason: ReasonMatchFailed, err: discoveryErr}))
+			c.reportLater(key, cp, outcome{reason: ReasonMatchFailed, err: discoveryErr})
+			return discoveryErr
 		}
 	}
 	if !c.triggersSynced(cp) {
@@ -90,7 +94,8 @@ func (c *Controller) sync(ctx context.Context, key policyKey) error {
 		// Terminal until the policy or the flag changes, like a compile error.
 		out := outcome{reason: ReasonCompileFailed, err: asErr}
 		c.plan(key, inventory.ChangeSet{}, asErr)
-		return errors.Join(c.reportStatus(ctx, cp, out), c.saveRecord(ctx, key, cp, &out))
+		c.reportLater(key, cp, out)
+		return c.saveRecord(ctx, key, cp)
 	}
 	w, err := c.writerFor(as)
 	if err != nil {
@@ -107,7 +112,7 @@ func (c *Controller) sync(ctx context.Context, key policyKey) error {
 	// before an object for them is written, so a crash right after an apply
 	// leaves nothing unfound and forgets no admission. Unchanged, it costs
 	// no request.
-	if err := c.saveRecord(ctx, key, cp, nil); err != nil {
+	if err := c.saveRecord(ctx, key, cp); err != nil {
 		return err
 	}
 	phase.done("record")
@@ -120,7 +125,7 @@ func (c *Controller) sync(ctx context.Context, key policyKey) error {
 		toWrite = c.notYetGenerated(key, desired)
 	}
 	alive := c.triggerExists(cp)
-	changes, applyErr := w.Apply(ctx, toWrite, liveObjects{c}, inventory.ApplyOptions{Synchronize: sync, Alive: alive})
+	changes, applyErr := w.Apply(ctx, toWrite, liveObjects{c}, inventory.ApplyOptions{Synchronize: sync, Alive: alive, Decisions: cp.decisions})
 	if !sync {
 		c.noteGenerated(key, changes)
 	}
@@ -134,7 +139,7 @@ func (c *Controller) sync(ctx context.Context, key policyKey) error {
 	var pruneErr error
 	if sync && errors.Join(matchErr, evalErr, refuseErr, mapErr, applyErr) == nil {
 		var pruned inventory.ChangeSet
-		pruned, pruneErr = c.prune(ctx, w, key, desired)
+		pruned, pruneErr = c.prune(ctx, w, key, cp)
 		changes.Changes = append(changes.Changes, pruned.Changes...)
 	}
 	phase.done("prune")
@@ -168,22 +173,14 @@ func (c *Controller) sync(ctx context.Context, key policyKey) error {
 	}
 	c.plan(key, changes, out.err)
 	before := c.previousReady(key, cp)
-	statusErr := c.report(ctx, key, cp, out)
+	// What a non-synchronizing policy generated is recorded now; the
+	// outcome goes to the status workers.
+	recordErr := c.saveRecord(ctx, key, cp)
+	c.reportLater(key, cp, out)
 	phase.done("report")
 	c.metrics.observeSync(key.String(), time.Since(start).Seconds(), out, changes, evalErr)
 	c.policyEvents(key, cp, before, out, changes, triggers)
-	return errors.Join(matchErr, evalErr, mapErr, applyErr, pruneErr, statusErr)
-}
-
-// report writes the outcome of a sync to the policy's status and to its
-// record at the same time: two objects, each a request or none.
-func (c *Controller) report(ctx context.Context, key policyKey, cp *compiledPolicy, out outcome) error {
-	var statusErr error
-	var wg sync.WaitGroup
-	wg.Go(func() { statusErr = c.reportStatus(ctx, cp, out) })
-	recordErr := c.saveRecord(ctx, key, cp, &out)
-	wg.Wait()
-	return errors.Join(statusErr, recordErr)
+	return errors.Join(matchErr, evalErr, mapErr, applyErr, pruneErr, recordErr)
 }
 
 // track records that the policy writes to gvrs and makes sure each is
@@ -264,13 +261,13 @@ func (c *Controller) noteGenerated(key policyKey, changes inventory.ChangeSet) {
 
 func generatedID(objectID, triggerUID string) string { return triggerUID + " " + objectID }
 
-// prune deletes what the policy owns but no longer wants.
-func (c *Controller) prune(ctx context.Context, w writer, key policyKey, desired []*unstructured.Unstructured) (inventory.ChangeSet, error) {
+// prune deletes what the policy owns but its last apply did not want.
+func (c *Controller) prune(ctx context.Context, w writer, key policyKey, cp *compiledPolicy) (inventory.ChangeSet, error) {
 	owned, err := c.owned(key)
 	if err != nil {
 		return inventory.ChangeSet{}, err
 	}
-	return w.Prune(ctx, inventory.Stale(owned, desired))
+	return w.Prune(ctx, cp.decisions.Stale(owned))
 }
 
 // finalize is the last sync of a deleted policy. A synchronizing policy that
@@ -341,15 +338,19 @@ func (c *Controller) triggersSynced(cp *compiledPolicy) bool {
 
 // matchingTriggers lists, from the caches, the triggers the policy matches
 // now and has admitted: every match with generateExisting, otherwise those
-// created since the policy's activation or admitted by an event.
+// created since the policy's activation or admitted by an event. They come
+// in the caches' order, which is none.
 func (c *Controller) matchingTriggers(cp *compiledPolicy) ([]trigger, error) {
 	key := keyOf(cp.policy)
 	// Settings the policy had before, whose admissions are not listed yet.
 	before, changed := c.admitted.derivedBy(key)
 	changed = changed && before != cp.derives
+	confined := ""
+	if cp.policy.IsNamespaced() {
+		confined = cp.policy.GetNamespace()
+	}
 	var out []trigger
 	var errs []error
-	existing := sets.New[types.UID]()
 	for _, gvr := range cp.triggers {
 		c.mu.RLock()
 		ti := c.informer[gvr]
@@ -357,21 +358,22 @@ func (c *Controller) matchingTriggers(cp *compiledPolicy) ([]trigger, error) {
 		if ti == nil {
 			return nil, errWaiting // released meanwhile by a policy change
 		}
-		for _, u := range byNamespaceAndName(ti.informer.GetStore().List()) {
-			if cp.policy.IsNamespaced() && u.GetNamespace() != cp.policy.GetNamespace() {
+		for _, obj := range ti.informer.GetStore().List() {
+			u := obj.(*unstructured.Unstructured)
+			m := cp.evaluations.of(u)
+			if confined != "" && m.namespace != confined {
 				continue
 			}
-			if u.GetDeletionTimestamp() != nil {
+			if m.deleting {
 				continue // being deleted: gone, as far as generation goes
 			}
-			existing.Insert(u.GetUID())
-			derived := derives(cp.derives, u, cp.activated)
-			listed := c.admitted.admitted(key, u.GetUID())
-			derivedBefore := changed && derives(before, u, cp.activated)
+			derived := derivesMemo(cp.derives, m, cp.activated)
+			listed := c.admitted.admitted(key, m.uid)
+			derivedBefore := changed && derivesMemo(before, m, cp.activated)
 			if !derived && !listed && !derivedBefore {
 				continue
 			}
-			ok, err := c.matcher.matches(cp.criteria.state, gvr, admission.Create, u)
+			ok, err := c.selects(cp, gvr, u, m)
 			if err != nil {
 				errs = append(errs, fmt.Errorf("%s %s: match: %w", u.GetKind(), objectRef(u), err))
 				continue
@@ -383,38 +385,51 @@ func (c *Controller) matchingTriggers(cp *compiledPolicy) ([]trigger, error) {
 				// Admitted by settings the policy no longer has: listed, so
 				// it stays admitted while it exists, whatever becomes of
 				// generateExisting or the operations (DESIGN §3).
-				c.admitted.admit(key, u.GetUID())
+				c.admitted.admit(key, m.uid)
 			}
-			out = append(out, trigger{gvr: gvr, object: u})
+			out = append(out, trigger{gvr: gvr, object: u, memo: m})
 		}
 	}
-	c.admitted.retain(key, existing)
+	exists := c.triggerExists(cp)
+	c.admitted.retain(key, func(uid types.UID) bool { return exists(string(uid)) })
 	if len(errs) == 0 {
 		// Every trigger the old settings admitted is listed now.
 		c.admitted.setDerivedBy(key, cp.derives)
 	}
-	return out, errors.Join(errs...)
+	return out, joinSorted(errs)
 }
 
-// byNamespaceAndName returns cached objects ordered by namespace, then
-// name: a stable order, so that errors and statuses do not change with the
-// cache's. Each sort key is read once.
-func byNamespaceAndName(cached []any) []*unstructured.Unstructured {
-	type keyed struct {
-		key string
-		u   *unstructured.Unstructured
+// joinSorted joins errors in the order of their messages: triggers come in
+// no order, and a status must not change with it.
+func joinSorted(errs []error) error {
+	slices.SortFunc(errs, func(a, b error) int { return strings.Compare(a.Error(), b.Error()) })
+	return errors.Join(errs...)
+}
+
+// selects reports whether the policy's match constraints, operations
+// aside, select trigger u as it is; the answer is kept until u or its
+// Namespace change.
+func (c *Controller) selects(cp *compiledPolicy, gvr schema.GroupVersionResource, u *unstructured.Unstructured, m *triggerMemo) (bool, error) {
+	ns := c.namespaceNamed(m.namespace)
+	if m.matchKnown && m.matchNamespace == ns {
+		return m.selected, nil
 	}
-	items := make([]keyed, len(cached))
-	for i, obj := range cached {
-		u := obj.(*unstructured.Unstructured)
-		items[i] = keyed{u.GetNamespace() + "\x00" + u.GetName(), u}
+	ok, err := c.matcher.matches(cp.criteria.state, gvr, admission.Create, u)
+	if err != nil {
+		return false, err
 	}
-	slices.SortFunc(items, func(a, b keyed) int { return strings.Compare(a.key, b.key) })
-	out := make([]*unstructured.Unstructured, len(items))
-	for i, it := range items {
-		out[i] = it.u
+	m.matchKnown, m.selected, m.matchNamespace = true, ok, ns
+	return ok, nil
+}
+
+// namespaceNamed returns the cached Namespace of that name; nil for "" or
+// one not cached.
+func (c *Controller) namespaceNamed(name string) *corev1.Namespace {
+	if name == "" {
+		return nil
 	}
-	return out
+	obj, _ := c.namespaces.Get(name)
+	return obj
 }
 
 // desired evaluates the policy for every trigger and labels each object with
@@ -452,7 +467,7 @@ func (c *Controller) desired(ctx context.Context, cp *compiledPolicy, triggers [
 	}
 	cp.evaluations.endRound()
 	c.metrics.observeEvaluations(keyOf(cp.policy).String(), evaluated, reused)
-	return out, matched, errors.Join(errs...)
+	return out, matched, joinSorted(errs)
 }
 
 // evaluate runs the policy's program for one trigger, replayed as its last
@@ -474,23 +489,19 @@ func (c *Controller) evaluate(ctx context.Context, cp *compiledPolicy, t trigger
 			op, oldObject = admission.Update, prev
 		}
 	}
+	m := t.memo
+	if m == nil && !t.deleted {
+		m = cp.evaluations.of(u)
+	}
 	var nsObject *corev1.Namespace
-	if ns := u.GetNamespace(); ns != "" {
-		nsObject, _ = c.namespaces.Get(ns)
-	}
-	// What the evaluation is given, by resourceVersion; a tombstone is
-	// evaluated once and never kept.
-	inputs := u.GetResourceVersion() + "/" + string(op)
-	if oldObject != nil {
-		inputs += "/" + oldObject.GetResourceVersion()
-	}
-	if nsObject != nil {
-		inputs += "/" + nsObject.ResourceVersion
-	}
-	if !t.deleted {
-		if ev, ok := cp.evaluations.get(u.GetUID(), inputs); ok {
-			return ev, true, nil
+	if m != nil {
+		nsObject = c.namespaceNamed(m.namespace)
+		// A tombstone has no memo: it is evaluated once, never kept.
+		if ev := m.evaluated; ev != nil && ev.old == oldObject && ev.namespace == nsObject && ev.op == op {
+			return *ev, true, nil
 		}
+	} else {
+		nsObject = c.namespaceNamed(u.GetNamespace())
 	}
 
 	in := celenv.Input{
@@ -537,9 +548,12 @@ func (c *Controller) evaluate(ctx context.Context, cp *compiledPolicy, t trigger
 		}
 		inventory.Stamp(o) // final: kept results are shared by later syncs
 	}
-	ev = evaluation{inputs: inputs, objects: objs, matched: res.Matched}
-	if res.Reproducible && !t.deleted {
-		cp.evaluations.put(u.GetUID(), ev)
+	ev = evaluation{old: oldObject, namespace: nsObject, op: op, objects: objs, matched: res.Matched}
+	if m != nil {
+		m.evaluated = nil
+		if res.Reproducible {
+			m.evaluated = &ev
+		}
 	}
 	return ev, false, nil
 }

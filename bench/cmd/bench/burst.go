@@ -16,7 +16,7 @@ import (
 func (b *bench) burst(ctx context.Context) error {
 	m := b.BurstSize
 	b.res.Burst.Namespaces = m
-	return b.withReadyControllers(ctx, "burst", func(name string, c *cluster, p *process) error {
+	return b.withReadyControllers(ctx, "burst", func(name string, c *cluster, p *process, _ string) error {
 		k, err := c.watchGenerated(ctx, m)
 		if err != nil {
 			return err
@@ -47,7 +47,7 @@ func (b *bench) burst(ctx context.Context) error {
 
 // withReadyControllers runs fn for the baseline, then for sprout, each on a
 // fresh cluster of its own and ready to react to new triggers.
-func (b *bench) withReadyControllers(ctx context.Context, part string, fn func(name string, c *cluster, p *process) error) error {
+func (b *bench) withReadyControllers(ctx context.Context, part string, fn func(name string, c *cluster, p *process, dir string) error) error {
 	for _, name := range []string{"baseline", "sprout"} {
 		err := b.withCluster(part+"-"+name, func(c *cluster, dir string) error {
 			p, err := b.startReady(ctx, name, c, dir)
@@ -55,7 +55,7 @@ func (b *bench) withReadyControllers(ctx context.Context, part string, fn func(n
 				return err
 			}
 			defer p.stop()
-			return fn(name, c, p)
+			return fn(name, c, p, dir)
 		})
 		if err != nil {
 			return err

@@ -230,6 +230,7 @@ func (r *result) printProfiles(w io.Writer) {
 		s    *profileSummary
 	}{
 		{fmt.Sprintf("6 CPU profile, %d s of scenario 1's generation", r.Params.CPUProfileSeconds), pr.ColdCPU},
+		{fmt.Sprintf("6 CPU profile, %d s of scenario 2's steady creation", r.Params.CPUProfileSeconds), pr.SteadyCPU},
 		{"6 heap in use at the end of scenario 1", pr.ColdHeap},
 		{"6 heap allocated during scenario 1", pr.ColdAllocs},
 		{"6 heap in use at the end of scenario 5", pr.PoliciesHeap},

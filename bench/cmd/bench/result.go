@@ -225,6 +225,8 @@ func (r burstRun) etcdMsPerObject() float64 {
 type profiles struct {
 	// ColdCPU is a CPU profile taken while sprout generates in scenario 1.
 	ColdCPU *profileSummary `json:"coldCPU,omitempty"`
+	// SteadyCPU is a CPU profile taken during scenario 2, of the same length.
+	SteadyCPU *profileSummary `json:"steadyCPU,omitempty"`
 	// ColdHeap and PoliciesHeap are what is in use at the end of scenarios
 	// 1 and 5, after a garbage collection; the Allocs are all that was
 	// allocated until then, the garbage that drives peak RSS and GC CPU.

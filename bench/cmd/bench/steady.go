@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"time"
 )
 
@@ -12,10 +13,20 @@ import (
 // ConfigMap on a watch. A ConfigMap seen before the response counts as 0.
 func (b *bench) steadyLatency(ctx context.Context) error {
 	n := int(b.SteadyRate * b.SteadySeconds)
-	return b.withReadyControllers(ctx, "steady", func(name string, c *cluster, p *process) error {
+	return b.withReadyControllers(ctx, "steady", func(name string, c *cluster, p *process, dir string) error {
 		k, err := c.watchGenerated(ctx, n)
 		if err != nil {
 			return err
+		}
+		cpuProfile := make(chan error, 1)
+		if name == "sprout" {
+			// From the middle of the creation, when the caches hold half.
+			go func() {
+				time.Sleep(time.Duration(b.SteadySeconds/2*float64(time.Second)) - time.Duration(b.CPUProfileSeconds)*time.Second/2)
+				s, err := p.cpuProfile(ctx, b.CPUProfileSeconds, filepath.Join(dir, "steady-cpu.pprof"))
+				b.res.Profiles.SteadyCPU = s
+				cpuProfile <- err
+			}()
 		}
 		returned, err := c.createNamespacesAt(ctx, "steady", b.SteadyRate, time.Duration(b.SteadySeconds*float64(time.Second)))
 		if err != nil {
@@ -30,6 +41,9 @@ func (b *bench) steadyLatency(ctx context.Context) error {
 		}
 		r := latencyRun{Triggers: n, Seen: count, Latency: latencyOf(latencies), CPUSeconds: p.cpuSeconds(), PeakRSSMiB: p.peakRSSMiB()}
 		if name == "sprout" {
+			if err := <-cpuProfile; err != nil {
+				return err
+			}
 			r.Phases = p.phases(ctx)
 			b.res.Steady.Sprout = r
 		} else {

@@ -1,0 +1,106 @@
+package reconcile
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+)
+
+// reports holds, per policy, the outcome of its last sync until a status
+// worker writes it to the policy's status and its record's. A sync does not
+// wait for those writes, and outcomes that come faster than they can be
+// written are coalesced: only the last one is written.
+type reports struct {
+	mu      sync.Mutex
+	pending map[policyKey]pendingReport
+}
+
+type pendingReport struct {
+	cp  *compiledPolicy
+	out outcome
+}
+
+// reportLater hands a sync's outcome to the status workers.
+func (c *Controller) reportLater(key policyKey, cp *compiledPolicy, out outcome) {
+	if c.opts.DryRun {
+		return // a plan writes no status
+	}
+	c.reports.mu.Lock()
+	if c.reports.pending == nil {
+		c.reports.pending = map[policyKey]pendingReport{}
+	}
+	c.reports.pending[key] = pendingReport{cp: cp, out: out}
+	c.reports.mu.Unlock()
+	c.statusQueue.Add(key)
+}
+
+// take removes and returns the outcome waiting for key.
+func (r *reports) take(key policyKey) (pendingReport, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	p, ok := r.pending[key]
+	delete(r.pending, key)
+	return p, ok
+}
+
+// putBack returns an outcome whose write failed, unless a newer one came.
+func (r *reports) putBack(key policyKey, p pendingReport) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, newer := r.pending[key]; !newer {
+		r.pending[key] = p
+	}
+}
+
+// statusWorkers write the outcomes of syncs; two, so that one slow write
+// does not hold up the other policies'.
+const statusWorkers = 2
+
+// statusDrainTimeout bounds how long a stopping controller keeps writing
+// the outcomes its last syncs left.
+const statusDrainTimeout = 10 * time.Second
+
+// runStatusWorker writes outcomes until the status queue shuts down and is
+// drained.
+func (c *Controller) runStatusWorker(ctx context.Context) {
+	for {
+		key, shutdown := c.statusQueue.Get()
+		if shutdown {
+			return
+		}
+		if p, ok := c.reports.take(key); ok {
+			if err := c.report(ctx, key, p.cp, p.out); err != nil && ctx.Err() == nil {
+				c.log.Error("status not written", "policy", key.String(), "error", err.Error())
+				c.reports.putBack(key, p)
+				c.statusQueue.AddRateLimited(key)
+			} else {
+				c.statusQueue.Forget(key)
+			}
+		}
+		c.statusQueue.Done(key)
+	}
+}
+
+// report writes the outcome of a sync to the policy's status and to its
+// record's at the same time: two objects, each a request or none.
+func (c *Controller) report(ctx context.Context, key policyKey, cp *compiledPolicy, out outcome) error {
+	var statusErr error
+	var wg sync.WaitGroup
+	wg.Go(func() { statusErr = c.reportStatus(ctx, c.freshest(key, cp), out) })
+	recordErr := c.saveRecordStatus(ctx, key, cp, out)
+	wg.Wait()
+	return errors.Join(statusErr, recordErr)
+}
+
+// freshest returns the running copy of cp's policy when it is the same
+// generation: its status is the last the cache saw, so an outcome already
+// written is not written again.
+func (c *Controller) freshest(key policyKey, cp *compiledPolicy) *compiledPolicy {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if cur := c.policies[key]; cur != nil && cur.policy.GetUID() == cp.policy.GetUID() && cur.policy.GetGeneration() == cp.policy.GetGeneration() {
+		return cur
+	}
+	return cp
+}
