@@ -411,10 +411,14 @@ func (m stringMap) get(key string) string {
 	return s
 }
 
-// metadataStrings returns obj's metadata.<field> (labels, annotations).
+// metadataStrings returns obj's metadata.<field> (labels, annotations), or
+// with field "" its metadata.
 func metadataStrings(obj *unstructured.Unstructured, field string) stringMap {
-	m, _, _ := unstructured.NestedFieldNoCopy(obj.Object, "metadata", field)
-	sm, _ := m.(map[string]any)
+	m, _ := obj.Object["metadata"].(map[string]any)
+	if field == "" {
+		return m
+	}
+	sm, _ := m[field].(map[string]any)
 	return sm
 }
 

@@ -12,7 +12,21 @@ type objectKey struct {
 }
 
 func keyOf(o *unstructured.Unstructured) objectKey {
-	return objectKey{o.GroupVersionKind().GroupKind(), o.GetNamespace(), o.GetName()}
+	m := metadataStrings(o, "")
+	return objectKey{KindOf(o).GroupKind(), m.get("namespace"), m.get("name")}
+}
+
+// KindOf returns obj's group, version and kind, read straight from its
+// top-level fields: unstructured's accessors walk a path for each, and a
+// sync asks for every desired object several times.
+func KindOf(obj *unstructured.Unstructured) schema.GroupVersionKind {
+	apiVersion, _ := obj.Object["apiVersion"].(string)
+	kind, _ := obj.Object["kind"].(string)
+	gv, err := schema.ParseGroupVersion(apiVersion)
+	if err != nil {
+		return schema.GroupVersionKind{Kind: kind}
+	}
+	return gv.WithKind(kind)
 }
 
 // Stale returns the owned objects that are not desired: what a

@@ -142,11 +142,13 @@ func (c *Controller) resourcesOf(objs []*unstructured.Unstructured) (sets.Set[sc
 	out := sets.New[schema.GroupVersionResource]()
 	seen := map[schema.GroupVersionKind]bool{}
 	var errs []error
+	var last *schema.GroupVersionKind
 	for _, o := range objs {
-		gvk := o.GroupVersionKind()
-		if seen[gvk] {
-			continue
+		gvk := inventory.KindOf(o)
+		if last != nil && gvk == *last || seen[gvk] {
+			continue // most often, every object is of one kind
 		}
+		last = &gvk
 		seen[gvk] = true
 		m, err := c.restMapping(gvk)
 		if err != nil {
@@ -164,8 +166,7 @@ type liveObjects struct{ c *Controller }
 var _ inventory.Live = liveObjects{}
 
 func (l liveObjects) Get(obj *unstructured.Unstructured) (*unstructured.Unstructured, bool) {
-	gvk := obj.GroupVersionKind()
-	m, err := l.c.restMapping(gvk)
+	m, err := l.c.restMapping(inventory.KindOf(obj))
 	if err != nil {
 		return nil, false
 	}

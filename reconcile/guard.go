@@ -2,7 +2,6 @@ package reconcile
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -57,14 +56,14 @@ func (c *Controller) refuse(ctx context.Context, desired []*unstructured.Unstruc
 		}
 		kept = append(kept, obj)
 	}
-	return kept, errors.Join(errs...)
+	return kept, joinSorted(errs)
 }
 
 // mayWrite says why obj must not be written, or nil. roles remembers the
 // verdict on each ClusterRole already read: a policy that binds one role in
 // every namespace reads it once.
 func (c *Controller) mayWrite(ctx context.Context, obj *unstructured.Unstructured, roles map[string]error) error {
-	gk := obj.GroupVersionKind().GroupKind()
+	gk := inventory.KindOf(obj).GroupKind()
 	if len(c.opts.AllowedKinds) > 0 && !slices.Contains(c.opts.AllowedKinds, gk) {
 		return fmt.Errorf("kind %s is not in --allowed-kinds", gk)
 	}
