@@ -348,10 +348,9 @@ func (c *Controller) run(ctx context.Context) error {
 	for range c.opts.Workers {
 		wg.Go(func() { wait.UntilWithContext(ctx, c.runWorker, time.Second) })
 	}
-	// Status workers outlive ctx: what the last syncs did is written before
+	// Status writes outlive ctx: what the last syncs did is written before
 	// Run returns, so a restart finds it written (DESIGN §5: nothing to do).
-	statusCtx, stopStatus := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopStatus()
+	statusCtx := context.WithoutCancel(ctx)
 	var statusWG sync.WaitGroup
 	for range statusWorkers {
 		statusWG.Go(func() { c.runStatusWorker(statusCtx) })
@@ -360,16 +359,11 @@ func (c *Controller) run(ctx context.Context) error {
 	c.queue.ShutDown()
 	c.sourceQueue.ShutDown()
 	wg.Wait()
-	drained := make(chan struct{})
-	go func() { c.statusQueue.ShutDownWithDrain(); close(drained) }()
-	select {
-	case <-drained:
-	case <-time.After(statusDrainTimeout):
-		c.log.Warn("stopping with statuses not written", "after", statusDrainTimeout)
-	}
-	stopStatus()
 	c.statusQueue.ShutDown()
 	statusWG.Wait()
+	drain, stopDrain := context.WithTimeout(statusCtx, statusDrainTimeout)
+	c.writePending(drain)
+	stopDrain()
 	c.stop()
 	return nil
 }

@@ -138,13 +138,13 @@ func (c *Controller) owned(key policyKey) ([]*unstructured.Unstructured, error) 
 // server does not serve is an error for its objects alone: the resources of
 // the others are still returned, so they are recorded before they are
 // written.
-func (c *Controller) resourcesOf(objs []*unstructured.Unstructured) (sets.Set[schema.GroupVersionResource], error) {
+func (c *Controller) resourcesOf(objs []*unstructured.Unstructured, kinds []schema.GroupVersionKind) (sets.Set[schema.GroupVersionResource], error) {
 	out := sets.New[schema.GroupVersionResource]()
 	seen := map[schema.GroupVersionKind]bool{}
 	var errs []error
 	var last *schema.GroupVersionKind
-	for _, o := range objs {
-		gvk := inventory.KindOf(o)
+	for i, o := range objs {
+		gvk := kinds[i]
 		if last != nil && gvk == *last || seen[gvk] {
 			continue // most often, every object is of one kind
 		}

@@ -45,25 +45,24 @@ func (c *Controller) maxObjects(cp *compiledPolicy) (int, error) {
 // that grants every verb on every resource (unless
 // Options.AllowWildcardBindings). The policy's other objects are written;
 // nothing is pruned while any is refused.
-func (c *Controller) refuse(ctx context.Context, desired []*unstructured.Unstructured) ([]*unstructured.Unstructured, error) {
-	var kept []*unstructured.Unstructured
+func (c *Controller) refuse(ctx context.Context, desired []*unstructured.Unstructured, kinds []schema.GroupVersionKind) ([]*unstructured.Unstructured, []schema.GroupVersionKind, error) {
 	var errs []error
 	roles := map[string]error{} // what each ClusterRole grants, read once per sync
-	for _, obj := range desired {
-		if err := c.mayWrite(ctx, obj, roles); err != nil {
+	kept, keptKinds := desired[:0:0], kinds[:0:0]
+	for i, obj := range desired {
+		if err := c.mayWrite(ctx, obj, kinds[i].GroupKind(), roles); err != nil {
 			errs = append(errs, fmt.Errorf("%s: refused: %w", inventory.ObjectID(obj), err))
 			continue
 		}
-		kept = append(kept, obj)
+		kept, keptKinds = append(kept, obj), append(keptKinds, kinds[i])
 	}
-	return kept, joinSorted(errs)
+	return kept, keptKinds, joinSorted(errs)
 }
 
 // mayWrite says why obj must not be written, or nil. roles remembers the
 // verdict on each ClusterRole already read: a policy that binds one role in
 // every namespace reads it once.
-func (c *Controller) mayWrite(ctx context.Context, obj *unstructured.Unstructured, roles map[string]error) error {
-	gk := inventory.KindOf(obj).GroupKind()
+func (c *Controller) mayWrite(ctx context.Context, obj *unstructured.Unstructured, gk schema.GroupKind, roles map[string]error) error {
 	if len(c.opts.AllowedKinds) > 0 && !slices.Contains(c.opts.AllowedKinds, gk) {
 		return fmt.Errorf("kind %s is not in --allowed-kinds", gk)
 	}

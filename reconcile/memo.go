@@ -6,6 +6,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apiserver/pkg/admission"
 )
@@ -55,7 +56,9 @@ type evaluation struct {
 	namespace *corev1.Namespace
 	op        admission.Operation
 	objects   []*unstructured.Unstructured
-	matched   bool
+	// kinds are the objects' kinds, read once.
+	kinds   []schema.GroupVersionKind
+	matched bool
 }
 
 func newEvaluations() *evaluations {

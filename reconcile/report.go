@@ -14,6 +14,8 @@ import (
 type reports struct {
 	mu      sync.Mutex
 	pending map[policyKey]pendingReport
+	// told is, per policy, the reason and error of the last outcome written.
+	told map[policyKey]string
 }
 
 type pendingReport struct {
@@ -31,8 +33,51 @@ func (c *Controller) reportLater(key policyKey, cp *compiledPolicy, out outcome)
 		c.reports.pending = map[policyKey]pendingReport{}
 	}
 	c.reports.pending[key] = pendingReport{cp: cp, out: out}
+	told, ok := c.reports.told[key]
 	c.reports.mu.Unlock()
+	if ok && told == out.summary() {
+		// Only the counts changed: written a little later, with whatever
+		// comes meanwhile, so that a burst of triggers costs the API
+		// server one status write a second, not one per sync.
+		c.statusQueue.AddAfter(key, countsDelay)
+		return
+	}
 	c.statusQueue.Add(key)
+}
+
+// countsDelay is how long a status write that only changes counts waits.
+const countsDelay = time.Second
+
+// summary is what of an outcome is written at once when it changes.
+func (o outcome) summary() string {
+	if o.err == nil {
+		return o.reason
+	}
+	return o.reason + ": " + o.err.Error()
+}
+
+// written records the outcome last written for key.
+func (r *reports) written(key policyKey, out outcome) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.told == nil {
+		r.told = map[policyKey]string{}
+	}
+	r.told[key] = out.summary()
+}
+
+// writePending writes every outcome not yet written, delayed or not: a
+// stopping controller does, once its status workers have stopped.
+func (c *Controller) writePending(ctx context.Context) {
+	c.reports.mu.Lock()
+	pending := c.reports.pending
+	c.reports.pending = nil
+	c.reports.mu.Unlock()
+	for key, p := range pending {
+		if err := c.report(ctx, key, p.cp, p.out); err != nil {
+			c.log.Error("status not written before stopping", "policy", key.String(), "error", err.Error())
+		}
+	}
 }
 
 // take removes and returns the outcome waiting for key.
@@ -57,7 +102,7 @@ func (r *reports) putBack(key policyKey, p pendingReport) {
 // does not hold up the other policies'.
 const statusWorkers = 2
 
-// statusDrainTimeout bounds how long a stopping controller keeps writing
+// statusDrainTimeout bounds how long a stopping controller spends writing
 // the outcomes its last syncs left.
 const statusDrainTimeout = 10 * time.Second
 
@@ -75,6 +120,7 @@ func (c *Controller) runStatusWorker(ctx context.Context) {
 				c.reports.putBack(key, p)
 				c.statusQueue.AddRateLimited(key)
 			} else {
+				c.reports.written(key, p.out)
 				c.statusQueue.Forget(key)
 			}
 		}

@@ -102,10 +102,10 @@ func (c *Controller) sync(ctx context.Context, key policyKey) error {
 		return err
 	}
 	reader := newCacheReader(c, as)
-	desired, matched, evalErr := c.desired(ctx, cp, triggers, reader)
-	desired, refuseErr := c.refuse(ctx, desired)
+	desired, kinds, matched, evalErr := c.desired(ctx, cp, triggers, reader)
+	desired, kinds, refuseErr := c.refuse(ctx, desired, kinds)
 	c.setDependencies(key, reader.resources())
-	gvrs, mapErr := c.resourcesOf(desired)
+	gvrs, mapErr := c.resourcesOf(desired, kinds)
 	phase.done("evaluate")
 	ready := c.track(ctx, key, gvrs)
 	// Write-ahead: the record names every resource and admitted trigger
@@ -436,13 +436,14 @@ func (c *Controller) namespaceNamed(name string) *corev1.Namespace {
 // its origin. It also counts the triggers whose matchConditions held. A
 // trigger that fails to evaluate is reported and skipped; the others still
 // count.
-func (c *Controller) desired(ctx context.Context, cp *compiledPolicy, triggers []trigger, reader celenv.Reader) ([]*unstructured.Unstructured, int, error) {
+func (c *Controller) desired(ctx context.Context, cp *compiledPolicy, triggers []trigger, reader celenv.Reader) ([]*unstructured.Unstructured, []schema.GroupVersionKind, int, error) {
 	var out []*unstructured.Unstructured
+	var kinds []schema.GroupVersionKind
 	var errs []error
 	matched := 0
 	limit, err := c.maxObjects(cp)
 	if err != nil {
-		return nil, 0, err
+		return nil, nil, 0, err
 	}
 	evaluated, reused := 0, 0
 	for _, t := range triggers {
@@ -464,10 +465,11 @@ func (c *Controller) desired(ctx context.Context, cp *compiledPolicy, triggers [
 			matched++
 		}
 		out = append(out, objs...)
+		kinds = append(kinds, ev.kinds...)
 	}
 	cp.evaluations.endRound()
 	c.metrics.observeEvaluations(keyOf(cp.policy).String(), evaluated, reused)
-	return out, matched, joinSorted(errs)
+	return out, kinds, matched, joinSorted(errs)
 }
 
 // evaluate runs the policy's program for one trigger, replayed as its last
@@ -549,6 +551,9 @@ func (c *Controller) evaluate(ctx context.Context, cp *compiledPolicy, t trigger
 		inventory.Stamp(o) // final: kept results are shared by later syncs
 	}
 	ev = evaluation{old: oldObject, namespace: nsObject, op: op, objects: objs, matched: res.Matched}
+	for _, o := range objs {
+		ev.kinds = append(ev.kinds, inventory.KindOf(o))
+	}
 	if m != nil {
 		m.evaluated = nil
 		if res.Reproducible {

@@ -1,0 +1,77 @@
+package reconcile_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync/atomic"
+	"testing"
+
+	"k8s.io/client-go/rest"
+
+	"github.com/sprout-gitops/sprout/reconcile"
+)
+
+// TestStatusWritesCoalesce: triggers arriving one after another cost one
+// sync each but far fewer status writes: an outcome that only changes the
+// counts waits a little for the next. The status still ends with the last
+// counts, and a restart has nothing left to write.
+func TestStatusWritesCoalesce(t *testing.T) {
+	tb := newTable(t, "coalesce")
+	tb.applyPolicy(derivedPolicy("coalesce", "coalesce", "out", "one", true, false))
+	t.Cleanup(func() { tb.deletePolicy("coalesce") })
+
+	counted := rest.CopyConfig(cfg)
+	counter := &writeCounter{}
+	counted.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		counter.next = rt
+		return counter
+	})
+	var syncs atomic.Int64
+	opts := reconcile.DefaultOptions()
+	opts.Logger = slog.New(slog.DiscardHandler)
+	opts.OnSync = func(policy string, err error) {
+		if policy == "GeneratingPolicy/coalesce" && err == nil {
+			syncs.Add(1)
+		}
+	}
+	c, err := reconcile.New(counted, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+
+	const triggers = 20
+	for i := range triggers {
+		name := fmt.Sprintf("t%02d", i)
+		tb.trigger(name, "coalesce", name)
+		tb.waitFor("its downstream", name+"-out", exists) // one sync at least per trigger
+	}
+	// Stopped at once: the counts not yet written are written on the way out.
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf("%d triggers, %d objects", triggers, triggers)
+	if c, err := policyCondition(context.Background(), "coalesce"); err != nil || c == nil || c.Message != want {
+		t.Errorf("status after the controller stopped: %v (error %v), want %q", c, err, want)
+	}
+	statusWrites := len(counter.about("generatingpolicies/coalesce/status"))
+	if n := syncs.Load(); n < triggers || statusWrites*2 > int(n) {
+		t.Errorf("%d syncs wrote the status %d times: want at least %d syncs and at most half as many writes", n, statusWrites, triggers)
+	}
+
+	restarted := &writeCounter{}
+	again := rest.CopyConfig(cfg)
+	again.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		restarted.next = rt
+		return restarted
+	})
+	runUntilSynced(t, again, "GeneratingPolicy/coalesce")
+	if w := restarted.about("coalesce"); len(w) != 0 {
+		t.Errorf("a restart wrote %v: the last outcome was not written before the controller stopped", w)
+	}
+}
