@@ -72,7 +72,9 @@ func TestDecisionsStaleAgreesWithStale(t *testing.T) {
 	last := desired[49]
 	delete(live, last.GetName())
 	stillDesired := desired[10:]
-	created := func(_ context.Context, obj *unstructured.Unstructured) (Change, error) { return changeOf(obj, Created, ""), nil }
+	created := func(_ context.Context, obj *unstructured.Unstructured) (Change, error) {
+		return changeOf(obj, Created, ""), nil
+	}
 	cs, err := (&Applier{}).each(context.Background(), stillDesired, live, opts, writes{create: created})
 	if err != nil || cs.Count(Created) != 1 {
 		t.Fatalf("%d created, error %v", cs.Count(Created), err)
