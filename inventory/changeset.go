@@ -37,8 +37,8 @@ type Change struct {
 	// Owner is, for an object skipped because another of Sprout's policies
 	// generated it, that policy (Kind/[namespace/]name).
 	Owner string
-	// ResourceVersion is, for an object created or configured, the version
-	// the write made.
+	// ResourceVersion is, for an object configured, the version the write
+	// made.
 	ResourceVersion string
 	// Before and After are set by a dry run (DryRun): the object as it is
 	// and as it would be; nil for one that does not exist on that side.

@@ -170,9 +170,10 @@ func (c *Controller) ensureTriggerInformers(gvrs []schema.GroupVersionResource) 
 		inf := newInformer(c.dynamic, gvr)
 		_, _ = inf.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
 			AddFunc: func(obj any, isInInitialList bool) {
-				// An object listed at start-up already existed: it is not a CREATE.
+				// An object listed at start-up already existed: it is not a
+				// CREATE, and admits nothing. The policies are queued once
+				// the whole list is in, not once per object.
 				if isInInitialList {
-					c.onTrigger(gvr, "", obj, nil)
 					return
 				}
 				c.onTrigger(gvr, admission.Create, obj, nil)
@@ -193,6 +194,13 @@ func (c *Controller) ensureTriggerInformers(gvrs []schema.GroupVersionResource) 
 		})
 		c.informer[gvr] = &triggerInformer{informer: inf, cancel: cancel}
 		go inf.RunWithContext(ctx)
+		go func() {
+			// A sync before the list is in waits (errWaiting, with back-off
+			// up to seconds): the policies go at once when it is.
+			if cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
+				c.queueWatching(gvr)
+			}
+		}()
 		c.log.Info("watching triggers", "resource", resourceName(gvr))
 	}
 }
@@ -326,6 +334,18 @@ func (c *Controller) onTrigger(gvr schema.GroupVersionResource, op admission.Ope
 			}
 		}
 		c.queue.Add(key)
+	}
+}
+
+// queueWatching queues every policy that watches gvr for triggers or reads
+// it.
+func (c *Controller) queueWatching(gvr schema.GroupVersionResource) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	for key, cp := range c.policies {
+		if slices.Contains(cp.triggers, gvr) || c.dependencies[key].Has(gvr) {
+			c.queue.Add(key)
+		}
 	}
 }
 
