@@ -120,6 +120,9 @@ type Controller struct {
 	planned plans
 
 	kubeInformers informers.SharedInformerFactory
+	// namespacedResources says, per resource discovery listed, whether it
+	// is namespaced.
+	namespacedResources sync.Map
 	namespaces    listersv1.NamespaceLister
 	matcher       *Matcher
 
@@ -298,13 +301,15 @@ func (c *Controller) start(ctx context.Context) error {
 	}); err != nil {
 		return err
 	}
-	c.kubeInformers.Start(ctx.Done())
+	// The Namespace cache starts with the first policy whose triggers are
+	// namespaced (needNamespaces): with Namespaces as triggers only, it
+	// would list every Namespace a second time for nothing.
 	// Records first: a policy delivered by a source resumes from its record.
 	c.log.Info("waiting for informer caches")
 	if !cache.WaitForCacheSync(ctx.Done(), c.startRecords(ctx)) {
 		return fmt.Errorf("inventory records did not sync: %w", ctx.Err())
 	}
-	synced := []cache.InformerSynced{c.kubeInformers.Core().V1().Namespaces().Informer().HasSynced}
+	var synced []cache.InformerSynced
 	for _, src := range c.opts.Sources {
 		if err := src.Start(ctx, policyHandler{c}); err != nil {
 			return err

@@ -124,6 +124,7 @@ func (c *Controller) resolveRulesOnce(rules []admissionregistrationv1.NamedRuleW
 					continue
 				}
 				gvr := gv.WithResource(res.Name)
+				c.namespacedResources.Store(gvr, res.Namespaced)
 				if !slices.Contains(out, gvr) {
 					out = append(out, gvr)
 				}
@@ -158,8 +159,31 @@ func matchesAny(patterns []string, s string) bool {
 	return slices.Contains(patterns, "*") || slices.Contains(patterns, s)
 }
 
+// needNamespaces starts the Namespace cache, which namespaced triggers
+// need (namespaceSelector, namespaceObject); starting it again is a no-op.
+func (c *Controller) needNamespaces() {
+	c.kubeInformers.Start(c.ctx.Done())
+}
+
+// namespacesSynced reports whether the Namespace cache is ready for a
+// policy's triggers: it need not be when none is namespaced.
+func (c *Controller) namespacesSynced(triggers []schema.GroupVersionResource) bool {
+	for _, gvr := range triggers {
+		if namespaced, _ := c.namespacedResources.Load(gvr); namespaced == true {
+			return c.kubeInformers.Core().V1().Namespaces().Informer().HasSynced()
+		}
+	}
+	return true
+}
+
 // ensureTriggerInformers starts an informer for every resource not yet watched.
 func (c *Controller) ensureTriggerInformers(gvrs []schema.GroupVersionResource) {
+	for _, gvr := range gvrs {
+		if namespaced, _ := c.namespacedResources.Load(gvr); namespaced != false {
+			c.needNamespaces() // namespaced, or not known to be cluster-scoped
+			break
+		}
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, gvr := range gvrs {

@@ -325,6 +325,9 @@ func (c *Controller) resolveAgain(key policyKey, cp *compiledPolicy) *compiledPo
 // triggersSynced reports whether every trigger informer of the policy has
 // listed its objects: before that the cache would look empty.
 func (c *Controller) triggersSynced(cp *compiledPolicy) bool {
+	if !c.namespacesSynced(cp.triggers) {
+		return false
+	}
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	for _, gvr := range cp.triggers {
