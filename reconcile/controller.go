@@ -123,8 +123,8 @@ type Controller struct {
 	// namespacedResources says, per resource discovery listed, whether it
 	// is namespaced.
 	namespacedResources sync.Map
-	namespaces    listersv1.NamespaceLister
-	matcher       *Matcher
+	namespaces          listersv1.NamespaceLister
+	matcher             *Matcher
 
 	queue workqueue.TypedRateLimitingInterface[policyKey]
 	// statusQueue holds the policies whose last outcome is not yet written
