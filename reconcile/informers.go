@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -15,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apiserver/pkg/admission"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
@@ -218,10 +220,15 @@ func (c *Controller) ensureTriggerInformers(gvrs []schema.GroupVersionResource) 
 		})
 		c.informer[gvr] = &triggerInformer{informer: inf, cancel: cancel}
 		go inf.RunWithContext(ctx)
+		started := time.Now()
 		go func() {
 			// A sync before the list is in waits (errWaiting, with back-off
 			// up to seconds): the policies go at once when it is.
-			if cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
+			err := wait.PollUntilContextCancel(ctx, 10*time.Millisecond, true, func(context.Context) (bool, error) {
+				return inf.HasSynced(), nil
+			})
+			if err == nil {
+				c.log.Info("triggers listed", "resource", resourceName(gvr), "objects", len(inf.GetStore().ListKeys()), "duration", time.Since(started))
 				c.queueWatching(gvr)
 			}
 		}()
