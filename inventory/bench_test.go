@@ -62,7 +62,7 @@ func BenchmarkStale10k(b *testing.B) {
 	desired = desired[100:]
 	b.ReportAllocs()
 	for b.Loop() {
-		if n := len(Stale(owned, desired)); n != 100 {
+		if n := len(stale(owned, desired)); n != 100 {
 			b.Fatalf("%d stale, want 100", n)
 		}
 	}

@@ -108,7 +108,7 @@ func (d *Decisions) endRound(objects []*unstructured.Unstructured) {
 }
 
 // Stale returns the owned objects that the last Apply's objects do not
-// hold, as the package's Stale does; before any Apply, none. A cached object paired then is
+// hold, as stale does; before any Apply, none. A cached object paired then is
 // desired without a comparison; the others are compared with the objects
 // not paired (on a sync that changed little, the few it wrote), and only
 // those still unmatched, a cached object replaced since, with all.

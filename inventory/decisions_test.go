@@ -90,7 +90,7 @@ func TestDecisionsStaleAgreesWithStale(t *testing.T) {
 		slices.Sort(out)
 		return out
 	}
-	want, got := names(Stale(owned, stillDesired)), names(memo.Stale(owned))
+	want, got := names(stale(owned, stillDesired)), names(memo.Stale(owned))
 	if len(want) != 10 || !slices.Equal(got, want) {
 		t.Errorf("memo's Stale: %v, plain: %v (want 10)", got, want)
 	}

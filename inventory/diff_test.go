@@ -38,12 +38,12 @@ func TestStale(t *testing.T) {
 		obj("policy/v1", "PodDisruptionBudget", "a", "pdb", nil), // another version, the same object
 		obj("v1", "Secret", "a", "new", nil),
 	}
-	got := ids(Stale(owned, desired))
+	got := ids(stale(owned, desired))
 	want := []string{"ConfigMap/a/gone", "NetworkPolicy/a/kept"}
 	if len(got) != len(want) || got[0] != want[0] || got[1] != want[1] {
 		t.Fatalf("Stale = %v, want %v", got, want)
 	}
-	if got := Stale(nil, desired); len(got) != 0 {
+	if got := stale(nil, desired); len(got) != 0 {
 		t.Fatalf("nothing owned, nothing stale: got %v", ids(got))
 	}
 }

@@ -162,7 +162,7 @@ func shardOf(entry string, n int) int {
 	return int(h.Sum32() % uint32(n))
 }
 
-// Save writes a policy's record (its spec: SaveStatus writes the status),
+// Save writes a policy's record (its spec: UpdateStatus writes the status),
 // with all its entries, as a main record and as many shards as it needs,
 // each only if it differs from the cached copy:
 // an unchanged record costs no request. Shards no longer needed go.
@@ -225,22 +225,22 @@ func (r *Records) saveOne(ctx context.Context, rec, current *sproutv1alpha1.Poli
 	return nil
 }
 
-// Status returns the cached status of a policy's record, or nil.
-func (r *Records) Status(ref sproutv1alpha1.PolicyReference) *sproutv1alpha1.PolicyInventoryStatus {
-	rec, err := r.cached(RecordName(ref))
-	if err != nil || rec == nil {
-		return nil
-	}
-	return &rec.Status
-}
-
-// SaveStatus writes the status of a policy's record, which Save has
-// written, if it differs from the cached copy.
-func (r *Records) SaveStatus(ctx context.Context, ref sproutv1alpha1.PolicyReference, status sproutv1alpha1.PolicyInventoryStatus) error {
-	rec := &sproutv1alpha1.PolicyInventory{Status: status}
+// UpdateStatus writes the status of a policy's record, which Save has
+// written: update changes a copy of the cached status (empty when none is
+// cached), and it is written only if it then differs.
+func (r *Records) UpdateStatus(ctx context.Context, ref sproutv1alpha1.PolicyReference, update func(*sproutv1alpha1.PolicyInventoryStatus)) error {
+	rec := &sproutv1alpha1.PolicyInventory{}
 	rec.SetName(RecordName(ref))
 	rec.Labels = map[string]string{LabelManagedBy: ManagedBy}
-	if current := r.Status(ref); current != nil && sameStatus(status, *current) {
+	current, err := r.cached(rec.Name)
+	if err != nil {
+		return err
+	}
+	if current != nil {
+		rec.Status = *current.Status.DeepCopy() // update must not change what it is compared with
+	}
+	update(&rec.Status)
+	if current != nil && sameStatus(rec.Status, current.Status) {
 		return nil
 	}
 	return r.apply(ctx, rec, true)

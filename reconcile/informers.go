@@ -360,7 +360,7 @@ func (c *Controller) onTrigger(gvr schema.GroupVersionResource, op admission.Ope
 			case err != nil || !ok:
 			case op == admission.Delete:
 				c.tombstones.add(key, trigger{gvr: gvr, object: u, deleted: true})
-			case !derives(cp.derives, u, cp.activated):
+			case !derives(cp.derives, u.GetCreationTimestamp().Time, cp.activated):
 				c.admitted.admit(key, u.GetUID())
 			}
 		}

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -81,15 +80,10 @@ type admissions struct {
 	derived map[policyKey]sproutv1alpha1.DerivedAdmissions
 }
 
-// derives reports whether settings d admit trigger u of a policy activated
-// at activated without a record of it.
-func derives(d sproutv1alpha1.DerivedAdmissions, u *unstructured.Unstructured, activated time.Time) bool {
-	return d.GenerateExisting || d.Created && !u.GetCreationTimestamp().Time.Before(activated)
-}
-
-// derivesMemo is derives for a trigger known by its memo.
-func derivesMemo(d sproutv1alpha1.DerivedAdmissions, m *triggerMemo, activated time.Time) bool {
-	return d.GenerateExisting || d.Created && !m.created.Before(activated)
+// derives reports whether settings d admit, without a record of it, a
+// trigger created at created of a policy activated at activated.
+func derives(d sproutv1alpha1.DerivedAdmissions, created, activated time.Time) bool {
+	return d.GenerateExisting || d.Created && !created.Before(activated)
 }
 
 // derivedBy returns the settings the policy's listed admissions complete;

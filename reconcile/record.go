@@ -114,15 +114,12 @@ func (c *Controller) saveRecordStatus(ctx context.Context, key policyKey, cp *co
 	if c.opts.DryRun {
 		return nil
 	}
-	var status sproutv1alpha1.PolicyInventoryStatus
-	if current := c.records.Status(refOf(key)); current != nil {
-		status = *current.DeepCopy()
-	}
-	if out.reason != ReasonCompileFailed {
-		status.Triggers, status.Objects = out.triggers, out.objects
-	}
-	meta.SetStatusCondition(&status.Conditions, readyCondition(cp, out))
-	return c.records.SaveStatus(ctx, refOf(key), status)
+	return c.records.UpdateStatus(ctx, refOf(key), func(status *sproutv1alpha1.PolicyInventoryStatus) {
+		if out.reason != ReasonCompileFailed {
+			status.Triggers, status.Objects = out.triggers, out.objects
+		}
+		meta.SetStatusCondition(&status.Conditions, readyCondition(cp, out))
+	})
 }
 
 // retireOrphanRecords queues the records of policies that source no longer

@@ -4,11 +4,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"sync/atomic"
 	"testing"
-
-	"k8s.io/client-go/rest"
 
 	"github.com/sprout-gitops/sprout/reconcile"
 )
@@ -22,12 +19,7 @@ func TestStatusWritesCoalesce(t *testing.T) {
 	tb.applyPolicy(derivedPolicy("coalesce", "coalesce", "out", "one", true, false))
 	t.Cleanup(func() { tb.deletePolicy("coalesce") })
 
-	counted := rest.CopyConfig(cfg)
-	counter := &writeCounter{}
-	counted.Wrap(func(rt http.RoundTripper) http.RoundTripper {
-		counter.next = rt
-		return counter
-	})
+	counted, counter := countingWrites(cfg)
 	var syncs atomic.Int64
 	opts := reconcile.DefaultOptions()
 	opts.Logger = slog.New(slog.DiscardHandler)
@@ -64,12 +56,7 @@ func TestStatusWritesCoalesce(t *testing.T) {
 		t.Errorf("%d syncs wrote the status %d times: want at least %d syncs and at most half as many writes", n, statusWrites, triggers)
 	}
 
-	restarted := &writeCounter{}
-	again := rest.CopyConfig(cfg)
-	again.Wrap(func(rt http.RoundTripper) http.RoundTripper {
-		restarted.next = rt
-		return restarted
-	})
+	again, restarted := countingWrites(cfg)
 	runUntilSynced(t, again, "GeneratingPolicy/coalesce")
 	if w := restarted.about("coalesce"); len(w) != 0 {
 		t.Errorf("a restart wrote %v: the last outcome was not written before the controller stopped", w)

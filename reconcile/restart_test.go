@@ -50,6 +50,17 @@ func (w *writeCounter) RoundTrip(req *http.Request) (*http.Response, error) {
 	return w.next.RoundTrip(req)
 }
 
+// countingWrites returns a copy of config whose requests counter counts.
+func countingWrites(config *rest.Config) (*rest.Config, *writeCounter) {
+	counted := rest.CopyConfig(config)
+	counter := &writeCounter{}
+	counted.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		counter.next = rt
+		return counter
+	})
+	return counted, counter
+}
+
 // about returns the writes whose path contains s (a test's namespace and
 // policy names): a controller also finishes what earlier tests left, such
 // as the clean-up of a policy deleted after their controller stopped.
@@ -136,12 +147,7 @@ func TestRestartWithNothingChangedWritesNothing(t *testing.T) {
 		}
 	}
 
-	counted := rest.CopyConfig(cfg)
-	counter := &writeCounter{}
-	counted.Wrap(func(rt http.RoundTripper) http.RoundTripper {
-		counter.next = rt
-		return counter
-	})
+	counted, counter := countingWrites(cfg)
 	runUntilSynced(t, counted, "GeneratingPolicy/restart-sync", "GeneratingPolicy/restart-nosync")
 	if w := counter.about("restart"); len(w) != 0 {
 		t.Errorf("restart with nothing changed made %d write requests: %v", len(w), w)
@@ -292,12 +298,7 @@ func TestLargeRecordsAreSharded(t *testing.T) {
 	// A restart reads the shards back: a deleted downstream stays deleted,
 	// and nothing is written.
 	tb.delete("c-copy")
-	counted := rest.CopyConfig(cfg)
-	counter := &writeCounter{}
-	counted.Wrap(func(rt http.RoundTripper) http.RoundTripper {
-		counter.next = rt
-		return counter
-	})
+	counted, counter := countingWrites(cfg)
 	runUntilSyncedWith(t, counted, small, "GeneratingPolicy/sharded")
 	if tb.get("c-copy") != nil {
 		t.Error("a downstream the user deleted was generated again: the shards were not read")
@@ -359,12 +360,7 @@ func TestResyncWithNothingChangedWritesNothing(t *testing.T) {
 	tb.trigger("a", "resync", "a1")
 	runUntilSynced(t, cfg, "GeneratingPolicy/resync")
 
-	counted := rest.CopyConfig(cfg)
-	counter := &writeCounter{}
-	counted.Wrap(func(rt http.RoundTripper) http.RoundTripper {
-		counter.next = rt
-		return counter
-	})
+	counted, counter := countingWrites(cfg)
 	var syncs atomic.Int64
 	opts := reconcile.DefaultOptions()
 	opts.Logger = slog.New(slog.DiscardHandler)
@@ -407,12 +403,7 @@ func TestRecomputeRepairsDriftMadeWhileStopped(t *testing.T) {
 	tb.edit("a-out", "policy", "edited while stopped")
 	tb.delete("b-out")
 
-	counted := rest.CopyConfig(cfg)
-	counter := &writeCounter{}
-	counted.Wrap(func(rt http.RoundTripper) http.RoundTripper {
-		counter.next = rt
-		return counter
-	})
+	counted, counter := countingWrites(cfg)
 	runUntilSynced(t, counted, "GeneratingPolicy/drift")
 	if cm := tb.get("a-out"); cm == nil || cm.Data["policy"] != "one" {
 		t.Errorf("the edit made while stopped was not reverted: %v", cm)

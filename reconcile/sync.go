@@ -370,9 +370,9 @@ func (c *Controller) matchingTriggers(cp *compiledPolicy) ([]trigger, error) {
 			if m.deleting {
 				continue // being deleted: gone, as far as generation goes
 			}
-			derived := derivesMemo(cp.derives, m, cp.activated)
+			derived := derives(cp.derives, m.created, cp.activated)
 			listed := c.admitted.admitted(key, m.uid)
-			derivedBefore := changed && derivesMemo(before, m, cp.activated)
+			derivedBefore := changed && derives(before, m.created, cp.activated)
 			if !derived && !listed && !derivedBefore {
 				continue
 			}
