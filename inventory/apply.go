@@ -37,6 +37,16 @@ type Applier struct {
 	// raw sends creates whose answer nobody reads: decoding it into a map
 	// was a fifth of Sprout's CPU while it generated.
 	raw rest.Interface
+	// resources maps a kind to the path segment its creates post to, so
+	// that a create does not ask the client's REST mapper, which allocates
+	// on every call, each time.
+	resources sync.Map // schema.GroupVersionKind → createPath
+}
+
+// createPath is where objects of one kind are created.
+type createPath struct {
+	prefix, resource string
+	namespaced       bool
 }
 
 // NewApplier returns an Applier writing through cfg.
@@ -242,8 +252,7 @@ func (a *Applier) one(ctx context.Context, obj *unstructured.Unstructured, inCac
 // The object is encoded as it is (desired objects are never modified, so
 // no copy), and the answer is not decoded: only its status counts.
 func (a *Applier) create(ctx context.Context, obj *unstructured.Unstructured) (Change, error) {
-	gvk := KindOf(obj)
-	m, err := a.client.RESTMapper().RESTMapping(gvk.GroupKind(), gvk.Version)
+	p, err := a.createPath(KindOf(obj))
 	if err != nil {
 		return Change{}, err
 	}
@@ -251,13 +260,9 @@ func (a *Applier) create(ctx context.Context, obj *unstructured.Unstructured) (C
 	if err != nil {
 		return Change{}, err
 	}
-	prefix := "/apis/" + gvk.Group + "/" + gvk.Version
-	if gvk.Group == "" {
-		prefix = "/api/" + gvk.Version
-	}
-	err = a.raw.Post().AbsPath(prefix).
-		NamespaceIfScoped(obj.GetNamespace(), m.Scope.Name() == meta.RESTScopeNameNamespace).
-		Resource(m.Resource.Resource).
+	err = a.raw.Post().AbsPath(p.prefix).
+		NamespaceIfScoped(obj.GetNamespace(), p.namespaced).
+		Resource(p.resource).
 		Param("fieldManager", FieldManager).
 		SetHeader("Content-Type", "application/json").
 		Body(body).
@@ -266,6 +271,25 @@ func (a *Applier) create(ctx context.Context, obj *unstructured.Unstructured) (C
 		return Change{}, err
 	}
 	return changeOf(obj, Created, ""), nil
+}
+
+// createPath maps gvk to where its objects are created, once per kind. A
+// kind not served is not remembered: it may be served later.
+func (a *Applier) createPath(gvk schema.GroupVersionKind) (createPath, error) {
+	if p, ok := a.resources.Load(gvk); ok {
+		return p.(createPath), nil
+	}
+	m, err := a.client.RESTMapper().RESTMapping(gvk.GroupKind(), gvk.Version)
+	if err != nil {
+		return createPath{}, err
+	}
+	p := createPath{prefix: "/apis/" + gvk.Group + "/" + gvk.Version, resource: m.Resource.Resource,
+		namespaced: m.Scope.Name() == meta.RESTScopeNameNamespace}
+	if gvk.Group == "" {
+		p.prefix = "/api/" + gvk.Version
+	}
+	a.resources.Store(gvk, p)
+	return p, nil
 }
 
 // apply writes obj with server-side apply, which was found to differ from

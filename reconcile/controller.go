@@ -102,9 +102,11 @@ func DefaultOptions() Options {
 // Controller runs GeneratingPolicies and NamespacedGeneratingPolicies found
 // in the cluster.
 type Controller struct {
-	opts      Options
-	log       *slog.Logger
-	dynamic   dynamic.Interface
+	opts    Options
+	log     *slog.Logger
+	dynamic dynamic.Interface
+	// raw watches triggers and Sprout's objects (see eventDecoder).
+	raw       rest.Interface
 	kube      kubernetes.Interface
 	cfg       *rest.Config
 	accounts  accounts
@@ -193,6 +195,10 @@ func New(cfg *rest.Config, opts Options) (*Controller, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dynamic client: %w", err)
 	}
+	raw, err := newRawClient(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("REST client: %w", err)
+	}
 	applier, err := inventory.NewApplier(cfg)
 	if err != nil {
 		return nil, err
@@ -219,6 +225,7 @@ func New(cfg *rest.Config, opts Options) (*Controller, error) {
 		opts:          opts,
 		log:           opts.Logger,
 		dynamic:       dyn,
+		raw:           raw,
 		discovery:     disco,
 		mapper:        restmapper.NewDeferredDiscoveryRESTMapper(disco),
 		applier:       applier,

@@ -10,7 +10,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/sets"
-	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/tools/cache"
 
 	apiv1 "github.com/sprout-gitops/sprout/api/policies/v1"
@@ -64,11 +63,10 @@ func (c *Controller) ensureDownstreamInformers(gvrs sets.Set[schema.GroupVersion
 			continue
 		}
 		ctx, cancel := context.WithCancel(c.ctx)
-		inf := dynamicinformer.NewFilteredDynamicInformer(c.dynamic, gvr, metav1.NamespaceAll, 0,
-			cache.Indexers{byPolicy: ownerIndex},
+		inf := newUnstructuredInformer(c.dynamic, c.raw, gvr, cache.Indexers{byPolicy: ownerIndex},
 			func(o *metav1.ListOptions) {
 				o.LabelSelector = inventory.LabelManagedBy + "=" + inventory.ManagedBy
-			}).Informer()
+			})
 		_ = inf.SetTransform(func(obj any) (any, error) {
 			if u, ok := obj.(*unstructured.Unstructured); ok {
 				inventory.ForCache(u)

@@ -11,7 +11,6 @@ import (
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -20,7 +19,7 @@ import (
 	"k8s.io/apiserver/pkg/admission"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 )
 
@@ -60,8 +59,8 @@ func (l *lastUpdates) get(uid types.UID) *unstructured.Unstructured {
 
 // newInformer makes an informer on gvr in every namespace. Cached objects
 // drop managedFields: Sprout never reads them and they are often half the size.
-func newInformer(client dynamic.Interface, gvr schema.GroupVersionResource) cache.SharedIndexInformer {
-	inf := dynamicinformer.NewFilteredDynamicInformer(client, gvr, metav1.NamespaceAll, 0, cache.Indexers{byUID: uidIndex}, nil).Informer()
+func newInformer(client dynamic.Interface, raw rest.Interface, gvr schema.GroupVersionResource) cache.SharedIndexInformer {
+	inf := newUnstructuredInformer(client, raw, gvr, cache.Indexers{byUID: uidIndex}, nil)
 	_ = inf.SetTransform(func(obj any) (any, error) {
 		if u, ok := obj.(*unstructured.Unstructured); ok {
 			u.SetManagedFields(nil)
@@ -193,7 +192,7 @@ func (c *Controller) ensureTriggerInformers(gvrs []schema.GroupVersionResource) 
 			continue
 		}
 		ctx, cancel := context.WithCancel(c.ctx)
-		inf := newInformer(c.dynamic, gvr)
+		inf := newInformer(c.dynamic, c.raw, gvr)
 		_, _ = inf.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
 			AddFunc: func(obj any, isInInitialList bool) {
 				// An object listed at start-up already existed: it is not a

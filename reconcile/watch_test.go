@@ -1,0 +1,137 @@
+package reconcile
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer/streaming"
+	"k8s.io/apimachinery/pkg/watch"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	restwatch "k8s.io/client-go/rest/watch"
+)
+
+// watchStream returns n watch events of Namespaces as the API server sends
+// them, followed by a bookmark and an ERROR event.
+func watchStream(t testing.TB, n int) []byte {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	for i := range n {
+		ev := map[string]any{"type": "ADDED", "object": map[string]any{
+			"apiVersion": "v1", "kind": "Namespace",
+			"metadata": map[string]any{
+				"name": fmt.Sprintf("ns-%05d", i), "uid": fmt.Sprintf("0c5d6e4a-3f6b-4c1e-9d1a-%012d", i),
+				"resourceVersion": fmt.Sprint(1000 + i), "creationTimestamp": "2026-11-22T10:00:00Z",
+				"labels": map[string]any{"kubernetes.io/metadata.name": fmt.Sprintf("ns-%05d", i), "color": "red"},
+				"managedFields": []any{map[string]any{"manager": "bench", "operation": "Update", "apiVersion": "v1",
+					"time": "2026-11-22T10:00:00Z", "fieldsType": "FieldsV1",
+					"fieldsV1": map[string]any{"f:metadata": map[string]any{"f:labels": map[string]any{".": map[string]any{}, "f:color": map[string]any{}}}}}},
+			},
+			"spec":   map[string]any{"finalizers": []any{"kubernetes"}, "replicas": 3, "ratio": 0.5},
+			"status": map[string]any{"phase": "Active"},
+		}}
+		if err := enc.Encode(ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_ = enc.Encode(map[string]any{"type": "BOOKMARK", "object": map[string]any{"apiVersion": "v1", "kind": "Namespace",
+		"metadata": map[string]any{"resourceVersion": "99999", "annotations": map[string]any{"k8s.io/initial-events-end": "true"}}}})
+	_ = enc.Encode(map[string]any{"type": "ERROR", "object": map[string]any{"apiVersion": "v1", "kind": "Status",
+		"status": "Failure", "reason": "Expired", "code": 410, "message": "too old resource version"}})
+	return b.Bytes()
+}
+
+// clientGoDecoder is the watch decoder the dynamic client uses.
+func clientGoDecoder(body io.ReadCloser) watch.Decoder {
+	info, _ := runtime.SerializerInfoForMediaType(clientgoscheme.Codecs.WithoutConversion().SupportedMediaTypes(), runtime.ContentTypeJSON)
+	s := info.StreamSerializer
+	return restwatch.NewDecoder(streaming.NewDecoder(s.Framer.NewFrameReader(body), s.Serializer), unstructured.UnstructuredJSONScheme)
+}
+
+// TestEventDecoderDecodesAsClientGo: every event of a stream, its type and
+// object (integers as int64, others as float64), comes out as client-go's
+// decoder gives it, and the ERROR event reads as the API error it carries.
+func TestEventDecoderDecodesAsClientGo(t *testing.T) {
+	stream := watchStream(t, 3)
+	ours, theirs := newEventDecoder(io.NopCloser(bytes.NewReader(stream))), clientGoDecoder(io.NopCloser(bytes.NewReader(stream)))
+	events := 0
+	for {
+		typ, obj, err := ours.Decode()
+		wantTyp, wantObj, wantErr := theirs.Decode()
+		if (err == nil) != (wantErr == nil) {
+			t.Fatalf("event %d: error %v, client-go's %v", events, err, wantErr)
+		}
+		if err != nil {
+			if err != io.EOF {
+				t.Fatalf("event %d: %v", events, err)
+			}
+			break
+		}
+		events++
+		if typ != wantTyp {
+			t.Errorf("event %d: type %s, client-go's %s", events, typ, wantTyp)
+		}
+		if !equality.Semantic.DeepEqual(obj.(*unstructured.Unstructured).Object, wantObj.(*unstructured.Unstructured).Object) {
+			t.Errorf("event %d: object\n%#v\nclient-go's\n%#v", events, obj, wantObj)
+		}
+		if typ == watch.Error && !apierrors.IsResourceExpired(apierrors.FromObject(obj)) {
+			t.Errorf("ERROR event reads as %v, not as Expired", apierrors.FromObject(obj))
+		}
+	}
+	if events != 5 {
+		t.Fatalf("decoded %d events, want 5", events)
+	}
+	_, first, err := newEventDecoder(io.NopCloser(bytes.NewReader(stream))).Decode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec, _, _ := unstructured.NestedMap(first.(*unstructured.Unstructured).Object, "spec")
+	if _, ok := spec["replicas"].(int64); !ok {
+		t.Errorf("replicas is a %T, not int64", spec["replicas"])
+	}
+	if _, ok := spec["ratio"].(float64); !ok {
+		t.Errorf("ratio is a %T, not float64", spec["ratio"])
+	}
+}
+
+// TestEventDecoderRejectsUnknownTypes: a stream that is not a watch stream
+// is an error, not an event.
+func TestEventDecoderRejectsUnknownTypes(t *testing.T) {
+	for _, s := range []string{`{"type":"RENAMED","object":{"kind":"Namespace"}}`, `{"type":"ADDED"}`, `{"type":"ADDED","object":[1]}`} {
+		if _, _, err := newEventDecoder(io.NopCloser(bytes.NewReader([]byte(s)))).Decode(); err == nil {
+			t.Errorf("%s: decoded without an error", s)
+		}
+	}
+}
+
+// BenchmarkWatchDecode decodes a watch stream of 1,000 Namespaces with
+// Sprout's decoder and with client-go's.
+func BenchmarkWatchDecode(b *testing.B) {
+	stream := watchStream(b, 1000)
+	for _, d := range []struct {
+		name string
+		new  func(io.ReadCloser) watch.Decoder
+	}{
+		{"sprout", func(r io.ReadCloser) watch.Decoder { return newEventDecoder(r) }},
+		{"client-go", clientGoDecoder},
+	} {
+		b.Run(d.name, func(b *testing.B) {
+			b.ReportAllocs()
+			b.SetBytes(int64(len(stream)))
+			for b.Loop() {
+				dec := d.new(io.NopCloser(bytes.NewReader(stream)))
+				for {
+					if _, _, err := dec.Decode(); err != nil {
+						break
+					}
+				}
+			}
+		})
+	}
+}
