@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -380,7 +381,7 @@ func (a *Applier) decideRead(ctx context.Context, obj *unstructured.Unstructured
 		// policy again, to be compared then.
 		return decision{action: Unchanged}, nil
 	}
-	return decision{handOff: heldByCreate(existing.GetManagedFields())}, nil
+	return decision{handOff: slices.ContainsFunc(existing.GetManagedFields(), isCreateEntry)}, nil
 }
 
 // decideCached decides from the cached state of obj.
@@ -391,7 +392,7 @@ func decideCached(obj, cached *unstructured.Unstructured, opts ApplyOptions) dec
 	if covers(cached, obj) {
 		return decision{action: Unchanged}
 	}
-	return decision{handOff: heldByCreate(cached.GetManagedFields())}
+	return decision{handOff: heldByCreate(cached)}
 }
 
 // decideOwner returns the decision for an object that exists with labels
@@ -419,11 +420,17 @@ func (d decision) change(obj *unstructured.Unstructured) Change {
 	return ch
 }
 
-// heldByCreate reports whether entries hold the Update entry a create by
-// Sprout leaves.
-func heldByCreate(entries []metav1.ManagedFieldsEntry) bool {
+// heldByCreate reports whether obj's managed fields hold the Update entry
+// a create by Sprout leaves. It reads them as they are in the object: the
+// typed entries cost a conversion of each.
+func heldByCreate(obj *unstructured.Unstructured) bool {
+	entries, _ := metadataStrings(obj, "")["managedFields"].([]any)
 	for _, e := range entries {
-		if e.Manager == FieldManager && e.Operation == metav1.ManagedFieldsOperationUpdate && e.Subresource == "" {
+		m, _ := e.(map[string]any)
+		if m == nil {
+			continue
+		}
+		if sub, _ := m["subresource"].(string); sub == "" && m["manager"] == FieldManager && m["operation"] == string(metav1.ManagedFieldsOperationUpdate) {
 			return true
 		}
 	}
@@ -433,14 +440,29 @@ func heldByCreate(entries []metav1.ManagedFieldsEntry) bool {
 // ForCache strips what the controller's cache of Sprout's objects never
 // needs, the managed fields, which are often half an object's size; it keeps
 // only an empty mark of a create's Update entry, for Apply to see that the
-// object's fields must be handed over.
+// object's fields must be handed over. Every cached object shares the one
+// mark: cached objects are never modified.
 func ForCache(obj *unstructured.Unstructured) {
-	if !heldByCreate(obj.GetManagedFields()) {
-		obj.SetManagedFields(nil)
+	metadata := metadataStrings(obj, "")
+	if metadata == nil {
 		return
 	}
-	obj.SetManagedFields([]metav1.ManagedFieldsEntry{{Manager: FieldManager, Operation: metav1.ManagedFieldsOperationUpdate}})
+	if !heldByCreate(obj) {
+		delete(metadata, "managedFields")
+		return
+	}
+	metadata["managedFields"] = createMark
 }
+
+// isCreateEntry reports whether e is the Update entry a create by Sprout
+// leaves.
+func isCreateEntry(e metav1.ManagedFieldsEntry) bool {
+	return e.Manager == FieldManager && e.Operation == metav1.ManagedFieldsOperationUpdate && e.Subresource == ""
+}
+
+// createMark is the managed fields ForCache leaves on an object whose fields
+// a create still holds.
+var createMark = []any{map[string]any{"manager": FieldManager, "operation": string(metav1.ManagedFieldsOperationUpdate)}}
 
 // metadata reads the object's metadata, or nil when it does not exist.
 func (a *Applier) metadata(ctx context.Context, obj *unstructured.Unstructured) (*metav1.PartialObjectMetadata, error) {

@@ -247,7 +247,7 @@ func TestForCacheKeepsOnlyTheCreateMark(t *testing.T) {
 	mf := append(obj.GetManagedFields(), managedBy(FieldManager, metav1.ManagedFieldsOperationUpdate, `{"f:data":{}}`))
 	obj.SetManagedFields(mf)
 	ForCache(obj)
-	if mf := obj.GetManagedFields(); len(mf) != 1 || mf[0].FieldsV1 != nil || !heldByCreate(mf) {
+	if mf := obj.GetManagedFields(); len(mf) != 1 || mf[0].FieldsV1 != nil || !heldByCreate(obj) {
 		t.Errorf("created object keeps %+v, want the bare mark", mf)
 	}
 }
