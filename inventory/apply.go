@@ -81,6 +81,10 @@ type ApplyOptions struct {
 	// Decisions, when set, remembers the objects found unchanged, so that
 	// the next Apply with it passes over them without a comparison.
 	Decisions *Decisions
+	// Settled are desired objects given as Decisions settled them, which
+	// Holds still: they are reported Unchanged, after the objects, and
+	// count as desired for Decisions.Stale.
+	Settled []Settled
 }
 
 // Live looks up Sprout's own objects as they are in the cluster, from a
@@ -126,14 +130,23 @@ type writes struct {
 // object under way, not one per object. When ctx ends, the objects under
 // way are finished and no other is started.
 func (a *Applier) each(ctx context.Context, objects []*unstructured.Unstructured, live Live, opts ApplyOptions, w writes) (ChangeSet, error) {
-	changes := make([]Change, len(objects))
+	settled := 0
+	for _, s := range opts.Settled {
+		settled += s.Len()
+	}
+	changes := make([]Change, len(objects), len(objects)+settled)
+	for _, s := range opts.Settled {
+		for _, o := range s.objects {
+			changes = append(changes, o.change)
+		}
+	}
 	errs := make([]error, len(objects))
 	var down atomic.Pointer[error]
 	var wg sync.WaitGroup
 	slots := make(chan struct{}, applyParallelism)
 	memo := opts.Decisions
 	if memo != nil {
-		defer memo.endRound(objects)
+		defer memo.endRound(objects, opts.Settled)
 	}
 	for i, obj := range objects {
 		// What the cache shows needs no request is decided here, without

@@ -25,9 +25,59 @@ type Decisions struct {
 	unchanged, next map[*unstructured.Unstructured]*unchangedPair
 	// claimed are the cached objects of the last round's unchanged pairs.
 	claimed, nextClaimed map[*unstructured.Unstructured]struct{}
-	// objects are the last round's desired objects; rounds counts them.
+	// objects are the last round's desired objects, settled its settled
+	// ones; rounds counts them.
 	objects []*unstructured.Unstructured
+	settled []Settled
 	rounds  int
+}
+
+// Settled stands for desired objects that the cache showed unchanged and
+// that their caller no longer keeps: what the cache held then, and the
+// change decided. While the cache still holds those very copies, the
+// objects need no write and no comparison (Holds), and an Apply that is
+// handed them (ApplyOptions.Settled) reports them Unchanged. A kept
+// evaluation settles once its objects are confirmed, so that 10,000
+// unchanged objects cost a pointer and a change each, not a copy of each.
+type Settled struct {
+	objects []settledObject
+}
+
+type settledObject struct {
+	cached *unstructured.Unstructured
+	change Change
+}
+
+// Len is the number of objects settled.
+func (s Settled) Len() int { return len(s.objects) }
+
+// Holds reports whether live still holds every copy that s was settled
+// against: otherwise the objects must be compared again, and their caller
+// must give them in full.
+func (s Settled) Holds(live Live) bool {
+	for _, o := range s.objects {
+		if cur, ok := live.Get(o.cached); !ok || cur != o.cached {
+			return false
+		}
+	}
+	return true
+}
+
+// Settle returns objects settled, when the last round found every one of
+// them unchanged in the cache; not when one was written since the cache
+// last showed it, or was not seen.
+func (d *Decisions) Settle(objects []*unstructured.Unstructured) (Settled, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := Settled{objects: make([]settledObject, 0, len(objects))}
+	for _, obj := range objects {
+		p, ok := d.unchanged[obj]
+		if !ok || p.written != "" {
+			return Settled{}, false
+		}
+		out.objects = append(out.objects, settledObject{cached: p.cached, change: p.change})
+	}
+	return out, true
 }
 
 type unchangedPair struct {
@@ -97,11 +147,17 @@ func (d *Decisions) keep(desired *unstructured.Unstructured, p *unchangedPair) {
 	d.nextClaimed[p.cached] = struct{}{}
 }
 
-// endRound forgets the pairs the round, which applied objects, did not see.
-func (d *Decisions) endRound(objects []*unstructured.Unstructured) {
+// endRound forgets the pairs the round, which applied objects and was
+// handed settled ones, did not see.
+func (d *Decisions) endRound(objects []*unstructured.Unstructured, settled []Settled) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.objects = objects
+	d.objects, d.settled = objects, settled
+	for _, s := range settled {
+		for _, o := range s.objects {
+			d.nextClaimed[o.cached] = struct{}{}
+		}
+	}
 	d.rounds++
 	d.unchanged, d.next = d.next, make(map[*unstructured.Unstructured]*unchangedPair, len(d.next))
 	d.claimed, d.nextClaimed = d.nextClaimed, make(map[*unstructured.Unstructured]struct{}, len(d.nextClaimed))
@@ -144,6 +200,11 @@ func (d *Decisions) Stale(owned []*unstructured.Unstructured) []*unstructured.Un
 			all = make(map[objectKey]bool, len(d.unchanged))
 			for _, p := range d.unchanged {
 				all[p.key] = true
+			}
+			for _, s := range d.settled {
+				for _, o := range s.objects {
+					all[keyOf(o.cached)] = true
+				}
 			}
 		}
 		if !all[k] && metadataStrings(o, "labels").get(LabelGeneratedOnDelete) == "" {

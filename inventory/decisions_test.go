@@ -151,3 +151,56 @@ func TestDecisionsRememberWhatWasWrittenOverTheCache(t *testing.T) {
 		t.Errorf("dry runs: %d diffs in all, want 4", applied)
 	}
 }
+
+// TestSettledObjectsStandForTheirDesiredOnes: objects settle only once a
+// round found every one unchanged in the cache, not while a write is
+// unconfirmed. Settled, they are reported Unchanged without being given,
+// and Stale counts them desired even when their cached copy was replaced
+// after the Apply; Holds turns false as soon as the cache holds another
+// copy, so that their caller gives them in full again.
+func TestSettledObjectsStandForTheirDesiredOnes(t *testing.T) {
+	objects, live := desiredSet(4)
+	memo := NewDecisions()
+	opts := ApplyOptions{Synchronize: true, Decisions: memo}
+	if _, err := (&Applier{}).Apply(context.Background(), objects, live, opts); err != nil {
+		t.Fatal(err)
+	}
+	// One written over its cached copy: not confirmed, so its set does not settle.
+	memo.wrote(objects[3], live[objects[3].GetName()], "2")
+	memo.endRound(objects, nil)
+	if _, ok := memo.Settle(objects[3:]); ok {
+		t.Fatal("objects settled while the cache had yet to show a write")
+	}
+	if _, ok := memo.Settle(objects[:2]); ok {
+		t.Fatal("objects settled that the last round did not see")
+	}
+	if _, err := (&Applier{}).Apply(context.Background(), objects[:3], live, opts); err != nil {
+		t.Fatal(err)
+	}
+	settled, ok := memo.Settle(objects[:2])
+	if !ok || settled.Len() != 2 || !settled.Holds(live) {
+		t.Fatalf("settled %v, %d objects, holds %v: want 2 that hold", ok, settled.Len(), settled.Holds(live))
+	}
+
+	// A round given the third in full and the first two settled reports
+	// all three unchanged, and prunes only the fourth (no longer desired).
+	opts.Settled = []Settled{settled}
+	cs, err := (&Applier{}).Apply(context.Background(), objects[2:3], live, opts)
+	if err != nil || cs.Count(Unchanged) != 3 || len(cs.Changes) != 3 {
+		t.Fatalf("%d changes, %d unchanged, error %v: want 3 unchanged", len(cs.Changes), cs.Count(Unchanged), err)
+	}
+	edited := live[objects[0].GetName()].DeepCopy()
+	_ = unstructured.SetNestedField(edited.Object, "changed", "data", "ZK_ADDRESS")
+	live[objects[0].GetName()] = edited
+	var owned []*unstructured.Unstructured
+	for _, o := range live {
+		owned = append(owned, o)
+	}
+	stale := memo.Stale(owned)
+	if len(stale) != 1 || stale[0].GetName() != objects[3].GetName() {
+		t.Errorf("stale: %d objects, want only %s", len(stale), objects[3].GetName())
+	}
+	if settled.Holds(live) {
+		t.Error("settled objects still hold after their cached copy was replaced")
+	}
+}

@@ -66,7 +66,7 @@ func (c *Controller) mayWrite(ctx context.Context, obj *unstructured.Unstructure
 	if len(c.opts.AllowedKinds) > 0 && !slices.Contains(c.opts.AllowedKinds, gk) {
 		return fmt.Errorf("kind %s is not in --allowed-kinds", gk)
 	}
-	if gk.Group != rbacv1.GroupName || (gk.Kind != "RoleBinding" && gk.Kind != "ClusterRoleBinding") || c.opts.AllowWildcardBindings {
+	if !isBinding(gk) || c.opts.AllowWildcardBindings {
 		return nil
 	}
 	var binding struct {
@@ -84,6 +84,24 @@ func (c *Controller) mayWrite(ctx context.Context, obj *unstructured.Unstructure
 	err := c.allPowerful(ctx, binding.RoleRef.Name)
 	roles[binding.RoleRef.Name] = err
 	return err
+}
+
+// isBinding reports whether gk is a RoleBinding or ClusterRoleBinding,
+// which mayWrite checks against the ClusterRole it binds.
+func isBinding(gk schema.GroupKind) bool {
+	return gk.Group == rbacv1.GroupName && (gk.Kind == "RoleBinding" || gk.Kind == "ClusterRoleBinding")
+}
+
+// settles reports whether objects of kinds may settle (Controller.settle):
+// not bindings, which every sync checks again, as the ClusterRole they
+// bind may have changed.
+func settles(kinds []schema.GroupVersionKind) bool {
+	for _, k := range kinds {
+		if isBinding(k.GroupKind()) {
+			return false
+		}
+	}
+	return true
 }
 
 // allPowerful says whether a ClusterRole grants every verb on every

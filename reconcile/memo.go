@@ -9,6 +9,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apiserver/pkg/admission"
+
+	"github.com/sprout-gitops/sprout/inventory"
 )
 
 // evaluations remembers, for one compiled policy, what a sync works out
@@ -55,7 +57,10 @@ type evaluation struct {
 	old       *unstructured.Unstructured
 	namespace *corev1.Namespace
 	op        admission.Operation
-	objects   []*unstructured.Unstructured
+	// objects are what the program generated, until they settle: then
+	// settled stands for them (Controller.settle).
+	objects []*unstructured.Unstructured
+	settled inventory.Settled
 	// kinds are the objects' kinds, read once.
 	kinds   []schema.GroupVersionKind
 	matched bool

@@ -125,3 +125,37 @@ func TestEvaluationsAreKept(t *testing.T) {
 	}
 	tb.deletePolicy("memo")
 }
+
+// TestSettledEvaluationsRepairDrift: once a sync found a kept evaluation's
+// objects unchanged in the cache, the evaluation drops them (they settle).
+// An edit to one of them, or its deletion, evaluates that trigger alone
+// again, and the object is put back.
+func TestSettledEvaluationsRepairDrift(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	runController(t, func(o *reconcile.Options) { o.Metrics = reg })
+	tb := newTable(t, "settle")
+	tb.applyPolicy(derivedPolicy("settle", "settle", "out", "one", true, false))
+	for _, name := range []string{"a", "b", "c"} {
+		tb.trigger(name, "settle", name+"1")
+		tb.waitFor(name+"'s downstream", name+"-out", exists)
+	}
+	count := func(result string) float64 {
+		return metricValue(t, reg, "sprout_evaluations_total", map[string]string{"policy": "GeneratingPolicy/settle", "result": result})
+	}
+	// A sync that finds b's and c's objects unchanged in the cache: they settle.
+	tb.settle("settle", 1)
+	evaluated := count("evaluated")
+
+	tb.edit("b-out", "from", "someone")
+	tb.waitFor("b's downstream reverted", "b-out", func(cm *corev1.ConfigMap) bool { return cm != nil && cm.Data["from"] == "b1" })
+	if n := count("evaluated") - evaluated; n != 1 {
+		t.Errorf("%v evaluations after b's downstream was edited, want 1 (b's)", n)
+	}
+	evaluated = count("evaluated")
+	tb.delete("c-out")
+	tb.waitFor("c's downstream back", "c-out", func(cm *corev1.ConfigMap) bool { return cm != nil && cm.Data["from"] == "c1" })
+	if n := count("evaluated") - evaluated; n != 1 {
+		t.Errorf("%v evaluations after c's downstream was deleted, want 1 (c's)", n)
+	}
+	tb.deletePolicy("settle")
+}

@@ -102,8 +102,8 @@ func (c *Controller) sync(ctx context.Context, key policyKey) error {
 		return err
 	}
 	reader := newCacheReader(c, as)
-	desired, kinds, matched, evalErr := c.desired(ctx, cp, triggers, reader)
-	desired, kinds, refuseErr := c.refuse(ctx, desired, kinds)
+	want, evalErr := c.desired(ctx, cp, triggers, reader)
+	desired, kinds, refuseErr := c.refuse(ctx, want.objects, want.kinds)
 	c.setDependencies(key, reader.resources())
 	gvrs, mapErr := c.resourcesOf(desired, kinds)
 	phase.done("evaluate")
@@ -125,8 +125,11 @@ func (c *Controller) sync(ctx context.Context, key policyKey) error {
 		toWrite = c.notYetGenerated(key, desired)
 	}
 	alive := c.triggerExists(cp)
-	changes, applyErr := w.Apply(ctx, toWrite, liveObjects{c}, inventory.ApplyOptions{Synchronize: sync, Alive: alive, Decisions: cp.decisions})
-	if !sync {
+	changes, applyErr := w.Apply(ctx, toWrite, liveObjects{c}, inventory.ApplyOptions{
+		Synchronize: sync, Alive: alive, Decisions: cp.decisions, Settled: want.settled})
+	if sync {
+		c.settle(cp, want.settling)
+	} else {
 		c.noteGenerated(key, changes)
 	}
 	if applyErr == nil && evalErr == nil {
@@ -154,7 +157,7 @@ func (c *Controller) sync(ctx context.Context, key policyKey) error {
 	// A refusal, like an object someone else owns, is reported but not
 	// retried: only a change to the policy or the cluster can lift it, and
 	// either queues the policy again.
-	out := outcome{triggers: matched, objects: len(desired), err: errors.Join(cp.resolveErr, matchErr, evalErr, refuseErr, mapErr, applyErr, pruneErr, notOwned)}
+	out := outcome{triggers: want.matched, objects: len(desired) + want.settledLen(), err: errors.Join(cp.resolveErr, matchErr, evalErr, refuseErr, mapErr, applyErr, pruneErr, notOwned)}
 	switch {
 	case matchErr != nil:
 		out.reason = ReasonMatchFailed
@@ -435,44 +438,88 @@ func (c *Controller) namespaceNamed(name string) *corev1.Namespace {
 	return obj
 }
 
+// desiredSet is what a policy wants, as its evaluations give it.
+type desiredSet struct {
+	// objects are the desired objects in full, with their kinds.
+	objects []*unstructured.Unstructured
+	kinds   []schema.GroupVersionKind
+	// settled are the objects of kept evaluations that the cache still
+	// shows as they were confirmed (inventory.Settled).
+	settled []inventory.Settled
+	// settling are the trigger memos whose kept evaluation gave objects in
+	// full, which the apply may confirm.
+	settling []*triggerMemo
+	// matched counts the triggers whose matchConditions held.
+	matched int
+}
+
+func (d desiredSet) settledLen() int {
+	n := 0
+	for _, s := range d.settled {
+		n += s.Len()
+	}
+	return n
+}
+
 // desired evaluates the policy for every trigger and labels each object with
-// its origin. It also counts the triggers whose matchConditions held. A
-// trigger that fails to evaluate is reported and skipped; the others still
-// count.
-func (c *Controller) desired(ctx context.Context, cp *compiledPolicy, triggers []trigger, reader celenv.Reader) ([]*unstructured.Unstructured, []schema.GroupVersionKind, int, error) {
-	var out []*unstructured.Unstructured
-	var kinds []schema.GroupVersionKind
+// its origin. A trigger that fails to evaluate is reported and skipped; the
+// others still count.
+func (c *Controller) desired(ctx context.Context, cp *compiledPolicy, triggers []trigger, reader celenv.Reader) (desiredSet, error) {
+	var out desiredSet
 	var errs []error
-	matched := 0
 	limit, err := c.maxObjects(cp)
 	if err != nil {
-		return nil, nil, 0, err
+		return desiredSet{}, err
 	}
 	evaluated, reused := 0, 0
 	for _, t := range triggers {
-		ev, kept, err := c.evaluate(ctx, cp, t, reader)
+		ev, m, kept, err := c.evaluate(ctx, cp, t, reader)
 		if kept {
 			reused++
 		} else {
 			evaluated++
 		}
-		objs := ev.objects
-		if err == nil && len(objs) > limit {
-			err = fmt.Errorf("generates %d objects, more than the %d one trigger may (--max-objects-per-trigger, or the policy's annotation %s)", len(objs), limit, AnnotationMaxObjectsPerTrigger)
+		if n := len(ev.objects) + ev.settled.Len(); err == nil && n > limit {
+			err = fmt.Errorf("generates %d objects, more than the %d one trigger may (--max-objects-per-trigger, or the policy's annotation %s)", n, limit, AnnotationMaxObjectsPerTrigger)
 		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("trigger %s %s: %w", t.object.GetKind(), objectRef(t.object), err))
 			continue
 		}
 		if ev.matched {
-			matched++
+			out.matched++
 		}
-		out = append(out, objs...)
-		kinds = append(kinds, ev.kinds...)
+		if ev.settled.Len() > 0 {
+			out.settled = append(out.settled, ev.settled)
+			continue
+		}
+		out.objects = append(out.objects, ev.objects...)
+		out.kinds = append(out.kinds, ev.kinds...)
+		if m != nil && m.evaluated != nil && len(ev.objects) > 0 && settles(ev.kinds) {
+			out.settling = append(out.settling, m)
+		}
 	}
 	cp.evaluations.endRound()
 	c.metrics.observeEvaluations(keyOf(cp.policy).String(), evaluated, reused)
-	return out, kinds, matched, joinSorted(errs)
+	return out, joinSorted(errs)
+}
+
+// settle lets each kept evaluation whose objects the apply found unchanged
+// in the cache drop them, keeping what the cache held instead
+// (inventory.Settled): the evaluation's objects are its largest part, and
+// the cache holds them already.
+func (c *Controller) settle(cp *compiledPolicy, memos []*triggerMemo) {
+	for _, m := range memos {
+		ev := m.evaluated
+		if ev == nil || len(ev.objects) == 0 {
+			continue
+		}
+		if s, ok := cp.decisions.Settle(ev.objects); ok {
+			next := *ev
+			next.objects, next.settled = nil, s
+			m.evaluated = &next
+		}
+	}
 }
 
 // evaluate runs the policy's program for one trigger, replayed as its last
@@ -480,7 +527,7 @@ func (c *Controller) desired(ctx context.Context, cp *compiledPolicy, triggers [
 // policies that read it), or, for a tombstone, a DELETE with the last state
 // as oldObject. A result kept from an earlier sync for the same inputs is
 // returned as it is, and kept says so.
-func (c *Controller) evaluate(ctx context.Context, cp *compiledPolicy, t trigger, reader celenv.Reader) (ev evaluation, kept bool, err error) {
+func (c *Controller) evaluate(ctx context.Context, cp *compiledPolicy, t trigger, reader celenv.Reader) (ev evaluation, m *triggerMemo, kept bool, err error) {
 	u := t.object
 	op := admission.Create
 	var oldObject *unstructured.Unstructured
@@ -494,16 +541,19 @@ func (c *Controller) evaluate(ctx context.Context, cp *compiledPolicy, t trigger
 			op, oldObject = admission.Update, prev
 		}
 	}
-	m := t.memo
+	m = t.memo
 	if m == nil && !t.deleted {
 		m = cp.evaluations.of(u)
 	}
 	var nsObject *corev1.Namespace
 	if m != nil {
 		nsObject = c.namespaceNamed(m.namespace)
-		// A tombstone has no memo: it is evaluated once, never kept.
-		if ev := m.evaluated; ev != nil && ev.old == oldObject && ev.namespace == nsObject && ev.op == op {
-			return *ev, true, nil
+		// A tombstone has no memo: it is evaluated once, never kept. A
+		// settled evaluation whose objects changed in the cache is
+		// evaluated again, so that they are compared in full.
+		if ev := m.evaluated; ev != nil && ev.old == oldObject && ev.namespace == nsObject && ev.op == op &&
+			(ev.settled.Len() == 0 || ev.settled.Holds(liveObjects{c})) {
+			return *ev, m, true, nil
 		}
 	} else {
 		nsObject = c.namespaceNamed(u.GetNamespace())
@@ -527,7 +577,7 @@ func (c *Controller) evaluate(ctx context.Context, cp *compiledPolicy, t trigger
 		var err error
 		in.NamespaceObject, err = toUnstructured(nsObject, corev1.SchemeGroupVersion.WithKind("Namespace"))
 		if err != nil {
-			return evaluation{}, false, err
+			return evaluation{}, m, false, err
 		}
 	}
 	if t.deleted {
@@ -537,7 +587,7 @@ func (c *Controller) evaluate(ctx context.Context, cp *compiledPolicy, t trigger
 	}
 	res, err := cp.program.Evaluate(ctx, in)
 	if err != nil {
-		return evaluation{}, false, err
+		return evaluation{}, m, false, err
 	}
 	var objs []*unstructured.Unstructured
 	if res.Matched {
@@ -563,7 +613,7 @@ func (c *Controller) evaluate(ctx context.Context, cp *compiledPolicy, t trigger
 			m.evaluated = &ev
 		}
 	}
-	return ev, false, nil
+	return ev, m, false, nil
 }
 
 // Label returns the generated objects with the labels that tie each to its
