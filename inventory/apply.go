@@ -92,6 +92,10 @@ type ApplyOptions struct {
 type Live interface {
 	// Get returns the cached object with obj's kind, namespace and name.
 	Get(obj *unstructured.Unstructured) (*unstructured.Unstructured, bool)
+	// Seen reports whether the cache of obj's kind has seen version
+	// resourceVersion, or a later one: then an object created at that
+	// version and not cached has been deleted since.
+	Seen(obj *unstructured.Unstructured, resourceVersion string) bool
 }
 
 // Apply writes the desired objects and returns one change per object.
@@ -158,6 +162,12 @@ func (a *Applier) each(ctx context.Context, objects []*unstructured.Unstructured
 				continue
 			}
 		}
+		if !inCache && memo != nil {
+			if ch, ok := memo.created(obj, live); ok {
+				changes[i] = ch
+				continue
+			}
+		}
 		if _, ok, _ := unstructured.NestedFieldNoCopy(obj.Object, "metadata", "annotations", AnnotationApplied); !ok {
 			Stamp(obj)
 		}
@@ -187,8 +197,13 @@ func (a *Applier) each(ctx context.Context, objects []*unstructured.Unstructured
 			if err := errs[i]; err != nil && unavailable(err) {
 				down.CompareAndSwap(nil, &err)
 			}
-			if errs[i] == nil && changes[i].Action == Configured && inCache && memo != nil && !w.dry {
-				memo.wrote(obj, cached, changes[i].ResourceVersion)
+			if errs[i] == nil && memo != nil && !w.dry && changes[i].ResourceVersion != "" {
+				switch {
+				case changes[i].Action == Configured && inCache:
+					memo.wrote(obj, cached, changes[i].ResourceVersion)
+				case changes[i].Action == Created:
+					memo.wrote(obj, nil, changes[i].ResourceVersion)
+				}
 			}
 		})
 	}
@@ -264,7 +279,7 @@ func (a *Applier) one(ctx context.Context, obj *unstructured.Unstructured, inCac
 // exists, whoever it belongs to.
 //
 // The object is encoded as it is (desired objects are never modified, so
-// no copy), and the answer is not decoded: only its status counts.
+// no copy), and of the answer only the version is read.
 func (a *Applier) create(ctx context.Context, obj *unstructured.Unstructured) (Change, error) {
 	p, err := a.createPath(KindOf(obj))
 	if err != nil {
@@ -274,17 +289,34 @@ func (a *Applier) create(ctx context.Context, obj *unstructured.Unstructured) (C
 	if err != nil {
 		return Change{}, err
 	}
-	err = a.raw.Post().AbsPath(p.prefix).
+	res := a.raw.Post().AbsPath(p.prefix).
 		NamespaceIfScoped(obj.GetNamespace(), p.namespaced).
 		Resource(p.resource).
 		Param("fieldManager", FieldManager).
 		SetHeader("Content-Type", "application/json").
 		Body(body).
-		Do(ctx).Error()
-	if err != nil {
-		return Change{}, err
+		Do(ctx)
+	if err := res.Error(); err != nil {
+		return Change{}, err // Error, not Raw, reads the Status of a refusal
 	}
-	return changeOf(obj, Created, ""), nil
+	answer, _ := res.Raw()
+	ch := changeOf(obj, Created, "")
+	ch.ResourceVersion = createdVersion(answer)
+	return ch, nil
+}
+
+// createdVersion reads metadata.resourceVersion from a create's answer,
+// without decoding the rest into maps; "" when it cannot.
+func createdVersion(answer []byte) string {
+	var v struct {
+		Metadata struct {
+			ResourceVersion string `json:"resourceVersion"`
+		} `json:"metadata"`
+	}
+	if json.Unmarshal(answer, &v) != nil {
+		return ""
+	}
+	return v.Metadata.ResourceVersion
 }
 
 // createPath maps gvk to where its objects are created, once per kind. A
@@ -474,8 +506,9 @@ func isCreateEntry(e metav1.ManagedFieldsEntry) bool {
 }
 
 // createMark is the managed fields ForCache leaves on an object whose fields
-// a create still holds.
-var createMark = []any{map[string]any{"manager": FieldManager, "operation": string(metav1.ManagedFieldsOperationUpdate)}}
+// a create still holds; held as an interface, so that setting it allocates
+// nothing.
+var createMark any = []any{map[string]any{"manager": FieldManager, "operation": string(metav1.ManagedFieldsOperationUpdate)}}
 
 // metadata reads the object's metadata, or nil when it does not exist.
 func (a *Applier) metadata(ctx context.Context, obj *unstructured.Unstructured) (*metav1.PartialObjectMetadata, error) {

@@ -100,6 +100,10 @@ func (c cachedObjects) Get(obj *unstructured.Unstructured) (*unstructured.Unstru
 	return o, ok
 }
 
+// Seen treats every version as seen: an object created and not in the map
+// has been deleted.
+func (c cachedObjects) Seen(*unstructured.Unstructured, string) bool { return true }
+
 // TestApplyFinishesTheObjectsUnderWay: when the sync's context ends during
 // writes, those writes complete with a live context and no other object is
 // started.

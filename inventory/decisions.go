@@ -118,6 +118,21 @@ func (d *Decisions) get(desired, cached *unstructured.Unstructured) (Change, boo
 	return p.change, true
 }
 
+// created returns the change decided for desired when the last round
+// created it and the cache has yet to show the version the create made:
+// the object exists, and a write now would only fail. Once the cache has
+// passed that version without it, it was deleted since: not decided.
+func (d *Decisions) created(desired *unstructured.Unstructured, live Live) (Change, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	p, ok := d.unchanged[desired]
+	if !ok || p.cached != nil || p.written == "" || live.Seen(desired, p.written) {
+		return Change{}, false
+	}
+	d.keep(desired, p)
+	return p.change, true
+}
+
 // older reports whether cached is a version from before resourceVersion
 // written, when the two compare (KEP-5504; etcd's versions do).
 func older(cached *unstructured.Unstructured, written string) bool {
@@ -125,10 +140,10 @@ func older(cached *unstructured.Unstructured, written string) bool {
 	return err == nil && c < 0
 }
 
-// wrote remembers that desired was written over cached, making version
-// written: until the cache shows that version, its copies are from before
-// the write and the next sync must not write again. Any change after the
-// write comes after it, and is compared.
+// wrote remembers that desired was written over cached (nil: created),
+// making version written: until the cache shows that version, its copies
+// are from before the write, or it has none, and the next sync must not
+// write again. Any change after the write comes after it, and is compared.
 func (d *Decisions) wrote(desired, cached *unstructured.Unstructured, written string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -144,7 +159,9 @@ func (d *Decisions) put(desired, cached *unstructured.Unstructured, ch Change) {
 
 func (d *Decisions) keep(desired *unstructured.Unstructured, p *unchangedPair) {
 	d.next[desired] = p
-	d.nextClaimed[p.cached] = struct{}{}
+	if p.cached != nil {
+		d.nextClaimed[p.cached] = struct{}{}
+	}
 }
 
 // endRound forgets the pairs the round, which applied objects and was

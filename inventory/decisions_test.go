@@ -204,3 +204,39 @@ func TestSettledObjectsStandForTheirDesiredOnes(t *testing.T) {
 		t.Error("settled objects still hold after their cached copy was replaced")
 	}
 }
+
+// laggingCache is a cache that has or has not yet seen the versions asked.
+type laggingCache struct {
+	cachedObjects
+	seen bool
+}
+
+func (c laggingCache) Seen(*unstructured.Unstructured, string) bool { return c.seen }
+
+// TestDecisionsLeaveCreatedObjectsToTheCache: an object the last round
+// created is not written again while the cache has yet to see the version
+// its create made; once the cache has seen it without the object, the
+// object was deleted meanwhile and is created again.
+func TestDecisionsLeaveCreatedObjectsToTheCache(t *testing.T) {
+	objects, _ := desiredSet(1)
+	memo := NewDecisions()
+	opts := ApplyOptions{Synchronize: true, Decisions: memo}
+	creates := 0
+	w := writes{create: func(_ context.Context, obj *unstructured.Unstructured) (Change, error) {
+		creates++
+		ch := changeOf(obj, Created, "")
+		ch.ResourceVersion = "5"
+		return ch, nil
+	}}
+	live := laggingCache{cachedObjects: cachedObjects{}}
+	for round, want := range []Action{Created, Unchanged, Unchanged} {
+		cs, err := (&Applier{}).each(context.Background(), objects, live, opts, w)
+		if err != nil || cs.Changes[0].Action != want || creates != 1 {
+			t.Fatalf("round %d: %s after %d creates, error %v: want %s after 1", round, cs.Changes[0].Action, creates, err, want)
+		}
+	}
+	live.seen = true
+	if cs, err := (&Applier{}).each(context.Background(), objects, live, opts, w); err != nil || cs.Changes[0].Action != Created || creates != 2 {
+		t.Fatalf("after the cache passed the create: %s after %d creates, error %v: want created again", cs.Changes[0].Action, creates, err)
+	}
+}

@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/resourceversion"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/tools/cache"
 
@@ -51,6 +53,12 @@ func parsePolicyKey(s string) (policyKey, bool) {
 	return policyKey{}, false
 }
 
+// confirmAfter is how long after an object it created shows up in the cache
+// a policy syncs again. That sync finds what it created unchanged, so the
+// evaluations that gave them settle (Controller.settle) and drop their
+// copies; the objects of a burst of creates are confirmed by one sync.
+const confirmAfter = time.Second
+
 // ensureDownstreamInformers starts a label-selected informer (only Sprout's
 // objects, never every Secret of the cluster) for each resource not yet
 // watched. A change to or deletion of one of those objects re-queues the
@@ -83,7 +91,14 @@ func (c *Controller) ensureDownstreamInformers(gvrs sets.Set[schema.GroupVersion
 				}
 			}
 		}
-		_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		_, _ = inf.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
+			AddFunc: func(obj any, isInInitialList bool) {
+				if u, ok := obj.(*unstructured.Unstructured); ok && !isInInitialList {
+					if key, ok := ownerOf(u); ok {
+						c.queue.AddAfter(key, confirmAfter)
+					}
+				}
+			},
 			UpdateFunc: func(old, obj any) {
 				if !sameVersion(old, obj) {
 					requeue(obj)
@@ -164,13 +179,7 @@ type liveObjects struct{ c *Controller }
 var _ inventory.Live = liveObjects{}
 
 func (l liveObjects) Get(obj *unstructured.Unstructured) (*unstructured.Unstructured, bool) {
-	m, err := l.c.restMapping(inventory.KindOf(obj))
-	if err != nil {
-		return nil, false
-	}
-	l.c.mu.RLock()
-	ti, ok := l.c.downstream[m.Resource]
-	l.c.mu.RUnlock()
+	ti, ok := l.informer(obj)
 	if !ok {
 		return nil, false
 	}
@@ -179,4 +188,29 @@ func (l liveObjects) Get(obj *unstructured.Unstructured) (*unstructured.Unstruct
 		return nil, false
 	}
 	return cached.(*unstructured.Unstructured), true
+}
+
+// Seen compares the version the informer of obj's resource last saw, from
+// an event or a bookmark, with resourceVersion. Versions that do not
+// compare (a storage other than etcd) count as seen: the object is then
+// written, and a create that finds it is told so.
+func (l liveObjects) Seen(obj *unstructured.Unstructured, resourceVersion string) bool {
+	ti, ok := l.informer(obj)
+	if !ok {
+		return true // not watched: nothing is cached, so nothing will be
+	}
+	c, err := resourceversion.CompareResourceVersion(ti.informer.LastSyncResourceVersion(), resourceVersion)
+	return err != nil || c >= 0
+}
+
+// informer returns the informer of obj's resource.
+func (l liveObjects) informer(obj *unstructured.Unstructured) (*triggerInformer, bool) {
+	m, err := l.c.restMapping(inventory.KindOf(obj))
+	if err != nil {
+		return nil, false
+	}
+	l.c.mu.RLock()
+	defer l.c.mu.RUnlock()
+	ti, ok := l.c.downstream[m.Resource]
+	return ti, ok
 }

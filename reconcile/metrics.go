@@ -18,6 +18,7 @@ type metrics struct {
 	objects          *prometheus.CounterVec
 	evaluationErrors *prometheus.CounterVec
 	evaluations      *prometheus.CounterVec
+	settled          *prometheus.GaugeVec
 
 	queue queueMetrics
 
@@ -56,6 +57,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "sprout_evaluations_total",
 			Help: "Evaluations of a policy for one trigger, by result: evaluated, or reused (kept from an earlier sync for the same trigger, Namespace and policy versions).",
 		}, []string{"policy", "result"}),
+		settled: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "sprout_settled_objects",
+			Help: "Desired objects of a policy that its kept evaluations hold settled, after its last sync: by the cached copy they were confirmed against, without a copy of their own.",
+		}, []string{"policy"}),
 		queue: newQueueMetrics(),
 
 		sourceChecks: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -82,7 +87,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	if reg == nil {
 		return m, nil
 	}
-	collectors := []prometheus.Collector{m.syncDuration, m.phaseDuration, m.syncErrors, m.objects, m.evaluationErrors, m.evaluations,
+	collectors := []prometheus.Collector{m.syncDuration, m.phaseDuration, m.syncErrors, m.objects, m.evaluationErrors, m.evaluations, m.settled,
 		m.sourceChecks, m.sourceLastCheck, m.sourceReady, m.sourcePolicies, m.sourceRevision}
 	for _, c := range append(collectors, m.queue.collectors()...) {
 		if err := reg.Register(c); err != nil {
@@ -162,7 +167,7 @@ func (p *phases) done(phase string) {
 func (m *metrics) forget(policy string) {
 	for _, v := range []interface {
 		DeletePartialMatch(prometheus.Labels) int
-	}{m.syncDuration, m.syncErrors, m.objects, m.evaluationErrors, m.evaluations} {
+	}{m.syncDuration, m.syncErrors, m.objects, m.evaluationErrors, m.evaluations, m.settled} {
 		v.DeletePartialMatch(prometheus.Labels{"policy": policy})
 	}
 }

@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/sprout-gitops/sprout/reconcile"
@@ -128,34 +129,52 @@ func TestEvaluationsAreKept(t *testing.T) {
 
 // TestSettledEvaluationsRepairDrift: once a sync found a kept evaluation's
 // objects unchanged in the cache, the evaluation drops them (they settle).
-// An edit to one of them, or its deletion, evaluates that trigger alone
-// again, and the object is put back.
+// The objects a sync created are confirmed by a sync that follows their
+// arrival in the cache, with no other event (the triggers are Namespaces,
+// the objects ConfigMaps). An edit to one of them, or its deletion,
+// evaluates that trigger alone again, and the object is put back.
 func TestSettledEvaluationsRepairDrift(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	runController(t, func(o *reconcile.Options) { o.Metrics = reg })
-	tb := newTable(t, "settle")
-	tb.applyPolicy(derivedPolicy("settle", "settle", "out", "one", true, false))
-	for _, name := range []string{"a", "b", "c"} {
-		tb.trigger(name, "settle", name+"1")
-		tb.waitFor(name+"'s downstream", name+"-out", exists)
+	applyColorPolicy(t, "settle", "settle", nil)
+	const name = "zk-kafka-address"
+	for _, ns := range []string{"settle-a", "settle-b", "settle-c"} {
+		createNamespace(t, ns, map[string]string{"color": "settle"})
+		poll(t, ns+"'s ConfigMap", func(ctx context.Context) (bool, error) {
+			cm, err := getConfigMap(ctx, ns, name)
+			return cm != nil, err
+		})
 	}
 	count := func(result string) float64 {
 		return metricValue(t, reg, "sprout_evaluations_total", map[string]string{"policy": "GeneratingPolicy/settle", "result": result})
 	}
-	// A sync that finds b's and c's objects unchanged in the cache: they settle.
-	tb.settle("settle", 1)
+	poll(t, "the three objects settled", func(context.Context) (bool, error) {
+		return metricValue(t, reg, "sprout_settled_objects", map[string]string{"policy": "GeneratingPolicy/settle"}) == 3, nil
+	})
 	evaluated := count("evaluated")
 
-	tb.edit("b-out", "from", "someone")
-	tb.waitFor("b's downstream reverted", "b-out", func(cm *corev1.ConfigMap) bool { return cm != nil && cm.Data["from"] == "b1" })
+	kube := kubernetes.NewForConfigOrDie(cfg).CoreV1()
+	ctx := context.Background()
+	if _, err := kube.ConfigMaps("settle-b").Patch(ctx, name, types.MergePatchType, []byte(`{"data":{"ZK_ADDRESS":"edited"}}`),
+		metav1.PatchOptions{FieldManager: "someone-else"}); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, "settle-b's ConfigMap reverted", func(ctx context.Context) (bool, error) {
+		cm, err := getConfigMap(ctx, "settle-b", name)
+		return cm != nil && cm.Data["ZK_ADDRESS"] != "edited", err
+	})
 	if n := count("evaluated") - evaluated; n != 1 {
-		t.Errorf("%v evaluations after b's downstream was edited, want 1 (b's)", n)
+		t.Errorf("%v evaluations after settle-b's ConfigMap was edited, want 1", n)
 	}
 	evaluated = count("evaluated")
-	tb.delete("c-out")
-	tb.waitFor("c's downstream back", "c-out", func(cm *corev1.ConfigMap) bool { return cm != nil && cm.Data["from"] == "c1" })
-	if n := count("evaluated") - evaluated; n != 1 {
-		t.Errorf("%v evaluations after c's downstream was deleted, want 1 (c's)", n)
+	if err := kube.ConfigMaps("settle-c").Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
 	}
-	tb.deletePolicy("settle")
+	poll(t, "settle-c's ConfigMap back", func(ctx context.Context) (bool, error) {
+		cm, err := getConfigMap(ctx, "settle-c", name)
+		return cm != nil, err
+	})
+	if n := count("evaluated") - evaluated; n != 1 {
+		t.Errorf("%v evaluations after settle-c's ConfigMap was deleted, want 1", n)
+	}
 }

@@ -128,7 +128,8 @@ func (c *Controller) sync(ctx context.Context, key policyKey) error {
 	changes, applyErr := w.Apply(ctx, toWrite, liveObjects{c}, inventory.ApplyOptions{
 		Synchronize: sync, Alive: alive, Decisions: cp.decisions, Settled: want.settled})
 	if sync {
-		c.settle(cp, want.settling)
+		settled := want.settledLen() + c.settle(cp, want.settling)
+		c.metrics.settled.WithLabelValues(key.String()).Set(float64(settled))
 	} else {
 		c.noteGenerated(key, changes)
 	}
@@ -508,7 +509,9 @@ func (c *Controller) desired(ctx context.Context, cp *compiledPolicy, triggers [
 // in the cache drop them, keeping what the cache held instead
 // (inventory.Settled): the evaluation's objects are its largest part, and
 // the cache holds them already.
-func (c *Controller) settle(cp *compiledPolicy, memos []*triggerMemo) {
+// It returns how many objects settled.
+func (c *Controller) settle(cp *compiledPolicy, memos []*triggerMemo) int {
+	n := 0
 	for _, m := range memos {
 		ev := m.evaluated
 		if ev == nil || len(ev.objects) == 0 {
@@ -518,8 +521,10 @@ func (c *Controller) settle(cp *compiledPolicy, memos []*triggerMemo) {
 			next := *ev
 			next.objects, next.settled = nil, s
 			m.evaluated = &next
+			n += s.Len()
 		}
 	}
+	return n
 }
 
 // evaluate runs the policy's program for one trigger, replayed as its last

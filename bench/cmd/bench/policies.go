@@ -47,6 +47,7 @@ func (b *bench) manyPolicies(ctx context.Context) error {
 		}
 		pollUntil(b.timeout, func() bool { return p.metricSum(ctx, "sprout_objects_total{") >= float64(total) })
 		time.Sleep(2 * time.Second)
+		logf("policies: sprout: %.0f objects settled", p.metricSum(ctx, "sprout_settled_objects{"))
 		prof := &b.res.Profiles
 		prof.PoliciesHeap, prof.PoliciesAllocs, err = p.heapProfile(ctx, filepath.Join(dir, "heap.pprof"))
 		r.Sprout.PeakRSSMiB = p.peakRSSMiB()
