@@ -115,6 +115,11 @@ type Controller struct {
 	// mappings keeps restMapping's answers, by kind, until the mapper is
 	// reset: a sync maps every object it writes.
 	mappings sync.Map
+	// resynced keeps, after a resync forgot them, the mappings known
+	// before: while discovery cannot answer (the API server down at the
+	// resync), a kind known before maps as it did, instead of every lookup
+	// asking discovery again.
+	resynced sync.Map
 	applier  *inventory.Applier
 	// writer applies and prunes: the applier, or its dry run.
 	writer writer
@@ -438,6 +443,11 @@ func (c *Controller) restMapping(gvk schema.GroupVersionKind) (*meta.RESTMapping
 		c.resetMapper()
 		m, err = c.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
 	}
+	if err != nil && !meta.IsNoMatchError(err) {
+		if known, ok := c.resynced.Load(gvk); ok {
+			m, err = known.(*meta.RESTMapping), nil
+		}
+	}
 	if err == nil {
 		c.mappings.Store(gvk, m)
 	}
@@ -469,6 +479,8 @@ func (c *Controller) scheduleResync(spec string) (stop func(), err error) {
 	cr := cron.New()
 	cr.Schedule(schedule, cron.FuncJob(func() {
 		c.log.Info("resync: recomputing every policy")
+		c.resynced.Clear()
+		c.mappings.Range(func(k, v any) bool { c.resynced.Store(k, v); return true })
 		c.resetMapper() // and discovery with it
 		c.requeueAll()
 	}))

@@ -140,7 +140,7 @@ func TestAPIServerOutage(t *testing.T) {
 		t.Fatal(err)
 	}
 	up := time.Now()
-	t.Logf("while the API server was down for %s: %d requests, %s of CPU", outage.Round(time.Second), requests, cpu)
+	t.Logf("while the API server was down for %s: %d requests, %s of CPU\n%s", outage.Round(time.Second), requests, cpu, seen)
 	if n := s.countLabelled(context.Background()); n >= 300 {
 		t.Fatalf("all %d downstreams existed before the outage: the test proves nothing", n)
 	}
