@@ -496,6 +496,9 @@ func ForCache(obj *unstructured.Unstructured) {
 		delete(metadata, "managedFields")
 		return
 	}
+	// Deleted first: Go grows a full small map (8 keys, as metadata often
+	// has) on any assignment, even to a key it holds.
+	delete(metadata, "managedFields")
 	metadata["managedFields"] = createMark
 }
 

@@ -133,6 +133,32 @@ func (d *Decisions) created(desired *unstructured.Unstructured, live Live) (Chan
 	return p.change, true
 }
 
+// Confirm compares the objects the last round created with the copies the
+// cache holds now, as the next round would, and remembers those found
+// unchanged, so that they may settle without another sync. It returns how
+// many objects created are not cached yet. Nothing is written: a created
+// object found otherwise (changed since) is left to the next round.
+func (d *Decisions) Confirm(objects []*unstructured.Unstructured, live Live, opts ApplyOptions) (waiting int) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, obj := range objects {
+		p, ok := d.unchanged[obj]
+		if !ok || p.cached != nil || p.written == "" {
+			continue
+		}
+		cached, ok := live.Get(obj)
+		if !ok || older(cached, p.written) {
+			waiting++
+			continue
+		}
+		if decideCached(obj, cached, opts).action == Unchanged {
+			d.unchanged[obj] = &unchangedPair{cached: cached, change: p.change, key: p.key}
+			d.claimed[cached] = struct{}{}
+		}
+	}
+	return waiting
+}
+
 // older reports whether cached is a version from before resourceVersion
 // written, when the two compare (KEP-5504; etcd's versions do).
 func older(cached *unstructured.Unstructured, written string) bool {

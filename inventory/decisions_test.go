@@ -240,3 +240,38 @@ func TestDecisionsLeaveCreatedObjectsToTheCache(t *testing.T) {
 		t.Fatalf("after the cache passed the create: %s after %d creates, error %v: want created again", cs.Changes[0].Action, creates, err)
 	}
 }
+
+// TestDecisionsConfirmCreatedObjects: objects the last round created are
+// confirmed against the cache without another round once it holds them
+// unchanged, and may then settle; one not cached yet is counted waiting,
+// and one changed since is left to the next round.
+func TestDecisionsConfirmCreatedObjects(t *testing.T) {
+	objects, cachedLater := desiredSet(3)
+	memo := NewDecisions()
+	opts := ApplyOptions{Synchronize: true, Decisions: memo}
+	w := writes{create: func(_ context.Context, obj *unstructured.Unstructured) (Change, error) {
+		ch := changeOf(obj, Created, "")
+		ch.ResourceVersion = "1"
+		return ch, nil
+	}}
+	live := laggingCache{cachedObjects: cachedObjects{}}
+	if _, err := (&Applier{}).each(context.Background(), objects, live, opts, w); err != nil {
+		t.Fatal(err)
+	}
+	if n := memo.Confirm(objects, live, opts); n != 3 {
+		t.Fatalf("%d waiting with nothing cached, want 3", n)
+	}
+	live.cachedObjects[objects[0].GetName()] = cachedLater[objects[0].GetName()]
+	edited := cachedLater[objects[1].GetName()].DeepCopy()
+	_ = unstructured.SetNestedField(edited.Object, "changed", "data", "ZK_ADDRESS")
+	live.cachedObjects[objects[1].GetName()] = edited
+	if n := memo.Confirm(objects, live, opts); n != 1 {
+		t.Fatalf("%d waiting with two of three cached, want 1", n)
+	}
+	if _, ok := memo.Settle(objects[:1]); !ok {
+		t.Error("the object cached as created did not settle")
+	}
+	if _, ok := memo.Settle(objects[1:2]); ok {
+		t.Error("the object changed since its create settled")
+	}
+}

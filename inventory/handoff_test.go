@@ -2,6 +2,7 @@ package inventory
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
@@ -15,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	sigsjson "sigs.k8s.io/json"
 
 	"github.com/sprout-gitops/sprout/internal/controlplane"
 )
@@ -249,5 +251,40 @@ func TestForCacheKeepsOnlyTheCreateMark(t *testing.T) {
 	ForCache(obj)
 	if mf := obj.GetManagedFields(); len(mf) != 1 || mf[0].FieldsV1 != nil || !heldByCreate(obj) {
 		t.Errorf("created object keeps %+v, want the bare mark", mf)
+	}
+}
+
+// TestForCacheAllocatesNothing: the cache keeps one shared mark, and
+// stripping an object's managed fields allocates nothing, even when its
+// metadata is a full small map (Go grows those on any assignment).
+func TestForCacheAllocatesNothing(t *testing.T) {
+	obj := appliedConfigMap()
+	obj.SetManagedFields(append(obj.GetManagedFields(), managedBy(FieldManager, metav1.ManagedFieldsOperationUpdate, `{"f:data":{}}`)))
+	obj.SetUID("uid")
+	obj.SetResourceVersion("1")
+	obj.SetCreationTimestamp(metav1.Now())
+	obj.SetAnnotations(map[string]string{"a": "b"})
+	raw, err := json.Marshal(obj.Object)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// As a watch decodes them: metadata of exactly 8 keys, a small map.
+	objs := make([]*unstructured.Unstructured, 101)
+	for i := range objs {
+		var m map[string]any
+		if err := sigsjson.UnmarshalCaseSensitivePreserveInts(raw, &m); err != nil {
+			t.Fatal(err)
+		}
+		objs[i] = &unstructured.Unstructured{Object: m}
+	}
+	if n := len(objs[0].Object["metadata"].(map[string]any)); n != 8 {
+		t.Fatalf("metadata has %d keys, want 8", n)
+	}
+	i := 0
+	if allocs := testing.AllocsPerRun(100, func() { ForCache(objs[i]); i++ }); allocs != 0 {
+		t.Errorf("ForCache allocates %v times an object", allocs)
+	}
+	if !heldByCreate(objs[0]) {
+		t.Error("the create mark is gone")
 	}
 }

@@ -125,9 +125,12 @@ func (c *Controller) sync(ctx context.Context, key policyKey) error {
 		toWrite = c.notYetGenerated(key, desired)
 	}
 	alive := c.triggerExists(cp)
-	changes, applyErr := w.Apply(ctx, toWrite, liveObjects{c}, inventory.ApplyOptions{
-		Synchronize: sync, Alive: alive, Decisions: cp.decisions, Settled: want.settled})
+	opts := inventory.ApplyOptions{Synchronize: sync, Alive: alive, Decisions: cp.decisions, Settled: want.settled}
+	changes, applyErr := w.Apply(ctx, toWrite, liveObjects{c}, opts)
 	if sync {
+		if changes.Count(inventory.Created) >= confirmInSync {
+			c.confirmCreated(ctx, toWrite, opts)
+		}
 		settled := want.settledLen() + c.settle(cp, want.settling)
 		c.metrics.settled.WithLabelValues(key.String()).Set(float64(settled))
 	} else {
@@ -503,6 +506,31 @@ func (c *Controller) desired(ctx context.Context, cp *compiledPolicy, triggers [
 	cp.evaluations.endRound()
 	c.metrics.observeEvaluations(keyOf(cp.policy).String(), evaluated, reused)
 	return out, joinSorted(errs)
+}
+
+// confirmInSync is how many objects a sync must have created to confirm
+// them itself (confirmCreated) rather than leave them to the sync that
+// follows their arrival in the cache (confirmAfter).
+const confirmInSync = 100
+
+// confirmWait bounds how long a sync waits for the cache to show what it
+// created.
+const confirmWait = 2 * time.Second
+
+// confirmCreated waits, up to confirmWait, until the downstream caches show
+// the objects the apply created, comparing each as it arrives, so that
+// their evaluations settle at the end of this sync. Otherwise the objects of
+// a policy that generated thousands stay in memory twice until a sync of
+// it comes round again, behind every other policy then queued.
+func (c *Controller) confirmCreated(ctx context.Context, objects []*unstructured.Unstructured, opts inventory.ApplyOptions) {
+	deadline := time.Now().Add(confirmWait)
+	for opts.Decisions.Confirm(objects, liveObjects{c}, opts) > 0 && time.Now().Before(deadline) {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
 }
 
 // settle lets each kept evaluation whose objects the apply found unchanged
