@@ -120,7 +120,9 @@ type Controller struct {
 	// resync), a kind known before maps as it did, instead of every lookup
 	// asking discovery again.
 	resynced sync.Map
-	applier  *inventory.Applier
+	// downstreamEvents counts the changes to each policy's objects.
+	downstreamEvents downstreamEvents
+	applier          *inventory.Applier
 	// writer applies and prunes: the applier, or its dry run.
 	writer writer
 	// planned holds what each policy's last sync did or, dry, would do.
@@ -482,6 +484,7 @@ func (c *Controller) scheduleResync(spec string) (stop func(), err error) {
 		c.resynced.Clear()
 		c.mappings.Range(func(k, v any) bool { c.resynced.Store(k, v); return true })
 		c.resetMapper() // and discovery with it
+		c.forgetSettledChecks()
 		c.requeueAll()
 	}))
 	cr.Start()

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -87,6 +89,7 @@ func (c *Controller) ensureDownstreamInformers(gvrs sets.Set[schema.GroupVersion
 			}
 			if u, ok := obj.(*unstructured.Unstructured); ok {
 				if key, ok := ownerOf(u); ok {
+					c.downstreamChanged(key)
 					c.queue.Add(key)
 				}
 			}
@@ -101,6 +104,7 @@ func (c *Controller) ensureDownstreamInformers(gvrs sets.Set[schema.GroupVersion
 			},
 			UpdateFunc: func(old, obj any) {
 				if !sameVersion(old, obj) {
+					requeue(old) // an edit may have changed its owner
 					requeue(obj)
 				}
 			},
@@ -213,4 +217,37 @@ func (l liveObjects) informer(obj *unstructured.Unstructured) (*triggerInformer,
 	defer l.c.mu.RUnlock()
 	ti, ok := l.c.downstream[m.Resource]
 	return ti, ok
+}
+
+// downstreamEvents counts, per policy, the updates and deletions the
+// downstream informers delivered of its objects: a settled evaluation
+// confirmed at the same count has had none of its cached copies replaced,
+// and needs no lookup to know it (evaluation.settledAt). Every count is
+// followed by a sync of the policy, which checks in full.
+type downstreamEvents struct{ m sync.Map } // policyKey → *atomic.Uint64
+
+func (d *downstreamEvents) counter(key policyKey) *atomic.Uint64 {
+	if n, ok := d.m.Load(key); ok {
+		return n.(*atomic.Uint64)
+	}
+	n, _ := d.m.LoadOrStore(key, new(atomic.Uint64))
+	return n.(*atomic.Uint64)
+}
+
+// downstreamChanged counts an update or deletion of one of key's objects.
+func (c *Controller) downstreamChanged(key policyKey) { c.downstreamEvents.counter(key).Add(1) }
+
+// downstreamEpoch is the count for key now.
+func (c *Controller) downstreamEpoch(key policyKey) uint64 {
+	return c.downstreamEvents.counter(key).Load()
+}
+
+// forgetSettledChecks makes every settled evaluation check its objects in
+// full at its next sync: a scheduled resync compares everything, in case
+// an informer missed an event.
+func (c *Controller) forgetSettledChecks() {
+	c.downstreamEvents.m.Range(func(_, n any) bool {
+		n.(*atomic.Uint64).Add(1)
+		return true
+	})
 }

@@ -61,6 +61,9 @@ type evaluation struct {
 	// settled stands for them (Controller.settle).
 	objects []*unstructured.Unstructured
 	settled inventory.Settled
+	// settledAt is the policy's downstream event count (downstreamEvents)
+	// when settled last held: while it is the same, it holds still.
+	settledAt uint64
 	// kinds are the objects' kinds, read once.
 	kinds   []schema.GroupVersionKind
 	matched bool

@@ -53,7 +53,7 @@ func BenchmarkEvaluateTrigger(b *testing.B) {
 	for _, kept := range []bool{false, true} {
 		b.Run(map[bool]string{false: "miss", true: "hit"}[kept], func(b *testing.B) {
 			if kept {
-				if _, _, _, err := c.evaluate(ctx, cp, trigger{gvr: nsGVR, object: red}, nil); err != nil {
+				if _, _, _, err := c.evaluate(ctx, cp, trigger{gvr: nsGVR, object: red}, nil, 0); err != nil {
 					b.Fatal(err)
 				}
 				cp.evaluations.endRound()
@@ -68,7 +68,7 @@ func BenchmarkEvaluateTrigger(b *testing.B) {
 					t.object.SetUID(types.UID(fmt.Sprint(i)))
 					i++
 				}
-				ev, _, hit, err := c.evaluate(ctx, cp, t, nil)
+				ev, _, hit, err := c.evaluate(ctx, cp, t, nil, 0)
 				if err != nil || hit != kept || len(ev.objects) != 1 {
 					b.Fatalf("kept %v, objects %d, error %v: want kept %v, 1 object", hit, len(ev.objects), err, kept)
 				}

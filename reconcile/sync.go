@@ -131,7 +131,7 @@ func (c *Controller) sync(ctx context.Context, key policyKey) error {
 		if changes.Count(inventory.Created) >= confirmInSync {
 			c.confirmCreated(ctx, toWrite, opts)
 		}
-		settled := want.settledLen() + c.settle(cp, want.settling)
+		settled := want.settledLen() + c.settle(cp, want.settling, want.epoch)
 		c.metrics.settled.WithLabelValues(key.String()).Set(float64(settled))
 	} else {
 		c.noteGenerated(key, changes)
@@ -455,6 +455,8 @@ type desiredSet struct {
 	settling []*triggerMemo
 	// matched counts the triggers whose matchConditions held.
 	matched int
+	// epoch is the policy's downstream event count before evaluation.
+	epoch uint64
 }
 
 func (d desiredSet) settledLen() int {
@@ -476,8 +478,9 @@ func (c *Controller) desired(ctx context.Context, cp *compiledPolicy, triggers [
 		return desiredSet{}, err
 	}
 	evaluated, reused := 0, 0
+	out.epoch = c.downstreamEpoch(keyOf(cp.policy))
 	for _, t := range triggers {
-		ev, m, kept, err := c.evaluate(ctx, cp, t, reader)
+		ev, m, kept, err := c.evaluate(ctx, cp, t, reader, out.epoch)
 		if kept {
 			reused++
 		} else {
@@ -538,7 +541,7 @@ func (c *Controller) confirmCreated(ctx context.Context, objects []*unstructured
 // (inventory.Settled): the evaluation's objects are its largest part, and
 // the cache holds them already.
 // It returns how many objects settled.
-func (c *Controller) settle(cp *compiledPolicy, memos []*triggerMemo) int {
+func (c *Controller) settle(cp *compiledPolicy, memos []*triggerMemo, epoch uint64) int {
 	n := 0
 	for _, m := range memos {
 		ev := m.evaluated
@@ -547,7 +550,7 @@ func (c *Controller) settle(cp *compiledPolicy, memos []*triggerMemo) int {
 		}
 		if s, ok := cp.decisions.Settle(ev.objects); ok {
 			next := *ev
-			next.objects, next.settled = nil, s
+			next.objects, next.settled, next.settledAt = nil, s, epoch
 			m.evaluated = &next
 			n += s.Len()
 		}
@@ -560,7 +563,7 @@ func (c *Controller) settle(cp *compiledPolicy, memos []*triggerMemo) int {
 // policies that read it), or, for a tombstone, a DELETE with the last state
 // as oldObject. A result kept from an earlier sync for the same inputs is
 // returned as it is, and kept says so.
-func (c *Controller) evaluate(ctx context.Context, cp *compiledPolicy, t trigger, reader celenv.Reader) (ev evaluation, m *triggerMemo, kept bool, err error) {
+func (c *Controller) evaluate(ctx context.Context, cp *compiledPolicy, t trigger, reader celenv.Reader, epoch uint64) (ev evaluation, m *triggerMemo, kept bool, err error) {
 	u := t.object
 	op := admission.Create
 	var oldObject *unstructured.Unstructured
@@ -585,7 +588,10 @@ func (c *Controller) evaluate(ctx context.Context, cp *compiledPolicy, t trigger
 		// settled evaluation whose objects changed in the cache is
 		// evaluated again, so that they are compared in full.
 		if ev := m.evaluated; ev != nil && ev.old == oldObject && ev.namespace == nsObject && ev.op == op &&
-			(ev.settled.Len() == 0 || ev.settled.Holds(liveObjects{c})) {
+			(ev.settled.Len() == 0 || ev.settledAt == epoch || ev.settled.Holds(liveObjects{c})) {
+			if ev.settled.Len() > 0 {
+				ev.settledAt = epoch // held at this count: no lookup until the next event
+			}
 			return *ev, m, true, nil
 		}
 	} else {
