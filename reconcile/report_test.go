@@ -3,11 +3,7 @@ package reconcile_test
 import (
 	"context"
 	"fmt"
-	"log/slog"
-	"sync/atomic"
 	"testing"
-
-	"github.com/sprout-gitops/sprout/reconcile"
 )
 
 // TestStatusWritesCoalesce: triggers arriving one after another cost one
@@ -19,22 +15,7 @@ func TestStatusWritesCoalesce(t *testing.T) {
 	tb.applyPolicy(derivedPolicy("coalesce", "coalesce", "out", "one", true, false))
 	t.Cleanup(func() { tb.deletePolicy("coalesce") })
 
-	counted, counter := countingWrites(cfg)
-	var syncs atomic.Int64
-	opts := reconcile.DefaultOptions()
-	opts.Logger = slog.New(slog.DiscardHandler)
-	opts.OnSync = func(policy string, err error) {
-		if policy == "GeneratingPolicy/coalesce" && err == nil {
-			syncs.Add(1)
-		}
-	}
-	c, err := reconcile.New(counted, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- c.Run(ctx) }()
+	counter, syncs, stop := runCounting(t, "GeneratingPolicy/coalesce", nil)
 
 	const triggers = 20
 	for i := range triggers {
@@ -43,10 +24,7 @@ func TestStatusWritesCoalesce(t *testing.T) {
 		tb.waitFor("its downstream", name+"-out", exists) // one sync at least per trigger
 	}
 	// Stopped at once: the counts not yet written are written on the way out.
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	stop()
 	want := fmt.Sprintf("%d triggers, %d objects", triggers, triggers)
 	if c, err := policyCondition(context.Background(), "coalesce"); err != nil || c == nil || c.Message != want {
 		t.Errorf("status after the controller stopped: %v (error %v), want %q", c, err, want)

@@ -61,6 +61,39 @@ func countingWrites(config *rest.Config) (*rest.Config, *writeCounter) {
 	return counted, counter
 }
 
+// runCounting starts a controller (options changed by edit) whose writes
+// are counted and which counts the error-free syncs of policy; stop ends it
+// and waits for it.
+func runCounting(t *testing.T, policy string, edit func(*reconcile.Options)) (counter *writeCounter, syncs *atomic.Int64, stop func()) {
+	t.Helper()
+	counted, counter := countingWrites(cfg)
+	syncs = &atomic.Int64{}
+	opts := reconcile.DefaultOptions()
+	opts.Logger = slog.New(slog.DiscardHandler)
+	if edit != nil {
+		edit(&opts)
+	}
+	opts.OnSync = func(p string, err error) {
+		if p == policy && err == nil {
+			syncs.Add(1)
+		}
+	}
+	c, err := reconcile.New(counted, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	return counter, syncs, func() {
+		t.Helper()
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // about returns the writes whose path contains s (a test's namespace and
 // policy names): a controller also finishes what earlier tests left, such
 // as the clean-up of a policy deleted after their controller stopped.
@@ -360,28 +393,9 @@ func TestResyncWithNothingChangedWritesNothing(t *testing.T) {
 	tb.trigger("a", "resync", "a1")
 	runUntilSynced(t, cfg, "GeneratingPolicy/resync")
 
-	counted, counter := countingWrites(cfg)
-	var syncs atomic.Int64
-	opts := reconcile.DefaultOptions()
-	opts.Logger = slog.New(slog.DiscardHandler)
-	opts.ResyncSchedule = "@every 1s"
-	opts.OnSync = func(policy string, err error) {
-		if policy == "GeneratingPolicy/resync" && err == nil {
-			syncs.Add(1)
-		}
-	}
-	c, err := reconcile.New(counted, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- c.Run(ctx) }()
+	counter, syncs, stop := runCounting(t, "GeneratingPolicy/resync", func(o *reconcile.Options) { o.ResyncSchedule = "@every 1s" })
 	poll(t, "two resyncs after the first sync", func(context.Context) (bool, error) { return syncs.Load() >= 3, nil })
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	stop()
 	if w := counter.about("resync"); len(w) != 0 {
 		t.Errorf("resyncs with nothing changed made %d write requests: %v", len(w), w)
 	}
