@@ -90,12 +90,18 @@ type ApplyOptions struct {
 // Live looks up Sprout's own objects as they are in the cluster, from a
 // cache: the label-selected informers of the controller.
 type Live interface {
-	// Get returns the cached object with obj's kind, namespace and name.
-	Get(obj *unstructured.Unstructured) (*unstructured.Unstructured, bool)
-	// Seen reports whether the cache of obj's kind has seen version
-	// resourceVersion, or a later one: then an object created at that
-	// version and not cached has been deleted since.
-	Seen(obj *unstructured.Unstructured, resourceVersion string) bool
+	// Get returns the cached object of that kind, namespace and name.
+	Get(gvk schema.GroupVersionKind, namespace, name string) (*Cached, bool)
+	// Seen reports whether the cache of objects of kind gvk has seen
+	// version resourceVersion, or a later one: then an object created at
+	// that version and not cached has been deleted since.
+	Seen(gvk schema.GroupVersionKind, resourceVersion string) bool
+}
+
+// cachedOf returns the cached copy of desired object obj.
+func cachedOf(live Live, obj *unstructured.Unstructured) (*Cached, bool) {
+	m := metadataStrings(obj, "")
+	return live.Get(KindOf(obj), m.get("namespace"), m.get("name"))
 }
 
 // Apply writes the desired objects and returns one change per object.
@@ -155,7 +161,7 @@ func (a *Applier) each(ctx context.Context, objects []*unstructured.Unstructured
 	for i, obj := range objects {
 		// What the cache shows needs no request is decided here, without
 		// a goroutine: on a sync that changes nothing, that is every object.
-		cached, inCache := live.Get(obj)
+		cached, inCache := cachedOf(live, obj)
 		if inCache && memo != nil {
 			if ch, ok := memo.get(obj, cached); ok {
 				changes[i] = ch
@@ -430,14 +436,15 @@ func (a *Applier) decideRead(ctx context.Context, obj *unstructured.Unstructured
 }
 
 // decideCached decides from the cached state of obj.
-func decideCached(obj, cached *unstructured.Unstructured, opts ApplyOptions) decision {
-	if d := decideOwner(obj, metadataStrings(cached, "labels"), metadataStrings(cached, "annotations"), opts); d.action != "" {
+func decideCached(obj *unstructured.Unstructured, cached *Cached, opts ApplyOptions) decision {
+	live := cached.Object()
+	if d := decideOwner(obj, metadataStrings(live, "labels"), metadataStrings(live, "annotations"), opts); d.action != "" {
 		return d
 	}
-	if covers(cached, obj) {
+	if covers(live, obj) {
 		return decision{action: Unchanged}
 	}
-	return decision{handOff: heldByCreate(cached)}
+	return decision{handOff: cached.createHeld}
 }
 
 // decideOwner returns the decision for an object that exists with labels
@@ -466,8 +473,8 @@ func (d decision) change(obj *unstructured.Unstructured) Change {
 }
 
 // heldByCreate reports whether obj's managed fields hold the Update entry
-// a create by Sprout leaves. It reads them as they are in the object: the
-// typed entries cost a conversion of each.
+// a create by Sprout leaves. It reads them as they are in the object, as a
+// watch decoded it: the typed entries cost a conversion of each.
 func heldByCreate(obj *unstructured.Unstructured) bool {
 	entries, _ := metadataStrings(obj, "")["managedFields"].([]any)
 	for _, e := range entries {
@@ -482,36 +489,11 @@ func heldByCreate(obj *unstructured.Unstructured) bool {
 	return false
 }
 
-// ForCache strips what the controller's cache of Sprout's objects never
-// needs, the managed fields, which are often half an object's size; it keeps
-// only an empty mark of a create's Update entry, for Apply to see that the
-// object's fields must be handed over. Every cached object shares the one
-// mark: cached objects are never modified.
-func ForCache(obj *unstructured.Unstructured) {
-	metadata := metadataStrings(obj, "")
-	if metadata == nil {
-		return
-	}
-	if !heldByCreate(obj) {
-		delete(metadata, "managedFields")
-		return
-	}
-	// Deleted first: Go grows a full small map (8 keys, as metadata often
-	// has) on any assignment, even to a key it holds.
-	delete(metadata, "managedFields")
-	metadata["managedFields"] = createMark
-}
-
 // isCreateEntry reports whether e is the Update entry a create by Sprout
 // leaves.
 func isCreateEntry(e metav1.ManagedFieldsEntry) bool {
 	return e.Manager == FieldManager && e.Operation == metav1.ManagedFieldsOperationUpdate && e.Subresource == ""
 }
-
-// createMark is the managed fields ForCache leaves on an object whose fields
-// a create still holds; held as an interface, so that setting it allocates
-// nothing.
-var createMark any = []any{map[string]any{"manager": FieldManager, "operation": string(metav1.ManagedFieldsOperationUpdate)}}
 
 // metadata reads the object's metadata, or nil when it does not exist.
 func (a *Applier) metadata(ctx context.Context, obj *unstructured.Unstructured) (*metav1.PartialObjectMetadata, error) {

@@ -85,7 +85,7 @@ func drifted(n int) ([]*unstructured.Unstructured, cachedObjects) {
 		o.SetNamespace("ns")
 		o.SetName(fmt.Sprintf("o-%d", i))
 		o.SetLabels(map[string]string{LabelManagedBy: ManagedBy, LabelPolicyName: "p", LabelTriggerUID: "t"})
-		live[o.GetName()] = o.DeepCopy()
+		live[o.GetName()] = toCache(o)
 		_ = unstructured.SetNestedField(o.Object, "new", "data", "k")
 		objects = append(objects, o)
 	}
@@ -93,16 +93,33 @@ func drifted(n int) ([]*unstructured.Unstructured, cachedObjects) {
 }
 
 // cachedObjects serves Live from a map by name.
-type cachedObjects map[string]*unstructured.Unstructured
+type cachedObjects map[string]*Cached
 
-func (c cachedObjects) Get(obj *unstructured.Unstructured) (*unstructured.Unstructured, bool) {
-	o, ok := c[obj.GetName()]
+func (c cachedObjects) Get(_ schema.GroupVersionKind, _, name string) (*Cached, bool) {
+	o, ok := c[name]
 	return o, ok
 }
 
 // Seen treats every version as seen: an object created and not in the map
 // has been deleted.
-func (c cachedObjects) Seen(*unstructured.Unstructured, string) bool { return true }
+func (c cachedObjects) Seen(schema.GroupVersionKind, string) bool { return true }
+
+// toCache returns obj as a cache holds it, leaving obj as it is.
+func toCache(obj *unstructured.Unstructured) *Cached {
+	c, err := NewCached(obj.DeepCopy())
+	if err != nil {
+		panic(err)
+	}
+	return c
+}
+
+// edited returns c's object changed by edit, as the cache holds it after
+// the edit: another copy.
+func edited(c *Cached, edit func(*unstructured.Unstructured)) *Cached {
+	obj := c.Object()
+	edit(obj)
+	return toCache(obj)
+}
 
 // TestApplyFinishesTheObjectsUnderWay: when the sync's context ends during
 // writes, those writes complete with a live context and no other object is

@@ -29,7 +29,7 @@ func desiredSet(n int) ([]*unstructured.Unstructured, cachedObjects) {
 		cached := o.DeepCopy()
 		cached.SetResourceVersion("1")
 		cached.SetUID(types.UID(fmt.Sprint("cm-", i)))
-		live[o.GetName()] = cached
+		live[o.GetName()] = toCache(cached)
 		objects = append(objects, o)
 	}
 	return objects, live
@@ -55,7 +55,7 @@ func BenchmarkApplyUnchanged10k(b *testing.B) {
 // objects against 10,000 desired ones, 100 of which differ.
 func BenchmarkStale10k(b *testing.B) {
 	desired, live := desiredSet(10000)
-	owned := make([]*unstructured.Unstructured, 0, len(live))
+	owned := make([]*Cached, 0, len(live))
 	for _, o := range live {
 		owned = append(owned, o)
 	}
@@ -119,7 +119,7 @@ func BenchmarkApplyUnchangedRemembered10k(b *testing.B) {
 // found 10,000 objects unchanged, with 100 more owned ones not desired.
 func BenchmarkStaleRemembered10k(b *testing.B) {
 	desired, live := desiredSet(10100)
-	owned := make([]*unstructured.Unstructured, 0, len(live))
+	owned := make([]*Cached, 0, len(live))
 	for _, o := range live {
 		owned = append(owned, o)
 	}

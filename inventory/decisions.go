@@ -24,7 +24,7 @@ type Decisions struct {
 	// unchanged maps a desired object to its cached copy and change.
 	unchanged, next map[*unstructured.Unstructured]*unchangedPair
 	// claimed are the cached objects of the last round's unchanged pairs.
-	claimed, nextClaimed map[*unstructured.Unstructured]struct{}
+	claimed, nextClaimed map[*Cached]struct{}
 	// objects are the last round's desired objects, settled its settled
 	// ones; rounds counts them.
 	objects []*unstructured.Unstructured
@@ -44,7 +44,7 @@ type Settled struct {
 }
 
 type settledObject struct {
-	cached *unstructured.Unstructured
+	cached *Cached
 	change Change
 }
 
@@ -56,7 +56,7 @@ func (s Settled) Len() int { return len(s.objects) }
 // must give them in full.
 func (s Settled) Holds(live Live) bool {
 	for _, o := range s.objects {
-		if cur, ok := live.Get(o.cached); !ok || cur != o.cached {
+		if cur, ok := live.Get(o.cached.gvk, o.cached.namespace, o.cached.name); !ok || cur != o.cached {
 			return false
 		}
 	}
@@ -81,7 +81,7 @@ func (d *Decisions) Settle(objects []*unstructured.Unstructured) (Settled, bool)
 }
 
 type unchangedPair struct {
-	cached *unstructured.Unstructured
+	cached *Cached
 	change Change
 	key    objectKey
 	// written is, for an object written over cached, the version the
@@ -94,12 +94,12 @@ type unchangedPair struct {
 func NewDecisions() *Decisions {
 	return &Decisions{
 		unchanged: map[*unstructured.Unstructured]*unchangedPair{}, next: map[*unstructured.Unstructured]*unchangedPair{},
-		claimed: map[*unstructured.Unstructured]struct{}{}, nextClaimed: map[*unstructured.Unstructured]struct{}{},
+		claimed: map[*Cached]struct{}{}, nextClaimed: map[*Cached]struct{}{},
 	}
 }
 
 // get returns the change decided for desired when cached was the same.
-func (d *Decisions) get(desired, cached *unstructured.Unstructured) (Change, bool) {
+func (d *Decisions) get(desired *unstructured.Unstructured, cached *Cached) (Change, bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	p, ok := d.unchanged[desired]
@@ -126,7 +126,7 @@ func (d *Decisions) created(desired *unstructured.Unstructured, live Live) (Chan
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	p, ok := d.unchanged[desired]
-	if !ok || p.cached != nil || p.written == "" || live.Seen(desired, p.written) {
+	if !ok || p.cached != nil || p.written == "" || live.Seen(KindOf(desired), p.written) {
 		return Change{}, false
 	}
 	d.keep(desired, p)
@@ -146,7 +146,7 @@ func (d *Decisions) Confirm(objects []*unstructured.Unstructured, live Live, opt
 		if !ok || p.cached != nil || p.written == "" {
 			continue
 		}
-		cached, ok := live.Get(obj)
+		cached, ok := cachedOf(live, obj)
 		if !ok || older(cached, p.written) {
 			waiting++
 			continue
@@ -161,8 +161,8 @@ func (d *Decisions) Confirm(objects []*unstructured.Unstructured, live Live, opt
 
 // older reports whether cached is a version from before resourceVersion
 // written, when the two compare (KEP-5504; etcd's versions do).
-func older(cached *unstructured.Unstructured, written string) bool {
-	c, err := resourceversion.CompareResourceVersion(cached.GetResourceVersion(), written)
+func older(cached *Cached, written string) bool {
+	c, err := resourceversion.CompareResourceVersion(cached.resourceVersion, written)
 	return err == nil && c < 0
 }
 
@@ -170,14 +170,14 @@ func older(cached *unstructured.Unstructured, written string) bool {
 // making version written: until the cache shows that version, its copies
 // are from before the write, or it has none, and the next sync must not
 // write again. Any change after the write comes after it, and is compared.
-func (d *Decisions) wrote(desired, cached *unstructured.Unstructured, written string) {
+func (d *Decisions) wrote(desired *unstructured.Unstructured, cached *Cached, written string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.keep(desired, &unchangedPair{cached: cached, change: changeOf(desired, Unchanged, ""), key: keyOf(desired), written: written})
 }
 
 // put remembers that desired was found unchanged in cached.
-func (d *Decisions) put(desired, cached *unstructured.Unstructured, ch Change) {
+func (d *Decisions) put(desired *unstructured.Unstructured, cached *Cached, ch Change) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.keep(desired, &unchangedPair{cached: cached, change: ch, key: keyOf(desired)})
@@ -203,7 +203,7 @@ func (d *Decisions) endRound(objects []*unstructured.Unstructured, settled []Set
 	}
 	d.rounds++
 	d.unchanged, d.next = d.next, make(map[*unstructured.Unstructured]*unchangedPair, len(d.next))
-	d.claimed, d.nextClaimed = d.nextClaimed, make(map[*unstructured.Unstructured]struct{}, len(d.nextClaimed))
+	d.claimed, d.nextClaimed = d.nextClaimed, make(map[*Cached]struct{}, len(d.nextClaimed))
 }
 
 // Stale returns the owned objects that the last Apply's objects do not
@@ -211,13 +211,13 @@ func (d *Decisions) endRound(objects []*unstructured.Unstructured, settled []Set
 // desired without a comparison; the others are compared with the objects
 // not paired (on a sync that changed little, the few it wrote), and only
 // those still unmatched, a cached object replaced since, with all.
-func (d *Decisions) Stale(owned []*unstructured.Unstructured) []*unstructured.Unstructured {
+func (d *Decisions) Stale(owned []*Cached) []*Cached {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.rounds == 0 {
 		return nil // nothing applied: what is desired is unknown
 	}
-	var unpaired []*unstructured.Unstructured
+	var unpaired []*Cached
 	for _, o := range owned {
 		if _, ok := d.claimed[o]; !ok {
 			unpaired = append(unpaired, o)
@@ -233,9 +233,9 @@ func (d *Decisions) Stale(owned []*unstructured.Unstructured) []*unstructured.Un
 		}
 	}
 	var all map[objectKey]bool
-	var out []*unstructured.Unstructured
+	var out []*Cached
 	for _, o := range unpaired {
-		k := keyOf(o)
+		k := o.key()
 		if written[k] {
 			continue
 		}
@@ -246,11 +246,11 @@ func (d *Decisions) Stale(owned []*unstructured.Unstructured) []*unstructured.Un
 			}
 			for _, s := range d.settled {
 				for _, o := range s.objects {
-					all[keyOf(o.cached)] = true
+					all[o.cached.key()] = true
 				}
 			}
 		}
-		if !all[k] && metadataStrings(o, "labels").get(LabelGeneratedOnDelete) == "" {
+		if !all[k] && !o.onDelete {
 			out = append(out, o)
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
 // TestDecisionsPassOverOnlyWhatTheyComparedBefore: an object found
@@ -30,13 +31,14 @@ func TestDecisionsPassOverOnlyWhatTheyComparedBefore(t *testing.T) {
 	// An edit replaces the cached object: the pair is gone, the object is
 	// compared, and the drift found (a write, which panics without a client:
 	// caught as the proof that it was attempted).
-	edited := live[objects[0].GetName()].DeepCopy()
-	_ = unstructured.SetNestedField(edited.Object, "changed", "data", "ZK_ADDRESS")
-	live[objects[0].GetName()] = edited
-	if d := decideCached(objects[0], edited, opts); d.action != "" {
+	edit := edited(live[objects[0].GetName()], func(u *unstructured.Unstructured) {
+		_ = unstructured.SetNestedField(u.Object, "changed", "data", "ZK_ADDRESS")
+	})
+	live[objects[0].GetName()] = edit
+	if d := decideCached(objects[0], edit, opts); d.action != "" {
 		t.Fatalf("the edited object decides %q without a write", d.action)
 	}
-	if _, ok := memo.get(objects[0], edited); ok {
+	if _, ok := memo.get(objects[0], edit); ok {
 		t.Error("a replaced cached object was passed over")
 	}
 
@@ -58,15 +60,15 @@ func TestDecisionsStaleAgreesWithStale(t *testing.T) {
 	if _, err := (&Applier{}).Apply(context.Background(), desired, live, opts); err != nil {
 		t.Fatal(err)
 	}
-	var owned []*unstructured.Unstructured
+	var owned []*Cached
 	for _, o := range live {
 		owned = append(owned, o)
 	}
 	// Stale ones: ten no longer desired. Not stale: a new cached copy of a
 	// desired one, which replaced the paired one after the Apply (an edit
 	// seen between apply and prune).
-	fresh := live[desired[20].GetName()].DeepCopy()
-	owned = slices.DeleteFunc(owned, func(o *unstructured.Unstructured) bool { return o.GetName() == fresh.GetName() })
+	fresh := edited(live[desired[20].GetName()], func(*unstructured.Unstructured) {})
+	owned = slices.DeleteFunc(owned, func(o *Cached) bool { return o.GetName() == fresh.GetName() })
 	owned = append(owned, fresh)
 	// And one created by the Apply (not cached then), cached by the prune.
 	last := desired[49]
@@ -79,10 +81,10 @@ func TestDecisionsStaleAgreesWithStale(t *testing.T) {
 	if err != nil || cs.Count(Created) != 1 {
 		t.Fatalf("%d created, error %v", cs.Count(Created), err)
 	}
-	live[last.GetName()] = last.DeepCopy()
-	owned = slices.DeleteFunc(owned, func(o *unstructured.Unstructured) bool { return o.GetName() == last.GetName() })
+	live[last.GetName()] = toCache(last)
+	owned = slices.DeleteFunc(owned, func(o *Cached) bool { return o.GetName() == last.GetName() })
 	owned = append(owned, live[last.GetName()])
-	names := func(objs []*unstructured.Unstructured) []string {
+	names := func(objs []*Cached) []string {
 		var out []string
 		for _, o := range objs {
 			out = append(out, o.GetName())
@@ -101,11 +103,13 @@ func TestDecisionsStaleAgreesWithStale(t *testing.T) {
 // holds it; once the cache holds another copy, that one is compared.
 func TestDecisionsRememberWhatWasWrittenOverTheCache(t *testing.T) {
 	objects, live := desiredSet(1)
-	edited := live[objects[0].GetName()]
-	_ = unstructured.SetNestedField(edited.Object, "changed", "data", "ZK_ADDRESS")
+	edit := edited(live[objects[0].GetName()], func(u *unstructured.Unstructured) {
+		_ = unstructured.SetNestedField(u.Object, "changed", "data", "ZK_ADDRESS")
+		u.SetResourceVersion("10")
+	})
+	live[objects[0].GetName()] = edit
 	memo := NewDecisions()
 	opts := ApplyOptions{Synchronize: true, Decisions: memo}
-	edited.SetResourceVersion("10")
 	applied := 0
 	w := writes{apply: func(_ context.Context, obj *unstructured.Unstructured, _ bool) (Change, error) {
 		applied++
@@ -123,15 +127,12 @@ func TestDecisionsRememberWhatWasWrittenOverTheCache(t *testing.T) {
 	}
 	// A copy between the one written over and the write (the hand-over's
 	// patch) is from before the write too.
-	between := edited.DeepCopy()
-	between.SetResourceVersion("11")
-	live[objects[0].GetName()] = between
+	live[objects[0].GetName()] = edited(edit, func(u *unstructured.Unstructured) { u.SetResourceVersion("11") })
 	if _, err := (&Applier{}).each(context.Background(), objects, live, opts, w); err != nil || applied != 1 {
 		t.Fatalf("a copy from before the write: %d writes, error %v", applied, err)
 	}
-	after := edited.DeepCopy() // another edit, after the write
-	after.SetResourceVersion("13")
-	live[objects[0].GetName()] = after
+	// Another edit, after the write.
+	live[objects[0].GetName()] = edited(edit, func(u *unstructured.Unstructured) { u.SetResourceVersion("13") })
 	if _, err := (&Applier{}).each(context.Background(), objects, live, opts, w); err != nil {
 		t.Fatal(err)
 	}
@@ -189,10 +190,10 @@ func TestSettledObjectsStandForTheirDesiredOnes(t *testing.T) {
 	if err != nil || cs.Count(Unchanged) != 3 || len(cs.Changes) != 3 {
 		t.Fatalf("%d changes, %d unchanged, error %v: want 3 unchanged", len(cs.Changes), cs.Count(Unchanged), err)
 	}
-	edited := live[objects[0].GetName()].DeepCopy()
-	_ = unstructured.SetNestedField(edited.Object, "changed", "data", "ZK_ADDRESS")
-	live[objects[0].GetName()] = edited
-	var owned []*unstructured.Unstructured
+	live[objects[0].GetName()] = edited(live[objects[0].GetName()], func(u *unstructured.Unstructured) {
+		_ = unstructured.SetNestedField(u.Object, "changed", "data", "ZK_ADDRESS")
+	})
+	var owned []*Cached
 	for _, o := range live {
 		owned = append(owned, o)
 	}
@@ -211,7 +212,7 @@ type laggingCache struct {
 	seen bool
 }
 
-func (c laggingCache) Seen(*unstructured.Unstructured, string) bool { return c.seen }
+func (c laggingCache) Seen(schema.GroupVersionKind, string) bool { return c.seen }
 
 // TestDecisionsLeaveCreatedObjectsToTheCache: an object the last round
 // created is not written again while the cache has yet to see the version
@@ -262,9 +263,9 @@ func TestDecisionsConfirmCreatedObjects(t *testing.T) {
 		t.Fatalf("%d waiting with nothing cached, want 3", n)
 	}
 	live.cachedObjects[objects[0].GetName()] = cachedLater[objects[0].GetName()]
-	edited := cachedLater[objects[1].GetName()].DeepCopy()
-	_ = unstructured.SetNestedField(edited.Object, "changed", "data", "ZK_ADDRESS")
-	live.cachedObjects[objects[1].GetName()] = edited
+	live.cachedObjects[objects[1].GetName()] = edited(cachedLater[objects[1].GetName()], func(u *unstructured.Unstructured) {
+		_ = unstructured.SetNestedField(u.Object, "changed", "data", "ZK_ADDRESS")
+	})
 	if n := memo.Confirm(objects, live, opts); n != 1 {
 		t.Fatalf("%d waiting with two of three cached, want 1", n)
 	}

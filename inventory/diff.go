@@ -35,14 +35,14 @@ func KindOf(obj *unstructured.Unstructured) schema.GroupVersionKind {
 // trigger's DELETE are never stale: their trigger is gone by design.
 // Decisions.Stale finds the same for an Apply's objects with less work;
 // the tests hold the two to each other.
-func stale(owned, desired []*unstructured.Unstructured) []*unstructured.Unstructured {
+func stale(owned []*Cached, desired []*unstructured.Unstructured) []*Cached {
 	want := make(map[objectKey]bool, len(desired))
 	for _, d := range desired {
 		want[keyOf(d)] = true
 	}
-	var out []*unstructured.Unstructured
+	var out []*Cached
 	for _, o := range owned {
-		if !want[keyOf(o)] && metadataStrings(o, "labels").get(LabelGeneratedOnDelete) == "" {
+		if !want[o.key()] && !o.onDelete {
 			out = append(out, o)
 		}
 	}
@@ -51,10 +51,10 @@ func stale(owned, desired []*unstructured.Unstructured) []*unstructured.Unstruct
 
 // Data returns the objects that are not clones: a deleted policy takes its
 // data objects with it but leaves clones, as Kyverno does.
-func Data(objs []*unstructured.Unstructured) []*unstructured.Unstructured {
-	var out []*unstructured.Unstructured
+func Data(objs []*Cached) []*Cached {
+	var out []*Cached
 	for _, o := range objs {
-		if metadataStrings(o, "labels").get(LabelSourceUID) == "" {
+		if !o.clone {
 			out = append(out, o)
 		}
 	}

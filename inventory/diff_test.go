@@ -25,12 +25,13 @@ func ids(objs []*unstructured.Unstructured) []string {
 }
 
 func TestStale(t *testing.T) {
-	owned := []*unstructured.Unstructured{
-		obj("v1", "ConfigMap", "a", "kept", nil),
-		obj("v1", "ConfigMap", "a", "gone", nil),
-		obj("v1", "ConfigMap", "b", "kept", nil),
-		obj("networking.k8s.io/v1", "NetworkPolicy", "a", "kept", nil),
-		obj("policy/v1beta1", "PodDisruptionBudget", "a", "pdb", nil),
+	owned := []*Cached{
+		toCache(obj("v1", "ConfigMap", "a", "kept", nil)),
+		toCache(obj("v1", "ConfigMap", "a", "gone", nil)),
+		toCache(obj("v1", "ConfigMap", "b", "kept", nil)),
+		toCache(obj("networking.k8s.io/v1", "NetworkPolicy", "a", "kept", nil)),
+		toCache(obj("policy/v1beta1", "PodDisruptionBudget", "a", "pdb", nil)),
+		toCache(obj("v1", "ConfigMap", "a", "on-delete", map[string]string{LabelGeneratedOnDelete: "true"})),
 	}
 	desired := []*unstructured.Unstructured{
 		obj("v1", "ConfigMap", "a", "kept", nil),
@@ -38,22 +39,22 @@ func TestStale(t *testing.T) {
 		obj("policy/v1", "PodDisruptionBudget", "a", "pdb", nil), // another version, the same object
 		obj("v1", "Secret", "a", "new", nil),
 	}
-	got := ids(stale(owned, desired))
+	got := ids(Decoded(stale(owned, desired)))
 	want := []string{"ConfigMap/a/gone", "NetworkPolicy/a/kept"}
 	if len(got) != len(want) || got[0] != want[0] || got[1] != want[1] {
 		t.Fatalf("Stale = %v, want %v", got, want)
 	}
 	if got := stale(nil, desired); len(got) != 0 {
-		t.Fatalf("nothing owned, nothing stale: got %v", ids(got))
+		t.Fatalf("nothing owned, nothing stale: got %v", ids(Decoded(got)))
 	}
 }
 
 func TestData(t *testing.T) {
-	objs := []*unstructured.Unstructured{
-		obj("v1", "ConfigMap", "a", "data", map[string]string{LabelManagedBy: ManagedBy}),
-		obj("v1", "Secret", "a", "clone", map[string]string{LabelManagedBy: ManagedBy, LabelSourceUID: "u1"}),
+	objs := []*Cached{
+		toCache(obj("v1", "ConfigMap", "a", "data", map[string]string{LabelManagedBy: ManagedBy})),
+		toCache(obj("v1", "Secret", "a", "clone", map[string]string{LabelManagedBy: ManagedBy, LabelSourceUID: "u1"})),
 	}
-	if got := ids(Data(objs)); len(got) != 1 || got[0] != "ConfigMap/a/data" {
+	if got := ids(Decoded(Data(objs))); len(got) != 1 || got[0] != "ConfigMap/a/data" {
 		t.Fatalf("Data = %v", got)
 	}
 }

@@ -2,7 +2,6 @@ package inventory
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
@@ -10,13 +9,11 @@ import (
 	"sync"
 	"testing"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	sigsjson "sigs.k8s.io/json"
 
 	"github.com/sprout-gitops/sprout/internal/controlplane"
 )
@@ -121,8 +118,7 @@ func namespace(t *testing.T, c client.Client, name string) {
 	}
 }
 
-// cached is the controller's cache as it would hold live: read back and
-// stripped by ForCache.
+// cached is the controller's cache as it would hold live, read back.
 func cached(t *testing.T, c client.Client, obj *unstructured.Unstructured) (cachedObjects, *unstructured.Unstructured) {
 	t.Helper()
 	live := &unstructured.Unstructured{}
@@ -130,9 +126,7 @@ func cached(t *testing.T, c client.Client, obj *unstructured.Unstructured) (cach
 	if err := c.Get(context.Background(), client.ObjectKeyFromObject(obj), live); err != nil {
 		t.Fatal(err)
 	}
-	full := live.DeepCopy()
-	ForCache(live)
-	return cachedObjects{live.GetName(): live}, full
+	return cachedObjects{live.GetName(): toCache(live)}, live
 }
 
 func managers(obj *unstructured.Unstructured) map[string]bool {
@@ -234,57 +228,5 @@ func TestCreateNeverTakesAnotherWritersObject(t *testing.T) {
 	}
 	if m := managers(full); m[FieldManager+"/Update"] || m[FieldManager+"/Apply"] {
 		t.Errorf("Sprout's manager on another writer's object: %v", m)
-	}
-}
-
-// TestForCacheKeepsOnlyTheCreateMark: the cache holds no managed fields
-// but the mark that a create's fields are still to be handed over.
-func TestForCacheKeepsOnlyTheCreateMark(t *testing.T) {
-	obj := appliedConfigMap()
-	ForCache(obj)
-	if mf := obj.GetManagedFields(); mf != nil {
-		t.Errorf("applied object keeps %v", mf)
-	}
-	obj = appliedConfigMap()
-	mf := append(obj.GetManagedFields(), managedBy(FieldManager, metav1.ManagedFieldsOperationUpdate, `{"f:data":{}}`))
-	obj.SetManagedFields(mf)
-	ForCache(obj)
-	if mf := obj.GetManagedFields(); len(mf) != 1 || mf[0].FieldsV1 != nil || !heldByCreate(obj) {
-		t.Errorf("created object keeps %+v, want the bare mark", mf)
-	}
-}
-
-// TestForCacheAllocatesNothing: the cache keeps one shared mark, and
-// stripping an object's managed fields allocates nothing, even when its
-// metadata is a full small map (Go grows those on any assignment).
-func TestForCacheAllocatesNothing(t *testing.T) {
-	obj := appliedConfigMap()
-	obj.SetManagedFields(append(obj.GetManagedFields(), managedBy(FieldManager, metav1.ManagedFieldsOperationUpdate, `{"f:data":{}}`)))
-	obj.SetUID("uid")
-	obj.SetResourceVersion("1")
-	obj.SetCreationTimestamp(metav1.Now())
-	obj.SetAnnotations(map[string]string{"a": "b"})
-	raw, err := json.Marshal(obj.Object)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// As a watch decodes them: metadata of exactly 8 keys, a small map.
-	objs := make([]*unstructured.Unstructured, 101)
-	for i := range objs {
-		var m map[string]any
-		if err := sigsjson.UnmarshalCaseSensitivePreserveInts(raw, &m); err != nil {
-			t.Fatal(err)
-		}
-		objs[i] = &unstructured.Unstructured{Object: m}
-	}
-	if n := len(objs[0].Object["metadata"].(map[string]any)); n != 8 {
-		t.Fatalf("metadata has %d keys, want 8", n)
-	}
-	i := 0
-	if allocs := testing.AllocsPerRun(100, func() { ForCache(objs[i]); i++ }); allocs != 0 {
-		t.Errorf("ForCache allocates %v times an object", allocs)
-	}
-	if !heldByCreate(objs[0]) {
-		t.Error("the create mark is gone")
 	}
 }

@@ -23,24 +23,28 @@ import (
 // byPolicy indexes Sprout's objects by the policy that generated them.
 const byPolicy = "policy"
 
-// ownerIndex is the byPolicy index value of an object: the key of the policy
-// its labels name.
+// ownerIndex is the byPolicy index value of a cached object: the key of
+// the policy that generated it.
 func ownerIndex(obj any) ([]string, error) {
-	u, ok := obj.(*unstructured.Unstructured)
-	if !ok {
-		return nil, nil
-	}
-	key, ok := ownerOf(u)
+	key, ok := ownerOf(obj)
 	if !ok {
 		return nil, nil
 	}
 	return []string{key.String()}, nil
 }
 
-// ownerOf reads the policy key from an object's annotation, which names the
-// policy exactly (labels cut long names).
-func ownerOf(u *unstructured.Unstructured) (policyKey, bool) {
-	return parsePolicyKey(u.GetAnnotations()[inventory.AnnotationPolicy])
+// ownerOf reads the policy key from a cached object's annotation, which
+// names the policy exactly (labels cut long names); a tombstone gives its
+// object's.
+func ownerOf(obj any) (policyKey, bool) {
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	c, ok := obj.(*inventory.Cached)
+	if !ok {
+		return policyKey{}, false
+	}
+	return parsePolicyKey(c.Owner())
 }
 
 // parsePolicyKey reads Kind/name or Kind/namespace/name.
@@ -63,8 +67,9 @@ const confirmAfter = time.Second
 
 // ensureDownstreamInformers starts a label-selected informer (only Sprout's
 // objects, never every Secret of the cluster) for each resource not yet
-// watched. A change to or deletion of one of those objects re-queues the
-// policy that generated it, so drift is seen without polling.
+// watched, which holds them as inventory.Cached. A change to or deletion
+// of one of those objects re-queues the policy that generated it, so drift
+// is seen without polling.
 func (c *Controller) ensureDownstreamInformers(gvrs sets.Set[schema.GroupVersionResource]) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -79,31 +84,26 @@ func (c *Controller) ensureDownstreamInformers(gvrs sets.Set[schema.GroupVersion
 			})
 		_ = inf.SetTransform(func(obj any) (any, error) {
 			if u, ok := obj.(*unstructured.Unstructured); ok {
-				inventory.ForCache(u)
+				return inventory.NewCached(u)
 			}
 			return obj, nil
 		})
 		requeue := func(obj any) {
-			if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-				obj = t.Obj
-			}
-			if u, ok := obj.(*unstructured.Unstructured); ok {
-				if key, ok := ownerOf(u); ok {
-					c.downstreamChanged(key)
-					c.queue.Add(key)
-				}
+			if key, ok := ownerOf(obj); ok {
+				c.downstreamChanged(key)
+				c.queue.Add(key)
 			}
 		}
 		_, _ = inf.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
 			AddFunc: func(obj any, isInInitialList bool) {
-				if u, ok := obj.(*unstructured.Unstructured); ok && !isInInitialList {
-					if key, ok := ownerOf(u); ok {
-						c.queue.AddAfter(key, confirmAfter)
-					}
+				if key, ok := ownerOf(obj); ok && !isInInitialList {
+					c.queue.AddAfter(key, confirmAfter)
 				}
 			},
 			UpdateFunc: func(old, obj any) {
-				if !sameVersion(old, obj) {
+				o, _ := old.(*inventory.Cached)
+				n, _ := obj.(*inventory.Cached)
+				if o == nil || n == nil || o.GetResourceVersion() != n.GetResourceVersion() {
 					requeue(old) // an edit may have changed its owner
 					requeue(obj)
 				}
@@ -131,10 +131,10 @@ func (c *Controller) downstreamsSynced(gvrs sets.Set[schema.GroupVersionResource
 
 // owned lists, from the caches, the objects the policy generated in the
 // resources it has written to.
-func (c *Controller) owned(key policyKey) ([]*unstructured.Unstructured, error) {
+func (c *Controller) owned(key policyKey) ([]*inventory.Cached, error) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	var out []*unstructured.Unstructured
+	var out []*inventory.Cached
 	for gvr := range c.written[key] {
 		ti, ok := c.downstream[gvr]
 		if !ok {
@@ -145,7 +145,7 @@ func (c *Controller) owned(key policyKey) ([]*unstructured.Unstructured, error) 
 			return nil, err
 		}
 		for _, o := range objs {
-			out = append(out, o.(*unstructured.Unstructured))
+			out = append(out, o.(*inventory.Cached))
 		}
 	}
 	return out, nil
@@ -182,24 +182,24 @@ type liveObjects struct{ c *Controller }
 
 var _ inventory.Live = liveObjects{}
 
-func (l liveObjects) Get(obj *unstructured.Unstructured) (*unstructured.Unstructured, bool) {
-	ti, ok := l.informer(obj)
+func (l liveObjects) Get(gvk schema.GroupVersionKind, namespace, name string) (*inventory.Cached, bool) {
+	ti, ok := l.informer(gvk)
 	if !ok {
 		return nil, false
 	}
-	cached, ok, err := ti.informer.GetStore().GetByKey(cache.NewObjectName(obj.GetNamespace(), obj.GetName()).String())
+	cached, ok, err := ti.informer.GetStore().GetByKey(cache.NewObjectName(namespace, name).String())
 	if err != nil || !ok {
 		return nil, false
 	}
-	return cached.(*unstructured.Unstructured), true
+	return cached.(*inventory.Cached), true
 }
 
 // Seen compares the version the informer of obj's resource last saw, from
 // an event or a bookmark, with resourceVersion. Versions that do not
 // compare (a storage other than etcd) count as seen: the object is then
 // written, and a create that finds it is told so.
-func (l liveObjects) Seen(obj *unstructured.Unstructured, resourceVersion string) bool {
-	ti, ok := l.informer(obj)
+func (l liveObjects) Seen(gvk schema.GroupVersionKind, resourceVersion string) bool {
+	ti, ok := l.informer(gvk)
 	if !ok {
 		return true // not watched: nothing is cached, so nothing will be
 	}
@@ -207,9 +207,9 @@ func (l liveObjects) Seen(obj *unstructured.Unstructured, resourceVersion string
 	return err != nil || c >= 0
 }
 
-// informer returns the informer of obj's resource.
-func (l liveObjects) informer(obj *unstructured.Unstructured) (*triggerInformer, bool) {
-	m, err := l.c.restMapping(inventory.KindOf(obj))
+// informer returns the informer of the resource of kind gvk.
+func (l liveObjects) informer(gvk schema.GroupVersionKind) (*triggerInformer, bool) {
+	m, err := l.c.restMapping(gvk)
 	if err != nil {
 		return nil, false
 	}

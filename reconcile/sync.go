@@ -274,7 +274,7 @@ func (c *Controller) prune(ctx context.Context, w writer, key policyKey, cp *com
 	if err != nil {
 		return inventory.ChangeSet{}, err
 	}
-	return w.Prune(ctx, cp.decisions.Stale(owned))
+	return w.Prune(ctx, inventory.Decoded(cp.decisions.Stale(owned)))
 }
 
 // finalize is the last sync of a deleted policy. A synchronizing policy that
@@ -295,7 +295,7 @@ func (c *Controller) finalize(ctx context.Context, key policyKey, gone retired) 
 		if err != nil {
 			return err
 		}
-		changes, err := c.applier.Prune(ctx, inventory.Data(owned))
+		changes, err := c.applier.Prune(ctx, inventory.Decoded(inventory.Data(owned)))
 		if changes.Written() {
 			c.log.Info("pruned after policy deletion", "policy", key.String(), "changes", changes)
 		}
