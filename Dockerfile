@@ -6,7 +6,8 @@
 # binary is pure Go, so CGO is off and any TARGETARCH builds without
 # emulation. go-git speaks HTTPS and SSH itself; only file:// Git URLs run
 # the git-upload-pack binary, which this image does not have (in a cluster,
-# mount the folder and use --policy-dir instead).
+# mount the folder and use --policy-dir instead). The flags are the
+# Makefile's SPROUT_BUILD_FLAGS.
 FROM --platform=$BUILDPLATFORM golang:1.26 AS build
 ARG TARGETOS
 ARG TARGETARCH
@@ -18,7 +19,7 @@ RUN --mount=type=cache,target=/go/pkg/mod go mod download
 COPY . .
 RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/root/.cache/go-build \
     GOOS=$TARGETOS GOARCH=$TARGETARCH \
-    go build -trimpath -ldflags "-s -w" -o /out/sprout ./cmd/sprout
+    go build -trimpath -ldflags "-s -w" -tags kustomize_disable_go_plugin_support -o /out/sprout ./cmd/sprout
 
 # No shell, no package manager, CA certificates for HTTPS Git remotes.
 FROM gcr.io/distroless/static:nonroot

@@ -23,9 +23,16 @@ ETCD_STAMP := $(BIN)/.etcd-$(ETCD_VERSION)
 
 all: build tools
 
+# How the sprout binary is built, here, in the image and by `make bench`:
+# pure Go (no cgo), without symbols, and without Go plugin support, which
+# fluxcd/pkg/ssa pulls in through kustomize and which makes the linker
+# export every symbol. A cgo build with plugins took 80 MiB resident before
+# it did anything; this one takes 45 MiB.
+SPROUT_BUILD_FLAGS := -trimpath -ldflags '-s -w' -tags kustomize_disable_go_plugin_support
+
 ## build: the sprout binary in bin/
 build:
-	$(GO) build -o $(BIN)/sprout ./cmd/sprout
+	CGO_ENABLED=0 $(GO) build $(SPROUT_BUILD_FLAGS) -o $(BIN)/sprout ./cmd/sprout
 
 ## image: the container image (needs Docker with BuildKit); IMAGE names it
 IMAGE ?= ghcr.io/sprout-gitops/sprout:dev
