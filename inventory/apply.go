@@ -23,6 +23,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	sigsjson "sigs.k8s.io/json"
 )
 
 // FieldManager is the field manager of every write Sprout makes.
@@ -307,22 +308,27 @@ func (a *Applier) create(ctx context.Context, obj *unstructured.Unstructured) (C
 	}
 	answer, _ := res.Raw()
 	ch := changeOf(obj, Created, "")
-	ch.ResourceVersion = createdVersion(answer)
+	ch.ResourceVersion = createdAsDesired(answer, obj)
 	return ch, nil
 }
 
-// createdVersion reads metadata.resourceVersion from a create's answer,
-// without decoding the rest into maps; "" when it cannot.
-func createdVersion(answer []byte) string {
-	var v struct {
-		Metadata struct {
-			ResourceVersion string `json:"resourceVersion"`
-		} `json:"metadata"`
-	}
-	if json.Unmarshal(answer, &v) != nil {
+// createdAsDesired reads a create's answer, the object as the create made
+// it, and returns the version made when the object holds every field of
+// desired, as a sync comparing it with the cache would find it: the
+// object needs nothing more, and its evaluation may settle at once. It
+// returns "" when a field differs (an admission webhook changed it) or the
+// answer does not decode: the object is then compared once the cache holds
+// it.
+func createdAsDesired(answer []byte, desired *unstructured.Unstructured) string {
+	var m map[string]any
+	if sigsjson.UnmarshalCaseSensitivePreserveInts(answer, &m) != nil || m == nil {
 		return ""
 	}
-	return v.Metadata.ResourceVersion
+	made := &unstructured.Unstructured{Object: m}
+	if !covers(made, desired) {
+		return ""
+	}
+	return made.GetResourceVersion()
 }
 
 // createPath maps gvk to where its objects are created, once per kind. A

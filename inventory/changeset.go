@@ -38,7 +38,8 @@ type Change struct {
 	// generated it, that policy (Kind/[namespace/]name).
 	Owner string
 	// ResourceVersion is, for an object configured, the version the write
-	// made.
+	// made; for one created, the version the create made when the object
+	// made holds every desired field, "" otherwise.
 	ResourceVersion string
 	// Before and After are set by a dry run (DryRun): the object as it is
 	// and as it would be; nil for one that does not exist on that side.

@@ -4,12 +4,14 @@ import (
 	"sync"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/resourceversion"
 )
 
 // Decisions remembers, for one policy, the desired objects the cache last
 // showed unchanged, or that were written over the copy the cache still
-// holds, by the identity of the desired and the cached object.
+// holds (none for a create), by the identity of the desired and the cached
+// object.
 // Neither is ever modified: an informer replaces a cached object when it
 // changes, and desired objects kept by an evaluation memo are shared,
 // read-only. So a sync that meets the same pair again decides Unchanged
@@ -32,50 +34,91 @@ type Decisions struct {
 	rounds  int
 }
 
-// Settled stands for desired objects that the cache showed unchanged and
-// that their caller no longer keeps: what the cache held then, and the
-// change decided. While the cache still holds those very copies, the
-// objects need no write and no comparison (Holds), and an Apply that is
-// handed them (ApplyOptions.Settled) reports them Unchanged. A kept
-// evaluation settles once its objects are confirmed, so that 10,000
-// unchanged objects cost a pointer and a change each, not a copy of each.
+// Settled stands for desired objects known to be in the cluster as
+// desired, which their caller no longer keeps: each object's identity and
+// version, the cached copy of that version once the cache holds it, and
+// the change decided. An object settles when the cache showed it unchanged,
+// or when a create made it holding every desired field; a kept evaluation
+// settles once all its objects have, so that 10,000 unchanged objects cost
+// an identity and a change each, not a copy of each. While the cache holds
+// those versions (Holds), the objects need no write and no comparison, and
+// an Apply that is handed them (ApplyOptions.Settled) reports them
+// Unchanged.
 type Settled struct {
 	objects []settledObject
 }
 
 type settledObject struct {
+	gvk                              schema.GroupVersionKind
+	namespace, name, resourceVersion string
+	// cached is the cache's copy of resourceVersion; nil for an object
+	// created since, until the cache shows it (Holds adopts it then).
 	cached *Cached
 	change Change
 }
 
+func (o *settledObject) key() objectKey { return objectKey{o.gvk.GroupKind(), o.namespace, o.name} }
+
 // Len is the number of objects settled.
 func (s Settled) Len() int { return len(s.objects) }
 
-// Holds reports whether live still holds every copy that s was settled
-// against: otherwise the objects must be compared again, and their caller
-// must give them in full.
-func (s Settled) Holds(live Live) bool {
+// Pending reports whether an object settled at its create is not cached
+// yet: until then, only a lookup tells whether it still holds.
+func (s Settled) Pending() bool {
 	for _, o := range s.objects {
-		if cur, ok := live.Get(o.cached.gvk, o.cached.namespace, o.cached.name); !ok || cur != o.cached {
-			return false
+		if o.cached == nil {
+			return true
+		}
+	}
+	return false
+}
+
+// Holds reports whether live still holds the version of every object that
+// s settled, or has yet to see an object created: otherwise the objects
+// must be compared again, and their caller must give them in full. A
+// copy of the settled version cached since, or listed again, is adopted,
+// so that the next check compares addresses.
+func (s Settled) Holds(live Live) bool {
+	for i := range s.objects {
+		o := &s.objects[i]
+		cur, ok := live.Get(o.gvk, o.namespace, o.name)
+		switch {
+		case ok && cur == o.cached:
+		case ok && cur.resourceVersion == o.resourceVersion:
+			o.cached = cur
+		case ok:
+			return false // changed since
+		case o.cached == nil && !live.Seen(o.gvk, o.resourceVersion):
+			// Created, and the cache has yet to show it.
+		default:
+			return false // deleted since
 		}
 	}
 	return true
 }
 
 // Settle returns objects settled, when the last round found every one of
-// them unchanged in the cache; not when one was written since the cache
-// last showed it, or was not seen.
+// them unchanged in the cache or created it as desired; not when one was
+// written over a copy the cache still shows, or was not seen.
 func (d *Decisions) Settle(objects []*unstructured.Unstructured) (Settled, bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	out := Settled{objects: make([]settledObject, 0, len(objects))}
 	for _, obj := range objects {
 		p, ok := d.unchanged[obj]
-		if !ok || p.written != "" {
+		switch {
+		case !ok:
+			return Settled{}, false
+		case p.cached != nil && p.written == "":
+			out.objects = append(out.objects, settledObject{gvk: p.cached.gvk, namespace: p.cached.namespace, name: p.cached.name,
+				resourceVersion: p.cached.resourceVersion, cached: p.cached, change: p.change})
+		case p.cached == nil && p.written != "":
+			m := metadataStrings(obj, "")
+			out.objects = append(out.objects, settledObject{gvk: interned(KindOf(obj)), namespace: intern(m.get("namespace")),
+				name: intern(m.get("name")), resourceVersion: p.written, change: p.change})
+		default:
 			return Settled{}, false
 		}
-		out.objects = append(out.objects, settledObject{cached: p.cached, change: p.change})
 	}
 	return out, true
 }
@@ -133,32 +176,6 @@ func (d *Decisions) created(desired *unstructured.Unstructured, live Live) (Chan
 	return p.change, true
 }
 
-// Confirm compares the objects the last round created with the copies the
-// cache holds now, as the next round would, and remembers those found
-// unchanged, so that they may settle without another sync. It returns how
-// many objects created are not cached yet. Nothing is written: a created
-// object found otherwise (changed since) is left to the next round.
-func (d *Decisions) Confirm(objects []*unstructured.Unstructured, live Live, opts ApplyOptions) (waiting int) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	for _, obj := range objects {
-		p, ok := d.unchanged[obj]
-		if !ok || p.cached != nil || p.written == "" {
-			continue
-		}
-		cached, ok := cachedOf(live, obj)
-		if !ok || older(cached, p.written) {
-			waiting++
-			continue
-		}
-		if decideCached(obj, cached, opts).action == Unchanged {
-			d.unchanged[obj] = &unchangedPair{cached: cached, change: p.change, key: p.key}
-			d.claimed[cached] = struct{}{}
-		}
-	}
-	return waiting
-}
-
 // older reports whether cached is a version from before resourceVersion
 // written, when the two compare (KEP-5504; etcd's versions do).
 func older(cached *Cached, written string) bool {
@@ -198,7 +215,9 @@ func (d *Decisions) endRound(objects []*unstructured.Unstructured, settled []Set
 	d.objects, d.settled = objects, settled
 	for _, s := range settled {
 		for _, o := range s.objects {
-			d.nextClaimed[o.cached] = struct{}{}
+			if o.cached != nil {
+				d.nextClaimed[o.cached] = struct{}{}
+			}
 		}
 	}
 	d.rounds++
@@ -245,8 +264,8 @@ func (d *Decisions) Stale(owned []*Cached) []*Cached {
 				all[p.key] = true
 			}
 			for _, s := range d.settled {
-				for _, o := range s.objects {
-					all[o.cached.key()] = true
+				for i := range s.objects {
+					all[s.objects[i].key()] = true
 				}
 			}
 		}

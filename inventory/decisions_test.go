@@ -2,6 +2,7 @@ package inventory
 
 import (
 	"context"
+	"encoding/json"
 	"slices"
 	"testing"
 
@@ -158,7 +159,7 @@ func TestDecisionsRememberWhatWasWrittenOverTheCache(t *testing.T) {
 // unconfirmed. Settled, they are reported Unchanged without being given,
 // and Stale counts them desired even when their cached copy was replaced
 // after the Apply; Holds turns false as soon as the cache holds another
-// copy, so that their caller gives them in full again.
+// version, so that their caller gives them in full again.
 func TestSettledObjectsStandForTheirDesiredOnes(t *testing.T) {
 	objects, live := desiredSet(4)
 	memo := NewDecisions()
@@ -190,8 +191,14 @@ func TestSettledObjectsStandForTheirDesiredOnes(t *testing.T) {
 	if err != nil || cs.Count(Unchanged) != 3 || len(cs.Changes) != 3 {
 		t.Fatalf("%d changes, %d unchanged, error %v: want 3 unchanged", len(cs.Changes), cs.Count(Unchanged), err)
 	}
+	// The same version listed again (a relist) still holds; an edit does not.
+	live[objects[1].GetName()] = edited(live[objects[1].GetName()], func(*unstructured.Unstructured) {})
+	if !settled.Holds(live) {
+		t.Error("settled objects do not hold after the same version was cached again")
+	}
 	live[objects[0].GetName()] = edited(live[objects[0].GetName()], func(u *unstructured.Unstructured) {
 		_ = unstructured.SetNestedField(u.Object, "changed", "data", "ZK_ADDRESS")
+		u.SetResourceVersion("2")
 	})
 	var owned []*Cached
 	for _, o := range live {
@@ -242,37 +249,80 @@ func TestDecisionsLeaveCreatedObjectsToTheCache(t *testing.T) {
 	}
 }
 
-// TestDecisionsConfirmCreatedObjects: objects the last round created are
-// confirmed against the cache without another round once it holds them
-// unchanged, and may then settle; one not cached yet is counted waiting,
-// and one changed since is left to the next round.
-func TestDecisionsConfirmCreatedObjects(t *testing.T) {
+// TestCreatedObjectsSettleAtOnce: objects the last round created as
+// desired settle without waiting for the cache; one whose create did not
+// make it as desired (no version) does not. Settled, they hold while the
+// cache has yet to show them, adopt the cached copy of the version created,
+// and stop holding once the cache shows another version, or has passed
+// their version without them (deleted).
+func TestCreatedObjectsSettleAtOnce(t *testing.T) {
 	objects, cachedLater := desiredSet(3)
 	memo := NewDecisions()
 	opts := ApplyOptions{Synchronize: true, Decisions: memo}
 	w := writes{create: func(_ context.Context, obj *unstructured.Unstructured) (Change, error) {
 		ch := changeOf(obj, Created, "")
-		ch.ResourceVersion = "1"
+		if obj != objects[2] {
+			ch.ResourceVersion = "1" // as cachedLater holds them
+		}
 		return ch, nil
 	}}
 	live := laggingCache{cachedObjects: cachedObjects{}}
 	if _, err := (&Applier{}).each(context.Background(), objects, live, opts, w); err != nil {
 		t.Fatal(err)
 	}
-	if n := memo.Confirm(objects, live, opts); n != 3 {
-		t.Fatalf("%d waiting with nothing cached, want 3", n)
+	if _, ok := memo.Settle(objects[2:]); ok {
+		t.Error("an object not created as desired settled")
+	}
+	settled, ok := memo.Settle(objects[:2])
+	if !ok || settled.Len() != 2 || !settled.Pending() {
+		t.Fatalf("created objects: settled %v, %d, pending %v: want 2 pending", ok, settled.Len(), settled.Pending())
+	}
+	if !settled.Holds(live) {
+		t.Error("objects created, not cached yet, do not hold")
 	}
 	live.cachedObjects[objects[0].GetName()] = cachedLater[objects[0].GetName()]
+	live.cachedObjects[objects[1].GetName()] = cachedLater[objects[1].GetName()]
+	if !settled.Holds(live) || settled.Pending() {
+		t.Errorf("cached as created: holds %v, pending %v; want held, adopted", settled.Holds(live), settled.Pending())
+	}
 	live.cachedObjects[objects[1].GetName()] = edited(cachedLater[objects[1].GetName()], func(u *unstructured.Unstructured) {
 		_ = unstructured.SetNestedField(u.Object, "changed", "data", "ZK_ADDRESS")
+		u.SetResourceVersion("2")
 	})
-	if n := memo.Confirm(objects, live, opts); n != 1 {
-		t.Fatalf("%d waiting with two of three cached, want 1", n)
+	if settled.Holds(live) {
+		t.Error("settled objects hold after one changed")
 	}
-	if _, ok := memo.Settle(objects[:1]); !ok {
-		t.Error("the object cached as created did not settle")
+
+	again, _ := memo.Settle(objects[:1])
+	delete(live.cachedObjects, objects[0].GetName())
+	live.seen = true
+	if again.Holds(live) {
+		t.Error("a settled object the cache no longer holds still holds")
 	}
-	if _, ok := memo.Settle(objects[1:2]); ok {
-		t.Error("the object changed since its create settled")
+}
+
+// TestCreatedAsDesired: a create's answer gives its version only when the
+// object made holds every desired field.
+func TestCreatedAsDesired(t *testing.T) {
+	objects, _ := desiredSet(1)
+	made := objects[0].DeepCopy()
+	made.SetResourceVersion("42")
+	made.SetUID("u")
+	answer, err := json.Marshal(made.Object)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := createdAsDesired(answer, objects[0]); v != "42" {
+		t.Errorf("as desired: version %q, want 42", v)
+	}
+	_ = unstructured.SetNestedField(made.Object, "webhook", "data", "ZK_ADDRESS")
+	if answer, err = json.Marshal(made.Object); err != nil {
+		t.Fatal(err)
+	}
+	if v := createdAsDesired(answer, objects[0]); v != "" {
+		t.Errorf("a field changed by the create: version %q, want none", v)
+	}
+	if v := createdAsDesired([]byte("not json"), objects[0]); v != "" {
+		t.Errorf("an answer that does not decode: version %q, want none", v)
 	}
 }

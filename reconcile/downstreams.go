@@ -60,9 +60,11 @@ func parsePolicyKey(s string) (policyKey, bool) {
 }
 
 // confirmAfter is how long after an object it created shows up in the cache
-// a policy syncs again. That sync finds what it created unchanged, so the
-// evaluations that gave them settle (Controller.settle) and drop their
-// copies; the objects of a burst of creates are confirmed by one sync.
+// a policy syncs again. Objects settled at their create are looked up by
+// that sync: a cached copy of the version created is adopted, and one of
+// another version (changed before the cache first showed it: an edit in a
+// relist's gap, with no update event) is compared in full. The objects of
+// a burst of creates are looked up by one sync.
 const confirmAfter = time.Second
 
 // ensureDownstreamInformers starts a label-selected informer (only Sprout's

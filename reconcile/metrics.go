@@ -59,7 +59,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}, []string{"policy", "result"}),
 		settled: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "sprout_settled_objects",
-			Help: "Desired objects of a policy that its kept evaluations hold settled, after its last sync: by the cached copy they were confirmed against, without a copy of their own.",
+			Help: "Desired objects of a policy that its kept evaluations hold settled, after its last sync: as their identity and version, without a copy of their own.",
 		}, []string{"policy"}),
 		queue: newQueueMetrics(),
 

@@ -128,9 +128,6 @@ func (c *Controller) sync(ctx context.Context, key policyKey) error {
 	opts := inventory.ApplyOptions{Synchronize: sync, Alive: alive, Decisions: cp.decisions, Settled: want.settled}
 	changes, applyErr := w.Apply(ctx, toWrite, liveObjects{c}, opts)
 	if sync {
-		if changes.Count(inventory.Created) >= confirmInSync {
-			c.confirmCreated(ctx, toWrite, opts)
-		}
 		settled := want.settledLen() + c.settle(cp, want.settling, want.epoch)
 		c.metrics.settled.WithLabelValues(key.String()).Set(float64(settled))
 	} else {
@@ -511,35 +508,10 @@ func (c *Controller) desired(ctx context.Context, cp *compiledPolicy, triggers [
 	return out, joinSorted(errs)
 }
 
-// confirmInSync is how many objects a sync must have created to confirm
-// them itself (confirmCreated) rather than leave them to the sync that
-// follows their arrival in the cache (confirmAfter).
-const confirmInSync = 100
-
-// confirmWait bounds how long a sync waits for the cache to show what it
-// created.
-const confirmWait = 2 * time.Second
-
-// confirmCreated waits, up to confirmWait, until the downstream caches show
-// the objects the apply created, comparing each as it arrives, so that
-// their evaluations settle at the end of this sync. Otherwise the objects of
-// a policy that generated thousands stay in memory twice until a sync of
-// it comes round again, behind every other policy then queued.
-func (c *Controller) confirmCreated(ctx context.Context, objects []*unstructured.Unstructured, opts inventory.ApplyOptions) {
-	deadline := time.Now().Add(confirmWait)
-	for opts.Decisions.Confirm(objects, liveObjects{c}, opts) > 0 && time.Now().Before(deadline) {
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(10 * time.Millisecond):
-		}
-	}
-}
-
 // settle lets each kept evaluation whose objects the apply found unchanged
-// in the cache drop them, keeping what the cache held instead
-// (inventory.Settled): the evaluation's objects are its largest part, and
-// the cache holds them already.
+// in the cache, or created as desired, drop them, keeping their identities
+// and versions instead (inventory.Settled): the evaluation's objects are
+// its largest part, and the cluster holds them already.
 // It returns how many objects settled.
 func (c *Controller) settle(cp *compiledPolicy, memos []*triggerMemo, epoch uint64) int {
 	n := 0
@@ -588,7 +560,7 @@ func (c *Controller) evaluate(ctx context.Context, cp *compiledPolicy, t trigger
 		// settled evaluation whose objects changed in the cache is
 		// evaluated again, so that they are compared in full.
 		if ev := m.evaluated; ev != nil && ev.old == oldObject && ev.namespace == nsObject && ev.op == op &&
-			(ev.settled.Len() == 0 || ev.settledAt == epoch || ev.settled.Holds(liveObjects{c})) {
+			(ev.settled.Len() == 0 || ev.settledAt == epoch && !ev.settled.Pending() || ev.settled.Holds(liveObjects{c})) {
 			if ev.settled.Len() > 0 {
 				ev.settledAt = epoch // held at this count: no lookup until the next event
 			}
