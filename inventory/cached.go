@@ -1,11 +1,14 @@
 package inventory
 
 import (
+	"bytes"
 	"encoding/json"
+	"slices"
 	"unique"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	sigsjson "sigs.k8s.io/json"
@@ -55,6 +58,106 @@ func NewCached(obj *unstructured.Unstructured) (*Cached, error) {
 	return c, err
 }
 
+// CachedFromJSON returns the object raw encodes, as a watch sends it, as a
+// cache holds it, without decoding it into maps: the fields syncs read are
+// decoded alone, and the managed fields are cut out of raw as they are.
+// raw becomes the Cached's. An object whose managed fields cannot be told
+// apart in raw goes through NewCached.
+func CachedFromJSON(raw []byte) (*Cached, error) {
+	var top struct {
+		APIVersion string         `json:"apiVersion"`
+		Kind       string         `json:"kind"`
+		Metadata   cachedMetadata `json:"metadata"`
+	}
+	if err := sigsjson.UnmarshalCaseSensitivePreserveInts(raw, &top); err != nil {
+		return nil, err
+	}
+	md := top.Metadata
+	content, ok := withoutManagedFields(raw, md.ManagedFields)
+	if !ok {
+		var m map[string]any
+		if err := sigsjson.UnmarshalCaseSensitivePreserveInts(raw, &m); err != nil {
+			return nil, err
+		}
+		return NewCached(&unstructured.Unstructured{Object: m})
+	}
+	c := &Cached{
+		gvk:             interned(schema.FromAPIVersionAndKind(top.APIVersion, top.Kind)),
+		namespace:       intern(md.Namespace),
+		name:            intern(md.Name),
+		uid:             md.UID,
+		resourceVersion: md.ResourceVersion,
+		owner:           intern(md.Annotations.Policy),
+		onDelete:        md.Labels.GeneratedOnDelete != "",
+		clone:           md.Labels.SourceUID != "",
+		content:         content,
+	}
+	if len(md.ManagedFields) > 0 {
+		var entries []managedEntry
+		if err := sigsjson.UnmarshalCaseSensitivePreserveInts(md.ManagedFields, &entries); err != nil {
+			return nil, err
+		}
+		c.createHeld = slices.ContainsFunc(entries, managedEntry.isCreate)
+	}
+	return c, nil
+}
+
+// cachedMetadata is what CachedFromJSON decodes of an object's metadata.
+// The tags are LabelGeneratedOnDelete, LabelSourceUID and AnnotationPolicy
+// (TestCachedFromJSONAgreesWithNewCached holds them to each other).
+type cachedMetadata struct {
+	Name            string `json:"name"`
+	Namespace       string `json:"namespace"`
+	UID             string `json:"uid"`
+	ResourceVersion string `json:"resourceVersion"`
+	Labels          struct {
+		GeneratedOnDelete string `json:"sprout.dev/generated-on-delete"`
+		SourceUID         string `json:"generate.kyverno.io/source-uid"`
+	} `json:"labels"`
+	Annotations struct {
+		Policy string `json:"sprout.dev/policy"`
+	} `json:"annotations"`
+	ManagedFields json.RawMessage `json:"managedFields"`
+}
+
+// managedEntry is what CachedFromJSON decodes of a managed-fields entry.
+type managedEntry struct {
+	Manager     string                            `json:"manager"`
+	Operation   metav1.ManagedFieldsOperationType `json:"operation"`
+	Subresource string                            `json:"subresource"`
+}
+
+func (e managedEntry) isCreate() bool {
+	return isCreateEntry(metav1.ManagedFieldsEntry{Manager: e.Manager, Operation: e.Operation, Subresource: e.Subresource})
+}
+
+// withoutManagedFields returns raw less its metadata's managedFields member,
+// whose value is managedFields as it is in raw. It reports false when that
+// member is not found exactly once: a member elsewhere of that name and
+// value would make the cut ambiguous. (Inside strings, quotes are escaped,
+// so only members can match.)
+func withoutManagedFields(raw, managedFields json.RawMessage) ([]byte, bool) {
+	if len(managedFields) == 0 {
+		return raw, true
+	}
+	member := make([]byte, 0, len(`"managedFields":`)+len(managedFields))
+	member = append(append(member, `"managedFields":`...), managedFields...)
+	from := bytes.Index(raw, member)
+	if from < 0 || bytes.Contains(raw[from+1:], member) {
+		return nil, false
+	}
+	to := from + len(member)
+	switch {
+	case raw[from-1] == ',':
+		from--
+	case to < len(raw) && raw[to] == ',':
+		to++
+	}
+	out := make([]byte, 0, len(raw)-(to-from))
+	out = append(out, raw[:from]...)
+	return append(out, raw[to:]...), true
+}
+
 // intern returns the one copy of s that every cached object shares: names,
 // Namespaces, kinds and owners repeat across thousands of objects.
 func intern(s string) string { return unique.Make(s).Value() }
@@ -84,6 +187,19 @@ func (c *Cached) Object() *unstructured.Unstructured {
 func (c *Cached) GetObjectMeta() metav1.Object {
 	return &metav1.ObjectMeta{Namespace: c.namespace, Name: c.name, UID: types.UID(c.uid), ResourceVersion: c.resourceVersion}
 }
+
+// GetObjectKind serves runtime.Object: a watch event carries a Cached.
+func (c *Cached) GetObjectKind() schema.ObjectKind { return cachedKind{c.gvk} }
+
+// DeepCopyObject returns c: a Cached is never modified, so it is its own
+// copy.
+func (c *Cached) DeepCopyObject() runtime.Object { return c }
+
+// cachedKind is the kind of a Cached, which does not change.
+type cachedKind struct{ gvk schema.GroupVersionKind }
+
+func (k cachedKind) SetGroupVersionKind(schema.GroupVersionKind) {}
+func (k cachedKind) GroupVersionKind() schema.GroupVersionKind   { return k.gvk }
 
 // GroupVersionKind is the object's kind, as it was read.
 func (c *Cached) GroupVersionKind() schema.GroupVersionKind { return c.gvk }

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"reflect"
 	"runtime"
+	"slices"
+	"strings"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -128,4 +130,123 @@ func heapInUse() int64 {
 	var m runtime.MemStats
 	runtime.ReadMemStats(&m)
 	return int64(m.HeapAlloc)
+}
+
+// TestCachedFromJSONAgreesWithNewCached: an object read from its JSON
+// without maps is the object NewCached makes of it decoded, field for field
+// and in what its content decodes to, whether its managed fields come last
+// (as the API server writes them), first, not at all, or after a field of
+// the same name elsewhere in the object.
+func TestCachedFromJSONAgreesWithNewCached(t *testing.T) {
+	created := appliedConfigMap()
+	created.SetManagedFields([]metav1.ManagedFieldsEntry{managedBy(FieldManager, metav1.ManagedFieldsOperationUpdate, `{"f:data":{}}`)})
+	created.SetLabels(map[string]string{LabelGeneratedOnDelete: "true", LabelSourceUID: "src", LabelManagedBy: ManagedBy})
+	bare := appliedConfigMap()
+	bare.SetManagedFields(nil)
+	nested := appliedConfigMap()
+	_ = unstructured.SetNestedField(nested.Object, map[string]any{"managedFields": "not metadata's"}, "data")
+	same := appliedConfigMap()
+	mf, _, _ := unstructured.NestedFieldCopy(same.Object, "metadata", "managedFields")
+	_ = unstructured.SetNestedField(same.Object, mf, "spec", "managedFields")
+	for name, tt := range map[string]struct {
+		obj  *unstructured.Unstructured
+		fast bool // read without maps
+	}{
+		"applied": {appliedConfigMap(), true}, "created clone": {created, true}, "no managed fields": {bare, true},
+		"a field of that name in data": {nested, true}, "the very member in spec too": {same, false},
+	} {
+		obj := tt.obj
+		t.Run(name, func(t *testing.T) {
+			raw, err := json.Marshal(obj.Object) // keys sorted: data before metadata, managedFields last but one
+			if err != nil {
+				t.Fatal(err)
+			}
+			first := moveManagedFieldsFirst(t, raw)
+			for _, raw := range [][]byte{raw, first} {
+				var top struct {
+					Metadata cachedMetadata `json:"metadata"`
+				}
+				if json.Unmarshal(raw, &top) != nil {
+					t.Fatal("no metadata")
+				}
+				if _, ok := withoutManagedFields(raw, top.Metadata.ManagedFields); ok != tt.fast {
+					t.Errorf("read without maps: %v, want %v", ok, tt.fast)
+				}
+				got, err := CachedFromJSON(raw)
+				if err != nil {
+					t.Fatal(err)
+				}
+				want, err := NewCached(watched(t, obj))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !reflect.DeepEqual(got.Object().Object, want.Object().Object) {
+					t.Errorf("content:\n%s\nwant:\n%s", got.content, want.content)
+				}
+				got.content, want.content = nil, nil
+				if !reflect.DeepEqual(*got, *want) {
+					t.Errorf("read:\n%+v\nwant:\n%+v", *got, *want)
+				}
+			}
+		})
+	}
+	if _, err := CachedFromJSON([]byte(`{"metadata":`)); err == nil {
+		t.Error("truncated JSON read without an error")
+	}
+}
+
+// moveManagedFieldsFirst returns raw with metadata.managedFields moved to
+// the front of metadata, where a client's encoder may put it.
+func moveManagedFieldsFirst(t *testing.T, raw []byte) []byte {
+	t.Helper()
+	var top struct {
+		Metadata json.RawMessage `json:"metadata"`
+	}
+	if err := json.Unmarshal(raw, &top); err != nil {
+		t.Fatal(err)
+	}
+	var md struct {
+		ManagedFields json.RawMessage `json:"managedFields"`
+	}
+	if err := json.Unmarshal(top.Metadata, &md); err != nil || len(md.ManagedFields) == 0 {
+		return raw
+	}
+	member := `"managedFields":` + string(md.ManagedFields)
+	rest := strings.Replace(strings.Replace(string(top.Metadata), ","+member, "", 1), member+",", "", 1)
+	moved := "{" + member + "," + rest[1:]
+	return []byte(strings.Replace(string(raw), string(top.Metadata), moved, 1))
+}
+
+// BenchmarkCachedFromWatch measures what a downstream informer does with
+// each event's object: decoded into maps and made a Cached (NewCached), or
+// read from its JSON (CachedFromJSON).
+func BenchmarkCachedFromWatch(b *testing.B) {
+	obj := appliedConfigMap()
+	obj.SetLabels(map[string]string{LabelManagedBy: ManagedBy, LabelPolicyName: "zk", LabelTriggerName: "team-red",
+		LabelTriggerNamespace: "", LabelTriggerUID: "0b5e3e2a-6a52-4b6f-8a38-7a3c7d1e9f10", LabelTriggerKind: "Namespace",
+		LabelTriggerGroup: "", LabelTriggerVersion: "v1"})
+	raw, err := json.Marshal(obj.Object)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("maps", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			var m map[string]any
+			if err := sigsjson.UnmarshalCaseSensitivePreserveInts(raw, &m); err != nil {
+				b.Fatal(err)
+			}
+			if _, err := NewCached(&unstructured.Unstructured{Object: m}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("json", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := CachedFromJSON(slices.Clone(raw)); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }

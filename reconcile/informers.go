@@ -60,7 +60,7 @@ func (l *lastUpdates) get(uid types.UID) *unstructured.Unstructured {
 // newInformer makes an informer on gvr in every namespace. Cached objects
 // drop managedFields: Sprout never reads them and they are often half the size.
 func newInformer(client dynamic.Interface, raw rest.Interface, gvr schema.GroupVersionResource) cache.SharedIndexInformer {
-	inf := newUnstructuredInformer(client, raw, gvr, cache.Indexers{byUID: uidIndex}, nil)
+	inf := newUnstructuredInformer(client, raw, gvr, cache.Indexers{byUID: uidIndex}, nil, false)
 	_ = inf.SetTransform(func(obj any) (any, error) {
 		if u, ok := obj.(*unstructured.Unstructured); ok {
 			u.SetManagedFields(nil)

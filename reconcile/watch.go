@@ -2,6 +2,7 @@ package reconcile
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -17,12 +18,22 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	sigsjson "sigs.k8s.io/json"
+
+	"github.com/sprout-gitops/sprout/inventory"
 )
 
 // newUnstructuredInformer makes an informer on gvr in every namespace, as
 // the dynamic informer does, whose watch decodes each event in one pass
-// (see eventDecoder).
-func newUnstructuredInformer(dyn dynamic.Interface, raw rest.Interface, gvr schema.GroupVersionResource, indexers cache.Indexers, tweak func(*metav1.ListOptions)) cache.SharedIndexInformer {
+// (see eventDecoder); with cached, into inventory.Cached
+// (cachedEventDecoder), which its transform must also make of what a list
+// returns.
+func newUnstructuredInformer(dyn dynamic.Interface, raw rest.Interface, gvr schema.GroupVersionResource, indexers cache.Indexers, tweak func(*metav1.ListOptions), cached bool) cache.SharedIndexInformer {
+	decoder := func(body io.ReadCloser) watch.Decoder { return newEventDecoder(body) }
+	var example runtime.Object = &unstructured.Unstructured{}
+	if cached {
+		// No example: a list gives unstructured objects, a watch Cached ones.
+		decoder, example = func(body io.ReadCloser) watch.Decoder { return newCachedEventDecoder(body) }, nil
+	}
 	lw := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			if tweak != nil {
@@ -34,10 +45,10 @@ func newUnstructuredInformer(dyn dynamic.Interface, raw rest.Interface, gvr sche
 			if tweak != nil {
 				tweak(&o)
 			}
-			return watchUnstructured(ctx, raw, gvr, o)
+			return watchUnstructured(ctx, raw, gvr, o, decoder)
 		},
 	}
-	return cache.NewSharedIndexInformerWithOptions(lw, &unstructured.Unstructured{},
+	return cache.NewSharedIndexInformerWithOptions(lw, example,
 		cache.SharedIndexInformerOptions{Indexers: indexers, ObjectDescription: gvr.String()})
 }
 
@@ -51,8 +62,9 @@ func newRawClient(cfg *rest.Config) (rest.Interface, error) {
 }
 
 // watchUnstructured watches gvr in every namespace, with the options the
-// reflector gives (the initial events of a watch-list included).
-func watchUnstructured(ctx context.Context, raw rest.Interface, gvr schema.GroupVersionResource, o metav1.ListOptions) (watch.Interface, error) {
+// reflector gives (the initial events of a watch-list included), decoding
+// the stream with decoder.
+func watchUnstructured(ctx context.Context, raw rest.Interface, gvr schema.GroupVersionResource, o metav1.ListOptions, decoder func(io.ReadCloser) watch.Decoder) (watch.Interface, error) {
 	o.Watch = true
 	prefix := "/apis/" + gvr.Group + "/" + gvr.Version
 	if gvr.Group == "" {
@@ -65,7 +77,7 @@ func watchUnstructured(ctx context.Context, raw rest.Interface, gvr schema.Group
 	if err != nil {
 		return nil, err
 	}
-	return watch.NewStreamWatcher(newEventDecoder(body),
+	return watch.NewStreamWatcher(decoder(body),
 		apierrors.NewClientErrorReporter(http.StatusInternalServerError, http.MethodGet, "ClientWatchDecoding")), nil
 }
 
@@ -114,3 +126,54 @@ func (d *eventDecoder) Decode() (watch.EventType, runtime.Object, error) {
 
 // Close closes the stream, which ends a Decode under way.
 func (d *eventDecoder) Close() { _ = d.body.Close() }
+
+// cachedEventDecoder reads a JSON watch stream of Sprout's objects into
+// inventory.Cached, without decoding them into maps
+// (inventory.CachedFromJSON): a downstream informer keeps nothing else.
+// Bookmarks and errors, which the reflector reads as metadata or a Status,
+// are decoded as eventDecoder does.
+type cachedEventDecoder struct {
+	body io.ReadCloser
+	dec  sigsjson.Decoder
+}
+
+var _ watch.Decoder = (*cachedEventDecoder)(nil)
+
+func newCachedEventDecoder(body io.ReadCloser) *cachedEventDecoder {
+	return &cachedEventDecoder{body: body, dec: sigsjson.NewDecoderCaseSensitivePreserveInts(body)}
+}
+
+// rawWatchEvent is metav1.WatchEvent with its object as it was sent.
+type rawWatchEvent struct {
+	Type   watch.EventType `json:"type"`
+	Object json.RawMessage `json:"object"`
+}
+
+// Decode returns the next event.
+func (d *cachedEventDecoder) Decode() (watch.EventType, runtime.Object, error) {
+	var ev rawWatchEvent
+	if err := d.dec.Decode(&ev); err != nil {
+		return "", nil, err
+	}
+	if len(ev.Object) == 0 || string(ev.Object) == "null" {
+		return "", nil, fmt.Errorf("watch event %s has no object", ev.Type)
+	}
+	switch ev.Type {
+	case watch.Added, watch.Modified, watch.Deleted:
+		c, err := inventory.CachedFromJSON(ev.Object)
+		if err != nil {
+			return "", nil, fmt.Errorf("watch event %s: %w", ev.Type, err)
+		}
+		return ev.Type, c, nil
+	case watch.Error, watch.Bookmark:
+		var m map[string]any
+		if err := sigsjson.UnmarshalCaseSensitivePreserveInts(ev.Object, &m); err != nil {
+			return "", nil, fmt.Errorf("watch event %s: %w", ev.Type, err)
+		}
+		return ev.Type, &unstructured.Unstructured{Object: m}, nil
+	}
+	return "", nil, fmt.Errorf("got invalid watch event type: %v", ev.Type)
+}
+
+// Close closes the stream, which ends a Decode under way.
+func (d *cachedEventDecoder) Close() { _ = d.body.Close() }

@@ -15,6 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	restwatch "k8s.io/client-go/rest/watch"
+
+	"github.com/sprout-gitops/sprout/inventory"
 )
 
 // watchStream returns n watch events of Namespaces as the API server sends
@@ -110,6 +112,58 @@ func TestEventDecoderRejectsUnknownTypes(t *testing.T) {
 	}
 }
 
+// TestCachedEventDecoderDecodesAsClientGo: the decoder of downstream
+// informers gives each object as NewCached makes it of what client-go's
+// decoder gives, and bookmarks and errors as client-go's decoder does, so
+// that the reflector reads the end of a watch-list's initial events and an
+// expired watch.
+func TestCachedEventDecoderDecodesAsClientGo(t *testing.T) {
+	stream := watchStream(t, 3)
+	ours, theirs := newCachedEventDecoder(io.NopCloser(bytes.NewReader(stream))), clientGoDecoder(io.NopCloser(bytes.NewReader(stream)))
+	events := 0
+	for {
+		typ, obj, err := ours.Decode()
+		wantTyp, wantObj, wantErr := theirs.Decode()
+		if (err == nil) != (wantErr == nil) {
+			t.Fatalf("event %d: error %v, client-go's %v", events, err, wantErr)
+		}
+		if err != nil {
+			break
+		}
+		events++
+		if typ != wantTyp {
+			t.Errorf("event %d: type %s, client-go's %s", events, typ, wantTyp)
+		}
+		want := wantObj.(*unstructured.Unstructured)
+		switch typ {
+		case watch.Added:
+			c, ok := obj.(*inventory.Cached)
+			if !ok {
+				t.Fatalf("event %d: a %T, not a Cached", events, obj)
+			}
+			made, err := inventory.NewCached(want)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !equality.Semantic.DeepEqual(c.Object().Object, made.Object().Object) || c.GetResourceVersion() != made.GetResourceVersion() {
+				t.Errorf("event %d: object\n%v\nclient-go's, cached\n%v", events, c.Object().Object, made.Object().Object)
+			}
+		default:
+			if !equality.Semantic.DeepEqual(obj.(*unstructured.Unstructured).Object, want.Object) {
+				t.Errorf("event %d: object\n%#v\nclient-go's\n%#v", events, obj, want)
+			}
+		}
+	}
+	if events != 5 {
+		t.Fatalf("decoded %d events, want 5", events)
+	}
+	for _, s := range []string{`{"type":"RENAMED","object":{"kind":"Namespace"}}`, `{"type":"ADDED"}`, `{"type":"ADDED","object":[1]}`} {
+		if _, _, err := newCachedEventDecoder(io.NopCloser(bytes.NewReader([]byte(s)))).Decode(); err == nil {
+			t.Errorf("%s: decoded without an error", s)
+		}
+	}
+}
+
 // BenchmarkWatchDecode decodes a watch stream of 1,000 Namespaces with
 // Sprout's decoder and with client-go's.
 func BenchmarkWatchDecode(b *testing.B) {
@@ -119,6 +173,7 @@ func BenchmarkWatchDecode(b *testing.B) {
 		new  func(io.ReadCloser) watch.Decoder
 	}{
 		{"sprout", func(r io.ReadCloser) watch.Decoder { return newEventDecoder(r) }},
+		{"sprout-cached", func(r io.ReadCloser) watch.Decoder { return newCachedEventDecoder(r) }},
 		{"client-go", clientGoDecoder},
 	} {
 		b.Run(d.name, func(b *testing.B) {
