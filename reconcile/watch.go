@@ -25,7 +25,7 @@ import (
 // newUnstructuredInformer makes an informer on gvr in every namespace, as
 // the dynamic informer does, whose watch decodes each event in one pass
 // (see eventDecoder); with cached, into inventory.Cached
-// (cachedEventDecoder), which its transform must also make of what a list
+// (newCachedEventDecoder), which its transform must also make of what a list
 // returns.
 func newUnstructuredInformer(dyn dynamic.Interface, raw rest.Interface, gvr schema.GroupVersionResource, indexers cache.Indexers, tweak func(*metav1.ListOptions), cached bool) cache.SharedIndexInformer {
 	decoder := func(body io.ReadCloser) watch.Decoder { return newEventDecoder(body) }
@@ -92,6 +92,8 @@ func watchUnstructured(ctx context.Context, raw rest.Interface, gvr schema.Group
 type eventDecoder struct {
 	body io.ReadCloser
 	dec  sigsjson.Decoder
+	// cached: objects become inventory.Cached (newCachedEventDecoder).
+	cached bool
 }
 
 var _ watch.Decoder = (*eventDecoder)(nil)
@@ -109,6 +111,9 @@ type watchEvent struct {
 // Decode returns the next event. An ERROR event's object is a Status as
 // an unstructured object, which apierrors.FromObject reads.
 func (d *eventDecoder) Decode() (watch.EventType, runtime.Object, error) {
+	if d.cached {
+		return d.decodeCached()
+	}
 	var ev watchEvent
 	if err := d.dec.Decode(&ev); err != nil {
 		return "", nil, err
@@ -127,20 +132,15 @@ func (d *eventDecoder) Decode() (watch.EventType, runtime.Object, error) {
 // Close closes the stream, which ends a Decode under way.
 func (d *eventDecoder) Close() { _ = d.body.Close() }
 
-// cachedEventDecoder reads a JSON watch stream of Sprout's objects into
-// inventory.Cached, without decoding them into maps
-// (inventory.CachedFromJSON): a downstream informer keeps nothing else.
-// Bookmarks and errors, which the reflector reads as metadata or a Status,
-// are decoded as eventDecoder does.
-type cachedEventDecoder struct {
-	body io.ReadCloser
-	dec  sigsjson.Decoder
-}
-
-var _ watch.Decoder = (*cachedEventDecoder)(nil)
-
-func newCachedEventDecoder(body io.ReadCloser) *cachedEventDecoder {
-	return &cachedEventDecoder{body: body, dec: sigsjson.NewDecoderCaseSensitivePreserveInts(body)}
+// newCachedEventDecoder returns an eventDecoder for a watch of Sprout's
+// objects, which reads them into inventory.Cached without decoding them
+// into maps (inventory.CachedFromJSON): a downstream informer keeps nothing
+// else. Bookmarks and errors, which the reflector reads as metadata or a
+// Status, are decoded as for any watch.
+func newCachedEventDecoder(body io.ReadCloser) *eventDecoder {
+	d := newEventDecoder(body)
+	d.cached = true
+	return d
 }
 
 // rawWatchEvent is metav1.WatchEvent with its object as it was sent.
@@ -149,8 +149,8 @@ type rawWatchEvent struct {
 	Object json.RawMessage `json:"object"`
 }
 
-// Decode returns the next event.
-func (d *cachedEventDecoder) Decode() (watch.EventType, runtime.Object, error) {
+// decodeCached returns the next event of a watch of Sprout's objects.
+func (d *eventDecoder) decodeCached() (watch.EventType, runtime.Object, error) {
 	var ev rawWatchEvent
 	if err := d.dec.Decode(&ev); err != nil {
 		return "", nil, err
@@ -174,6 +174,3 @@ func (d *cachedEventDecoder) Decode() (watch.EventType, runtime.Object, error) {
 	}
 	return "", nil, fmt.Errorf("got invalid watch event type: %v", ev.Type)
 }
-
-// Close closes the stream, which ends a Decode under way.
-func (d *cachedEventDecoder) Close() { _ = d.body.Close() }
