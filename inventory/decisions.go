@@ -97,12 +97,43 @@ func (s Settled) Holds(live Live) bool {
 	return true
 }
 
-// Settle returns objects settled, when the last round found every one of
-// them unchanged in the cache or created it as desired; not when one was
-// written over a copy the cache still shows, or was not seen.
-func (d *Decisions) Settle(objects []*unstructured.Unstructured) (Settled, bool) {
+// Settle returns each group of desired objects settled, when the last round
+// found every one of them unchanged in the cache or created it as desired;
+// for a group one of which was written over a copy the cache still shows,
+// or was not seen, an empty Settled. The round then stands as if it had
+// been handed the groups settled rather than their objects: the Decisions
+// no longer hold those objects, and neither need their caller.
+func (d *Decisions) Settle(groups ...[]*unstructured.Unstructured) []Settled {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	out := make([]Settled, len(groups))
+	released := map[*unstructured.Unstructured]struct{}{}
+	for i, objects := range groups {
+		s, ok := d.settle(objects)
+		if !ok {
+			continue
+		}
+		out[i] = s
+		d.settled = append(d.settled, s)
+		for _, obj := range objects {
+			delete(d.unchanged, obj)
+			released[obj] = struct{}{}
+		}
+	}
+	if len(released) > 0 {
+		kept := make([]*unstructured.Unstructured, 0, len(d.objects)-min(len(d.objects), len(released)))
+		for _, obj := range d.objects {
+			if _, ok := released[obj]; !ok {
+				kept = append(kept, obj)
+			}
+		}
+		d.objects = kept
+	}
+	return out
+}
+
+// settle returns objects settled, if they all are.
+func (d *Decisions) settle(objects []*unstructured.Unstructured) (Settled, bool) {
 	out := Settled{objects: make([]settledObject, 0, len(objects))}
 	for _, obj := range objects {
 		p, ok := d.unchanged[obj]

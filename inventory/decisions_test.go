@@ -170,18 +170,18 @@ func TestSettledObjectsStandForTheirDesiredOnes(t *testing.T) {
 	// One written over its cached copy: not confirmed, so its set does not settle.
 	memo.wrote(objects[3], live[objects[3].GetName()], "2")
 	memo.endRound(objects, nil)
-	if _, ok := memo.Settle(objects[3:]); ok {
+	if settle(memo, objects[3:]).Len() != 0 {
 		t.Fatal("objects settled while the cache had yet to show a write")
 	}
-	if _, ok := memo.Settle(objects[:2]); ok {
+	if settle(memo, objects[:2]).Len() != 0 {
 		t.Fatal("objects settled that the last round did not see")
 	}
 	if _, err := (&Applier{}).Apply(context.Background(), objects[:3], live, opts); err != nil {
 		t.Fatal(err)
 	}
-	settled, ok := memo.Settle(objects[:2])
-	if !ok || settled.Len() != 2 || !settled.Holds(live) {
-		t.Fatalf("settled %v, %d objects, holds %v: want 2 that hold", ok, settled.Len(), settled.Holds(live))
+	settled := settle(memo, objects[:2])
+	if settled.Len() != 2 || !settled.Holds(live) {
+		t.Fatalf("%d objects settled, holding %v: want 2 that hold", settled.Len(), settled.Holds(live))
 	}
 
 	// A round given the third in full and the first two settled reports
@@ -211,6 +211,11 @@ func TestSettledObjectsStandForTheirDesiredOnes(t *testing.T) {
 	if settled.Holds(live) {
 		t.Error("settled objects still hold after their cached copy was replaced")
 	}
+}
+
+// settle settles one group of objects.
+func settle(memo *Decisions, objects []*unstructured.Unstructured) Settled {
+	return memo.Settle(objects)[0]
 }
 
 // laggingCache is a cache that has or has not yet seen the versions asked.
@@ -270,15 +275,19 @@ func TestCreatedObjectsSettleAtOnce(t *testing.T) {
 	if _, err := (&Applier{}).each(context.Background(), objects, live, opts, w); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := memo.Settle(objects[2:]); ok {
+	groups := memo.Settle(objects[2:], objects[:1], objects[1:2])
+	if groups[0].Len() != 0 {
 		t.Error("an object not created as desired settled")
 	}
-	settled, ok := memo.Settle(objects[:2])
-	if !ok || settled.Len() != 2 || !settled.Pending() {
-		t.Fatalf("created objects: settled %v, %d, pending %v: want 2 pending", ok, settled.Len(), settled.Pending())
+	settled := Settled{objects: append(groups[1].objects, groups[2].objects...)}
+	if settled.Len() != 2 || !settled.Pending() {
+		t.Fatalf("created objects: %d settled, pending %v: want 2 pending", settled.Len(), settled.Pending())
 	}
 	if !settled.Holds(live) {
 		t.Error("objects created, not cached yet, do not hold")
+	}
+	if _, ok := memo.unchanged[objects[0]]; ok || len(memo.objects) != 1 {
+		t.Errorf("after settling, %d desired objects held, the first's pair kept: %v; want only the one not settled", len(memo.objects), ok)
 	}
 	live.cachedObjects[objects[0].GetName()] = cachedLater[objects[0].GetName()]
 	live.cachedObjects[objects[1].GetName()] = cachedLater[objects[1].GetName()]
@@ -293,7 +302,7 @@ func TestCreatedObjectsSettleAtOnce(t *testing.T) {
 		t.Error("settled objects hold after one changed")
 	}
 
-	again, _ := memo.Settle(objects[:1])
+	again := groups[1] // the first alone
 	delete(live.cachedObjects, objects[0].GetName())
 	live.seen = true
 	if again.Holds(live) {

@@ -514,18 +514,23 @@ func (c *Controller) desired(ctx context.Context, cp *compiledPolicy, triggers [
 // its largest part, and the cluster holds them already.
 // It returns how many objects settled.
 func (c *Controller) settle(cp *compiledPolicy, memos []*triggerMemo, epoch uint64) int {
-	n := 0
+	var groups [][]*unstructured.Unstructured
+	var settling []*triggerMemo
 	for _, m := range memos {
-		ev := m.evaluated
-		if ev == nil || len(ev.objects) == 0 {
+		if ev := m.evaluated; ev != nil && len(ev.objects) > 0 {
+			groups = append(groups, ev.objects)
+			settling = append(settling, m)
+		}
+	}
+	n := 0
+	for i, s := range cp.decisions.Settle(groups...) {
+		if s.Len() == 0 {
 			continue
 		}
-		if s, ok := cp.decisions.Settle(ev.objects); ok {
-			next := *ev
-			next.objects, next.settled, next.settledAt = nil, s, epoch
-			m.evaluated = &next
-			n += s.Len()
-		}
+		next := *settling[i].evaluated
+		next.objects, next.settled, next.settledAt = nil, s, epoch
+		settling[i].evaluated = &next
+		n += s.Len()
 	}
 	return n
 }
