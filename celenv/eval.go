@@ -15,7 +15,8 @@ import (
 )
 
 // Input is one trigger as a policy sees it: the admission event a webhook
-// would have received for it.
+// would have received for it. Evaluate only reads the objects: they may be
+// a cache's, shared, and what it generates shares no map with them.
 type Input struct {
 	// Object is the trigger's current state; nil for a DELETE.
 	Object map[string]any

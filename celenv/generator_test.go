@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
@@ -173,5 +174,34 @@ func TestClonesAreTracedToTheirSource(t *testing.T) {
 	}
 	if g.Object.GetUID() != "" || g.Object.GetResourceVersion() != "" {
 		t.Errorf("server metadata kept on the clone: %v", g.Object.Object["metadata"])
+	}
+}
+
+// TestEvaluationLeavesItsInputsAlone: what a program generates from its
+// trigger, the trigger itself or a part of it, shares no map with it, and
+// changing what was generated (as labelling does) leaves the trigger as it
+// was. Sprout hands the program its cached objects without a copy.
+func TestEvaluationLeavesItsInputsAlone(t *testing.T) {
+	trigger := object("v1", "ConfigMap", "team", "trigger")
+	trigger.SetLabels(map[string]string{"app": "x"})
+	_ = unstructured.SetNestedStringMap(trigger.Object, map[string]string{"k": "v"}, "data")
+	before := trigger.DeepCopy()
+	prog := celenv.Compile(policyWith(false, `generator.Apply("ns-x", [object.setField("metadata.name", "copy"), `+
+		`{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "parts", "labels": object.metadata.labels}, "data": object.data}])`))
+	if err := prog.Err(); err != nil {
+		t.Fatal(err)
+	}
+	res, err := prog.Evaluate(context.Background(), celenv.Input{Object: trigger.Object, OldObject: trigger.Object,
+		Request: celenv.Request{Operation: "UPDATE", Name: "trigger", Namespace: "team"}})
+	if err != nil || len(res.Objects) != 2 {
+		t.Fatalf("%d objects, error %v", len(res.Objects), err)
+	}
+	for _, g := range res.Objects {
+		g.Object.SetLabels(map[string]string{"app": "changed", "more": "labels"})
+		_ = unstructured.SetNestedField(g.Object.Object, "changed", "data", "k")
+		g.Object.SetNamespace("changed")
+	}
+	if !equality.Semantic.DeepEqual(trigger.Object, before.Object) {
+		t.Errorf("the trigger changed with what was generated from it:\n%v\nwas\n%v", trigger.Object, before.Object)
 	}
 }

@@ -575,8 +575,11 @@ func (c *Controller) evaluate(ctx context.Context, cp *compiledPolicy, t trigger
 		nsObject = c.namespaceNamed(u.GetNamespace())
 	}
 
+	// The cached object itself, as oldObject below: a program only reads
+	// its inputs, and what it generates is made of new maps (celenv's
+	// conversion of its values), never of theirs.
 	in := celenv.Input{
-		Object: u.DeepCopy().Object,
+		Object: u.Object,
 		Request: celenv.Request{
 			UID:       string(u.GetUID()),
 			Operation: string(op),
