@@ -85,7 +85,7 @@ fuzz:
 bench: tools
 	$(GO) run ./bench/cmd/bench $(BENCH_ARGS)
 
-## bench-go: the Go micro-benchmarks of the hot paths (evaluation with the memo hit and missed, the no-change pass and prune diff over 10,000 objects, label encoding, watch decoding against client-go's), with allocations
+## bench-go: the Go micro-benchmarks of the hot paths (evaluation with the memo hit and missed, the no-change pass and prune diff over 10,000 objects, label encoding, watch decoding against client-go's, the cache's bytes an object), with allocations
 bench-go: tools
 	$(GO) test -run '^$$' -bench . -benchmem ./celenv ./inventory ./reconcile
 

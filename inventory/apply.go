@@ -115,8 +115,9 @@ func cachedOf(live Live, obj *unstructured.Unstructured) (*Cached, bool) {
 // An object not in the cache is created with a plain create: one request,
 // where server-side apply costs a read, a dry run and the apply. The create
 // leaves Sprout's fields under an Update entry of its field manager; the
-// first apply that follows hands them to its Apply entry (handOff), so that
-// a field later removed from the policy is removed from the object.
+// first apply of another desired state hands them to its Apply entry
+// (handOff, mayDrop), so that a field later removed from the policy is
+// removed from the object.
 func (a *Applier) Apply(ctx context.Context, objects []*unstructured.Unstructured, live Live, opts ApplyOptions) (ChangeSet, error) {
 	return a.each(ctx, objects, live, opts, writes{create: a.create, apply: a.apply})
 }
@@ -438,7 +439,8 @@ func (a *Applier) decideRead(ctx context.Context, obj *unstructured.Unstructured
 		// policy again, to be compared then.
 		return decision{action: Unchanged}, nil
 	}
-	return decision{handOff: slices.ContainsFunc(existing.GetManagedFields(), isCreateEntry)}, nil
+	return decision{handOff: slices.ContainsFunc(existing.GetManagedFields(), isCreateEntry) &&
+		mayDrop(annotations.get(AnnotationApplied), obj)}, nil
 }
 
 // decideCached decides from the cached state of obj.
@@ -450,7 +452,21 @@ func decideCached(obj *unstructured.Unstructured, cached *Cached, opts ApplyOpti
 	if covers(live, obj) {
 		return decision{action: Unchanged}
 	}
-	return decision{handOff: cached.createHeld}
+	return decision{handOff: cached.createHeld && mayDrop(metadataStrings(live, "annotations").get(AnnotationApplied), obj)}
+}
+
+// mayDrop reports whether applying obj over an object last written with
+// stamp applied (its AnnotationApplied) may remove a field, so that the
+// fields a create of Sprout's still holds must be handed over first: a
+// field the create's Update entry keeps would otherwise stay. Only another
+// desired state can drop a field. The same one (the object changed by
+// another writer, to be put back) cannot, so it is applied in one request;
+// the create's entry stays until the desired state changes. A create's
+// entry holds the fields of the state created, and an apply of any other
+// state hands it over first, so a stamp equal to obj's means that the
+// entry holds no field obj lacks.
+func mayDrop(applied string, obj *unstructured.Unstructured) bool {
+	return applied != metadataStrings(obj, "annotations").get(AnnotationApplied)
 }
 
 // decideOwner returns the decision for an object that exists with labels

@@ -230,3 +230,54 @@ func TestCreateNeverTakesAnotherWritersObject(t *testing.T) {
 		t.Errorf("Sprout's manager on another writer's object: %v", m)
 	}
 }
+
+// TestDriftOfACreatedObjectIsOneApply: a created object another writer
+// changed is put back with one apply, its create's fields left where they
+// are, since the same desired state drops nothing; the first apply of
+// another state hands them over, so that a field the policy dropped goes.
+func TestDriftOfACreatedObjectIsOneApply(t *testing.T) {
+	ctx := context.Background()
+	a, reqs, c := countingApplier(t)
+	namespace(t, c, "handoff-drift")
+	obj := generated("handoff-drift", "zk", map[string]any{"a": "1", "b": "2"})
+	if cs, err := a.Apply(ctx, []*unstructured.Unstructured{obj.DeepCopy()}, cachedObjects{}, ApplyOptions{Synchronize: true}); err != nil || cs.Count(Created) != 1 {
+		t.Fatalf("create: %v %+v", err, cs.Changes)
+	}
+	theirs := &unstructured.Unstructured{}
+	theirs.SetGroupVersionKind(obj.GroupVersionKind())
+	theirs.SetNamespace(obj.GetNamespace())
+	theirs.SetName(obj.GetName())
+	if err := c.Patch(ctx, theirs, client.RawPatch(types.MergePatchType, []byte(`{"data":{"a":"theirs"}}`)), client.FieldOwner("someone")); err != nil {
+		t.Fatal(err)
+	}
+	live, _ := cached(t, c, obj)
+	reqs.take()
+	if cs, err := a.Apply(ctx, []*unstructured.Unstructured{obj.DeepCopy()}, live, ApplyOptions{Synchronize: true}); err != nil || cs.Count(Configured) != 1 {
+		t.Fatalf("put back: %v %+v", err, cs.Changes)
+	}
+	if by := reqs.take(); by[http.MethodPatch] != 1 || len(by) != 1 {
+		t.Errorf("putting back a changed field sent %v, want one PATCH", by)
+	}
+	live, full := cached(t, c, obj)
+	if data, _, _ := unstructured.NestedStringMap(full.Object, "data"); data["a"] != "1" {
+		t.Errorf("after the put-back, data = %v, want a: 1", data)
+	}
+	if m := managers(full); !m[FieldManager+"/Update"] || !m[FieldManager+"/Apply"] {
+		t.Errorf("after the put-back, managers %v: want the create's entry kept beside the apply's", m)
+	}
+
+	obj = generated("handoff-drift", "zk", map[string]any{"a": "1"})
+	if cs, err := a.Apply(ctx, []*unstructured.Unstructured{obj.DeepCopy()}, live, ApplyOptions{Synchronize: true}); err != nil || cs.Count(Configured) != 1 {
+		t.Fatalf("drop b: %v %+v", err, cs.Changes)
+	}
+	if by := reqs.take(); by[http.MethodGet] != 1 || by[http.MethodPatch] != 2 {
+		t.Errorf("dropping a field sent %v, want the hand-over's read and patch, then the apply", by)
+	}
+	_, full = cached(t, c, obj)
+	if data, _, _ := unstructured.NestedStringMap(full.Object, "data"); len(data) != 1 || data["a"] != "1" {
+		t.Errorf("after the policy dropped b, data = %v, want only a", data)
+	}
+	if m := managers(full); m[FieldManager+"/Update"] {
+		t.Errorf("after the hand-over, managers %v: want the create's entry gone", m)
+	}
+}
