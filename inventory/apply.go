@@ -149,7 +149,7 @@ func (a *Applier) each(ctx context.Context, objects []*unstructured.Unstructured
 	changes := make([]Change, len(objects), len(objects)+settled)
 	for _, s := range opts.Settled {
 		for _, o := range s.objects {
-			changes = append(changes, o.change)
+			changes = append(changes, o.change())
 		}
 	}
 	errs := make([]error, len(objects))

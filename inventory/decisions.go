@@ -2,6 +2,7 @@ package inventory
 
 import (
 	"sync"
+	"unique"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -48,16 +49,25 @@ type Settled struct {
 	objects []settledObject
 }
 
+// settledObject is one object settled: 50,000 of them are kept by 50
+// policies of 1,000 triggers, so it is kept small. Its change is always
+// Unchanged: only the ID and the trigger are its own.
 type settledObject struct {
-	gvk                              schema.GroupVersionKind
+	kind                             unique.Handle[schema.GroupVersionKind]
 	namespace, name, resourceVersion string
 	// cached is the cache's copy of resourceVersion; nil for an object
 	// created since, until the cache shows it (Holds adopts it then).
-	cached *Cached
-	change Change
+	cached         *Cached
+	id, triggerUID string
 }
 
-func (o *settledObject) key() objectKey { return objectKey{o.gvk.GroupKind(), o.namespace, o.name} }
+func (o *settledObject) key() objectKey {
+	return objectKey{o.kind.Value().GroupKind(), o.namespace, o.name}
+}
+
+func (o *settledObject) change() Change {
+	return Change{ID: o.id, Action: Unchanged, TriggerUID: o.triggerUID}
+}
 
 // Len is the number of objects settled.
 func (s Settled) Len() int { return len(s.objects) }
@@ -81,14 +91,15 @@ func (s Settled) Pending() bool {
 func (s Settled) Holds(live Live) bool {
 	for i := range s.objects {
 		o := &s.objects[i]
-		cur, ok := live.Get(o.gvk, o.namespace, o.name)
+		gvk := o.kind.Value()
+		cur, ok := live.Get(gvk, o.namespace, o.name)
 		switch {
 		case ok && cur == o.cached:
 		case ok && cur.resourceVersion == o.resourceVersion:
 			o.cached = cur
 		case ok:
 			return false // changed since
-		case o.cached == nil && !live.Seen(o.gvk, o.resourceVersion):
+		case o.cached == nil && !live.Seen(gvk, o.resourceVersion):
 			// Created, and the cache has yet to show it.
 		default:
 			return false // deleted since
@@ -137,19 +148,20 @@ func (d *Decisions) settle(objects []*unstructured.Unstructured) (Settled, bool)
 	out := Settled{objects: make([]settledObject, 0, len(objects))}
 	for _, obj := range objects {
 		p, ok := d.unchanged[obj]
-		switch {
-		case !ok:
+		if !ok || p.change != (Change{ID: p.change.ID, Action: Unchanged, TriggerUID: p.change.TriggerUID}) {
 			return Settled{}, false
+		}
+		o := settledObject{id: p.change.ID, triggerUID: p.change.TriggerUID}
+		switch {
 		case p.cached != nil && p.written == "":
-			out.objects = append(out.objects, settledObject{gvk: p.cached.gvk, namespace: p.cached.namespace, name: p.cached.name,
-				resourceVersion: p.cached.resourceVersion, cached: p.cached, change: p.change})
+			o.kind, o.namespace, o.name, o.resourceVersion, o.cached = unique.Make(p.cached.gvk), p.cached.namespace, p.cached.name, p.cached.resourceVersion, p.cached
 		case p.cached == nil && p.written != "":
 			m := metadataStrings(obj, "")
-			out.objects = append(out.objects, settledObject{gvk: interned(KindOf(obj)), namespace: intern(m.get("namespace")),
-				name: intern(m.get("name")), resourceVersion: p.written, change: p.change})
+			o.kind, o.namespace, o.name, o.resourceVersion = unique.Make(KindOf(obj)), intern(m.get("namespace")), intern(m.get("name")), p.written
 		default:
 			return Settled{}, false
 		}
+		out.objects = append(out.objects, o)
 	}
 	return out, true
 }
