@@ -62,8 +62,11 @@ type evaluation struct {
 	objects []*unstructured.Unstructured
 	settled inventory.Settled
 	// settledAt is the policy's downstream event count (downstreamEvents)
-	// when settled last held: while it is the same, it holds still.
+	// when settled last held: while it is the same, it holds still, unless
+	// awaiting says that an object created was not cached then (no event
+	// tells when it is, so only a lookup does).
 	settledAt uint64
+	awaiting  bool
 	// kinds are the objects' kinds, read once.
 	kinds   []schema.GroupVersionKind
 	matched bool

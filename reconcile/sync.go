@@ -528,7 +528,7 @@ func (c *Controller) settle(cp *compiledPolicy, memos []*triggerMemo, epoch uint
 			continue
 		}
 		next := *settling[i].evaluated
-		next.objects, next.settled, next.settledAt = nil, s, epoch
+		next.objects, next.settled, next.settledAt, next.awaiting = nil, s, epoch, s.Pending()
 		settling[i].evaluated = &next
 		n += s.Len()
 	}
@@ -565,9 +565,11 @@ func (c *Controller) evaluate(ctx context.Context, cp *compiledPolicy, t trigger
 		// settled evaluation whose objects changed in the cache is
 		// evaluated again, so that they are compared in full.
 		if ev := m.evaluated; ev != nil && ev.old == oldObject && ev.namespace == nsObject && ev.op == op &&
-			(ev.settled.Len() == 0 || ev.settledAt == epoch && !ev.settled.Pending() || ev.settled.Holds(liveObjects{c})) {
+			(ev.settled.Len() == 0 || ev.settledAt == epoch && !ev.awaiting || ev.settled.Holds(liveObjects{c})) {
 			if ev.settled.Len() > 0 {
-				ev.settledAt = epoch // held at this count: no lookup until the next event
+				// Held at this count: no lookup until the next event, once
+				// every object is cached.
+				ev.settledAt, ev.awaiting = epoch, ev.settled.Pending()
 			}
 			return *ev, m, true, nil
 		}
