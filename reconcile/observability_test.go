@@ -2,7 +2,13 @@ package reconcile_test
 
 import (
 	"context"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
@@ -10,8 +16,10 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/sprout-gitops/sprout/reconcile"
+	"github.com/sprout-gitops/sprout/sources"
 )
 
 // eventsOn lists the Events on one object.
@@ -178,3 +186,39 @@ func TestSettledEvaluationsRepairDrift(t *testing.T) {
 		t.Errorf("%v evaluations after settle-c's ConfigMap was deleted, want 1", n)
 	}
 }
+
+// TestNamespaceTriggersListNamespacesOnce: a policy whose only triggers are
+// Namespaces watches them once, with its trigger informer; the Namespace
+// informer that match constraints read for namespaced triggers is not
+// started, so 10,000 Namespaces are not listed and held twice.
+func TestNamespaceTriggersListNamespacesOnce(t *testing.T) {
+	raw, err := os.ReadFile("../fixtures/zk-kafka-address/policy.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	policy := strings.Replace(strings.Replace(string(raw), "name: zk-kafka-address", "name: list-once", 1), "'red'", "'list-once'", 1)
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "policy.yaml"), []byte(policy), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	counted := rest.CopyConfig(cfg)
+	var lists atomic.Int64
+	counted.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
+			if req.Method == http.MethodGet && req.URL.Path == "/api/v1/namespaces" {
+				lists.Add(1) // a list, or a watch (a watch-list's initial events are its list)
+			}
+			return rt.RoundTrip(req)
+		})
+	})
+	runUntilSyncedWith(t, counted, func(o *reconcile.Options) {
+		o.Sources = []sources.Source{sources.NewDirectory(dir, time.Second)}
+	}, "GeneratingPolicy/list-once")
+	if n := lists.Load(); n != 1 {
+		t.Errorf("Namespaces listed or watched %d times, want once", n)
+	}
+}
+
+type roundTripperFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripperFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
