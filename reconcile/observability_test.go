@@ -2,6 +2,7 @@ package reconcile_test
 
 import (
 	"context"
+	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -192,15 +193,7 @@ func TestSettledEvaluationsRepairDrift(t *testing.T) {
 // informer that match constraints read for namespaced triggers is not
 // started, so 10,000 Namespaces are not listed and held twice.
 func TestNamespaceTriggersListNamespacesOnce(t *testing.T) {
-	raw, err := os.ReadFile("../fixtures/zk-kafka-address/policy.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	policy := strings.Replace(strings.Replace(string(raw), "name: zk-kafka-address", "name: list-once", 1), "'red'", "'list-once'", 1)
-	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "policy.yaml"), []byte(policy), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	dir := fixtureDir(t, "list-once")
 	counted := rest.CopyConfig(cfg)
 	var lists atomic.Int64
 	counted.Wrap(func(rt http.RoundTripper) http.RoundTripper {
@@ -219,6 +212,80 @@ func TestNamespaceTriggersListNamespacesOnce(t *testing.T) {
 	}
 }
 
+// fixtureDir returns a folder holding the zk-kafka-address fixture policy,
+// named name, for a directory source: no other test's policy is run with it.
+func fixtureDir(t *testing.T, name string) string {
+	t.Helper()
+	raw, err := os.ReadFile("../fixtures/zk-kafka-address/policy.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	policy := strings.Replace(string(raw), "name: zk-kafka-address", "name: "+name, 1)
+	if err := os.WriteFile(filepath.Join(dir, "policy.yaml"), []byte(policy), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
 type roundTripperFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripperFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
+
+// TestFirstSyncFollowsTheTriggerList: a policy whose triggers are not
+// listed yet waits, backing off up to seconds; once the list is in, it
+// syncs at once, not when its back-off runs out. The API server is made to
+// answer the Namespace watch 2 s late, by which time the back-off is
+// 1.6 s.
+func TestFirstSyncFollowsTheTriggerList(t *testing.T) {
+	dir := fixtureDir(t, "list-late")
+	const late = 2 * time.Second
+	slow := rest.CopyConfig(cfg)
+	var answered atomic.Int64 // when the Namespace watch was answered, in Unix nanoseconds
+	slow.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
+			if req.Method != http.MethodGet || req.URL.Path != "/api/v1/namespaces" {
+				return rt.RoundTrip(req)
+			}
+			select { // a slow server, not a wait for the test's sake
+			case <-time.After(late):
+			case <-req.Context().Done():
+				return nil, req.Context().Err()
+			}
+			resp, err := rt.RoundTrip(req)
+			answered.CompareAndSwap(0, time.Now().UnixNano())
+			return resp, err
+		})
+	})
+	var synced atomic.Int64
+	opts := reconcile.DefaultOptions()
+	opts.Logger = slog.New(slog.DiscardHandler)
+	opts.Sources = []sources.Source{sources.NewDirectory(dir, time.Second)}
+	opts.OnSync = func(p string, err error) {
+		if p == "GeneratingPolicy/list-late" && err == nil {
+			synced.CompareAndSwap(0, time.Now().UnixNano())
+		}
+	}
+	c, err := reconcile.New(slow, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}()
+	poll(t, "the first sync", func(context.Context) (bool, error) { return synced.Load() != 0, nil })
+	if answered.Load() == 0 {
+		t.Fatal("synced before the Namespace watch was answered")
+	}
+	t.Logf("first sync %v after the trigger list", time.Duration(synced.Load()-answered.Load()))
+	// Its back-off would have it wait up to 1.6 s more.
+	if after := time.Duration(synced.Load() - answered.Load()); after > 500*time.Millisecond {
+		t.Errorf("the first sync came %v after the trigger list, want it at once", after)
+	}
+}
