@@ -61,13 +61,19 @@ func startController(t *testing.T) *lockedBuffer {
 // test ends; its log is shown when the test fails.
 func runController(t *testing.T, edit func(*reconcile.Options)) (*lockedBuffer, *reconcile.Controller) {
 	t.Helper()
+	return runControllerOn(t, cfg, edit)
+}
+
+// runControllerOn is runController through config.
+func runControllerOn(t *testing.T, config *rest.Config, edit func(*reconcile.Options)) (*lockedBuffer, *reconcile.Controller) {
+	t.Helper()
 	logs := &lockedBuffer{}
 	opts := reconcile.DefaultOptions()
 	opts.Logger = slog.New(slog.NewTextHandler(logs, nil))
 	if edit != nil {
 		edit(&opts)
 	}
-	c, err := reconcile.New(cfg, opts)
+	c, err := reconcile.New(config, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,7 +2,8 @@ package reconcile_test
 
 import (
 	"context"
-	"log/slog"
+	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -258,27 +259,14 @@ func TestFirstSyncFollowsTheTriggerList(t *testing.T) {
 		})
 	})
 	var synced atomic.Int64
-	opts := reconcile.DefaultOptions()
-	opts.Logger = slog.New(slog.DiscardHandler)
-	opts.Sources = []sources.Source{sources.NewDirectory(dir, time.Second)}
-	opts.OnSync = func(p string, err error) {
-		if p == "GeneratingPolicy/list-late" && err == nil {
-			synced.CompareAndSwap(0, time.Now().UnixNano())
+	runControllerOn(t, slow, func(o *reconcile.Options) {
+		o.Sources = []sources.Source{sources.NewDirectory(dir, time.Second)}
+		o.OnSync = func(p string, err error) {
+			if p == "GeneratingPolicy/list-late" && err == nil {
+				synced.CompareAndSwap(0, time.Now().UnixNano())
+			}
 		}
-	}
-	c, err := reconcile.New(slow, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- c.Run(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Fatal(err)
-		}
-	}()
+	})
 	poll(t, "the first sync", func(context.Context) (bool, error) { return synced.Load() != 0, nil })
 	if answered.Load() == 0 {
 		t.Fatal("synced before the Namespace watch was answered")
@@ -287,5 +275,65 @@ func TestFirstSyncFollowsTheTriggerList(t *testing.T) {
 	// Its back-off would have it wait up to 1.6 s more.
 	if after := time.Duration(synced.Load() - answered.Load()); after > 500*time.Millisecond {
 		t.Errorf("the first sync came %v after the trigger list, want it at once", after)
+	}
+}
+
+// TestResyncDuringADiscoveryOutage: a scheduled resync forgets the kind
+// mappings, so that discovery is asked again; while discovery fails, the
+// mappings known before the resync stand in. Syncs go on succeeding, and
+// discovery is not asked for every object.
+func TestResyncDuringADiscoveryOutage(t *testing.T) {
+	dir := fixtureDir(t, "discovery-down")
+	var down atomic.Bool
+	var asked atomic.Int64 // discovery requests while down
+	flaky := rest.CopyConfig(cfg)
+	flaky.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
+			p := req.URL.Path
+			if discovery := p == "/api" || p == "/apis" || strings.Count(p, "/") <= 3 && (strings.HasPrefix(p, "/api/") || strings.HasPrefix(p, "/apis/")); down.Load() && discovery {
+				asked.Add(1)
+				return &http.Response{StatusCode: http.StatusServiceUnavailable, Header: http.Header{"Content-Type": {"text/plain"}},
+					Body: io.NopCloser(strings.NewReader("discovery is down")), Request: req}, nil
+			}
+			return rt.RoundTrip(req)
+		})
+	})
+	var syncs, failures atomic.Int64
+	runControllerOn(t, flaky, func(o *reconcile.Options) {
+		o.Sources = []sources.Source{sources.NewDirectory(dir, time.Second)}
+		o.ResyncSchedule = "@every 1s"
+		o.OnSync = func(p string, err error) {
+			switch {
+			case p != "GeneratingPolicy/discovery-down":
+			case err != nil:
+				failures.Add(1)
+			default:
+				syncs.Add(1)
+			}
+		}
+	})
+	poll(t, "the first sync", func(context.Context) (bool, error) { return syncs.Load() > 0, nil })
+	ns := fmt.Sprintf("discovery-down-%d", time.Now().UnixNano()%1e9) // Namespaces are not deleted here
+	createNamespace(t, ns, map[string]string{"color": "red"})
+	poll(t, "the ConfigMap generated", func(ctx context.Context) (bool, error) {
+		cm, err := getConfigMap(ctx, ns, "zk-kafka-address")
+		return cm != nil, err
+	})
+
+	down.Store(true)
+	before := syncs.Load()
+	failed := failures.Load()
+	poll(t, "three syncs through resyncs with discovery down", func(context.Context) (bool, error) {
+		return syncs.Load() >= before+3, nil
+	})
+	down.Store(false)
+	if n := failures.Load() - failed; n != 0 {
+		t.Errorf("%d syncs failed while discovery was down", n)
+	}
+	switch n := asked.Load(); {
+	case n == 0:
+		t.Error("no sync asked discovery while it was down: no resync forgot the mappings")
+	case n > 30:
+		t.Errorf("discovery was asked %d times during three syncs", n)
 	}
 }
