@@ -6,5 +6,7 @@
 // hands it complete desired objects. Pruning and the persistent per-policy
 // record (DESIGN §5) are built on the same labels. Drifted tells, from an
 // object's managed fields and its applied stamp alone, whether it still holds
-// what Sprout last applied: what `sprout inventory` reports as drift.
+// what Sprout last applied: what `sprout inventory` reports as drift. Cached
+// is how the controller's caches hold Sprout's objects for Apply to compare
+// with: compact, and decoded only when compared.
 package inventory
