@@ -148,7 +148,7 @@ func withoutManagedFields(raw, managedFields json.RawMessage) ([]byte, bool) {
 	}
 	to := from + len(member)
 	switch {
-	case raw[from-1] == ',':
+	case from > 0 && raw[from-1] == ',':
 		from--
 	case to < len(raw) && raw[to] == ',':
 		to++

@@ -73,16 +73,9 @@ func runControllerOn(t *testing.T, config *rest.Config, edit func(*reconcile.Opt
 	if edit != nil {
 		edit(&opts)
 	}
-	c, err := reconcile.New(config, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- c.Run(ctx) }()
+	c, stop := launchController(t, config, opts)
 	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
+		if err := stop(); err != nil {
 			t.Errorf("controller: %v", err)
 		}
 		if t.Failed() {
@@ -90,6 +83,23 @@ func runControllerOn(t *testing.T, config *rest.Config, edit func(*reconcile.Opt
 		}
 	})
 	return logs, c
+}
+
+// launchController runs a controller through config with opts; stop ends
+// it and returns what its Run returned.
+func launchController(t *testing.T, config *rest.Config, opts reconcile.Options) (c *reconcile.Controller, stop func() error) {
+	t.Helper()
+	c, err := reconcile.New(config, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	return c, func() error {
+		cancel()
+		return <-done
+	}
 }
 
 func applyFixture(t *testing.T, scenario, file string, edit func(*unstructured.Unstructured)) {

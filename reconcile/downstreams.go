@@ -196,7 +196,7 @@ func (l liveObjects) Get(gvk schema.GroupVersionKind, namespace, name string) (*
 	return cached.(*inventory.Cached), true
 }
 
-// Seen compares the version the informer of obj's resource last saw, from
+// Seen compares the version the informer of gvk's resource last saw, from
 // an event or a bookmark, with resourceVersion. Versions that do not
 // compare (a storage other than etcd) count as seen: the object is then
 // written, and a create that finds it is told so.

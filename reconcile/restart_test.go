@@ -78,17 +78,10 @@ func runCounting(t *testing.T, policy string, edit func(*reconcile.Options)) (co
 			syncs.Add(1)
 		}
 	}
-	c, err := reconcile.New(counted, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- c.Run(ctx) }()
+	_, stopController := launchController(t, counted, opts)
 	return counter, syncs, func() {
 		t.Helper()
-		cancel()
-		if err := <-done; err != nil {
+		if err := stopController(); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -133,13 +126,7 @@ func runUntilSyncedWith(t *testing.T, config *rest.Config, edit func(*reconcile.
 			synced <- policy
 		}
 	}
-	c, err := reconcile.New(config, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- c.Run(ctx) }()
+	_, stop := launchController(t, config, opts)
 	waiting := map[string]bool{}
 	for _, p := range policies {
 		waiting[p] = true
@@ -154,8 +141,7 @@ func runUntilSyncedWith(t *testing.T, config *rest.Config, edit func(*reconcile.
 			}
 		}
 	})
-	cancel()
-	if err := <-done; err != nil {
+	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
 }

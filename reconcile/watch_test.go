@@ -61,31 +61,14 @@ func clientGoDecoder(body io.ReadCloser) watch.Decoder {
 // decoder gives it, and the ERROR event reads as the API error it carries.
 func TestEventDecoderDecodesAsClientGo(t *testing.T) {
 	stream := watchStream(t, 3)
-	ours, theirs := newEventDecoder(io.NopCloser(bytes.NewReader(stream))), clientGoDecoder(io.NopCloser(bytes.NewReader(stream)))
-	events := 0
-	for {
-		typ, obj, err := ours.Decode()
-		wantTyp, wantObj, wantErr := theirs.Decode()
-		if (err == nil) != (wantErr == nil) {
-			t.Fatalf("event %d: error %v, client-go's %v", events, err, wantErr)
-		}
-		if err != nil {
-			if err != io.EOF {
-				t.Fatalf("event %d: %v", events, err)
-			}
-			break
-		}
-		events++
-		if typ != wantTyp {
-			t.Errorf("event %d: type %s, client-go's %s", events, typ, wantTyp)
-		}
-		if !equality.Semantic.DeepEqual(obj.(*unstructured.Unstructured).Object, wantObj.(*unstructured.Unstructured).Object) {
-			t.Errorf("event %d: object\n%#v\nclient-go's\n%#v", events, obj, wantObj)
+	events := decodeAlongside(t, stream, newEventDecoder, func(n int, typ watch.EventType, obj runtime.Object, want *unstructured.Unstructured) {
+		if !equality.Semantic.DeepEqual(obj.(*unstructured.Unstructured).Object, want.Object) {
+			t.Errorf("event %d: object\n%#v\nclient-go's\n%#v", n, obj, want)
 		}
 		if typ == watch.Error && !apierrors.IsResourceExpired(apierrors.FromObject(obj)) {
 			t.Errorf("ERROR event reads as %v, not as Expired", apierrors.FromObject(obj))
 		}
-	}
+	})
 	if events != 5 {
 		t.Fatalf("decoded %d events, want 5", events)
 	}
@@ -119,22 +102,7 @@ func TestEventDecoderRejectsUnknownTypes(t *testing.T) {
 // expired watch.
 func TestCachedEventDecoderDecodesAsClientGo(t *testing.T) {
 	stream := watchStream(t, 3)
-	ours, theirs := newCachedEventDecoder(io.NopCloser(bytes.NewReader(stream))), clientGoDecoder(io.NopCloser(bytes.NewReader(stream)))
-	events := 0
-	for {
-		typ, obj, err := ours.Decode()
-		wantTyp, wantObj, wantErr := theirs.Decode()
-		if (err == nil) != (wantErr == nil) {
-			t.Fatalf("event %d: error %v, client-go's %v", events, err, wantErr)
-		}
-		if err != nil {
-			break
-		}
-		events++
-		if typ != wantTyp {
-			t.Errorf("event %d: type %s, client-go's %s", events, typ, wantTyp)
-		}
-		want := wantObj.(*unstructured.Unstructured)
+	events := decodeAlongside(t, stream, newCachedEventDecoder, func(events int, typ watch.EventType, obj runtime.Object, want *unstructured.Unstructured) {
 		switch typ {
 		case watch.Added:
 			c, ok := obj.(*inventory.Cached)
@@ -153,7 +121,7 @@ func TestCachedEventDecoderDecodesAsClientGo(t *testing.T) {
 				t.Errorf("event %d: object\n%#v\nclient-go's\n%#v", events, obj, want)
 			}
 		}
-	}
+	})
 	if events != 5 {
 		t.Fatalf("decoded %d events, want 5", events)
 	}
@@ -161,6 +129,34 @@ func TestCachedEventDecoderDecodesAsClientGo(t *testing.T) {
 		if _, _, err := newCachedEventDecoder(io.NopCloser(bytes.NewReader([]byte(s)))).Decode(); err == nil {
 			t.Errorf("%s: decoded without an error", s)
 		}
+	}
+}
+
+// decodeAlongside decodes stream with ours and with client-go's decoder,
+// which must agree on every event's type and on where the stream ends, and
+// hands check each event with client-go's object; it returns how many
+// events there were.
+func decodeAlongside(t *testing.T, stream []byte, ours func(io.ReadCloser) *eventDecoder, check func(n int, typ watch.EventType, obj runtime.Object, want *unstructured.Unstructured)) int {
+	t.Helper()
+	dec, theirs := ours(io.NopCloser(bytes.NewReader(stream))), clientGoDecoder(io.NopCloser(bytes.NewReader(stream)))
+	events := 0
+	for {
+		typ, obj, err := dec.Decode()
+		wantTyp, wantObj, wantErr := theirs.Decode()
+		if (err == nil) != (wantErr == nil) {
+			t.Fatalf("event %d: error %v, client-go's %v", events, err, wantErr)
+		}
+		if err != nil {
+			if err != io.EOF {
+				t.Fatalf("event %d: %v", events, err)
+			}
+			return events
+		}
+		events++
+		if typ != wantTyp {
+			t.Errorf("event %d: type %s, client-go's %s", events, typ, wantTyp)
+		}
+		check(events, typ, obj, wantObj.(*unstructured.Unstructured))
 	}
 }
 
