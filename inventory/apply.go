@@ -79,10 +79,11 @@ type ApplyOptions struct {
 	// again under its name — is taken over instead of reported as not
 	// owned. Nil treats every trigger as alive.
 	Alive func(triggerUID string) bool
-	// Decisions, when set, remembers the objects found unchanged, so that
-	// the next Apply with it passes over them without a comparison.
-	Decisions *Decisions
-	// Settled are desired objects given as Decisions settled them, which
+	// Round, when set, is the round of a policy's Decisions this Apply is
+	// part of: the objects found unchanged are remembered, so that the
+	// next round passes over them without a comparison.
+	Round *Round
+	// Settled are desired objects given as a Round settled them, which
 	// Holds still: they are reported Unchanged, after the objects, and
 	// count as desired for Decisions.Stale.
 	Settled []Settled
@@ -156,9 +157,10 @@ func (a *Applier) each(ctx context.Context, objects []*unstructured.Unstructured
 	var down atomic.Pointer[error]
 	var wg sync.WaitGroup
 	slots := make(chan struct{}, applyParallelism)
-	memo := opts.Decisions
-	if memo != nil {
-		defer memo.endRound(objects, opts.Settled)
+	var memo *Decisions
+	if opts.Round != nil {
+		memo = opts.Round.d
+		defer opts.Round.add(objects, opts.Settled)
 	}
 	for i, obj := range objects {
 		// What the cache shows needs no request is decided here, without

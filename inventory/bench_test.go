@@ -100,15 +100,14 @@ func BenchmarkStampApplied(b *testing.B) {
 // the Decisions of the sync before: each object costs a cache lookup.
 func BenchmarkApplyUnchangedRemembered10k(b *testing.B) {
 	objects, live := desiredSet(10000)
-	a := &Applier{}
-	opts := ApplyOptions{Synchronize: true, Decisions: NewDecisions()}
-	ctx := context.Background()
-	if _, err := a.Apply(ctx, objects, live, opts); err != nil {
+	memo := NewDecisions()
+	opts := ApplyOptions{Synchronize: true}
+	if _, err := applyRound(memo, objects, live, opts, nil); err != nil {
 		b.Fatal(err)
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		cs, err := a.Apply(ctx, objects, live, opts)
+		cs, err := applyRound(memo, objects, live, opts, nil)
 		if err != nil || cs.Count(Unchanged) != len(objects) {
 			b.Fatalf("%d unchanged of %d, error %v", cs.Count(Unchanged), len(objects), err)
 		}
@@ -125,7 +124,7 @@ func BenchmarkStaleRemembered10k(b *testing.B) {
 	}
 	desired = desired[100:]
 	memo := NewDecisions()
-	if _, err := (&Applier{}).Apply(context.Background(), desired, live, ApplyOptions{Synchronize: true, Decisions: memo}); err != nil {
+	if _, err := applyRound(memo, desired, live, ApplyOptions{Synchronize: true}, nil); err != nil {
 		b.Fatal(err)
 	}
 	b.ReportAllocs()

@@ -1,6 +1,7 @@
 package inventory
 
 import (
+	"slices"
 	"sync"
 	"unique"
 
@@ -20,11 +21,14 @@ import (
 // found desired. On a sync where ten triggers of 10,000 changed, the other
 // 9,990 cost a cache lookup each.
 //
-// Apply's calls with the same Decisions form rounds: each round keeps only
-// the pairs it saw, so the memory follows the desired set.
+// A sync's use of the Decisions is a Round: the Apply calls given it, which
+// may take the desired objects a part at a time, and the groups it settles.
+// Each round keeps only the pairs it saw, so the memory follows the
+// desired set.
 type Decisions struct {
 	mu sync.Mutex
-	// unchanged maps a desired object to its cached copy and change.
+	// unchanged maps a desired object to its cached copy and change, as the
+	// last round left it; next is the open round's.
 	unchanged, next map[*unstructured.Unstructured]*unchangedPair
 	// claimed are the cached objects of the last round's unchanged pairs.
 	claimed, nextClaimed map[*Cached]struct{}
@@ -33,6 +37,36 @@ type Decisions struct {
 	objects []*unstructured.Unstructured
 	settled []Settled
 	rounds  int
+}
+
+// Round is one sync's pass over a policy's desired objects: the Apply calls
+// given it (ApplyOptions.Round), each with a part of them, the groups it
+// settles, then End. A round ended early, by a sync that stopped half-way,
+// only makes the next one compare more. A Decisions has one round open at a
+// time: its policy's sync.
+type Round struct {
+	d *Decisions
+	// objects are the desired objects given in full and not settled;
+	// settled, those given or settled as Settled.
+	objects []*unstructured.Unstructured
+	settled []Settled
+}
+
+// Begin opens a round. Whatever a round not ended left is forgotten.
+func (d *Decisions) Begin() *Round {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	clear(d.next)
+	clear(d.nextClaimed)
+	return &Round{d: d}
+}
+
+// add counts objects and settled among what the round was given.
+func (r *Round) add(objects []*unstructured.Unstructured, settled []Settled) {
+	r.d.mu.Lock()
+	defer r.d.mu.Unlock()
+	r.objects = append(r.objects, objects...)
+	r.settled = append(r.settled, settled...)
 }
 
 // Settled stands for desired objects known to be in the cluster as
@@ -108,13 +142,14 @@ func (s Settled) Holds(live Live) bool {
 	return true
 }
 
-// Settle returns each group of desired objects settled, when the last round
-// found every one of them unchanged in the cache or created it as desired;
-// for a group one of which was written over a copy the cache still shows,
-// or was not seen, an empty Settled. The round then stands as if it had
-// been handed the groups settled rather than their objects: the Decisions
-// no longer hold those objects, and neither need their caller.
-func (d *Decisions) Settle(groups ...[]*unstructured.Unstructured) []Settled {
+// Settle returns each group of desired objects settled, when the round's
+// Apply calls found every one of them unchanged in the cache or created it
+// as desired; for a group one of which was written over a copy the cache
+// still shows, or was not given, an empty Settled. The round then stands as
+// if it had been given the groups settled rather than their objects: the
+// Decisions no longer hold those objects, and neither need their caller.
+func (r *Round) Settle(groups ...[]*unstructured.Unstructured) []Settled {
+	d := r.d
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	out := make([]Settled, len(groups))
@@ -125,29 +160,26 @@ func (d *Decisions) Settle(groups ...[]*unstructured.Unstructured) []Settled {
 			continue
 		}
 		out[i] = s
-		d.settled = append(d.settled, s)
+		r.settled = append(r.settled, s)
 		for _, obj := range objects {
-			delete(d.unchanged, obj)
+			delete(d.next, obj)
 			released[obj] = struct{}{}
 		}
 	}
 	if len(released) > 0 {
-		kept := make([]*unstructured.Unstructured, 0, len(d.objects)-min(len(d.objects), len(released)))
-		for _, obj := range d.objects {
-			if _, ok := released[obj]; !ok {
-				kept = append(kept, obj)
-			}
-		}
-		d.objects = kept
+		r.objects = slices.DeleteFunc(r.objects, func(obj *unstructured.Unstructured) bool {
+			_, ok := released[obj]
+			return ok
+		})
 	}
 	return out
 }
 
-// settle returns objects settled, if they all are.
+// settle returns objects settled, if the open round found them all so.
 func (d *Decisions) settle(objects []*unstructured.Unstructured) (Settled, bool) {
 	out := Settled{objects: make([]settledObject, 0, len(objects))}
 	for _, obj := range objects {
-		p, ok := d.unchanged[obj]
+		p, ok := d.next[obj]
 		if !ok || p.change != (Change{ID: p.change.ID, Action: Unchanged, TriggerUID: p.change.TriggerUID}) {
 			return Settled{}, false
 		}
@@ -250,13 +282,13 @@ func (d *Decisions) keep(desired *unstructured.Unstructured, p *unchangedPair) {
 	}
 }
 
-// endRound forgets the pairs the round, which applied objects and was
-// handed settled ones, did not see.
-func (d *Decisions) endRound(objects []*unstructured.Unstructured, settled []Settled) {
+// End closes the round: the Decisions forget the pairs it did not see.
+func (r *Round) End() {
+	d := r.d
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.objects, d.settled = objects, settled
-	for _, s := range settled {
+	d.objects, d.settled = r.objects, r.settled
+	for _, s := range r.settled {
 		for _, o := range s.objects {
 			if o.cached != nil {
 				d.nextClaimed[o.cached] = struct{}{}
@@ -268,8 +300,8 @@ func (d *Decisions) endRound(objects []*unstructured.Unstructured, settled []Set
 	d.claimed, d.nextClaimed = d.nextClaimed, make(map[*Cached]struct{}, len(d.nextClaimed))
 }
 
-// Stale returns the owned objects that the last Apply's objects do not
-// hold, as stale does; before any Apply, none. A cached object paired then is
+// Stale returns the owned objects that the last round's objects do not
+// hold, as stale does; before any round, none. A cached object paired then is
 // desired without a comparison; the others are compared with the objects
 // not paired (on a sync that changed little, the few it wrote), and only
 // those still unmatched, a cached object replaced since, with all.

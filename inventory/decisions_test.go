@@ -16,11 +16,10 @@ import (
 // found drifted. No request is possible: the Applier has no client.
 func TestDecisionsPassOverOnlyWhatTheyComparedBefore(t *testing.T) {
 	objects, live := desiredSet(3)
-	a := &Applier{}
 	memo := NewDecisions()
-	opts := ApplyOptions{Synchronize: true, Decisions: memo}
+	opts := ApplyOptions{Synchronize: true}
 	for round := range 2 {
-		cs, err := a.Apply(context.Background(), objects, live, opts)
+		cs, err := applyRound(memo, objects, live, opts, nil)
 		if err != nil || cs.Count(Unchanged) != 3 {
 			t.Fatalf("round %d: %d unchanged, error %v", round, cs.Count(Unchanged), err)
 		}
@@ -44,7 +43,7 @@ func TestDecisionsPassOverOnlyWhatTheyComparedBefore(t *testing.T) {
 	}
 
 	// A round forgets what it did not see.
-	if _, err := a.Apply(context.Background(), objects[1:], live, opts); err != nil {
+	if _, err := applyRound(memo, objects[1:], live, opts, nil); err != nil {
 		t.Fatal(err)
 	}
 	if _, ok := memo.unchanged[objects[0]]; ok || len(memo.unchanged) != 2 {
@@ -57,8 +56,8 @@ func TestDecisionsPassOverOnlyWhatTheyComparedBefore(t *testing.T) {
 func TestDecisionsStaleAgreesWithStale(t *testing.T) {
 	desired, live := desiredSet(50)
 	memo := NewDecisions()
-	opts := ApplyOptions{Synchronize: true, Decisions: memo}
-	if _, err := (&Applier{}).Apply(context.Background(), desired, live, opts); err != nil {
+	opts := ApplyOptions{Synchronize: true}
+	if _, err := applyRound(memo, desired, live, opts, nil); err != nil {
 		t.Fatal(err)
 	}
 	var owned []*Cached
@@ -78,7 +77,7 @@ func TestDecisionsStaleAgreesWithStale(t *testing.T) {
 	created := func(_ context.Context, obj *unstructured.Unstructured) (Change, error) {
 		return changeOf(obj, Created, ""), nil
 	}
-	cs, err := (&Applier{}).each(context.Background(), stillDesired, live, opts, writes{create: created})
+	cs, err := applyRound(memo, stillDesired, live, opts, &writes{create: created})
 	if err != nil || cs.Count(Created) != 1 {
 		t.Fatalf("%d created, error %v", cs.Count(Created), err)
 	}
@@ -110,7 +109,7 @@ func TestDecisionsRememberWhatWasWrittenOverTheCache(t *testing.T) {
 	})
 	live[objects[0].GetName()] = edit
 	memo := NewDecisions()
-	opts := ApplyOptions{Synchronize: true, Decisions: memo}
+	opts := ApplyOptions{Synchronize: true}
 	applied := 0
 	w := writes{apply: func(_ context.Context, obj *unstructured.Unstructured, _ bool) (Change, error) {
 		applied++
@@ -119,7 +118,7 @@ func TestDecisionsRememberWhatWasWrittenOverTheCache(t *testing.T) {
 		return ch, nil
 	}}
 	for round := range 2 {
-		if _, err := (&Applier{}).each(context.Background(), objects, live, opts, w); err != nil {
+		if _, err := applyRound(memo, objects, live, opts, &w); err != nil {
 			t.Fatal(err)
 		}
 		if applied != 1 {
@@ -129,12 +128,12 @@ func TestDecisionsRememberWhatWasWrittenOverTheCache(t *testing.T) {
 	// A copy between the one written over and the write (the hand-over's
 	// patch) is from before the write too.
 	live[objects[0].GetName()] = edited(edit, func(u *unstructured.Unstructured) { u.SetResourceVersion("11") })
-	if _, err := (&Applier{}).each(context.Background(), objects, live, opts, w); err != nil || applied != 1 {
+	if _, err := applyRound(memo, objects, live, opts, &w); err != nil || applied != 1 {
 		t.Fatalf("a copy from before the write: %d writes, error %v", applied, err)
 	}
 	// Another edit, after the write.
 	live[objects[0].GetName()] = edited(edit, func(u *unstructured.Unstructured) { u.SetResourceVersion("13") })
-	if _, err := (&Applier{}).each(context.Background(), objects, live, opts, w); err != nil {
+	if _, err := applyRound(memo, objects, live, opts, &w); err != nil {
 		t.Fatal(err)
 	}
 	if applied != 2 {
@@ -145,7 +144,7 @@ func TestDecisionsRememberWhatWasWrittenOverTheCache(t *testing.T) {
 	dry := NewDecisions()
 	w.dry = true
 	for range 2 {
-		if _, err := (&Applier{}).each(context.Background(), objects, live, ApplyOptions{Synchronize: true, Decisions: dry}, w); err != nil {
+		if _, err := applyRound(dry, objects, live, opts, &w); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -163,23 +162,25 @@ func TestDecisionsRememberWhatWasWrittenOverTheCache(t *testing.T) {
 func TestSettledObjectsStandForTheirDesiredOnes(t *testing.T) {
 	objects, live := desiredSet(4)
 	memo := NewDecisions()
-	opts := ApplyOptions{Synchronize: true, Decisions: memo}
+	opts := ApplyOptions{Synchronize: true, Round: memo.Begin()}
 	if _, err := (&Applier{}).Apply(context.Background(), objects, live, opts); err != nil {
 		t.Fatal(err)
 	}
 	// One written over its cached copy: not confirmed, so its set does not settle.
 	memo.wrote(objects[3], live[objects[3].GetName()], "2")
-	memo.endRound(objects, nil)
-	if settle(memo, objects[3:]).Len() != 0 {
+	if settle(opts.Round, objects[3:]).Len() != 0 {
 		t.Fatal("objects settled while the cache had yet to show a write")
 	}
-	if settle(memo, objects[:2]).Len() != 0 {
-		t.Fatal("objects settled that the last round did not see")
+	opts.Round.End()
+	opts.Round = memo.Begin()
+	if settle(opts.Round, objects[:2]).Len() != 0 {
+		t.Fatal("objects settled that the round was not given")
 	}
 	if _, err := (&Applier{}).Apply(context.Background(), objects[:3], live, opts); err != nil {
 		t.Fatal(err)
 	}
-	settled := settle(memo, objects[:2])
+	settled := settle(opts.Round, objects[:2])
+	opts.Round.End()
 	if settled.Len() != 2 || !settled.Holds(live) {
 		t.Fatalf("%d objects settled, holding %v: want 2 that hold", settled.Len(), settled.Holds(live))
 	}
@@ -187,7 +188,7 @@ func TestSettledObjectsStandForTheirDesiredOnes(t *testing.T) {
 	// A round given the third in full and the first two settled reports
 	// all three unchanged, and prunes only the fourth (no longer desired).
 	opts.Settled = []Settled{settled}
-	cs, err := (&Applier{}).Apply(context.Background(), objects[2:3], live, opts)
+	cs, err := applyRound(memo, objects[2:3], live, opts, nil)
 	if err != nil || cs.Count(Unchanged) != 3 || len(cs.Changes) != 3 {
 		t.Fatalf("%d changes, %d unchanged, error %v: want 3 unchanged", len(cs.Changes), cs.Count(Unchanged), err)
 	}
@@ -214,8 +215,20 @@ func TestSettledObjectsStandForTheirDesiredOnes(t *testing.T) {
 }
 
 // settle settles one group of objects.
-func settle(memo *Decisions, objects []*unstructured.Unstructured) Settled {
-	return memo.Settle(objects)[0]
+func settle(r *Round, objects []*unstructured.Unstructured) Settled {
+	return r.Settle(objects)[0]
+}
+
+// applyRound runs a round of memo with one Apply of objects, as a sync of
+// one part does, through w's writes when w is given (with no client
+// otherwise).
+func applyRound(memo *Decisions, objects []*unstructured.Unstructured, live Live, opts ApplyOptions, w *writes) (ChangeSet, error) {
+	opts.Round = memo.Begin()
+	defer opts.Round.End()
+	if w == nil {
+		return (&Applier{}).Apply(context.Background(), objects, live, opts)
+	}
+	return (&Applier{}).each(context.Background(), objects, live, opts, *w)
 }
 
 // laggingCache is a cache that has or has not yet seen the versions asked.
@@ -233,7 +246,7 @@ func (c laggingCache) Seen(schema.GroupVersionKind, string) bool { return c.seen
 func TestDecisionsLeaveCreatedObjectsToTheCache(t *testing.T) {
 	objects, _ := desiredSet(1)
 	memo := NewDecisions()
-	opts := ApplyOptions{Synchronize: true, Decisions: memo}
+	opts := ApplyOptions{Synchronize: true}
 	creates := 0
 	w := writes{create: func(_ context.Context, obj *unstructured.Unstructured) (Change, error) {
 		creates++
@@ -243,13 +256,13 @@ func TestDecisionsLeaveCreatedObjectsToTheCache(t *testing.T) {
 	}}
 	live := laggingCache{cachedObjects: cachedObjects{}}
 	for round, want := range []Action{Created, Unchanged, Unchanged} {
-		cs, err := (&Applier{}).each(context.Background(), objects, live, opts, w)
+		cs, err := applyRound(memo, objects, live, opts, &w)
 		if err != nil || cs.Changes[0].Action != want || creates != 1 {
 			t.Fatalf("round %d: %s after %d creates, error %v: want %s after 1", round, cs.Changes[0].Action, creates, err, want)
 		}
 	}
 	live.seen = true
-	if cs, err := (&Applier{}).each(context.Background(), objects, live, opts, w); err != nil || cs.Changes[0].Action != Created || creates != 2 {
+	if cs, err := applyRound(memo, objects, live, opts, &w); err != nil || cs.Changes[0].Action != Created || creates != 2 {
 		t.Fatalf("after the cache passed the create: %s after %d creates, error %v: want created again", cs.Changes[0].Action, creates, err)
 	}
 }
@@ -263,7 +276,7 @@ func TestDecisionsLeaveCreatedObjectsToTheCache(t *testing.T) {
 func TestCreatedObjectsSettleAtOnce(t *testing.T) {
 	objects, cachedLater := desiredSet(3)
 	memo := NewDecisions()
-	opts := ApplyOptions{Synchronize: true, Decisions: memo}
+	opts := ApplyOptions{Synchronize: true}
 	w := writes{create: func(_ context.Context, obj *unstructured.Unstructured) (Change, error) {
 		ch := changeOf(obj, Created, "")
 		if obj != objects[2] {
@@ -272,10 +285,12 @@ func TestCreatedObjectsSettleAtOnce(t *testing.T) {
 		return ch, nil
 	}}
 	live := laggingCache{cachedObjects: cachedObjects{}}
+	opts.Round = memo.Begin()
 	if _, err := (&Applier{}).each(context.Background(), objects, live, opts, w); err != nil {
 		t.Fatal(err)
 	}
-	groups := memo.Settle(objects[2:], objects[:1], objects[1:2])
+	groups := opts.Round.Settle(objects[2:], objects[:1], objects[1:2])
+	opts.Round.End()
 	if groups[0].Len() != 0 {
 		t.Error("an object not created as desired settled")
 	}

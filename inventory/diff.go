@@ -33,7 +33,7 @@ func KindOf(obj *unstructured.Unstructured) schema.GroupVersionKind {
 // synchronizing policy prunes. Objects are the same when kind, namespace
 // and name are; the API version does not count. Objects generated from a
 // trigger's DELETE are never stale: their trigger is gone by design.
-// Decisions.Stale finds the same for an Apply's objects with less work;
+// Decisions.Stale finds the same for a round's objects with less work;
 // the tests hold the two to each other.
 func stale(owned []*Cached, desired []*unstructured.Unstructured) []*Cached {
 	want := make(map[objectKey]bool, len(desired))

@@ -153,13 +153,13 @@ func (c *Controller) owned(key policyKey) ([]*inventory.Cached, error) {
 	return out, nil
 }
 
-// resourcesOf maps the kinds of objs to their resources. A kind the API
-// server does not serve is an error for its objects alone: the resources of
-// the others are still returned, so they are recorded before they are
-// written.
-func (c *Controller) resourcesOf(objs []*unstructured.Unstructured, kinds []schema.GroupVersionKind) (sets.Set[schema.GroupVersionResource], error) {
+// resourcesOf maps the kinds of objs to their resources, passing over
+// those in seen, which it adds them to: a sync maps each kind once. A kind
+// the API server does not serve is an error for its objects alone: the
+// resources of the others are still returned, so they are recorded before
+// they are written.
+func (c *Controller) resourcesOf(objs []*unstructured.Unstructured, kinds []schema.GroupVersionKind, seen map[schema.GroupVersionKind]bool) (sets.Set[schema.GroupVersionResource], error) {
 	out := sets.New[schema.GroupVersionResource]()
-	seen := map[schema.GroupVersionKind]bool{}
 	var errs []error
 	var last *schema.GroupVersionKind
 	for i, o := range objs {

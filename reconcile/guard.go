@@ -44,10 +44,10 @@ func (c *Controller) maxObjects(cp *compiledPolicy) (int, error) {
 // each: a kind outside Options.AllowedKinds, or a binding to a ClusterRole
 // that grants every verb on every resource (unless
 // Options.AllowWildcardBindings). The policy's other objects are written;
-// nothing is pruned while any is refused.
-func (c *Controller) refuse(ctx context.Context, desired []*unstructured.Unstructured, kinds []schema.GroupVersionKind) ([]*unstructured.Unstructured, []schema.GroupVersionKind, error) {
+// nothing is pruned while any is refused. roles keeps what each ClusterRole
+// grants, read once per sync.
+func (c *Controller) refuse(ctx context.Context, desired []*unstructured.Unstructured, kinds []schema.GroupVersionKind, roles map[string]error) ([]*unstructured.Unstructured, []schema.GroupVersionKind, []error) {
 	var errs []error
-	roles := map[string]error{} // what each ClusterRole grants, read once per sync
 	kept, keptKinds := desired[:0:0], kinds[:0:0]
 	for i, obj := range desired {
 		if err := c.mayWrite(ctx, obj, kinds[i].GroupKind(), roles); err != nil {
@@ -56,7 +56,7 @@ func (c *Controller) refuse(ctx context.Context, desired []*unstructured.Unstruc
 		}
 		kept, keptKinds = append(kept, obj), append(keptKinds, kinds[i])
 	}
-	return kept, keptKinds, joinSorted(errs)
+	return kept, keptKinds, errs
 }
 
 // mayWrite says why obj must not be written, or nil. roles remembers the

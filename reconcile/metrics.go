@@ -148,19 +148,35 @@ func (m *metrics) observeSync(policy string, seconds float64, out outcome, chang
 	}
 }
 
-// phases times the phases of one sync, one after the other.
+// phases times the phases of one sync, one after the other. A phase may
+// come back, once per part of the triggers (Controller.generate): its
+// times add up.
 type phases struct {
-	m    *metrics
-	last time.Time
+	m     *metrics
+	last  time.Time
+	names []string
+	spent map[string]time.Duration
 }
 
-func (m *metrics) phases() *phases { return &phases{m: m, last: time.Now()} }
+func (m *metrics) phases() *phases {
+	return &phases{m: m, last: time.Now(), spent: map[string]time.Duration{}}
+}
 
 // done ends the current phase, named, and starts the next.
 func (p *phases) done(phase string) {
 	now := time.Now()
-	p.m.phaseDuration.WithLabelValues(phase).Observe(now.Sub(p.last).Seconds())
+	if _, ok := p.spent[phase]; !ok {
+		p.names = append(p.names, phase)
+	}
+	p.spent[phase] += now.Sub(p.last)
 	p.last = now
+}
+
+// observe records the time each phase took.
+func (p *phases) observe() {
+	for _, name := range p.names {
+		p.m.phaseDuration.WithLabelValues(name).Observe(p.spent[name].Seconds())
+	}
 }
 
 // forget drops the series of a policy that is gone.

@@ -40,9 +40,10 @@ type trigger struct {
 
 // sync makes the cluster hold what one policy wants, computed from the
 // informer caches as they are now. Phases: load the compiled policy → find
-// its admitted, matching triggers → evaluate the desired set → watch the
-// resources it writes → apply → prune what is no longer desired → report
-// status.
+// its admitted, matching triggers → evaluate and apply, a part of the
+// triggers at a time, watching and recording the resources each part
+// writes before it is applied (generate) → prune what is no longer desired
+// → report status.
 func (c *Controller) sync(ctx context.Context, key policyKey) error {
 	start := time.Now()
 	c.mu.RLock()
@@ -102,44 +103,23 @@ func (c *Controller) sync(ctx context.Context, key policyKey) error {
 		return err
 	}
 	reader := newCacheReader(c, as)
-	want, evalErr := c.desired(ctx, cp, triggers, reader)
-	desired, kinds, refuseErr := c.refuse(ctx, want.objects, want.kinds)
+	g, err := c.generate(ctx, key, cp, triggers, w, reader, phase)
 	c.setDependencies(key, reader.resources())
-	gvrs, mapErr := c.resourcesOf(desired, kinds)
-	phase.done("evaluate")
-	ready := c.track(ctx, key, gvrs)
-	// Write-ahead: the record names every resource and admitted trigger
-	// before an object for them is written, so a crash right after an apply
-	// leaves nothing unfound and forgets no admission. Unchanged, it costs
-	// no request.
-	if err := c.saveRecord(ctx, key, cp); err != nil {
+	if err != nil {
 		return err
 	}
-	phase.done("record")
-	if !ready {
-		return errWaiting
-	}
 	sync := cp.policy.PolicySpec().Synchronize()
-	toWrite := desired
-	if !sync {
-		toWrite = c.notYetGenerated(key, desired)
-	}
-	alive := c.triggerExists(cp)
-	opts := inventory.ApplyOptions{Synchronize: sync, Alive: alive, Decisions: cp.decisions, Settled: want.settled}
-	changes, applyErr := w.Apply(ctx, toWrite, liveObjects{c}, opts)
 	if sync {
-		settled := want.settledLen() + c.settle(cp, want.settling, want.epoch)
-		c.metrics.settled.WithLabelValues(key.String()).Set(float64(settled))
-	} else {
-		c.noteGenerated(key, changes)
+		c.metrics.settled.WithLabelValues(key.String()).Set(float64(g.settled))
 	}
+	evalErr, refuseErr, mapErr, applyErr := g.evalErr(), g.refuseErr(), g.mapErr, g.applyErr
 	if applyErr == nil && evalErr == nil {
 		c.tombstones.done(key, tombstones) // generated once, never again
 	}
-	phase.done("apply")
 
 	// Prune only after a complete, error-free desired set and apply: an
 	// object missing from a partial set is not unwanted, only unknown.
+	changes := g.changes
 	var pruneErr error
 	if sync && errors.Join(matchErr, evalErr, refuseErr, mapErr, applyErr) == nil {
 		var pruned inventory.ChangeSet
@@ -158,7 +138,7 @@ func (c *Controller) sync(ctx context.Context, key policyKey) error {
 	// A refusal, like an object someone else owns, is reported but not
 	// retried: only a change to the policy or the cluster can lift it, and
 	// either queues the policy again.
-	out := outcome{triggers: want.matched, objects: len(desired) + want.settledLen(), err: errors.Join(cp.resolveErr, matchErr, evalErr, refuseErr, mapErr, applyErr, pruneErr, notOwned)}
+	out := outcome{triggers: g.matched, objects: g.objects, err: errors.Join(cp.resolveErr, matchErr, evalErr, refuseErr, mapErr, applyErr, pruneErr, notOwned)}
 	switch {
 	case matchErr != nil:
 		out.reason = ReasonMatchFailed
@@ -182,19 +162,20 @@ func (c *Controller) sync(ctx context.Context, key policyKey) error {
 	recordErr := c.saveRecord(ctx, key, cp)
 	c.reportLater(key, cp, out)
 	phase.done("report")
+	phase.observe()
 	c.metrics.observeSync(key.String(), time.Since(start).Seconds(), out, changes, evalErr)
 	c.policyEvents(key, cp, before, out, changes, triggers)
 	return errors.Join(matchErr, evalErr, mapErr, applyErr, pruneErr, recordErr)
 }
 
 // track records that the policy writes to gvrs and makes sure each is
-// watched. It reports whether every resource the policy has written to is
-// in the cache, before which what it owns cannot be known.
+// watched. It returns how many resources the policy has written to, and
+// whether each is in the cache, before which what it owns cannot be known.
 //
 // An informer just started lists only Sprout's objects of its resource,
 // which takes milliseconds: the sync waits for it up to downstreamSyncWait
 // rather than going back to the queue and coming back in 100 ms.
-func (c *Controller) track(ctx context.Context, key policyKey, gvrs sets.Set[schema.GroupVersionResource]) bool {
+func (c *Controller) track(ctx context.Context, key policyKey, gvrs sets.Set[schema.GroupVersionResource]) (int, bool) {
 	c.mu.Lock()
 	if c.written[key] == nil {
 		c.written[key] = sets.New[schema.GroupVersionResource]()
@@ -206,7 +187,7 @@ func (c *Controller) track(ctx context.Context, key policyKey, gvrs sets.Set[sch
 	err := wait.PollUntilContextTimeout(ctx, 5*time.Millisecond, downstreamSyncWait, true, func(context.Context) (bool, error) {
 		return c.downstreamsSynced(all), nil
 	})
-	return err == nil
+	return len(all), err == nil
 }
 
 // downstreamSyncWait bounds how long a sync waits for the informers of the
@@ -285,7 +266,7 @@ func (c *Controller) finalize(ctx context.Context, key policyKey, gone retired) 
 		c.mu.RLock()
 		written := c.written[key].Clone()
 		c.mu.RUnlock()
-		if !c.track(ctx, key, written) {
+		if _, ready := c.track(ctx, key, written); !ready {
 			return errWaiting
 		}
 		owned, err := c.owned(key)
@@ -437,102 +418,6 @@ func (c *Controller) namespaceNamed(name string) *corev1.Namespace {
 	}
 	obj, _ := c.namespaces.Get(name)
 	return obj
-}
-
-// desiredSet is what a policy wants, as its evaluations give it.
-type desiredSet struct {
-	// objects are the desired objects in full, with their kinds.
-	objects []*unstructured.Unstructured
-	kinds   []schema.GroupVersionKind
-	// settled are the objects of kept evaluations that the cache still
-	// shows as they were confirmed (inventory.Settled).
-	settled []inventory.Settled
-	// settling are the trigger memos whose kept evaluation gave objects in
-	// full, which the apply may confirm.
-	settling []*triggerMemo
-	// matched counts the triggers whose matchConditions held.
-	matched int
-	// epoch is the policy's downstream event count before evaluation.
-	epoch uint64
-}
-
-func (d desiredSet) settledLen() int {
-	n := 0
-	for _, s := range d.settled {
-		n += s.Len()
-	}
-	return n
-}
-
-// desired evaluates the policy for every trigger and labels each object with
-// its origin. A trigger that fails to evaluate is reported and skipped; the
-// others still count.
-func (c *Controller) desired(ctx context.Context, cp *compiledPolicy, triggers []trigger, reader celenv.Reader) (desiredSet, error) {
-	var out desiredSet
-	var errs []error
-	limit, err := c.maxObjects(cp)
-	if err != nil {
-		return desiredSet{}, err
-	}
-	evaluated, reused := 0, 0
-	out.epoch = c.downstreamEpoch(keyOf(cp.policy))
-	for _, t := range triggers {
-		ev, m, kept, err := c.evaluate(ctx, cp, t, reader, out.epoch)
-		if kept {
-			reused++
-		} else {
-			evaluated++
-		}
-		if n := len(ev.objects) + ev.settled.Len(); err == nil && n > limit {
-			err = fmt.Errorf("generates %d objects, more than the %d one trigger may (--max-objects-per-trigger, or the policy's annotation %s)", n, limit, AnnotationMaxObjectsPerTrigger)
-		}
-		if err != nil {
-			errs = append(errs, fmt.Errorf("trigger %s %s: %w", t.object.GetKind(), objectRef(t.object), err))
-			continue
-		}
-		if ev.matched {
-			out.matched++
-		}
-		if ev.settled.Len() > 0 {
-			out.settled = append(out.settled, ev.settled)
-			continue
-		}
-		out.objects = append(out.objects, ev.objects...)
-		out.kinds = append(out.kinds, ev.kinds...)
-		if m != nil && m.evaluated != nil && len(ev.objects) > 0 && settles(ev.kinds) {
-			out.settling = append(out.settling, m)
-		}
-	}
-	cp.evaluations.endRound()
-	c.metrics.observeEvaluations(keyOf(cp.policy).String(), evaluated, reused)
-	return out, joinSorted(errs)
-}
-
-// settle lets each kept evaluation whose objects the apply found unchanged
-// in the cache, or created as desired, drop them, keeping their identities
-// and versions instead (inventory.Settled): the evaluation's objects are
-// its largest part, and the cluster holds them already.
-// It returns how many objects settled.
-func (c *Controller) settle(cp *compiledPolicy, memos []*triggerMemo, epoch uint64) int {
-	var groups [][]*unstructured.Unstructured
-	var settling []*triggerMemo
-	for _, m := range memos {
-		if ev := m.evaluated; ev != nil && len(ev.objects) > 0 {
-			groups = append(groups, ev.objects)
-			settling = append(settling, m)
-		}
-	}
-	n := 0
-	for i, s := range cp.decisions.Settle(groups...) {
-		if s.Len() == 0 {
-			continue
-		}
-		next := *settling[i].evaluated
-		next.objects, next.settled, next.settledAt, next.awaiting = nil, s, epoch, s.Pending()
-		settling[i].evaluated = &next
-		n += s.Len()
-	}
-	return n
 }
 
 // evaluate runs the policy's program for one trigger, replayed as its last

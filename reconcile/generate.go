@@ -1,0 +1,221 @@
+package reconcile
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/sprout-gitops/sprout/celenv"
+	"github.com/sprout-gitops/sprout/inventory"
+)
+
+// Triggers are evaluated and applied a part at a time: the first part is
+// small, so that the first objects are written soon after a sync starts,
+// and each next one twice as large, up to maxPart.
+const (
+	firstPart = 64
+	maxPart   = 1024
+)
+
+// generation is what a sync's evaluations and applies gave, part by part.
+type generation struct {
+	changes inventory.ChangeSet
+	// matched counts the triggers whose matchConditions held; objects the
+	// objects desired, settled those of them settled.
+	matched, objects, settled int
+	evalErrs, refuseErrs      []error
+	mapErr, applyErr          error
+}
+
+func (g *generation) evalErr() error   { return joinSorted(g.evalErrs) }
+func (g *generation) refuseErr() error { return joinSorted(g.refuseErrs) }
+
+// generate evaluates the policy for its triggers and applies what they
+// generate, a part of the triggers at a time. The next part is evaluated
+// while the last one is applied, and what the applied part settled is
+// released before the next is applied: a sync of 10,000 triggers starts
+// writing after 64 evaluations, and holds the objects of two parts in full,
+// not those of every trigger.
+//
+// Before a part is applied, the resources it writes are watched and the
+// record names them (write-ahead: a crash right after an apply leaves
+// nothing unfound). An error of that, or caches still syncing, stops the
+// sync: the parts applied stay applied, and nothing is pruned.
+func (c *Controller) generate(ctx context.Context, key policyKey, cp *compiledPolicy, triggers []trigger, w writer, reader celenv.Reader, phase *phases) (*generation, error) {
+	g := &generation{}
+	round := cp.decisions.Begin()
+	defer round.End()
+	defer cp.evaluations.endRound()
+	limit, err := c.maxObjects(cp)
+	if err != nil {
+		g.evalErrs = append(g.evalErrs, err)
+		triggers = nil // nothing is evaluated, and nothing pruned
+	}
+	sync := cp.policy.PolicySpec().Synchronize()
+	alive := c.triggerExists(cp)
+	roles := map[string]error{}
+	mapped := map[schema.GroupVersionKind]bool{}
+	var applying *partApply
+	recorded := -1 // resources the record named at the last save
+	for start, size := 0, firstPart; start == 0 || start < len(triggers); size = min(2*size, maxPart) {
+		part := triggers[start:min(start+size, len(triggers))]
+		start += max(len(part), 1)
+		want := c.desired(ctx, cp, part, reader, limit, g)
+		desired, kinds, refused := c.refuse(ctx, want.objects, want.kinds, roles)
+		g.refuseErrs = append(g.refuseErrs, refused...)
+		gvrs, mapErr := c.resourcesOf(desired, kinds, mapped)
+		g.mapErr = errors.Join(g.mapErr, mapErr)
+		phase.done("evaluate")
+		c.finish(applying, round, g, key, sync)
+		applying = nil
+		phase.done("apply")
+
+		written, ready := c.track(ctx, key, gvrs)
+		if written != recorded {
+			// Unchanged, a record costs no request, but building it
+			// costs a list of every trigger admitted: once per resource.
+			if err := c.saveRecord(ctx, key, cp); err != nil {
+				return g, err
+			}
+			recorded = written
+		}
+		phase.done("record")
+		if !ready {
+			return g, errWaiting
+		}
+		toWrite := desired
+		if !sync {
+			toWrite = c.notYetGenerated(key, desired)
+		}
+		opts := inventory.ApplyOptions{Synchronize: sync, Alive: alive, Round: round, Settled: want.settled}
+		applying = &partApply{want: want, done: make(chan struct{})}
+		go func(p *partApply) {
+			defer close(p.done)
+			p.changes, p.err = w.Apply(ctx, toWrite, liveObjects{c}, opts)
+		}(applying)
+		g.objects += len(desired) + want.settledLen()
+	}
+	c.finish(applying, round, g, key, sync)
+	phase.done("apply")
+	return g, nil
+}
+
+// partApply is the apply of one part, under way.
+type partApply struct {
+	want    desiredSet
+	done    chan struct{}
+	changes inventory.ChangeSet
+	err     error
+}
+
+// finish waits for the apply of a part, if any, and takes its changes: the
+// objects of a synchronizing policy that the cache showed unchanged, or
+// that were created as desired, settle; what a policy that does not
+// synchronize created is remembered.
+func (c *Controller) finish(p *partApply, round *inventory.Round, g *generation, key policyKey, sync bool) {
+	if p == nil {
+		return
+	}
+	<-p.done
+	g.changes.Changes = append(g.changes.Changes, p.changes.Changes...)
+	g.applyErr = errors.Join(g.applyErr, p.err)
+	if sync {
+		g.settled += p.want.settledLen() + c.settle(round, p.want.settling, p.want.epoch)
+	} else {
+		c.noteGenerated(key, p.changes)
+	}
+}
+
+// desiredSet is what a policy wants for a part of its triggers, as its
+// evaluations give it.
+type desiredSet struct {
+	// objects are the desired objects in full, with their kinds.
+	objects []*unstructured.Unstructured
+	kinds   []schema.GroupVersionKind
+	// settled are the objects of kept evaluations that the cache still
+	// shows as they were confirmed (inventory.Settled).
+	settled []inventory.Settled
+	// settling are the trigger memos whose kept evaluation gave objects in
+	// full, which the apply may confirm.
+	settling []*triggerMemo
+	// epoch is the policy's downstream event count before evaluation.
+	epoch uint64
+}
+
+func (d desiredSet) settledLen() int {
+	n := 0
+	for _, s := range d.settled {
+		n += s.Len()
+	}
+	return n
+}
+
+// desired evaluates the policy for triggers and labels each object with
+// its origin. A trigger that fails to evaluate, or generates more than
+// limit objects, is reported in g and skipped; the others still count.
+// The evaluations are counted before their objects are applied.
+func (c *Controller) desired(ctx context.Context, cp *compiledPolicy, triggers []trigger, reader celenv.Reader, limit int, g *generation) desiredSet {
+	var out desiredSet
+	key := keyOf(cp.policy)
+	out.epoch = c.downstreamEpoch(key)
+	evaluated, reused := 0, 0
+	defer func() { c.metrics.observeEvaluations(key.String(), evaluated, reused) }()
+	for _, t := range triggers {
+		ev, m, kept, err := c.evaluate(ctx, cp, t, reader, out.epoch)
+		if kept {
+			reused++
+		} else {
+			evaluated++
+		}
+		if n := len(ev.objects) + ev.settled.Len(); err == nil && n > limit {
+			err = fmt.Errorf("generates %d objects, more than the %d one trigger may (--max-objects-per-trigger, or the policy's annotation %s)", n, limit, AnnotationMaxObjectsPerTrigger)
+		}
+		if err != nil {
+			g.evalErrs = append(g.evalErrs, fmt.Errorf("trigger %s %s: %w", t.object.GetKind(), objectRef(t.object), err))
+			continue
+		}
+		if ev.matched {
+			g.matched++
+		}
+		if ev.settled.Len() > 0 {
+			out.settled = append(out.settled, ev.settled)
+			continue
+		}
+		out.objects = append(out.objects, ev.objects...)
+		out.kinds = append(out.kinds, ev.kinds...)
+		if m != nil && m.evaluated != nil && len(ev.objects) > 0 && settles(ev.kinds) {
+			out.settling = append(out.settling, m)
+		}
+	}
+	return out
+}
+
+// settle lets each kept evaluation whose objects the round's apply found
+// unchanged in the cache, or created as desired, drop them, keeping their
+// identities and versions instead (inventory.Settled): the evaluation's
+// objects are its largest part, and the cluster holds them already.
+// It returns how many objects settled.
+func (c *Controller) settle(round *inventory.Round, memos []*triggerMemo, epoch uint64) int {
+	var groups [][]*unstructured.Unstructured
+	var settling []*triggerMemo
+	for _, m := range memos {
+		if ev := m.evaluated; ev != nil && len(ev.objects) > 0 {
+			groups = append(groups, ev.objects)
+			settling = append(settling, m)
+		}
+	}
+	n := 0
+	for i, s := range round.Settle(groups...) {
+		if s.Len() == 0 {
+			continue
+		}
+		next := *settling[i].evaluated
+		next.objects, next.settled, next.settledAt, next.awaiting = nil, s, epoch, s.Pending()
+		settling[i].evaluated = &next
+		n += s.Len()
+	}
+	return n
+}

@@ -1,0 +1,114 @@
+package reconcile_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/sprout-gitops/sprout/inventory"
+	"github.com/sprout-gitops/sprout/reconcile"
+)
+
+// TestLargeSyncWritesBeforeItHasEvaluatedEverything: a sync of 1,000
+// existing triggers evaluates and applies them a part at a time, so its
+// first object is written long before the last trigger is evaluated
+// (evaluations are counted before their part is applied; a sync that
+// evaluated everything first would have counted 1,000). The parts add up:
+// every object is written once, each trigger evaluated once, every object
+// settles, and nothing of an earlier part is pruned.
+func TestLargeSyncWritesBeforeItHasEvaluatedEverything(t *testing.T) {
+	const n = 1000
+	kube := kubernetes.NewForConfigOrDie(cfg)
+	ctx := context.Background()
+	names := make(chan string)
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for range 16 {
+		wg.Go(func() {
+			for name := range names {
+				_, err := kube.CoreV1().Namespaces().Create(ctx,
+					&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"color": "parts"}}}, metav1.CreateOptions{})
+				if err != nil {
+					errs <- err
+				}
+			}
+		})
+	}
+	for i := range n {
+		names <- fmt.Sprintf("parts-%04d", i)
+	}
+	close(names)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+
+	reg := prometheus.NewRegistry()
+	runController(t, func(o *reconcile.Options) { o.Metrics = reg })
+	selector := inventory.LabelPolicyName + "=parts"
+	w, err := kube.CoreV1().ConfigMaps("").Watch(ctx, metav1.ListOptions{LabelSelector: selector})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	evaluated := func() float64 {
+		return metricValue(t, reg, "sprout_evaluations_total", map[string]string{"policy": "GeneratingPolicy/parts", "result": "evaluated"})
+	}
+	applyColorPolicy(t, "parts", "parts", func(u *unstructured.Unstructured) {
+		_ = unstructured.SetNestedField(u.Object, true, "spec", "evaluation", "generateExisting", "enabled")
+	})
+	for ev := range w.ResultChan() {
+		if ev.Type != watch.Added {
+			t.Fatalf("watch: %s before the first object was added", ev.Type)
+		}
+		if got := evaluated(); got >= n {
+			t.Errorf("%v triggers evaluated when the first object was written, want fewer than %d", got, n)
+		}
+		break
+	}
+
+	poll(t, "every object written and settled", func(context.Context) (bool, error) {
+		return metricValue(t, reg, "sprout_settled_objects", map[string]string{"policy": "GeneratingPolicy/parts"}) == n, nil
+	})
+	list, err := kube.CoreV1().ConfigMaps("").List(ctx, metav1.ListOptions{LabelSelector: selector})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Items) != n {
+		t.Errorf("%d objects, want %d", len(list.Items), n)
+	}
+	// Namespaces of other tests are triggers too; those being deleted are
+	// not evaluated.
+	namespaces, err := kube.CoreV1().Namespaces().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	triggers := 0
+	for _, ns := range namespaces.Items {
+		if ns.DeletionTimestamp == nil {
+			triggers++
+		}
+	}
+	if got := evaluated(); got != float64(triggers) {
+		t.Errorf("%v evaluations, want one per trigger: %d", got, triggers)
+	}
+	for action, want := range map[string]float64{"created": n, "deleted": -1} { // -1: none ever
+		if got := metricValue(t, reg, "sprout_objects_total", map[string]string{"policy": "GeneratingPolicy/parts", "action": action}); got != want {
+			t.Errorf("%v objects %s, want %v", got, action, want)
+		}
+	}
+	(&table{t: t}).deletePolicy("parts")
+	poll(t, "the objects pruned with their policy", func(ctx context.Context) (bool, error) {
+		list, err := kube.CoreV1().ConfigMaps("").List(ctx, metav1.ListOptions{LabelSelector: selector})
+		return err == nil && len(list.Items) == 0, err
+	})
+}
