@@ -139,9 +139,10 @@ type writes struct {
 // each decides, for every object, whether it needs a write, and hands the
 // ones that do to write. An object's own error fails it alone; once an
 // error says that the API server cannot serve at all, the objects not yet
-// started fail with it, so that a sync during an outage costs a request per
-// object under way, not one per object. When ctx ends, the objects under
-// way are finished and no other is started.
+// started fail with it, and so do those of the round's later Apply calls,
+// so that a sync during an outage costs a request per object under way,
+// not one per object. When ctx ends, the objects under way are finished and
+// no other is started.
 func (a *Applier) each(ctx context.Context, objects []*unstructured.Unstructured, live Live, opts ApplyOptions, w writes) (ChangeSet, error) {
 	settled := 0
 	for _, s := range opts.Settled {
@@ -154,7 +155,11 @@ func (a *Applier) each(ctx context.Context, objects []*unstructured.Unstructured
 		}
 	}
 	errs := make([]error, len(objects))
-	var down atomic.Pointer[error]
+	notTried := false
+	down := new(atomic.Pointer[error])
+	if opts.Round != nil {
+		down = &opts.Round.down
+	}
 	var wg sync.WaitGroup
 	slots := make(chan struct{}, applyParallelism)
 	var memo *Decisions
@@ -199,6 +204,7 @@ func (a *Applier) each(ctx context.Context, objects []*unstructured.Unstructured
 		if err := down.Load(); err != nil {
 			<-slots
 			changes[i] = changeOf(obj, Failed, "not tried: "+(*err).Error())
+			notTried = true
 			continue
 		}
 		wg.Go(func() {
@@ -218,7 +224,11 @@ func (a *Applier) each(ctx context.Context, objects []*unstructured.Unstructured
 		})
 	}
 	wg.Wait()
-	return ChangeSet{Changes: changes}, errors.Join(errs...)
+	err := errors.Join(errs...)
+	if err == nil && notTried {
+		err = *down.Load() // found by an earlier Apply of the round
+	}
+	return ChangeSet{Changes: changes}, err
 }
 
 // unavailable reports whether err says that the API server cannot serve

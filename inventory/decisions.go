@@ -3,6 +3,7 @@ package inventory
 import (
 	"slices"
 	"sync"
+	"sync/atomic"
 	"unique"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -50,6 +51,9 @@ type Round struct {
 	// settled, those given or settled as Settled.
 	objects []*unstructured.Unstructured
 	settled []Settled
+	// down is the error that said the API server cannot serve: the objects
+	// of later Apply calls are not tried.
+	down atomic.Pointer[error]
 }
 
 // Begin opens a round. Whatever a round not ended left is forgotten.

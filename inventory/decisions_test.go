@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"slices"
+	"sync/atomic"
 	"testing"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
@@ -348,5 +350,30 @@ func TestCreatedAsDesired(t *testing.T) {
 	}
 	if v := createdAsDesired([]byte("not json"), objects[0]); v != "" {
 		t.Errorf("an answer that does not decode: version %q, want none", v)
+	}
+}
+
+// TestRoundStopsTryingOnceTheAPIServerIsDown: once a write of a round's
+// Apply says that the API server cannot serve, the objects of its later
+// Apply calls fail without a request, as those of the same call do.
+func TestRoundStopsTryingOnceTheAPIServerIsDown(t *testing.T) {
+	objects, _ := desiredSet(40)
+	var calls atomic.Int32
+	w := writes{create: func(context.Context, *unstructured.Unstructured) (Change, error) {
+		calls.Add(1)
+		return Change{}, apierrors.NewServiceUnavailable("down")
+	}}
+	live := laggingCache{cachedObjects: cachedObjects{}}
+	opts := ApplyOptions{Synchronize: true, Round: NewDecisions().Begin()}
+	if _, err := (&Applier{}).each(context.Background(), objects[:20], live, opts, w); err == nil {
+		t.Fatal("the first part: no error")
+	}
+	first := calls.Load()
+	cs, err := (&Applier{}).each(context.Background(), objects[20:], live, opts, w)
+	if err == nil || cs.Count(Failed) != 20 || calls.Load() != first {
+		t.Errorf("the next part: %d failed, %d more requests, error %v; want 20 failed without a request", cs.Count(Failed), calls.Load()-first, err)
+	}
+	if _, err := (&Applier{}).each(context.Background(), objects[20:], live, ApplyOptions{Synchronize: true, Round: NewDecisions().Begin()}, w); err == nil || calls.Load() == first {
+		t.Errorf("a new round made no request: %d", calls.Load()-first)
 	}
 }
