@@ -73,7 +73,7 @@ func CachedFromJSON(raw []byte) (*Cached, error) {
 		return nil, err
 	}
 	md := top.Metadata
-	content, ok := withoutManagedFields(raw, md.ManagedFields)
+	content, ok := WithoutManagedFields(raw, md.ManagedFields)
 	if !ok {
 		var m map[string]any
 		if err := sigsjson.UnmarshalCaseSensitivePreserveInts(raw, &m); err != nil {
@@ -131,12 +131,13 @@ func (e managedEntry) isCreate() bool {
 	return isCreateEntry(metav1.ManagedFieldsEntry{Manager: e.Manager, Operation: e.Operation, Subresource: e.Subresource})
 }
 
-// withoutManagedFields returns raw less its metadata's managedFields member,
-// whose value is managedFields as it is in raw. It reports false when that
-// member is not found exactly once: a member elsewhere of that name and
-// value would make the cut ambiguous. (Inside strings, quotes are escaped,
-// so only members can match.)
-func withoutManagedFields(raw, managedFields json.RawMessage) ([]byte, bool) {
+// WithoutManagedFields returns raw, an object's JSON, less its metadata's
+// managedFields member, whose value is managedFields as it is in raw. It
+// reports false when that member is not found exactly once: a member
+// elsewhere of that name and value would make the cut ambiguous. (Inside
+// strings, quotes are escaped, so only members can match.) The
+// controller's trigger caches cut their objects the same way.
+func WithoutManagedFields(raw, managedFields json.RawMessage) ([]byte, bool) {
 	if len(managedFields) == 0 {
 		return raw, true
 	}

@@ -169,7 +169,7 @@ func TestCachedFromJSONAgreesWithNewCached(t *testing.T) {
 				if json.Unmarshal(raw, &top) != nil {
 					t.Fatal("no metadata")
 				}
-				if _, ok := withoutManagedFields(raw, top.Metadata.ManagedFields); ok != tt.fast {
+				if _, ok := WithoutManagedFields(raw, top.Metadata.ManagedFields); ok != tt.fast {
 					t.Errorf("read without maps: %v, want %v", ok, tt.fast)
 				}
 				got, err := CachedFromJSON(raw)

@@ -83,13 +83,7 @@ func (c *Controller) ensureDownstreamInformers(gvrs sets.Set[schema.GroupVersion
 		inf := newUnstructuredInformer(c.dynamic, c.raw, gvr, cache.Indexers{byPolicy: ownerIndex},
 			func(o *metav1.ListOptions) {
 				o.LabelSelector = inventory.LabelManagedBy + "=" + inventory.ManagedBy
-			}, true)
-		_ = inf.SetTransform(func(obj any) (any, error) {
-			if u, ok := obj.(*unstructured.Unstructured); ok {
-				return inventory.NewCached(u)
-			}
-			return obj, nil
-		})
+			}, downstreamForm)
 		requeue := func(obj any) {
 			if key, ok := ownerOf(obj); ok {
 				c.downstreamChanged(key)

@@ -35,10 +35,10 @@ type triggerInformer struct {
 // lastUpdates maps a trigger's UID to its state before its last UPDATE.
 type lastUpdates struct {
 	mu  sync.Mutex
-	old map[types.UID]*unstructured.Unstructured
+	old map[types.UID]*cachedObject
 }
 
-func (l *lastUpdates) set(uid types.UID, old *unstructured.Unstructured) {
+func (l *lastUpdates) set(uid types.UID, old *cachedObject) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if old == nil {
@@ -46,28 +46,22 @@ func (l *lastUpdates) set(uid types.UID, old *unstructured.Unstructured) {
 		return
 	}
 	if l.old == nil {
-		l.old = map[types.UID]*unstructured.Unstructured{}
+		l.old = map[types.UID]*cachedObject{}
 	}
 	l.old[uid] = old
 }
 
-func (l *lastUpdates) get(uid types.UID) *unstructured.Unstructured {
+func (l *lastUpdates) get(uid types.UID) *cachedObject {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.old[uid]
 }
 
-// newInformer makes an informer on gvr in every namespace. Cached objects
-// drop managedFields: Sprout never reads them and they are often half the size.
+// newInformer makes an informer on gvr in every namespace, whose cache
+// holds cachedObjects: managed fields dropped (Sprout never reads them and
+// they are often half the size), the rest as JSON.
 func newInformer(client dynamic.Interface, raw rest.Interface, gvr schema.GroupVersionResource) cache.SharedIndexInformer {
-	inf := newUnstructuredInformer(client, raw, gvr, cache.Indexers{byUID: uidIndex}, nil, false)
-	_ = inf.SetTransform(func(obj any) (any, error) {
-		if u, ok := obj.(*unstructured.Unstructured); ok {
-			u.SetManagedFields(nil)
-		}
-		return obj, nil
-	})
-	return inf
+	return newUnstructuredInformer(client, raw, gvr, cache.Indexers{byUID: uidIndex}, nil, triggerForm)
 }
 
 // discoveryError marks a failure to resolve rules that is the API server's,
@@ -238,11 +232,12 @@ func (c *Controller) ensureTriggerInformers(gvrs []schema.GroupVersionResource) 
 // onlyStatusChanged reports whether an update changed nothing but status
 // (and the metadata every write changes).
 func onlyStatusChanged(old, obj any) bool {
-	o, ok1 := old.(*unstructured.Unstructured)
-	n, ok2 := obj.(*unstructured.Unstructured)
+	oc, ok1 := old.(*cachedObject)
+	nc, ok2 := obj.(*cachedObject)
 	if !ok1 || !ok2 {
 		return false
 	}
+	o, n := oc.object(), nc.object()
 	strip := func(u *unstructured.Unstructured) map[string]any {
 		m := make(map[string]any, len(u.Object))
 		for k, v := range u.Object {
@@ -250,7 +245,7 @@ func onlyStatusChanged(old, obj any) bool {
 				m[k] = v
 			}
 		}
-		meta := u.DeepCopy()
+		meta := u // decoded for this comparison alone
 		meta.SetResourceVersion("")
 		meta.SetManagedFields(nil)
 		meta.SetGeneration(0)
@@ -261,8 +256,8 @@ func onlyStatusChanged(old, obj any) bool {
 }
 
 func sameVersion(old, obj any) bool {
-	o, ok1 := old.(*unstructured.Unstructured)
-	n, ok2 := obj.(*unstructured.Unstructured)
+	o, ok1 := old.(*cachedObject)
+	n, ok2 := obj.(*cachedObject)
 	return ok1 && ok2 && o.GetResourceVersion() == n.GetResourceVersion()
 }
 
@@ -334,7 +329,7 @@ func (c *Controller) onTrigger(gvr schema.GroupVersionResource, op admission.Ope
 	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = t.Obj
 	}
-	u, ok := obj.(*unstructured.Unstructured)
+	o, ok := obj.(*cachedObject)
 	if !ok {
 		return
 	}
@@ -347,20 +342,24 @@ func (c *Controller) onTrigger(gvr schema.GroupVersionResource, op admission.Ope
 	}
 	ti := c.informer[gvr]
 	c.mu.RUnlock()
-	c.rememberUpdate(ti, interested, op, u, old)
+	c.rememberUpdate(ti, interested, op, o, old)
+	var u *unstructured.Unstructured // decoded once, if a policy matches the event
 	for _, cp := range interested {
 		key := keyOf(cp.policy)
-		if cp.policy.IsNamespaced() && u.GetNamespace() != cp.policy.GetNamespace() {
+		if cp.policy.IsNamespaced() && o.namespace != cp.policy.GetNamespace() {
 			continue // confined to its namespace: it never sees another's triggers
 		}
 		if op != "" && slices.Contains(cp.triggers, gvr) {
+			if u == nil {
+				u = o.object()
+			}
 			ok, err := c.matcher.matches(cp.criteria.events, gvr, op, u)
 			switch {
 			case err != nil || !ok:
 			case op == admission.Delete:
-				c.tombstones.add(key, trigger{gvr: gvr, object: u, deleted: true})
-			case !derives(cp.derives, u.GetCreationTimestamp().Time, cp.activated):
-				c.admitted.admit(key, u.GetUID())
+				c.tombstones.add(key, trigger{gvr: gvr, object: o, deleted: true})
+			case !derives(cp.derives, o.created, cp.activated):
+				c.admitted.admit(key, o.uid)
 			}
 		}
 		c.queue.Add(key)
@@ -381,20 +380,20 @@ func (c *Controller) queueWatching(gvr schema.GroupVersionResource) {
 
 // rememberUpdate keeps the state before an UPDATE for the policies that
 // read oldObject or request; any other event forgets it.
-func (c *Controller) rememberUpdate(ti *triggerInformer, interested []*compiledPolicy, op admission.Operation, u *unstructured.Unstructured, old any) {
+func (c *Controller) rememberUpdate(ti *triggerInformer, interested []*compiledPolicy, op admission.Operation, o *cachedObject, old any) {
 	if ti == nil {
 		return
 	}
-	prev, _ := old.(*unstructured.Unstructured)
+	prev, _ := old.(*cachedObject)
 	if op != admission.Update || prev == nil || !slices.ContainsFunc(interested, func(cp *compiledPolicy) bool { return cp.program.ReadsEvent() }) {
-		ti.updated.set(u.GetUID(), nil)
+		ti.updated.set(o.uid, nil)
 		return
 	}
-	ti.updated.set(u.GetUID(), prev)
+	ti.updated.set(o.uid, prev)
 }
 
 // lastUpdate returns the state of a trigger before its last UPDATE, or nil.
-func (c *Controller) lastUpdate(gvr schema.GroupVersionResource, uid types.UID) *unstructured.Unstructured {
+func (c *Controller) lastUpdate(gvr schema.GroupVersionResource, uid types.UID) *cachedObject {
 	c.mu.RLock()
 	ti := c.informer[gvr]
 	c.mu.RUnlock()
@@ -420,8 +419,8 @@ func resourceName(gvr schema.GroupVersionResource) string {
 const byUID = "uid"
 
 func uidIndex(obj any) ([]string, error) {
-	if u, ok := obj.(*unstructured.Unstructured); ok {
-		return []string{string(u.GetUID())}, nil
+	if o, ok := obj.(*cachedObject); ok {
+		return []string{string(o.uid)}, nil
 	}
 	return nil, nil
 }

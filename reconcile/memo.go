@@ -31,7 +31,7 @@ import (
 // evaluation may change them.
 type evaluations struct {
 	mu         sync.Mutex
-	last, next map[*unstructured.Unstructured]*triggerMemo
+	last, next map[*cachedObject]*triggerMemo
 }
 
 // triggerMemo is what is known of one cached trigger object. Only the
@@ -54,7 +54,7 @@ type triggerMemo struct {
 
 // evaluation is one program result and the other inputs it had.
 type evaluation struct {
-	old       *unstructured.Unstructured
+	old       *cachedObject
 	namespace *corev1.Namespace
 	op        admission.Operation
 	// objects are what the program generated, until they settle: then
@@ -73,12 +73,12 @@ type evaluation struct {
 }
 
 func newEvaluations() *evaluations {
-	return &evaluations{last: map[*unstructured.Unstructured]*triggerMemo{}, next: map[*unstructured.Unstructured]*triggerMemo{}}
+	return &evaluations{last: map[*cachedObject]*triggerMemo{}, next: map[*cachedObject]*triggerMemo{}}
 }
 
 // of returns what is known of the cached trigger object u, and keeps it
 // for the next round.
-func (e *evaluations) of(u *unstructured.Unstructured) *triggerMemo {
+func (e *evaluations) of(u *cachedObject) *triggerMemo {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	m := e.last[u]
@@ -86,8 +86,7 @@ func (e *evaluations) of(u *unstructured.Unstructured) *triggerMemo {
 		m = e.next[u] // seen earlier in this round
 	}
 	if m == nil {
-		m = &triggerMemo{uid: u.GetUID(), namespace: u.GetNamespace(),
-			created: u.GetCreationTimestamp().Time, deleting: u.GetDeletionTimestamp() != nil}
+		m = &triggerMemo{uid: u.uid, namespace: u.namespace, created: u.created, deleting: u.deleting}
 	}
 	e.next[u] = m
 	return m
@@ -97,5 +96,5 @@ func (e *evaluations) of(u *unstructured.Unstructured) *triggerMemo {
 func (e *evaluations) endRound() {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.last, e.next = e.next, make(map[*unstructured.Unstructured]*triggerMemo, len(e.next))
+	e.last, e.next = e.next, make(map[*cachedObject]*triggerMemo, len(e.next))
 }

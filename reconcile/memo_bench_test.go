@@ -39,14 +39,18 @@ func BenchmarkEvaluateTrigger(b *testing.B) {
 	if err := cp.program.Err(); err != nil {
 		b.Fatal(err)
 	}
-	var red *unstructured.Unstructured
+	var redObject *unstructured.Unstructured
 	for _, t := range triggers {
 		if t.GetLabels()["color"] == "red" {
-			red = t
+			redObject = t
 		}
 	}
-	if red == nil {
+	if redObject == nil {
 		b.Fatal("no red Namespace among the fixture's triggers")
+	}
+	red, err := newCachedObject(redObject.DeepCopy())
+	if err != nil {
+		b.Fatal(err)
 	}
 	ctx := context.Background()
 	nsGVR := schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}
@@ -63,9 +67,10 @@ func BenchmarkEvaluateTrigger(b *testing.B) {
 			for b.Loop() {
 				t := trigger{gvr: nsGVR, object: red}
 				if !kept {
-					// A new resourceVersion each time: nothing kept matches.
-					t.object = red.DeepCopy()
-					t.object.SetUID(types.UID(fmt.Sprint(i)))
+					// A new object each time: nothing kept matches.
+					next := *red
+					next.uid = types.UID(fmt.Sprint(i))
+					t.object = &next
 					i++
 				}
 				ev, _, hit, err := c.evaluate(ctx, cp, t, nil, 0)

@@ -29,12 +29,29 @@ type cacheReader struct {
 	mu      sync.Mutex
 	read    sets.Set[schema.GroupVersionResource]
 	allowed map[string]error
+	// decoded keeps the cached objects read, decoded once per sync: a
+	// policy that clones one source for every trigger reads it each time.
+	decoded map[*cachedObject]*unstructured.Unstructured
 }
 
 var _ celenv.Reader = (*cacheReader)(nil)
 
 func newCacheReader(c *Controller, as *serviceAccount) *cacheReader {
-	return &cacheReader{c: c, as: as, read: sets.New[schema.GroupVersionResource](), allowed: map[string]error{}}
+	return &cacheReader{c: c, as: as, read: sets.New[schema.GroupVersionResource](), allowed: map[string]error{},
+		decoded: map[*cachedObject]*unstructured.Unstructured{}}
+}
+
+// decode returns the cached object o decoded. Programs only read what they
+// are given, so the syncs's evaluations share it.
+func (r *cacheReader) decode(o *cachedObject) *unstructured.Unstructured {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	u, ok := r.decoded[o]
+	if !ok {
+		u = o.object()
+		r.decoded[o] = u
+	}
+	return u
 }
 
 // authorize checks that the policy's account may verb gvr in namespace.
@@ -90,7 +107,7 @@ func (r *cacheReader) Get(ctx context.Context, gvr schema.GroupVersionResource, 
 	if !ok {
 		return nil, apierrors.NewNotFound(gvr.GroupResource(), name)
 	}
-	return obj.(*unstructured.Unstructured).Object, nil
+	return r.decode(obj.(*cachedObject)).Object, nil
 }
 
 // List returns the cached objects of namespace ("" for all) that selector
@@ -106,7 +123,7 @@ func (r *cacheReader) List(ctx context.Context, gvr schema.GroupVersionResource,
 	cached := store.List()
 	objs := make([]*unstructured.Unstructured, 0, len(cached))
 	for _, obj := range cached {
-		objs = append(objs, obj.(*unstructured.Unstructured))
+		objs = append(objs, r.decode(obj.(*cachedObject)))
 	}
 	return celenv.ListOf(gvr, objs, namespace, selector), nil
 }

@@ -29,7 +29,7 @@ var errWaiting = errors.New("waiting for caches to sync")
 // trigger is one admitted, matching trigger object.
 type trigger struct {
 	gvr    schema.GroupVersionResource
-	object *unstructured.Unstructured
+	object *cachedObject
 	// deleted marks a tombstone: the trigger's last state, replayed once as
 	// a DELETE for a policy that lists DELETE.
 	deleted bool
@@ -347,7 +347,7 @@ func (c *Controller) matchingTriggers(cp *compiledPolicy) ([]trigger, error) {
 			return nil, errWaiting // released meanwhile by a policy change
 		}
 		for _, obj := range ti.informer.GetStore().List() {
-			u := obj.(*unstructured.Unstructured)
+			u := obj.(*cachedObject)
 			m := cp.evaluations.of(u)
 			if confined != "" && m.namespace != confined {
 				continue
@@ -397,12 +397,12 @@ func joinSorted(errs []error) error {
 // selects reports whether the policy's match constraints, operations
 // aside, select trigger u as it is; the answer is kept until u or its
 // Namespace change.
-func (c *Controller) selects(cp *compiledPolicy, gvr schema.GroupVersionResource, u *unstructured.Unstructured, m *triggerMemo) (bool, error) {
+func (c *Controller) selects(cp *compiledPolicy, gvr schema.GroupVersionResource, u *cachedObject, m *triggerMemo) (bool, error) {
 	ns := c.namespaceNamed(m.namespace)
 	if m.matchKnown && m.matchNamespace == ns {
 		return m.selected, nil
 	}
-	ok, err := c.matcher.matches(cp.criteria.state, gvr, admission.Create, u)
+	ok, err := c.matcher.matches(cp.criteria.state, gvr, admission.Create, u.object())
 	if err != nil {
 		return false, err
 	}
@@ -426,22 +426,22 @@ func (c *Controller) namespaceNamed(name string) *corev1.Namespace {
 // as oldObject. A result kept from an earlier sync for the same inputs is
 // returned as it is, and kept says so.
 func (c *Controller) evaluate(ctx context.Context, cp *compiledPolicy, t trigger, reader celenv.Reader, epoch uint64) (ev evaluation, m *triggerMemo, kept bool, err error) {
-	u := t.object
+	cached := t.object
 	op := admission.Create
-	var oldObject *unstructured.Unstructured
+	var oldObject *cachedObject
 	switch {
 	case t.deleted:
 		op = admission.Delete
 	case cp.program.ReadsEvent():
 		// The trigger's last event was an UPDATE: replay it with the state
 		// before it, as a webhook would have seen it.
-		if prev := c.lastUpdate(t.gvr, u.GetUID()); prev != nil {
+		if prev := c.lastUpdate(t.gvr, cached.uid); prev != nil {
 			op, oldObject = admission.Update, prev
 		}
 	}
 	m = t.memo
 	if m == nil && !t.deleted {
-		m = cp.evaluations.of(u)
+		m = cp.evaluations.of(cached)
 	}
 	var nsObject *corev1.Namespace
 	if m != nil {
@@ -459,12 +459,13 @@ func (c *Controller) evaluate(ctx context.Context, cp *compiledPolicy, t trigger
 			return *ev, m, true, nil
 		}
 	} else {
-		nsObject = c.namespaceNamed(u.GetNamespace())
+		nsObject = c.namespaceNamed(cached.namespace)
 	}
 
-	// The cached object itself, as oldObject below: a program only reads
-	// its inputs, and what it generates is made of new maps (celenv's
-	// conversion of its values), never of theirs.
+	// Decoded for this evaluation alone: a program only reads its inputs,
+	// and what it generates is made of new maps (celenv's conversion of its
+	// values), never of theirs.
+	u := cached.object()
 	in := celenv.Input{
 		Object: u.Object,
 		Request: celenv.Request{
@@ -489,7 +490,7 @@ func (c *Controller) evaluate(ctx context.Context, cp *compiledPolicy, t trigger
 	if t.deleted {
 		in.Object, in.OldObject = nil, in.Object
 	} else if oldObject != nil {
-		in.OldObject = oldObject.Object
+		in.OldObject = oldObject.object().Object
 	}
 	res, err := cp.program.Evaluate(ctx, in)
 	if err != nil {
@@ -550,7 +551,10 @@ func Label(policy apiv1.Policy, trigger *unstructured.Unstructured, generated []
 	return out
 }
 
-func objectRef(u *unstructured.Unstructured) string {
+func objectRef(u interface {
+	GetNamespace() string
+	GetName() string
+}) string {
 	if u.GetNamespace() == "" {
 		return u.GetName()
 	}

@@ -22,18 +22,32 @@ import (
 	"github.com/sprout-gitops/sprout/inventory"
 )
 
-// newUnstructuredInformer makes an informer on gvr in every namespace, as
-// the dynamic informer does, whose watch decodes each event in one pass
-// (see eventDecoder); with cached, into inventory.Cached
-// (newCachedEventDecoder), which its transform must also make of what a list
-// returns.
-func newUnstructuredInformer(dyn dynamic.Interface, raw rest.Interface, gvr schema.GroupVersionResource, indexers cache.Indexers, tweak func(*metav1.ListOptions), cached bool) cache.SharedIndexInformer {
-	decoder := func(body io.ReadCloser) watch.Decoder { return newEventDecoder(body) }
-	var example runtime.Object = &unstructured.Unstructured{}
-	if cached {
-		// No example: a list gives unstructured objects, a watch Cached ones.
-		decoder, example = func(body io.ReadCloser) watch.Decoder { return newCachedEventDecoder(body) }, nil
+// objectForm is how an informer's cache keeps objects: made from the JSON
+// of a watch event's object, without decoding it into maps, or from an
+// object a list gave.
+type objectForm struct {
+	fromJSON func(raw []byte) (runtime.Object, error)
+	fromList func(u *unstructured.Unstructured) (runtime.Object, error)
+}
+
+var (
+	// triggerForm keeps cachedObjects.
+	triggerForm = objectForm{
+		fromJSON: func(raw []byte) (runtime.Object, error) { return cachedObjectFromJSON(raw) },
+		fromList: func(u *unstructured.Unstructured) (runtime.Object, error) { return newCachedObject(u) },
 	}
+	// downstreamForm keeps inventory.Cached objects.
+	downstreamForm = objectForm{
+		fromJSON: func(raw []byte) (runtime.Object, error) { return inventory.CachedFromJSON(raw) },
+		fromList: func(u *unstructured.Unstructured) (runtime.Object, error) { return inventory.NewCached(u) },
+	}
+)
+
+// newUnstructuredInformer makes an informer on gvr in every namespace, as
+// the dynamic informer does, whose cache keeps objects in form: its watch
+// decodes each event in one pass (see eventDecoder), and its transform
+// makes the form of what a list returns.
+func newUnstructuredInformer(dyn dynamic.Interface, raw rest.Interface, gvr schema.GroupVersionResource, indexers cache.Indexers, tweak func(*metav1.ListOptions), form objectForm) cache.SharedIndexInformer {
 	lw := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			if tweak != nil {
@@ -45,11 +59,19 @@ func newUnstructuredInformer(dyn dynamic.Interface, raw rest.Interface, gvr sche
 			if tweak != nil {
 				tweak(&o)
 			}
-			return watchUnstructured(ctx, raw, gvr, o, decoder)
+			return watchUnstructured(ctx, raw, gvr, o, func(body io.ReadCloser) watch.Decoder { return newEventDecoder(body, form.fromJSON) })
 		},
 	}
-	return cache.NewSharedIndexInformerWithOptions(lw, example,
+	// No example type: a list gives unstructured objects, a watch the form.
+	inf := cache.NewSharedIndexInformerWithOptions(lw, nil,
 		cache.SharedIndexInformerOptions{Indexers: indexers, ObjectDescription: gvr.String()})
+	_ = inf.SetTransform(func(obj any) (any, error) {
+		if u, ok := obj.(*unstructured.Unstructured); ok {
+			return form.fromList(u)
+		}
+		return obj, nil
+	})
+	return inf
 }
 
 // newRawClient returns a REST client for absolute paths, whose answers
@@ -81,66 +103,28 @@ func watchUnstructured(ctx context.Context, raw rest.Interface, gvr schema.Group
 		apierrors.NewClientErrorReporter(http.StatusInternalServerError, http.MethodGet, "ClientWatchDecoding")), nil
 }
 
-// eventDecoder reads a JSON watch stream into unstructured objects, each
-// event in one pass. client-go's watch decoder reads each event four times
-// over: the framer scans it, the serializer parses it once for its kind and
-// again as a WatchEvent, and the embedded object is parsed a third time.
-// That was a third of Sprout's CPU while it listed 10,000 Namespaces and
-// while it watched the ConfigMaps it created (see BenchmarkWatchDecode).
-// Numbers follow the unstructured convention: int64 when whole, float64
-// otherwise.
+// eventDecoder reads a JSON watch stream, each event in one pass, and
+// makes each object of what the informer's cache keeps (objectForm), without
+// decoding it into maps. client-go's watch decoder reads each event four
+// times over: the framer scans it, the serializer parses it once for its
+// kind and again as a WatchEvent, and the embedded object is parsed a third
+// time. That was a third of Sprout's CPU while it listed 10,000 Namespaces
+// and while it watched the ConfigMaps it created (see BenchmarkWatchDecode).
+// Bookmarks and errors, which the reflector reads as metadata or a Status,
+// are decoded into unstructured objects, numbers as the unstructured
+// convention has them: int64 when whole, float64 otherwise.
 type eventDecoder struct {
-	body io.ReadCloser
-	dec  sigsjson.Decoder
-	// cached: objects become inventory.Cached (newCachedEventDecoder).
-	cached bool
+	body    io.ReadCloser
+	dec     sigsjson.Decoder
+	compact func(raw []byte) (runtime.Object, error)
 }
 
 var _ watch.Decoder = (*eventDecoder)(nil)
 
-func newEventDecoder(body io.ReadCloser) *eventDecoder {
-	return &eventDecoder{body: body, dec: sigsjson.NewDecoderCaseSensitivePreserveInts(body)}
-}
-
-// watchEvent is metav1.WatchEvent with its object decoded in place.
-type watchEvent struct {
-	Type   watch.EventType `json:"type"`
-	Object map[string]any  `json:"object"`
-}
-
-// Decode returns the next event. An ERROR event's object is a Status as
-// an unstructured object, which apierrors.FromObject reads.
-func (d *eventDecoder) Decode() (watch.EventType, runtime.Object, error) {
-	if d.cached {
-		return d.decodeCached()
-	}
-	var ev watchEvent
-	if err := d.dec.Decode(&ev); err != nil {
-		return "", nil, err
-	}
-	switch ev.Type {
-	case watch.Added, watch.Modified, watch.Deleted, watch.Error, watch.Bookmark:
-	default:
-		return "", nil, fmt.Errorf("got invalid watch event type: %v", ev.Type)
-	}
-	if ev.Object == nil {
-		return "", nil, fmt.Errorf("watch event %s has no object", ev.Type)
-	}
-	return ev.Type, &unstructured.Unstructured{Object: ev.Object}, nil
-}
-
-// Close closes the stream, which ends a Decode under way.
-func (d *eventDecoder) Close() { _ = d.body.Close() }
-
-// newCachedEventDecoder returns an eventDecoder for a watch of Sprout's
-// objects, which reads them into inventory.Cached without decoding them
-// into maps (inventory.CachedFromJSON): a downstream informer keeps nothing
-// else. Bookmarks and errors, which the reflector reads as metadata or a
-// Status, are decoded as for any watch.
-func newCachedEventDecoder(body io.ReadCloser) *eventDecoder {
-	d := newEventDecoder(body)
-	d.cached = true
-	return d
+// newEventDecoder returns a decoder of the watch stream body that makes
+// each object with compact.
+func newEventDecoder(body io.ReadCloser, compact func(raw []byte) (runtime.Object, error)) *eventDecoder {
+	return &eventDecoder{body: body, dec: sigsjson.NewDecoderCaseSensitivePreserveInts(body), compact: compact}
 }
 
 // rawWatchEvent is metav1.WatchEvent with its object as it was sent.
@@ -149,8 +133,9 @@ type rawWatchEvent struct {
 	Object json.RawMessage `json:"object"`
 }
 
-// decodeCached returns the next event of a watch of Sprout's objects.
-func (d *eventDecoder) decodeCached() (watch.EventType, runtime.Object, error) {
+// Decode returns the next event. An ERROR event's object is a Status as
+// an unstructured object, which apierrors.FromObject reads.
+func (d *eventDecoder) Decode() (watch.EventType, runtime.Object, error) {
 	var ev rawWatchEvent
 	if err := d.dec.Decode(&ev); err != nil {
 		return "", nil, err
@@ -160,11 +145,11 @@ func (d *eventDecoder) decodeCached() (watch.EventType, runtime.Object, error) {
 	}
 	switch ev.Type {
 	case watch.Added, watch.Modified, watch.Deleted:
-		c, err := inventory.CachedFromJSON(ev.Object)
+		obj, err := d.compact(ev.Object)
 		if err != nil {
 			return "", nil, fmt.Errorf("watch event %s: %w", ev.Type, err)
 		}
-		return ev.Type, c, nil
+		return ev.Type, obj, nil
 	case watch.Error, watch.Bookmark:
 		var m map[string]any
 		if err := sigsjson.UnmarshalCaseSensitivePreserveInts(ev.Object, &m); err != nil {
@@ -174,3 +159,6 @@ func (d *eventDecoder) decodeCached() (watch.EventType, runtime.Object, error) {
 	}
 	return "", nil, fmt.Errorf("got invalid watch event type: %v", ev.Type)
 }
+
+// Close closes the stream, which ends a Decode under way.
+func (d *eventDecoder) Close() { _ = d.body.Close() }

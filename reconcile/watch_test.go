@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"reflect"
 	"testing"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -56,14 +58,42 @@ func clientGoDecoder(body io.ReadCloser) watch.Decoder {
 	return restwatch.NewDecoder(streaming.NewDecoder(s.Framer.NewFrameReader(body), s.Serializer), unstructured.UnstructuredJSONScheme)
 }
 
-// TestEventDecoderDecodesAsClientGo: every event of a stream, its type and
-// object (integers as int64, others as float64), comes out as client-go's
-// decoder gives it, and the ERROR event reads as the API error it carries.
-func TestEventDecoderDecodesAsClientGo(t *testing.T) {
+// TestTriggerEventDecoderDecodesAsClientGo: every event of a stream of
+// triggers, its type and object, comes out as client-go's decoder gives it:
+// an object as the trigger cache makes it of client-go's (its metadata
+// apart, the rest decoding to the same maps, integers as int64, others as
+// float64); the ERROR event reads as the API error it carries.
+func TestTriggerEventDecoderDecodesAsClientGo(t *testing.T) {
 	stream := watchStream(t, 3)
-	events := decodeAlongside(t, stream, newEventDecoder, func(n int, typ watch.EventType, obj runtime.Object, want *unstructured.Unstructured) {
-		if !equality.Semantic.DeepEqual(obj.(*unstructured.Unstructured).Object, want.Object) {
-			t.Errorf("event %d: object\n%#v\nclient-go's\n%#v", n, obj, want)
+	events := decodeAlongside(t, stream, triggerForm, func(n int, typ watch.EventType, obj runtime.Object, want *unstructured.Unstructured) {
+		switch typ {
+		case watch.Added:
+			o, ok := obj.(*cachedObject)
+			if !ok {
+				t.Fatalf("event %d: a %T, not a cachedObject", n, obj)
+			}
+			made, err := newCachedObject(want.DeepCopy())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !equality.Semantic.DeepEqual(o.object().Object, made.object().Object) {
+				t.Errorf("event %d: object\n%v\nclient-go's, cached\n%v", n, o.object().Object, made.object().Object)
+			}
+			if _, ok := o.object().Object["metadata"].(map[string]any)["managedFields"]; ok {
+				t.Errorf("event %d: managed fields kept", n)
+			}
+			meta := *o
+			if meta.created.IsZero() || !meta.created.Equal(made.created) {
+				t.Errorf("event %d: created %v, client-go's %v", n, meta.created, made.created)
+			}
+			meta.content, made.content, meta.created, made.created = nil, nil, time.Time{}, time.Time{}
+			if !reflect.DeepEqual(meta, *made) {
+				t.Errorf("event %d: metadata %+v, client-go's %+v", n, meta, *made)
+			}
+		default:
+			if !equality.Semantic.DeepEqual(obj.(*unstructured.Unstructured).Object, want.Object) {
+				t.Errorf("event %d: object\n%#v\nclient-go's\n%#v", n, obj, want)
+			}
 		}
 		if typ == watch.Error && !apierrors.IsResourceExpired(apierrors.FromObject(obj)) {
 			t.Errorf("ERROR event reads as %v, not as Expired", apierrors.FromObject(obj))
@@ -72,11 +102,11 @@ func TestEventDecoderDecodesAsClientGo(t *testing.T) {
 	if events != 5 {
 		t.Fatalf("decoded %d events, want 5", events)
 	}
-	_, first, err := newEventDecoder(io.NopCloser(bytes.NewReader(stream))).Decode()
+	_, first, err := newEventDecoder(io.NopCloser(bytes.NewReader(stream)), triggerForm.fromJSON).Decode()
 	if err != nil {
 		t.Fatal(err)
 	}
-	spec, _, _ := unstructured.NestedMap(first.(*unstructured.Unstructured).Object, "spec")
+	spec, _, _ := unstructured.NestedMap(first.(*cachedObject).object().Object, "spec")
 	if _, ok := spec["replicas"].(int64); !ok {
 		t.Errorf("replicas is a %T, not int64", spec["replicas"])
 	}
@@ -86,11 +116,13 @@ func TestEventDecoderDecodesAsClientGo(t *testing.T) {
 }
 
 // TestEventDecoderRejectsUnknownTypes: a stream that is not a watch stream
-// is an error, not an event.
+// is an error, not an event, whatever the cache keeps.
 func TestEventDecoderRejectsUnknownTypes(t *testing.T) {
-	for _, s := range []string{`{"type":"RENAMED","object":{"kind":"Namespace"}}`, `{"type":"ADDED"}`, `{"type":"ADDED","object":[1]}`} {
-		if _, _, err := newEventDecoder(io.NopCloser(bytes.NewReader([]byte(s)))).Decode(); err == nil {
-			t.Errorf("%s: decoded without an error", s)
+	for _, form := range []objectForm{triggerForm, downstreamForm} {
+		for _, s := range []string{`{"type":"RENAMED","object":{"kind":"Namespace"}}`, `{"type":"ADDED"}`, `{"type":"ADDED","object":[1]}`} {
+			if _, _, err := newEventDecoder(io.NopCloser(bytes.NewReader([]byte(s))), form.fromJSON).Decode(); err == nil {
+				t.Errorf("%s: decoded without an error", s)
+			}
 		}
 	}
 }
@@ -102,7 +134,7 @@ func TestEventDecoderRejectsUnknownTypes(t *testing.T) {
 // expired watch.
 func TestCachedEventDecoderDecodesAsClientGo(t *testing.T) {
 	stream := watchStream(t, 3)
-	events := decodeAlongside(t, stream, newCachedEventDecoder, func(events int, typ watch.EventType, obj runtime.Object, want *unstructured.Unstructured) {
+	events := decodeAlongside(t, stream, downstreamForm, func(events int, typ watch.EventType, obj runtime.Object, want *unstructured.Unstructured) {
 		switch typ {
 		case watch.Added:
 			c, ok := obj.(*inventory.Cached)
@@ -125,20 +157,15 @@ func TestCachedEventDecoderDecodesAsClientGo(t *testing.T) {
 	if events != 5 {
 		t.Fatalf("decoded %d events, want 5", events)
 	}
-	for _, s := range []string{`{"type":"RENAMED","object":{"kind":"Namespace"}}`, `{"type":"ADDED"}`, `{"type":"ADDED","object":[1]}`} {
-		if _, _, err := newCachedEventDecoder(io.NopCloser(bytes.NewReader([]byte(s)))).Decode(); err == nil {
-			t.Errorf("%s: decoded without an error", s)
-		}
-	}
 }
 
-// decodeAlongside decodes stream with ours and with client-go's decoder,
-// which must agree on every event's type and on where the stream ends, and
-// hands check each event with client-go's object; it returns how many
-// events there were.
-func decodeAlongside(t *testing.T, stream []byte, ours func(io.ReadCloser) *eventDecoder, check func(n int, typ watch.EventType, obj runtime.Object, want *unstructured.Unstructured)) int {
+// decodeAlongside decodes stream with ours, for a cache of form, and with
+// client-go's decoder, which must agree on every event's type and on where
+// the stream ends, and hands check each event with client-go's object; it
+// returns how many events there were.
+func decodeAlongside(t *testing.T, stream []byte, form objectForm, check func(n int, typ watch.EventType, obj runtime.Object, want *unstructured.Unstructured)) int {
 	t.Helper()
-	dec, theirs := ours(io.NopCloser(bytes.NewReader(stream))), clientGoDecoder(io.NopCloser(bytes.NewReader(stream)))
+	dec, theirs := newEventDecoder(io.NopCloser(bytes.NewReader(stream)), form.fromJSON), clientGoDecoder(io.NopCloser(bytes.NewReader(stream)))
 	events := 0
 	for {
 		typ, obj, err := dec.Decode()
@@ -168,8 +195,8 @@ func BenchmarkWatchDecode(b *testing.B) {
 		name string
 		new  func(io.ReadCloser) watch.Decoder
 	}{
-		{"sprout", func(r io.ReadCloser) watch.Decoder { return newEventDecoder(r) }},
-		{"sprout-cached", func(r io.ReadCloser) watch.Decoder { return newCachedEventDecoder(r) }},
+		{"sprout-triggers", func(r io.ReadCloser) watch.Decoder { return newEventDecoder(r, triggerForm.fromJSON) }},
+		{"sprout-downstream", func(r io.ReadCloser) watch.Decoder { return newEventDecoder(r, downstreamForm.fromJSON) }},
 		{"client-go", clientGoDecoder},
 	} {
 		b.Run(d.name, func(b *testing.B) {

@@ -1,0 +1,146 @@
+package reconcile
+
+import (
+	"encoding/json"
+	"time"
+	"unique"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	sigsjson "sigs.k8s.io/json"
+
+	"github.com/sprout-gitops/sprout/inventory"
+)
+
+// cachedObject is how a trigger informer holds an object: what a sync reads
+// of every trigger (its identity, version, creation and deletion) apart,
+// and the rest as JSON less its managed fields, decoded when a policy
+// matches or evaluates the object (once per version: the evaluation memo
+// keeps the results), or a program reads it. As maps, 10,000 Namespaces
+// took about 20 MB, all of it pointers for the garbage collector to scan at
+// every cycle; as JSON, about 4 MB, none of it scanned.
+//
+// Like inventory.Cached, a cachedObject is never modified: an informer
+// replaces it when its object changes, so its address stands for the
+// version it holds.
+type cachedObject struct {
+	gvk                              schema.GroupVersionKind
+	namespace, name, resourceVersion string
+	uid                              types.UID
+	created                          time.Time
+	deleting                         bool
+	content                          []byte
+}
+
+// newCachedObject returns u as a trigger cache holds it. u itself loses
+// its managed fields: it is the informer's to give away.
+func newCachedObject(u *unstructured.Unstructured) (*cachedObject, error) {
+	o := &cachedObject{
+		gvk:             internedKind(u.GroupVersionKind()),
+		namespace:       intern(u.GetNamespace()),
+		name:            u.GetName(),
+		resourceVersion: u.GetResourceVersion(),
+		uid:             u.GetUID(),
+		created:         u.GetCreationTimestamp().Time,
+		deleting:        u.GetDeletionTimestamp() != nil,
+	}
+	u.SetManagedFields(nil)
+	var err error
+	o.content, err = json.Marshal(u.Object)
+	return o, err
+}
+
+// cachedObjectFromJSON returns the object raw encodes, as a watch sends it,
+// as a trigger cache holds it, without decoding it into maps. raw becomes
+// the cachedObject's.
+func cachedObjectFromJSON(raw []byte) (*cachedObject, error) {
+	var top struct {
+		APIVersion string `json:"apiVersion"`
+		Kind       string `json:"kind"`
+		Metadata   struct {
+			Name              string          `json:"name"`
+			Namespace         string          `json:"namespace"`
+			UID               types.UID       `json:"uid"`
+			ResourceVersion   string          `json:"resourceVersion"`
+			CreationTimestamp metav1.Time     `json:"creationTimestamp"`
+			DeletionTimestamp *metav1.Time    `json:"deletionTimestamp"`
+			ManagedFields     json.RawMessage `json:"managedFields"`
+		} `json:"metadata"`
+	}
+	if err := sigsjson.UnmarshalCaseSensitivePreserveInts(raw, &top); err != nil {
+		return nil, err
+	}
+	md := top.Metadata
+	content, ok := inventory.WithoutManagedFields(raw, md.ManagedFields)
+	if !ok {
+		var m map[string]any
+		if err := sigsjson.UnmarshalCaseSensitivePreserveInts(raw, &m); err != nil {
+			return nil, err
+		}
+		return newCachedObject(&unstructured.Unstructured{Object: m})
+	}
+	return &cachedObject{
+		gvk:             internedKind(schema.FromAPIVersionAndKind(top.APIVersion, top.Kind)),
+		namespace:       intern(md.Namespace),
+		name:            md.Name,
+		resourceVersion: md.ResourceVersion,
+		uid:             md.UID,
+		created:         md.CreationTimestamp.Time,
+		deleting:        md.DeletionTimestamp != nil,
+		content:         content,
+	}, nil
+}
+
+// object decodes the object, less its managed fields; the result is the
+// caller's. Content that does not decode (it was encoded from maps, so
+// never) gives the object's identity alone.
+func (o *cachedObject) object() *unstructured.Unstructured {
+	var m map[string]any
+	if err := sigsjson.UnmarshalCaseSensitivePreserveInts(o.content, &m); err != nil || m == nil {
+		u := &unstructured.Unstructured{}
+		u.SetGroupVersionKind(o.gvk)
+		u.SetNamespace(o.namespace)
+		u.SetName(o.name)
+		u.SetUID(o.uid)
+		u.SetResourceVersion(o.resourceVersion)
+		return u
+	}
+	return &unstructured.Unstructured{Object: m}
+}
+
+func (o *cachedObject) GroupVersionKind() schema.GroupVersionKind { return o.gvk }
+func (o *cachedObject) GetKind() string                           { return o.gvk.Kind }
+func (o *cachedObject) GetAPIVersion() string                     { return o.gvk.GroupVersion().String() }
+func (o *cachedObject) GetNamespace() string                      { return o.namespace }
+func (o *cachedObject) GetName() string                           { return o.name }
+func (o *cachedObject) GetUID() types.UID                         { return o.uid }
+func (o *cachedObject) GetResourceVersion() string                { return o.resourceVersion }
+
+// GetObjectMeta serves the informer's key functions (meta.Accessor).
+func (o *cachedObject) GetObjectMeta() metav1.Object {
+	return &metav1.ObjectMeta{Namespace: o.namespace, Name: o.name, UID: o.uid, ResourceVersion: o.resourceVersion}
+}
+
+// GetObjectKind serves runtime.Object: a watch event carries a cachedObject.
+func (o *cachedObject) GetObjectKind() schema.ObjectKind { return fixedKind{o.gvk} }
+
+// DeepCopyObject returns o: a cachedObject is never modified, so it is its
+// own copy.
+func (o *cachedObject) DeepCopyObject() runtime.Object { return o }
+
+// fixedKind is the kind of a cachedObject, which does not change.
+type fixedKind struct{ gvk schema.GroupVersionKind }
+
+func (k fixedKind) SetGroupVersionKind(schema.GroupVersionKind) {}
+func (k fixedKind) GroupVersionKind() schema.GroupVersionKind   { return k.gvk }
+
+// intern returns the one copy of s that every cached object shares:
+// Namespaces and kinds repeat across thousands of objects.
+func intern(s string) string { return unique.Make(s).Value() }
+
+func internedKind(gvk schema.GroupVersionKind) schema.GroupVersionKind {
+	return schema.GroupVersionKind{Group: intern(gvk.Group), Version: intern(gvk.Version), Kind: intern(gvk.Kind)}
+}
