@@ -61,7 +61,7 @@ func (l *lastUpdates) get(uid types.UID) *cachedObject {
 // holds cachedObjects: managed fields dropped (Sprout never reads them and
 // they are often half the size), the rest as JSON.
 func newInformer(client dynamic.Interface, raw rest.Interface, gvr schema.GroupVersionResource) cache.SharedIndexInformer {
-	return newUnstructuredInformer(client, raw, gvr, cache.Indexers{byUID: uidIndex}, nil, triggerForm)
+	return newUnstructuredInformer(client, raw, gvr, nil, nil, triggerForm)
 }
 
 // discoveryError marks a failure to resolve rules that is the API server's,
@@ -413,14 +413,4 @@ func (c *Controller) setDependencies(key policyKey, read sets.Set[schema.GroupVe
 // resourceName spells a resource as kubectl does: resource.version.group.
 func resourceName(gvr schema.GroupVersionResource) string {
 	return strings.TrimSuffix(gvr.Resource+"."+gvr.Version+"."+gvr.Group, ".")
-}
-
-// byUID indexes trigger caches by object UID.
-const byUID = "uid"
-
-func uidIndex(obj any) ([]string, error) {
-	if o, ok := obj.(*cachedObject); ok {
-		return []string{string(o.uid)}, nil
-	}
-	return nil, nil
 }
