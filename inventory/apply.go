@@ -162,6 +162,9 @@ func (a *Applier) each(ctx context.Context, objects []*unstructured.Unstructured
 	}
 	var wg sync.WaitGroup
 	slots := make(chan struct{}, applyParallelism)
+	if opts.Round != nil {
+		slots = opts.Round.slots
+	}
 	var memo *Decisions
 	if opts.Round != nil {
 		memo = opts.Round.d
@@ -248,9 +251,9 @@ func unavailable(err error) bool {
 		errors.As(err, &netErr) || utilnet.IsConnectionRefused(err) || utilnet.IsConnectionReset(err) || utilnet.IsProbableEOF(err)
 }
 
-// applyParallelism bounds the requests one apply has in flight: for a
-// policy with many objects the API server, not a queue of sequential
-// round trips in Sprout, should set the pace.
+// applyParallelism bounds the requests one apply, or one round's applies
+// together, have in flight: for a policy with many objects the API server,
+// not a queue of sequential round trips in Sprout, should set the pace.
 const applyParallelism = 16
 
 // finishGrace is how long the requests for an object under way may outlive

@@ -41,8 +41,8 @@ type Decisions struct {
 }
 
 // Round is one sync's pass over a policy's desired objects: the Apply calls
-// given it (ApplyOptions.Round), each with a part of them, the groups it
-// settles, then End. A round ended early, by a sync that stopped half-way,
+// given it (ApplyOptions.Round), each with a part of them and some at once,
+// the groups it settles, then End. A round ended early, by a sync that stopped half-way,
 // only makes the next one compare more. A Decisions has one round open at a
 // time: its policy's sync.
 type Round struct {
@@ -54,6 +54,9 @@ type Round struct {
 	// down is the error that said the API server cannot serve: the objects
 	// of later Apply calls are not tried.
 	down atomic.Pointer[error]
+	// slots bound the requests in flight of all the round's Apply calls,
+	// which may overlap: a call's last requests do not hold the next back.
+	slots chan struct{}
 }
 
 // Begin opens a round. Whatever a round not ended left is forgotten.
@@ -62,7 +65,7 @@ func (d *Decisions) Begin() *Round {
 	defer d.mu.Unlock()
 	clear(d.next)
 	clear(d.nextClaimed)
-	return &Round{d: d}
+	return &Round{d: d, slots: make(chan struct{}, applyParallelism)}
 }
 
 // add counts objects and settled among what the round was given.

@@ -14,10 +14,13 @@ import (
 
 // Triggers are evaluated and applied a part at a time: the first part is
 // small, so that the first objects are written soon after a sync starts,
-// and each next one twice as large, up to maxPart.
+// and each next one twice as large, up to maxPart. Up to maxApplying parts
+// are applied at once, sharing their round's bound on requests in flight,
+// so that the last requests of one part do not hold the next back.
 const (
-	firstPart = 64
-	maxPart   = 1024
+	firstPart   = 64
+	maxPart     = 1024
+	maxApplying = 2
 )
 
 // generation is what a sync's evaluations and applies gave, part by part.
@@ -35,10 +38,10 @@ func (g *generation) refuseErr() error { return joinSorted(g.refuseErrs) }
 
 // generate evaluates the policy for its triggers and applies what they
 // generate, a part of the triggers at a time. The next part is evaluated
-// while the last one is applied, and what the applied part settled is
-// released before the next is applied: a sync of 10,000 triggers starts
-// writing after 64 evaluations, and holds the objects of two parts in full,
-// not those of every trigger.
+// while the last ones are applied, and what an applied part settled is
+// released when its apply ends: a sync of 10,000 triggers starts writing
+// after 64 evaluations, and holds the objects of three parts in full, not
+// those of every trigger.
 //
 // Before a part is applied, the resources it writes are watched and the
 // record names them (write-ahead: a crash right after an apply leaves
@@ -58,7 +61,13 @@ func (c *Controller) generate(ctx context.Context, key policyKey, cp *compiledPo
 	alive := c.triggerExists(cp)
 	roles := map[string]error{}
 	mapped := map[schema.GroupVersionKind]bool{}
-	var applying *partApply
+	var applying []*partApply // under way, in order
+	defer func() {
+		// On every return: the applies under way end first, then the round.
+		for _, p := range applying {
+			c.finish(p, round, g, key, sync)
+		}
+	}()
 	recorded := -1 // resources the record named at the last save
 	for start, size := 0, firstPart; start == 0 || start < len(triggers); size = min(2*size, maxPart) {
 		part := triggers[start:min(start+size, len(triggers))]
@@ -69,9 +78,11 @@ func (c *Controller) generate(ctx context.Context, key policyKey, cp *compiledPo
 		gvrs, mapErr := c.resourcesOf(desired, kinds, mapped)
 		g.mapErr = errors.Join(g.mapErr, mapErr)
 		phase.done("evaluate")
-		c.finish(applying, round, g, key, sync)
-		applying = nil
-		phase.done("apply")
+		if len(applying) == maxApplying {
+			c.finish(applying[0], round, g, key, sync)
+			applying = applying[1:]
+			phase.done("apply")
+		}
 
 		written, ready := c.track(ctx, key, gvrs)
 		if written != recorded {
@@ -91,14 +102,18 @@ func (c *Controller) generate(ctx context.Context, key policyKey, cp *compiledPo
 			toWrite = c.notYetGenerated(key, desired)
 		}
 		opts := inventory.ApplyOptions{Synchronize: sync, Alive: alive, Round: round, Settled: want.settled}
-		applying = &partApply{want: want, done: make(chan struct{})}
-		go func(p *partApply) {
+		p := &partApply{want: want, done: make(chan struct{})}
+		go func() {
 			defer close(p.done)
 			p.changes, p.err = w.Apply(ctx, toWrite, liveObjects{c}, opts)
-		}(applying)
+		}()
+		applying = append(applying, p)
 		g.objects += len(desired) + want.settledLen()
 	}
-	c.finish(applying, round, g, key, sync)
+	for _, p := range applying {
+		c.finish(p, round, g, key, sync)
+	}
+	applying = nil
 	phase.done("apply")
 	return g, nil
 }
@@ -111,14 +126,11 @@ type partApply struct {
 	err     error
 }
 
-// finish waits for the apply of a part, if any, and takes its changes: the
+// finish waits for the apply of a part and takes its changes: the
 // objects of a synchronizing policy that the cache showed unchanged, or
 // that were created as desired, settle; what a policy that does not
 // synchronize created is remembered.
 func (c *Controller) finish(p *partApply, round *inventory.Round, g *generation, key policyKey, sync bool) {
-	if p == nil {
-		return
-	}
 	<-p.done
 	g.changes.Changes = append(g.changes.Changes, p.changes.Changes...)
 	g.applyErr = errors.Join(g.applyErr, p.err)
