@@ -144,11 +144,7 @@ type writes struct {
 // not one per object. When ctx ends, the objects under way are finished and
 // no other is started.
 func (a *Applier) each(ctx context.Context, objects []*unstructured.Unstructured, live Live, opts ApplyOptions, w writes) (ChangeSet, error) {
-	settled := 0
-	for _, s := range opts.Settled {
-		settled += s.Len()
-	}
-	changes := make([]Change, len(objects), len(objects)+settled)
+	changes := make([]Change, len(objects), len(objects)+settledLen(opts.Settled))
 	for _, s := range opts.Settled {
 		for _, o := range s.objects {
 			changes = append(changes, o.change())

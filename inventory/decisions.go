@@ -113,6 +113,15 @@ func (o *settledObject) change() Change {
 // Len is the number of objects settled.
 func (s Settled) Len() int { return len(s.objects) }
 
+// settledLen is the number of objects all of ss settled.
+func settledLen(ss []Settled) int {
+	n := 0
+	for _, s := range ss {
+		n += s.Len()
+	}
+	return n
+}
+
 // Pending reports whether an object settled at its create is not cached
 // yet: until then, only a lookup tells whether it still holds.
 func (s Settled) Pending() bool {
@@ -310,8 +319,9 @@ func (r *Round) End() {
 // Stale returns the owned objects that the last round's objects do not
 // hold, as stale does; before any round, none. A cached object paired then is
 // desired without a comparison; the others are compared with the objects
-// not paired (on a sync that changed little, the few it wrote), and only
-// those still unmatched, a cached object replaced since, with all.
+// not paired and those created in the round (on a sync that changed
+// little, the few it wrote), and only those still unmatched, a cached
+// object replaced since, with all.
 func (d *Decisions) Stale(owned []*Cached) []*Cached {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -327,10 +337,20 @@ func (d *Decisions) Stale(owned []*Cached) []*Cached {
 	if len(unpaired) == 0 {
 		return nil
 	}
+	// Compared first with the few objects the round wrote: those given in
+	// full and not paired, and those settled at their create, whose cached
+	// copy came after the round (most often, a sync's one new object).
 	written := map[objectKey]bool{}
 	for _, x := range d.objects {
 		if _, ok := d.unchanged[x]; !ok {
 			written[keyOf(x)] = true
+		}
+	}
+	for _, s := range d.settled {
+		for i := range s.objects {
+			if s.objects[i].cached == nil {
+				written[s.objects[i].key()] = true
+			}
 		}
 	}
 	var all map[objectKey]bool
@@ -341,7 +361,7 @@ func (d *Decisions) Stale(owned []*Cached) []*Cached {
 			continue
 		}
 		if all == nil {
-			all = make(map[objectKey]bool, len(d.unchanged))
+			all = make(map[objectKey]bool, len(d.unchanged)+settledLen(d.settled))
 			for _, p := range d.unchanged {
 				all[p.key] = true
 			}
