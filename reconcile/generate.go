@@ -48,7 +48,8 @@ func (g *generation) refuseErr() error { return joinSorted(g.refuseErrs) }
 // nothing unfound). An error of that, or caches still syncing, stops the
 // sync: the parts applied stay applied, and nothing is pruned.
 func (c *Controller) generate(ctx context.Context, key policyKey, cp *compiledPolicy, triggers []trigger, w writer, reader celenv.Reader, phase *phases) (*generation, error) {
-	g := &generation{}
+	// Most policies generate one object a trigger.
+	g := &generation{changes: inventory.ChangeSet{Changes: make([]inventory.Change, 0, len(triggers))}}
 	round := cp.decisions.Begin()
 	defer round.End()
 	defer cp.evaluations.endRound()
@@ -170,7 +171,7 @@ func (d desiredSet) settledLen() int {
 // limit objects, is reported in g and skipped; the others still count.
 // The evaluations are counted before their objects are applied.
 func (c *Controller) desired(ctx context.Context, cp *compiledPolicy, triggers []trigger, reader celenv.Reader, limit int, g *generation) desiredSet {
-	var out desiredSet
+	out := desiredSet{settled: make([]inventory.Settled, 0, len(triggers))}
 	key := keyOf(cp.policy)
 	out.epoch = c.downstreamEpoch(key)
 	evaluated, reused := 0, 0

@@ -361,7 +361,9 @@ func (c *Controller) matchingTriggers(cp *compiledPolicy) ([]trigger, error) {
 		if ti == nil {
 			return nil, errWaiting // released meanwhile by a policy change
 		}
-		for _, obj := range ti.informer.GetStore().List() {
+		cached := ti.informer.GetStore().List()
+		out = slices.Grow(out, len(cached))
+		for _, obj := range cached {
 			u := obj.(*cachedObject)
 			m := cp.evaluations.of(u)
 			if confined != "" && m.namespace != confined {
@@ -464,13 +466,7 @@ func (c *Controller) evaluate(ctx context.Context, cp *compiledPolicy, t trigger
 		// A tombstone has no memo: it is evaluated once, never kept. A
 		// settled evaluation whose objects changed in the cache is
 		// evaluated again, so that they are compared in full.
-		if ev := m.evaluated; ev != nil && ev.old == oldObject && ev.namespace == nsObject && ev.op == op &&
-			(ev.settled.Len() == 0 || ev.settledAt == epoch && !ev.awaiting || ev.settled.Holds(liveObjects{c})) {
-			if ev.settled.Len() > 0 {
-				// Held at this count: no lookup until the next event, once
-				// every object is cached.
-				ev.settledAt, ev.awaiting = epoch, ev.settled.Pending()
-			}
+		if ev := m.evaluated; ev != nil && ev.old == oldObject && ev.namespace == nsObject && ev.op == op && c.stillHolds(ev, epoch) {
 			return *ev, m, true, nil
 		}
 	} else {
@@ -536,6 +532,22 @@ func (c *Controller) evaluate(ctx context.Context, cp *compiledPolicy, t trigger
 		}
 	}
 	return ev, m, false, nil
+}
+
+// stillHolds reports whether the objects a kept evaluation settled, if any,
+// are still in the cache as settled, at the policy's downstream event
+// count epoch.
+func (c *Controller) stillHolds(ev *evaluation, epoch uint64) bool {
+	switch {
+	case ev.settled.Len() == 0, ev.settledAt == epoch && !ev.awaiting:
+		return true
+	case ev.settled.Holds(liveObjects{c}):
+		// Held at this count: no lookup until the next event, once every
+		// object is cached.
+		ev.settledAt, ev.awaiting = epoch, ev.settled.Pending()
+		return true
+	}
+	return false
 }
 
 // Label returns the generated objects with the labels that tie each to its
