@@ -4,12 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 // TestDecisionsPassOverOnlyWhatTheyComparedBefore: an object found
@@ -375,5 +378,48 @@ func TestRoundStopsTryingOnceTheAPIServerIsDown(t *testing.T) {
 	}
 	if _, err := (&Applier{}).each(context.Background(), objects[20:], live, ApplyOptions{Synchronize: true, Round: NewDecisions().Begin()}, w); err == nil || calls.Load() == first {
 		t.Errorf("a new round made no request: %d", calls.Load()-first)
+	}
+}
+
+// TestRoundBoundsTheRequestsOfItsApplies: Apply calls of one round that run
+// at once share its bound on requests in flight, so that the next part of
+// a sync fills the slots the last one frees and no more. With every create
+// held, the second call starts none: it waits for a slot.
+func TestRoundBoundsTheRequestsOfItsApplies(t *testing.T) {
+	objects, _ := desiredSet(4 * applyParallelism)
+	var inFlight, most atomic.Int32
+	release := make(chan struct{})
+	w := writes{create: func(_ context.Context, obj *unstructured.Unstructured) (Change, error) {
+		n := inFlight.Add(1)
+		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+		}
+		<-release
+		inFlight.Add(-1)
+		return changeOf(obj, Created, ""), nil
+	}}
+	live := laggingCache{cachedObjects: cachedObjects{}}
+	opts := ApplyOptions{Synchronize: true, Round: NewDecisions().Begin()}
+	var wg sync.WaitGroup
+	for _, part := range [][]*unstructured.Unstructured{objects[:2*applyParallelism], objects[2*applyParallelism:]} {
+		wg.Go(func() {
+			if _, err := (&Applier{}).each(context.Background(), part, live, opts, w); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	full := func(context.Context) (bool, error) { return inFlight.Load() >= applyParallelism, nil }
+	if err := wait.PollUntilContextTimeout(context.Background(), time.Millisecond, 10*time.Second, true, full); err != nil {
+		t.Fatalf("%d creates under way, want %d", inFlight.Load(), applyParallelism)
+	}
+	// Both calls are running; a call with slots of its own would start its
+	// creates at once. Nothing may pass the bound while they are held.
+	more := func(context.Context) (bool, error) { return inFlight.Load() > applyParallelism, nil }
+	if err := wait.PollUntilContextTimeout(context.Background(), time.Millisecond, 200*time.Millisecond, true, more); err == nil {
+		t.Errorf("%d creates under way in one round, more than its %d slots", inFlight.Load(), applyParallelism)
+	}
+	close(release)
+	wg.Wait()
+	if most.Load() != applyParallelism {
+		t.Errorf("at most %d creates at once, want %d", most.Load(), applyParallelism)
 	}
 }
