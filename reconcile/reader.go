@@ -42,7 +42,7 @@ func newCacheReader(c *Controller, as *serviceAccount) *cacheReader {
 }
 
 // decode returns the cached object o decoded. Programs only read what they
-// are given, so the syncs's evaluations share it.
+// are given, so the sync's evaluations share it.
 func (r *cacheReader) decode(o *cachedObject) *unstructured.Unstructured {
 	r.mu.Lock()
 	defer r.mu.Unlock()
