@@ -44,8 +44,8 @@ func (g *generation) refuseErr() error { return joinSorted(g.refuseErrs) }
 // those of every trigger.
 //
 // Before a part is applied, the resources it writes are watched and the
-// record names them (write-ahead: a crash right after an apply leaves
-// nothing unfound). An error of that, or caches still syncing, stops the
+// record names them and every admitted trigger (write-ahead: a crash right
+// after an apply leaves nothing unfound and forgets no admission). An error of that, or caches still syncing, stops the
 // sync: the parts applied stay applied, and nothing is pruned.
 func (c *Controller) generate(ctx context.Context, key policyKey, cp *compiledPolicy, triggers []trigger, w writer, reader celenv.Reader, phase *phases) (*generation, error) {
 	// Most policies generate one object a trigger.
@@ -68,6 +68,7 @@ func (c *Controller) generate(ctx context.Context, key policyKey, cp *compiledPo
 		for _, p := range applying {
 			c.finish(p, round, g, key, sync)
 		}
+		phase.done("apply")
 	}()
 	recorded := -1 // resources the record named at the last save
 	for start, size := 0, firstPart; start == 0 || start < len(triggers); size = min(2*size, maxPart) {
@@ -111,11 +112,6 @@ func (c *Controller) generate(ctx context.Context, key policyKey, cp *compiledPo
 		applying = append(applying, p)
 		g.objects += len(desired) + want.settledLen()
 	}
-	for _, p := range applying {
-		c.finish(p, round, g, key, sync)
-	}
-	applying = nil
-	phase.done("apply")
 	return g, nil
 }
 
