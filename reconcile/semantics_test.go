@@ -45,6 +45,7 @@ func TestSwitchingSyncOffStopsRepairs(t *testing.T) {
 	tb.waitFor("the downstream", "a-out", exists)
 
 	tb.applyPolicy(derivedPolicy("sync-switch", "sync-switch", "out", "one", false, false))
+	tb.observed("sync-switch")
 	tb.settle("sync-switch", 1)
 	if tb.get("a-out") == nil {
 		t.Fatal("switching sync off deleted the downstream")

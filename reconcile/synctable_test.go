@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -139,6 +140,21 @@ func (tb *table) settle(app string, n int) {
 	name := fmt.Sprintf("marker-%d", n)
 	tb.trigger(name, app, "m")
 	tb.waitFor("a sync after the change", name+"-out", func(cm *corev1.ConfigMap) bool { return cm != nil })
+}
+
+// observed waits until Sprout has synced the policy's latest generation, so
+// that a marker after a policy change cannot be synced under the old one.
+func (tb *table) observed(policy string) {
+	tb.t.Helper()
+	policies := dynamic.NewForConfigOrDie(cfg).Resource(apiv1.GeneratingPolicies)
+	poll(tb.t, "the policy's new generation to be synced", func(ctx context.Context) (bool, error) {
+		u, err := policies.Get(ctx, policy, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		seen, _, _ := unstructured.NestedInt64(u.Object, "status", "observedGeneration")
+		return seen == u.GetGeneration(), nil
+	})
 }
 
 func exists(cm *corev1.ConfigMap) bool { return cm != nil }
