@@ -43,6 +43,9 @@ type Applier struct {
 	// that a create does not ask the client's REST mapper, which allocates
 	// on every call, each time.
 	resources sync.Map // schema.GroupVersionKind → createPath
+	// created are the versions creates made as desired that the watch
+	// has yet to bring.
+	created createdVersions
 }
 
 // createPath is where objects of one kind are created.
@@ -212,8 +215,12 @@ func (a *Applier) each(ctx context.Context, objects []*unstructured.Unstructured
 			if err := errs[i]; err != nil && unavailable(err) {
 				down.CompareAndSwap(nil, &err)
 			}
-			if errs[i] == nil && memo != nil && !w.dry && changes[i].ResourceVersion != "" {
+			if errs[i] == nil && !w.dry && changes[i].ResourceVersion != "" {
+				if changes[i].Action == Created {
+					a.created.add(obj, changes[i].ResourceVersion, live)
+				}
 				switch {
+				case memo == nil:
 				case changes[i].Action == Configured && inCache:
 					memo.wrote(obj, cached, changes[i].ResourceVersion)
 				case changes[i].Action == Created:
@@ -257,7 +264,8 @@ const applyParallelism = 16
 const finishGrace = 10 * time.Second
 
 // one writes one object, or first decides whether it must when the cache
-// does not hold it (inCache false); d is the decision the cache gave.
+// does not hold it (inCache false) or gave no decision (d.read); d is the
+// decision the cache gave.
 // Its requests outlive ctx by up to finishGrace: a write under way at
 // SIGTERM completes before the controller returns and its Lease is
 // released, so it never lands beside the next leader's writes.
@@ -267,8 +275,8 @@ func (a *Applier) one(ctx context.Context, obj *unstructured.Unstructured, inCac
 	defer cancel()
 	stop := context.AfterFunc(sync, func() { time.AfterFunc(finishGrace, cancel) })
 	defer stop()
-	if !inCache {
-		if w.create != nil {
+	if !inCache || d.read {
+		if w.create != nil && !d.read {
 			// Not among Sprout's cached objects: most often absent.
 			ch, err := w.create(ctx, obj)
 			if err == nil {
@@ -423,12 +431,14 @@ var createManager = ssa.FieldManager{Name: FieldManager, ExactMatch: true, Opera
 // decision is what was found for one object: an action when it needs no
 // write; for an object another of Sprout's policies owns, that policy (its
 // sprout.dev/policy annotation); for one to write, whether its fields must
-// be handed over from the create's entry first.
+// be handed over from the create's entry first; whether the object must be
+// read to decide (its cached copy is released).
 type decision struct {
 	action  Action
 	reason  string
 	owner   string
 	handOff bool
+	read    bool
 }
 
 // decideRead tells whether an object the cache does not hold must be
@@ -456,6 +466,9 @@ func (a *Applier) decideRead(ctx context.Context, obj *unstructured.Unstructured
 
 // decideCached decides from the cached state of obj.
 func decideCached(obj *unstructured.Unstructured, cached *Cached, opts ApplyOptions) decision {
+	if holds, ok := cached.released(); ok {
+		return decideReleased(obj, holds, opts)
+	}
 	live := cached.Object()
 	if d := decideOwner(obj, metadataStrings(live, "labels"), metadataStrings(live, "annotations"), opts); d.action != "" {
 		return d
@@ -464,6 +477,22 @@ func decideCached(obj *unstructured.Unstructured, cached *Cached, opts ApplyOpti
 		return decision{action: Unchanged}
 	}
 	return decision{handOff: cached.createHeld && mayDrop(metadataStrings(live, "annotations").get(AnnotationApplied), obj)}
+}
+
+// decideReleased decides for obj from a cached copy that holds entire the
+// desired state stamped holds, of which nothing else is kept: obj, with
+// that stamp, is that state, found as it was (and, for a policy that does
+// not synchronize, left as it is). Any other state is decided from a read,
+// as an object not cached is: what is needed to compare it was released.
+func decideReleased(obj *unstructured.Unstructured, holds string, opts ApplyOptions) decision {
+	annotations := metadataStrings(obj, "annotations")
+	if annotations.get(AnnotationApplied) != holds {
+		return decision{read: true}
+	}
+	if d := decideOwner(obj, metadataStrings(obj, "labels"), annotations, opts); d.action != "" {
+		return d
+	}
+	return decision{action: Unchanged}
 }
 
 // mayDrop reports whether applying obj over an object last written with

@@ -140,7 +140,7 @@ func heapInUse() int64 {
 func TestCachedFromJSONAgreesWithNewCached(t *testing.T) {
 	created := appliedConfigMap()
 	created.SetManagedFields([]metav1.ManagedFieldsEntry{managedBy(FieldManager, metav1.ManagedFieldsOperationUpdate, `{"f:data":{}}`)})
-	created.SetLabels(map[string]string{LabelGeneratedOnDelete: "true", LabelSourceUID: "src", LabelManagedBy: ManagedBy})
+	created.SetLabels(map[string]string{LabelGeneratedOnDelete: "true", LabelSourceUID: "src", LabelTriggerUID: "trigger", LabelManagedBy: ManagedBy})
 	bare := appliedConfigMap()
 	bare.SetManagedFields(nil)
 	nested := appliedConfigMap()
@@ -181,11 +181,10 @@ func TestCachedFromJSONAgreesWithNewCached(t *testing.T) {
 					t.Fatal(err)
 				}
 				if !reflect.DeepEqual(got.Object().Object, want.Object().Object) {
-					t.Errorf("content:\n%s\nwant:\n%s", got.content, want.content)
+					t.Errorf("content:\n%s\nwant:\n%s", got.body.Load().content, want.body.Load().content)
 				}
-				got.content, want.content = nil, nil
-				if !reflect.DeepEqual(*got, *want) {
-					t.Errorf("read:\n%+v\nwant:\n%+v", *got, *want)
+				if g, w := readOf(got), readOf(want); g != w {
+					t.Errorf("read:\n%+v\nwant:\n%+v", g, w)
 				}
 			}
 		})
@@ -193,6 +192,17 @@ func TestCachedFromJSONAgreesWithNewCached(t *testing.T) {
 	if _, err := CachedFromJSON([]byte(`{"metadata":`)); err == nil {
 		t.Error("truncated JSON read without an error")
 	}
+}
+
+// cachedRead is what a Cached keeps apart from its content.
+type cachedRead struct {
+	gvk                                                      schema.GroupVersionKind
+	namespace, name, uid, resourceVersion, owner, triggerUID string
+	onDelete, clone, createHeld                              bool
+}
+
+func readOf(c *Cached) cachedRead {
+	return cachedRead{c.gvk, c.namespace, c.name, c.uid, c.resourceVersion, c.owner, c.triggerUID, c.onDelete, c.clone, c.createHeld}
 }
 
 // moveManagedFieldsFirst returns raw with metadata.managedFields moved to

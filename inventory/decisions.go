@@ -203,6 +203,8 @@ func (d *Decisions) settle(objects []*unstructured.Unstructured) (Settled, bool)
 		switch {
 		case p.cached != nil && p.written == "":
 			o.kind, o.namespace, o.name, o.resourceVersion, o.cached = unique.Make(p.cached.gvk), p.cached.namespace, p.cached.name, p.cached.resourceVersion, p.cached
+			// Found unchanged: the cached version holds obj entire.
+			p.cached.release(metadataStrings(obj, "annotations").get(AnnotationApplied))
 		case p.cached == nil && p.written != "":
 			m := metadataStrings(obj, "")
 			o.kind, o.namespace, o.name, o.resourceVersion = unique.Make(KindOf(obj)), intern(m.get("namespace")), intern(m.get("name")), p.written

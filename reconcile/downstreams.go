@@ -83,7 +83,7 @@ func (c *Controller) ensureDownstreamInformers(gvrs sets.Set[schema.GroupVersion
 		inf := newUnstructuredInformer(c.dynamic, c.raw, gvr, cache.Indexers{byPolicy: ownerIndex},
 			func(o *metav1.ListOptions) {
 				o.LabelSelector = inventory.LabelManagedBy + "=" + inventory.ManagedBy
-			}, downstreamForm)
+			}, downstreamForm(c.applier))
 		requeue := func(obj any) {
 			if key, ok := ownerOf(obj); ok {
 				c.downstreamChanged(key)

@@ -30,18 +30,20 @@ type objectForm struct {
 	fromList func(u *unstructured.Unstructured) (runtime.Object, error)
 }
 
-var (
-	// triggerForm keeps cachedObjects.
-	triggerForm = objectForm{
-		fromJSON: func(raw []byte) (runtime.Object, error) { return cachedObjectFromJSON(raw) },
-		fromList: func(u *unstructured.Unstructured) (runtime.Object, error) { return newCachedObject(u) },
-	}
-	// downstreamForm keeps inventory.Cached objects.
-	downstreamForm = objectForm{
-		fromJSON: func(raw []byte) (runtime.Object, error) { return inventory.CachedFromJSON(raw) },
+// triggerForm keeps cachedObjects.
+var triggerForm = objectForm{
+	fromJSON: func(raw []byte) (runtime.Object, error) { return cachedObjectFromJSON(raw) },
+	fromList: func(u *unstructured.Unstructured) (runtime.Object, error) { return newCachedObject(u) },
+}
+
+// downstreamForm keeps inventory.Cached objects of the objects a writes:
+// the versions its creates made are kept released.
+func downstreamForm(a *inventory.Applier) objectForm {
+	return objectForm{
+		fromJSON: func(raw []byte) (runtime.Object, error) { return a.CachedFromJSON(raw) },
 		fromList: func(u *unstructured.Unstructured) (runtime.Object, error) { return inventory.NewCached(u) },
 	}
-)
+}
 
 // newUnstructuredInformer makes an informer on gvr in every namespace, as
 // the dynamic informer does, whose cache keeps objects in form: its watch

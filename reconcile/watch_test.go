@@ -118,7 +118,7 @@ func TestTriggerEventDecoderDecodesAsClientGo(t *testing.T) {
 // TestEventDecoderRejectsUnknownTypes: a stream that is not a watch stream
 // is an error, not an event, whatever the cache keeps.
 func TestEventDecoderRejectsUnknownTypes(t *testing.T) {
-	for _, form := range []objectForm{triggerForm, downstreamForm} {
+	for _, form := range []objectForm{triggerForm, downstreamForm(new(inventory.Applier))} {
 		for _, s := range []string{`{"type":"RENAMED","object":{"kind":"Namespace"}}`, `{"type":"ADDED"}`, `{"type":"ADDED","object":[1]}`} {
 			if _, _, err := newEventDecoder(io.NopCloser(bytes.NewReader([]byte(s))), form.fromJSON).Decode(); err == nil {
 				t.Errorf("%s: decoded without an error", s)
@@ -134,7 +134,7 @@ func TestEventDecoderRejectsUnknownTypes(t *testing.T) {
 // expired watch.
 func TestCachedEventDecoderDecodesAsClientGo(t *testing.T) {
 	stream := watchStream(t, 3)
-	events := decodeAlongside(t, stream, downstreamForm, func(events int, typ watch.EventType, obj runtime.Object, want *unstructured.Unstructured) {
+	events := decodeAlongside(t, stream, downstreamForm(new(inventory.Applier)), func(events int, typ watch.EventType, obj runtime.Object, want *unstructured.Unstructured) {
 		switch typ {
 		case watch.Added:
 			c, ok := obj.(*inventory.Cached)
@@ -196,7 +196,9 @@ func BenchmarkWatchDecode(b *testing.B) {
 		new  func(io.ReadCloser) watch.Decoder
 	}{
 		{"sprout-triggers", func(r io.ReadCloser) watch.Decoder { return newEventDecoder(r, triggerForm.fromJSON) }},
-		{"sprout-downstream", func(r io.ReadCloser) watch.Decoder { return newEventDecoder(r, downstreamForm.fromJSON) }},
+		{"sprout-downstream", func(r io.ReadCloser) watch.Decoder {
+			return newEventDecoder(r, downstreamForm(new(inventory.Applier)).fromJSON)
+		}},
 		{"client-go", clientGoDecoder},
 	} {
 		b.Run(d.name, func(b *testing.B) {
