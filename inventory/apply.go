@@ -217,7 +217,7 @@ func (a *Applier) each(ctx context.Context, objects []*unstructured.Unstructured
 			}
 			if errs[i] == nil && !w.dry && changes[i].ResourceVersion != "" {
 				if changes[i].Action == Created {
-					a.created.add(obj, changes[i].ResourceVersion, live)
+					a.created.add(obj, changes[i].ResourceVersion)
 				}
 				switch {
 				case memo == nil:

@@ -7,70 +7,87 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
-// createdVersions remembers the versions Sprout's creates made holding
-// their desired state entire, with that state's stamp, until the watch
-// brings them: the cache then keeps them released (CachedFromJSON), and a
-// cold start that creates 10,000 objects does not hold their JSON as well.
-// The watch may bring a version before the create's answer: the copy
-// already cached is released then instead. A version the watch never
-// brings (its object changed again before the watch listed it anew) is
-// forgotten after one to two createdMemory.
+// createdVersions pairs the versions Sprout's creates made holding their
+// desired state entire with the cached copies the watch brings of them,
+// so that the cache keeps those released (CachedFromJSON) and a cold start
+// that creates 10,000 objects does not hold their JSON as well. Either may
+// come first: the create's answer and the watch event travel apart, and
+// about half the events of a cold start came first. Whichever comes second
+// finds the other and releases the copy. What finds no partner (a version
+// changed again before the watch listed it anew, an event of another
+// writer's version) is forgotten after one to two createdMemory.
 type createdVersions struct {
-	mu       sync.Mutex
-	cur, old map[versionKey]string
-	rotated  time.Time
+	mu sync.Mutex
+	// made are the stamps of versions created and not watched yet;
+	// watched, the cached copies of versions whose create's answer has
+	// not been read yet. Each has the entries of the last createdMemory
+	// and of the one before.
+	made, madeBefore       map[versionKey]string
+	watched, watchedBefore map[versionKey]*Cached
+	rotated                time.Time
 }
 
 type versionKey struct{ namespace, name, resourceVersion string }
 
-// createdMemory is how long a created version waits for its watch event,
-// at least: events follow their writes within seconds.
+// createdMemory is how long a version waits for its partner, at least:
+// events follow their writes within seconds.
 const createdMemory = time.Minute
 
-// add remembers that obj's create made version resourceVersion holding
-// obj entire, or releases the copy live already holds.
-func (v *createdVersions) add(obj *unstructured.Unstructured, resourceVersion string, live Live) {
+// rotate forgets what waited longer than two createdMemory. Called with
+// mu held.
+func (v *createdVersions) rotate() {
+	if now := time.Now(); v.made == nil || now.Sub(v.rotated) > createdMemory {
+		v.madeBefore, v.made = v.made, map[versionKey]string{}
+		v.watchedBefore, v.watched = v.watched, map[versionKey]*Cached{}
+		v.rotated = now
+	}
+}
+
+// add takes the answer of obj's create, which made version
+// resourceVersion holding obj entire.
+func (v *createdVersions) add(obj *unstructured.Unstructured, resourceVersion string) {
 	stamp := metadataStrings(obj, "annotations").get(AnnotationApplied)
 	if stamp == "" || resourceVersion == "" {
 		return
 	}
-	if cached, ok := cachedOf(live, obj); ok && cached.resourceVersion == resourceVersion {
-		cached.release(stamp)
-		return
-	}
 	m := metadataStrings(obj, "")
+	k := versionKey{m.get("namespace"), m.get("name"), resourceVersion}
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	if now := time.Now(); v.cur == nil || now.Sub(v.rotated) > createdMemory {
-		v.old, v.cur, v.rotated = v.cur, make(map[versionKey]string), now
+	v.rotate()
+	for _, w := range []map[versionKey]*Cached{v.watched, v.watchedBefore} {
+		if c, ok := w[k]; ok {
+			delete(w, k)
+			c.release(stamp)
+			return
+		}
 	}
-	v.cur[versionKey{m.get("namespace"), m.get("name"), resourceVersion}] = stamp
+	v.made[k] = stamp
 }
 
-// take returns, and forgets, the stamp of the desired state a create made
-// c's version hold.
-func (v *createdVersions) take(c *Cached) (string, bool) {
+// watch takes c, a version the watch brought.
+func (v *createdVersions) watch(c *Cached) {
 	k := versionKey{c.namespace, c.name, c.resourceVersion}
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	for _, m := range []map[versionKey]string{v.cur, v.old} {
+	v.rotate()
+	for _, m := range []map[versionKey]string{v.made, v.madeBefore} {
 		if stamp, ok := m[k]; ok {
 			delete(m, k)
-			return stamp, true
+			c.release(stamp)
+			return
 		}
 	}
-	return "", false
+	v.watched[k] = c
 }
 
-// CachedFromJSON is the package's CachedFromJSON for the caches of a's
+// CachedFromJSON is the package's CachedFromJSON for the watches of a's
 // objects: a version a's create made as desired is kept released.
 func (a *Applier) CachedFromJSON(raw []byte) (*Cached, error) {
 	c, err := CachedFromJSON(raw)
 	if err != nil {
 		return nil, err
 	}
-	if stamp, ok := a.created.take(c); ok {
-		c.release(stamp)
-	}
+	a.created.watch(c)
 	return c, nil
 }

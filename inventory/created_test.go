@@ -46,7 +46,7 @@ func TestCreatedVersionsAreCachedReleased(t *testing.T) {
 	if stamp := created.GetAnnotations()[AnnotationApplied]; !ok || holds != stamp {
 		t.Fatalf("the created version is cached released %v, holding %q; want released, holding %q", ok, holds, stamp)
 	}
-	if _, ok := a.created.take(cachedCopy); ok {
+	if len(a.created.made)+len(a.created.watched) != 0 {
 		t.Error("the created version is still remembered after its watch event")
 	}
 	live := cachedObjects{obj.GetName(): cachedCopy}
@@ -117,11 +117,11 @@ func TestCreateAnsweredAfterItsWatchEventReleasesTheCachedCopy(t *testing.T) {
 	if _, ok := early.released(); ok {
 		t.Fatal("a version no create of this Applier made is cached released")
 	}
-	a.created.add(obj, early.GetResourceVersion(), cachedObjects{obj.GetName(): early})
+	a.created.add(obj, early.GetResourceVersion())
 	if holds, ok := early.released(); !ok || holds != obj.GetAnnotations()[AnnotationApplied] {
 		t.Errorf("after the create's answer, the cached copy is released %v, holding %q", ok, holds)
 	}
-	if _, ok := a.created.take(early); ok {
+	if len(a.created.made)+len(a.created.watched) != 0 {
 		t.Error("a version released at once is remembered as well")
 	}
 }
