@@ -27,24 +27,25 @@ import (
 // replaces it when its object changes, so its address stands for the
 // version it holds.
 type cachedObject struct {
-	gvk                              schema.GroupVersionKind
+	kind                             unique.Handle[schema.GroupVersionKind]
 	namespace, name, resourceVersion string
 	uid                              types.UID
-	created                          time.Time
-	deleting                         bool
-	content                          []byte
+	// created is the creationTimestamp in Unix seconds, its precision.
+	created  int64
+	deleting bool
+	content  []byte
 }
 
 // newCachedObject returns u as a trigger cache holds it. u itself loses
 // its managed fields: it is the informer's to give away.
 func newCachedObject(u *unstructured.Unstructured) (*cachedObject, error) {
 	o := &cachedObject{
-		gvk:             internedKind(u.GroupVersionKind()),
+		kind:            unique.Make(u.GroupVersionKind()),
 		namespace:       intern(u.GetNamespace()),
 		name:            u.GetName(),
 		resourceVersion: u.GetResourceVersion(),
 		uid:             u.GetUID(),
-		created:         u.GetCreationTimestamp().Time,
+		created:         u.GetCreationTimestamp().Unix(),
 		deleting:        u.GetDeletionTimestamp() != nil,
 	}
 	u.SetManagedFields(nil)
@@ -83,12 +84,12 @@ func cachedObjectFromJSON(raw []byte) (*cachedObject, error) {
 		return newCachedObject(&unstructured.Unstructured{Object: m})
 	}
 	return &cachedObject{
-		gvk:             internedKind(schema.FromAPIVersionAndKind(top.APIVersion, top.Kind)),
+		kind:            unique.Make(schema.FromAPIVersionAndKind(top.APIVersion, top.Kind)),
 		namespace:       intern(md.Namespace),
 		name:            md.Name,
 		resourceVersion: md.ResourceVersion,
 		uid:             md.UID,
-		created:         md.CreationTimestamp.Time,
+		created:         md.CreationTimestamp.Unix(),
 		deleting:        md.DeletionTimestamp != nil,
 		content:         content,
 	}, nil
@@ -101,7 +102,7 @@ func (o *cachedObject) object() *unstructured.Unstructured {
 	var m map[string]any
 	if err := sigsjson.UnmarshalCaseSensitivePreserveInts(o.content, &m); err != nil || m == nil {
 		u := &unstructured.Unstructured{}
-		u.SetGroupVersionKind(o.gvk)
+		u.SetGroupVersionKind(o.kind.Value())
 		u.SetNamespace(o.namespace)
 		u.SetName(o.name)
 		u.SetUID(o.uid)
@@ -111,13 +112,16 @@ func (o *cachedObject) object() *unstructured.Unstructured {
 	return &unstructured.Unstructured{Object: m}
 }
 
-func (o *cachedObject) GroupVersionKind() schema.GroupVersionKind { return o.gvk }
-func (o *cachedObject) GetKind() string                           { return o.gvk.Kind }
-func (o *cachedObject) GetAPIVersion() string                     { return o.gvk.GroupVersion().String() }
-func (o *cachedObject) GetNamespace() string                      { return o.namespace }
-func (o *cachedObject) GetName() string                           { return o.name }
-func (o *cachedObject) GetUID() types.UID                         { return o.uid }
-func (o *cachedObject) GetResourceVersion() string                { return o.resourceVersion }
+func (o *cachedObject) GroupVersionKind() schema.GroupVersionKind { return o.kind.Value() }
+func (o *cachedObject) GetKind() string                           { return o.kind.Value().Kind }
+func (o *cachedObject) GetAPIVersion() string                     { return o.kind.Value().GroupVersion().String() }
+
+// createdAt is the object's creationTimestamp.
+func (o *cachedObject) createdAt() time.Time       { return time.Unix(o.created, 0) }
+func (o *cachedObject) GetNamespace() string       { return o.namespace }
+func (o *cachedObject) GetName() string            { return o.name }
+func (o *cachedObject) GetUID() types.UID          { return o.uid }
+func (o *cachedObject) GetResourceVersion() string { return o.resourceVersion }
 
 // GetObjectMeta serves the informer's key functions (meta.Accessor).
 func (o *cachedObject) GetObjectMeta() metav1.Object {
@@ -125,7 +129,7 @@ func (o *cachedObject) GetObjectMeta() metav1.Object {
 }
 
 // GetObjectKind serves runtime.Object: a watch event carries a cachedObject.
-func (o *cachedObject) GetObjectKind() schema.ObjectKind { return fixedKind{o.gvk} }
+func (o *cachedObject) GetObjectKind() schema.ObjectKind { return fixedKind{o.kind.Value()} }
 
 // DeepCopyObject returns o: a cachedObject is never modified, so it is its
 // own copy.
@@ -138,9 +142,5 @@ func (k fixedKind) SetGroupVersionKind(schema.GroupVersionKind) {}
 func (k fixedKind) GroupVersionKind() schema.GroupVersionKind   { return k.gvk }
 
 // intern returns the one copy of s that every cached object shares:
-// Namespaces and kinds repeat across thousands of objects.
+// Namespaces repeat across thousands of objects.
 func intern(s string) string { return unique.Make(s).Value() }
-
-func internedKind(gvk schema.GroupVersionKind) schema.GroupVersionKind {
-	return schema.GroupVersionKind{Group: intern(gvk.Group), Version: intern(gvk.Version), Kind: intern(gvk.Kind)}
-}

@@ -358,7 +358,7 @@ func (c *Controller) onTrigger(gvr schema.GroupVersionResource, op admission.Ope
 			case err != nil || !ok:
 			case op == admission.Delete:
 				c.tombstones.add(key, trigger{gvr: gvr, object: o, deleted: true})
-			case !derives(cp.derives, o.created, cp.activated):
+			case !derives(cp.derives, o.createdAt(), cp.activated):
 				c.admitted.admit(key, o.uid)
 			}
 		}

@@ -86,7 +86,7 @@ func (e *evaluations) of(u *cachedObject) *triggerMemo {
 		m = e.next[u] // seen earlier in this round
 	}
 	if m == nil {
-		m = &triggerMemo{uid: u.uid, namespace: u.namespace, created: u.created, deleting: u.deleting}
+		m = &triggerMemo{uid: u.uid, namespace: u.namespace, created: u.createdAt(), deleting: u.deleting}
 	}
 	e.next[u] = m
 	return m
