@@ -32,7 +32,7 @@ import (
 // ConfigMaps kept 11 MB of JSON after they were created; released, 48
 // bytes each (the stamp is the desired object's string).
 type Cached struct {
-	gvk                                   schema.GroupVersionKind
+	kind                                  unique.Handle[schema.GroupVersionKind]
 	namespace, name, uid, resourceVersion string
 	// owner is the policy that generated it: its AnnotationPolicy;
 	// triggerUID, its LabelTriggerUID.
@@ -79,7 +79,7 @@ func NewCached(obj *unstructured.Unstructured) (*Cached, error) {
 	m := metadataStrings(obj, "")
 	labels, annotations := metadataStrings(obj, "labels"), metadataStrings(obj, "annotations")
 	c := &Cached{
-		gvk:             interned(KindOf(obj)),
+		kind:            unique.Make(KindOf(obj)),
 		namespace:       intern(m.get("namespace")),
 		name:            intern(m.get("name")),
 		uid:             m.get("uid"),
@@ -120,7 +120,7 @@ func CachedFromJSON(raw []byte) (*Cached, error) {
 		return NewCached(&unstructured.Unstructured{Object: m})
 	}
 	c := &Cached{
-		gvk:             interned(schema.FromAPIVersionAndKind(top.APIVersion, top.Kind)),
+		kind:            unique.Make(schema.FromAPIVersionAndKind(top.APIVersion, top.Kind)),
 		namespace:       intern(md.Namespace),
 		name:            intern(md.Name),
 		uid:             md.UID,
@@ -201,12 +201,8 @@ func WithoutManagedFields(raw, managedFields json.RawMessage) ([]byte, bool) {
 }
 
 // intern returns the one copy of s that every cached object shares: names,
-// Namespaces, kinds and owners repeat across thousands of objects.
+// Namespaces and owners repeat across thousands of objects.
 func intern(s string) string { return unique.Make(s).Value() }
-
-func interned(gvk schema.GroupVersionKind) schema.GroupVersionKind {
-	return schema.GroupVersionKind{Group: intern(gvk.Group), Version: intern(gvk.Version), Kind: intern(gvk.Kind)}
-}
 
 // Object decodes the object, less its managed fields. The result is the
 // caller's. A released object gives what Sprout keeps of it: its identity,
@@ -218,7 +214,7 @@ func (c *Cached) Object() *unstructured.Unstructured {
 	b := c.body.Load()
 	if err := sigsjson.UnmarshalCaseSensitivePreserveInts(b.content, &m); err != nil || m == nil {
 		u := &unstructured.Unstructured{}
-		u.SetGroupVersionKind(c.gvk)
+		u.SetGroupVersionKind(c.kind.Value())
 		u.SetNamespace(c.namespace)
 		u.SetName(c.name)
 		u.SetUID(types.UID(c.uid))
@@ -238,7 +234,7 @@ func (c *Cached) GetObjectMeta() metav1.Object {
 }
 
 // GetObjectKind serves runtime.Object: a watch event carries a Cached.
-func (c *Cached) GetObjectKind() schema.ObjectKind { return cachedKind{c.gvk} }
+func (c *Cached) GetObjectKind() schema.ObjectKind { return cachedKind{c.kind.Value()} }
 
 // DeepCopyObject returns c: a Cached is never modified, so it is its own
 // copy.
@@ -251,7 +247,7 @@ func (k cachedKind) SetGroupVersionKind(schema.GroupVersionKind) {}
 func (k cachedKind) GroupVersionKind() schema.GroupVersionKind   { return k.gvk }
 
 // GroupVersionKind is the object's kind, as it was read.
-func (c *Cached) GroupVersionKind() schema.GroupVersionKind { return c.gvk }
+func (c *Cached) GroupVersionKind() schema.GroupVersionKind { return c.kind.Value() }
 
 func (c *Cached) GetNamespace() string       { return c.namespace }
 func (c *Cached) GetName() string            { return c.name }
@@ -260,7 +256,7 @@ func (c *Cached) GetResourceVersion() string { return c.resourceVersion }
 // Owner is the object's AnnotationPolicy: the policy that generated it.
 func (c *Cached) Owner() string { return c.owner }
 
-func (c *Cached) key() objectKey { return objectKey{c.gvk.GroupKind(), c.namespace, c.name} }
+func (c *Cached) key() objectKey { return objectKey{c.kind.Value().GroupKind(), c.namespace, c.name} }
 
 // Decoded returns the objects decoded (Object), as Prune takes them.
 func Decoded(cached []*Cached) []*unstructured.Unstructured {

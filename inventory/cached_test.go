@@ -202,7 +202,7 @@ type cachedRead struct {
 }
 
 func readOf(c *Cached) cachedRead {
-	return cachedRead{c.gvk, c.namespace, c.name, c.uid, c.resourceVersion, c.owner, c.triggerUID, c.onDelete, c.clone, c.createHeld}
+	return cachedRead{c.kind.Value(), c.namespace, c.name, c.uid, c.resourceVersion, c.owner, c.triggerUID, c.onDelete, c.clone, c.createHeld}
 }
 
 // moveManagedFieldsFirst returns raw with metadata.managedFields moved to

@@ -202,7 +202,7 @@ func (d *Decisions) settle(objects []*unstructured.Unstructured) (Settled, bool)
 		o := settledObject{id: p.change.ID, triggerUID: p.change.TriggerUID}
 		switch {
 		case p.cached != nil && p.written == "":
-			o.kind, o.namespace, o.name, o.resourceVersion, o.cached = unique.Make(p.cached.gvk), p.cached.namespace, p.cached.name, p.cached.resourceVersion, p.cached
+			o.kind, o.namespace, o.name, o.resourceVersion, o.cached = p.cached.kind, p.cached.namespace, p.cached.name, p.cached.resourceVersion, p.cached
 			// Found unchanged: the cached version holds obj entire.
 			p.cached.release(metadataStrings(obj, "annotations").get(AnnotationApplied))
 		case p.cached == nil && p.written != "":
