@@ -26,7 +26,7 @@ func watchStream(t testing.TB, n int) []byte {
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
 	for i := range n {
-		ev := map[string]any{"type": "ADDED", "object": map[string]any{
+		ev := event{"ADDED", map[string]any{
 			"apiVersion": "v1", "kind": "Namespace",
 			"metadata": map[string]any{
 				"name": fmt.Sprintf("ns-%05d", i), "uid": fmt.Sprintf("0c5d6e4a-3f6b-4c1e-9d1a-%012d", i),
@@ -43,11 +43,79 @@ func watchStream(t testing.TB, n int) []byte {
 			t.Fatal(err)
 		}
 	}
-	_ = enc.Encode(map[string]any{"type": "BOOKMARK", "object": map[string]any{"apiVersion": "v1", "kind": "Namespace",
+	_ = enc.Encode(event{"BOOKMARK", map[string]any{"apiVersion": "v1", "kind": "Namespace",
 		"metadata": map[string]any{"resourceVersion": "99999", "annotations": map[string]any{"k8s.io/initial-events-end": "true"}}}})
-	_ = enc.Encode(map[string]any{"type": "ERROR", "object": map[string]any{"apiVersion": "v1", "kind": "Status",
+	_ = enc.Encode(event{"ERROR", map[string]any{"apiVersion": "v1", "kind": "Status",
 		"status": "Failure", "reason": "Expired", "code": 410, "message": "too old resource version"}})
 	return b.Bytes()
+}
+
+// event is a watch event as the API server encodes it (metav1.WatchEvent):
+// its type first, one event a line.
+type event struct {
+	Type   string `json:"type"`
+	Object any    `json:"object"`
+}
+
+// TestEventDecoderReadsStreamsNotWrittenAnEventALine: a stream whose
+// events are not one a line, or not in the API server's member order,
+// decodes as client-go decodes it, from its first such event on.
+func TestEventDecoderReadsStreamsNotWrittenAnEventALine(t *testing.T) {
+	lines := bytes.SplitAfter(watchStream(t, 3), []byte("\n"))
+	var reordered, indented bytes.Buffer
+	reordered.Write(lines[0]) // read as a line, then the rest as a JSON stream
+	indented.Write(lines[0])
+	for _, line := range lines[1:] {
+		var ev map[string]any
+		if len(bytes.TrimSpace(line)) == 0 {
+			continue
+		}
+		if err := json.Unmarshal(line, &ev); err != nil {
+			t.Fatal(err)
+		}
+		sorted, _ := json.Marshal(ev) // "object" before "type"
+		reordered.Write(append(sorted, '\n'))
+		pretty, _ := json.MarshalIndent(ev, "", "  ")
+		indented.Write(append(pretty, '\n'))
+	}
+	for name, stream := range map[string][]byte{"members reordered": reordered.Bytes(), "indented": indented.Bytes()} {
+		t.Run(name, func(t *testing.T) {
+			events := decodeAlongside(t, stream, triggerForm, func(n int, typ watch.EventType, obj runtime.Object, want *unstructured.Unstructured) {
+				if typ != watch.Added {
+					return
+				}
+				if got := obj.(*cachedObject).object().Object; !equality.Semantic.DeepEqual(got["metadata"].(map[string]any)["name"], want.GetName()) {
+					t.Errorf("event %d: %v, client-go's %s", n, got["metadata"], want.GetName())
+				}
+			})
+			if events != 5 {
+				t.Errorf("%d events decoded, want 5", events)
+			}
+		})
+	}
+}
+
+// TestSplitEvent: only a line that is one event as the API server writes
+// it is split without a parse.
+func TestSplitEvent(t *testing.T) {
+	for line, want := range map[string]string{
+		`{"type":"ADDED","object":{"kind":"Namespace"}}` + "\n": `ADDED {"kind":"Namespace"}`,
+		`{"type":"DELETED","object":{"a":"}"}}`:                 `DELETED {"a":"}"}`,
+		`{"object":{"kind":"Namespace"},"type":"ADDED"}`:        "",
+		`{"type":"ADD\"ED","object":{}}`:                        "",
+		`{"type":"ADDED", "object":{}}`:                         "",
+		`{"type":"ADDED","object":{}`:                           `ADDED {`, // which the form's parse rejects
+		` {"type":"ADDED","object":{}}`:                         "",
+	} {
+		typ, object, ok := splitEvent([]byte(line))
+		got := ""
+		if ok {
+			got = string(typ) + " " + string(object)
+		}
+		if got != want {
+			t.Errorf("%s: %q, want %q", line, got, want)
+		}
+	}
 }
 
 // clientGoDecoder is the watch decoder the dynamic client uses.
@@ -118,7 +186,7 @@ func TestTriggerEventDecoderDecodesAsClientGo(t *testing.T) {
 // is an error, not an event, whatever the cache keeps.
 func TestEventDecoderRejectsUnknownTypes(t *testing.T) {
 	for _, form := range []objectForm{triggerForm, downstreamForm(new(inventory.Applier))} {
-		for _, s := range []string{`{"type":"RENAMED","object":{"kind":"Namespace"}}`, `{"type":"ADDED"}`, `{"type":"ADDED","object":[1]}`} {
+		for _, s := range []string{`{"type":"RENAMED","object":{"kind":"Namespace"}}`, `{"type":"ADDED"}`, `{"type":"ADDED","object":[1]}`, `{"type":"ADDED","object":{}`} {
 			if _, _, err := newEventDecoder(io.NopCloser(bytes.NewReader([]byte(s))), form.fromJSON).Decode(); err == nil {
 				t.Errorf("%s: decoded without an error", s)
 			}
