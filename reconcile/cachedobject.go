@@ -1,7 +1,9 @@
 package reconcile
 
 import (
+	"bytes"
 	"encoding/json"
+	"slices"
 	"time"
 	"unique"
 
@@ -33,7 +35,96 @@ type cachedObject struct {
 	// created is the creationTimestamp in Unix seconds, its precision.
 	created  int64
 	deleting bool
-	content  []byte
+	// apart are the metadata members content lacks, which are kept above
+	// and put back when it is decoded.
+	apart   identity
+	content []byte
+}
+
+// identity marks metadata members a cachedObject keeps apart, not in its
+// content: about 110 of a Namespace's 340 bytes.
+type identity uint8
+
+const (
+	apartUID identity = 1 << iota
+	apartResourceVersion
+	apartCreated
+)
+
+// members returns, for each identity member o keeps, its JSON as the API
+// server writes it, and the member's mark.
+func (o *cachedObject) members() ([3][]byte, [3]identity) {
+	return [3][]byte{
+			[]byte(`"uid":"` + string(o.uid) + `"`),
+			[]byte(`"resourceVersion":"` + o.resourceVersion + `"`),
+			[]byte(`"creationTimestamp":"` + o.createdAt().UTC().Format(time.RFC3339) + `"`),
+		},
+		[3]identity{apartUID, apartResourceVersion, apartCreated}
+}
+
+// setApart returns content less the identity members o keeps, each cut
+// out where it is found exactly once as o has it (so that it is
+// metadata's), and marks them apart. The result has a copy of its own.
+func (o *cachedObject) setApart(content []byte) []byte {
+	members, marks := o.members()
+	var cuts [][2]int
+	for i, m := range members {
+		if from, to, ok := memberSpan(content, m); ok {
+			cuts = append(cuts, [2]int{from, to})
+			o.apart |= marks[i]
+		}
+	}
+	if len(cuts) == 0 {
+		return content
+	}
+	slices.SortFunc(cuts, func(a, b [2]int) int { return a[0] - b[0] })
+	out := make([]byte, 0, len(content))
+	at := 0
+	for _, c := range cuts {
+		if c[0] > at {
+			out = append(out, content[at:c[0]]...)
+		}
+		at = max(at, c[1])
+	}
+	return slices.Clip(append(out, content[at:]...))
+}
+
+// memberSpan returns where member is in raw with the comma that separates
+// it from its neighbour, when it is there exactly once. (Inside strings,
+// quotes are escaped, so only members can match.)
+func memberSpan(raw, member []byte) (int, int, bool) {
+	from := bytes.Index(raw, member)
+	if from < 0 || bytes.Contains(raw[from+1:], member) {
+		return 0, 0, false
+	}
+	to := from + len(member)
+	switch {
+	case from > 0 && raw[from-1] == ',':
+		from--
+	case to < len(raw) && raw[to] == ',':
+		to++
+	}
+	return from, to, true
+}
+
+// putBack puts the members kept apart back into m, the decoded content.
+func (o *cachedObject) putBack(m map[string]any) {
+	if o.apart == 0 {
+		return
+	}
+	md, _ := m["metadata"].(map[string]any)
+	if md == nil {
+		return
+	}
+	if o.apart&apartUID != 0 {
+		md["uid"] = string(o.uid)
+	}
+	if o.apart&apartResourceVersion != 0 {
+		md["resourceVersion"] = o.resourceVersion
+	}
+	if o.apart&apartCreated != 0 {
+		md["creationTimestamp"] = o.createdAt().UTC().Format(time.RFC3339)
+	}
 }
 
 // newCachedObject returns u as a trigger cache holds it. u itself loses
@@ -49,9 +140,12 @@ func newCachedObject(u *unstructured.Unstructured) (*cachedObject, error) {
 		deleting:        u.GetDeletionTimestamp() != nil,
 	}
 	u.SetManagedFields(nil)
-	var err error
-	o.content, err = json.Marshal(u.Object)
-	return o, err
+	content, err := json.Marshal(u.Object)
+	if err != nil {
+		return nil, err
+	}
+	o.content = o.setApart(content)
+	return o, nil
 }
 
 // cachedObjectFromJSON returns the object raw encodes, as a watch sends it,
@@ -83,7 +177,7 @@ func cachedObjectFromJSON(raw []byte) (*cachedObject, error) {
 		}
 		return newCachedObject(&unstructured.Unstructured{Object: m})
 	}
-	return &cachedObject{
+	o := &cachedObject{
 		kind:            unique.Make(schema.FromAPIVersionAndKind(top.APIVersion, top.Kind)),
 		namespace:       intern(md.Namespace),
 		name:            md.Name,
@@ -91,8 +185,9 @@ func cachedObjectFromJSON(raw []byte) (*cachedObject, error) {
 		uid:             md.UID,
 		created:         md.CreationTimestamp.Unix(),
 		deleting:        md.DeletionTimestamp != nil,
-		content:         content,
-	}, nil
+	}
+	o.content = o.setApart(content)
+	return o, nil
 }
 
 // object decodes the object, less its managed fields; the result is the
@@ -109,6 +204,7 @@ func (o *cachedObject) object() *unstructured.Unstructured {
 		u.SetResourceVersion(o.resourceVersion)
 		return u
 	}
+	o.putBack(m)
 	return &unstructured.Unstructured{Object: m}
 }
 

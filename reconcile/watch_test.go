@@ -282,3 +282,49 @@ func BenchmarkWatchDecode(b *testing.B) {
 		})
 	}
 }
+
+// TestTriggerContentKeepsIdentityApart: a trigger's UID, resourceVersion
+// and creationTimestamp are cut from its cached JSON where each is found
+// once as the cache keeps it, and put back when it is decoded: the object
+// decodes as it was sent, whatever the members' order and neighbours.
+func TestTriggerContentKeepsIdentityApart(t *testing.T) {
+	for name, tt := range map[string]struct {
+		raw   string
+		apart identity
+	}{
+		"as the API server writes it": {`{"kind":"Namespace","apiVersion":"v1","metadata":{"name":"a","uid":"u-1","resourceVersion":"7","creationTimestamp":"2026-11-22T10:00:00Z","labels":{"x":"y"}},"spec":{}}`,
+			apartUID | apartResourceVersion | apartCreated},
+		"first and last in metadata": {`{"metadata":{"creationTimestamp":"2026-11-22T10:00:00Z","resourceVersion":"7","uid":"u-1"},"kind":"Namespace","apiVersion":"v1"}`,
+			apartUID | apartResourceVersion | apartCreated},
+		"the version elsewhere too": {`{"kind":"Namespace","apiVersion":"v1","metadata":{"uid":"u-1","resourceVersion":"7"},"status":{"resourceVersion":"7"}}`,
+			apartUID},
+		"no creationTimestamp": {`{"kind":"Namespace","apiVersion":"v1","metadata":{"uid":"u-1","resourceVersion":"7"}}`,
+			apartUID | apartResourceVersion},
+		"a creationTimestamp finer than seconds": {`{"kind":"Namespace","apiVersion":"v1","metadata":{"uid":"u-1","creationTimestamp":"2026-11-22T10:00:00.5Z"}}`,
+			apartUID},
+	} {
+		t.Run(name, func(t *testing.T) {
+			o, err := cachedObjectFromJSON([]byte(tt.raw))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if o.apart != tt.apart {
+				t.Errorf("kept apart %03b, want %03b (content %s)", o.apart, tt.apart, o.content)
+			}
+			var want map[string]any
+			if err := json.Unmarshal([]byte(tt.raw), &want); err != nil {
+				t.Fatal(err)
+			}
+			if got := o.object().Object; !equality.Semantic.DeepEqual(got, want) {
+				t.Errorf("decoded %v, want %v (content %s)", got, want, o.content)
+			}
+			listed, err := newCachedObject(&unstructured.Unstructured{Object: want})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if listed.apart != o.apart || !equality.Semantic.DeepEqual(listed.object().Object, want) {
+				t.Errorf("from a list: apart %03b, decoded %v", listed.apart, listed.object().Object)
+			}
+		})
+	}
+}
