@@ -184,20 +184,32 @@ func WithoutManagedFields(raw, managedFields json.RawMessage) ([]byte, bool) {
 	}
 	member := make([]byte, 0, len(`"managedFields":`)+len(managedFields))
 	member = append(append(member, `"managedFields":`...), managedFields...)
-	from := bytes.Index(raw, member)
-	if from < 0 || bytes.Contains(raw[from+1:], member) {
+	from, to, ok := MemberSpan(raw, member)
+	if !ok {
 		return nil, false
 	}
-	to := from + len(member)
+	out := make([]byte, 0, len(raw)-(to-from))
+	out = append(out, raw[:from]...)
+	return append(out, raw[to:]...), true
+}
+
+// MemberSpan returns where member, an object member's JSON, is in raw,
+// with the comma that separates it from a neighbour, when it is there
+// exactly once: then it is the member looked for, however deep (inside
+// strings, quotes are escaped, so only members can match).
+func MemberSpan(raw, member []byte) (from, to int, ok bool) {
+	from = bytes.Index(raw, member)
+	if from < 0 || bytes.Contains(raw[from+1:], member) {
+		return 0, 0, false
+	}
+	to = from + len(member)
 	switch {
 	case from > 0 && raw[from-1] == ',':
 		from--
 	case to < len(raw) && raw[to] == ',':
 		to++
 	}
-	out := make([]byte, 0, len(raw)-(to-from))
-	out = append(out, raw[:from]...)
-	return append(out, raw[to:]...), true
+	return from, to, true
 }
 
 // intern returns the one copy of s that every cached object shares: names,

@@ -1,7 +1,6 @@
 package reconcile
 
 import (
-	"bytes"
 	"encoding/json"
 	"slices"
 	"time"
@@ -69,7 +68,7 @@ func (o *cachedObject) setApart(content []byte) []byte {
 	members, marks := o.members()
 	var cuts [][2]int
 	for i, m := range members {
-		if from, to, ok := memberSpan(content, m); ok {
+		if from, to, ok := inventory.MemberSpan(content, m); ok {
 			cuts = append(cuts, [2]int{from, to})
 			o.apart |= marks[i]
 		}
@@ -87,24 +86,6 @@ func (o *cachedObject) setApart(content []byte) []byte {
 		at = max(at, c[1])
 	}
 	return slices.Clip(append(out, content[at:]...))
-}
-
-// memberSpan returns where member is in raw with the comma that separates
-// it from its neighbour, when it is there exactly once. (Inside strings,
-// quotes are escaped, so only members can match.)
-func memberSpan(raw, member []byte) (int, int, bool) {
-	from := bytes.Index(raw, member)
-	if from < 0 || bytes.Contains(raw[from+1:], member) {
-		return 0, 0, false
-	}
-	to := from + len(member)
-	switch {
-	case from > 0 && raw[from-1] == ',':
-		from--
-	case to < len(raw) && raw[to] == ',':
-		to++
-	}
-	return from, to, true
 }
 
 // putBack puts the members kept apart back into m, the decoded content.
