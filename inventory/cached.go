@@ -111,12 +111,11 @@ func CachedFromJSON(raw []byte) (*Cached, error) {
 		return nil, err
 	}
 	md := top.Metadata
-	content, ok := WithoutManagedFields(raw, md.ManagedFields)
-	if !ok {
-		var m map[string]any
-		if err := sigsjson.UnmarshalCaseSensitivePreserveInts(raw, &m); err != nil {
-			return nil, err
-		}
+	content, m, err := WithoutManagedFields(raw, md.ManagedFields)
+	if err != nil {
+		return nil, err
+	}
+	if m != nil {
 		return NewCached(&unstructured.Unstructured{Object: m})
 	}
 	c := &Cached{
@@ -173,24 +172,28 @@ func (e managedEntry) isCreate() bool {
 }
 
 // WithoutManagedFields returns raw, an object's JSON, less its metadata's
-// managedFields member, whose value is managedFields as it is in raw. It
-// reports false when that member is not found exactly once: a member
-// elsewhere of that name and value would make the cut ambiguous. (Inside
-// strings, quotes are escaped, so only members can match.) The
-// controller's trigger caches cut their objects the same way.
-func WithoutManagedFields(raw, managedFields json.RawMessage) ([]byte, bool) {
+// managedFields member, whose value is managedFields as it is in raw. When
+// that member is not found exactly once (a member elsewhere of that name
+// and value would make the cut ambiguous), it returns raw decoded into a
+// map instead, for the caller to make its form of. The controller's
+// trigger caches cut their objects the same way.
+func WithoutManagedFields(raw, managedFields json.RawMessage) ([]byte, map[string]any, error) {
 	if len(managedFields) == 0 {
-		return raw, true
+		return raw, nil, nil
 	}
 	member := make([]byte, 0, len(`"managedFields":`)+len(managedFields))
 	member = append(append(member, `"managedFields":`...), managedFields...)
 	from, to, ok := MemberSpan(raw, member)
 	if !ok {
-		return nil, false
+		var m map[string]any
+		if err := sigsjson.UnmarshalCaseSensitivePreserveInts(raw, &m); err != nil {
+			return nil, nil, err
+		}
+		return nil, m, nil
 	}
 	out := make([]byte, 0, len(raw)-(to-from))
 	out = append(out, raw[:from]...)
-	return append(out, raw[to:]...), true
+	return append(out, raw[to:]...), nil, nil
 }
 
 // MemberSpan returns where member, an object member's JSON, is in raw,

@@ -150,12 +150,11 @@ func cachedObjectFromJSON(raw []byte) (*cachedObject, error) {
 		return nil, err
 	}
 	md := top.Metadata
-	content, ok := inventory.WithoutManagedFields(raw, md.ManagedFields)
-	if !ok {
-		var m map[string]any
-		if err := sigsjson.UnmarshalCaseSensitivePreserveInts(raw, &m); err != nil {
-			return nil, err
-		}
+	content, m, err := inventory.WithoutManagedFields(raw, md.ManagedFields)
+	if err != nil {
+		return nil, err
+	}
+	if m != nil {
 		return newCachedObject(&unstructured.Unstructured{Object: m})
 	}
 	o := &cachedObject{
