@@ -354,6 +354,10 @@ func TestCreatedAsDesired(t *testing.T) {
 	if v := createdAsDesired([]byte("not json"), objects[0]); v != "" {
 		t.Errorf("an answer that does not decode: version %q, want none", v)
 	}
+	// As the API server answers: with managed fields, which are cut.
+	if v := createdAsDesired(createAnswer(t, objects[0]), objects[0]); v != "42" {
+		t.Errorf("an answer with managed fields: version %q, want 42", v)
+	}
 }
 
 // TestRoundStopsTryingOnceTheAPIServerIsDown: once a write of a round's

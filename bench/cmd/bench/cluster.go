@@ -56,6 +56,11 @@ type cluster struct {
 	apiServer, etcd int
 }
 
+// cpuSeconds is the CPU time kube-apiserver and etcd have spent so far.
+func (c *cluster) cpuSeconds() float64 {
+	return cpuSeconds(c.apiServer) + cpuSeconds(c.etcd)
+}
+
 // newCluster starts a control plane; close stops it.
 func newCluster(dir string) (*cluster, error) {
 	cp, err := controlplane.Start()

@@ -115,9 +115,12 @@ func (r *result) print(w io.Writer) {
 // to (a), (b) and (c).
 func (r *result) printThroughput(w io.Writer) {
 	t := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(t, "scenario\tfigure\tobjects\tseconds\tobjects/s\tvs (a)\tvs (b)\tvs (c)\tCPU s\tpeak RSS\t1st at s\tsteady/s")
+	fmt.Fprintln(t, "scenario\tfigure\tobjects\tseconds\tobjects/s\tvs (a)\tvs (b)\tvs (c)\tCPU s\tpeak RSS\t1st at s\tsteady/s\tcluster ms/obj")
 	row := func(s, fig string, x rate, rs *ratios, cpu, rss float64, run ...controllerRun) {
-		cols := []string{s, fig, fmt.Sprint(x.Objects), fmt.Sprintf("%.2f", x.Seconds), "", "", "", "", "", "", "", ""}
+		cols := []string{s, fig, fmt.Sprint(x.Objects), fmt.Sprintf("%.2f", x.Seconds), "", "", "", "", "", "", "", "", ""}
+		if x.ClusterCPUSeconds > 0 {
+			cols[12] = fmt.Sprintf("%.2f", x.clusterMsPerObject())
+		}
 		if x.PerSecond > 0 {
 			cols[4] = fmt.Sprintf("%.0f", x.PerSecond)
 		}
@@ -165,7 +168,8 @@ func (r *result) printThroughput(w io.Writer) {
 	fmt.Fprintln(w, "\nseconds: (a), (b) until the last write returned; controllers from process start (1, 5, 7) or the first")
 	fmt.Fprintln(w, "Namespace create (8) until the last ConfigMap was seen; restart until a sync accounted for every object;")
 	fmt.Fprintln(w, "1st at: when the first ConfigMap was seen (start-up); steady/s: the rate from the first ConfigMap to the last;")
-	fmt.Fprintln(w, "CPU s: the controller's CPU time when the last ConfigMap was seen (1's sprout run carries a CPU profile).")
+	fmt.Fprintln(w, "CPU s: the controller's CPU time when the last ConfigMap was seen (1's sprout run carries a CPU profile);")
+	fmt.Fprintln(w, "cluster ms/obj: kube-apiserver's and etcd's CPU time over the same span, per object.")
 }
 
 // printComparison is the table of the figures measured for the baseline

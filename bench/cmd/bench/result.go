@@ -53,6 +53,15 @@ type rate struct {
 	Objects   int     `json:"objects"`
 	Seconds   float64 `json:"seconds"`
 	PerSecond float64 `json:"perSecond"`
+	// ClusterCPUSeconds is the CPU time kube-apiserver and etcd spent
+	// meanwhile (scenario 1): on this machine's two cores it is most of
+	// what bounds every writer's rate.
+	ClusterCPUSeconds float64 `json:"clusterCPUSeconds,omitempty"`
+}
+
+// clusterMsPerObject is the control plane's CPU time per object.
+func (r rate) clusterMsPerObject() float64 {
+	return 1000 * ratio(r.ClusterCPUSeconds, float64(r.Objects))
 }
 
 func rateOf(n int, d time.Duration) rate {

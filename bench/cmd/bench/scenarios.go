@@ -23,10 +23,12 @@ func (b *bench) coldGeneration(ctx context.Context) error {
 				return fmt.Errorf("create Namespaces: %w", err)
 			}
 			cold.NamespaceCreate = rateOf(n, d)
+			cpu := c.cpuSeconds()
 			if d, err = write(c, ctx, "cold", n, b.Parallel); err != nil {
 				return fmt.Errorf("%s: %w", name, err)
 			}
 			*into = rateOf(n, d)
+			into.ClusterCPUSeconds = c.cpuSeconds() - cpu
 			logf("cold: %s: %d ConfigMaps in %.2fs (%.0f/s)", name, n, d.Seconds(), into.PerSecond)
 			return nil
 		})
@@ -45,6 +47,7 @@ func (b *bench) coldGeneration(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		cpu := c.cpuSeconds()
 		p, err := startBaseline(b.baseline, c.kubeconfig, filepath.Join(dir, "baseline.log"), b.baselineArgs()...)
 		if err != nil {
 			return err
@@ -52,6 +55,7 @@ func (b *bench) coldGeneration(ctx context.Context) error {
 		defer p.stop()
 		count, first, last := k.wait(b.timeout)
 		cold.Baseline = newRun(count, n, p.started, first, last, p)
+		cold.Baseline.ClusterCPUSeconds = c.cpuSeconds() - cpu
 		logf("cold: baseline: %d/%d ConfigMaps in %.2fs (%.0f/s)", count, n, cold.Baseline.Seconds, cold.Baseline.PerSecond)
 		return b.driftRepair(ctx, c, nil, &b.res.Drift.Baseline)
 	})
@@ -88,6 +92,7 @@ func (b *bench) generateCold(ctx context.Context, c *cluster, dir string, n int,
 		return nil, controllerRun{}, err
 	}
 	log := filepath.Join(dir, "sprout.log")
+	cpu := c.cpuSeconds()
 	p, err := startSprout(b.sprout, c.kubeconfig, log, b.sproutArgs()...)
 	if err != nil {
 		return nil, controllerRun{}, err
@@ -105,6 +110,7 @@ func (b *bench) generateCold(ctx context.Context, c *cluster, dir string, n int,
 	}
 	count, first, last := k.wait(b.timeout)
 	run := newRun(count, n, p.started, first, last, p)
+	run.ClusterCPUSeconds = c.cpuSeconds() - cpu
 	logf("cold: sprout: %d/%d ConfigMaps in %.2fs (%.0f/s), %.2f CPU s", count, n, run.Seconds, run.PerSecond, run.CPUSeconds)
 	if count < n {
 		return p, run, fmt.Errorf("sprout generated %d of %d ConfigMaps within %s (log: %s)", count, n, b.timeout, log)
