@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
@@ -306,13 +307,14 @@ func (a *Applier) one(ctx context.Context, obj *unstructured.Unstructured, inCac
 // exists, whoever it belongs to.
 //
 // The object is encoded as it is (desired objects are never modified, so
-// no copy), and of the answer only the version is read.
+// no copy), as protobuf when it can be (createBody); the answer comes as
+// JSON, which createdAsDesired reads.
 func (a *Applier) create(ctx context.Context, obj *unstructured.Unstructured) (Change, error) {
 	p, err := a.createPath(KindOf(obj))
 	if err != nil {
 		return Change{}, err
 	}
-	body, err := json.Marshal(obj.Object)
+	body, contentType, err := createBody(obj)
 	if err != nil {
 		return Change{}, err
 	}
@@ -320,7 +322,8 @@ func (a *Applier) create(ctx context.Context, obj *unstructured.Unstructured) (C
 		NamespaceIfScoped(obj.GetNamespace(), p.namespaced).
 		Resource(p.resource).
 		Param("fieldManager", FieldManager).
-		SetHeader("Content-Type", "application/json").
+		SetHeader("Content-Type", contentType).
+		SetHeader("Accept", runtime.ContentTypeJSON).
 		Body(body).
 		Do(ctx)
 	if err := res.Error(); err != nil {

@@ -1,0 +1,61 @@
+package inventory
+
+import (
+	"bytes"
+	"encoding/json"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+)
+
+// protobufCodec encodes the built-in types client-go knows.
+var protobufCodec = protobuf.NewSerializer(clientgoscheme.Scheme, clientgoscheme.Scheme)
+
+// createBody encodes obj for its create, with the body's content type: as
+// protobuf when obj is of a built-in type and converts to it exactly,
+// otherwise as JSON.
+//
+// The API server decodes every create's body into its type; a protobuf
+// body took it a fifteenth of the CPU of a JSON one (in kube-apiserver's
+// profile during scenario 1 of make bench, 0.13 ms an object), on a
+// machine where the API server's CPU bounds every writer's rate. The
+// object the API server makes is the same either way: both bodies decode
+// to the same typed object, and it stores that object as protobuf.
+//
+// Exactly means that the typed object says everything obj says, as the
+// JSON would: no field unknown to the type, and converted back, every
+// field and value of obj (a number out of its field's range, a quantity
+// not in its canonical form or an empty map that protobuf cannot tell
+// from an absent one go as JSON, for the API server to take or refuse as
+// it would).
+func createBody(obj *unstructured.Unstructured) ([]byte, string, error) {
+	if body, ok := protobufBody(obj); ok {
+		return body, runtime.ContentTypeProtobuf, nil
+	}
+	body, err := json.Marshal(obj.Object)
+	return body, runtime.ContentTypeJSON, err
+}
+
+// protobufBody encodes obj as protobuf when it converts exactly to a
+// built-in type (see createBody).
+func protobufBody(obj *unstructured.Unstructured) ([]byte, bool) {
+	typed, err := clientgoscheme.Scheme.New(obj.GroupVersionKind())
+	if err != nil {
+		return nil, false
+	}
+	conv := runtime.DefaultUnstructuredConverter
+	if conv.FromUnstructuredWithValidation(obj.Object, typed, true) != nil {
+		return nil, false
+	}
+	back, err := conv.ToUnstructured(typed)
+	if err != nil || !coversValue(back, obj.Object) {
+		return nil, false
+	}
+	var buf bytes.Buffer
+	if protobufCodec.Encode(typed, &buf) != nil {
+		return nil, false
+	}
+	return buf.Bytes(), true
+}
