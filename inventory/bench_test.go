@@ -9,6 +9,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 )
@@ -192,7 +193,7 @@ func BenchmarkCreateBody(b *testing.B) {
 	b.Run("createBody", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			if _, contentType, err := createBody(objects[0]); err != nil || contentType != "application/vnd.kubernetes.protobuf" {
+			if _, contentType, err := createBody(objects[0]); err != nil || contentType != runtime.ContentTypeProtobuf {
 				b.Fatal(contentType, err)
 			}
 		}

@@ -31,10 +31,13 @@ func ObjectPath(r *http.Request) string {
 	return r.URL.Path
 }
 
+// protobufCodec decodes the protobuf bodies of built-in types.
+var protobufCodec = protobuf.NewSerializer(clientgoscheme.Scheme, clientgoscheme.Scheme)
+
 // postedName is the name of the object body encodes, or "".
 func postedName(body []byte, contentType string) string {
 	if contentType == runtime.ContentTypeProtobuf {
-		obj, _, err := protobuf.NewSerializer(clientgoscheme.Scheme, clientgoscheme.Scheme).Decode(body, nil, nil)
+		obj, _, err := protobufCodec.Decode(body, nil, nil)
 		if err != nil {
 			return ""
 		}
