@@ -38,6 +38,7 @@ import (
 // params are the benchmark's sizes and settings, recorded with the results.
 type params struct {
 	Namespaces        int     `json:"namespaces"`
+	Rounds            int     `json:"coldRounds"`
 	BurstSize         int     `json:"burstNamespaces"`
 	SteadyRate        float64 `json:"steadyPerSecond"`
 	SteadySeconds     float64 `json:"steadySeconds"`
@@ -76,6 +77,7 @@ func main() {
 	out := flag.String("out", "bench/results/latest.json", "where the JSON results are written")
 	keep := flag.Bool("keep", false, "keep the temporary folder with the binaries, kubeconfigs, controller logs and profiles")
 	flag.IntVar(&p.Namespaces, "namespaces", 10000, "scenarios 1, 3 and 7: how many Namespaces exist before the controller starts")
+	flag.IntVar(&p.Rounds, "rounds", 3, "scenario 1: how many times (a), (b), the baseline and sprout each run, interleaved; the figures are the medians")
 	flag.IntVar(&p.BurstSize, "burst", 10000, "scenario 8: how many Namespaces are created while the controller runs")
 	flag.Float64Var(&p.SteadyRate, "steady-rate", 50, "scenario 2: Namespaces created per second")
 	flag.DurationVar(&steady, "steady-duration", 60*time.Second, "scenario 2: how long Namespaces are created for")

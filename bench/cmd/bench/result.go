@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"math"
 	"os"
 	"runtime"
@@ -120,13 +121,49 @@ func (r controllerRun) cpuMsPerObject() float64 {
 	return 1000 * ratio(r.CPUSeconds, float64(r.Objects))
 }
 
+// cold is scenario 1: the median of each measurement over the rounds, and
+// every round.
 type cold struct {
-	Namespaces      int           `json:"namespaces"`
-	NamespaceCreate rate          `json:"namespaceCreate"`
-	RawCreate       rate          `json:"rawCreate"`
-	RawApply        rate          `json:"rawApply"`
-	Baseline        controllerRun `json:"baseline"`
-	Sprout          controllerRun `json:"sprout"`
+	Namespaces      int  `json:"namespaces"`
+	NamespaceCreate rate `json:"namespaceCreate"`
+	coldRound
+	EachRound []coldRound `json:"eachRound"`
+}
+
+// peakRSSMiB is sprout's highest peak RSS in any round.
+func (c *cold) peakRSSMiB() float64 {
+	var m float64
+	for _, r := range c.EachRound {
+		m = max(m, r.Sprout.PeakRSSMiB)
+	}
+	return m
+}
+
+// coldRound is one run of each of scenario 1's measurements, one after
+// the other.
+type coldRound struct {
+	RawCreate rate          `json:"rawCreate"`
+	RawApply  rate          `json:"rawApply"`
+	Baseline  controllerRun `json:"baseline"`
+	Sprout    controllerRun `json:"sprout"`
+}
+
+// median sets each of c's measurements to its median round by objects per
+// second: a whole run, so that its CPU time, RSS and start-up stay those of
+// one process.
+func (c *cold) median() {
+	if len(c.EachRound) == 0 {
+		return
+	}
+	pick := func(get func(coldRound) float64) coldRound {
+		rs := slices.Clone(c.EachRound)
+		slices.SortStableFunc(rs, func(x, y coldRound) int { return cmp.Compare(get(x), get(y)) })
+		return rs[len(rs)/2]
+	}
+	c.RawCreate = pick(func(r coldRound) float64 { return r.RawCreate.PerSecond }).RawCreate
+	c.RawApply = pick(func(r coldRound) float64 { return r.RawApply.PerSecond }).RawApply
+	c.Baseline = pick(func(r coldRound) float64 { return r.Baseline.PerSecond }).Baseline
+	c.Sprout = pick(func(r coldRound) float64 { return r.Sprout.PerSecond }).Sprout
 }
 
 type restart struct {

@@ -78,3 +78,22 @@ func TestSummariseHeapProfile(t *testing.T) {
 		t.Error("a heap profile has no cpu samples, but summarise found some")
 	}
 }
+
+func TestColdMedian(t *testing.T) {
+	round := func(a, b, c, s float64, rss float64) coldRound {
+		return coldRound{RawCreate: rate{PerSecond: a}, RawApply: rate{PerSecond: b},
+			Baseline: controllerRun{rate: rate{PerSecond: c}}, Sprout: controllerRun{rate: rate{PerSecond: s}, PeakRSSMiB: rss}}
+	}
+	c := cold{EachRound: []coldRound{round(1500, 900, 800, 700, 110), round(1400, 1000, 700, 900, 125), round(1600, 950, 900, 800, 100)}}
+	c.median()
+	got := []float64{c.RawCreate.PerSecond, c.RawApply.PerSecond, c.Baseline.PerSecond, c.Sprout.PerSecond}
+	if want := []float64{1500, 950, 800, 800}; !slices.Equal(got, want) {
+		t.Errorf("medians = %v, want %v", got, want)
+	}
+	if c.Sprout.PeakRSSMiB != 100 {
+		t.Errorf("the median sprout run's RSS = %v, want that of the same run, 100", c.Sprout.PeakRSSMiB)
+	}
+	if m := c.peakRSSMiB(); m != 125 {
+		t.Errorf("peak RSS over the rounds = %v, want 125", m)
+	}
+}
