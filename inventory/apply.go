@@ -155,16 +155,16 @@ func (a *Applier) each(ctx context.Context, objects []*unstructured.Unstructured
 		}
 	}
 	errs := make([]error, len(objects))
-	notTried := false
+	var notTried atomic.Bool
 	down := new(atomic.Pointer[error])
+	var requests *workers
 	if opts.Round != nil {
-		down = &opts.Round.down
+		down, requests = &opts.Round.down, opts.Round.requests
+	} else {
+		requests = newWorkers(applyParallelism)
+		defer requests.stop()
 	}
 	var wg sync.WaitGroup
-	slots := make(chan struct{}, applyParallelism)
-	if opts.Round != nil {
-		slots = opts.Round.slots
-	}
 	var memo *Decisions
 	if opts.Round != nil {
 		memo = opts.Round.d
@@ -199,19 +199,17 @@ func (a *Applier) each(ctx context.Context, objects []*unstructured.Unstructured
 				continue
 			}
 		}
-		slots <- struct{}{}
-		if err := ctx.Err(); err != nil && down.Load() == nil {
-			errs[i] = err
-			down.Store(&err)
-		}
-		if err := down.Load(); err != nil {
-			<-slots
-			changes[i] = changeOf(obj, Failed, "not tried: "+(*err).Error())
-			notTried = true
-			continue
-		}
-		wg.Go(func() {
-			defer func() { <-slots }()
+		wg.Add(1)
+		requests.do(func() {
+			defer wg.Done()
+			if err := ctx.Err(); err != nil && down.CompareAndSwap(nil, &err) {
+				errs[i] = err
+			}
+			if err := down.Load(); err != nil {
+				changes[i] = changeOf(obj, Failed, "not tried: "+(*err).Error())
+				notTried.Store(true)
+				return
+			}
 			changes[i], errs[i] = a.one(ctx, obj, inCache, d, opts, w)
 			if err := errs[i]; err != nil && unavailable(err) {
 				down.CompareAndSwap(nil, &err)
@@ -232,7 +230,7 @@ func (a *Applier) each(ctx context.Context, objects []*unstructured.Unstructured
 	}
 	wg.Wait()
 	err := errors.Join(errs...)
-	if err == nil && notTried {
+	if err == nil && notTried.Load() {
 		err = *down.Load() // found by an earlier Apply of the round
 	}
 	return ChangeSet{Changes: changes}, err

@@ -54,9 +54,10 @@ type Round struct {
 	// down is the error that said the API server cannot serve: the objects
 	// of later Apply calls are not tried.
 	down atomic.Pointer[error]
-	// slots bound the requests in flight of all the round's Apply calls,
-	// which may overlap: a call's last requests do not hold the next back.
-	slots chan struct{}
+	// requests run the requests of all the round's Apply calls, which may
+	// overlap, on one bound: a call's last requests do not hold the next
+	// back.
+	requests *workers
 }
 
 // Begin opens a round. Whatever a round not ended left is forgotten.
@@ -65,7 +66,7 @@ func (d *Decisions) Begin() *Round {
 	defer d.mu.Unlock()
 	clear(d.next)
 	clear(d.nextClaimed)
-	return &Round{d: d, slots: make(chan struct{}, applyParallelism)}
+	return &Round{d: d, requests: newWorkers(applyParallelism)}
 }
 
 // add counts objects and settled among what the round was given.
@@ -300,8 +301,10 @@ func (d *Decisions) keep(desired *unstructured.Unstructured, p *unchangedPair) {
 	}
 }
 
-// End closes the round: the Decisions forget the pairs it did not see.
+// End closes the round: the Decisions forget the pairs it did not see,
+// and the goroutines of its requests end.
 func (r *Round) End() {
+	r.requests.stop()
 	d := r.d
 	d.mu.Lock()
 	defer d.mu.Unlock()
