@@ -260,3 +260,27 @@ func BenchmarkCachedFromWatch(b *testing.B) {
 		}
 	})
 }
+
+// TestMemberSpan: a member is found when it is in raw exactly once,
+// whether its key is found first elsewhere or not.
+func TestMemberSpan(t *testing.T) {
+	member := `"uid":"u1"`
+	for _, tt := range []struct {
+		raw      string
+		from, to int
+		ok       bool
+	}{
+		{`{"uid":"u1","name":"a"}`, 1, 12, true},
+		{`{"name":"a","uid":"u1"}`, 11, 22, true},
+		{`{"data":{"uid":"x"},"uid":"u1"}`, 19, 30, true},
+		{`{"data":{"uid":"u1"},"uid":"u1"}`, 0, 0, false},
+		{`{"uid":"u2"}`, 0, 0, false},
+		{`{"name":"a"}`, 0, 0, false},
+		{`{"uid":"u1"}`, 1, 11, true},
+	} {
+		from, to, ok := MemberSpan([]byte(tt.raw), []byte(member))
+		if from != tt.from || to != tt.to || ok != tt.ok {
+			t.Errorf("MemberSpan(%s) = %d, %d, %v; want %d, %d, %v", tt.raw, from, to, ok, tt.from, tt.to, tt.ok)
+		}
+	}
+}
