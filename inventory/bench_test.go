@@ -143,11 +143,15 @@ func BenchmarkStaleRemembered10k(b *testing.B) {
 func BenchmarkCreatedAsDesired(b *testing.B) {
 	objects, _ := desiredSet(1)
 	answer := createAnswer(b, objects[0])
-	b.ReportAllocs()
-	for b.Loop() {
-		if createdAsDesired(answer, objects[0]) == "" {
-			b.Fatal("not created as desired")
-		}
+	for name, answer := range map[string][]byte{"json": answer, "protobuf": protobufAnswer(b, answer)} {
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if createdAsDesired(answer, objects[0]) == "" {
+					b.Fatal("not created as desired")
+				}
+			}
+		})
 	}
 }
 

@@ -4,14 +4,19 @@ import (
 	"bytes"
 	"encoding/json"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 )
 
-// protobufCodec encodes the built-in types client-go knows.
+// protobufCodec encodes and decodes the built-in types client-go knows.
 var protobufCodec = protobuf.NewSerializer(clientgoscheme.Scheme, clientgoscheme.Scheme)
+
+// protobufPrefix begins every protobuf body of the API server's.
+var protobufPrefix = []byte{0x6b, 0x38, 0x73, 0x00}
 
 // createBody encodes obj for its create, with the body's content type: as
 // protobuf when obj is of a built-in type and converts to it exactly,
@@ -58,4 +63,26 @@ func protobufBody(obj *unstructured.Unstructured) ([]byte, bool) {
 		return nil, false
 	}
 	return buf.Bytes(), true
+}
+
+// fromProtobuf decodes a protobuf answer of kind gvk into unstructured, as
+// the API server would encode it as JSON, less its managed fields; nil
+// when it does not decode to that kind.
+func fromProtobuf(answer []byte, gvk schema.GroupVersionKind) *unstructured.Unstructured {
+	obj, got, err := protobufCodec.Decode(answer, nil, nil)
+	if err != nil || got == nil || *got != gvk {
+		return nil
+	}
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return nil
+	}
+	m.SetManagedFields(nil)
+	content, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		return nil
+	}
+	made := &unstructured.Unstructured{Object: content}
+	made.SetGroupVersionKind(gvk)
+	return made
 }

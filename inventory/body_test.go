@@ -97,7 +97,7 @@ func TestCreatesAsTheAPIServerTakesThem(t *testing.T) {
 		return roundTripper(func(req *http.Request) (*http.Response, error) {
 			if req.Method == http.MethodPost && strings.Contains(req.URL.Path, "/namespaces/bodies/") {
 				mu.Lock()
-				posted = append(posted, req.Header.Get("Content-Type"))
+				posted = append(posted, req.Header.Get("Content-Type")+" "+req.Header.Get("Accept"))
 				mu.Unlock()
 			}
 			return rt.RoundTrip(req)
@@ -139,7 +139,8 @@ func TestCreatesAsTheAPIServerTakesThem(t *testing.T) {
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	if len(posted) < 2 || posted[0] != runtime.ContentTypeProtobuf || posted[1] != runtime.ContentTypeJSON {
-		t.Errorf("creates posted %v, want protobuf then JSON", posted)
+	protobuf, json := runtime.ContentTypeProtobuf+" "+runtime.ContentTypeProtobuf, runtime.ContentTypeJSON+" "+runtime.ContentTypeJSON
+	if len(posted) < 2 || posted[0] != protobuf || posted[1] != json {
+		t.Errorf("creates posted and accepted %q, want %q then %q", posted, protobuf, json)
 	}
 }

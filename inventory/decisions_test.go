@@ -1,6 +1,7 @@
 package inventory
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"slices"
@@ -11,8 +12,10 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 )
 
 // TestDecisionsPassOverOnlyWhatTheyComparedBefore: an object found
@@ -358,6 +361,44 @@ func TestCreatedAsDesired(t *testing.T) {
 	if v := createdAsDesired(createAnswer(t, objects[0]), objects[0]); v != "42" {
 		t.Errorf("an answer with managed fields: version %q, want 42", v)
 	}
+
+	// The answer to a protobuf create is protobuf.
+	if v := createdAsDesired(protobufAnswer(t, createAnswer(t, objects[0])), objects[0]); v != "42" {
+		t.Errorf("a protobuf answer: version %q, want 42", v)
+	}
+	if v := createdAsDesired(protobufAnswer(t, answer), objects[0]); v != "" {
+		t.Errorf("a protobuf answer with a field changed: version %q, want none", v)
+	}
+	secret := objects[0].DeepCopy()
+	secret.SetKind("Secret")
+	if v := createdAsDesired(protobufAnswer(t, createAnswer(t, objects[0])), secret); v != "" {
+		t.Errorf("a protobuf answer of another kind: version %q, want none", v)
+	}
+	if v := createdAsDesired(append(slices.Clone(protobufPrefix), "not protobuf"...), objects[0]); v != "" {
+		t.Errorf("a protobuf answer that does not decode: version %q, want none", v)
+	}
+}
+
+// protobufAnswer is a JSON answer as the API server sends it to a client
+// that accepts protobuf.
+func protobufAnswer(t testing.TB, answer []byte) []byte {
+	t.Helper()
+	u := &unstructured.Unstructured{}
+	if err := json.Unmarshal(answer, &u.Object); err != nil {
+		t.Fatal(err)
+	}
+	typed, err := clientgoscheme.Scheme.New(u.GroupVersionKind())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, typed); err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if err := protobufCodec.Encode(typed, &buf); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
 }
 
 // TestRoundStopsTryingOnceTheAPIServerIsDown: once a write of a round's
