@@ -317,8 +317,12 @@ func (r *Round) End() {
 		}
 	}
 	d.rounds++
-	d.unchanged, d.next = d.next, make(map[*unstructured.Unstructured]*unchangedPair, len(d.next))
-	d.claimed, d.nextClaimed = d.nextClaimed, make(map[*Cached]struct{}, len(d.nextClaimed))
+	// The last round's maps are cleared for the next rather than new ones
+	// made, as the evaluation memo's are.
+	d.unchanged, d.next = d.next, d.unchanged
+	d.claimed, d.nextClaimed = d.nextClaimed, d.claimed
+	clear(d.next)
+	clear(d.nextClaimed)
 }
 
 // Stale returns the owned objects that the last round's objects do not

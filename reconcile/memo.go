@@ -96,5 +96,9 @@ func (e *evaluations) of(u *cachedObject) *triggerMemo {
 func (e *evaluations) endRound() {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.last, e.next = e.next, make(map[*cachedObject]*triggerMemo, len(e.next))
+	// The last round's map is cleared for the next rather than a new one
+	// made: a sync per event would otherwise allocate one the size of
+	// the policy's triggers each time.
+	e.last, e.next = e.next, e.last
+	clear(e.next)
 }
