@@ -50,7 +50,10 @@ func appliedDigest(obj *unstructured.Unstructured) string {
 			object["metadata"] = metadata
 		}
 	}
-	data, _ := json.Marshal(object) // maps marshal with sorted keys
+	data, ok := appendJSON(make([]byte, 0, 2048), object)
+	if !ok {
+		data, _ = json.Marshal(object) // maps marshal with sorted keys
+	}
 	sum := sha256.Sum256(data)
 	return hex.EncodeToString(sum[:12])
 }
