@@ -18,7 +18,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
@@ -248,25 +247,6 @@ func (c *cluster) createNamespacesAt(ctx context.Context, prefix string, perSeco
 	}
 	wg.Wait()
 	return returned, errors.Join(append(errs, ctx.Err())...)
-}
-
-// rawCreate creates one ConfigMap in each of n Namespaces with a plain create.
-func (c *cluster) rawCreate(ctx context.Context, prefix string, n, workers int) (time.Duration, error) {
-	return parallel(ctx, n, workers, func(ctx context.Context, i int) error {
-		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "raw-create", Namespace: namespaceName(prefix, i)}, Data: configMapData}
-		_, err := c.kube.CoreV1().ConfigMaps(cm.Namespace).Create(ctx, cm, metav1.CreateOptions{})
-		return err
-	})
-}
-
-// rawApply creates one ConfigMap in each of n Namespaces with server-side apply.
-func (c *cluster) rawApply(ctx context.Context, prefix string, n, workers int) (time.Duration, error) {
-	return parallel(ctx, n, workers, func(ctx context.Context, i int) error {
-		ns := namespaceName(prefix, i)
-		cm := corev1ac.ConfigMap("raw-apply", ns).WithData(configMapData)
-		_, err := c.kube.CoreV1().ConfigMaps(ns).Apply(ctx, cm, metav1.ApplyOptions{FieldManager: "sprout-bench", Force: true})
-		return err
-	})
 }
 
 // createPolicy creates the benchmark policy: fixtures/zk-kafka-address with

@@ -100,6 +100,10 @@ type ratios struct {
 	RawCreate float64 `json:"vsRawCreate"`
 	RawApply  float64 `json:"vsRawApply"`
 	Baseline  float64 `json:"vsBaseline,omitempty"`
+	// PlainCreate and PlainApply compare with the first round's writes of
+	// plain ConfigMaps, without sprout's labels and annotations.
+	PlainCreate float64 `json:"vsPlainCreate,omitempty"`
+	PlainApply  float64 `json:"vsPlainApply,omitempty"`
 }
 
 // controllerRun is one controller process generating ConfigMaps.
@@ -142,10 +146,15 @@ func (c *cold) peakRSSMiB() float64 {
 // coldRound is one run of each of scenario 1's measurements, one after
 // the other.
 type coldRound struct {
-	RawCreate rate          `json:"rawCreate"`
-	RawApply  rate          `json:"rawApply"`
-	Baseline  controllerRun `json:"baseline"`
-	Sprout    controllerRun `json:"sprout"`
+	// RawCreate (a) and RawApply (b) write the ConfigMaps sprout generates.
+	RawCreate rate `json:"rawCreate"`
+	RawApply  rate `json:"rawApply"`
+	// PlainCreate and PlainApply, in the first round only, write them
+	// without sprout's labels and annotations.
+	PlainCreate *rate         `json:"plainCreate,omitempty"`
+	PlainApply  *rate         `json:"plainApply,omitempty"`
+	Baseline    controllerRun `json:"baseline"`
+	Sprout      controllerRun `json:"sprout"`
 }
 
 // median sets each of c's measurements to its median round by objects per
@@ -164,6 +173,7 @@ func (c *cold) median() {
 	c.RawApply = pick(func(r coldRound) float64 { return r.RawApply.PerSecond }).RawApply
 	c.Baseline = pick(func(r coldRound) float64 { return r.Baseline.PerSecond }).Baseline
 	c.Sprout = pick(func(r coldRound) float64 { return r.Sprout.PerSecond }).Sprout
+	c.PlainCreate, c.PlainApply = c.EachRound[0].PlainCreate, c.EachRound[0].PlainApply
 }
 
 type restart struct {

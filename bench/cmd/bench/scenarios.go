@@ -8,9 +8,9 @@ import (
 )
 
 // coldGeneration is scenario 1, with 3, 4 and 6 on its clusters: N
-// Namespaces exist, then (a) and (b) write one ConfigMap into each, and the
-// baseline and sprout, each on a fresh control plane, generate one into
-// each. The four run Rounds times, interleaved, so that a slow spell of the
+// Namespaces exist, then (a) and (b) write into each the ConfigMap sprout
+// would generate there, and the baseline and sprout, each on a fresh
+// control plane, generate one into each. The four run Rounds times, interleaved, so that a slow spell of the
 // machine (they last seconds to minutes here) weighs on one round of one of
 // them, not on a ratio; the figures are each one's median round. In the
 // first round sprout is profiled (6), then restarted with nothing to do (3),
@@ -35,30 +35,35 @@ func (b *bench) coldRound(ctx context.Context, i int) (coldRound, error) {
 	n, first := b.Namespaces, i == 0
 	var round coldRound
 	name := func(s string) string { return fmt.Sprintf("%s-%d", s, i+1) }
-	raw := func(what string, write func(*cluster, context.Context, string, int, int) (time.Duration, error), into *rate) error {
-		return b.withCluster(name(what), func(c *cluster, _ string) error {
+	raw := func(w rawWrite, into *rate) error {
+		return b.withCluster(name(w.name), func(c *cluster, _ string) error {
 			d, _, err := c.createNamespaces(ctx, "cold", n, b.Parallel)
 			if err != nil {
 				return fmt.Errorf("create Namespaces: %w", err)
 			}
-			if first && what == "raw-create" {
+			if first && w.name == "raw-create" {
 				b.res.Cold.NamespaceCreate = rateOf(n, d)
 			}
-			cpu := c.cpuSeconds()
-			if d, err = write(c, ctx, "cold", n, b.Parallel); err != nil {
-				return fmt.Errorf("%s: %w", what, err)
+			if *into, err = c.write(ctx, w, "cold", n, b.Parallel, b.timeout); err != nil {
+				return fmt.Errorf("%s: %w", w.name, err)
 			}
-			*into = rateOf(n, d)
-			into.ClusterCPUSeconds = c.cpuSeconds() - cpu
-			logf("cold %d: %s: %d ConfigMaps in %.2fs (%.0f/s)", i+1, what, n, d.Seconds(), into.PerSecond)
+			logf("cold %d: %s: %d ConfigMaps in %.2fs (%.0f/s)", i+1, w.name, n, into.Seconds, into.PerSecond)
 			return nil
 		})
 	}
-	if err := raw("raw-create", (*cluster).rawCreate, &round.RawCreate); err != nil {
-		return round, err
+	// The first round also writes plain ConfigMaps: what sprout's labels
+	// and annotations cost the control plane.
+	writes := []rawWrite{{name: "raw-create"}, {name: "raw-apply", apply: true}}
+	into := []*rate{&round.RawCreate, &round.RawApply}
+	if first {
+		round.PlainCreate, round.PlainApply = &rate{}, &rate{}
+		writes = append(writes, rawWrite{name: "plain-create", plain: true}, rawWrite{name: "plain-apply", apply: true, plain: true})
+		into = append(into, round.PlainCreate, round.PlainApply)
 	}
-	if err := raw("raw-apply", (*cluster).rawApply, &round.RawApply); err != nil {
-		return round, err
+	for j, w := range writes {
+		if err := raw(w, into[j]); err != nil {
+			return round, err
+		}
 	}
 	err := b.withCluster(name("cold-baseline"), func(c *cluster, dir string) error {
 		if _, _, err := c.createNamespaces(ctx, "cold", n, b.Parallel); err != nil {
@@ -147,6 +152,9 @@ func (b *bench) generateCold(ctx context.Context, c *cluster, dir string, n int,
 	// profile and a restart, as a rolling update would.
 	pollUntil(b.timeout, func() bool { return p.metricSum(ctx, "sprout_objects_total{") >= float64(n) })
 	time.Sleep(2 * time.Second)
+	if err := c.sameShape(ctx, namespaceName("cold", n-1)); err != nil {
+		return p, run, fmt.Errorf("sprout's ConfigMaps are not what (a) and (b) write: %w", err)
+	}
 	if !profiles {
 		run.PeakRSSMiB = p.peakRSSMiB()
 		return p, run, nil
