@@ -1,8 +1,9 @@
 // Command bench measures Sprout against yardsticks (issue #10): it starts a
 // fresh local control plane for each measurement, runs the real `sprout run`
 // process and the baseline controller of bench/baseline against it, and
-// measures in the same run, with the same parallelism, the raw create rate
-// of a plain client (a) and of server-side apply (b). Every throughput is
+// measures in the same run, with the same parallelism, the rate at which a
+// plain client writes the ConfigMaps sprout generates with create (a) and
+// with server-side apply (b). Every throughput is
 // reported as a ratio to (a), (b) and the baseline (c); the figures, ratios,
 // targets and the machine go to a JSON file, and a table to stdout.
 //
