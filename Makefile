@@ -85,7 +85,7 @@ fuzz:
 	done
 
 ## bench: issue #10's benchmarks against local control planes, results in bench/results/
-## (about 12 minutes at the defaults, the issue's sizes; not part of test); BENCH_ARGS passes
+## (about 13 minutes at the defaults, the issue's sizes; not part of test); BENCH_ARGS passes
 ## sizes and parts: BENCH_ARGS="-namespaces 2000 -burst 1000 -policy-namespaces 200" (6 minutes), "-scenarios steady"
 bench: tools
 	$(GO) run ./bench/cmd/bench $(BENCH_ARGS)
