@@ -332,7 +332,7 @@ func (a *Applier) create(ctx context.Context, obj *unstructured.Unstructured) (C
 	}
 	answer, _ := res.Raw()
 	ch := changeOf(obj, Created, "")
-	ch.ResourceVersion = createdAsDesired(answer, obj)
+	ch.ResourceVersion = createdAsDesired(answer, body, obj)
 	return ch, nil
 }
 
@@ -344,10 +344,16 @@ func (a *Applier) create(ctx context.Context, obj *unstructured.Unstructured) (C
 // answer does not decode: the object is then compared once the cache holds
 // it. The answer is JSON, or protobuf for a built-in type, which is read
 // as the JSON the API server would have sent: its typed object converted
-// to unstructured, less the managed fields that desired never holds.
-func createdAsDesired(answer []byte, desired *unstructured.Unstructured) string {
+// to unstructured, less the managed fields that desired never holds; but
+// first, when the create sent protobuf too, compared with what was sent.
+func createdAsDesired(answer, sent []byte, desired *unstructured.Unstructured) string {
 	var made *unstructured.Unstructured
 	if bytes.HasPrefix(answer, protobufPrefix) {
+		if bytes.HasPrefix(sent, protobufPrefix) {
+			if version, ok := madeAsSent(answer, sent, desired.GroupVersionKind()); ok {
+				return version
+			}
+		}
 		made = fromProtobuf(answer, desired.GroupVersionKind())
 	} else {
 		var m map[string]any

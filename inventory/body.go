@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -63,6 +64,37 @@ func protobufBody(obj *unstructured.Unstructured) ([]byte, bool) {
 		return nil, false
 	}
 	return buf.Bytes(), true
+}
+
+// madeAsSent reads a protobuf answer to the create of the protobuf body
+// sent and returns the version made when the object made is the one sent
+// but for what the API server sets on every create (its identity, version,
+// generation, creation time and managed fields). sent converted exactly
+// (protobufBody), so such an answer holds every field of the desired
+// object; any other difference, a default or a webhook's change, is for
+// createdAsDesired's comparison to weigh. Reading the answer this way costs
+// an encode, where converting it to unstructured cost several times that.
+func madeAsSent(answer, sent []byte, gvk schema.GroupVersionKind) (string, bool) {
+	obj, got, err := protobufCodec.Decode(answer, nil, nil)
+	if err != nil || got == nil || *got != gvk {
+		return "", false
+	}
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return "", false
+	}
+	version := m.GetResourceVersion()
+	m.SetUID("")
+	m.SetResourceVersion("")
+	m.SetGeneration(0)
+	m.SetCreationTimestamp(metav1.Time{})
+	m.SetManagedFields(nil)
+	obj.GetObjectKind().SetGroupVersionKind(gvk)
+	var made bytes.Buffer
+	if protobufCodec.Encode(obj, &made) != nil || !bytes.Equal(made.Bytes(), sent) {
+		return "", false
+	}
+	return version, version != ""
 }
 
 // fromProtobuf decodes a protobuf answer of kind gvk into unstructured, as

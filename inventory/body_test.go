@@ -1,7 +1,9 @@
 package inventory
 
 import (
+	"bytes"
 	"context"
+	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -86,13 +88,15 @@ func TestCreateBody(t *testing.T) {
 
 // TestCreatesAsTheAPIServerTakesThem: through the API server, a ConfigMap's
 // create goes as protobuf and makes the object desired, settled from its
-// answer; a Service whose port is out of range goes as JSON and is refused
+// answer, which is the object sent but for what every create sets; a
+// Service whose port is out of range goes as JSON and is refused
 // as the API server refuses it, instead of being created with another port.
 func TestCreatesAsTheAPIServerTakesThem(t *testing.T) {
 	ctx := context.Background()
 	cfg := rest.CopyConfig(config(t))
 	var mu sync.Mutex
 	var posted []string
+	var sentConfigMap, answerConfigMap []byte
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
 		return roundTripper(func(req *http.Request) (*http.Response, error) {
 			if req.Method == http.MethodPost && strings.Contains(req.URL.Path, "/namespaces/bodies/") {
@@ -100,7 +104,29 @@ func TestCreatesAsTheAPIServerTakesThem(t *testing.T) {
 				posted = append(posted, req.Header.Get("Content-Type")+" "+req.Header.Get("Accept"))
 				mu.Unlock()
 			}
-			return rt.RoundTrip(req)
+			if req.Method != http.MethodPost || !strings.HasSuffix(req.URL.Path, "/namespaces/bodies/configmaps") {
+				return rt.RoundTrip(req)
+			}
+			// Keep what the ConfigMap's create sent and got.
+			body, err := req.GetBody()
+			if err != nil {
+				return nil, err
+			}
+			sent, err := io.ReadAll(body)
+			if err != nil {
+				return nil, err
+			}
+			res, err := rt.RoundTrip(req)
+			if err != nil {
+				return nil, err
+			}
+			got, err := io.ReadAll(res.Body)
+			_ = res.Body.Close()
+			res.Body = io.NopCloser(bytes.NewReader(got))
+			mu.Lock()
+			sentConfigMap, answerConfigMap = sent, got
+			mu.Unlock()
+			return res, err
 		})
 	})
 	a, err := NewApplier(cfg)
@@ -120,6 +146,12 @@ func TestCreatesAsTheAPIServerTakesThem(t *testing.T) {
 	}
 	if cs.Changes[0].ResourceVersion == "" {
 		t.Error("the create's answer did not show the object as desired")
+	}
+	mu.Lock()
+	version, ok := madeAsSent(answerConfigMap, sentConfigMap, obj.GroupVersionKind())
+	mu.Unlock()
+	if !ok || version != cs.Changes[0].ResourceVersion {
+		t.Errorf("the answer compared with what was sent: version %q, %v; want %q by the comparison alone", version, ok, cs.Changes[0].ResourceVersion)
 	}
 	_, live := cached(t, c, obj)
 	if !covers(live, obj) {

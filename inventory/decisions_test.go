@@ -344,38 +344,60 @@ func TestCreatedAsDesired(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v := createdAsDesired(answer, objects[0]); v != "42" {
+	if v := createdAsDesired(answer, nil, objects[0]); v != "42" {
 		t.Errorf("as desired: version %q, want 42", v)
 	}
 	_ = unstructured.SetNestedField(made.Object, "webhook", "data", "ZK_ADDRESS")
 	if answer, err = json.Marshal(made.Object); err != nil {
 		t.Fatal(err)
 	}
-	if v := createdAsDesired(answer, objects[0]); v != "" {
+	if v := createdAsDesired(answer, nil, objects[0]); v != "" {
 		t.Errorf("a field changed by the create: version %q, want none", v)
 	}
-	if v := createdAsDesired([]byte("not json"), objects[0]); v != "" {
+	if v := createdAsDesired([]byte("not json"), nil, objects[0]); v != "" {
 		t.Errorf("an answer that does not decode: version %q, want none", v)
 	}
 	// As the API server answers: with managed fields, which are cut.
-	if v := createdAsDesired(createAnswer(t, objects[0]), objects[0]); v != "42" {
+	if v := createdAsDesired(createAnswer(t, objects[0]), nil, objects[0]); v != "42" {
 		t.Errorf("an answer with managed fields: version %q, want 42", v)
 	}
 
-	// The answer to a protobuf create is protobuf.
-	if v := createdAsDesired(protobufAnswer(t, createAnswer(t, objects[0])), objects[0]); v != "42" {
-		t.Errorf("a protobuf answer: version %q, want 42", v)
+	// The answer to a protobuf create is protobuf: compared with the body
+	// sent when there is one, else read as JSON; both read it alike.
+	sent, contentType, err := createBody(objects[0])
+	if err != nil || contentType != runtime.ContentTypeProtobuf {
+		t.Fatalf("create body: %s, %v; want protobuf", contentType, err)
 	}
-	if v := createdAsDesired(protobufAnswer(t, answer), objects[0]); v != "" {
-		t.Errorf("a protobuf answer with a field changed: version %q, want none", v)
+	withLabel := objects[0].DeepCopy()
+	labels := withLabel.GetLabels()
+	labels["added-by"] = "webhook"
+	withLabel.SetLabels(labels)
+	added := createAnswer(t, withLabel)
+	other := objects[0].DeepCopy()
+	other.SetKind("Secret")
+	for _, tc := range []struct {
+		name    string
+		answer  []byte
+		desired *unstructured.Unstructured
+		want    string
+	}{
+		{"as sent", protobufAnswer(t, createAnswer(t, objects[0])), objects[0], "42"},
+		{"a field changed", protobufAnswer(t, answer), objects[0], ""},
+		{"a field added", protobufAnswer(t, added), objects[0], "42"},
+		{"another kind", protobufAnswer(t, createAnswer(t, objects[0])), other, ""},
+		{"does not decode", append(slices.Clone(protobufPrefix), "not protobuf"...), objects[0], ""},
+	} {
+		for _, sent := range [][]byte{sent, nil} {
+			if v := createdAsDesired(tc.answer, sent, tc.desired); v != tc.want {
+				t.Errorf("a protobuf answer, %s, %d bytes sent: version %q, want %q", tc.name, len(sent), v, tc.want)
+			}
+		}
 	}
-	secret := objects[0].DeepCopy()
-	secret.SetKind("Secret")
-	if v := createdAsDesired(protobufAnswer(t, createAnswer(t, objects[0])), secret); v != "" {
-		t.Errorf("a protobuf answer of another kind: version %q, want none", v)
+	if v, ok := madeAsSent(protobufAnswer(t, createAnswer(t, objects[0])), sent, objects[0].GroupVersionKind()); !ok || v != "42" {
+		t.Errorf("the answer made as sent: %q, %v; want 42 by the comparison with what was sent", v, ok)
 	}
-	if v := createdAsDesired(append(slices.Clone(protobufPrefix), "not protobuf"...), objects[0]); v != "" {
-		t.Errorf("a protobuf answer that does not decode: version %q, want none", v)
+	if _, ok := madeAsSent(protobufAnswer(t, added), sent, objects[0].GroupVersionKind()); ok {
+		t.Error("an answer with a label added was found made as sent")
 	}
 }
 
