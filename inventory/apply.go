@@ -3,7 +3,6 @@ package inventory
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -13,7 +12,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/fluxcd/pkg/ssa"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -21,8 +19,10 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
+	"k8s.io/apimachinery/pkg/util/sets"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/csaupgrade"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	sigsjson "sigs.k8s.io/json"
 )
@@ -35,8 +35,7 @@ const reasonPresent = "exists; the policy does not synchronize"
 
 // Applier writes desired objects with server-side apply.
 type Applier struct {
-	client  client.Client
-	manager *ssa.ResourceManager
+	client client.Client
 	// raw sends creates whose answer nobody reads: decoding it into a map
 	// was a fifth of Sprout's CPU while it generated.
 	raw rest.Interface
@@ -68,7 +67,7 @@ func NewApplier(cfg *rest.Config) (*Applier, error) {
 	if err != nil {
 		return nil, fmt.Errorf("inventory: REST client: %w", err)
 	}
-	return &Applier{client: c, manager: ssa.NewResourceManager(c, nil, ssa.Owner{Field: FieldManager, Group: "sprout.dev"}), raw: raw}, nil
+	return &Applier{client: c, raw: raw}, nil
 }
 
 // ApplyOptions say how desired objects are written.
@@ -387,7 +386,7 @@ func (a *Applier) createPath(gvk schema.GroupVersionKind) (createPath, error) {
 }
 
 // apply writes obj with server-side apply, which was found to differ from
-// what is cached: one request, without ssa's read and dry run. An object
+// what is cached: one request, without a read and a dry run first. An object
 // whose fields a create still holds has them handed over first.
 func (a *Applier) apply(ctx context.Context, obj *unstructured.Unstructured, handOff bool) (Change, error) {
 	if handOff {
@@ -395,8 +394,8 @@ func (a *Applier) apply(ctx context.Context, obj *unstructured.Unstructured, han
 			return Change{}, fmt.Errorf("%s: hand over the fields of its create: %w", ObjectID(obj), err)
 		}
 	}
-	// Field ownership is forced, as ssa does; an immutable field changed
-	// fails the apply, and Sprout never deletes to recreate (DESIGN §4).
+	// Field ownership is forced, as Flux's applies are; an immutable field
+	// changed fails the apply, and Sprout never deletes to recreate (DESIGN §4).
 	applied := obj.DeepCopy()
 	err := a.client.Apply(ctx, client.ApplyConfigurationFromUnstructured(applied),
 		client.ForceOwnership, client.FieldOwner(FieldManager))
@@ -409,40 +408,27 @@ func (a *Applier) apply(ctx context.Context, obj *unstructured.Unstructured, han
 }
 
 // handOver moves the fields the Update entry of a create of Sprout's holds
-// to Sprout's Apply entry, as ssa's managed-fields cleanup does (Flux's
-// hand-over of objects kubectl created): it reads the object's managed
-// fields and rewrites them with a JSON patch that first tests the
-// resourceVersion it read, so that a change made in between fails it
-// rather than being overwritten with stale managed fields. An object gone
+// to Sprout's Apply entry with client-go's csaupgrade, as kubectl does for
+// objects a client-side apply wrote: it reads the object's managed fields
+// and rewrites them with a JSON patch that also sets the resourceVersion it
+// read, so that a change made in between fails it with a conflict rather
+// than being overwritten with stale managed fields. An object gone
 // meanwhile needs nothing: the apply creates it.
 func (a *Applier) handOver(ctx context.Context, obj *unstructured.Unstructured) error {
 	m, err := a.metadata(ctx, obj)
 	if err != nil || m == nil {
 		return err
 	}
-	live := &unstructured.Unstructured{}
-	live.SetManagedFields(m.GetManagedFields())
-	replace, err := ssa.PatchReplaceFieldsManagers(live, []ssa.FieldManager{createManager}, FieldManager)
-	if err != nil || len(replace) == 0 {
-		return err
-	}
-	patch := []any{map[string]any{"op": "test", "path": "/metadata/resourceVersion", "value": m.GetResourceVersion()}}
-	for _, p := range replace {
-		patch = append(patch, p)
-	}
-	raw, err := json.Marshal(patch)
-	if err != nil {
+	patch, err := csaupgrade.UpgradeManagedFieldsPatch(m, sets.New(FieldManager), FieldManager)
+	if err != nil || patch == nil {
 		return err
 	}
 	target := &metav1.PartialObjectMetadata{}
 	target.SetGroupVersionKind(obj.GroupVersionKind())
 	target.SetNamespace(obj.GetNamespace())
 	target.SetName(obj.GetName())
-	return a.client.Patch(ctx, target, client.RawPatch(types.JSONPatchType, raw), client.FieldOwner(FieldManager))
+	return a.client.Patch(ctx, target, client.RawPatch(types.JSONPatchType, patch), client.FieldOwner(FieldManager))
 }
-
-// createManager is the managed-fields entry a create by Sprout leaves.
-var createManager = ssa.FieldManager{Name: FieldManager, ExactMatch: true, OperationType: metav1.ManagedFieldsOperationUpdate}
 
 // decision is what was found for one object: an action when it needs no
 // write; for an object another of Sprout's policies owns, that policy (its
@@ -654,18 +640,4 @@ func notOwnedReason(existing stringMap) string {
 		}
 		return fmt.Sprintf("owned by policy %s for trigger %s", policy, existing.get(LabelTriggerUID))
 	}
-}
-
-func actionOf(a ssa.Action) Action {
-	switch a {
-	case ssa.CreatedAction:
-		return Created
-	case ssa.ConfiguredAction:
-		return Configured
-	case ssa.UnchangedAction:
-		return Unchanged
-	case ssa.SkippedAction:
-		return Skipped
-	}
-	return Failed
 }

@@ -2,14 +2,21 @@ package inventory
 
 import (
 	"context"
+	"fmt"
 
-	"github.com/fluxcd/pkg/ssa"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// secretMask replaces every value of a Secret in dry-run output, as Flux
-// masks them: what changed shows, never what it holds.
-const secretMask = "***"
+// The masks that replace a Secret's values in dry-run output, as Flux masks
+// them: what changed shows, never what it holds.
+const (
+	secretMask       = "***"
+	secretMaskBefore = "*** (before)"
+	secretMaskAfter  = "*** (after)"
+)
 
 // DryRun answers what Apply and Prune would do, and writes nothing: an
 // object that would be written is sent as a server-side dry-run apply, and
@@ -24,20 +31,58 @@ func (d DryRun) Apply(ctx context.Context, objects []*unstructured.Unstructured,
 	return d.a.each(ctx, objects, live, opts, writes{apply: d.diff, dry: true})
 }
 
-// diff asks the API server what applying obj would change.
+// diff asks the API server what applying obj would change: it reads the
+// object and sends obj as a server-side dry-run apply, forced as Apply's
+// applies are. No object means Created; labels, annotations or anything
+// outside metadata and status that differ mean Configured, with the object
+// as it is and as it would be; the rest is Unchanged.
 func (d DryRun) diff(ctx context.Context, obj *unstructured.Unstructured, _ bool) (Change, error) {
-	entry, before, after, err := d.a.manager.Diff(ctx, obj.DeepCopy(), ssa.DefaultDiffOptions())
+	live := &unstructured.Unstructured{}
+	live.SetGroupVersionKind(obj.GroupVersionKind())
+	err := d.a.client.Get(ctx, client.ObjectKeyFromObject(obj), live)
+	absent := apierrors.IsNotFound(err)
+	if err != nil && !absent {
+		return Change{}, fmt.Errorf("%s read failed: %w", ObjectID(obj), err)
+	}
+	applied := obj.DeepCopy()
+	err = d.a.client.Apply(ctx, client.ApplyConfigurationFromUnstructured(applied),
+		client.DryRunAll, client.ForceOwnership, client.FieldOwner(FieldManager))
 	if err != nil {
-		return Change{}, err
+		return Change{}, fmt.Errorf("%s dry-run apply failed: %w", ObjectID(obj), err)
 	}
-	ch := changeOf(obj, actionOf(entry.Action), "")
-	switch ch.Action {
-	case Created:
+	switch {
+	case absent:
+		ch := changeOf(obj, Created, "")
 		ch.After = masked(obj.DeepCopy())
-	case Configured:
-		ch.Before, ch.After = forDiff(before), forDiff(after)
+		return ch, nil
+	case sameContent(live, applied):
+		return changeOf(obj, Unchanged, ""), nil
 	}
+	ch := changeOf(obj, Configured, "")
+	maskPair(live, applied)
+	ch.Before, ch.After = forDiff(live), forDiff(applied)
 	return ch, nil
+}
+
+// sameContent reports whether two states of an object agree in what an
+// apply can change: labels, annotations, and everything outside metadata
+// and status.
+func sameContent(a, b *unstructured.Unstructured) bool {
+	if !equality.Semantic.DeepEqual(a.GetLabels(), b.GetLabels()) ||
+		!equality.Semantic.DeepEqual(a.GetAnnotations(), b.GetAnnotations()) {
+		return false
+	}
+	for k, v := range a.Object {
+		if k != "metadata" && k != "status" && !equality.Semantic.DeepEqual(v, b.Object[k]) {
+			return false
+		}
+	}
+	for k := range b.Object {
+		if _, ok := a.Object[k]; !ok && k != "metadata" && k != "status" {
+			return false
+		}
+	}
+	return true
 }
 
 // Prune returns what Applier.Prune would do: every object deleted.
@@ -67,6 +112,39 @@ func masked(obj *unstructured.Unstructured) *unstructured.Unstructured {
 		obj.Object[field] = values
 	}
 	return obj
+}
+
+// maskPair hides the values of a Secret as it is (before) and as it would be
+// (after): a value that changes shows as "*** (before)" and "*** (after)",
+// any other as "***". The server returns a Secret's stringData as data.
+func maskPair(before, after *unstructured.Unstructured) {
+	if after.GetKind() != "Secret" || after.GroupVersionKind().Group != "" {
+		return
+	}
+	old, _, _ := unstructured.NestedMap(before.Object, "data")
+	now, _, _ := unstructured.NestedMap(after.Object, "data")
+	for k, v := range old {
+		w, ok := now[k]
+		switch {
+		case ok && v != w:
+			old[k], now[k] = secretMaskBefore, secretMaskAfter
+		case ok:
+			old[k], now[k] = secretMask, secretMask
+		default:
+			old[k] = secretMask
+		}
+	}
+	for k := range now {
+		if _, ok := old[k]; !ok {
+			now[k] = secretMask
+		}
+	}
+	if old != nil {
+		before.Object["data"] = old
+	}
+	if now != nil {
+		after.Object["data"] = now
+	}
 }
 
 // forDiff drops the metadata that changes with every write, which a

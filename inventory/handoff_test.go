@@ -7,8 +7,10 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -279,5 +281,77 @@ func TestDriftOfACreatedObjectIsOneApply(t *testing.T) {
 	}
 	if m := managers(full); m[FieldManager+"/Update"] {
 		t.Errorf("after the hand-over, managers %v: want the create's entry gone", m)
+	}
+}
+
+// TestHandOverFailsOnAChangeAfterItsRead: a write that lands between the
+// hand-over's read of the managed fields and its patch fails the patch with
+// a conflict, so the fields the read saw never replace newer ones and the
+// other writer's change stays; the next apply hands over and applies.
+func TestHandOverFailsOnAChangeAfterItsRead(t *testing.T) {
+	ctx := context.Background()
+	cfg := config(t)
+	c, err := client.New(cfg, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	namespace(t, c, "handoff-race")
+	obj := generated("handoff-race", "zk", map[string]any{"a": "1", "b": "2"})
+
+	// Once armed, another writer labels the object right after Sprout's
+	// next read of it.
+	var armed atomic.Bool
+	racing := rest.CopyConfig(cfg)
+	racing.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripper(func(req *http.Request) (*http.Response, error) {
+			resp, err := rt.RoundTrip(req)
+			if err == nil && req.Method == http.MethodGet && strings.HasSuffix(req.URL.Path, "/configmaps/zk") && armed.CompareAndSwap(true, false) {
+				theirs := &unstructured.Unstructured{}
+				theirs.SetGroupVersionKind(obj.GroupVersionKind())
+				theirs.SetNamespace(obj.GetNamespace())
+				theirs.SetName(obj.GetName())
+				patch := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"labels":{"someone":"was-here"}}}`))
+				if err := c.Patch(ctx, theirs, patch, client.FieldOwner("someone")); err != nil {
+					t.Errorf("the other writer: %v", err)
+				}
+			}
+			return resp, err
+		})
+	})
+	a, err := NewApplier(racing)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cs, err := a.Apply(ctx, []*unstructured.Unstructured{obj.DeepCopy()}, cachedObjects{}, ApplyOptions{Synchronize: true}); err != nil || cs.Count(Created) != 1 {
+		t.Fatalf("create: %v %+v", err, cs.Changes)
+	}
+	live, _ := cached(t, c, obj)
+
+	armed.Store(true)
+	obj = generated("handoff-race", "zk", map[string]any{"a": "1"})
+	cs, err := a.Apply(ctx, []*unstructured.Unstructured{obj.DeepCopy()}, live, ApplyOptions{Synchronize: true})
+	if armed.Load() {
+		t.Fatal("the hand-over did not read the object")
+	}
+	if !apierrors.IsConflict(err) || cs.Count(Failed) != 1 {
+		t.Fatalf("a change between the hand-over's read and its patch: %v %+v, want the object failed with a conflict", err, cs.Changes)
+	}
+	live, full := cached(t, c, obj)
+	if full.GetLabels()["someone"] != "was-here" {
+		t.Errorf("the other writer's label is gone: %v", full.GetLabels())
+	}
+	if m := managers(full); !m[FieldManager+"/Update"] || !m["someone/Update"] {
+		t.Errorf("after the failed hand-over, managers %v: want the create's entry and the other writer's", m)
+	}
+
+	if cs, err := a.Apply(ctx, []*unstructured.Unstructured{obj.DeepCopy()}, live, ApplyOptions{Synchronize: true}); err != nil || cs.Count(Configured) != 1 {
+		t.Fatalf("the next apply: %v %+v", err, cs.Changes)
+	}
+	_, full = cached(t, c, obj)
+	if data, _, _ := unstructured.NestedStringMap(full.Object, "data"); len(data) != 1 || data["a"] != "1" {
+		t.Errorf("after the next apply, data = %v, want only a", data)
+	}
+	if m := managers(full); m[FieldManager+"/Update"] || !m["someone/Update"] {
+		t.Errorf("after the next apply, managers %v: want the create's entry handed over, the other writer's kept", m)
 	}
 }

@@ -191,8 +191,8 @@ func New(cfg *rest.Config, opts Options) (*Controller, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	// controller-runtime's client (under fluxcd/pkg/ssa) logs through its own
-	// global logger; send it to ours.
+	// controller-runtime's client logs through its own global logger; send
+	// it to ours.
 	ctrllog.SetLogger(logr.FromSlogHandler(opts.Logger.Handler()))
 	kube, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
