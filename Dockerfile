@@ -19,7 +19,7 @@ RUN --mount=type=cache,target=/go/pkg/mod go mod download
 COPY . .
 RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/root/.cache/go-build \
     GOOS=$TARGETOS GOARCH=$TARGETARCH \
-    go build -trimpath -ldflags "-s -w" -tags kustomize_disable_go_plugin_support -o /out/sprout ./cmd/sprout
+    go build -trimpath -ldflags "-s -w" -o /out/sprout ./cmd/sprout
 
 # No shell, no package manager, CA certificates for HTTPS Git remotes.
 FROM gcr.io/distroless/static:nonroot

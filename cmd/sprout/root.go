@@ -40,9 +40,15 @@ what every policy wants and applies it with server-side apply.`,
 	f.StringVar(&g.context, "context", "", "the kubeconfig context to use (default: its current context)")
 	f.StringVar(&g.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	f.StringVar(&g.logFormat, "log-format", "text", "log format: text or json")
-	root.AddCommand(newRunCommand(g), newRenderCommand(), newDiffCommand(g), newInventoryCommand(g), newDemoCommand(g), newVersionCommand())
+	root.AddCommand(newRunCommand(g), newRenderCommand(), newDiffCommand(g), newInventoryCommand(g), newVersionCommand())
+	for _, c := range optionalCommands {
+		root.AddCommand(c(g))
+	}
 	return root
 }
+
+// optionalCommands are commands built in only with a build tag (demo).
+var optionalCommands []func(*globalFlags) *cobra.Command
 
 // restConfig loads the cluster configuration the way kubectl does, falling
 // back to the in-cluster service account.

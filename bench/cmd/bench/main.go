@@ -181,7 +181,7 @@ type bench struct {
 // Makefile's SPROUT_BUILD_FLAGS, with CGO_ENABLED=0); the baseline is built
 // the same way, so that neither's memory counts what the other's build
 // leaves out.
-var buildFlags = []string{"-trimpath", "-ldflags", "-s -w", "-tags", "kustomize_disable_go_plugin_support"}
+var buildFlags = []string{"-trimpath", "-ldflags", "-s -w"}
 
 // build builds the sprout and baseline binaries as the image does.
 func (b *bench) build(ctx context.Context) error {
