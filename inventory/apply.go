@@ -413,7 +413,9 @@ func (a *Applier) apply(ctx context.Context, obj *unstructured.Unstructured, han
 // and rewrites them with a JSON patch that also sets the resourceVersion it
 // read, so that a change made in between fails it with a conflict rather
 // than being overwritten with stale managed fields. An object gone
-// meanwhile needs nothing: the apply creates it.
+// meanwhile needs nothing: the apply creates it. csaupgrade merges the
+// Update entry into an Apply entry of the same apiVersion only; both are
+// Sprout's writes of one desired kind and version, so they agree.
 func (a *Applier) handOver(ctx context.Context, obj *unstructured.Unstructured) error {
 	m, err := a.metadata(ctx, obj)
 	if err != nil || m == nil {

@@ -1,13 +1,18 @@
 package inventory
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
+	"sigs.k8s.io/structured-merge-diff/v6/typed"
 )
 
 // The masks that replace a Secret's values in dry-run output, as Flux masks
@@ -35,8 +40,10 @@ func (d DryRun) Apply(ctx context.Context, objects []*unstructured.Unstructured,
 // object and sends obj as a server-side dry-run apply, forced as Apply's
 // applies are. No object means Created; labels, annotations or anything
 // outside metadata and status that differ mean Configured, with the object
-// as it is and as it would be; the rest is Unchanged.
-func (d DryRun) diff(ctx context.Context, obj *unstructured.Unstructured, _ bool) (Change, error) {
+// as it is and as it would be; the rest is Unchanged. An object whose
+// fields a create still holds (handOff) loses, in the answer, the fields
+// the sync's hand-over and apply would remove (afterHandOver).
+func (d DryRun) diff(ctx context.Context, obj *unstructured.Unstructured, handOff bool) (Change, error) {
 	live := &unstructured.Unstructured{}
 	live.SetGroupVersionKind(obj.GroupVersionKind())
 	err := d.a.client.Get(ctx, client.ObjectKeyFromObject(obj), live)
@@ -50,6 +57,11 @@ func (d DryRun) diff(ctx context.Context, obj *unstructured.Unstructured, _ bool
 	if err != nil {
 		return Change{}, fmt.Errorf("%s dry-run apply failed: %w", ObjectID(obj), err)
 	}
+	if handOff && !absent {
+		if err := afterHandOver(applied, obj); err != nil {
+			return Change{}, fmt.Errorf("%s: the hand-over's fields: %w", ObjectID(obj), err)
+		}
+	}
 	switch {
 	case absent:
 		ch := changeOf(obj, Created, "")
@@ -62,6 +74,77 @@ func (d DryRun) diff(ctx context.Context, obj *unstructured.Unstructured, _ bool
 	maskPair(live, applied)
 	ch.Before, ch.After = forDiff(live), forDiff(applied)
 	return ch, nil
+}
+
+// afterHandOver removes from obj, a dry-run apply's answer, the fields that
+// the Update entry of Sprout's create holds and no other entry does: the
+// sync hands them to its Apply entry before it applies (Applier.handOver),
+// so the apply removes every one of them the desired object no longer has,
+// which an apply without the hand-over leaves. The dry run cannot chain the
+// two requests, so it takes them out here, reading the object without a
+// schema (a list is one field). A Secret's data keys that desired sets
+// through stringData stay: the API server prunes before it converts
+// stringData into data.
+func afterHandOver(obj, desired *unstructured.Unstructured) error {
+	created, others := &fieldpath.Set{}, &fieldpath.Set{}
+	for _, e := range obj.GetManagedFields() {
+		if e.FieldsV1 == nil || e.Subresource != "" {
+			continue
+		}
+		s := &fieldpath.Set{}
+		if err := s.FromJSON(bytes.NewReader(e.FieldsV1.Raw)); err != nil {
+			return err
+		}
+		if isCreateEntry(e) {
+			created = created.Union(s)
+		} else {
+			others = others.Union(s)
+		}
+	}
+	// A path the create's entry holds and no other entry does goes, unless
+	// another entry holds something under it: an Update entry holds every
+	// map it wrote to as well as the map's members.
+	for _, k := range stringDataKeys(desired) {
+		others.Insert(fieldpath.MakePathOrDie("data", k))
+	}
+	drop := &fieldpath.Set{}
+	created.Difference(others).Iterate(func(p fieldpath.Path) {
+		if !holdsUnder(others, p) {
+			drop.Insert(p.Copy())
+		}
+	})
+	if drop.Empty() {
+		return nil
+	}
+	tv, err := typed.DeducedParseableType.FromUnstructured(obj.Object)
+	if err != nil {
+		return err
+	}
+	left, ok := tv.RemoveItems(drop).AsValue().Unstructured().(map[string]any)
+	if !ok {
+		return fmt.Errorf("not an object after removing %s", drop)
+	}
+	obj.Object = left
+	return nil
+}
+
+// stringDataKeys returns the keys of a core Secret's stringData.
+func stringDataKeys(obj *unstructured.Unstructured) []string {
+	if obj.GetKind() != "Secret" || obj.GroupVersionKind().Group != "" {
+		return nil
+	}
+	values, _, _ := unstructured.NestedMap(obj.Object, "stringData")
+	return slices.Collect(maps.Keys(values))
+}
+
+// holdsUnder reports whether s holds a path below p.
+func holdsUnder(s *fieldpath.Set, p fieldpath.Path) bool {
+	for _, pe := range p {
+		if s = s.WithPrefix(pe); s.Empty() {
+			return false
+		}
+	}
+	return true
 }
 
 // sameContent reports whether two states of an object agree in what an

@@ -3,11 +3,14 @@ package inventory
 import (
 	"context"
 	"encoding/base64"
+	"reflect"
 	"strings"
 	"testing"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 )
@@ -93,3 +96,51 @@ func TestDryRunTellsWhatAnApplyWouldDo(t *testing.T) {
 }
 
 func b64(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) }
+
+// TestDryRunShowsWhatAHandOverRemoves: for an object Sprout created, whose
+// fields its create's entry still holds, a policy that drops a field shows
+// the field gone in the dry run, as the sync (hand-over, then apply)
+// leaves the object.
+func TestDryRunShowsWhatAHandOverRemoves(t *testing.T) {
+	ctx := context.Background()
+	a, _, c := countingApplier(t)
+	namespace(t, c, "dryrun-handoff")
+	obj := generated("dryrun-handoff", "zk", map[string]any{"a": "1", "b": "2"})
+	obj.SetLabels(map[string]string{"team": "red", "tier": "gold"})
+	Label(obj, Origin{Policy: "GeneratingPolicy/handoff", PolicyName: "handoff",
+		Trigger: ObjectRef{GVK: schema.GroupVersionKind{Version: "v1", Kind: "Namespace"}, Name: "dryrun-handoff", UID: types.UID("uid-dryrun-handoff")}})
+	if cs, err := a.Apply(ctx, []*unstructured.Unstructured{obj.DeepCopy()}, cachedObjects{}, ApplyOptions{Synchronize: true}); err != nil || cs.Count(Created) != 1 {
+		t.Fatalf("create: %v %+v", err, cs.Changes)
+	}
+	live, _ := cached(t, c, obj)
+
+	dropped := generated("dryrun-handoff", "zk", map[string]any{"a": "1"})
+	dropped.SetLabels(map[string]string{"team": "red"})
+	Label(dropped, Origin{Policy: "GeneratingPolicy/handoff", PolicyName: "handoff",
+		Trigger: ObjectRef{GVK: schema.GroupVersionKind{Version: "v1", Kind: "Namespace"}, Name: "dryrun-handoff", UID: types.UID("uid-dryrun-handoff")}})
+	cs, err := a.DryRun().Apply(ctx, []*unstructured.Unstructured{dropped.DeepCopy()}, live, ApplyOptions{Synchronize: true})
+	if err != nil || len(cs.Changes) != 1 || cs.Changes[0].Action != Configured {
+		t.Fatalf("dry run: %v %+v", err, cs.Changes)
+	}
+	ch := cs.Changes[0]
+	if data, _, _ := unstructured.NestedStringMap(ch.Before.Object, "data"); data["b"] != "2" {
+		t.Errorf("before: data %v, want b", data)
+	}
+	if ch.Before.GetLabels()["tier"] != "gold" {
+		t.Errorf("before: labels %v, want tier", ch.Before.GetLabels())
+	}
+
+	// The sync itself, for what the dry run should have said.
+	if cs, err := a.Apply(ctx, []*unstructured.Unstructured{dropped.DeepCopy()}, live, ApplyOptions{Synchronize: true}); err != nil || cs.Count(Configured) != 1 {
+		t.Fatalf("apply: %v %+v", err, cs.Changes)
+	}
+	_, after := cached(t, c, dropped)
+	want, _, _ := unstructured.NestedStringMap(after.Object, "data")
+	got, _, _ := unstructured.NestedStringMap(ch.After.Object, "data")
+	if len(want) != 1 || !reflect.DeepEqual(got, want) {
+		t.Errorf("the dry run's data %v, the sync's %v: want both a alone", got, want)
+	}
+	if !reflect.DeepEqual(ch.After.GetLabels(), after.GetLabels()) || after.GetLabels()["tier"] != "" {
+		t.Errorf("the dry run's labels %v, the sync's %v: want both without tier", ch.After.GetLabels(), after.GetLabels())
+	}
+}
