@@ -394,17 +394,24 @@ func (a *Applier) apply(ctx context.Context, obj *unstructured.Unstructured, han
 			return Change{}, fmt.Errorf("%s: hand over the fields of its create: %w", ObjectID(obj), err)
 		}
 	}
-	// Field ownership is forced, as Flux's applies are; an immutable field
-	// changed fails the apply, and Sprout never deletes to recreate (DESIGN §4).
-	applied := obj.DeepCopy()
-	err := a.client.Apply(ctx, client.ApplyConfigurationFromUnstructured(applied),
-		client.ForceOwnership, client.FieldOwner(FieldManager))
+	applied, err := a.serverApply(ctx, obj)
 	if err != nil {
 		return Change{}, fmt.Errorf("%s apply failed: %w", ObjectID(obj), err)
 	}
 	ch := changeOf(obj, Configured, "")
 	ch.ResourceVersion = applied.GetResourceVersion()
 	return ch, nil
+}
+
+// serverApply sends obj as a server-side apply of Sprout's field manager
+// (a dry run with client.DryRunAll among opts) and returns the object the
+// API server made. Field ownership is forced, as Flux's applies are; an
+// immutable field changed fails the apply, and Sprout never deletes to
+// recreate (DESIGN §4).
+func (a *Applier) serverApply(ctx context.Context, obj *unstructured.Unstructured, opts ...client.ApplyOption) (*unstructured.Unstructured, error) {
+	applied := obj.DeepCopy()
+	opts = append(opts, client.ForceOwnership, client.FieldOwner(FieldManager))
+	return applied, a.client.Apply(ctx, client.ApplyConfigurationFromUnstructured(applied), opts...)
 }
 
 // handOver moves the fields the Update entry of a create of Sprout's holds

@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"maps"
-	"slices"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -51,9 +49,7 @@ func (d DryRun) diff(ctx context.Context, obj *unstructured.Unstructured, handOf
 	if err != nil && !absent {
 		return Change{}, fmt.Errorf("%s read failed: %w", ObjectID(obj), err)
 	}
-	applied := obj.DeepCopy()
-	err = d.a.client.Apply(ctx, client.ApplyConfigurationFromUnstructured(applied),
-		client.DryRunAll, client.ForceOwnership, client.FieldOwner(FieldManager))
+	applied, err := d.a.serverApply(ctx, obj, client.DryRunAll)
 	if err != nil {
 		return Change{}, fmt.Errorf("%s dry-run apply failed: %w", ObjectID(obj), err)
 	}
@@ -101,12 +97,15 @@ func afterHandOver(obj, desired *unstructured.Unstructured) error {
 			others = others.Union(s)
 		}
 	}
+	if isCoreSecret(desired) {
+		stringData, _, _ := unstructured.NestedMap(desired.Object, "stringData")
+		for k := range stringData {
+			others.Insert(fieldpath.MakePathOrDie("data", k))
+		}
+	}
 	// A path the create's entry holds and no other entry does goes, unless
 	// another entry holds something under it: an Update entry holds every
 	// map it wrote to as well as the map's members.
-	for _, k := range stringDataKeys(desired) {
-		others.Insert(fieldpath.MakePathOrDie("data", k))
-	}
 	drop := &fieldpath.Set{}
 	created.Difference(others).Iterate(func(p fieldpath.Path) {
 		if !holdsUnder(others, p) {
@@ -128,13 +127,9 @@ func afterHandOver(obj, desired *unstructured.Unstructured) error {
 	return nil
 }
 
-// stringDataKeys returns the keys of a core Secret's stringData.
-func stringDataKeys(obj *unstructured.Unstructured) []string {
-	if obj.GetKind() != "Secret" || obj.GroupVersionKind().Group != "" {
-		return nil
-	}
-	values, _, _ := unstructured.NestedMap(obj.Object, "stringData")
-	return slices.Collect(maps.Keys(values))
+// isCoreSecret reports whether obj is a Secret of the core group.
+func isCoreSecret(obj *unstructured.Unstructured) bool {
+	return obj.GetKind() == "Secret" && obj.GroupVersionKind().Group == ""
 }
 
 // holdsUnder reports whether s holds a path below p.
@@ -181,7 +176,7 @@ func (d DryRun) Prune(_ context.Context, objects []*unstructured.Unstructured) (
 
 // masked hides a Secret's values.
 func masked(obj *unstructured.Unstructured) *unstructured.Unstructured {
-	if obj.GetKind() != "Secret" || obj.GroupVersionKind().Group != "" {
+	if !isCoreSecret(obj) {
 		return obj
 	}
 	for _, field := range []string{"data", "stringData"} {
@@ -201,7 +196,7 @@ func masked(obj *unstructured.Unstructured) *unstructured.Unstructured {
 // (after): a value that changes shows as "*** (before)" and "*** (after)",
 // any other as "***". The server returns a Secret's stringData as data.
 func maskPair(before, after *unstructured.Unstructured) {
-	if after.GetKind() != "Secret" || after.GroupVersionKind().Group != "" {
+	if !isCoreSecret(after) {
 		return
 	}
 	old, _, _ := unstructured.NestedMap(before.Object, "data")
