@@ -190,16 +190,25 @@ func (l liveObjects) Get(gvk schema.GroupVersionKind, namespace, name string) (*
 	return cached.(*inventory.Cached), true
 }
 
-// Seen compares the version the informer of gvk's resource last saw, from
+// Seen compares the version the cache of gvk's resource last stored, from
 // an event or a bookmark, with resourceVersion. Versions that do not
 // compare (a storage other than etcd) count as seen: the object is then
 // written, and a create that finds it is told so.
+//
+// The store's version, not the watch's: an event is read some time before
+// the store holds it, and an object created, looked for in between, would
+// seem deleted since and be created again. Without client-go's AtomicFIFO
+// the store keeps no version, and the watch's is all there is.
 func (l liveObjects) Seen(gvk schema.GroupVersionKind, resourceVersion string) bool {
 	ti, ok := l.informer(gvk)
 	if !ok {
 		return true // not watched: nothing is cached, so nothing will be
 	}
-	c, err := resourceversion.CompareResourceVersion(ti.informer.LastSyncResourceVersion(), resourceVersion)
+	stored := ti.informer.GetStore().LastStoreSyncResourceVersion()
+	if stored == "" {
+		stored = ti.informer.LastSyncResourceVersion()
+	}
+	c, err := resourceversion.CompareResourceVersion(stored, resourceVersion)
 	return err != nil || c >= 0
 }
 
