@@ -170,6 +170,28 @@ func cachedObjectFromJSON(raw []byte) (*cachedObject, error) {
 	return o, nil
 }
 
+// selectable returns what the admission matcher reads of the object: its
+// identity and, withLabels, its labels, decoded alone. Content that does
+// not decode gives the identity alone, as object does.
+func (o *cachedObject) selectable(withLabels bool) *metav1.PartialObjectMetadata {
+	gvk := o.kind.Value()
+	p := &metav1.PartialObjectMetadata{
+		TypeMeta:   metav1.TypeMeta{APIVersion: gvk.GroupVersion().String(), Kind: gvk.Kind},
+		ObjectMeta: metav1.ObjectMeta{Namespace: o.namespace, Name: o.name, UID: o.uid, ResourceVersion: o.resourceVersion},
+	}
+	if withLabels {
+		var top struct {
+			Metadata struct {
+				Labels map[string]string `json:"labels"`
+			} `json:"metadata"`
+		}
+		if err := sigsjson.UnmarshalCaseSensitivePreserveInts(o.content, &top); err == nil {
+			p.Labels = top.Metadata.Labels
+		}
+	}
+	return p
+}
+
 // object decodes the object, less its managed fields; the result is the
 // caller's. Content that does not decode (it was encoded from maps, so
 // never) gives the object's identity alone.

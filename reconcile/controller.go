@@ -320,7 +320,7 @@ func (c *Controller) start(ctx context.Context) error {
 	// would list every Namespace a second time for nothing.
 	// Records first: a policy delivered by a source resumes from its record.
 	c.log.Info("waiting for informer caches")
-	if !cache.WaitForCacheSync(ctx.Done(), c.startRecords(ctx)) {
+	if !cache.WaitFor(ctx, "", c.startRecords(ctx)) {
 		return fmt.Errorf("inventory records did not sync: %w", ctx.Err())
 	}
 	var synced []cache.InformerSynced
@@ -333,7 +333,7 @@ func (c *Controller) start(ctx context.Context) error {
 			c.sourceQueue.Add(src.Name())
 		}
 	}
-	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
+	if !waitSynced(ctx, synced...) {
 		return fmt.Errorf("informer caches did not sync: %w", ctx.Err())
 	}
 	return nil
@@ -511,4 +511,23 @@ func (w *waits) reset(k policyKey) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	delete(w.n, k)
+}
+
+// syncPollPeriod is how often waitSynced looks: client-go's
+// WaitForCacheSync looks every 100 ms, which a start-up would wait for
+// once more after a list of milliseconds.
+const syncPollPeriod = 5 * time.Millisecond
+
+// waitSynced waits until every synced reports true, or ctx ends; it
+// reports whether they did.
+func waitSynced(ctx context.Context, synced ...cache.InformerSynced) bool {
+	err := wait.PollUntilContextCancel(ctx, syncPollPeriod, true, func(context.Context) (bool, error) {
+		for _, s := range synced {
+			if !s() {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	return err == nil
 }

@@ -11,11 +11,11 @@ import (
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apiserver/pkg/admission"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
@@ -217,10 +217,7 @@ func (c *Controller) ensureTriggerInformers(gvrs []schema.GroupVersionResource) 
 		go func() {
 			// A sync before the list is in waits (errWaiting, with back-off
 			// up to seconds): the policies go at once when it is.
-			err := wait.PollUntilContextCancel(ctx, 10*time.Millisecond, true, func(context.Context) (bool, error) {
-				return inf.HasSynced(), nil
-			})
-			if err == nil {
+			if cache.WaitFor(ctx, "", inf.HasSyncedChecker()) {
 				c.log.Info("triggers listed", "resource", resourceName(gvr), "objects", len(inf.GetStore().ListKeys()), "duration", time.Since(started))
 				c.queueWatching(gvr)
 			}
@@ -343,17 +340,22 @@ func (c *Controller) onTrigger(gvr schema.GroupVersionResource, op admission.Ope
 	ti := c.informer[gvr]
 	c.mu.RUnlock()
 	c.rememberUpdate(ti, interested, op, o, old)
-	var u *unstructured.Unstructured // decoded once, if a policy matches the event
+	var labelled *metav1.PartialObjectMetadata // decoded once, if a selector reads labels
 	for _, cp := range interested {
 		key := keyOf(cp.policy)
 		if cp.policy.IsNamespaced() && o.namespace != cp.policy.GetNamespace() {
 			continue // confined to its namespace: it never sees another's triggers
 		}
 		if op != "" && slices.Contains(cp.triggers, gvr) {
-			if u == nil {
-				u = o.object()
+			crit := cp.criteria.events
+			sel := o.selectable(false)
+			if crit.readsLabels() {
+				if labelled == nil {
+					labelled = o.selectable(true)
+				}
+				sel = labelled
 			}
-			ok, err := c.matcher.matches(cp.criteria.events, gvr, op, u)
+			ok, err := c.matcher.matches(crit, gvr, op, o.kind.Value(), sel)
 			switch {
 			case err != nil || !ok:
 			case op == admission.Delete:

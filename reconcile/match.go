@@ -40,18 +40,26 @@ func (m *Matcher) Matches(mr admissionregistrationv1.MatchResources, anyOperatio
 	if anyOperation {
 		crit = c.state
 	}
-	return m.matches(crit, gvr, op, u)
+	return m.matches(crit, gvr, op, u.GroupVersionKind(), u)
 }
 
-// matches runs the matcher on the trigger as an admission request.
-func (m *Matcher) matches(crit matchCriteria, gvr schema.GroupVersionResource, op admission.Operation, u *unstructured.Unstructured) (bool, error) {
-	// Interfaces, not pointers: a nil *Unstructured in a runtime.Object
-	// would look present to the matcher.
+// selectable is what the matcher reads of a trigger: its identity, and its
+// labels for the selectors, nothing else.
+type selectable interface {
+	runtime.Object
+	metav1.Object
+}
+
+// matches runs the matcher on the trigger u, of kind gvk, as an admission
+// request.
+func (m *Matcher) matches(crit matchCriteria, gvr schema.GroupVersionResource, op admission.Operation, gvk schema.GroupVersionKind, u selectable) (bool, error) {
+	// Interfaces, not pointers: a nil pointer in a runtime.Object would
+	// look present to the matcher.
 	var obj, old runtime.Object = u, nil
 	if op == admission.Delete {
 		obj, old = nil, u
 	}
-	attr := admission.NewAttributesRecord(obj, old, u.GroupVersionKind(), u.GetNamespace(), u.GetName(), gvr, "", op, nil, false, nil)
+	attr := admission.NewAttributesRecord(obj, old, gvk, u.GetNamespace(), u.GetName(), gvr, "", op, nil, false, nil)
 	ok, _, _, err := m.matcher.Matches(attr, m.objects, crit)
 	return ok, err
 }
@@ -92,6 +100,12 @@ func newMatchCriteria(mr admissionregistrationv1.MatchResources) matchCriteria {
 	m.namespaces, m.namespaceErr = selector(mr.NamespaceSelector)
 	m.objects, m.objErr = selector(mr.ObjectSelector)
 	return m
+}
+
+// readsLabels reports whether a selector of m reads labels: without one,
+// the matcher needs a trigger's identity alone.
+func (m matchCriteria) readsLabels() bool {
+	return m.namespaces == nil || !m.namespaces.Empty() || m.objects == nil || !m.objects.Empty()
 }
 
 func (m matchCriteria) GetMatchResources() admissionregistrationv1.MatchResources { return m.mr }

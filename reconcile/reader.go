@@ -85,7 +85,7 @@ func (r *cacheReader) store(ctx context.Context, gvr schema.GroupVersionResource
 	if ti == nil {
 		return nil, fmt.Errorf("%s: informer released while reading", resourceName(gvr))
 	}
-	if !cache.WaitForCacheSync(ctx.Done(), ti.informer.HasSynced) {
+	if !cache.WaitFor(ctx, "", ti.informer.HasSyncedChecker()) {
 		return nil, fmt.Errorf("%s: cache did not sync: %w", resourceName(gvr), ctx.Err())
 	}
 	return ti.informer.GetStore(), nil

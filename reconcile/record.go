@@ -23,11 +23,11 @@ type retired struct {
 
 // startRecords starts the informer on PolicyInventory records. Records are
 // read from its cache and written only when what they hold changed.
-func (c *Controller) startRecords(ctx context.Context) cache.InformerSynced {
+func (c *Controller) startRecords(ctx context.Context) cache.DoneChecker {
 	inf := dynamicinformer.NewFilteredDynamicInformer(c.dynamic, sproutv1alpha1.PolicyInventories, metav1.NamespaceAll, 0, cache.Indexers{}, nil).Informer()
 	c.records = inventory.NewRecords(c.dynamic, inf.GetStore(), c.opts.RecordShardSize)
 	go inf.RunWithContext(ctx)
-	return inf.HasSynced
+	return inf.HasSyncedChecker()
 }
 
 func refOf(key policyKey) sproutv1alpha1.PolicyReference {

@@ -419,7 +419,8 @@ func (c *Controller) selects(cp *compiledPolicy, gvr schema.GroupVersionResource
 	if m.matchKnown && m.matchNamespace == ns {
 		return m.selected, nil
 	}
-	ok, err := c.matcher.matches(cp.criteria.state, gvr, admission.Create, u.object())
+	crit := cp.criteria.state
+	ok, err := c.matcher.matches(crit, gvr, admission.Create, u.kind.Value(), u.selectable(crit.readsLabels()))
 	if err != nil {
 		return false, err
 	}
