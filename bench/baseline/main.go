@@ -83,7 +83,7 @@ type controller struct {
 	namespaces listersv1.NamespaceLister
 	configMaps listersv1.ConfigMapLister
 	factories  []informers.SharedInformerFactory
-	synced     []cache.InformerSynced
+	synced     []cache.DoneChecker
 	queue      workqueue.TypedRateLimitingInterface[string]
 }
 
@@ -101,7 +101,7 @@ func newController(kube kubernetes.Interface, selector, name string) *controller
 		namespaces: ns.Lister(),
 		configMaps: cm.Lister(),
 		factories:  []informers.SharedInformerFactory{nsFactory, cmFactory},
-		synced:     []cache.InformerSynced{ns.Informer().HasSynced, cm.Informer().HasSynced},
+		synced:     []cache.DoneChecker{ns.Informer().HasSyncedChecker(), cm.Informer().HasSyncedChecker()},
 		queue:      workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]()),
 	}
 	enqueue := func(obj any) {
@@ -126,13 +126,14 @@ func newController(kube kubernetes.Interface, selector, name string) *controller
 }
 
 // run starts the informers, waits for their caches and runs workers until
-// ctx ends.
+// ctx ends. It waits without polling (WaitForCacheSync looks every 100 ms),
+// as Sprout does.
 func (c *controller) run(ctx context.Context, workers int) error {
 	defer c.queue.ShutDown()
 	for _, f := range c.factories {
 		f.Start(ctx.Done())
 	}
-	if !cache.WaitForCacheSync(ctx.Done(), c.synced...) {
+	if !cache.WaitFor(ctx, "", c.synced...) {
 		return fmt.Errorf("caches did not sync")
 	}
 	fmt.Fprintln(os.Stderr, "baseline: caches synced")
