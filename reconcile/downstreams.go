@@ -73,6 +73,7 @@ const confirmAfter = time.Second
 // of one of those objects re-queues the policy that generated it, so drift
 // is seen without polling.
 func (c *Controller) ensureDownstreamInformers(gvrs sets.Set[schema.GroupVersionResource]) {
+	builtIn := c.builtIn(c.downstream, gvrs.UnsortedList()...)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for gvr := range gvrs {
@@ -83,7 +84,7 @@ func (c *Controller) ensureDownstreamInformers(gvrs sets.Set[schema.GroupVersion
 		inf := newUnstructuredInformer(c.dynamic, c.raw, gvr, cache.Indexers{byPolicy: ownerIndex},
 			func(o *metav1.ListOptions) {
 				o.LabelSelector = inventory.LabelManagedBy + "=" + inventory.ManagedBy
-			}, downstreamForm(c.applier))
+			}, downstreamForm(c.applier), builtIn[gvr])
 		requeue := func(obj any) {
 			if key, ok := ownerOf(obj); ok {
 				c.downstreamChanged(key)

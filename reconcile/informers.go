@@ -19,6 +19,7 @@ import (
 	"k8s.io/apiserver/pkg/admission"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 )
@@ -59,9 +60,29 @@ func (l *lastUpdates) get(uid types.UID) *cachedObject {
 
 // newInformer makes an informer on gvr in every namespace, whose cache
 // holds cachedObjects: managed fields dropped (Sprout never reads them and
-// they are often half the size), the rest as JSON.
-func newInformer(client dynamic.Interface, raw rest.Interface, gvr schema.GroupVersionResource) cache.SharedIndexInformer {
-	return newUnstructuredInformer(client, raw, gvr, nil, nil, triggerForm)
+// they are often half the size), the rest as JSON. A built-in resource is
+// watched in protobuf.
+func newInformer(client dynamic.Interface, raw rest.Interface, gvr schema.GroupVersionResource, builtIn bool) cache.SharedIndexInformer {
+	return newUnstructuredInformer(client, raw, gvr, nil, nil, triggerForm, builtIn)
+}
+
+// builtIn reports, for each of gvrs that watched (c.informer or
+// c.downstream) lacks, whether its kind is one client-go's scheme knows,
+// which the API server serves in protobuf. Asked before c.mu is held:
+// the mapper may ask discovery.
+func (c *Controller) builtIn(watched map[schema.GroupVersionResource]*triggerInformer, gvrs ...schema.GroupVersionResource) map[schema.GroupVersionResource]bool {
+	out := map[schema.GroupVersionResource]bool{}
+	for _, gvr := range gvrs {
+		c.mu.RLock()
+		_, ok := watched[gvr]
+		c.mu.RUnlock()
+		if ok {
+			continue
+		}
+		gvk, err := c.mapper.KindFor(gvr)
+		out[gvr] = err == nil && clientgoscheme.Scheme.Recognizes(gvk)
+	}
+	return out
 }
 
 // discoveryError marks a failure to resolve rules that is the API server's,
@@ -179,6 +200,7 @@ func (c *Controller) ensureTriggerInformers(gvrs []schema.GroupVersionResource) 
 			break
 		}
 	}
+	builtIn := c.builtIn(c.informer, gvrs...)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, gvr := range gvrs {
@@ -186,7 +208,7 @@ func (c *Controller) ensureTriggerInformers(gvrs []schema.GroupVersionResource) 
 			continue
 		}
 		ctx, cancel := context.WithCancel(c.ctx)
-		inf := newInformer(c.dynamic, c.raw, gvr)
+		inf := newInformer(c.dynamic, c.raw, gvr, builtIn[gvr])
 		_, _ = inf.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
 			AddFunc: func(obj any, isInInitialList bool) {
 				// An object listed at start-up already existed: it is not a

@@ -51,8 +51,9 @@ func downstreamForm(a *inventory.Applier) objectForm {
 // newUnstructuredInformer makes an informer on gvr in every namespace, as
 // the dynamic informer does, whose cache keeps objects in form: its watch
 // decodes each event in one pass (see eventDecoder), and its transform
-// makes the form of what a list returns.
-func newUnstructuredInformer(dyn dynamic.Interface, raw rest.Interface, gvr schema.GroupVersionResource, indexers cache.Indexers, tweak func(*metav1.ListOptions), form objectForm) cache.SharedIndexInformer {
+// makes the form of what a list returns. With protobuf, for a built-in
+// resource, the watch asks for protobuf (see protobufEventDecoder).
+func newUnstructuredInformer(dyn dynamic.Interface, raw rest.Interface, gvr schema.GroupVersionResource, indexers cache.Indexers, tweak func(*metav1.ListOptions), form objectForm, protobuf bool) cache.SharedIndexInformer {
 	lw := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			if tweak != nil {
@@ -64,7 +65,7 @@ func newUnstructuredInformer(dyn dynamic.Interface, raw rest.Interface, gvr sche
 			if tweak != nil {
 				tweak(&o)
 			}
-			return watchUnstructured(ctx, raw, gvr, o, func(body io.ReadCloser) watch.Decoder { return newEventDecoder(body, form.fromJSON) })
+			return watchUnstructured(ctx, raw, gvr, o, protobuf, form.fromJSON)
 		},
 	}
 	// No example type: a list gives unstructured objects, a watch the form.
@@ -89,23 +90,59 @@ func newRawClient(cfg *rest.Config) (rest.Interface, error) {
 }
 
 // watchUnstructured watches gvr in every namespace, with the options the
-// reflector gives (the initial events of a watch-list included), decoding
-// the stream with decoder.
-func watchUnstructured(ctx context.Context, raw rest.Interface, gvr schema.GroupVersionResource, o metav1.ListOptions, decoder func(io.ReadCloser) watch.Decoder) (watch.Interface, error) {
+// reflector gives (the initial events of a watch-list included), making
+// each object with compact.
+func watchUnstructured(ctx context.Context, raw rest.Interface, gvr schema.GroupVersionResource, o metav1.ListOptions, protobuf bool, compact func(raw []byte) (runtime.Object, error)) (watch.Interface, error) {
+	d, err := openWatch(ctx, raw, gvr, o, protobuf, compact)
+	if err != nil {
+		return nil, err
+	}
+	return watch.NewStreamWatcher(d,
+		apierrors.NewClientErrorReporter(http.StatusInternalServerError, http.MethodGet, "ClientWatchDecoding")), nil
+}
+
+// Media types a watch asks for. Asked for protobuf, the API server may
+// still answer JSON (an aggregated API that has no protobuf): openWatch
+// reads which from the stream.
+const (
+	acceptJSON     = "application/json"
+	acceptProtobuf = "application/vnd.kubernetes.protobuf;stream=watch, application/json"
+)
+
+// openWatch starts the watch and returns the decoder of its stream: a
+// JSON stream starts with its first event's '{', a protobuf one with the
+// length of its first frame.
+func openWatch(ctx context.Context, raw rest.Interface, gvr schema.GroupVersionResource, o metav1.ListOptions, protobuf bool, compact func(raw []byte) (runtime.Object, error)) (watch.Decoder, error) {
 	o.Watch = true
 	prefix := "/apis/" + gvr.Group + "/" + gvr.Version
 	if gvr.Group == "" {
 		prefix = "/api/" + gvr.Version
 	}
+	accept := acceptJSON
+	if protobuf {
+		accept = acceptProtobuf
+	}
 	body, err := raw.Get().AbsPath(prefix).Resource(gvr.Resource).
 		SpecificallyVersionedParams(&o, metav1.ParameterCodec, metav1.SchemeGroupVersion).
-		SetHeader("Accept", "application/json").
+		SetHeader("Accept", accept).
 		Stream(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return watch.NewStreamWatcher(decoder(body),
-		apierrors.NewClientErrorReporter(http.StatusInternalServerError, http.MethodGet, "ClientWatchDecoding")), nil
+	stream := bufio.NewReaderSize(body, 64<<10)
+	if protobuf {
+		if first, err := stream.Peek(1); err == nil && !isJSONStart(first[0]) {
+			return newProtobufEventDecoder(stream, body, compact), nil
+		}
+	}
+	return newEventDecoderOf(stream, body, compact), nil
+}
+
+// isJSONStart reports whether a stream starting with b is JSON: a frame
+// length's first byte is 0 but for frames of 16 MiB and more, and never
+// '{' (2 GiB) or white space.
+func isJSONStart(b byte) bool {
+	return b == '{' || b == ' ' || b == '\t' || b == '\r' || b == '\n'
 }
 
 // eventDecoder reads a JSON watch stream, each event in one pass, and
@@ -126,7 +163,7 @@ func watchUnstructured(ctx context.Context, raw rest.Interface, gvr schema.Group
 // are decoded into unstructured objects, numbers as the unstructured
 // convention has them: int64 when whole, float64 otherwise.
 type eventDecoder struct {
-	body  io.ReadCloser
+	body  io.Closer
 	lines *bufio.Reader
 	// stream reads the rest of a stream not written one event a line.
 	stream  sigsjson.Decoder
@@ -138,7 +175,13 @@ var _ watch.Decoder = (*eventDecoder)(nil)
 // newEventDecoder returns a decoder of the watch stream body that makes
 // each object with compact.
 func newEventDecoder(body io.ReadCloser, compact func(raw []byte) (runtime.Object, error)) *eventDecoder {
-	return &eventDecoder{body: body, lines: bufio.NewReaderSize(body, 64<<10), compact: compact}
+	return newEventDecoderOf(bufio.NewReaderSize(body, 64<<10), body, compact)
+}
+
+// newEventDecoderOf returns a decoder of the watch stream read from lines,
+// which body's Close ends.
+func newEventDecoderOf(lines *bufio.Reader, body io.Closer, compact func(raw []byte) (runtime.Object, error)) *eventDecoder {
+	return &eventDecoder{body: body, lines: lines, compact: compact}
 }
 
 // rawWatchEvent is metav1.WatchEvent with its object as it was sent.
