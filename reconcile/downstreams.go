@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/resourceversion"
 	"k8s.io/apimachinery/pkg/util/sets"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/cache"
 
 	apiv1 "github.com/sprout-gitops/sprout/api/policies/v1"
@@ -73,7 +74,7 @@ const confirmAfter = time.Second
 // of one of those objects re-queues the policy that generated it, so drift
 // is seen without polling.
 func (c *Controller) ensureDownstreamInformers(gvrs sets.Set[schema.GroupVersionResource]) {
-	builtIn := c.builtIn(c.downstream, gvrs.UnsortedList()...)
+	builtIn := c.builtIn(gvrs)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for gvr := range gvrs {
@@ -111,6 +112,24 @@ func (c *Controller) ensureDownstreamInformers(gvrs sets.Set[schema.GroupVersion
 		go inf.RunWithContext(ctx)
 		c.log.Info("watching generated objects", "resource", resourceName(gvr))
 	}
+}
+
+// builtIn reports, for each of gvrs not watched yet, whether its kind is
+// one client-go's scheme knows, which the API server serves in protobuf.
+// Asked before c.mu is held: the mapper may ask discovery.
+func (c *Controller) builtIn(gvrs sets.Set[schema.GroupVersionResource]) map[schema.GroupVersionResource]bool {
+	out := map[schema.GroupVersionResource]bool{}
+	for gvr := range gvrs {
+		c.mu.RLock()
+		_, watched := c.downstream[gvr]
+		c.mu.RUnlock()
+		if watched {
+			continue
+		}
+		gvk, err := c.mapper.KindFor(gvr)
+		out[gvr] = err == nil && clientgoscheme.Scheme.Recognizes(gvk)
+	}
+	return out
 }
 
 // downstreamsSynced reports whether the informers of gvrs have listed.
