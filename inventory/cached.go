@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"unique"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -138,6 +139,50 @@ func CachedFromJSON(raw []byte) (*Cached, error) {
 		c.createHeld = slices.ContainsFunc(entries, managedEntry.isCreate)
 	}
 	return c, nil
+}
+
+// CachedFromObject returns obj, a typed object as a protobuf watch decoded
+// it, as a cache holds it: the fields syncs read taken from its metadata,
+// the rest encoded as JSON without its managed fields, as CachedFromJSON
+// keeps it. obj is the caller's to give away: it loses its managed fields.
+func CachedFromObject(obj runtime.Object) (*Cached, error) {
+	c, err := cachedIdentity(obj)
+	if err != nil {
+		return nil, err
+	}
+	return c, c.encode(obj)
+}
+
+// cachedIdentity returns obj as a cache holds it, without its content.
+func cachedIdentity(obj runtime.Object) (*Cached, error) {
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return nil, err
+	}
+	labels, annotations := m.GetLabels(), m.GetAnnotations()
+	return &Cached{
+		kind:            unique.Make(obj.GetObjectKind().GroupVersionKind()),
+		namespace:       intern(m.GetNamespace()),
+		name:            intern(m.GetName()),
+		uid:             string(m.GetUID()),
+		resourceVersion: m.GetResourceVersion(),
+		owner:           intern(annotations[AnnotationPolicy]),
+		triggerUID:      labels[LabelTriggerUID],
+		onDelete:        labels[LabelGeneratedOnDelete] != "",
+		clone:           labels[LabelSourceUID] != "",
+		createHeld:      slices.ContainsFunc(m.GetManagedFields(), isCreateEntry),
+	}, nil
+}
+
+// encode sets c's content: obj, of which c is made, as JSON without its
+// managed fields.
+func (c *Cached) encode(obj runtime.Object) error {
+	if m, err := meta.Accessor(obj); err == nil {
+		m.SetManagedFields(nil)
+	}
+	content, err := json.Marshal(obj)
+	c.setContent(content)
+	return err
 }
 
 // cachedMetadata is what CachedFromJSON decodes of an object's metadata.

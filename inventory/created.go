@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 )
 
 // createdVersions pairs the versions Sprout's creates made holding their
@@ -67,18 +68,55 @@ func (v *createdVersions) add(obj *unstructured.Unstructured, resourceVersion st
 
 // watch takes c, a version the watch brought.
 func (v *createdVersions) watch(c *Cached) {
-	k := versionKey{c.namespace, c.name, c.resourceVersion}
 	v.mu.Lock()
 	defer v.mu.Unlock()
+	if stamp, ok := v.takeMade(c); ok {
+		c.release(stamp)
+		return
+	}
+	v.watched[versionKey{c.namespace, c.name, c.resourceVersion}] = c
+}
+
+// claim takes the stamp of c's version when a create made it and its
+// answer came before the watch: c is released from the start.
+func (v *createdVersions) claim(c *Cached) (string, bool) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.takeMade(c)
+}
+
+// takeMade takes the stamp of c's version when a create made it. Called
+// with mu held.
+func (v *createdVersions) takeMade(c *Cached) (string, bool) {
+	k := versionKey{c.namespace, c.name, c.resourceVersion}
 	v.rotate()
 	for _, m := range []map[versionKey]string{v.made, v.madeBefore} {
 		if stamp, ok := m[k]; ok {
 			delete(m, k)
-			c.release(stamp)
-			return
+			return stamp, true
 		}
 	}
-	v.watched[k] = c
+	return "", false
+}
+
+// CachedFromObject is the package's CachedFromObject for the watches of
+// a's objects: a version a's create made as desired is kept released, and
+// its JSON, when the create's answer came first, never encoded (half the
+// events of a cold start).
+func (a *Applier) CachedFromObject(obj runtime.Object) (*Cached, error) {
+	c, err := cachedIdentity(obj)
+	if err != nil {
+		return nil, err
+	}
+	if stamp, ok := a.created.claim(c); ok {
+		c.body.Store(&cachedBody{holds: stamp})
+		return c, nil
+	}
+	if err := c.encode(obj); err != nil {
+		return nil, err
+	}
+	a.created.watch(c)
+	return c, nil
 }
 
 // CachedFromJSON is the package's CachedFromJSON for the watches of a's

@@ -3,8 +3,10 @@ package inventory
 import (
 	"context"
 	"net/http"
+	"reflect"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -151,5 +153,61 @@ func TestFoundUnchangedReleasesTheCachedCopy(t *testing.T) {
 	again := obj.DeepCopy() // evaluated anew: no memo of it
 	if cs, err := (&Applier{}).Apply(context.Background(), []*unstructured.Unstructured{again}, live, ApplyOptions{Synchronize: true, Round: memo.Begin()}); err != nil || cs.Count(Unchanged) != 1 {
 		t.Fatalf("again: %v %+v", err, cs.Changes)
+	}
+}
+
+// TestCachedFromObjectAgreesWithCachedFromJSON: a generated object read
+// in its typed form, as a protobuf watch gives it, is cached as it is from
+// its JSON: the same fields apart, the same content. A version the
+// applier's own create made is cached released from the start, as from
+// its JSON.
+func TestCachedFromObjectAgreesWithCachedFromJSON(t *testing.T) {
+	ctx := context.Background()
+	a, _, c := countingApplier(t)
+	namespace(t, c, "typed")
+	obj := generated("typed", "zk", map[string]any{"a": "1", "html": "<b>&</b>"})
+	created := obj.DeepCopy()
+	if cs, err := a.Apply(ctx, []*unstructured.Unstructured{created}, cachedObjects{}, ApplyOptions{Synchronize: true}); err != nil || cs.Count(Created) != 1 {
+		t.Fatalf("create: %v %+v", err, cs.Changes)
+	}
+	typed := func() *corev1.ConfigMap {
+		cm := &corev1.ConfigMap{}
+		if err := c.Get(ctx, client.ObjectKeyFromObject(obj), cm); err != nil {
+			t.Fatal(err)
+		}
+		cm.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ConfigMap")) // as a decoder sets it
+		if len(cm.ManagedFields) == 0 {
+			t.Fatal("no managed fields read: the comparison would miss them")
+		}
+		return cm
+	}
+
+	fromObject, err := CachedFromObject(typed())
+	if err != nil {
+		t.Fatal(err)
+	}
+	fromJSON, err := CachedFromJSON(watchedJSON(t, c, obj))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g, w := readOf(fromObject), readOf(fromJSON); g != w {
+		t.Errorf("read from the typed object:\n%+v\nfrom JSON:\n%+v", g, w)
+	}
+	if !fromJSON.createHeld {
+		t.Error("the create's entry was not found: the comparison shows nothing of it")
+	}
+	if g, w := fromObject.Object().Object, fromJSON.Object().Object; !reflect.DeepEqual(g, w) {
+		t.Errorf("content from the typed object:\n%s\nfrom JSON:\n%s", fromObject.body.Load().content, fromJSON.body.Load().content)
+	}
+
+	own, err := a.CachedFromObject(typed())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if holds, ok := own.released(); !ok || holds != created.GetAnnotations()[AnnotationApplied] {
+		t.Errorf("the created version is cached released %v, holding %q; want released, holding the create's stamp", ok, holds)
+	}
+	if len(a.created.made)+len(a.created.watched) != 0 {
+		t.Error("the created version is still remembered after its watch event")
 	}
 }

@@ -20,10 +20,11 @@ func OpenWatch(ctx context.Context, cfg *rest.Config, gvr schema.GroupVersionRes
 	if err != nil {
 		return nil, "", err
 	}
-	d, err := openWatch(ctx, raw, gvr, opts, protobuf, func(b []byte) (runtime.Object, error) {
+	fromJSON := func(b []byte) (runtime.Object, error) {
 		seen(b)
 		return triggerForm.fromJSON(b)
-	})
+	}
+	d, err := openWatch(ctx, raw, gvr, opts, protobuf, objectForm{fromJSON: fromJSON, fromTyped: viaJSON(fromJSON)})
 	switch d.(type) {
 	case nil:
 		return nil, "", err

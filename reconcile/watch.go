@@ -26,25 +26,41 @@ import (
 )
 
 // objectForm is how an informer's cache keeps objects: made from the JSON
-// of a watch event's object, without decoding it into maps, or from an
-// object a list gave.
+// of a watch event's object, without decoding it into maps, from the typed
+// object of a protobuf watch event, or from an object a list gave.
 type objectForm struct {
-	fromJSON func(raw []byte) (runtime.Object, error)
-	fromList func(u *unstructured.Unstructured) (runtime.Object, error)
+	fromJSON  func(raw []byte) (runtime.Object, error)
+	fromTyped func(obj runtime.Object) (runtime.Object, error)
+	fromList  func(u *unstructured.Unstructured) (runtime.Object, error)
 }
 
 // triggerForm keeps cachedObjects.
 var triggerForm = objectForm{
-	fromJSON: func(raw []byte) (runtime.Object, error) { return cachedObjectFromJSON(raw) },
-	fromList: func(u *unstructured.Unstructured) (runtime.Object, error) { return newCachedObject(u) },
+	fromJSON:  func(raw []byte) (runtime.Object, error) { return cachedObjectFromJSON(raw) },
+	fromTyped: viaJSON(func(raw []byte) (runtime.Object, error) { return cachedObjectFromJSON(raw) }),
+	fromList:  func(u *unstructured.Unstructured) (runtime.Object, error) { return newCachedObject(u) },
 }
 
 // downstreamForm keeps inventory.Cached objects of the objects a writes:
 // the versions its creates made are kept released.
 func downstreamForm(a *inventory.Applier) objectForm {
 	return objectForm{
-		fromJSON: func(raw []byte) (runtime.Object, error) { return a.CachedFromJSON(raw) },
-		fromList: func(u *unstructured.Unstructured) (runtime.Object, error) { return inventory.NewCached(u) },
+		fromJSON:  func(raw []byte) (runtime.Object, error) { return a.CachedFromJSON(raw) },
+		fromTyped: func(obj runtime.Object) (runtime.Object, error) { return a.CachedFromObject(obj) },
+		fromList:  func(u *unstructured.Unstructured) (runtime.Object, error) { return inventory.NewCached(u) },
+	}
+}
+
+// viaJSON makes a form's object of a typed object from its JSON, as the
+// API server's JSON serializer writes it (encoding/json on the typed
+// struct, its kind set by the decoder).
+func viaJSON(fromJSON func(raw []byte) (runtime.Object, error)) func(runtime.Object) (runtime.Object, error) {
+	return func(obj runtime.Object) (runtime.Object, error) {
+		raw, err := json.Marshal(obj)
+		if err != nil {
+			return nil, err
+		}
+		return fromJSON(raw)
 	}
 }
 
@@ -65,7 +81,7 @@ func newUnstructuredInformer(dyn dynamic.Interface, raw rest.Interface, gvr sche
 			if tweak != nil {
 				tweak(&o)
 			}
-			return watchUnstructured(ctx, raw, gvr, o, protobuf, form.fromJSON)
+			return watchUnstructured(ctx, raw, gvr, o, protobuf, form)
 		},
 	}
 	// No example type: a list gives unstructured objects, a watch the form.
@@ -91,9 +107,9 @@ func newRawClient(cfg *rest.Config) (rest.Interface, error) {
 
 // watchUnstructured watches gvr in every namespace, with the options the
 // reflector gives (the initial events of a watch-list included), making
-// each object with compact.
-func watchUnstructured(ctx context.Context, raw rest.Interface, gvr schema.GroupVersionResource, o metav1.ListOptions, protobuf bool, compact func(raw []byte) (runtime.Object, error)) (watch.Interface, error) {
-	d, err := openWatch(ctx, raw, gvr, o, protobuf, compact)
+// each object of form.
+func watchUnstructured(ctx context.Context, raw rest.Interface, gvr schema.GroupVersionResource, o metav1.ListOptions, protobuf bool, form objectForm) (watch.Interface, error) {
+	d, err := openWatch(ctx, raw, gvr, o, protobuf, form)
 	if err != nil {
 		return nil, err
 	}
@@ -112,7 +128,7 @@ const (
 // openWatch starts the watch and returns the decoder of its stream: a
 // JSON stream starts with its first event's '{', a protobuf one with the
 // length of its first frame.
-func openWatch(ctx context.Context, raw rest.Interface, gvr schema.GroupVersionResource, o metav1.ListOptions, protobuf bool, compact func(raw []byte) (runtime.Object, error)) (watch.Decoder, error) {
+func openWatch(ctx context.Context, raw rest.Interface, gvr schema.GroupVersionResource, o metav1.ListOptions, protobuf bool, form objectForm) (watch.Decoder, error) {
 	o.Watch = true
 	prefix := "/apis/" + gvr.Group + "/" + gvr.Version
 	if gvr.Group == "" {
@@ -132,10 +148,10 @@ func openWatch(ctx context.Context, raw rest.Interface, gvr schema.GroupVersionR
 	stream := bufio.NewReaderSize(body, 64<<10)
 	if protobuf {
 		if first, err := stream.Peek(1); err == nil && !isJSONStart(first[0]) {
-			return newProtobufEventDecoder(stream, body, compact), nil
+			return newProtobufEventDecoder(stream, body, form.fromTyped), nil
 		}
 	}
-	return newEventDecoderOf(stream, body, compact), nil
+	return newEventDecoderOf(stream, body, form.fromJSON), nil
 }
 
 // isJSONStart reports whether a stream starting with b is JSON: a frame

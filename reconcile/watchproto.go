@@ -3,7 +3,6 @@ package reconcile
 import (
 	"bufio"
 	"encoding/binary"
-	"encoding/json"
 	"fmt"
 	"io"
 
@@ -15,26 +14,21 @@ import (
 
 // protobufEventDecoder reads a protobuf watch stream of a built-in
 // resource and makes each object of what the informer's cache keeps
-// (objectForm) from the object's JSON, as the API server would have sent
-// it. Other clients of built-in resources (the controller manager, the
+// (objectForm) from its typed object. Other clients of built-in resources (the controller manager, the
 // kubelet, any typed client-go informer) watch in protobuf, and the API
 // server encodes each event once per media type for all its watchers: a
 // JSON watch of the ConfigMaps Sprout generates cost it an encoding of its
 // own of every one, about 0.1 ms of its CPU an object in make bench's
 // scenario 1 (from its profile). The generated objects' informers watch
-// so (triggers do not: see newInformer). Decoding the protobuf and
-// encoding the JSON costs Sprout more than reading the JSON did: 0.45 s
-// against about 0.25 s in a 12 s profile of the burst (scenario 8), a few
-// hundredths of a millisecond an object against the 0.1 ms the API server
-// saves.
+// so (triggers do not: see newInformer).
 //
 // A stream is a sequence of frames, each its length as 4 bytes, big
 // endian, then a metav1.WatchEvent, unwrapped, whose object is wrapped as
 // a protobuf object is (runtime.Unknown after a magic number).
 type protobufEventDecoder struct {
-	body    io.Closer
-	stream  *bufio.Reader
-	compact func(raw []byte) (runtime.Object, error)
+	body      io.Closer
+	stream    *bufio.Reader
+	fromTyped func(obj runtime.Object) (runtime.Object, error)
 	// frame is reused: what a frame decodes into is copied out of it.
 	frame []byte
 }
@@ -48,8 +42,8 @@ const maxFrame = 64 << 20
 // protobufDecoder decodes the built-in types, without conversion.
 var protobufDecoder = clientgoscheme.Codecs.UniversalDeserializer()
 
-func newProtobufEventDecoder(stream *bufio.Reader, body io.Closer, compact func(raw []byte) (runtime.Object, error)) *protobufEventDecoder {
-	return &protobufEventDecoder{body: body, stream: stream, compact: compact}
+func newProtobufEventDecoder(stream *bufio.Reader, body io.Closer, fromTyped func(obj runtime.Object) (runtime.Object, error)) *protobufEventDecoder {
+	return &protobufEventDecoder{body: body, stream: stream, fromTyped: fromTyped}
 }
 
 // Decode returns the next event. Bookmarks and errors are typed objects
@@ -82,13 +76,7 @@ func (d *protobufEventDecoder) Decode() (watch.EventType, runtime.Object, error)
 	}
 	switch typ {
 	case watch.Added, watch.Modified, watch.Deleted:
-		// As the API server's JSON serializer writes it: encoding/json on
-		// the typed struct, its kind set by the decoder.
-		raw, err := json.Marshal(obj)
-		if err != nil {
-			return "", nil, fmt.Errorf("watch event %s: %w", typ, err)
-		}
-		obj, err := d.compact(raw)
+		obj, err := d.fromTyped(obj)
 		if err != nil {
 			return "", nil, fmt.Errorf("watch event %s: %w", typ, err)
 		}
