@@ -141,19 +141,9 @@ func CachedFromJSON(raw []byte) (*Cached, error) {
 	return c, nil
 }
 
-// CachedFromObject returns obj, a typed object as a protobuf watch decoded
-// it, as a cache holds it: the fields syncs read taken from its metadata,
-// the rest encoded as JSON without its managed fields, as CachedFromJSON
-// keeps it. obj is the caller's to give away: it loses its managed fields.
-func CachedFromObject(obj runtime.Object) (*Cached, error) {
-	c, err := cachedIdentity(obj)
-	if err != nil {
-		return nil, err
-	}
-	return c, c.encode(obj)
-}
-
-// cachedIdentity returns obj as a cache holds it, without its content.
+// cachedIdentity returns obj, a typed object as a protobuf watch decoded
+// it, as a cache holds it, without its content: the fields syncs read,
+// taken from its metadata.
 func cachedIdentity(obj runtime.Object) (*Cached, error) {
 	m, err := meta.Accessor(obj)
 	if err != nil {
@@ -175,7 +165,7 @@ func cachedIdentity(obj runtime.Object) (*Cached, error) {
 }
 
 // encode sets c's content: obj, of which c is made, as JSON without its
-// managed fields.
+// managed fields, as CachedFromJSON keeps it. obj loses its managed fields.
 func (c *Cached) encode(obj runtime.Object) error {
 	if m, err := meta.Accessor(obj); err == nil {
 		m.SetManagedFields(nil)

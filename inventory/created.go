@@ -99,10 +99,11 @@ func (v *createdVersions) takeMade(c *Cached) (string, bool) {
 	return "", false
 }
 
-// CachedFromObject is the package's CachedFromObject for the watches of
-// a's objects: a version a's create made as desired is kept released, and
-// its JSON, when the create's answer came first, never encoded (half the
-// events of a cold start).
+// CachedFromObject returns obj, a typed object as a protobuf watch of a's
+// objects decoded it, as a cache holds it, as CachedFromJSON does for
+// JSON: a version a's create made as desired is kept released, and its
+// JSON, when the create's answer came first, never encoded (half the
+// events of a cold start). obj is the caller's to give away.
 func (a *Applier) CachedFromObject(obj runtime.Object) (*Cached, error) {
 	c, err := cachedIdentity(obj)
 	if err != nil {

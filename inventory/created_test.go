@@ -182,7 +182,7 @@ func TestCachedFromObjectAgreesWithCachedFromJSON(t *testing.T) {
 		return cm
 	}
 
-	fromObject, err := CachedFromObject(typed())
+	fromObject, err := new(Applier).CachedFromObject(typed()) // an applier that made nothing
 	if err != nil {
 		t.Fatal(err)
 	}

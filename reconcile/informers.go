@@ -354,11 +354,11 @@ func (c *Controller) onTrigger(gvr schema.GroupVersionResource, op admission.Ope
 		}
 		if op != "" && slices.Contains(cp.triggers, gvr) {
 			crit := cp.criteria.events
-			sel := o.selectable(false)
-			if crit.readsLabels() {
-				if labelled == nil {
-					labelled = o.selectable(true)
-				}
+			sel := labelled
+			if !crit.readsLabels() {
+				sel = o.selectable(false)
+			} else if sel == nil {
+				labelled = o.selectable(true)
 				sel = labelled
 			}
 			ok, err := c.matcher.matches(crit, gvr, op, o.kind.Value(), sel)
