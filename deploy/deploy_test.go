@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
@@ -492,4 +493,130 @@ func (b *lockedBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+// borrowingPolicy is a GeneratingPolicy whose author names a powerful
+// account in kube-system and generates a ClusterRoleBinding that makes
+// them cluster-admin, for every new Namespace labelled borrow=yes.
+const borrowingPolicy = `apiVersion: policies.kyverno.io/v1
+kind: GeneratingPolicy
+metadata:
+  name: borrow
+  annotations: {"sprout.dev/service-account": "kube-system/powerful"}
+spec:
+  matchConstraints:
+    resourceRules:
+    - apiGroups: [""]
+      apiVersions: ["v1"]
+      operations: ["CREATE"]
+      resources: ["namespaces"]
+    objectSelector:
+      matchLabels: {borrow: "yes"}
+  generate:
+  - expression: >-
+      generator.Apply("", [{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+        "metadata": {"name": "author-is-admin"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "policy-author"}]}])
+`
+
+// TestPolicyAuthorCannotBorrowAnAccount: Sprout holding exactly deploy/'s
+// rights, a policy author who may only write GeneratingPolicies names a
+// cluster-admin ServiceAccount in kube-system. Sprout refuses the policy,
+// naming the annotation and the flag, and writes nothing; RBAC would refuse
+// the impersonation too, while the "default" account of a tenant's
+// namespace, which namespaced policies run as, may be impersonated.
+func TestPolicyAuthorCannotBorrowAnAccount(t *testing.T) {
+	ctx := context.Background()
+	objs := build(t)
+	applyForReal(t, ofKind(objs, "Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")...)
+	kube := kubernetes.NewForConfigOrDie(cfg)
+	aggregate(t, kube, "sprout")
+
+	// The powerful account, and the author's rights: GeneratingPolicies only.
+	if _, err := kube.CoreV1().ServiceAccounts("kube-system").Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "powerful"}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	for _, b := range []*rbacv1.ClusterRoleBinding{
+		{ObjectMeta: metav1.ObjectMeta{Name: "powerful"}, RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "cluster-admin"},
+			Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: "powerful", Namespace: "kube-system"}}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "policy-author"}, RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "policy-author"},
+			Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: "User", Name: "policy-author"}}},
+	} {
+		if _, err := kube.RbacV1().ClusterRoleBindings().Create(ctx, b, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+	}
+	authorRole := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "policy-author"}, Rules: []rbacv1.PolicyRule{
+		{APIGroups: []string{apiv1.GroupVersion.Group}, Resources: []string{"generatingpolicies"}, Verbs: []string{"get", "create", "patch"}},
+	}}
+	if _, err := kube.RbacV1().ClusterRoles().Create(ctx, authorRole, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+
+	sa := rest.CopyConfig(cfg)
+	sa.Impersonate = rest.ImpersonationConfig{UserName: serviceAccount}
+	runAs(t, sa)
+
+	author := rest.CopyConfig(cfg)
+	author.Impersonate = rest.ImpersonationConfig{UserName: "policy-author"}
+	authorApplier, err := manifest.NewApplier(author)
+	if err != nil {
+		t.Fatal(err)
+	}
+	policy, err := manifest.Parse([]byte(borrowingPolicy))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := authorApplier.Apply(ctx, policy...); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = dynamic.NewForConfigOrDie(cfg).Resource(apiv1.GeneratingPolicies).Delete(ctx, "borrow", metav1.DeleteOptions{})
+	})
+	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "borrow-trigger", Labels: map[string]string{"borrow": "yes"}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	admin := dynamic.NewForConfigOrDie(cfg)
+	poll(t, "the refusal on the policy", func(ctx context.Context) (bool, error) {
+		u, err := admin.Resource(apiv1.GeneratingPolicies).Get(ctx, "borrow", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		p, err := apiv1.FromUnstructured(u)
+		if err != nil {
+			return false, err
+		}
+		return slices.ContainsFunc(p.PolicyStatus().Conditions, func(c metav1.Condition) bool {
+			return c.Type == reconcile.ConditionReady && c.Status == metav1.ConditionFalse &&
+				strings.Contains(c.Message, `metadata.annotations[sprout.dev/service-account]: "kube-system/powerful"`) &&
+				strings.Contains(c.Message, "--service-account-namespaces")
+		}), nil
+	})
+	if _, err := kube.RbacV1().ClusterRoleBindings().Get(ctx, "author-is-admin", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("the author's ClusterRoleBinding: want none, got %v", err)
+	}
+
+	// RBAC holds the same line: Sprout may impersonate "default" of any
+	// namespace, and no other account.
+	for _, c := range []struct {
+		namespace, name string
+		allowed         bool
+	}{{"kube-system", "powerful", false}, {"kube-system", "namespace-controller", false}, {"team-red", "default", true}} {
+		review := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+			User:   serviceAccount,
+			Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + namespace, "system:authenticated"},
+			ResourceAttributes: &authorizationv1.ResourceAttributes{
+				Verb: "impersonate", Resource: "serviceaccounts", Namespace: c.namespace, Name: c.name,
+			},
+		}}
+		got, err := kube.AuthorizationV1().SubjectAccessReviews().Create(ctx, review, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Status.Allowed != c.allowed {
+			t.Errorf("Sprout may impersonate ServiceAccount %s/%s: %t, want %t", c.namespace, c.name, got.Status.Allowed, c.allowed)
+		}
+	}
 }

@@ -72,12 +72,16 @@ type Options struct {
 	// ClusterRoleBindings to a ClusterRole that grants every verb on every
 	// resource; they are refused otherwise.
 	AllowWildcardBindings bool
-	// DefaultServiceAccount is the account policies without the
-	// sprout.dev/service-account annotation run as ("name" for namespaced
-	// policies, in their namespace, or "namespace/name"); empty means
-	// Sprout's own. Set, it makes impersonation mandatory, as Flux's
-	// --default-service-account does.
+	// DefaultServiceAccount is the name of the account, in its own
+	// namespace, a NamespacedGeneratingPolicy without the
+	// sprout.dev/service-account annotation runs as; empty means Sprout's
+	// own, which gives every tenant Sprout's rights in their namespace.
+	// DefaultOptions sets DefaultServiceAccount (the constant).
 	DefaultServiceAccount string
+	// ServiceAccountNamespaces are the namespaces whose ServiceAccounts a
+	// GeneratingPolicy may name in sprout.dev/service-account; none by
+	// default. Sprout's RBAC must let it impersonate them there too.
+	ServiceAccountNamespaces []string
 	// TriggerEvents also emits an Event on each trigger for what was
 	// generated for it; off by default, as it costs a write per trigger.
 	TriggerEvents bool
@@ -96,7 +100,7 @@ type Options struct {
 // DefaultOptions returns the options `sprout run` starts with.
 func DefaultOptions() Options {
 	return Options{Workers: 4, ResyncSchedule: "@hourly", MaxObjectsPerTrigger: DefaultMaxObjectsPerTrigger,
-		EvaluationTimeout: celenv.DefaultEvaluationTimeout}
+		EvaluationTimeout: celenv.DefaultEvaluationTimeout, DefaultServiceAccount: DefaultServiceAccount}
 }
 
 // Controller runs GeneratingPolicies and NamespacedGeneratingPolicies found
@@ -150,7 +154,7 @@ type Controller struct {
 
 	mu       sync.RWMutex
 	policies map[policyKey]*compiledPolicy
-	informer map[schema.GroupVersionResource]*triggerInformer
+	informer map[watchKey]*triggerInformer
 	// dependencies are the resources each policy read in its last sync.
 	dependencies map[policyKey]sets.Set[schema.GroupVersionResource]
 	// downstream are label-selected informers on the resources generated into.
@@ -190,6 +194,9 @@ func New(cfg *rest.Config, opts Options) (*Controller, error) {
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if err := ValidateServiceAccountOptions(opts); err != nil {
+		return nil, err
 	}
 	// controller-runtime's client logs through its own global logger; send
 	// it to ours.
@@ -257,7 +264,7 @@ func New(cfg *rest.Config, opts Options) (*Controller, error) {
 		events:       broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "sprout"}),
 		metrics:      m,
 		policies:     map[policyKey]*compiledPolicy{},
-		informer:     map[schema.GroupVersionResource]*triggerInformer{},
+		informer:     map[watchKey]*triggerInformer{},
 		dependencies: map[policyKey]sets.Set[schema.GroupVersionResource]{},
 		downstream:   map[schema.GroupVersionResource]*triggerInformer{},
 		written:      map[policyKey]sets.Set[schema.GroupVersionResource]{},

@@ -82,7 +82,7 @@ func (c *Controller) ensureDownstreamInformers(gvrs sets.Set[schema.GroupVersion
 			continue
 		}
 		ctx, cancel := context.WithCancel(c.ctx)
-		inf := newUnstructuredInformer(c.dynamic, c.raw, gvr, cache.Indexers{byPolicy: ownerIndex},
+		inf := newUnstructuredInformer(c.dynamic, c.raw, watchKey{gvr: gvr}, cache.Indexers{byPolicy: ownerIndex},
 			func(o *metav1.ListOptions) {
 				o.LabelSelector = inventory.LabelManagedBy + "=" + inventory.ManagedBy
 			}, downstreamForm(c.applier), builtIn[gvr])

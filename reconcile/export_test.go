@@ -24,7 +24,7 @@ func OpenWatch(ctx context.Context, cfg *rest.Config, gvr schema.GroupVersionRes
 		seen(b)
 		return triggerForm.fromJSON(b)
 	}
-	d, err := openWatch(ctx, raw, gvr, opts, protobuf, objectForm{fromJSON: fromJSON, fromTyped: viaJSON(fromJSON)})
+	d, err := openWatch(ctx, raw, watchKey{gvr: gvr}, opts, protobuf, objectForm{fromJSON: fromJSON, fromTyped: viaJSON(fromJSON)})
 	switch d.(type) {
 	case nil:
 		return nil, "", err

@@ -59,7 +59,7 @@ func (h policyHandler) Upsert(p sources.Policy) {
 	c.policies[key] = cp
 	delete(c.deleted, key)
 	c.mu.Unlock()
-	c.ensureTriggerInformers(cp.triggers)
+	c.ensureTriggerInformers(cp.scope(), cp.triggers)
 	if cur != nil {
 		c.releaseInformers() // the new generation may watch less
 	}

@@ -2,14 +2,19 @@ package reconcile_test
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
 
+	apiv1 "github.com/sprout-gitops/sprout/api/policies/v1"
 	"github.com/sprout-gitops/sprout/reconcile"
 )
 
@@ -40,7 +45,7 @@ spec:
 // ServiceAccount writes, and reads through resource.Get, as that account:
 // what its RBAC forbids is reported, what it allows is written.
 func TestPolicyRunsAsItsServiceAccount(t *testing.T) {
-	startController(t)
+	runController(t, func(o *reconcile.Options) { o.ServiceAccountNamespaces = []string{"imp"} })
 	tb := newTable(t, "imp")
 	createNamespace(t, "imp-other", nil)
 	ctx := context.Background()
@@ -57,6 +62,20 @@ func TestPolicyRunsAsItsServiceAccount(t *testing.T) {
 		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "generator"},
 		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: "generator", Namespace: "imp"}}}
 	if _, err := tb.kube.RbacV1().RoleBindings("imp").Create(ctx, binding, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// A cluster policy's triggers come from every namespace: its account
+	// must be able to read them all.
+	reader := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "imp-generator-reads"}, Rules: []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"list", "watch"}},
+	}}
+	if _, err := tb.kube.RbacV1().ClusterRoles().Create(ctx, reader, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	readerBinding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "imp-generator-reads"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "imp-generator-reads"},
+		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: "generator", Namespace: "imp"}}}
+	if _, err := tb.kube.RbacV1().ClusterRoleBindings().Create(ctx, readerBinding, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	policy := func(name, target, object string) string {
@@ -88,16 +107,143 @@ func TestPolicyRunsAsItsServiceAccount(t *testing.T) {
 	})
 }
 
-// TestDefaultServiceAccountIsMandatory: with a default account, a policy
-// that cannot name one is refused with the flag named.
-func TestDefaultServiceAccountIsMandatory(t *testing.T) {
-	runController(t, func(o *reconcile.Options) { o.DefaultServiceAccount = "generator" })
-	tb := newTable(t, "imp-default")
-	tb.applyPolicy(derivedPolicy("imp-default", "imp-default", "out", "one", true, false))
-	t.Cleanup(func() { tb.deletePolicy("imp-default") })
+// grant gives ServiceAccount ns/sa the verbs on the core resources, in ns.
+func grant(t *testing.T, kube kubernetes.Interface, ns, sa string, verbs []string, resources ...string) {
+	t.Helper()
+	ctx := context.Background()
+	name := "grant-" + sa
+	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Rules: []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: resources, Verbs: verbs},
+	}}
+	if _, err := kube.RbacV1().Roles(ns).Create(ctx, role, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	binding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name},
+		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: sa, Namespace: ns}}}
+	if _, err := kube.RbacV1().RoleBindings(ns).Create(ctx, binding, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+var allVerbs = []string{"get", "list", "watch", "create", "patch", "delete"}
+
+// TestClusterPolicyMayNotNameAnyAccount: a GeneratingPolicy that names a
+// ServiceAccount of a namespace the operator did not list is refused, the
+// annotation and the flag named, and generates nothing: naming a powerful
+// account in kube-system would hand its rights to the policy's author.
+func TestClusterPolicyMayNotNameAnyAccount(t *testing.T) {
+	runController(t, func(o *reconcile.Options) { o.ServiceAccountNamespaces = []string{"imp-allowed"} })
+	tb := newTable(t, "imp-bounded")
+	doc := replaceOnce(t, derivedPolicy("imp-bounded", "imp-bounded", "out", "one", true, false),
+		"  name: imp-bounded\n", "  name: imp-bounded\n  annotations: {\"sprout.dev/service-account\": \"kube-system/powerful\"}\n")
+	tb.applyPolicy(doc)
+	t.Cleanup(func() { tb.deletePolicy("imp-bounded") })
+	tb.trigger("a", "imp-bounded", "a1")
 	poll(t, "the refusal on the policy", func(ctx context.Context) (bool, error) {
-		c, err := policyCondition(ctx, "imp-default")
+		c, err := policyCondition(ctx, "imp-bounded")
 		return c != nil && c.Status == metav1.ConditionFalse &&
-			strings.Contains(c.Message, `--default-service-account: "generator": a GeneratingPolicy needs namespace/name`), err
+			strings.Contains(c.Message, `metadata.annotations[sprout.dev/service-account]: "kube-system/powerful": namespace "kube-system" is not one whose accounts GeneratingPolicies may run as (--service-account-namespaces)`), err
 	})
+	if tb.get("a-out") != nil {
+		t.Error("a policy naming an account it may not use generated an object")
+	}
+}
+
+// TestNamespacedPolicyRunsAsItsNamespaceAccount: a NamespacedGeneratingPolicy
+// that names no account runs as "default" of its namespace: it writes what
+// that account may write, and a RoleBinding that would give the tenant
+// admin in the namespace, which Sprout itself could write, is forbidden.
+func TestNamespacedPolicyRunsAsItsNamespaceAccount(t *testing.T) {
+	startController(t)
+	tb := newTable(t, "imp-tenant")
+	grant(t, tb.kube, "imp-tenant", reconcile.DefaultServiceAccount, allVerbs, "configmaps")
+	doc := `apiVersion: policies.kyverno.io/v1
+kind: NamespacedGeneratingPolicy
+metadata:
+  name: tenant
+  namespace: imp-tenant
+spec:
+  evaluation:
+    synchronize: {enabled: true}
+  matchConstraints:
+    resourceRules:
+    - apiGroups: [""]
+      apiVersions: ["v1"]
+      operations: ["CREATE", "UPDATE"]
+      resources: ["configmaps"]
+    objectSelector:
+      matchLabels: {app: tenant}
+  generate:
+  - expression: >-
+      generator.Apply([
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": object.metadata.name + "-out"}},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": {"name": "tenant-admin"},
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "admin"},
+         "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "tenant"}]}])
+`
+	tb.applyPolicy(doc)
+	t.Cleanup(func() {
+		_ = dynamic.NewForConfigOrDie(cfg).Resource(apiv1.NamespacedGeneratingPolicies).Namespace("imp-tenant").Delete(context.Background(), "tenant", metav1.DeleteOptions{})
+	})
+	tb.trigger("a", "tenant", "a1")
+	tb.waitFor("the object the namespace's account may write", "a-out", exists)
+	poll(t, "the forbidden binding on the policy", func(ctx context.Context) (bool, error) {
+		c, err := namespacedPolicyCondition(ctx, "imp-tenant", "tenant")
+		return c != nil && c.Reason == reconcile.ReasonApplyFailed && strings.Contains(c.Message, "RoleBinding/imp-tenant/tenant-admin") &&
+			strings.Contains(c.Message, `"system:serviceaccount:imp-tenant:default" cannot`), err
+	})
+	if _, err := tb.kube.RbacV1().RoleBindings("imp-tenant").Get(context.Background(), "tenant-admin", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the tenant's policy bound the tenant to admin: %v", err)
+	}
+}
+
+// TestNamespacedPolicyWatchesOnlyWhatItsAccountMayList: a
+// NamespacedGeneratingPolicy triggering on every resource watches only in
+// its namespace, only the resources its account may list and watch there,
+// and none cluster-scoped.
+func TestNamespacedPolicyWatchesOnlyWhatItsAccountMayList(t *testing.T) {
+	_, c := runController(t, nil)
+	tb := newTable(t, "imp-wild")
+	grant(t, tb.kube, "imp-wild", reconcile.DefaultServiceAccount, []string{"list", "watch"}, "configmaps", "serviceaccounts")
+	grant(t, tb.kube, "imp-wild", "writer", allVerbs, "configmaps") // another account's rights do not count
+	doc := `apiVersion: policies.kyverno.io/v1
+kind: NamespacedGeneratingPolicy
+metadata:
+  name: wild
+  namespace: imp-wild
+spec:
+  matchConstraints:
+    resourceRules:
+    - apiGroups: ["*"]
+      apiVersions: ["*"]
+      operations: ["CREATE"]
+      resources: ["*"]
+  generate:
+  - expression: generator.Apply([])
+`
+	tb.applyPolicy(doc)
+	t.Cleanup(func() {
+		_ = dynamic.NewForConfigOrDie(cfg).Resource(apiv1.NamespacedGeneratingPolicies).Namespace("imp-wild").Delete(context.Background(), "wild", metav1.DeleteOptions{})
+	})
+	want := []string{"configmaps.v1 in imp-wild", "serviceaccounts.v1 in imp-wild"}
+	var got []string
+	poll(t, "the policy's watches", func(context.Context) (bool, error) {
+		got, _ = c.Watched()
+		return slices.Equal(got, want), nil
+	})
+}
+
+// namespacedPolicyCondition returns the Ready condition of a
+// NamespacedGeneratingPolicy.
+func namespacedPolicyCondition(ctx context.Context, ns, name string) (*metav1.Condition, error) {
+	u, err := dynamic.NewForConfigOrDie(cfg).Resource(apiv1.NamespacedGeneratingPolicies).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	p, err := apiv1.FromUnstructured(u)
+	if err != nil {
+		return nil, err
+	}
+	return meta.FindStatusCondition(p.(*apiv1.NamespacedGeneratingPolicy).Status.Conditions, reconcile.ConditionReady), nil
 }

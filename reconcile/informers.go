@@ -21,9 +21,54 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
+
+	apiv1 "github.com/sprout-gitops/sprout/api/policies/v1"
 )
 
-// triggerInformer watches one trigger resource for every policy that names it.
+// watchKey names one trigger informer: a resource in every namespace
+// (namespace ""), or in the one namespace the NamespacedGeneratingPolicies
+// of that namespace are confined to.
+type watchKey struct {
+	gvr       schema.GroupVersionResource
+	namespace string
+}
+
+func (w watchKey) String() string {
+	if w.namespace == "" {
+		return resourceName(w.gvr)
+	}
+	return resourceName(w.gvr) + " in " + w.namespace
+}
+
+// scope is the namespace a policy's watches are confined to: its own for a
+// NamespacedGeneratingPolicy, "" (every namespace) for a GeneratingPolicy.
+func (cp *compiledPolicy) scope() string {
+	if cp.policy.IsNamespaced() {
+		return cp.policy.GetNamespace()
+	}
+	return ""
+}
+
+// watchKeyOf is the informer that serves gvr to policies of scope: a
+// cluster-scoped resource has one informer, whatever the scope.
+func (c *Controller) watchKeyOf(scope string, gvr schema.GroupVersionResource) watchKey {
+	if namespaced, _ := c.namespacedResources.Load(gvr); namespaced == false {
+		return watchKey{gvr: gvr}
+	}
+	return watchKey{gvr: gvr, namespace: scope}
+}
+
+// watches reports whether the policy is served by informer w, for its
+// triggers or for what its last sync read. The caller holds c.mu.
+func (c *Controller) watches(key policyKey, cp *compiledPolicy, w watchKey) bool {
+	if c.watchKeyOf(cp.scope(), w.gvr) != w {
+		return false
+	}
+	return slices.Contains(cp.triggers, w.gvr) || c.dependencies[key].Has(w.gvr)
+}
+
+// triggerInformer watches one trigger resource, in every namespace or in
+// one, for every policy that names it.
 type triggerInformer struct {
 	informer cache.SharedIndexInformer
 	cancel   context.CancelFunc
@@ -57,7 +102,7 @@ func (l *lastUpdates) get(uid types.UID) *cachedObject {
 	return l.old[uid]
 }
 
-// newInformer makes an informer on gvr in every namespace, whose cache
+// newInformer makes an informer on w's resource in its namespace, whose cache
 // holds cachedObjects: managed fields dropped (Sprout never reads them and
 // they are often half the size), the rest as JSON.
 //
@@ -66,8 +111,8 @@ func (l *lastUpdates) get(uid types.UID) *cachedObject {
 // 8) were created with a Create p99 1.21-1.44x the baseline's in five of
 // six runs, against 0.94-1.11x in five runs in JSON, though Sprout spent
 // no more CPU decoding them (12 s profiles of both).
-func newInformer(client dynamic.Interface, raw rest.Interface, gvr schema.GroupVersionResource) cache.SharedIndexInformer {
-	return newUnstructuredInformer(client, raw, gvr, nil, nil, triggerForm, false)
+func newInformer(client dynamic.Interface, raw rest.Interface, w watchKey) cache.SharedIndexInformer {
+	return newUnstructuredInformer(client, raw, w, nil, nil, triggerForm, false)
 }
 
 // discoveryError marks a failure to resolve rules that is the API server's,
@@ -77,27 +122,83 @@ type discoveryError struct{ err error }
 func (e *discoveryError) Error() string { return "discovery: " + e.err.Error() }
 func (e *discoveryError) Unwrap() error { return e.err }
 
-// resolveRules lists the resources the rules name, expanding "*" through
+// permissionError marks trigger resources a policy's ServiceAccount may not
+// list and watch. Like a discovery failure it blocks the policy, pruning
+// included, and is asked again at the next sync: the policy waits for the
+// permission.
+type permissionError struct{ err error }
+
+func (e *permissionError) Error() string { return e.err.Error() }
+func (e *permissionError) Unwrap() error { return e.err }
+
+// resolveRules lists the resources p's rules name, expanding "*" through
 // discovery. Subresources (pods/exec, */status) exist only as admission
 // requests and cannot be watched: they are reported, and the rest is watched.
-func (c *Controller) resolveRules(rules []admissionregistrationv1.NamedRuleWithOperations) ([]schema.GroupVersionResource, error) {
-	out, err := c.resolveRulesOnce(rules)
+// A NamespacedGeneratingPolicy is confined to its namespace, so
+// cluster-scoped resources never trigger it. A policy that runs as a
+// ServiceAccount watches only what that account may list and watch: a
+// wildcard expands to those resources alone, and a resource named outright
+// that the account may not read is a permissionError.
+func (c *Controller) resolveRules(p apiv1.Policy) ([]schema.GroupVersionResource, error) {
+	rules := p.PolicySpec().MatchConstraints.ResourceRules
+	out, named, err := c.resolveRulesOnce(p, rules)
 	if len(out) == 0 {
 		// Perhaps a CRD installed since discovery was cached: look again.
 		c.discovery.Invalidate()
-		out, err = c.resolveRulesOnce(rules)
+		out, named, err = c.resolveRulesOnce(p, rules)
 	}
-	return out, err
+	var discoveryErr *discoveryError
+	if errors.As(err, &discoveryErr) {
+		return out, err
+	}
+	out, denied := c.readable(p, out, named)
+	return out, errors.Join(err, denied)
 }
 
-func (c *Controller) resolveRulesOnce(rules []admissionregistrationv1.NamedRuleWithOperations) ([]schema.GroupVersionResource, error) {
+// readable keeps the resources the policy's ServiceAccount may list and
+// watch in its scope; all of them when it runs as Sprout. named are those
+// its rules name without a wildcard: refusing one of them is an error.
+func (c *Controller) readable(p apiv1.Policy, gvrs []schema.GroupVersionResource, named sets.Set[schema.GroupVersionResource]) ([]schema.GroupVersionResource, error) {
+	sa, err := c.serviceAccountFor(p)
+	if sa == nil || err != nil {
+		return gvrs, nil // Sprout's own, or an account sync reports as wrong
+	}
+	scope := ""
+	if p.IsNamespaced() {
+		scope = p.GetNamespace()
+	}
+	var kept []schema.GroupVersionResource
+	var errs []error
+	for _, gvr := range gvrs {
+		ns := c.watchKeyOf(scope, gvr).namespace
+		err := c.mayRead(c.ctx, *sa, "list", gvr, ns)
+		if err == nil {
+			err = c.mayRead(c.ctx, *sa, "watch", gvr, ns)
+		}
+		var denied *deniedError
+		switch {
+		case err == nil:
+			kept = append(kept, gvr)
+		case named.Has(gvr) || !errors.As(err, &denied):
+			// A review that failed says nothing of a wildcard's resource
+			// either: dropping it would prune what it generated.
+			errs = append(errs, fmt.Errorf("spec.matchConstraints.resourceRules: %w", err))
+		}
+	}
+	if len(errs) > 0 {
+		return kept, &permissionError{errors.Join(errs...)}
+	}
+	return kept, nil
+}
+
+func (c *Controller) resolveRulesOnce(p apiv1.Policy, rules []admissionregistrationv1.NamedRuleWithOperations) (out []schema.GroupVersionResource, named sets.Set[schema.GroupVersionResource], _ error) {
+	named = sets.New[schema.GroupVersionResource]()
 	_, lists, err := c.discovery.ServerGroupsAndResources()
 	if err != nil && (len(lists) == 0 || failedGroupMatters(err, rules)) {
 		// A group the rules name did not answer: its kinds would be
 		// missing, and their downstreams pruned.
-		return nil, &discoveryError{err}
+		return nil, nil, &discoveryError{err}
 	}
-	var out []schema.GroupVersionResource
 	var errs []error
 	for i, r := range rules {
 		for _, res := range r.Resources {
@@ -126,6 +227,15 @@ func (c *Controller) resolveRulesOnce(rules []admissionregistrationv1.NamedRuleW
 				}
 				gvr := gv.WithResource(res.Name)
 				c.namespacedResources.Store(gvr, res.Namespaced)
+				if !res.Namespaced && p.IsNamespaced() {
+					if slices.Contains(r.Resources, res.Name) {
+						errs = append(errs, fmt.Errorf("spec.matchConstraints.resourceRules[%d]: %s is cluster-scoped and can never trigger a NamespacedGeneratingPolicy", i, resourceName(gvr)))
+					}
+					continue
+				}
+				if slices.Contains(r.Resources, res.Name) {
+					named.Insert(gvr)
+				}
 				if !slices.Contains(out, gvr) {
 					out = append(out, gvr)
 				}
@@ -135,7 +245,7 @@ func (c *Controller) resolveRulesOnce(rules []admissionregistrationv1.NamedRuleW
 	if len(out) == 0 && len(errs) == 0 {
 		errs = append(errs, fmt.Errorf("spec.matchConstraints.resourceRules: no served resource matches"))
 	}
-	return out, errors.Join(errs...)
+	return out, named, errors.Join(errs...)
 }
 
 // failedGroupMatters reports whether a partial discovery failure concerns a
@@ -177,8 +287,9 @@ func (c *Controller) namespacesSynced(triggers []schema.GroupVersionResource) bo
 	return true
 }
 
-// ensureTriggerInformers starts an informer for every resource not yet watched.
-func (c *Controller) ensureTriggerInformers(gvrs []schema.GroupVersionResource) {
+// ensureTriggerInformers starts an informer for every resource not yet
+// watched in scope (a namespace, or "" for every namespace).
+func (c *Controller) ensureTriggerInformers(scope string, gvrs []schema.GroupVersionResource) {
 	for _, gvr := range gvrs {
 		if namespaced, _ := c.namespacedResources.Load(gvr); namespaced != false {
 			c.needNamespaces() // namespaced, or not known to be cluster-scoped
@@ -188,11 +299,12 @@ func (c *Controller) ensureTriggerInformers(gvrs []schema.GroupVersionResource) 
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, gvr := range gvrs {
-		if _, ok := c.informer[gvr]; ok {
+		w := c.watchKeyOf(scope, gvr)
+		if _, ok := c.informer[w]; ok {
 			continue
 		}
 		ctx, cancel := context.WithCancel(c.ctx)
-		inf := newInformer(c.dynamic, c.raw, gvr)
+		inf := newInformer(c.dynamic, c.raw, w)
 		_, _ = inf.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
 			AddFunc: func(obj any, isInInitialList bool) {
 				// An object listed at start-up already existed: it is not a
@@ -201,7 +313,7 @@ func (c *Controller) ensureTriggerInformers(gvrs []schema.GroupVersionResource) 
 				if isInInitialList {
 					return
 				}
-				c.onTrigger(gvr, admission.Create, obj, nil)
+				c.onTrigger(w, admission.Create, obj, nil)
 			},
 			UpdateFunc: func(old, obj any) {
 				switch {
@@ -210,25 +322,25 @@ func (c *Controller) ensureTriggerInformers(gvrs []schema.GroupVersionResource) 
 				case onlyStatusChanged(old, obj):
 					// A webhook on the resource never sees a status write
 					// (it goes to the status subresource): requeue, admit nothing.
-					c.onTrigger(gvr, "", obj, nil)
+					c.onTrigger(w, "", obj, nil)
 				default:
-					c.onTrigger(gvr, admission.Update, obj, old)
+					c.onTrigger(w, admission.Update, obj, old)
 				}
 			},
-			DeleteFunc: func(obj any) { c.onTrigger(gvr, admission.Delete, obj, nil) },
+			DeleteFunc: func(obj any) { c.onTrigger(w, admission.Delete, obj, nil) },
 		})
-		c.informer[gvr] = &triggerInformer{informer: inf, cancel: cancel}
+		c.informer[w] = &triggerInformer{informer: inf, cancel: cancel}
 		go inf.RunWithContext(ctx)
 		started := time.Now()
 		go func() {
 			// A sync before the list is in waits (errWaiting, with back-off
 			// up to seconds): the policies go at once when it is.
 			if cache.WaitFor(ctx, "", inf.HasSyncedChecker()) {
-				c.log.Info("triggers listed", "resource", resourceName(gvr), "objects", len(inf.GetStore().ListKeys()), "duration", time.Since(started))
-				c.queueWatching(gvr)
+				c.log.Info("triggers listed", "resource", w.String(), "objects", len(inf.GetStore().ListKeys()), "duration", time.Since(started))
+				c.queueWatching(w)
 			}
 		}()
-		c.log.Info("watching triggers", "resource", resourceName(gvr))
+		c.log.Info("watching triggers", "resource", w.String())
 	}
 }
 
@@ -270,16 +382,20 @@ func sameVersion(old, obj any) bool {
 func (c *Controller) releaseInformers() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	needed := sets.New[schema.GroupVersionResource]()
+	needed := sets.New[watchKey]()
 	for key, cp := range c.policies {
-		needed.Insert(cp.triggers...)
-		needed = needed.Union(c.dependencies[key])
+		for _, gvr := range cp.triggers {
+			needed.Insert(c.watchKeyOf(cp.scope(), gvr))
+		}
+		for gvr := range c.dependencies[key] {
+			needed.Insert(c.watchKeyOf(cp.scope(), gvr))
+		}
 	}
-	for gvr, ti := range c.informer {
-		if !needed.Has(gvr) {
+	for w, ti := range c.informer {
+		if !needed.Has(w) {
 			ti.cancel()
-			delete(c.informer, gvr)
-			c.log.Info("stopped watching triggers", "resource", resourceName(gvr))
+			delete(c.informer, w)
+			c.log.Info("stopped watching triggers", "resource", w.String())
 		}
 	}
 	written := sets.New[schema.GroupVersionResource]()
@@ -300,8 +416,8 @@ func (c *Controller) releaseInformers() {
 func (c *Controller) Watched() (triggers, generated []string) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	for gvr := range c.informer {
-		triggers = append(triggers, resourceName(gvr))
+	for w := range c.informer {
+		triggers = append(triggers, w.String())
 	}
 	for gvr := range c.downstream {
 		generated = append(generated, resourceName(gvr))
@@ -314,9 +430,9 @@ func (c *Controller) Watched() (triggers, generated []string) {
 func (c *Controller) stopTriggerInformers() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for gvr, ti := range c.informer {
+	for w, ti := range c.informer {
 		ti.cancel()
-		delete(c.informer, gvr)
+		delete(c.informer, w)
 	}
 	for gvr, ti := range c.downstream {
 		ti.cancel()
@@ -328,7 +444,8 @@ func (c *Controller) stopTriggerInformers() {
 // have seen. A CREATE or UPDATE that a policy's rules select admits the
 // trigger for that policy; every event queues the policies watching gvr.
 // op is empty for objects that existed before Sprout started watching.
-func (c *Controller) onTrigger(gvr schema.GroupVersionResource, op admission.Operation, obj, old any) {
+func (c *Controller) onTrigger(w watchKey, op admission.Operation, obj, old any) {
+	gvr := w.gvr
 	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = t.Obj
 	}
@@ -339,11 +456,11 @@ func (c *Controller) onTrigger(gvr schema.GroupVersionResource, op admission.Ope
 	c.mu.RLock()
 	var interested []*compiledPolicy
 	for key, cp := range c.policies {
-		if slices.Contains(cp.triggers, gvr) || c.dependencies[key].Has(gvr) {
+		if c.watches(key, cp, w) {
 			interested = append(interested, cp)
 		}
 	}
-	ti := c.informer[gvr]
+	ti := c.informer[w]
 	c.mu.RUnlock()
 	c.rememberUpdate(ti, interested, op, o, old)
 	var labelled *metav1.PartialObjectMetadata // decoded once, if a selector reads labels
@@ -374,13 +491,13 @@ func (c *Controller) onTrigger(gvr schema.GroupVersionResource, op admission.Ope
 	}
 }
 
-// queueWatching queues every policy that watches gvr for triggers or reads
-// it.
-func (c *Controller) queueWatching(gvr schema.GroupVersionResource) {
+// queueWatching queues every policy that informer w serves, for triggers
+// or reads.
+func (c *Controller) queueWatching(w watchKey) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	for key, cp := range c.policies {
-		if slices.Contains(cp.triggers, gvr) || c.dependencies[key].Has(gvr) {
+		if c.watches(key, cp, w) {
 			c.queue.Add(key)
 		}
 	}
@@ -401,9 +518,9 @@ func (c *Controller) rememberUpdate(ti *triggerInformer, interested []*compiledP
 }
 
 // lastUpdate returns the state of a trigger before its last UPDATE, or nil.
-func (c *Controller) lastUpdate(gvr schema.GroupVersionResource, uid types.UID) *cachedObject {
+func (c *Controller) lastUpdate(w watchKey, uid types.UID) *cachedObject {
 	c.mu.RLock()
-	ti := c.informer[gvr]
+	ti := c.informer[w]
 	c.mu.RUnlock()
 	if ti == nil {
 		return nil

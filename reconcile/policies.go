@@ -186,7 +186,7 @@ func (c *Controller) compile(p sources.Policy) *compiledPolicy {
 			// policy generates from tombstones, never from live triggers.
 			Created: cp.operations.Has("*") || cp.operations.Has(string(admission.Create)),
 		}
-		cp.triggers, cp.resolveErr = c.resolveRules(mc.ResourceRules)
+		cp.triggers, cp.resolveErr = c.resolveRules(p.Policy)
 	}
 	return cp
 }

@@ -25,6 +25,9 @@ type cacheReader struct {
 	// read is allowed only if the API server says it may (a
 	// SubjectAccessReview, asked once per sync).
 	as *serviceAccount
+	// scope confines the informers it starts: a NamespacedGeneratingPolicy
+	// reads only in its namespace, and so only that namespace is watched.
+	scope string
 
 	mu      sync.Mutex
 	read    sets.Set[schema.GroupVersionResource]
@@ -36,8 +39,8 @@ type cacheReader struct {
 
 var _ celenv.Reader = (*cacheReader)(nil)
 
-func newCacheReader(c *Controller, as *serviceAccount) *cacheReader {
-	return &cacheReader{c: c, as: as, read: sets.New[schema.GroupVersionResource](), allowed: map[string]error{},
+func newCacheReader(c *Controller, as *serviceAccount, scope string) *cacheReader {
+	return &cacheReader{c: c, as: as, scope: scope, read: sets.New[schema.GroupVersionResource](), allowed: map[string]error{},
 		decoded: map[*cachedObject]*unstructured.Unstructured{}}
 }
 
@@ -78,9 +81,9 @@ func (r *cacheReader) store(ctx context.Context, gvr schema.GroupVersionResource
 	r.mu.Lock()
 	r.read.Insert(gvr)
 	r.mu.Unlock()
-	r.c.ensureTriggerInformers([]schema.GroupVersionResource{gvr})
+	r.c.ensureTriggerInformers(r.scope, []schema.GroupVersionResource{gvr})
 	r.c.mu.RLock()
-	ti := r.c.informer[gvr]
+	ti := r.c.informer[r.c.watchKeyOf(r.scope, gvr)]
 	r.c.mu.RUnlock()
 	if ti == nil {
 		return nil, fmt.Errorf("%s: informer released while reading", resourceName(gvr))

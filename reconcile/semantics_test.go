@@ -135,6 +135,8 @@ spec:
 func TestNamespacedPolicy(t *testing.T) {
 	startController(t)
 	tb := newTable(t, "team-ns")
+	// It runs as the namespace's "default" account, with the rights given it.
+	grant(t, tb.kube, "team-ns", reconcile.DefaultServiceAccount, allVerbs, "configmaps")
 	policy := func(target string) string {
 		doc := replaceOnce(t, derivedPolicy("team-policy", "team", "out", "one", true, false), "kind: GeneratingPolicy", "kind: NamespacedGeneratingPolicy")
 		doc = replaceOnce(t, doc, "  name: team-policy\n", "  name: team-policy\n  namespace: team-ns\n")

@@ -68,15 +68,15 @@ func (c *Controller) sync(ctx context.Context, key policyKey) error {
 		c.policyEvents(key, cp, before, out, inventory.ChangeSet{}, nil)
 		return recordErr
 	}
-	var discoveryErr *discoveryError
-	if errors.As(cp.resolveErr, &discoveryErr) || (len(cp.triggers) == 0 && cp.resolveErr != nil) {
-		// Discovery failed, or nothing the rules name is served (yet): a
-		// CRD installed since is found by looking again.
+	if blocked(cp.resolveErr) || (len(cp.triggers) == 0 && cp.resolveErr != nil) {
+		// Discovery failed, the account may not read a trigger, or nothing
+		// the rules name is served (yet): a CRD installed or a permission
+		// granted since is found by looking again.
 		cp = c.resolveAgain(key, cp)
-		if errors.As(cp.resolveErr, &discoveryErr) {
-			// Which resources the rules name is unknown: nothing can be decided.
-			c.reportLater(key, cp, outcome{reason: ReasonMatchFailed, err: discoveryErr})
-			return discoveryErr
+		if blocked(cp.resolveErr) {
+			// Which triggers exist is unknown: nothing can be decided.
+			c.reportLater(key, cp, outcome{reason: ReasonMatchFailed, err: cp.resolveErr})
+			return cp.resolveErr
 		}
 	}
 	if !c.triggersSynced(cp) {
@@ -103,7 +103,7 @@ func (c *Controller) sync(ctx context.Context, key policyKey) error {
 	if err != nil {
 		return err
 	}
-	reader := newCacheReader(c, as)
+	reader := newCacheReader(c, as, cp.scope())
 	g, err := c.generate(ctx, key, cp, triggers, w, reader, phase)
 	c.setDependencies(key, reader.resources())
 	if err != nil {
@@ -207,7 +207,7 @@ func (c *Controller) triggerExists(cp *compiledPolicy) func(string) bool {
 		defer c.mu.RUnlock()
 		found := map[types.UID]struct{}{}
 		for _, gvr := range cp.triggers {
-			ti := c.informer[gvr]
+			ti := c.informer[c.watchKeyOf(cp.scope(), gvr)]
 			if ti == nil {
 				return
 			}
@@ -309,16 +309,24 @@ func (c *Controller) finalize(ctx context.Context, key policyKey, gone retired) 
 	return nil
 }
 
+// blocked reports whether resolving a policy's rules failed in a way that
+// leaves its triggers unknown until a later sync asks again.
+func blocked(resolveErr error) bool {
+	var discoveryErr *discoveryError
+	var permErr *permissionError
+	return errors.As(resolveErr, &discoveryErr) || errors.As(resolveErr, &permErr)
+}
+
 // resolveAgain resolves a policy's rules again after a discovery failure.
 func (c *Controller) resolveAgain(key policyKey, cp *compiledPolicy) *compiledPolicy {
 	next := *cp
-	next.triggers, next.resolveErr = c.resolveRules(cp.policy.PolicySpec().MatchConstraints.ResourceRules)
+	next.triggers, next.resolveErr = c.resolveRules(cp.policy)
 	c.mu.Lock()
 	if c.policies[key] == cp {
 		c.policies[key] = &next
 	}
 	c.mu.Unlock()
-	c.ensureTriggerInformers(next.triggers)
+	c.ensureTriggerInformers(next.scope(), next.triggers)
 	return &next
 }
 
@@ -331,7 +339,7 @@ func (c *Controller) triggersSynced(cp *compiledPolicy) bool {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	for _, gvr := range cp.triggers {
-		ti, ok := c.informer[gvr]
+		ti, ok := c.informer[c.watchKeyOf(cp.scope(), gvr)]
 		if !ok || !ti.informer.HasSynced() {
 			return false
 		}
@@ -356,7 +364,7 @@ func (c *Controller) matchingTriggers(cp *compiledPolicy) ([]trigger, error) {
 	var errs []error
 	for _, gvr := range cp.triggers {
 		c.mu.RLock()
-		ti := c.informer[gvr]
+		ti := c.informer[c.watchKeyOf(cp.scope(), gvr)]
 		c.mu.RUnlock()
 		if ti == nil {
 			return nil, errWaiting // released meanwhile by a policy change
@@ -453,7 +461,7 @@ func (c *Controller) evaluate(ctx context.Context, cp *compiledPolicy, t trigger
 	case cp.program.ReadsEvent():
 		// The trigger's last event was an UPDATE: replay it with the state
 		// before it, as a webhook would have seen it.
-		if prev := c.lastUpdate(t.gvr, cached.uid); prev != nil {
+		if prev := c.lastUpdate(c.watchKeyOf(cp.scope(), t.gvr), cached.uid); prev != nil {
 			op, oldObject = admission.Update, prev
 		}
 	}

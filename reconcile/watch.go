@@ -64,24 +64,25 @@ func viaJSON(fromJSON func(raw []byte) (runtime.Object, error)) func(runtime.Obj
 	}
 }
 
-// newUnstructuredInformer makes an informer on gvr in every namespace, as
-// the dynamic informer does, whose cache keeps objects in form: its watch
+// newUnstructuredInformer makes an informer on w's resource in its
+// namespace ("" for every namespace), as the dynamic informer does, whose cache keeps objects in form: its watch
 // decodes each event in one pass (see eventDecoder), and its transform
 // makes the form of what a list returns. With protobuf, for a built-in
 // resource, the watch asks for protobuf (see protobufEventDecoder).
-func newUnstructuredInformer(dyn dynamic.Interface, raw rest.Interface, gvr schema.GroupVersionResource, indexers cache.Indexers, tweak func(*metav1.ListOptions), form objectForm, protobuf bool) cache.SharedIndexInformer {
+func newUnstructuredInformer(dyn dynamic.Interface, raw rest.Interface, w watchKey, indexers cache.Indexers, tweak func(*metav1.ListOptions), form objectForm, protobuf bool) cache.SharedIndexInformer {
+	gvr := w.gvr
 	lw := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			if tweak != nil {
 				tweak(&o)
 			}
-			return dyn.Resource(gvr).List(ctx, o)
+			return dyn.Resource(gvr).Namespace(w.namespace).List(ctx, o)
 		},
 		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 			if tweak != nil {
 				tweak(&o)
 			}
-			return watchUnstructured(ctx, raw, gvr, o, protobuf, form)
+			return watchUnstructured(ctx, raw, w, o, protobuf, form)
 		},
 	}
 	// No example type: a list gives unstructured objects, a watch the form.
@@ -105,11 +106,11 @@ func newRawClient(cfg *rest.Config) (rest.Interface, error) {
 	return rest.RESTClientFor(rc)
 }
 
-// watchUnstructured watches gvr in every namespace, with the options the
+// watchUnstructured watches w's resource in its namespace, with the options the
 // reflector gives (the initial events of a watch-list included), making
 // each object of form.
-func watchUnstructured(ctx context.Context, raw rest.Interface, gvr schema.GroupVersionResource, o metav1.ListOptions, protobuf bool, form objectForm) (watch.Interface, error) {
-	d, err := openWatch(ctx, raw, gvr, o, protobuf, form)
+func watchUnstructured(ctx context.Context, raw rest.Interface, w watchKey, o metav1.ListOptions, protobuf bool, form objectForm) (watch.Interface, error) {
+	d, err := openWatch(ctx, raw, w, o, protobuf, form)
 	if err != nil {
 		return nil, err
 	}
@@ -128,7 +129,8 @@ const (
 // openWatch starts the watch and returns the decoder of its stream: a
 // JSON stream starts with its first event's '{', a protobuf one with the
 // length of its first frame.
-func openWatch(ctx context.Context, raw rest.Interface, gvr schema.GroupVersionResource, o metav1.ListOptions, protobuf bool, form objectForm) (watch.Decoder, error) {
+func openWatch(ctx context.Context, raw rest.Interface, w watchKey, o metav1.ListOptions, protobuf bool, form objectForm) (watch.Decoder, error) {
+	gvr := w.gvr
 	o.Watch = true
 	prefix := "/apis/" + gvr.Group + "/" + gvr.Version
 	if gvr.Group == "" {
@@ -138,7 +140,7 @@ func openWatch(ctx context.Context, raw rest.Interface, gvr schema.GroupVersionR
 	if protobuf {
 		accept = acceptProtobuf
 	}
-	body, err := raw.Get().AbsPath(prefix).Resource(gvr.Resource).
+	body, err := raw.Get().AbsPath(prefix).Namespace(w.namespace).Resource(gvr.Resource).
 		SpecificallyVersionedParams(&o, metav1.ParameterCodec, metav1.SchemeGroupVersion).
 		SetHeader("Accept", accept).
 		Stream(ctx)

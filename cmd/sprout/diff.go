@@ -25,10 +25,12 @@ var errDifferences = errors.New("differences found")
 type diffOptions struct {
 	sourceFlags
 	output string
+	// accounts holds the ServiceAccount flags, as `sprout run` has them.
+	accounts reconcile.Options
 }
 
 func newDiffCommand(g *globalFlags) *cobra.Command {
-	o := diffOptions{}
+	o := diffOptions{accounts: reconcile.DefaultOptions()}
 	cmd := &cobra.Command{
 		Use:   "diff",
 		Short: "Show what policies would change in the live cluster, without writing",
@@ -64,6 +66,7 @@ Exit status: 0 when nothing would change, 1 when something would, 2 on errors
 	}
 	f := cmd.Flags()
 	o.register(f, "plan")
+	registerAccounts(f, &o.accounts)
 	f.StringVarP(&o.output, "output", "o", "diff", "output format: diff (unified), table, yaml or json")
 	return cmd
 }
@@ -81,8 +84,14 @@ func runDiff(cmd *cobra.Command, g *globalFlags, o diffOptions) error {
 	if o.output != "diff" && o.output != "table" && o.output != "yaml" && o.output != "json" {
 		return fmt.Errorf("-o %q: want diff, table, yaml or json", o.output)
 	}
+	if err := reconcile.ValidateServiceAccountOptions(o.accounts); err != nil {
+		return err
+	}
 	cfg, err := g.restConfig()
 	if err != nil {
+		return err
+	}
+	if err := reachable(cfg); err != nil {
 		return err
 	}
 	if !cmd.Flags().Changed("cluster-policies") {
@@ -96,6 +105,7 @@ func runDiff(cmd *cobra.Command, g *globalFlags, o diffOptions) error {
 		return errors.New("no policies to plan: give --policy-dir or --git-url, or keep --cluster-policies")
 	}
 	opts := reconcile.DefaultOptions()
+	opts.DefaultServiceAccount, opts.ServiceAccountNamespaces = o.accounts.DefaultServiceAccount, o.accounts.ServiceAccountNamespaces
 	opts.DryRun, opts.Sources, opts.Logger, opts.ResyncSchedule = true, srcs, log, ""
 	c, err := reconcile.New(cfg, opts)
 	if err != nil {

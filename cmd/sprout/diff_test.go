@@ -3,10 +3,12 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -130,5 +132,83 @@ spec:
 	}
 	if _, err := kube.CoreV1().ConfigMaps("team-red").Get(context.Background(), "zk-kafka-address", metav1.GetOptions{}); err != nil {
 		t.Errorf("the ConfigMap after the diffs: %v", err)
+	}
+}
+
+// unreachableKubeconfig writes a kubeconfig for a server at addr.
+func unreachableKubeconfig(t *testing.T, addr string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	doc := `apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "http://` + addr + `"}}]
+contexts: [{name: c, context: {cluster: c, user: u}}]
+users: [{name: u, user: {token: t}}]
+current-context: c
+`
+	if err := os.WriteFile(path, []byte(doc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// TestDiffGivesUpOnAnUnreachableServer: `sprout diff` against a server that
+// refuses connections fails at once naming it, and against one that
+// accepts connections but never answers, it fails once --request-timeout
+// has passed, as kubectl does, instead of waiting for ever.
+func TestDiffGivesUpOnAnUnreachableServer(t *testing.T) {
+	dir := t.TempDir()
+	policy, err := fixtures.Read("zk-kafka-address", "policy.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "p.yaml"), policy, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// A port nobody listens on: taken, then freed.
+	closed, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused := closed.Addr().String()
+	closed.Close()
+	// A server that accepts and never answers.
+	silent, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { silent.Close() })
+	go func() {
+		for {
+			conn, err := silent.Accept()
+			if err != nil {
+				return
+			}
+			t.Cleanup(func() { conn.Close() })
+		}
+	}()
+
+	for _, c := range []struct {
+		addr string
+		args []string
+		want string
+	}{
+		{refused, nil, "connection refused"},
+		{silent.Addr().String(), []string{"--request-timeout", "500ms"}, "Client.Timeout exceeded"},
+	} {
+		done := make(chan error, 1)
+		go func() {
+			args := append([]string{"--kubeconfig", unreachableKubeconfig(t, c.addr), "--policy-dir", dir}, c.args...)
+			_, _, err := runDiffCommand(t, args...)
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			if err == nil || !strings.Contains(err.Error(), c.addr) || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("sprout diff against %s: %v, want an error naming it and %q", c.addr, err, c.want)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatalf("sprout diff against %s %v still waits after 30 s", c.addr, c.args)
+		}
 	}
 }

@@ -150,7 +150,9 @@ func parseTable(text string) []map[string]string {
 func TestInventory(t *testing.T) {
 	cp := startControlPlane(t)
 	kubeconfig := writeKubeconfig(t, cp)
-	stop := runSprout(t, kubeconfig)
+	// The namespaced policy runs with Sprout's rights, as an operator who
+	// opts out of the per-namespace account has it.
+	stop := runSprout(t, kubeconfig, "--default-service-account=")
 	kube := kubernetes.NewForConfigOrDie(cp.Config)
 	ctx := context.Background()
 

@@ -6,8 +6,10 @@ import (
 	"io"
 	"log/slog"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 )
@@ -22,6 +24,9 @@ type globalFlags struct {
 	// client-go's default (5 and 10). Only `sprout run` sets them.
 	qps   float32
 	burst int
+	// requestTimeout bounds each request, as kubectl's --request-timeout
+	// does; 0 waits as long as the connection lasts.
+	requestTimeout time.Duration
 }
 
 func newRootCommand() *cobra.Command {
@@ -40,6 +45,7 @@ what every policy wants and applies it with server-side apply.`,
 	f.StringVar(&g.context, "context", "", "the kubeconfig context to use (default: its current context)")
 	f.StringVar(&g.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	f.StringVar(&g.logFormat, "log-format", "text", "log format: text or json")
+	f.DurationVar(&g.requestTimeout, "request-timeout", 0, `how long to wait for one request to the API server before giving up ("10s", "1m"); 0 waits as long as the connection lasts`)
 	root.AddCommand(newRunCommand(g), newRenderCommand(), newDiffCommand(g), newInventoryCommand(g), newVersionCommand())
 	for _, c := range optionalCommands {
 		root.AddCommand(c(g))
@@ -67,10 +73,25 @@ func (g *globalFlags) restConfig() (*rest.Config, error) {
 		return nil, err
 	}
 	cfg.UserAgent = "sprout"
+	cfg.Timeout = g.requestTimeout
 	if g.qps != 0 {
 		cfg.QPS, cfg.Burst = g.qps, g.burst
 	}
 	return cfg, nil
+}
+
+// reachable asks the API server for its version: a command that reads the
+// cluster once fails here, with the server's address and the error, rather
+// than waiting on caches that an unreachable server never fills.
+func reachable(cfg *rest.Config) error {
+	d, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	if _, err := d.ServerVersion(); err != nil {
+		return fmt.Errorf("API server %s: %w", cfg.Host, err)
+	}
+	return nil
 }
 
 // logger builds the structured logger the flags ask for.

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"k8s.io/klog/v2"
 
 	"github.com/sprout-gitops/sprout/reconcile"
@@ -61,6 +62,9 @@ An SSH URL needs known_hosts: Sprout never connects to a host it cannot verify.`
 				return err
 			}
 			klog.SetSlogLogger(log)
+			if err := reconcile.ValidateServiceAccountOptions(opts); err != nil {
+				return err
+			}
 			cfg, err := g.restConfig()
 			if err != nil {
 				return err
@@ -115,7 +119,7 @@ An SSH URL needs known_hosts: Sprout never connects to a host it cannot verify.`
 	f.DurationVar(&opts.EvaluationTimeout, "evaluation-timeout", opts.EvaluationTimeout, "how long one evaluation of a policy for one trigger may take; longer is an error")
 	f.StringSliceVar(&ro.allowedKinds, "allowed-kinds", nil, `the only kinds Sprout may generate, as Kind or Kind.group ("ConfigMap,NetworkPolicy.networking.k8s.io"); others are refused (default: any)`)
 	f.BoolVar(&opts.AllowWildcardBindings, "allow-wildcard-bindings", false, "allow generating bindings to a ClusterRole that grants every verb on every resource (such as cluster-admin)")
-	f.StringVar(&opts.DefaultServiceAccount, "default-service-account", "", `the ServiceAccount policies without the sprout.dev/service-account annotation run as ("name" in a namespaced policy's namespace, or "namespace/name"); makes impersonation mandatory`)
+	registerAccounts(f, &opts)
 	f.BoolVar(&opts.TriggerEvents, "trigger-events", false, "also emit an Event on each trigger for what was generated for it (a write per trigger)")
 	f.StringVar(&ro.metricsAddress, "metrics-bind-address", ":8080", `the address /metrics (Prometheus) is served on; "0" turns it off`)
 	f.StringVar(&ro.probeAddress, "health-probe-bind-address", ":8081", `the address /healthz and /readyz are served on; "0" turns them off`)
@@ -128,4 +132,11 @@ An SSH URL needs known_hosts: Sprout never connects to a host it cannot verify.`
 	f.DurationVar(&ro.leader.retryPeriod, "leader-elect-retry-period", 2*time.Second, "how often replicas try to take or renew the Lease")
 	f.StringVar(&opts.ResyncSchedule, "resync-schedule", opts.ResyncSchedule, `cron spec ("0 * * * *", "@hourly", "@every 10m") of full recomputes that repair drift no event reported; "" turns them off`)
 	return cmd
+}
+
+// registerAccounts adds the flags that bound which ServiceAccounts policies
+// run as: `sprout diff` takes them too, to plan as `sprout run` writes.
+func registerAccounts(f *pflag.FlagSet, opts *reconcile.Options) {
+	f.StringVar(&opts.DefaultServiceAccount, "default-service-account", opts.DefaultServiceAccount, `the ServiceAccount, in its own namespace, a NamespacedGeneratingPolicy without the sprout.dev/service-account annotation runs as; "" runs them with Sprout's own rights`)
+	f.StringSliceVar(&opts.ServiceAccountNamespaces, "service-account-namespaces", nil, `the namespaces whose ServiceAccounts a GeneratingPolicy may run as (sprout.dev/service-account: namespace/name); Sprout's RBAC must let it impersonate them there (default: none)`)
 }
