@@ -174,7 +174,7 @@ func TestGuardBindsHarmlessRoles(t *testing.T) {
 // TestGuardRemovesBindingWhenRoleWidens: a role that grows powers after
 // Sprout bound it has its binding deleted at once, and the policy says
 // why; the policy's other objects stay. Narrowed again, it is bound again.
-// So for a ClusterRole widened to "*", a Role given bind, and an
+// So for a Role given bind, a ClusterRole widened to "*", and an
 // aggregated ClusterRole that a powerful role joins.
 func TestGuardRemovesBindingWhenRoleWidens(t *testing.T) {
 	startController(t)
@@ -208,18 +208,6 @@ func TestGuardRemovesBindingWhenRoleWidens(t *testing.T) {
 	waitFor("the three bindings", map[string]bool{"to-cluster-role": true, "to-role": true, "to-aggregated": true})
 	waitReady(t, "guard-widen")
 
-	// The ClusterRole widened to "*".
-	role, err := kube.RbacV1().ClusterRoles().Get(ctx, "guard-widen", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	role.Rules = append(role.Rules, rbacRule([]string{"*"}, []string{"*"}, []string{"*"}))
-	if _, err := kube.RbacV1().ClusterRoles().Update(ctx, role, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	waitFor("the binding to the widened ClusterRole deleted", map[string]bool{"to-cluster-role": false, "to-role": true, "to-aggregated": true})
-	waitRefused(t, "guard-widen", "RoleBinding/guard-widen/to-cluster-role: refused: roleRef: ClusterRole guard-widen grants every verb on every resource")
-
 	// The Role given bind.
 	r, err := kube.RbacV1().Roles(ns).Get(ctx, "guard-widen", metav1.GetOptions{})
 	if err != nil {
@@ -229,8 +217,20 @@ func TestGuardRemovesBindingWhenRoleWidens(t *testing.T) {
 	if _, err := kube.RbacV1().Roles(ns).Update(ctx, r, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor("the binding to the widened Role deleted", map[string]bool{"to-cluster-role": false, "to-role": false, "to-aggregated": true})
+	waitFor("the binding to the widened Role deleted", map[string]bool{"to-cluster-role": true, "to-role": false, "to-aggregated": true})
 	waitRefused(t, "guard-widen", "RoleBinding/guard-widen/to-role: refused: roleRef: Role guard-widen grants bind on roles")
+
+	// The ClusterRole widened to "*".
+	role, err := kube.RbacV1().ClusterRoles().Get(ctx, "guard-widen", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	role.Rules = append(role.Rules, rbacRule([]string{"*"}, []string{"*"}, []string{"*"}))
+	if _, err := kube.RbacV1().ClusterRoles().Update(ctx, role, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor("the binding to the widened ClusterRole deleted", map[string]bool{"to-cluster-role": false, "to-role": false, "to-aggregated": true})
+	waitRefused(t, "guard-widen", "RoleBinding/guard-widen/to-cluster-role: refused: roleRef: ClusterRole guard-widen grants every verb on every resource")
 
 	// A powerful role joins the aggregated one.
 	createRole(t, "", "guard-widen-joiner", map[string]string{"guard-widen-aggregate": "true"}, nil,
