@@ -69,8 +69,9 @@ type Options struct {
 	// others are refused.
 	AllowedKinds []schema.GroupKind
 	// AllowWildcardBindings permits generating RoleBindings and
-	// ClusterRoleBindings to a ClusterRole that grants every verb on every
-	// resource; they are refused otherwise.
+	// ClusterRoleBindings to roles that grant too much (guardedGrants:
+	// every verb on every resource, escalate, bind, impersonate...); they
+	// are refused otherwise.
 	AllowWildcardBindings bool
 	// DefaultServiceAccount is the name of the account, in its own
 	// namespace, a NamespacedGeneratingPolicy without the
@@ -182,6 +183,8 @@ type Controller struct {
 	tombstones tombstones
 	claims     claims
 	waits      waits
+	// guard judges the roles generated bindings refer to.
+	guard roleGuard
 }
 
 // New connects a Controller to the cluster at cfg. Nothing runs until Run.

@@ -33,6 +33,8 @@ type generation struct {
 	matched, objects, settled int
 	evalErrs, refuseErrs      []error
 	mapErr, applyErr          error
+	// verdicts are the guard's on the roles bindings refer to.
+	verdicts *verdicts
 }
 
 func (g *generation) evalErr() error   { return joinSorted(g.evalErrs) }
@@ -52,7 +54,7 @@ func (g *generation) refuseErr() error { return joinSorted(g.refuseErrs) }
 // applied stay applied, and nothing is pruned.
 func (c *Controller) generate(ctx context.Context, key policyKey, cp *compiledPolicy, triggers []trigger, w writer, reader celenv.Reader, phase *phases) (*generation, error) {
 	// Most policies generate one object a trigger.
-	g := &generation{changes: inventory.ChangeSet{Changes: make([]inventory.Change, 0, len(triggers))}}
+	g := &generation{changes: inventory.ChangeSet{Changes: make([]inventory.Change, 0, len(triggers))}, verdicts: newVerdicts()}
 	round := cp.decisions.Begin()
 	defer round.End()
 	defer cp.evaluations.endRound()
@@ -63,7 +65,6 @@ func (c *Controller) generate(ctx context.Context, key policyKey, cp *compiledPo
 	}
 	sync := cp.policy.PolicySpec().Synchronize()
 	alive := c.triggerExists(cp)
-	roles := map[string]error{}
 	mapped := map[schema.GroupVersionKind]bool{}
 	var applying []*partApply // under way, in order
 	defer func() {
@@ -78,7 +79,10 @@ func (c *Controller) generate(ctx context.Context, key policyKey, cp *compiledPo
 		part := triggers[start:min(start+size, len(triggers))]
 		start += max(len(part), 1)
 		want := c.desired(ctx, cp, part, reader, limit, g)
-		desired, kinds, refused := c.refuse(ctx, want.objects, want.kinds, roles)
+		desired, kinds, refused, err := c.refuse(ctx, want.objects, want.kinds, g.verdicts)
+		if err != nil {
+			return g, err
+		}
 		g.refuseErrs = append(g.refuseErrs, refused...)
 		gvrs, mapErr := c.resourcesOf(desired, kinds, mapped)
 		g.mapErr = errors.Join(g.mapErr, mapErr)

@@ -7,8 +7,6 @@ import (
 	"strconv"
 
 	rbacv1 "k8s.io/api/rbac/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -24,7 +22,8 @@ const AnnotationMaxObjectsPerTrigger = "sprout.dev/max-objects-per-trigger"
 const DefaultMaxObjectsPerTrigger = 1000
 
 // ReasonRefused is the Ready reason of a policy that generates objects
-// Sprout must not write: kinds not allowed, bindings to all-powerful roles.
+// Sprout must not write: kinds not allowed, bindings to roles that grant
+// too much (guardedGrants).
 const ReasonRefused = "Refused"
 
 // maxObjects is the cap on the objects one trigger may generate for a policy.
@@ -41,28 +40,32 @@ func (c *Controller) maxObjects(cp *compiledPolicy) (int, error) {
 }
 
 // refuse drops the desired objects Sprout must not write, and says why for
-// each: a kind outside Options.AllowedKinds, or a binding to a ClusterRole
-// that grants every verb on every resource (unless
-// Options.AllowWildcardBindings). The policy's other objects are written;
-// nothing is pruned while any is refused. roles keeps what each ClusterRole
-// grants, read once per sync.
-func (c *Controller) refuse(ctx context.Context, desired []*unstructured.Unstructured, kinds []schema.GroupVersionKind, roles map[string]error) ([]*unstructured.Unstructured, []schema.GroupVersionKind, []error) {
+// each: a kind outside Options.AllowedKinds, or a binding to a role that
+// grants what guardedGrants refuses (unless Options.AllowWildcardBindings).
+// The policy's other objects are written; nothing is pruned while any is
+// refused, but the bindings refused for their role, which v lists, are
+// (pruneRefused). v keeps the verdict on each role, judged once per sync.
+// An error is the caches of roles not ready: the sync waits.
+func (c *Controller) refuse(ctx context.Context, desired []*unstructured.Unstructured, kinds []schema.GroupVersionKind, v *verdicts) ([]*unstructured.Unstructured, []schema.GroupVersionKind, []error, error) {
+	if !c.opts.AllowWildcardBindings && slices.ContainsFunc(kinds, func(k schema.GroupVersionKind) bool { return isBinding(k.GroupKind()) }) {
+		if err := c.roleCaches(ctx); err != nil {
+			return nil, nil, nil, err
+		}
+	}
 	var errs []error
 	kept, keptKinds := desired[:0:0], kinds[:0:0]
 	for i, obj := range desired {
-		if err := c.mayWrite(ctx, obj, kinds[i].GroupKind(), roles); err != nil {
+		if err := c.mayWrite(obj, kinds[i].GroupKind(), v); err != nil {
 			errs = append(errs, fmt.Errorf("%s: refused: %w", inventory.ObjectID(obj), err))
 			continue
 		}
 		kept, keptKinds = append(kept, obj), append(keptKinds, kinds[i])
 	}
-	return kept, keptKinds, errs
+	return kept, keptKinds, errs, nil
 }
 
-// mayWrite says why obj must not be written, or nil. roles remembers the
-// verdict on each ClusterRole already read: a policy that binds one role in
-// every namespace reads it once.
-func (c *Controller) mayWrite(ctx context.Context, obj *unstructured.Unstructured, gk schema.GroupKind, roles map[string]error) error {
+// mayWrite says why obj must not be written, or nil.
+func (c *Controller) mayWrite(obj *unstructured.Unstructured, gk schema.GroupKind, v *verdicts) error {
 	if len(c.opts.AllowedKinds) > 0 && !slices.Contains(c.opts.AllowedKinds, gk) {
 		return fmt.Errorf("kind %s is not in --allowed-kinds", gk)
 	}
@@ -75,26 +78,22 @@ func (c *Controller) mayWrite(ctx context.Context, obj *unstructured.Unstructure
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, &binding); err != nil {
 		return fmt.Errorf("roleRef: %w", err)
 	}
-	if binding.RoleRef.Kind != "ClusterRole" {
-		return nil // a Role grants only within its namespace
+	err := c.judge(binding.RoleRef, gk.Kind == "ClusterRoleBinding", obj.GetNamespace(), v)
+	if err != nil {
+		v.refused.Insert(bindingKey{gk.Kind, obj.GetNamespace(), obj.GetName()})
 	}
-	if err, ok := roles[binding.RoleRef.Name]; ok {
-		return err
-	}
-	err := c.allPowerful(ctx, binding.RoleRef.Name)
-	roles[binding.RoleRef.Name] = err
 	return err
 }
 
 // isBinding reports whether gk is a RoleBinding or ClusterRoleBinding,
-// which mayWrite checks against the ClusterRole it binds.
+// which mayWrite checks against the role it binds.
 func isBinding(gk schema.GroupKind) bool {
 	return gk.Group == rbacv1.GroupName && (gk.Kind == "RoleBinding" || gk.Kind == "ClusterRoleBinding")
 }
 
 // settles reports whether objects of kinds may settle (Controller.settle):
-// not bindings, which every sync checks again, as the ClusterRole they
-// bind may have changed.
+// not bindings, which every sync judges again, as the role they bind may
+// have changed.
 func settles(kinds []schema.GroupVersionKind) bool {
 	for _, k := range kinds {
 		if isBinding(k.GroupKind()) {
@@ -104,25 +103,29 @@ func settles(kinds []schema.GroupVersionKind) bool {
 	return true
 }
 
-// allPowerful says whether a ClusterRole grants every verb on every
-// resource or URL, or cannot be checked.
-func (c *Controller) allPowerful(ctx context.Context, name string) error {
-	role, err := c.kube.RbacV1().ClusterRoles().Get(ctx, name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return fmt.Errorf("roleRef: ClusterRole %s does not exist, so what it grants cannot be checked", name)
+// pruneRefused deletes the bindings the policy made that are refused now
+// for the role they bind: a role widened after its binding was made must
+// not keep its binding until someone notices. Only those: the policy's
+// other objects stay, as any refusal keeps its prune from running.
+func (c *Controller) pruneRefused(ctx context.Context, w writer, key policyKey, v *verdicts) (inventory.ChangeSet, error) {
+	if v.refused.Len() == 0 {
+		return inventory.ChangeSet{}, nil
 	}
+	owned, err := c.owned(key)
 	if err != nil {
-		return fmt.Errorf("roleRef: ClusterRole %s: %w", name, err)
+		return inventory.ChangeSet{}, err
 	}
-	for _, r := range role.Rules {
-		if slices.Contains(r.Verbs, rbacv1.VerbAll) && slices.Contains(r.Resources, rbacv1.ResourceAll) {
-			return fmt.Errorf("roleRef: ClusterRole %s grants every verb on every resource; --allow-wildcard-bindings permits this", name)
-		}
-		if slices.Contains(r.NonResourceURLs, "*") && slices.Contains(r.Verbs, rbacv1.VerbAll) {
-			return fmt.Errorf("roleRef: ClusterRole %s grants every verb on every URL; --allow-wildcard-bindings permits this", name)
+	var refused []*inventory.Cached
+	for _, o := range owned {
+		gk := o.GroupVersionKind().GroupKind()
+		if isBinding(gk) && v.refused.Has(bindingKey{gk.Kind, o.GetNamespace(), o.GetName()}) {
+			refused = append(refused, o)
 		}
 	}
-	return nil
+	if len(refused) == 0 {
+		return inventory.ChangeSet{}, nil
+	}
+	return w.Prune(ctx, inventory.Decoded(refused))
 }
 
 // ParseKinds reads "Kind" and "Kind.group" names, as --allowed-kinds takes

@@ -106,6 +106,7 @@ func (c *Controller) sync(ctx context.Context, key policyKey) error {
 	reader := newCacheReader(c, as, cp.scope())
 	g, err := c.generate(ctx, key, cp, triggers, w, reader, phase)
 	c.setDependencies(key, reader.resources())
+	c.guard.remember(key, g.verdicts, err == nil)
 	if err != nil {
 		return err
 	}
@@ -127,6 +128,10 @@ func (c *Controller) sync(ctx context.Context, key policyKey) error {
 		pruned, pruneErr = c.prune(ctx, w, key, cp)
 		changes.Changes = append(changes.Changes, pruned.Changes...)
 	}
+	// A binding refused for its role goes whatever else the sync found.
+	pruned, refusedErr := c.pruneRefused(ctx, w, key, g.verdicts)
+	changes.Changes = append(changes.Changes, pruned.Changes...)
+	pruneErr = errors.Join(pruneErr, refusedErr)
 	phase.done("prune")
 	if changes.Written() {
 		c.log.Info("applied", "policy", key.String(), "changes", changes)

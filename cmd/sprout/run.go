@@ -118,7 +118,7 @@ An SSH URL needs known_hosts: Sprout never connects to a host it cannot verify.`
 	f.IntVar(&opts.MaxObjectsPerTrigger, "max-objects-per-trigger", opts.MaxObjectsPerTrigger, "the most objects one evaluation may generate; more is an error (a policy's annotation sprout.dev/max-objects-per-trigger overrides it)")
 	f.DurationVar(&opts.EvaluationTimeout, "evaluation-timeout", opts.EvaluationTimeout, "how long one evaluation of a policy for one trigger may take; longer is an error")
 	f.StringSliceVar(&ro.allowedKinds, "allowed-kinds", nil, `the only kinds Sprout may generate, as Kind or Kind.group ("ConfigMap,NetworkPolicy.networking.k8s.io"); others are refused (default: any)`)
-	f.BoolVar(&opts.AllowWildcardBindings, "allow-wildcard-bindings", false, "allow generating bindings to a ClusterRole that grants every verb on every resource (such as cluster-admin)")
+	f.BoolVar(&opts.AllowWildcardBindings, "allow-wildcard-bindings", false, "allow generating bindings to roles the guard refuses: every verb on every resource (such as cluster-admin), escalate, bind, impersonate, and from a ClusterRoleBinding Secrets, tokens, exec, nodes/proxy or certificate approval")
 	registerAccounts(f, &opts)
 	f.BoolVar(&opts.TriggerEvents, "trigger-events", false, "also emit an Event on each trigger for what was generated for it (a write per trigger)")
 	f.StringVar(&ro.metricsAddress, "metrics-bind-address", ":8080", `the address /metrics (Prometheus) is served on; "0" turns it off`)
