@@ -78,12 +78,14 @@ func baseOptions() []cel.EnvOption {
 	}
 }
 
-// programOptions bound and meter every evaluation.
+// programOptions bound and meter every evaluation: every program Sprout runs
+// (matchConditions, variables, generate expressions, template placeholders)
+// is planned with them.
 func programOptions() []cel.ProgramOption {
 	return []cel.ProgramOption{
 		cel.EvalOptions(cel.OptOptimize, cel.OptTrackCost),
 		cel.CostLimit(PerCallCostLimit),
-		cel.CostTracking(&library.CostEstimator{}),
+		cel.CostTracking(&costEstimator{}),
 		cel.CostTrackerOptions(interpreter.PresenceTestHasCost(false)),
 		cel.InterruptCheckFrequency(100),
 	}

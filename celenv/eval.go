@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/cel-go/common/types"
 	"github.com/google/cel-go/common/types/ref"
+	"github.com/google/cel-go/interpreter"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apiserver/pkg/cel/lazy"
@@ -108,6 +109,8 @@ func (p *Program) Evaluate(ctx context.Context, in Input) (Result, error) {
 	// (InterruptCheckFrequency) and reads check it too.
 	ctx, cancel := context.WithTimeoutCause(ctx, timeout, fmt.Errorf("evaluation took longer than its time limit of %s", timeout))
 	defer cancel()
+	ctx, release := withEvaluationBudget(ctx)
+	defer release()
 	rd := &reads{ctx: ctx, reader: in.Reader, namespace: p.namespace}
 	gen := &generation{namespace: p.namespace, reads: rd, scopes: in.Scopes}
 	clk := newClock(in.Now)
@@ -162,14 +165,24 @@ func (p *Program) Evaluate(ctx context.Context, in Input) (Result, error) {
 	return Result{Matched: true, Objects: gen.objects, MissingSources: missing, Reproducible: reproducible()}, nil
 }
 
-// eval runs one expression, wrapping any error with its field path.
+// eval runs one expression, charges its cost to the evaluation's budget and
+// wraps any error with its field path. Once the budget is spent, every
+// expression fails, even one that absorbed the error of another
+// (variables.big || true).
 func (e expression) eval(ctx context.Context, activation map[string]any) (ref.Val, error) {
-	out, _, err := e.program.ContextEval(ctx, activation)
+	out, det, err := e.program.ContextEval(ctx, activation)
+	if det != nil && det.ActualCost() != nil {
+		charge(ctx, *det.ActualCost())
+	}
 	switch {
-	case err == nil:
-		return out, nil
 	case ctx.Err() != nil:
 		return nil, interrupted(ctx, e.path, err)
+	case err == nil:
+		return out, nil
+	}
+	// Said once, by the expression that ran out, not by each that read it.
+	if cancelled, ok := err.(interpreter.EvalCancelledError); ok && cancelled.Cause == interpreter.CostLimitExceeded {
+		return nil, fmt.Errorf("%s: %w (the limit of one expression is %d)", e.path, err, PerCallCostLimit)
 	}
 	return nil, fmt.Errorf("%s: %w", e.path, err)
 }

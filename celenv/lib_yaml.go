@@ -17,7 +17,10 @@ var yamlType = cel.OpaqueType("yaml.Yaml")
 //	yaml.parse(string) -> dyn   // 'replicas: 2' → {"replicas": 2.0}
 //
 // The text goes through JSON, as with sigs.k8s.io/yaml: numbers are doubles
-// and map keys strings. Only the first document of a stream is read.
+// and map keys strings. Only the first document of a stream is read. The text
+// may have at most MaxParseBytes; the parser refuses aliases that expand a
+// document far beyond its text ("document contains excessive aliasing") and
+// nesting deeper than it can walk.
 func yamlLibrary() cel.EnvOption {
 	return namespaceLibrary("yaml", yamlType,
 		cel.Function("parse", cel.MemberOverload("yaml_parse_string",
@@ -29,6 +32,9 @@ func yamlParse(_, text ref.Val) ref.Val {
 	s, ok := text.(types.String)
 	if !ok {
 		return types.MaybeNoSuchOverloadErr(text)
+	}
+	if err := checkParseSize("yaml.parse", s); err != nil {
+		return err
 	}
 	var v any
 	if err := yaml.Unmarshal([]byte(s), &v); err != nil {

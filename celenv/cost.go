@@ -1,0 +1,277 @@
+package celenv
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"strings"
+
+	"github.com/google/cel-go/checker"
+	"github.com/google/cel-go/common"
+	"github.com/google/cel-go/common/types"
+	"github.com/google/cel-go/common/types/ref"
+	"github.com/google/cel-go/common/types/traits"
+	"k8s.io/apiserver/pkg/cel/library"
+)
+
+// Bounds on what one evaluation may cost, beyond PerCallCostLimit: cost
+// stands for memory as much as for time, since a policy's author is not
+// trusted with Sprout's heap.
+const (
+	// PerEvaluationCostLimit bounds the cost of all the expressions one
+	// evaluation of a policy runs for one trigger, together: without it a
+	// policy spreads its work over many variables, each under
+	// PerCallCostLimit.
+	PerEvaluationCostLimit = 5 * PerCallCostLimit
+	// MaxParseBytes bounds the text yaml.parse and json.unmarshal accept,
+	// checked before parsing: a parser allocates many times its input, so
+	// a cost charged after the parse would come too late.
+	MaxParseBytes = 512 << 10
+	// MaxValueBytes bounds one value Sprout turns into JSON (json.marshal,
+	// generator.Apply, setField, a template placeholder), roughly as its
+	// JSON text. It is the API server's limit on a request: no object
+	// larger can be written anyway.
+	MaxValueBytes = 3 << 20
+)
+
+// Cost factors of Sprout's functions, in CEL's units: reading a string costs
+// common.StringTraversalCostFactor per byte, as in CEL; building a value
+// (parsing, serialising, copying) one per byte of it, as allocating is what
+// a policy must pay for.
+const (
+	readCostPerByte  = common.StringTraversalCostFactor
+	buildCostPerByte = 1.0
+)
+
+// costEstimator charges Sprout's functions by the size of what they read
+// and build, at run time (CallCost) and in estimates (EstimateCallCost), and
+// defers to the Kubernetes libraries' estimator for the rest.
+type costEstimator struct {
+	library.CostEstimator
+}
+
+// CallCost is the actual cost of one call, from its arguments and result.
+func (c *costEstimator) CallCost(function, overloadID string, args []ref.Val, result ref.Val) *uint64 {
+	if cost, ok := callCost(overloadID, args, result); ok {
+		return &cost
+	}
+	return c.CostEstimator.CallCost(function, overloadID, args, result)
+}
+
+func callCost(overloadID string, args []ref.Val, result ref.Val) (uint64, bool) {
+	if types.IsError(result) {
+		// Refused before doing the work (an input over its limit): a
+		// failure that costs its input would read as the cost limit.
+		return 1, true
+	}
+	switch overloadID {
+	case "json_unmarshal_string", "yaml_parse_string":
+		return 1 + scaled(stringBytes(args[1]), buildCostPerByte), true
+	case "json_marshal_dyn":
+		return 1 + scaled(stringBytes(result), buildCostPerByte), true
+	case "sha256_string", "sha1_string", "md5_string",
+		"parseImageReference_string", "image_string", "isImage_string":
+		return 1 + scaled(stringBytes(args[0]), readCostPerByte), true
+	case "dyn_setField_string_dyn":
+		return 1 + scaled(valueBytes(result, maxCharged), buildCostPerByte), true
+	case "add_list":
+		// CEL concatenates lists lazily at a cost of one, so doubling a list
+		// is free while what reads it (join, json.marshal, a template) pays
+		// for every element: charge the elements when they are made.
+		return 1 + listSize(result), true
+	}
+	switch {
+	case strings.HasPrefix(overloadID, "generator_"):
+		return 1 + scaled(valueBytes(args[len(args)-1], maxCharged), buildCostPerByte), true
+	case isResourceRead(overloadID):
+		// The reader shares its objects: reading them is what costs.
+		return 1 + scaled(valueBytes(result, maxCharged), readCostPerByte), true
+	}
+	return 0, false
+}
+
+// maxCharged is where measuring a value stops: past it the expression is
+// over its limit whatever the rest weighs.
+const maxCharged = 16 * PerCallCostLimit
+
+func isResourceRead(overloadID string) bool {
+	for _, p := range []string{"resource_Get_", "resource_get_", "resource_List_", "resource_list_"} {
+		if strings.HasPrefix(overloadID, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// EstimateCallCost is the cost of a call the checker predicts from the sizes
+// it knows: the same factors as CallCost, on the arguments' estimated sizes.
+func (c *costEstimator) EstimateCallCost(function, overloadID string, target *checker.AstNode, args []checker.AstNode) *checker.CallEstimate {
+	byArg := func(i int, factor float64) *checker.CallEstimate {
+		if i >= len(args) {
+			return nil
+		}
+		cost := checker.FixedCostEstimate(1).Add(sizeOf(args[i]).MultiplyByCostFactor(factor))
+		return &checker.CallEstimate{CostEstimate: cost}
+	}
+	switch overloadID {
+	case "json_unmarshal_string", "yaml_parse_string":
+		return byArg(0, buildCostPerByte)
+	case "json_marshal_dyn":
+		return byArg(0, buildCostPerByte)
+	case "sha256_string", "sha1_string", "md5_string",
+		"parseImageReference_string", "image_string", "isImage_string":
+		return byArg(0, readCostPerByte)
+	case "dyn_setField_string_dyn":
+		if target != nil {
+			cost := checker.FixedCostEstimate(1).Add(sizeOf(*target).MultiplyByCostFactor(buildCostPerByte))
+			return &checker.CallEstimate{CostEstimate: cost}
+		}
+	case "add_list":
+		if len(args) == 2 {
+			size := sizeOf(args[0]).Add(sizeOf(args[1]))
+			return &checker.CallEstimate{CostEstimate: checker.FixedCostEstimate(1).Add(size.MultiplyByCostFactor(1)), ResultSize: &size}
+		}
+	}
+	if strings.HasPrefix(overloadID, "generator_") {
+		return byArg(len(args)-1, buildCostPerByte)
+	}
+	if isResourceRead(overloadID) {
+		return &checker.CallEstimate{CostEstimate: checker.CostEstimate{Min: 1, Max: math.MaxUint64}}
+	}
+	return c.CostEstimator.EstimateCallCost(function, overloadID, target, args)
+}
+
+// sizeOf is the size the checker knows of a node, or any size.
+func sizeOf(n checker.AstNode) checker.SizeEstimate {
+	if sz := n.ComputedSize(); sz != nil {
+		return *sz
+	}
+	return checker.UnknownSizeEstimate()
+}
+
+func scaled(n uint64, factor float64) uint64 {
+	return uint64(math.Ceil(float64(n) * factor))
+}
+
+func stringBytes(v ref.Val) uint64 {
+	if s, ok := v.(types.String); ok {
+		return uint64(len(s))
+	}
+	return 0
+}
+
+func listSize(v ref.Val) uint64 {
+	if l, ok := v.(traits.Lister); ok {
+		if n, ok := l.Size().(types.Int); ok {
+			return uint64(n)
+		}
+	}
+	return 1
+}
+
+// valueBytes is about the length of v as JSON, counted up to limit: the
+// walk stops there, so measuring a huge value costs no more than the limit.
+func valueBytes(v ref.Val, limit uint64) uint64 {
+	m := measure{left: int64(limit)}
+	m.value(v)
+	return limit - uint64(max(m.left, 0))
+}
+
+// measure walks a value, native Go (as objects from the cluster are) or
+// CEL, taking its size off left until it runs out.
+type measure struct{ left int64 }
+
+func (m *measure) value(v ref.Val) {
+	switch x := v.(type) {
+	case types.String:
+		m.left -= int64(len(x)) + 2
+		return
+	case types.Bytes:
+		m.left -= int64(len(x)) + 2
+		return
+	case traits.Mapper, traits.Lister:
+	default:
+		m.left -= 8
+		return
+	}
+	// A map from the cluster wraps a Go map, walked as it is. A list is
+	// walked through CEL: asking a concatenated one for its Go value would
+	// build it.
+	if mp, ok := v.(traits.Mapper); ok {
+		if native, ok := mp.Value().(map[string]any); ok {
+			m.native(native)
+			return
+		}
+	}
+	if l, ok := v.(traits.Lister); ok {
+		for it := l.Iterator(); m.left > 0 && it.HasNext() == types.True; {
+			m.left--
+			m.value(it.Next())
+		}
+		return
+	}
+	mp := v.(traits.Mapper)
+	for it := mp.Iterator(); m.left > 0 && it.HasNext() == types.True; {
+		k := it.Next()
+		m.left--
+		m.value(k)
+		m.value(mp.Get(k))
+	}
+}
+
+func (m *measure) native(v any) {
+	switch x := v.(type) {
+	case string:
+		m.left -= int64(len(x)) + 2
+	case map[string]any:
+		for k, e := range x {
+			if m.left <= 0 {
+				return
+			}
+			m.left -= int64(len(k)) + 3
+			m.native(e)
+		}
+	case []any:
+		for _, e := range x {
+			if m.left <= 0 {
+				return
+			}
+			m.left--
+			m.native(e)
+		}
+	default:
+		m.left -= 8
+	}
+}
+
+// evaluationBudget is what one evaluation of a policy has left to spend: each
+// expression it runs (variables, matchConditions, generate entries,
+// template placeholders) and each text a template builds is charged to it.
+// Spending it all cancels the evaluation, so an expression under way stops
+// at its next check and a value that was computed is not used.
+type evaluationBudget struct {
+	spent  uint64
+	cancel context.CancelCauseFunc
+}
+
+type budgetKey struct{}
+
+// withEvaluationBudget gives ctx a budget of PerEvaluationCostLimit. Release
+// the returned context with the cancel function.
+func withEvaluationBudget(ctx context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	b := &evaluationBudget{cancel: cancel}
+	return context.WithValue(ctx, budgetKey{}, b), func() { cancel(nil) }
+}
+
+// charge spends cost from ctx's evaluation budget, if it has one.
+func charge(ctx context.Context, cost uint64) {
+	b, _ := ctx.Value(budgetKey{}).(*evaluationBudget)
+	if b == nil {
+		return
+	}
+	b.spent += cost
+	if b.spent > PerEvaluationCostLimit {
+		b.cancel(fmt.Errorf("the expressions of one evaluation cost more than their limit of %d together", PerEvaluationCostLimit))
+	}
+}
