@@ -52,6 +52,11 @@ type costEstimator struct {
 
 // CallCost is the actual cost of one call, from its arguments and result.
 func (c *costEstimator) CallCost(function, overloadID string, args []ref.Val, result ref.Val) *uint64 {
+	if function == "_+_" {
+		if cost, ok := concatCost(args, result); ok {
+			return &cost
+		}
+	}
 	if cost, ok := callCost(overloadID, args, result); ok {
 		return &cost
 	}
@@ -59,14 +64,15 @@ func (c *costEstimator) CallCost(function, overloadID string, args []ref.Val, re
 }
 
 func callCost(overloadID string, args []ref.Val, result ref.Val) (uint64, bool) {
-	if types.IsError(result) {
-		// Refused before doing the work (an input over its limit): a
-		// failure that costs its input would read as the cost limit.
-		return 1, true
-	}
 	switch overloadID {
 	case "json_unmarshal_string", "yaml_parse_string":
-		return 1 + scaled(stringBytes(args[1]), buildCostPerByte), true
+		n := stringBytes(args[1])
+		if n > MaxParseBytes {
+			// Refused before parsing: charging the text would report the
+			// cost limit instead of the size limit.
+			return 1, true
+		}
+		return 1 + scaled(n, buildCostPerByte), true
 	case "json_marshal_dyn":
 		return 1 + scaled(stringBytes(result), buildCostPerByte), true
 	case "sha256_string", "sha1_string", "md5_string",
@@ -74,11 +80,6 @@ func callCost(overloadID string, args []ref.Val, result ref.Val) (uint64, bool) 
 		return 1 + scaled(stringBytes(args[0]), readCostPerByte), true
 	case "dyn_setField_string_dyn":
 		return 1 + scaled(valueBytes(result, maxCharged), buildCostPerByte), true
-	case "add_list":
-		// CEL concatenates lists lazily at a cost of one, so doubling a list
-		// is free while what reads it (join, json.marshal, a template) pays
-		// for every element: charge the elements when they are made.
-		return 1 + listSize(result), true
 	}
 	switch {
 	case strings.HasPrefix(overloadID, "generator_"):
@@ -86,6 +87,23 @@ func callCost(overloadID string, args []ref.Val, result ref.Val) (uint64, bool) 
 	case isResourceRead(overloadID):
 		// The reader shares its objects: reading them is what costs.
 		return 1 + scaled(valueBytes(result, maxCharged), readCostPerByte), true
+	}
+	return 0, false
+}
+
+// concatCost charges a + b by what it makes, whatever overload CEL picked:
+// on dyn operands (every variable is one) the overload is chosen at run
+// time, and CEL's tracker, which goes by overload, then charges one.
+func concatCost(args []ref.Val, result ref.Val) (uint64, bool) {
+	switch result.(type) {
+	case types.String, types.Bytes:
+		// As CEL charges a typed concatenation: a traversal of both.
+		return 1 + scaled(valueBytes(args[0], maxCharged)+valueBytes(args[1], maxCharged), readCostPerByte), true
+	case traits.Lister:
+		// CEL concatenates lists lazily at a cost of one, so doubling a list
+		// is free while what reads it (join, json.marshal, a template) pays
+		// for every element: charge the elements when they are made.
+		return 1 + listSize(result), true
 	}
 	return 0, false
 }
