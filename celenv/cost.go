@@ -72,7 +72,11 @@ func callCost(overloadID string, args []ref.Val, result ref.Val) (uint64, bool) 
 			// cost limit instead of the size limit.
 			return 1, true
 		}
-		return 1 + scaled(n, buildCostPerByte), true
+		// Reading the text, and building the values: aliases make them
+		// larger than the text, a size CEL sees only in the result.
+		m := measure{left: maxCharged}
+		m.native(result.Value())
+		return 1 + scaled(n, readCostPerByte) + scaled(uint64(maxCharged-max(m.left, 0)), buildCostPerByte), true
 	case "json_marshal_dyn":
 		return 1 + scaled(stringBytes(result), buildCostPerByte), true
 	case "sha256_string", "sha1_string", "md5_string",
@@ -133,7 +137,8 @@ func (c *costEstimator) EstimateCallCost(function, overloadID string, target *ch
 	}
 	switch overloadID {
 	case "json_unmarshal_string", "yaml_parse_string":
-		return byArg(0, buildCostPerByte)
+		// The values built are about the text's size (aliases aside).
+		return byArg(0, readCostPerByte+buildCostPerByte)
 	case "json_marshal_dyn":
 		return byArg(0, buildCostPerByte)
 	case "sha256_string", "sha1_string", "md5_string",

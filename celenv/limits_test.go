@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	apiv1 "github.com/sprout-gitops/sprout/api/policies/v1"
 	"github.com/sprout-gitops/sprout/celenv"
 )
 
@@ -66,5 +67,105 @@ func TestOneEvaluationHasBoundedMemory(t *testing.T) {
 	}
 	if err == nil {
 		t.Fatal("want the evaluation refused")
+	}
+}
+
+// TestYAMLAliasBombsAreRefused: a short document whose aliases expand it to
+// millions of values is refused before it is expanded, whether the
+// parser's own guard would let it through (one wide anchor, named often)
+// or not (the classic "billion laughs", anchors nested nine deep).
+func TestYAMLAliasBombsAreRefused(t *testing.T) {
+	laughs := "l0: &l0 [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n"
+	for i := 1; i < 9; i++ {
+		laughs += fmt.Sprintf("l%d: &l%d [%s]\n", i, i, strings.TrimSuffix(strings.Repeat(fmt.Sprintf("*l%d, ", i-1), 9), ", "))
+	}
+	wide := "a: &a [" + strings.TrimSuffix(strings.Repeat("x,", 20000), ",") + "]\n" +
+		"b: [" + strings.TrimSuffix(strings.Repeat("*a,", 100), ",") + "]\n"
+	const cm = `{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm"}}`
+	for name, doc := range map[string]string{"billion laughs": laughs, "wide anchor": wide} {
+		t.Run(name, func(t *testing.T) {
+			p := celenv.Compile(policyWith(false, `generator.Apply("x", variables.doc != null ? [`+cm+`] : [])`,
+				"text", "object.data.text", "doc", "yaml.parse(variables.text)"))
+			if err := p.Err(); err != nil {
+				t.Fatal(err)
+			}
+			trigger := object("v1", "ConfigMap", "team", "cm")
+			trigger.Object["data"] = map[string]any{"text": doc}
+			var before, after runtime.MemStats
+			runtime.GC()
+			runtime.ReadMemStats(&before)
+			_, err := p.Evaluate(context.Background(), celenv.Input{Object: trigger.Object})
+			runtime.ReadMemStats(&after)
+			if err == nil || !strings.Contains(err.Error(), "spec.variables[1].expression: yaml.parse: ") {
+				t.Fatalf("want yaml.parse refused, naming spec.variables[1].expression, got %v", err)
+			}
+			if got := after.TotalAlloc - before.TotalAlloc; got > 64<<20 {
+				t.Fatalf("refusing it allocated %d MiB", got>>20)
+			}
+		})
+	}
+}
+
+// TestOneEvaluationHasOneCostBudget: expressions each under the limit of one
+// expression may not together spend more than PerEvaluationCostLimit, nor a
+// template splice a variable into text more often than the budget pays for;
+// an expression that absorbs the error (|| true) does not escape it.
+func TestOneEvaluationHasOneCostBudget(t *testing.T) {
+	const cm = `{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm"}}`
+	vars := doubling(`- 0123456789abc\n`, 12) // 4 MiB, each step under the limit
+	var uses []string
+	for i := 1; i <= 12; i++ {
+		vars = append(vars, fmt.Sprintf("copy%d", i), "variables.s12 + variables.s12")
+		uses = append(uses, fmt.Sprintf("variables.copy%d", i))
+	}
+	all := "[" + strings.Join(uses, ", ") + "].all(c, c != '')"
+	big := doubling(`- 0123456789abc\n`, 8) // 256 KiB
+	spliced := "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm\ndata:\n  k: \"" + strings.Repeat("((variables.s8))", 40) + "\"\n"
+	for _, tc := range []struct {
+		name     string
+		generate string
+		template string
+		vars     []string
+	}{
+		{name: "many variables", generate: `generator.Apply("x", ` + all + ` ? [` + cm + `] : [])`, vars: vars},
+		{name: "error absorbed", generate: `generator.Apply("x", (` + all + ` || true) ? [` + cm + `] : [])`, vars: vars},
+		{name: "template splices", template: spliced, vars: big},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			policy := policyWith(false, tc.generate, tc.vars...).(*apiv1.GeneratingPolicy)
+			if tc.template != "" {
+				policy.Spec.Generation[0] = apiv1.Generation{Template: &apiv1.Template{Interpolate: apiv1.InterpolateCEL, Value: tc.template}}
+			}
+			p := celenv.Compile(policy)
+			if err := p.Err(); err != nil {
+				t.Fatal(err)
+			}
+			_, err := p.Evaluate(context.Background(), celenv.Input{Object: object("v1", "ConfigMap", "team", "cm").Object})
+			want := fmt.Sprintf("cost more than their limit of %d together", celenv.PerEvaluationCostLimit)
+			if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "spec.generate[0].") {
+				t.Fatalf("want an error naming spec.generate[0] and %q, got %.300v", want, err)
+			}
+		})
+	}
+}
+
+// TestLazyListsAreBoundedWhenBuilt: CEL concatenates lists without copying
+// them, so doubling a list costs nothing until something writes it out;
+// writing out more than MaxValueBytes is refused.
+func TestLazyListsAreBoundedWhenBuilt(t *testing.T) {
+	vars := []string{"l0", "['xxxx']"}
+	for i := 1; i <= 19; i++ {
+		vars = append(vars, fmt.Sprintf("l%d", i), fmt.Sprintf("variables.l%d + variables.l%d", i-1, i-1))
+	}
+	vars = append(vars, "text", "json.marshal(variables.l19)")
+	const cm = `{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm"}}`
+	p := celenv.Compile(policyWith(false, `generator.Apply("x", variables.text != "" ? [`+cm+`] : [])`, vars...))
+	if err := p.Err(); err != nil {
+		t.Fatal(err)
+	}
+	_, err := p.Evaluate(context.Background(), celenv.Input{Object: object("v1", "ConfigMap", "team", "cm").Object})
+	want := fmt.Sprintf("larger than the limit of %d bytes", celenv.MaxValueBytes)
+	if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "spec.variables[20].expression: json.marshal") {
+		t.Fatalf("want an error naming spec.variables[20].expression and %q, got %.300v", want, err)
 	}
 }
