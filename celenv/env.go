@@ -83,6 +83,7 @@ func baseOptions() []cel.EnvOption {
 // is planned with them.
 func programOptions() []cel.ProgramOption {
 	return []cel.ProgramOption{
+		sizeGuard,
 		cel.EvalOptions(cel.OptOptimize, cel.OptTrackCost),
 		cel.CostLimit(PerCallCostLimit),
 		cel.CostTracking(&costEstimator{}),
@@ -96,6 +97,9 @@ var (
 	clusterEnv    *cel.Env
 	namespacedEnv *cel.Env
 	envErr        error
+	// sizeGuard checks the size of what replace, join and format would
+	// build before they build it (sizeGuards).
+	sizeGuard cel.ProgramOption
 )
 
 // environments returns the two shared environments, built once: one for
@@ -105,6 +109,10 @@ func environments() (cluster, namespaced *cel.Env, err error) {
 	envOnce.Do(func() {
 		var base *cel.Env
 		base, envErr = cel.NewEnv(baseOptions()...)
+		if envErr != nil {
+			return
+		}
+		sizeGuard, envErr = sizeGuardOption(base)
 		if envErr != nil {
 			return
 		}

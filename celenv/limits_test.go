@@ -170,3 +170,40 @@ func TestLazyListsAreBoundedWhenBuilt(t *testing.T) {
 		t.Fatalf("want an error naming spec.variables[20].expression and %q, got %.300v", want, err)
 	}
 }
+
+// TestBuildersAreBoundedBeforeTheyRun: replace, join and format can build a
+// string far larger than their arguments; one over MaxValueBytes is refused
+// before it is built.
+func TestBuildersAreBoundedBeforeTheyRun(t *testing.T) {
+	base := doubling(`- 0123456789abc\n`, 6) // s0: 1 KiB, s6: 64 KiB
+	base = append(base, "l0", "[variables.s6]")
+	for i := 1; i <= 10; i++ { // l10: 1024 times s6, 64 MiB joined
+		base = append(base, fmt.Sprintf("l%d", i), fmt.Sprintf("variables.l%d + variables.l%d", i-1, i-1))
+	}
+	const cm = `{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm"}}`
+	for name, expr := range map[string]string{
+		"replace": "variables.s0.replace('', variables.s6)",
+		"join":    "variables.l10.join()",
+		"format":  "'%s'.format([variables.l6])",
+	} {
+		t.Run(name, func(t *testing.T) {
+			vars := append(append([]string{}, base...), "out", expr)
+			p := celenv.Compile(policyWith(false, `generator.Apply("x", variables.out != "" ? [`+cm+`] : [])`, vars...))
+			if err := p.Err(); err != nil {
+				t.Fatal(err)
+			}
+			var before, after runtime.MemStats
+			runtime.GC()
+			runtime.ReadMemStats(&before)
+			_, err := p.Evaluate(context.Background(), celenv.Input{Object: object("v1", "ConfigMap", "team", "cm").Object})
+			runtime.ReadMemStats(&after)
+			want := fmt.Sprintf("spec.variables[18].expression: %s: the result would have", name)
+			if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), fmt.Sprintf("limit of %d", celenv.MaxValueBytes)) {
+				t.Fatalf("want an error naming %q and the limit, got %.300v", want, err)
+			}
+			if got := after.TotalAlloc - before.TotalAlloc; got > 16<<20 {
+				t.Fatalf("refusing it allocated %d MiB", got>>20)
+			}
+		})
+	}
+}
