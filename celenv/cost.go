@@ -54,11 +54,11 @@ type costEstimator struct {
 func (c *costEstimator) CallCost(function, overloadID string, args []ref.Val, result ref.Val) *uint64 {
 	if function == "_+_" {
 		if cost, ok := concatCost(args, result); ok {
-			return &cost
+			return costPointer(cost)
 		}
 	}
 	if cost, ok := callCost(overloadID, args, result); ok {
-		return &cost
+		return costPointer(cost)
 	}
 	return c.CostEstimator.CallCost(function, overloadID, args, result)
 }
@@ -87,6 +87,9 @@ func callCost(overloadID string, args []ref.Val, result ref.Val) (uint64, bool) 
 	}
 	switch {
 	case strings.HasPrefix(overloadID, "generator_"):
+		if g, ok := args[0].(*generation); ok {
+			return 1 + scaled(g.lastBytes, buildCostPerByte), true
+		}
 		return 1 + scaled(valueBytes(args[len(args)-1], maxCharged), buildCostPerByte), true
 	case isResourceRead(overloadID):
 		// The reader shares its objects: reading them is what costs.
@@ -110,6 +113,23 @@ func concatCost(args []ref.Val, result ref.Val) (uint64, bool) {
 		return 1 + listSize(result), true
 	}
 	return 0, false
+}
+
+// smallCosts are the costs most calls have, each with its own address: CEL
+// takes a cost by pointer and only reads it, so returning one of these
+// spares an allocation per call on the hot path.
+var smallCosts = func() (c [256]uint64) {
+	for i := range c {
+		c[i] = uint64(i)
+	}
+	return c
+}()
+
+func costPointer(cost uint64) *uint64 {
+	if cost < uint64(len(smallCosts)) {
+		return &smallCosts[cost]
+	}
+	return &cost
 }
 
 // maxCharged is where measuring a value stops: past it the expression is
@@ -277,22 +297,24 @@ type evaluationBudget struct {
 	cancel context.CancelCauseFunc
 }
 
-type budgetKey struct{}
-
-// withEvaluationBudget gives ctx a budget of PerEvaluationCostLimit. Release
-// the returned context with the cancel function.
-func withEvaluationBudget(ctx context.Context) (context.Context, context.CancelFunc) {
+// withEvaluationBudget gives the evaluation of gen a budget of
+// PerEvaluationCostLimit, which cancels the returned context when spent.
+// Release it with the cancel function. The budget rides on the generation,
+// which every activation of the evaluation holds.
+func withEvaluationBudget(ctx context.Context, gen *generation) (context.Context, context.CancelCauseFunc) {
 	ctx, cancel := context.WithCancelCause(ctx)
-	b := &evaluationBudget{cancel: cancel}
-	return context.WithValue(ctx, budgetKey{}, b), func() { cancel(nil) }
+	gen.budget = evaluationBudget{cancel: cancel}
+	return ctx, cancel
 }
 
-// charge spends cost from ctx's evaluation budget, if it has one.
-func charge(ctx context.Context, cost uint64) {
-	b, _ := ctx.Value(budgetKey{}).(*evaluationBudget)
-	if b == nil {
+// charge spends cost from the budget of the evaluation whose activation
+// this is, if it has one.
+func charge(activation map[string]any, cost uint64) {
+	g, _ := activation[varGenerator].(*generation)
+	if g == nil || g.budget.cancel == nil {
 		return
 	}
+	b := &g.budget
 	b.spent += cost
 	if b.spent > PerEvaluationCostLimit {
 		b.cancel(fmt.Errorf("the expressions of one evaluation cost more than their limit of %d together", PerEvaluationCostLimit))

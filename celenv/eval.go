@@ -109,8 +109,6 @@ func (p *Program) Evaluate(ctx context.Context, in Input) (Result, error) {
 	// (InterruptCheckFrequency) and reads check it too.
 	ctx, cancel := context.WithTimeoutCause(ctx, timeout, fmt.Errorf("evaluation took longer than its time limit of %s", timeout))
 	defer cancel()
-	ctx, release := withEvaluationBudget(ctx)
-	defer release()
 	rd := &reads{ctx: ctx, reader: in.Reader, namespace: p.namespace}
 	gen := &generation{namespace: p.namespace, reads: rd, scopes: in.Scopes}
 	clk := newClock(in.Now)
@@ -126,6 +124,8 @@ func (p *Program) Evaluate(ctx context.Context, in Input) (Result, error) {
 		varResource:        rd,
 		varTime:            clk,
 	}
+	ctx, release := withEvaluationBudget(ctx, gen)
+	defer release(nil)
 	for _, v := range p.variables {
 		v := v
 		vars.Append(v.name, func(*lazy.MapValue) ref.Val {
@@ -172,7 +172,7 @@ func (p *Program) Evaluate(ctx context.Context, in Input) (Result, error) {
 func (e expression) eval(ctx context.Context, activation map[string]any) (ref.Val, error) {
 	out, det, err := e.program.ContextEval(ctx, activation)
 	if det != nil && det.ActualCost() != nil {
-		charge(ctx, *det.ActualCost())
+		charge(activation, *det.ActualCost())
 	}
 	switch {
 	case ctx.Err() != nil:

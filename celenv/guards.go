@@ -14,7 +14,7 @@ import (
 )
 
 // sizeGuards are the library functions whose result can be far larger than
-// their arguments: 'ab'.replace('', big) repeats big, a list of one string
+// their arguments: s.replace("", big) repeats big, a list of one string
 // repeated by concatenation joins into its copies. CEL charges them by their
 // result, once it is built; each guard computes the size of the result from
 // the arguments and refuses one over MaxValueBytes before it is built.

@@ -134,7 +134,7 @@ func (p placeholder) value(ctx context.Context, activation map[string]any) (any,
 	}
 	// The copy is the template's, not the expression's: charge it too, or
 	// one variable spliced many times would be copied for free.
-	charge(ctx, scaled(size, buildCostPerByte))
+	charge(activation, scaled(size, buildCostPerByte))
 	return v, nil
 }
 
@@ -153,7 +153,7 @@ func (t text) value(ctx context.Context, activation map[string]any) (any, error)
 		case types.String, types.Int, types.Uint, types.Double, types.Bool:
 			// As string(x) would write it: ints without decimals, doubles plainly.
 			s := string(out.ConvertToType(types.StringType).(types.String))
-			charge(ctx, scaled(uint64(len(s)), buildCostPerByte))
+			charge(activation, scaled(uint64(len(s)), buildCostPerByte))
 			b.WriteString(s)
 		default:
 			return nil, fmt.Errorf("%s: (( %s )) is a %s: only a string, number or bool can be spliced into text",
