@@ -129,7 +129,10 @@ func costPointer(cost uint64) *uint64 {
 	if cost < uint64(len(smallCosts)) {
 		return &smallCosts[cost]
 	}
-	return &cost
+	// Not &cost: that would move cost to the heap on every path.
+	p := new(uint64)
+	*p = cost
+	return p
 }
 
 // maxCharged is where measuring a value stops: past it the expression is
@@ -292,19 +295,13 @@ func (m *measure) native(v any) {
 // template placeholders) and each text a template builds is charged to it.
 // Spending it all cancels the evaluation, so an expression under way stops
 // at its next check and a value that was computed is not used.
+//
+// It rides on the generation, which every activation of the evaluation
+// holds, and cancels the evaluation's own context: no context of its own.
 type evaluationBudget struct {
 	spent  uint64
-	cancel context.CancelCauseFunc
-}
-
-// withEvaluationBudget gives the evaluation of gen a budget of
-// PerEvaluationCostLimit, which cancels the returned context when spent.
-// Release it with the cancel function. The budget rides on the generation,
-// which every activation of the evaluation holds.
-func withEvaluationBudget(ctx context.Context, gen *generation) (context.Context, context.CancelCauseFunc) {
-	ctx, cancel := context.WithCancelCause(ctx)
-	gen.budget = evaluationBudget{cancel: cancel}
-	return ctx, cancel
+	cancel context.CancelFunc // the evaluation's
+	err    error              // why it cancelled, once it has
 }
 
 // charge spends cost from the budget of the evaluation whose activation
@@ -316,7 +313,17 @@ func charge(activation map[string]any, cost uint64) {
 	}
 	b := &g.budget
 	b.spent += cost
-	if b.spent > PerEvaluationCostLimit {
-		b.cancel(fmt.Errorf("the expressions of one evaluation cost more than their limit of %d together", PerEvaluationCostLimit))
+	if b.spent > PerEvaluationCostLimit && b.err == nil {
+		b.err = fmt.Errorf("the expressions of one evaluation cost more than their limit of %d together", PerEvaluationCostLimit)
+		b.cancel()
 	}
+}
+
+// cause is why the evaluation whose context and activation these are
+// stopped: its budget ran out, or its context ended.
+func cause(ctx context.Context, activation map[string]any) error {
+	if g, _ := activation[varGenerator].(*generation); g != nil && g.budget.err != nil {
+		return g.budget.err
+	}
+	return context.Cause(ctx)
 }

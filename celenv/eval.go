@@ -110,7 +110,7 @@ func (p *Program) Evaluate(ctx context.Context, in Input) (Result, error) {
 	ctx, cancel := context.WithTimeoutCause(ctx, timeout, fmt.Errorf("evaluation took longer than its time limit of %s", timeout))
 	defer cancel()
 	rd := &reads{ctx: ctx, reader: in.Reader, namespace: p.namespace}
-	gen := &generation{namespace: p.namespace, reads: rd, scopes: in.Scopes}
+	gen := &generation{namespace: p.namespace, reads: rd, scopes: in.Scopes, budget: evaluationBudget{cancel: cancel}}
 	clk := newClock(in.Now)
 	reproducible := func() bool { return !rd.any && !*clk.read }
 	vars := lazy.NewMapValue(types.NewMapType(types.StringType, types.DynType))
@@ -124,8 +124,6 @@ func (p *Program) Evaluate(ctx context.Context, in Input) (Result, error) {
 		varResource:        rd,
 		varTime:            clk,
 	}
-	ctx, release := withEvaluationBudget(ctx, gen)
-	defer release(nil)
 	for _, v := range p.variables {
 		v := v
 		vars.Append(v.name, func(*lazy.MapValue) ref.Val {
@@ -176,7 +174,7 @@ func (e expression) eval(ctx context.Context, activation map[string]any) (ref.Va
 	}
 	switch {
 	case ctx.Err() != nil:
-		return nil, interrupted(ctx, e.path, err)
+		return nil, interrupted(cause(ctx, activation), e.path, err)
 	case err == nil:
 		return out, nil
 	}
@@ -198,17 +196,18 @@ type interruption struct {
 func (i *interruption) Error() string { return i.path.String() + ": " + i.cause.Error() }
 func (i *interruption) Unwrap() error { return i.cause }
 
-// interrupted reports an expression stopped by the end of ctx as the path
+// interrupted reports an expression stopped by the end of its evaluation, for
+// cause, as the path
 // to the innermost expression under way and the cause, said once
 // ("spec.generate[0].expression: spec.variables[1].expression: evaluation
 // took longer than …"): cel-go repeats "operation interrupted" and the cause
 // at each expression an interrupted variable is read from.
-func interrupted(ctx context.Context, path *field.Path, err error) error {
+func interrupted(cause error, path *field.Path, err error) error {
 	var inner *interruption
 	if errors.As(err, &inner) {
 		return fmt.Errorf("%s: %w", path, inner)
 	}
-	return &interruption{path: path, cause: context.Cause(ctx)}
+	return &interruption{path: path, cause: cause}
 }
 
 func orNull(m map[string]any) any {

@@ -66,7 +66,7 @@ func (g generateTemplate) run(ctx context.Context, activation map[string]any, ge
 		v, err := d.root.value(ctx, activation)
 		if err == nil && ctx.Err() != nil {
 			// What the document built ran over the evaluation's budget.
-			err = interrupted(ctx, field.NewPath(d.at), nil)
+			err = interrupted(cause(ctx, activation), field.NewPath(d.at), nil)
 		}
 		if err != nil {
 			return err
