@@ -107,6 +107,11 @@ func concatCost(args []ref.Val, result ref.Val) (uint64, bool) {
 		// As CEL charges a typed concatenation: a traversal of both.
 		return 1 + scaled(valueBytes(args[0], maxCharged)+valueBytes(args[1], maxCharged), readCostPerByte), true
 	case traits.Lister:
+		if _, ok := args[0].(traits.MutableLister); ok {
+			// A comprehension's accumulator (map, filter), appended to in
+			// place: the elements appended are what is made.
+			return 1 + listSize(args[1]), true
+		}
 		// CEL concatenates lists lazily at a cost of one, so doubling a list
 		// is free while what reads it (join, json.marshal, a template) pays
 		// for every element: charge the elements when they are made.

@@ -2,6 +2,7 @@ package celenv
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -121,4 +122,17 @@ func TestEstimatedCostGrowsWithInput(t *testing.T) {
 			t.Errorf("lists 1000 times longer are estimated at %d, %d times the short ones' %d", b, b/max(s, 1), s)
 		}
 	})
+}
+
+// TestComprehensionsCostLinearly: map and filter append to their result in
+// place, so charging list concatenation by its result must not charge them
+// again for every element already there.
+func TestComprehensionsCostLinearly(t *testing.T) {
+	for _, expr := range []string{"lists.range(%d).map(i, i)", "lists.range(%d).filter(i, i >= 0)"} {
+		small := actualCost(t, fmt.Sprintf(expr, 100), nil, nil)
+		big := actualCost(t, fmt.Sprintf(expr, 1000), nil, nil)
+		if big > 20*small {
+			t.Errorf("%s: ten times the elements cost %d times more", expr, big/small)
+		}
+	}
 }
