@@ -91,9 +91,14 @@ func callCost(overloadID string, args []ref.Val, result ref.Val) (uint64, bool) 
 			return 1 + scaled(g.lastBytes, buildCostPerByte), true
 		}
 		return 1 + scaled(valueBytes(args[len(args)-1], maxCharged), buildCostPerByte), true
-	case isResourceRead(overloadID):
-		// The reader shares its objects: reading them is what costs.
+	case isResourceGet(overloadID):
+		// The reader shares its objects: reading one is what costs.
 		return 1 + scaled(valueBytes(result, maxCharged), readCostPerByte), true
+	case isResourceList(overloadID):
+		// Selecting and sorting costs by the objects; reading them is
+		// charged as expressions read them. Measuring every byte of a large
+		// list here would cost as much as the list.
+		return 1 + listItems(result), true
 	}
 	return 0, false
 }
@@ -144,13 +149,22 @@ func costPointer(cost uint64) *uint64 {
 // over its limit whatever the rest weighs.
 const maxCharged = 16 * PerCallCostLimit
 
-func isResourceRead(overloadID string) bool {
-	for _, p := range []string{"resource_Get_", "resource_get_", "resource_List_", "resource_list_"} {
-		if strings.HasPrefix(overloadID, p) {
-			return true
+func isResourceGet(overloadID string) bool {
+	return strings.HasPrefix(overloadID, "resource_Get_") || strings.HasPrefix(overloadID, "resource_get_")
+}
+
+func isResourceList(overloadID string) bool {
+	return strings.HasPrefix(overloadID, "resource_List_") || strings.HasPrefix(overloadID, "resource_list_")
+}
+
+// listItems counts the items of a List object as resource.List returns it.
+func listItems(v ref.Val) uint64 {
+	if m, ok := v.Value().(map[string]any); ok {
+		if items, ok := m["items"].([]any); ok {
+			return uint64(len(items))
 		}
 	}
-	return false
+	return 1
 }
 
 // EstimateCallCost is the cost of a call the checker predicts from the sizes
@@ -186,7 +200,7 @@ func (c *costEstimator) EstimateCallCost(function, overloadID string, target *ch
 	if strings.HasPrefix(overloadID, "generator_") {
 		return byArg(len(args)-1, buildCostPerByte)
 	}
-	if isResourceRead(overloadID) {
+	if isResourceGet(overloadID) || isResourceList(overloadID) {
 		return &checker.CallEstimate{CostEstimate: checker.CostEstimate{Min: 1, Max: math.MaxUint64}}
 	}
 	return c.CostEstimator.EstimateCallCost(function, overloadID, target, args)

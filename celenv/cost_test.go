@@ -58,8 +58,13 @@ func TestCostGrowsWithInput(t *testing.T) {
 			"l":    make([]any, n),
 		}
 	}
+	// One object of n bytes for resource.Get, and n/100 small ones for
+	// resource.List, charged by the objects it selects.
 	reader := func(n int) Reader {
 		list := []*unstructured.Unstructured{{Object: bigObject("cm", n)}}
+		for i := range n / 100 {
+			list = append(list, &unstructured.Unstructured{Object: bigObject(fmt.Sprintf("cm-%d", i), 100)})
+		}
 		return NewObjectReader(list)
 	}
 	for _, expr := range []string{
