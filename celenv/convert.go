@@ -16,6 +16,43 @@ import (
 // JSON cannot hold (an infinite or NaN double, a uint past int64) is an
 // error here, not a failed apply later.
 func toJSON(v ref.Val) (any, error) {
+	out, _, err := toJSONSized(v)
+	return out, err
+}
+
+// toJSONSized is toJSON that also returns about how many bytes the value
+// has as JSON. It refuses a value over MaxValueBytes as soon as it has
+// copied that much: a list CEL concatenated lazily may stand for far more
+// than memory holds.
+func toJSONSized(v ref.Val) (any, uint64, error) {
+	c := converter{left: MaxValueBytes}
+	out, err := c.convert(v)
+	return out, uint64(MaxValueBytes - c.left), err
+}
+
+// converter counts what toJSONSized has copied.
+type converter struct{ left int64 }
+
+// take spends n bytes, failing past MaxValueBytes.
+func (c *converter) take(n int) error {
+	c.left -= int64(n)
+	if c.left < 0 {
+		return fmt.Errorf("the value is larger than the limit of %d bytes", MaxValueBytes)
+	}
+	return nil
+}
+
+func (c *converter) convert(v ref.Val) (any, error) {
+	size := 8
+	switch v := v.(type) {
+	case types.String:
+		size += len(v)
+	case types.Bytes:
+		size += len(v) * 4 / 3
+	}
+	if err := c.take(size); err != nil {
+		return nil, err
+	}
 	switch v := v.(type) {
 	case types.Null:
 		return nil, nil
@@ -50,7 +87,10 @@ func toJSON(v ref.Val) (any, error) {
 			if !ok {
 				return nil, fmt.Errorf("map key %v is a %s, not a string", k, k.Type().TypeName())
 			}
-			val, err := toJSON(v.Get(k))
+			if err := c.take(len(key)); err != nil {
+				return nil, err
+			}
+			val, err := c.convert(v.Get(k))
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", key, err)
 			}
@@ -59,9 +99,14 @@ func toJSON(v ref.Val) (any, error) {
 		return out, nil
 	case traits.Lister:
 		n, _ := v.Size().(types.Int)
+		// Each element takes at least a byte: a list longer than the limit
+		// fails before its slice is made.
+		if int64(n) > c.left {
+			return nil, c.take(int(n))
+		}
 		out := make([]any, 0, int(n))
 		for i := types.Int(0); i < n; i++ {
-			val, err := toJSON(v.Get(i))
+			val, err := c.convert(v.Get(i))
 			if err != nil {
 				return nil, fmt.Errorf("[%d]: %w", i, err)
 			}

@@ -78,12 +78,15 @@ func baseOptions() []cel.EnvOption {
 	}
 }
 
-// programOptions bound and meter every evaluation.
+// programOptions bound and meter every evaluation: every program Sprout runs
+// (matchConditions, variables, generate expressions, template placeholders)
+// is planned with them.
 func programOptions() []cel.ProgramOption {
 	return []cel.ProgramOption{
+		sizeGuard,
 		cel.EvalOptions(cel.OptOptimize, cel.OptTrackCost),
 		cel.CostLimit(PerCallCostLimit),
-		cel.CostTracking(&library.CostEstimator{}),
+		cel.CostTracking(&costEstimator{}),
 		cel.CostTrackerOptions(interpreter.PresenceTestHasCost(false)),
 		cel.InterruptCheckFrequency(100),
 	}
@@ -94,6 +97,9 @@ var (
 	clusterEnv    *cel.Env
 	namespacedEnv *cel.Env
 	envErr        error
+	// sizeGuard checks the size of what replace, join and format would
+	// build before they build it (sizeGuards).
+	sizeGuard cel.ProgramOption
 )
 
 // environments returns the two shared environments, built once: one for
@@ -103,6 +109,10 @@ func environments() (cluster, namespaced *cel.Env, err error) {
 	envOnce.Do(func() {
 		var base *cel.Env
 		base, envErr = cel.NewEnv(baseOptions()...)
+		if envErr != nil {
+			return
+		}
+		sizeGuard, envErr = sizeGuardOption(base)
 		if envErr != nil {
 			return
 		}

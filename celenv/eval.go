@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/cel-go/common/types"
 	"github.com/google/cel-go/common/types/ref"
+	"github.com/google/cel-go/interpreter"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apiserver/pkg/cel/lazy"
@@ -109,7 +110,7 @@ func (p *Program) Evaluate(ctx context.Context, in Input) (Result, error) {
 	ctx, cancel := context.WithTimeoutCause(ctx, timeout, fmt.Errorf("evaluation took longer than its time limit of %s", timeout))
 	defer cancel()
 	rd := &reads{ctx: ctx, reader: in.Reader, namespace: p.namespace}
-	gen := &generation{namespace: p.namespace, reads: rd, scopes: in.Scopes}
+	gen := &generation{namespace: p.namespace, reads: rd, scopes: in.Scopes, budget: evaluationBudget{cancel: cancel}}
 	clk := newClock(in.Now)
 	reproducible := func() bool { return !rd.any && !*clk.read }
 	vars := lazy.NewMapValue(types.NewMapType(types.StringType, types.DynType))
@@ -162,14 +163,24 @@ func (p *Program) Evaluate(ctx context.Context, in Input) (Result, error) {
 	return Result{Matched: true, Objects: gen.objects, MissingSources: missing, Reproducible: reproducible()}, nil
 }
 
-// eval runs one expression, wrapping any error with its field path.
+// eval runs one expression, charges its cost to the evaluation's budget and
+// wraps any error with its field path. Once the budget is spent, every
+// expression fails, even one that absorbed the error of another
+// (variables.big || true).
 func (e expression) eval(ctx context.Context, activation map[string]any) (ref.Val, error) {
-	out, _, err := e.program.ContextEval(ctx, activation)
+	out, det, err := e.program.ContextEval(ctx, activation)
+	if det != nil && det.ActualCost() != nil {
+		charge(activation, *det.ActualCost())
+	}
 	switch {
+	case ctx.Err() != nil:
+		return nil, interrupted(cause(ctx, activation), e.path, err)
 	case err == nil:
 		return out, nil
-	case ctx.Err() != nil:
-		return nil, interrupted(ctx, e.path, err)
+	}
+	// Said once, by the expression that ran out, not by each that read it.
+	if cancelled, ok := err.(interpreter.EvalCancelledError); ok && cancelled.Cause == interpreter.CostLimitExceeded {
+		return nil, fmt.Errorf("%s: %w (the limit of one expression is %d)", e.path, err, PerCallCostLimit)
 	}
 	return nil, fmt.Errorf("%s: %w", e.path, err)
 }
@@ -185,17 +196,18 @@ type interruption struct {
 func (i *interruption) Error() string { return i.path.String() + ": " + i.cause.Error() }
 func (i *interruption) Unwrap() error { return i.cause }
 
-// interrupted reports an expression stopped by the end of ctx as the path
+// interrupted reports an expression stopped by the end of its evaluation, for
+// cause, as the path
 // to the innermost expression under way and the cause, said once
 // ("spec.generate[0].expression: spec.variables[1].expression: evaluation
 // took longer than …"): cel-go repeats "operation interrupted" and the cause
 // at each expression an interrupted variable is read from.
-func interrupted(ctx context.Context, path *field.Path, err error) error {
+func interrupted(cause error, path *field.Path, err error) error {
 	var inner *interruption
 	if errors.As(err, &inner) {
 		return fmt.Errorf("%s: %w", path, inner)
 	}
-	return &interruption{path: path, cause: context.Cause(ctx)}
+	return &interruption{path: path, cause: cause}
 }
 
 func orNull(m map[string]any) any {

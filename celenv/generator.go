@@ -54,6 +54,11 @@ type generation struct {
 	scopes    Scopes // tells cluster-scoped kinds, which get no namespace
 	objects   []Generated
 	index     map[objectKey]int // position in objects, so a repeat replaces
+	// lastBytes is the size of what the last generator.Apply copied, for
+	// its cost: measured while copying, not walked again.
+	lastBytes uint64
+	// budget is what the evaluation has left to spend.
+	budget evaluationBudget
 }
 
 // Generated is one object a policy wants.
@@ -82,7 +87,8 @@ var _ ref.Val = (*generation)(nil)
 // object or a list whose elements are objects or List objects (as
 // resource.List returns them), which are expanded into their items.
 func (g *generation) record(namespace string, v ref.Val) ref.Val {
-	value, err := toJSON(v)
+	value, size, err := toJSONSized(v)
+	g.lastBytes = size
 	if err != nil {
 		return types.NewErr("generator.Apply: %v", err)
 	}

@@ -17,7 +17,8 @@ var jsonType = cel.OpaqueType("json.Json")
 //	json.unmarshal(string) -> dyn   // '{"a": 1}' → {"a": 1.0}
 //	json.marshal(dyn) -> string     // {"a": 1} → '{"a":1}'
 //
-// As in Kyverno, every JSON number unmarshals to a double.
+// As in Kyverno, every JSON number unmarshals to a double. The text may have
+// at most MaxParseBytes; json.marshal's value at most MaxValueBytes.
 func jsonLibrary() cel.EnvOption {
 	return namespaceLibrary("json", jsonType,
 		cel.Function("unmarshal", cel.MemberOverload("json_unmarshal_string",
@@ -32,11 +33,22 @@ func jsonUnmarshal(_, text ref.Val) ref.Val {
 	if !ok {
 		return types.MaybeNoSuchOverloadErr(text)
 	}
+	if err := checkParseSize("json.unmarshal", s); err != nil {
+		return err
+	}
 	var v any
 	if err := json.Unmarshal([]byte(s), &v); err != nil {
 		return types.WrapErr(fmt.Errorf("json.unmarshal: %w", err))
 	}
 	return types.DefaultTypeAdapter.NativeToValue(v)
+}
+
+// checkParseSize refuses a text over MaxParseBytes before it is parsed.
+func checkParseSize(function string, s types.String) ref.Val {
+	if len(s) > MaxParseBytes {
+		return types.NewErr("%s: the text has %d bytes, over the limit of %d", function, len(s), MaxParseBytes)
+	}
+	return nil
 }
 
 func jsonMarshal(_, value ref.Val) ref.Val {

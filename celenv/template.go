@@ -64,6 +64,10 @@ type segment struct {
 func (g generateTemplate) run(ctx context.Context, activation map[string]any, gen *generation) error {
 	for _, d := range g.documents {
 		v, err := d.root.value(ctx, activation)
+		if err == nil && ctx.Err() != nil {
+			// What the document built ran over the evaluation's budget.
+			err = interrupted(cause(ctx, activation), field.NewPath(d.at), nil)
+		}
 		if err != nil {
 			return err
 		}
@@ -124,10 +128,13 @@ func (p placeholder) value(ctx context.Context, activation map[string]any) (any,
 	if err != nil {
 		return nil, err
 	}
-	v, err := toJSON(out)
+	v, size, err := toJSONSized(out)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", p.path, err)
 	}
+	// The copy is the template's, not the expression's: charge it too, or
+	// one variable spliced many times would be copied for free.
+	charge(activation, scaled(size, buildCostPerByte))
 	return v, nil
 }
 
@@ -145,7 +152,9 @@ func (t text) value(ctx context.Context, activation map[string]any) (any, error)
 		switch out.(type) {
 		case types.String, types.Int, types.Uint, types.Double, types.Bool:
 			// As string(x) would write it: ints without decimals, doubles plainly.
-			b.WriteString(string(out.ConvertToType(types.StringType).(types.String)))
+			s := string(out.ConvertToType(types.StringType).(types.String))
+			charge(activation, scaled(uint64(len(s)), buildCostPerByte))
+			b.WriteString(s)
 		default:
 			return nil, fmt.Errorf("%s: (( %s )) is a %s: only a string, number or bool can be spliced into text",
 				s.expr.path, s.expr.name, out.Type().TypeName())

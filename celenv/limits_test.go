@@ -1,0 +1,209 @@
+package celenv_test
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"strings"
+	"testing"
+
+	apiv1 "github.com/sprout-gitops/sprout/api/policies/v1"
+	"github.com/sprout-gitops/sprout/celenv"
+)
+
+// doubling returns variables that build unit*64 and then double it n
+// times, each variable under the cost limit of one expression: how a policy
+// builds a string of megabytes from a short source. The last one is
+// variables.s<n>.
+func doubling(unit string, n int) []string {
+	vars := []string{"s0", "'" + strings.Repeat(unit, 64) + "'"}
+	for i := 1; i <= n; i++ {
+		vars = append(vars, fmt.Sprintf("s%d", i), fmt.Sprintf("variables.s%d + variables.s%d", i-1, i-1))
+	}
+	return vars
+}
+
+func TestParseOfAHugeStringIsRefused(t *testing.T) {
+	const cm = `{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm"}}`
+	for _, tc := range []struct{ name, unit, parse string }{
+		// 16 bytes × 64 × 2^12 = 4 MiB
+		{"yaml.parse", `- 0123456789abc\n`, "yaml.parse(variables.s12)"},
+		{"json.unmarshal", `"0123456789abc",`, `json.unmarshal("[" + variables.s12 + "0]")`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			vars := append(doubling(tc.unit, 12), "doc", tc.parse)
+			p := celenv.Compile(policyWith(false, `generator.Apply("x", variables.doc != null ? [`+cm+`] : [])`, vars...))
+			if err := p.Err(); err != nil {
+				t.Fatal(err)
+			}
+			_, err := p.Evaluate(context.Background(), celenv.Input{Object: object("v1", "ConfigMap", "team", "cm").Object})
+			want := fmt.Sprintf("spec.variables[13].expression: %s: the text has 4194", tc.name)
+			if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), fmt.Sprint(celenv.MaxParseBytes)) {
+				t.Fatalf("want an error naming %q and the limit %d, got %v", want, celenv.MaxParseBytes, err)
+			}
+		})
+	}
+}
+
+// TestOneEvaluationHasBoundedMemory evaluates the attacker's policy once and
+// bounds what it allocates, garbage included: what one evaluation may make
+// Sprout's heap grow by.
+func TestOneEvaluationHasBoundedMemory(t *testing.T) {
+	const cm = `{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm"}}`
+	vars := append(doubling(`- 0123456789abc\n`, 12), "doc", "yaml.parse(variables.s12)")
+	p := celenv.Compile(policyWith(false, `generator.Apply("x", variables.doc != null ? [`+cm+`] : [])`, vars...))
+	if err := p.Err(); err != nil {
+		t.Fatal(err)
+	}
+	in := celenv.Input{Object: object("v1", "ConfigMap", "team", "cm").Object}
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	_, err := p.Evaluate(context.Background(), in)
+	runtime.ReadMemStats(&after)
+	const bound = 64 << 20
+	if got := after.TotalAlloc - before.TotalAlloc; got > bound {
+		t.Fatalf("one evaluation allocated %d MiB, more than %d MiB (err: %v)", got>>20, bound>>20, err)
+	}
+	if err == nil {
+		t.Fatal("want the evaluation refused")
+	}
+}
+
+// TestYAMLAliasBombsAreRefused: a short document whose aliases expand it to
+// millions of values is refused before it is expanded, whether the
+// parser's own guard would let it through (one wide anchor named 99 times:
+// 400,000 values from 8 KiB)
+// or not (the classic "billion laughs", anchors nested nine deep).
+func TestYAMLAliasBombsAreRefused(t *testing.T) {
+	laughs := "l0: &l0 [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n"
+	for i := 1; i < 9; i++ {
+		laughs += fmt.Sprintf("l%d: &l%d [%s]\n", i, i, strings.TrimSuffix(strings.Repeat(fmt.Sprintf("*l%d, ", i-1), 9), ", "))
+	}
+	wide := "a: &a [" + strings.TrimSuffix(strings.Repeat("x,", 4000), ",") + "]\n" +
+		"b: [" + strings.TrimSuffix(strings.Repeat("*a,", 99), ",") + "]\n"
+	const cm = `{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm"}}`
+	for name, doc := range map[string]string{"billion laughs": laughs, "wide anchor": wide} {
+		t.Run(name, func(t *testing.T) {
+			p := celenv.Compile(policyWith(false, `generator.Apply("x", variables.doc != null ? [`+cm+`] : [])`,
+				"text", "object.data.text", "doc", "yaml.parse(variables.text)"))
+			if err := p.Err(); err != nil {
+				t.Fatal(err)
+			}
+			trigger := object("v1", "ConfigMap", "team", "cm")
+			trigger.Object["data"] = map[string]any{"text": doc}
+			var before, after runtime.MemStats
+			runtime.GC()
+			runtime.ReadMemStats(&before)
+			_, err := p.Evaluate(context.Background(), celenv.Input{Object: trigger.Object})
+			runtime.ReadMemStats(&after)
+			if err == nil || !strings.Contains(err.Error(), "spec.variables[1].expression: yaml.parse: ") {
+				t.Fatalf("want yaml.parse refused, naming spec.variables[1].expression, got %v", err)
+			}
+			if got := after.TotalAlloc - before.TotalAlloc; got > 16<<20 {
+				t.Fatalf("refusing it allocated %d MiB", got>>20)
+			}
+		})
+	}
+}
+
+// TestOneEvaluationHasOneCostBudget: expressions each under the limit of one
+// expression may not together spend more than PerEvaluationCostLimit, nor a
+// template splice a variable into text more often than the budget pays for;
+// an expression that absorbs the error (|| true) does not escape it.
+func TestOneEvaluationHasOneCostBudget(t *testing.T) {
+	const cm = `{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm"}}`
+	vars := doubling(`- 0123456789abc\n`, 12) // 4 MiB, each step under the limit
+	var uses []string
+	for i := 1; i <= 12; i++ {
+		vars = append(vars, fmt.Sprintf("copy%d", i), "variables.s12 + variables.s12")
+		uses = append(uses, fmt.Sprintf("variables.copy%d", i))
+	}
+	all := "[" + strings.Join(uses, ", ") + "].all(c, c != '')"
+	big := doubling(`- 0123456789abc\n`, 8) // 256 KiB
+	spliced := "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm\ndata:\n  k: \"" + strings.Repeat("((variables.s8))", 40) + "\"\n"
+	for _, tc := range []struct {
+		name     string
+		generate string
+		template string
+		vars     []string
+	}{
+		{name: "many variables", generate: `generator.Apply("x", ` + all + ` ? [` + cm + `] : [])`, vars: vars},
+		{name: "error absorbed", generate: `generator.Apply("x", (` + all + ` || true) ? [` + cm + `] : [])`, vars: vars},
+		{name: "template splices", template: spliced, vars: big},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			policy := policyWith(false, tc.generate, tc.vars...).(*apiv1.GeneratingPolicy)
+			if tc.template != "" {
+				policy.Spec.Generation[0] = apiv1.Generation{Template: &apiv1.Template{Interpolate: apiv1.InterpolateCEL, Value: tc.template}}
+			}
+			p := celenv.Compile(policy)
+			if err := p.Err(); err != nil {
+				t.Fatal(err)
+			}
+			_, err := p.Evaluate(context.Background(), celenv.Input{Object: object("v1", "ConfigMap", "team", "cm").Object})
+			want := fmt.Sprintf("cost more than their limit of %d together", celenv.PerEvaluationCostLimit)
+			if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "spec.generate[0].") {
+				t.Fatalf("want an error naming spec.generate[0] and %q, got %.300v", want, err)
+			}
+		})
+	}
+}
+
+// TestLazyListsAreBoundedWhenBuilt: CEL concatenates lists without copying
+// them, so doubling a list costs nothing until something writes it out;
+// writing out more than MaxValueBytes is refused.
+func TestLazyListsAreBoundedWhenBuilt(t *testing.T) {
+	vars := []string{"l0", "['xxxx']"}
+	for i := 1; i <= 19; i++ {
+		vars = append(vars, fmt.Sprintf("l%d", i), fmt.Sprintf("variables.l%d + variables.l%d", i-1, i-1))
+	}
+	vars = append(vars, "text", "json.marshal(variables.l19)")
+	const cm = `{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm"}}`
+	p := celenv.Compile(policyWith(false, `generator.Apply("x", variables.text != "" ? [`+cm+`] : [])`, vars...))
+	if err := p.Err(); err != nil {
+		t.Fatal(err)
+	}
+	_, err := p.Evaluate(context.Background(), celenv.Input{Object: object("v1", "ConfigMap", "team", "cm").Object})
+	want := fmt.Sprintf("larger than the limit of %d bytes", celenv.MaxValueBytes)
+	if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "spec.variables[20].expression: json.marshal") {
+		t.Fatalf("want an error naming spec.variables[20].expression and %q, got %.300v", want, err)
+	}
+}
+
+// TestBuildersAreBoundedBeforeTheyRun: replace, join and format can build a
+// string far larger than their arguments; one over MaxValueBytes is refused
+// before it is built.
+func TestBuildersAreBoundedBeforeTheyRun(t *testing.T) {
+	base := doubling(`- 0123456789abc\n`, 6) // s0: 1 KiB, s6: 64 KiB
+	base = append(base, "l0", "[variables.s6]")
+	for i := 1; i <= 10; i++ { // l10: 1024 times s6, 64 MiB joined
+		base = append(base, fmt.Sprintf("l%d", i), fmt.Sprintf("variables.l%d + variables.l%d", i-1, i-1))
+	}
+	const cm = `{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm"}}`
+	for name, expr := range map[string]string{
+		"replace": "variables.s0.replace('', variables.s6)",
+		"join":    "variables.l10.join()",
+		"format":  "'%s'.format([variables.l6])",
+	} {
+		t.Run(name, func(t *testing.T) {
+			vars := append(append([]string{}, base...), "out", expr)
+			p := celenv.Compile(policyWith(false, `generator.Apply("x", variables.out != "" ? [`+cm+`] : [])`, vars...))
+			if err := p.Err(); err != nil {
+				t.Fatal(err)
+			}
+			var before, after runtime.MemStats
+			runtime.GC()
+			runtime.ReadMemStats(&before)
+			_, err := p.Evaluate(context.Background(), celenv.Input{Object: object("v1", "ConfigMap", "team", "cm").Object})
+			runtime.ReadMemStats(&after)
+			want := fmt.Sprintf("spec.variables[18].expression: %s: the result would have", name)
+			if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), fmt.Sprintf("limit of %d", celenv.MaxValueBytes)) {
+				t.Fatalf("want an error naming %q and the limit, got %.300v", want, err)
+			}
+			if got := after.TotalAlloc - before.TotalAlloc; got > 16<<20 {
+				t.Fatalf("refusing it allocated %d MiB", got>>20)
+			}
+		})
+	}
+}
