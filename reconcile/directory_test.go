@@ -22,9 +22,16 @@ import (
 // edits, kept through a broken revision, and deleted with their file.
 func TestDirectorySource(t *testing.T) {
 	dir := t.TempDir()
+	// Files are replaced whole, as an editor or a checkout does: a poll
+	// between os.WriteFile's truncation and its write would read an empty
+	// file, whose policy is gone.
 	write := func(name, content string) {
 		t.Helper()
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+		tmp := filepath.Join(t.TempDir(), name)
+		if err := os.WriteFile(tmp, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, filepath.Join(dir, name)); err != nil {
 			t.Fatal(err)
 		}
 	}
