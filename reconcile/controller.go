@@ -178,6 +178,13 @@ type Controller struct {
 	tombstones tombstones
 	claims     claims
 	waits      waits
+
+	// rebuilds are the policies whose records are rebuilt from their
+	// objects; selfTriggers, how many of its own objects each passed over.
+	rebuilds     rebuilds
+	selfTriggers selfTriggers
+	// syncs can stop the syncs under way of deleted policies.
+	syncs syncs
 }
 
 // New connects a Controller to the cluster at cfg. Nothing runs until Run.
