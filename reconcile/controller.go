@@ -158,7 +158,8 @@ type Controller struct {
 	// written are the resources each policy has generated objects of.
 	written map[policyKey]sets.Set[schema.GroupVersionResource]
 	// generated are the objects (per trigger) each non-synchronizing policy
-	// has created or found: they are never generated again.
+	// has created or found: they are never generated again; for a
+	// synchronizing policy, the objects it claims (ownership.go).
 	generated map[policyKey]sets.Set[string]
 	// deleted holds policies gone from their source until their sync has
 	// cleaned up after them.
