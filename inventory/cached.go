@@ -173,16 +173,19 @@ func cachedIdentity(obj runtime.Object) (*Cached, error) {
 }
 
 // originIntact reports whether the policy labels of an object name the
-// policy its AnnotationPolicy does (Kind/name or Kind/namespace/name).
-func originIntact(policy, name, namespace string) bool {
-	parts := strings.Split(policy, "/")
-	switch len(parts) {
-	case 2:
-		return namespace == "" && name == LabelValue(parts[1])
-	case 3:
-		return namespace == parts[1] && name == LabelValue(parts[2])
+// policy its AnnotationPolicy does (Kind/name or Kind/namespace/name). It
+// runs for every object a watch brings: no allocation, and a label value
+// equal to the name needs no encoding.
+func originIntact(policy, label, namespace string) bool {
+	_, rest, ok := strings.Cut(policy, "/")
+	if !ok {
+		return false
 	}
-	return false
+	ns, name, namespaced := strings.Cut(rest, "/")
+	if !namespaced {
+		ns, name = "", rest
+	}
+	return namespace == ns && (label == name || label == LabelValue(name))
 }
 
 // encode sets c's content: obj, of which c is made, as JSON without its
