@@ -90,6 +90,12 @@ type ApplyOptions struct {
 	// Holds still: they are reported Unchanged, after the objects, and
 	// count as desired for Decisions.Stale.
 	Settled []Settled
+	// Claimed reports whether the policy's record claims the object
+	// (ObjectID) for the trigger (by UID): the policy generated it, so it
+	// is the policy's whatever labels it carries now. Labels are anyone's
+	// to edit; a synchronizing policy writes a claimed object back, labels
+	// and all. Nil claims nothing.
+	Claimed func(triggerUID, objectID string) bool
 }
 
 // Live looks up Sprout's own objects as they are in the cluster, from a
@@ -450,6 +456,9 @@ type decision struct {
 	owner   string
 	handOff bool
 	read    bool
+	// reclaim: the object is claimed by the policy's record but its labels
+	// say otherwise; it is written whatever else it holds.
+	reclaim bool
 }
 
 // decideRead tells whether an object the cache does not hold must be
@@ -461,10 +470,11 @@ func (a *Applier) decideRead(ctx context.Context, obj *unstructured.Unstructured
 		return decision{}, err
 	}
 	annotations := stringsOf(existing.GetAnnotations())
-	if d := decideOwner(obj, stringsOf(existing.GetLabels()), annotations, opts); d.action != "" {
+	d := decideOwner(obj, stringsOf(existing.GetLabels()), annotations, opts)
+	if d.action != "" {
 		return d, nil
 	}
-	if annotations.get(AnnotationApplied) == metadataStrings(obj, "annotations").get(AnnotationApplied) {
+	if !d.reclaim && annotations.get(AnnotationApplied) == metadataStrings(obj, "annotations").get(AnnotationApplied) {
 		// Written from this very desired state and not cached yet (most
 		// often, created by the sync before, a moment ago): the cache will
 		// hold it, and any change made to it is an event that queues its
@@ -523,10 +533,17 @@ func mayDrop(applied string, obj *unstructured.Unstructured) bool {
 // decideOwner returns the decision for an object that exists with labels
 // and annotations when it must not be written: another owner's, or, for a
 // policy that does not synchronize, any that exists.
+//
+// The labels are not the last word: an object the policy's record claims
+// (ApplyOptions.Claimed) is the policy's whatever its labels say, for
+// anyone who may edit it may remove a label, and would otherwise turn
+// synchronization off for it.
 func decideOwner(obj *unstructured.Unstructured, labels, annotations stringMap, opts ApplyOptions) decision {
 	desired := metadataStrings(obj, "labels")
+	own := sameOrigin(labels, desired) || orphanedByTrigger(labels, desired, opts.Alive)
+	reclaim := !own && opts.Claimed != nil && opts.Claimed(desired.get(LabelTriggerUID), ObjectID(obj))
 	switch {
-	case !sameOrigin(labels, desired) && !orphanedByTrigger(labels, desired, opts.Alive):
+	case !own && !reclaim:
 		d := decision{action: Skipped, reason: notOwnedReason(labels)}
 		if labels.get(LabelManagedBy) == ManagedBy && annotations.get(AnnotationPolicy) != metadataStrings(obj, "annotations").get(AnnotationPolicy) {
 			d.owner = annotations.get(AnnotationPolicy)
@@ -535,7 +552,7 @@ func decideOwner(obj *unstructured.Unstructured, labels, annotations stringMap, 
 	case !opts.Synchronize:
 		return decision{action: Skipped, reason: reasonPresent}
 	}
-	return decision{}
+	return decision{reclaim: reclaim}
 }
 
 // change is the change of an object decided without a write.

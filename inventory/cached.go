@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"unique"
 
@@ -42,7 +43,11 @@ type Cached struct {
 	// source; createHeld: its fields are still held by the Update entry
 	// a create of Sprout's left (they must be handed over before an apply).
 	onDelete, clone, createHeld bool
-	body                        atomic.Pointer[cachedBody]
+	// intact: its policy labels name the policy its owner annotation does.
+	// One that stops being intact, or leaves the label-selected cache
+	// while its object stays, had its labels edited.
+	intact bool
+	body   atomic.Pointer[cachedBody]
 }
 
 // cachedBody is the rest of a Cached's object: its JSON, less the managed
@@ -90,6 +95,7 @@ func NewCached(obj *unstructured.Unstructured) (*Cached, error) {
 		onDelete:        labels.get(LabelGeneratedOnDelete) != "",
 		clone:           labels.get(LabelSourceUID) != "",
 		createHeld:      heldByCreate(obj),
+		intact:          originIntact(annotations.get(AnnotationPolicy), labels.get(LabelPolicyName), labels.get(LabelPolicyNamespace)),
 	}
 	delete(m, "managedFields")
 	content, err := json.Marshal(obj.Object)
@@ -129,6 +135,7 @@ func CachedFromJSON(raw []byte) (*Cached, error) {
 		triggerUID:      md.Labels.TriggerUID,
 		onDelete:        md.Labels.GeneratedOnDelete != "",
 		clone:           md.Labels.SourceUID != "",
+		intact:          originIntact(md.Annotations.Policy, md.Labels.PolicyName, md.Labels.PolicyNamespace),
 	}
 	c.setContent(content)
 	if len(md.ManagedFields) > 0 {
@@ -161,7 +168,24 @@ func cachedIdentity(obj runtime.Object) (*Cached, error) {
 		onDelete:        labels[LabelGeneratedOnDelete] != "",
 		clone:           labels[LabelSourceUID] != "",
 		createHeld:      slices.ContainsFunc(m.GetManagedFields(), isCreateEntry),
+		intact:          originIntact(annotations[AnnotationPolicy], labels[LabelPolicyName], labels[LabelPolicyNamespace]),
 	}, nil
+}
+
+// originIntact reports whether the policy labels of an object name the
+// policy its AnnotationPolicy does (Kind/name or Kind/namespace/name). It
+// runs for every object a watch brings: no allocation, and a label value
+// equal to the name needs no encoding.
+func originIntact(policy, label, namespace string) bool {
+	_, rest, ok := strings.Cut(policy, "/")
+	if !ok {
+		return false
+	}
+	ns, name, namespaced := strings.Cut(rest, "/")
+	if !namespaced {
+		ns, name = "", rest
+	}
+	return namespace == ns && (label == name || label == LabelValue(name))
 }
 
 // encode sets c's content: obj, of which c is made, as JSON without its
@@ -188,6 +212,8 @@ type cachedMetadata struct {
 		GeneratedOnDelete string `json:"sprout.dev/generated-on-delete"`
 		SourceUID         string `json:"generate.kyverno.io/source-uid"`
 		TriggerUID        string `json:"generate.kyverno.io/trigger-uid"`
+		PolicyName        string `json:"generate.kyverno.io/policy-name"`
+		PolicyNamespace   string `json:"sprout.dev/policy-namespace"`
 	} `json:"labels"`
 	Annotations struct {
 		Policy string `json:"sprout.dev/policy"`
@@ -319,6 +345,28 @@ func (c *Cached) GetResourceVersion() string { return c.resourceVersion }
 
 // Owner is the object's AnnotationPolicy: the policy that generated it.
 func (c *Cached) Owner() string { return c.owner }
+
+// TriggerUID is the object's LabelTriggerUID.
+func (c *Cached) TriggerUID() string { return c.triggerUID }
+
+// ID names the object as ObjectID does.
+func (c *Cached) ID() string {
+	if c.namespace != "" {
+		return c.kind.Value().Kind + "/" + c.namespace + "/" + c.name
+	}
+	return c.kind.Value().Kind + "/" + c.name
+}
+
+// Left reports whether next, the same object's next state in the cache
+// (nil: gone from it), no longer carries the origin c did: its owner
+// annotation, trigger label or policy labels were changed or removed. A
+// label-selected cache loses an object whose managed-by label is removed.
+func (c *Cached) Left(next *Cached) bool {
+	if !c.intact {
+		return false
+	}
+	return next == nil || !next.intact || next.owner != c.owner || next.triggerUID != c.triggerUID
+}
 
 func (c *Cached) key() objectKey { return objectKey{c.kind.Value().GroupKind(), c.namespace, c.name} }
 

@@ -163,7 +163,8 @@ type Controller struct {
 	// written are the resources each policy has generated objects of.
 	written map[policyKey]sets.Set[schema.GroupVersionResource]
 	// generated are the objects (per trigger) each non-synchronizing policy
-	// has created or found: they are never generated again.
+	// has created or found: they are never generated again; for a
+	// synchronizing policy, the objects it claims (ownership.go).
 	generated map[policyKey]sets.Set[string]
 	// deleted holds policies gone from their source until their sync has
 	// cleaned up after them.
@@ -185,6 +186,13 @@ type Controller struct {
 	waits      waits
 	// guard judges the roles generated bindings refer to.
 	guard roleGuard
+
+	// rebuilds are the policies whose records are rebuilt from their
+	// objects; selfTriggers, how many of its own objects each passed over.
+	rebuilds     rebuilds
+	selfTriggers selfTriggers
+	// syncs can stop the syncs under way of deleted policies.
+	syncs syncs
 }
 
 // New connects a Controller to the cluster at cfg. Nothing runs until Run.

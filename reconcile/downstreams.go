@@ -102,11 +102,15 @@ func (c *Controller) ensureDownstreamInformers(gvrs sets.Set[schema.GroupVersion
 				o, _ := old.(*inventory.Cached)
 				n, _ := obj.(*inventory.Cached)
 				if o == nil || n == nil || o.GetResourceVersion() != n.GetResourceVersion() {
+					c.departed(old, obj)
 					requeue(old) // an edit may have changed its owner
 					requeue(obj)
 				}
 			},
-			DeleteFunc: requeue,
+			DeleteFunc: func(obj any) {
+				c.departed(obj, nil) // deleted, or its managed-by label removed
+				requeue(obj)
+			},
 		})
 		c.downstream[gvr] = &triggerInformer{informer: inf, cancel: cancel}
 		go inf.RunWithContext(ctx)

@@ -35,6 +35,13 @@ type generation struct {
 	mapErr, applyErr          error
 	// verdicts are the guard's on the roles bindings refer to.
 	verdicts *verdicts
+	// rebuilt: the policy's admissions were rebuilt from its objects in
+	// the resources it writes to (rebuildAdmissions); relearnt: that
+	// rebuild admitted triggers this sync did not match, or moved the
+	// policy's beginning, so its desired set is not whole. cp is then the
+	// policy as rebuilt.
+	rebuilt, relearnt bool
+	cp                *compiledPolicy
 }
 
 func (g *generation) evalErr() error   { return joinSorted(g.evalErrs) }
@@ -76,6 +83,9 @@ func (c *Controller) generate(ctx context.Context, key policyKey, cp *compiledPo
 	}()
 	recorded := -1 // resources the record named at the last save
 	for start, size := 0, firstPart; start == 0 || start < len(triggers); size = min(2*size, maxPart) {
+		if err := ctx.Err(); err != nil {
+			return g, err // stopped: the policy deleted, or Sprout stopping
+		}
 		part := triggers[start:min(start+size, len(triggers))]
 		start += max(len(part), 1)
 		want := c.desired(ctx, cp, part, reader, limit, g)
@@ -94,6 +104,15 @@ func (c *Controller) generate(ctx context.Context, key policyKey, cp *compiledPo
 		}
 
 		written, ready := c.track(ctx, key, gvrs)
+		if ready && c.rebuilds.pending(key) {
+			// Before the record is written from what this sync knows.
+			var learnt bool
+			cp, learnt = c.rebuildAdmissions(key, cp)
+			g.rebuilt, g.relearnt, g.cp = written > 0, g.relearnt || learnt, cp
+			if learnt {
+				recorded = -1
+			}
+		}
 		if written != recorded {
 			// Unchanged, a record costs no request, but building it
 			// costs a list of every trigger admitted: once per resource.
@@ -111,6 +130,9 @@ func (c *Controller) generate(ctx context.Context, key policyKey, cp *compiledPo
 			toWrite = c.notYetGenerated(key, desired)
 		}
 		opts := inventory.ApplyOptions{Synchronize: sync, Alive: alive, Round: round, Settled: want.settled}
+		if sync {
+			opts.Claimed = c.claimedBy(key)
+		}
 		p := &partApply{want: want, done: make(chan struct{})}
 		go func() {
 			defer close(p.done)

@@ -89,6 +89,8 @@ func (h policyHandler) Delete(p sources.Policy) {
 	c.mu.Unlock()
 	c.admitted.forget(key)
 	c.tombstones.forget(key)
+	c.rebuilds.done(key)
+	c.stopSync(key) // a sync under way writes nothing more
 	c.log.Info("policy deleted", "policy", key.String(), "source", p.Source)
 	c.queue.Add(key)
 }

@@ -47,6 +47,8 @@ type triggerMemo struct {
 	matchKnown     bool
 	selected       bool
 	matchNamespace *corev1.Namespace
+	// self: not selected because the policy generated the object.
+	self bool
 
 	// evaluated is the kept evaluation, or nil.
 	evaluated *evaluation

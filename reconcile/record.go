@@ -26,6 +26,7 @@ type retired struct {
 func (c *Controller) startRecords(ctx context.Context) cache.DoneChecker {
 	inf := dynamicinformer.NewFilteredDynamicInformer(c.dynamic, sproutv1alpha1.PolicyInventories, metav1.NamespaceAll, 0, cache.Indexers{}, nil).Informer()
 	c.records = inventory.NewRecords(c.dynamic, inf.GetStore(), c.opts.RecordShardSize)
+	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{DeleteFunc: c.recordDeleted})
 	go inf.RunWithContext(ctx)
 	return inf.HasSyncedChecker()
 }
@@ -49,8 +50,14 @@ func (c *Controller) record(key policyKey) *sproutv1alpha1.PolicyInventory {
 // the same policy object (same UID), the triggers events admitted and what
 // it has generated. A policy deleted and created again under the same name
 // starts afresh but still finds the objects of its predecessor.
+//
+// A policy without a record, or whose record is still being rebuilt,
+// rebuilds it from its objects before it prunes anything (rebuild.go).
 func (c *Controller) restore(key policyKey, uid string) {
 	rec := c.record(key)
+	if rec == nil || rec.Labels[LabelRebuilding] != "" {
+		c.rebuilds.start(key)
+	}
 	if rec == nil {
 		return
 	}
@@ -85,6 +92,9 @@ func (c *Controller) saveRecord(ctx context.Context, key policyKey, cp *compiled
 	rec := &sproutv1alpha1.PolicyInventory{}
 	spec := cp.policy.PolicySpec()
 	rec.Labels = map[string]string{inventory.LabelManagedBy: inventory.ManagedBy}
+	if c.rebuilds.pending(key) {
+		rec.Labels[LabelRebuilding] = "true"
+	}
 	rec.Spec = sproutv1alpha1.PolicyInventorySpec{
 		Policy:      sproutv1alpha1.PolicyReference{Kind: key.Kind, Namespace: key.Namespace, Name: key.Name, UID: string(cp.policy.GetUID())},
 		Source:      cp.source,

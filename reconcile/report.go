@@ -115,7 +115,7 @@ func (c *Controller) runStatusWorker(ctx context.Context) {
 			return
 		}
 		if p, ok := c.reports.take(key); ok {
-			if err := c.report(ctx, key, p.cp, p.out); err != nil && ctx.Err() == nil {
+			if err := c.report(ctx, key, p.cp, p.out); err != nil && ctx.Err() == nil && c.running(key, p.cp) {
 				c.log.Error("status not written", "policy", key.String(), "error", err.Error())
 				c.reports.putBack(key, p)
 				c.statusQueue.AddRateLimited(key)
@@ -128,9 +128,22 @@ func (c *Controller) runStatusWorker(ctx context.Context) {
 	}
 }
 
+// running reports whether cp's policy still runs: the outcome of a policy
+// deleted since has nowhere to go, neither the policy nor its record.
+func (c *Controller) running(key policyKey, cp *compiledPolicy) bool {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	cur := c.policies[key]
+	return cur != nil && cur.policy.GetUID() == cp.policy.GetUID()
+}
+
 // report writes the outcome of a sync to the policy's status and to its
-// record's at the same time: two objects, each a request or none.
+// record's at the same time: two objects, each a request or none. The
+// outcome of a policy deleted since is not written.
 func (c *Controller) report(ctx context.Context, key policyKey, cp *compiledPolicy, out outcome) error {
+	if !c.running(key, cp) {
+		return nil
+	}
 	var statusErr error
 	var wg sync.WaitGroup
 	wg.Go(func() { statusErr = c.reportStatus(ctx, c.freshest(key, cp), out) })

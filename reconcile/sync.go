@@ -82,6 +82,9 @@ func (c *Controller) sync(ctx context.Context, key policyKey) error {
 	if !c.triggersSynced(cp) {
 		return errWaiting
 	}
+	outer := ctx
+	ctx, end := c.beginSync(ctx, key, cp)
+	defer end()
 
 	phase := c.metrics.phases()
 	triggers, matchErr := c.matchingTriggers(cp)
@@ -106,9 +109,18 @@ func (c *Controller) sync(ctx context.Context, key policyKey) error {
 	reader := newCacheReader(c, as, cp.scope())
 	g, err := c.generate(ctx, key, cp, triggers, w, reader, phase)
 	c.setDependencies(key, reader.resources())
+	if ctx.Err() != nil && outer.Err() == nil {
+		// The policy was deleted: its last sync, queued, prunes what this
+		// one wrote; nothing more is written for it.
+		c.log.Info("sync stopped: policy deleted", "policy", key.String())
+		return nil
+	}
 	c.guard.remember(key, g.verdicts, err == nil)
 	if err != nil {
 		return err
+	}
+	if g.cp != nil {
+		cp = g.cp // its beginning rebuilt from its objects
 	}
 	sync := cp.policy.PolicySpec().Synchronize()
 	if sync {
@@ -123,7 +135,23 @@ func (c *Controller) sync(ctx context.Context, key policyKey) error {
 	// object missing from a partial set is not unwanted, only unknown.
 	changes := g.changes
 	var pruneErr error
-	if sync && errors.Join(matchErr, evalErr, refuseErr, mapErr, applyErr) == nil {
+	complete := errors.Join(matchErr, evalErr, refuseErr, mapErr, applyErr) == nil
+	if c.rebuilds.pending(key) {
+		// A record lost: nothing is pruned until the objects have told
+		// which triggers the policy generated for, and a sync has matched
+		// them all.
+		switch {
+		case g.relearnt:
+			c.queue.Add(key)
+			complete = false
+		case g.rebuilt && complete:
+			c.rebuilds.done(key)
+		default:
+			complete = false
+		}
+	}
+	if sync && complete {
+		c.retainClaims(key, changes)
 		var pruned inventory.ChangeSet
 		pruned, pruneErr = c.prune(ctx, w, key, cp)
 		changes.Changes = append(changes.Changes, pruned.Changes...)
@@ -289,7 +317,7 @@ func (c *Controller) finalize(ctx context.Context, key policyKey, gone retired) 
 		if _, ready := c.track(ctx, key, written); !ready {
 			return errWaiting
 		}
-		owned, err := c.owned(key)
+		owned, err := c.ownedLive(ctx, key)
 		if err != nil {
 			return err
 		}
@@ -367,6 +395,8 @@ func (c *Controller) matchingTriggers(cp *compiledPolicy) ([]trigger, error) {
 	}
 	var out []trigger
 	var errs []error
+	self := 0 // the policy's own objects, passed over
+	defer func() { c.reportSelfTriggers(key, cp, self) }()
 	for _, gvr := range cp.triggers {
 		c.mu.RLock()
 		ti := c.informer[c.watchKeyOf(cp.scope(), gvr)]
@@ -397,6 +427,9 @@ func (c *Controller) matchingTriggers(cp *compiledPolicy) ([]trigger, error) {
 				continue
 			}
 			if !ok {
+				if m.self {
+					self++
+				}
 				continue
 			}
 			if derivedBefore && !derived && !listed {
@@ -436,6 +469,10 @@ func (c *Controller) selects(cp *compiledPolicy, gvr schema.GroupVersionResource
 	ok, err := c.matcher.matches(crit, gvr, admission.Create, u.kind.Value(), u.selectable(crit.readsLabels()))
 	if err != nil {
 		return false, err
+	}
+	if ok && generatedBy(cp, u) {
+		m.matchKnown, m.selected, m.self, m.matchNamespace = true, false, true, ns
+		return false, nil
 	}
 	m.matchKnown, m.selected, m.matchNamespace = true, ok, ns
 	return ok, nil

@@ -97,7 +97,10 @@ type PolicyInventorySpec struct {
 
 	// Generated are the objects a non-synchronizing policy has generated,
 	// as "<trigger UID> <Kind>/<namespace>/<name>": it never generates them
-	// again, so one a user deleted stays deleted.
+	// again, so one a user deleted stays deleted. For a synchronizing
+	// policy, the objects it generated that left its origin (labels
+	// removed or changed, deleted) while it still wants them: it claims
+	// them whatever labels they carry, and writes them back.
 	// +optional
 	Generated []string `json:"generated,omitempty"`
 

@@ -1,0 +1,83 @@
+package reconcile
+
+import (
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/sprout-gitops/sprout/inventory"
+)
+
+// A synchronizing policy's objects are found by their labels, but labels
+// are anyone's to edit who may edit the object: an object whose
+// managed-by label is removed leaves the label-selected cache, and would
+// be judged someone else's, never written again. So when one of a running
+// synchronizing policy's objects leaves its origin (its labels or owner
+// annotation changed or removed, or the object deleted), the policy claims
+// its name for its trigger: the claim is kept in c.generated, saved in the
+// record's spec.generated, and a claimed object is written back, labels
+// and content, whatever labels it carries (inventory.ApplyOptions.Claimed).
+// A claim lasts while the policy wants the object.
+
+// departed claims, for the policy that generated it, an object the
+// downstream cache held as old and now holds as next (nil: gone from the
+// cache), when next no longer carries old's origin.
+func (c *Controller) departed(old, next any) {
+	if t, ok := old.(cache.DeletedFinalStateUnknown); ok {
+		old = t.Obj
+	}
+	o, ok := old.(*inventory.Cached)
+	if !ok {
+		return
+	}
+	n, _ := next.(*inventory.Cached)
+	if !o.Left(n) {
+		return
+	}
+	key, ok := parsePolicyKey(o.Owner())
+	if !ok {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	cp := c.policies[key]
+	if cp == nil || !cp.policy.PolicySpec().Synchronize() {
+		return // a policy that does not synchronize never writes it again anyway
+	}
+	if c.generated[key] == nil {
+		c.generated[key] = sets.New[string]()
+	}
+	c.generated[key].Insert(generatedID(o.ID(), o.TriggerUID()))
+}
+
+// claimedBy answers inventory's question for a policy: does its record
+// claim the object id for the trigger?
+func (c *Controller) claimedBy(key policyKey) func(triggerUID, id string) bool {
+	return func(triggerUID, id string) bool {
+		c.mu.RLock()
+		defer c.mu.RUnlock()
+		return c.generated[key].Has(generatedID(id, triggerUID))
+	}
+}
+
+// retainClaims drops the claims of a synchronizing policy on objects its
+// complete desired set (changes) no longer holds: pruned, or no longer
+// generated.
+func (c *Controller) retainClaims(key policyKey, changes inventory.ChangeSet) {
+	c.mu.RLock()
+	n := c.generated[key].Len()
+	c.mu.RUnlock()
+	if n == 0 {
+		return // the usual case: nothing built
+	}
+	desired := sets.New[string]()
+	for _, ch := range changes.Changes {
+		desired.Insert(generatedID(ch.ID, ch.TriggerUID))
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for id := range c.generated[key] {
+		if !desired.Has(id) {
+			c.generated[key].Delete(id)
+		}
+	}
+}

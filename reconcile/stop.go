@@ -1,0 +1,85 @@
+package reconcile
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/sprout-gitops/sprout/inventory"
+)
+
+// A sync under way when its policy is deleted stops writing: its context
+// is cancelled, so that no part of its triggers is applied after the one
+// under way (Applier.Apply starts no object once its context ends), and
+// the policy's last sync, queued by the deletion, prunes what it wrote.
+
+// syncs holds the cancel functions of the syncs under way, by policy.
+type syncs struct {
+	mu     sync.Mutex
+	cancel map[policyKey]context.CancelFunc
+}
+
+// begin returns the context of a sync of cp's policy, cancelled when the
+// policy is deleted, and the function that ends it.
+func (c *Controller) beginSync(ctx context.Context, key policyKey, cp *compiledPolicy) (context.Context, func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	c.syncs.mu.Lock()
+	if c.syncs.cancel == nil {
+		c.syncs.cancel = map[policyKey]context.CancelFunc{}
+	}
+	c.syncs.cancel[key] = cancel
+	c.syncs.mu.Unlock()
+	if !c.running(key, cp) {
+		cancel() // deleted between the read of the policy and now
+	}
+	return ctx, func() {
+		c.syncs.mu.Lock()
+		delete(c.syncs.cancel, key)
+		c.syncs.mu.Unlock()
+		cancel()
+	}
+}
+
+// stopSync cancels the sync of a policy under way, if any.
+func (c *Controller) stopSync(key policyKey) {
+	c.syncs.mu.Lock()
+	defer c.syncs.mu.Unlock()
+	if cancel := c.syncs.cancel[key]; cancel != nil {
+		cancel()
+	}
+}
+
+// ownedLive lists, from the API server rather than the caches, the objects
+// the policy generated in the resources it has written to: the last sync
+// of a deleted policy must find the objects a sync stopped by the deletion
+// wrote a moment ago, which the caches may not hold yet.
+func (c *Controller) ownedLive(ctx context.Context, key policyKey) ([]*inventory.Cached, error) {
+	c.mu.RLock()
+	written := c.written[key].UnsortedList()
+	c.mu.RUnlock()
+	selector := labels.Set{inventory.LabelManagedBy: inventory.ManagedBy, inventory.LabelPolicyName: inventory.LabelValue(key.Name)}
+	if key.Namespace != "" {
+		selector[inventory.LabelPolicyNamespace] = key.Namespace
+	}
+	var out []*inventory.Cached
+	for _, gvr := range written {
+		list, err := c.dynamic.Resource(gvr).List(ctx, metav1.ListOptions{LabelSelector: selector.String()})
+		if err != nil {
+			return nil, fmt.Errorf("%s: list: %w", resourceName(gvr), err)
+		}
+		for i := range list.Items {
+			o, err := inventory.NewCached(&unstructured.Unstructured{Object: list.Items[i].Object})
+			if err != nil {
+				return nil, err
+			}
+			if owner, ok := ownerOf(o); ok && owner == key {
+				out = append(out, o)
+			}
+		}
+	}
+	return out, nil
+}
