@@ -25,7 +25,9 @@ func TestGitRefusesCommittedLinks(t *testing.T) {
 		wantErr string
 	}{
 		{name: "a relative link to /dev/zero", path: "policies",
-			commit:  func(r *gittest.Repo) { r.CommitLink("zero", "policies/zero.yaml", strings.Repeat("../", 40)+"dev/zero") },
+			commit: func(r *gittest.Repo) {
+				r.CommitLink("zero", "policies/zero.yaml", strings.Repeat("../", 40)+"dev/zero")
+			},
 			wantErr: "policies/zero.yaml: a symbolic link; only regular files are read"},
 		{name: "an absolute link out of the checkout", path: "",
 			commit:  func(r *gittest.Repo) { r.CommitLink("passwd", "passwd.yaml", "/etc/passwd") },

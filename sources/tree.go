@@ -5,7 +5,10 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"os"
 	"path"
+	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -122,6 +125,43 @@ func readTree(walk walkFunc, dir string, match func(name string) bool, lim Limit
 		return nil, &RejectedError{Err: errors.Join(refused...)}
 	}
 	return readEntries(wanted, lim)
+}
+
+// ReadFiles reads what `sprout render` is given. A file named is read
+// whole, whatever it is, since it was named (a link, a pipe from the shell),
+// up to lim.FileSize. A folder is read as a folder source reads one, by
+// readTree, for the files whose names end in one of exts. Each File's Path
+// is name joined with its path in the folder.
+func ReadFiles(name string, exts []string, lim Limits) ([]File, error) {
+	info, err := os.Stat(name)
+	if err != nil {
+		return nil, err
+	}
+	if !info.IsDir() {
+		f, err := os.Open(name)
+		if err != nil {
+			return nil, err
+		}
+		data, err := readEntry(entry{path: name, open: func() (io.ReadCloser, error) { return f, nil }}, lim.FileSize)
+		if err != nil {
+			return nil, err
+		}
+		return []File{{Path: name, Data: data}}, nil
+	}
+	root, err := os.OpenRoot(name)
+	if err != nil {
+		return nil, err
+	}
+	defer root.Close()
+	match := func(base string) bool { return slices.Contains(exts, path.Ext(base)) }
+	files, err := readTree(rootWalk(root), ".", match, lim)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	for i := range files {
+		files[i].Path = filepath.Join(name, filepath.FromSlash(files[i].Path))
+	}
+	return files, nil
 }
 
 // readEntries reads each listed file through its limits: what was listed
