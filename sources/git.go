@@ -222,16 +222,32 @@ func (g *GitSource) auth(ctx context.Context) (transport.AuthMethod, error) {
 	return auth, nil
 }
 
+// clonePattern matches the temporary folders clones are made in.
+const clonePattern = "sprout-git-*"
+
 // withClone clones into a temporary folder, hands the repository to read
-// and removes the folder: no clone is left behind. Nothing is checked out:
-// policies are read from the objects (load), so no file or link of the
-// repository is ever written to disk.
-func (g *GitSource) withClone(ctx context.Context, opts *git.CloneOptions, read func(repo *git.Repository) error) error {
-	dir, err := os.MkdirTemp("", "sprout-git-")
+// and removes the folder: no clone is left behind, whether read returns,
+// fails or panics (a panic is the check's error, not the process's end).
+// Folders left by a killed process are removed first (sweepClones). Nothing
+// is checked out: policies are read from the objects (load), so no file or
+// link of the repository is ever written to disk.
+func (g *GitSource) withClone(ctx context.Context, opts *git.CloneOptions, read func(repo *git.Repository) error) (err error) {
+	sweepClones(os.TempDir())
+	dir, err := os.MkdirTemp("", clonePattern)
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(dir)
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%s: reading the clone failed: %v", g.opts.URL, r)
+		}
+	}()
+	unlock, err := lockClone(dir)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	worktree := osfs.New(dir)
 	dot, err := worktree.Chroot(git.GitDirName)
 	if err != nil {
