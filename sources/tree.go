@@ -81,7 +81,7 @@ type walkFunc func(dir string, fn func(entry) error) error
 // RejectedErrors; those reading it (a file gone meanwhile) are not. Files
 // come back sorted by path.
 func readTree(walk walkFunc, dir string, match func(name string) bool, lim Limits) ([]File, error) {
-	var wanted []entry
+	var wanted []sized
 	var refused []error
 	var total int64
 	err := walk(dir, func(e entry) error {
@@ -111,7 +111,7 @@ func readTree(walk walkFunc, dir string, match func(name string) bool, lim Limit
 			if total += size; total > lim.TotalSize {
 				return &RejectedError{Err: fmt.Errorf("%s: the files up to this one hold more than the %d bytes one revision may have", e.path, lim.TotalSize)}
 			}
-			wanted = append(wanted, e)
+			wanted = append(wanted, sized{e, size})
 		}
 		if len(refused) == maxEntryErrors {
 			return &RejectedError{Err: errors.Join(append(refused, fmt.Errorf("(stopped at %d refused files)", maxEntryErrors))...)}
@@ -142,7 +142,7 @@ func ReadFiles(name string, exts []string, lim Limits) ([]File, error) {
 		if err != nil {
 			return nil, err
 		}
-		data, err := readEntry(entry{path: name, open: func() (io.ReadCloser, error) { return f, nil }}, lim.FileSize)
+		data, err := readEntry(entry{path: name, open: func() (io.ReadCloser, error) { return f, nil }}, info.Size(), lim.FileSize)
 		if err != nil {
 			return nil, err
 		}
@@ -164,13 +164,20 @@ func ReadFiles(name string, exts []string, lim Limits) ([]File, error) {
 	return files, nil
 }
 
+// sized is an entry to read and the size it was listed with.
+type sized struct {
+	entry
+	size int64
+}
+
 // readEntries reads each listed file through its limits: what was listed
 // may have grown since.
-func readEntries(wanted []entry, lim Limits) ([]File, error) {
+func readEntries(wanted []sized, lim Limits) ([]File, error) {
 	files := make([]File, 0, len(wanted))
 	var total int64
-	for _, e := range wanted {
-		data, err := readEntry(e, lim.FileSize)
+	for _, w := range wanted {
+		e := w.entry
+		data, err := readEntry(e, w.size, lim.FileSize)
 		if err != nil {
 			return nil, err
 		}
@@ -183,15 +190,29 @@ func readEntries(wanted []entry, lim Limits) ([]File, error) {
 	return files, nil
 }
 
-func readEntry(e entry, limit int64) ([]byte, error) {
+// readEntry reads one file, up to limit bytes. size is what it was listed
+// with: reading into that much at once allocates it once, not twice over
+// as a growing slice would.
+func readEntry(e entry, size, limit int64) ([]byte, error) {
 	r, err := e.open()
 	if err != nil {
 		return nil, err
 	}
 	defer r.Close()
-	data, err := io.ReadAll(io.LimitReader(r, limit+1))
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", e.path, err)
+	lr := io.LimitReader(r, limit+1)
+	data := make([]byte, 0, min(size, limit)+1) // one more: to see that it grew
+	for {
+		if len(data) == cap(data) {
+			data = append(data, 0)[:len(data)]
+		}
+		n, err := lr.Read(data[len(data):cap(data)])
+		data = data[:len(data)+n]
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", e.path, err)
+		}
 	}
 	if int64(len(data)) > limit {
 		return nil, &RejectedError{Err: tooBig(e.path, int64(len(data)), limit)}
