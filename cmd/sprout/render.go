@@ -43,7 +43,9 @@ func newRenderCommand() *cobra.Command {
 		Long: `Evaluate policies against trigger objects from files, without a cluster, and print
 every object they would generate, with the labels Sprout would set. resource.Get and
 resource.List read the --context objects (and the triggers). Files may hold several
-YAML documents; a folder is read recursively (*.yaml, *.yml, *.json).
+YAML documents; a folder is read recursively (*.yaml, *.yml, *.json) as Sprout
+reads a policy folder: hidden folders skipped, and a link, pipe or device among
+those files is an error.
 
 Exits non-zero, naming the policy and field path, when a policy is invalid or an
 evaluation fails: run it in CI on every pull request that changes a policy.`,
