@@ -2,7 +2,6 @@ package sources
 
 import (
 	"context"
-	"os"
 	"time"
 
 	apiv1 "github.com/sprout-gitops/sprout/api/policies/v1"
@@ -22,7 +21,7 @@ var _ Source = (*DirectorySource)(nil)
 func NewDirectory(dir string, interval time.Duration) *DirectorySource {
 	name := "dir:" + dir
 	return &DirectorySource{dir: dir, poller: newPoller(name, interval, func(_ context.Context, last string) ([]apiv1.Policy, string, bool, error) {
-		policies, revision, err := Load(os.DirFS(dir), ".")
+		policies, revision, err := LoadFolder(dir)
 		if err != nil {
 			return nil, "", false, err
 		}

@@ -14,6 +14,7 @@ import (
 	"github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/cache"
+	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/go-git/go-git/v5/plumbing/transport"
 	"github.com/go-git/go-git/v5/storage"
 	"github.com/go-git/go-git/v5/storage/filesystem"
@@ -52,7 +53,7 @@ type GitOptions struct {
 
 // GitSource polls a Git repository. It asks the remote which commit the ref
 // points to first, and fetches only when that moved: a shallow clone of the
-// one ref into a temporary folder, read with Load and removed at once.
+// one ref into a temporary folder, read like a folder and removed at once.
 type GitSource struct {
 	*poller
 	opts   GitOptions
@@ -143,16 +144,21 @@ func (g *GitSource) fetch(ctx context.Context, last string) ([]apiv1.Policy, str
 		SingleBranch:  true,
 		Depth:         1,
 		Tags:          git.NoTags,
+		NoCheckout:    true,
 	}
 	var policies []apiv1.Policy
-	err = g.withClone(ctx, clone, func(repo *git.Repository, dir string) error {
+	err = g.withClone(ctx, clone, func(repo *git.Repository) error {
 		head, err := repo.Head()
 		if err != nil {
 			return err
 		}
 		// The commit cloned, should the ref have moved since it was listed.
 		revision = ref.Short() + "@sha1:" + head.Hash().String()
-		policies, err = g.load(dir, revision)
+		commit, err := repo.CommitObject(head.Hash())
+		if err != nil {
+			return err
+		}
+		policies, err = g.load(repo, commit, revision)
 		return err
 	})
 	if err != nil {
@@ -165,7 +171,7 @@ func (g *GitSource) fetch(ctx context.Context, last string) ([]apiv1.Policy, str
 // without a word to the remote. Fetching one commit shallowly needs the
 // server to allow it (uploadpack.allowReachableSHA1InWant), so the branch is
 // cloned whole instead — every branch when none is given, as Flux does — and
-// the commit checked out.
+// the commit read.
 func (g *GitSource) fetchCommit(ctx context.Context, last string) ([]apiv1.Policy, string, bool, error) {
 	revision := "sha1:" + g.commit.String()
 	if g.opts.Branch != "" {
@@ -188,20 +194,14 @@ func (g *GitSource) fetchCommit(ctx context.Context, last string) ([]apiv1.Polic
 		where = "branch " + g.opts.Branch
 	}
 	var policies []apiv1.Policy
-	err = g.withClone(ctx, clone, func(repo *git.Repository, dir string) error {
-		if _, err := repo.CommitObject(g.commit); errors.Is(err, plumbing.ErrObjectNotFound) {
+	err = g.withClone(ctx, clone, func(repo *git.Repository) error {
+		commit, err := repo.CommitObject(g.commit)
+		if errors.Is(err, plumbing.ErrObjectNotFound) {
 			return fmt.Errorf("%s has no commit %s on %s", g.opts.URL, g.commit, where)
 		} else if err != nil {
 			return err
 		}
-		wt, err := repo.Worktree()
-		if err != nil {
-			return err
-		}
-		if err := wt.Checkout(&git.CheckoutOptions{Hash: g.commit, Force: true}); err != nil {
-			return fmt.Errorf("check out %s: %w", g.commit, err)
-		}
-		policies, err = g.load(dir, revision)
+		policies, err = g.load(repo, commit, revision)
 		return err
 	})
 	if err != nil {
@@ -222,20 +222,41 @@ func (g *GitSource) auth(ctx context.Context) (transport.AuthMethod, error) {
 	return auth, nil
 }
 
+// clonePattern matches the temporary folders clones are made in.
+const clonePattern = "sprout-git-*"
+
 // withClone clones into a temporary folder, hands the repository to read
-// and removes the folder: no working tree is left behind.
-func (g *GitSource) withClone(ctx context.Context, opts *git.CloneOptions, read func(repo *git.Repository, dir string) error) error {
-	dir, err := os.MkdirTemp("", "sprout-git-")
+// and removes the folder: no clone is left behind, whether read returns,
+// fails or panics (a panic is the check's error, not the process's end).
+// Folders left by a killed process are removed first (sweepClones). Nothing
+// is checked out: policies are read from the objects (load), so no file or
+// link of the repository is ever written to disk.
+func (g *GitSource) withClone(ctx context.Context, opts *git.CloneOptions, read func(repo *git.Repository) error) (err error) {
+	sweepClones(os.TempDir())
+	dir, err := os.MkdirTemp("", clonePattern)
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(dir)
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%s: reading the clone failed: %v", g.opts.URL, r)
+		}
+	}()
+	unlock, err := lockClone(dir)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	worktree := osfs.New(dir)
 	dot, err := worktree.Chroot(git.GitDirName)
 	if err != nil {
 		return err
 	}
-	store := unindexedStorage{filesystem.NewStorage(dot, cache.NewObjectLRUDefault())}
+	// A blob over MaxFileSize is read lazily, so looking it up for its size
+	// does not read it.
+	fsStore := filesystem.NewStorageWithOptions(dot, cache.NewObjectLRUDefault(), filesystem.Options{LargeObjectThreshold: MaxFileSize})
+	store := unindexedStorage{fsStore}
 	repo, err := git.CloneContext(ctx, store, worktree, opts)
 	if err != nil {
 		ref := opts.ReferenceName.Short()
@@ -244,7 +265,7 @@ func (g *GitSource) withClone(ctx context.Context, opts *git.CloneOptions, read 
 		}
 		return fmt.Errorf("clone %s at %s: %w", g.opts.URL, ref, err)
 	}
-	return read(repo, dir)
+	return read(repo)
 }
 
 // unindexedStorage is a repository's storage without its PackfileWriter, so
@@ -258,10 +279,15 @@ func (g *GitSource) withClone(ctx context.Context, opts *git.CloneOptions, read 
 // one costs little.
 type unindexedStorage struct{ storage.Storer }
 
-// load reads the policies under Path of a checkout, whole or not at all.
-func (g *GitSource) load(dir, revision string) ([]apiv1.Policy, error) {
+// load reads the policies under Path of a commit, whole or not at all,
+// from its objects through readTree, as a folder is read.
+func (g *GitSource) load(repo *git.Repository, commit *object.Commit, revision string) ([]apiv1.Policy, error) {
 	root := path.Clean(strings.TrimPrefix(g.opts.Path, "/")) // "." when empty
-	policies, _, err := Load(os.DirFS(dir), root)
+	tree, err := commit.Tree()
+	if err != nil {
+		return nil, fmt.Errorf("%s at %s: %w", g.opts.URL, revision, err)
+	}
+	policies, _, err := loadTree(gitWalk(repo.Storer, tree), root)
 	if err != nil {
 		return nil, fmt.Errorf("%s at %s: %w", g.opts.URL, revision, err)
 	}

@@ -7,19 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"path"
-	"sort"
-	"strings"
+	"os"
 
 	"k8s.io/apimachinery/pkg/types"
 
 	apiv1 "github.com/sprout-gitops/sprout/api/policies/v1"
 	"github.com/sprout-gitops/sprout/celenv"
 )
-
-// maxFileSize bounds one policy file: a larger one is an error, not a reason
-// to read gigabytes (YAML bombs and huge documents from a repository).
-const maxFileSize = 4 << 20
 
 // RejectedError is a revision refused for what it holds (a document that
 // does not decode, a policy that does not compile, a name used twice), as
@@ -31,63 +25,53 @@ func (e *RejectedError) Unwrap() error { return e.Err }
 
 // Load reads every policy below dir in fsys (files ending in .yaml or .yml,
 // recursively, several documents each) and compiles each one. It is all or
-// nothing: any file that does not decode, any policy that does not compile
-// and any name used twice fails the whole load, with every error named by
-// file, document and field path, so a broken revision never half applies.
-// The revision is a digest of the files read.
+// nothing: any file that is not a regular one or is too large (readTree),
+// any file that does not decode, any policy that does not compile and any
+// name used twice fails the whole load, with every error named by file,
+// document and field path, so a broken revision never half applies.
+// The revision is a digest of the files read. A folder on disk is read
+// with LoadFolder, which cannot be led out of it.
 func Load(fsys fs.FS, dir string) (policies []apiv1.Policy, revision string, err error) {
-	var files []string
-	err = fs.WalkDir(fsys, dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() {
-			if p != dir && strings.HasPrefix(d.Name(), ".") {
-				return fs.SkipDir // .git and friends
-			}
-			return nil
-		}
-		if ext := path.Ext(p); ext == ".yaml" || ext == ".yml" {
-			files = append(files, p)
-		}
-		return nil
-	})
+	return loadTree(fsWalk(fsys), dir)
+}
+
+// LoadFolder is Load of the folder dir on disk. dir itself may be a link
+// (a checkout switched by git-sync is one); nothing in it is read through
+// one.
+func LoadFolder(dir string) (policies []apiv1.Policy, revision string, err error) {
+	root, err := os.OpenRoot(dir)
 	if err != nil {
 		return nil, "", err
 	}
-	sort.Strings(files)
+	defer root.Close()
+	return loadTree(rootWalk(root), ".")
+}
+
+func loadTree(walk walkFunc, dir string) (policies []apiv1.Policy, revision string, err error) {
+	files, err := readTree(walk, dir, isPolicyFile, PolicyLimits)
+	if err != nil {
+		return nil, "", err
+	}
 	digest := sha256.New()
 	var errs []error
 	seen := map[string]string{}
 	for _, f := range files {
-		info, err := fs.Stat(fsys, f)
+		fmt.Fprintf(digest, "%s\x00%d\x00", f.Path, len(f.Data))
+		digest.Write(f.Data)
+		ps, err := apiv1.Decode(f.Data)
 		if err != nil {
-			return nil, "", err
-		}
-		if info.Size() > maxFileSize {
-			errs = append(errs, fmt.Errorf("%s: %d bytes, more than the %d a policy file may have", f, info.Size(), maxFileSize))
-			continue
-		}
-		data, err := fs.ReadFile(fsys, f)
-		if err != nil {
-			return nil, "", err
-		}
-		fmt.Fprintf(digest, "%s\x00%d\x00", f, len(data))
-		digest.Write(data)
-		ps, err := apiv1.Decode(data)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", f, err))
+			errs = append(errs, fmt.Errorf("%s: %w", f.Path, err))
 			continue
 		}
 		for _, p := range ps {
 			ref := celenv.PolicyRef(p)
 			if other, dup := seen[ref]; dup {
-				errs = append(errs, fmt.Errorf("%s: %s is also defined in %s", f, ref, other))
+				errs = append(errs, fmt.Errorf("%s: %s is also defined in %s", f.Path, ref, other))
 				continue
 			}
-			seen[ref] = f
+			seen[ref] = f.Path
 			if err := celenv.Compile(p).Err(); err != nil {
-				errs = append(errs, fmt.Errorf("%s: %w", f, err))
+				errs = append(errs, fmt.Errorf("%s: %w", f.Path, err))
 				continue
 			}
 			policies = append(policies, p)

@@ -71,7 +71,7 @@ func TestLoad(t *testing.T) {
 			files:   map[string]string{"a.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\n"},
 			wantErr: []string{"a.yaml", "is not one of policies.kyverno.io"}},
 		{name: "an oversize file rejects the revision",
-			files:   map[string]string{"big.yaml": "# " + strings.Repeat("x", maxFileSize)},
+			files:   map[string]string{"big.yaml": "# " + strings.Repeat("x", MaxFileSize)},
 			wantErr: []string{"big.yaml", "more than the"}},
 	}
 	for _, tt := range tests {

@@ -6,10 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
-	"os"
-	"path/filepath"
-	"sort"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -27,6 +23,7 @@ import (
 	"github.com/sprout-gitops/sprout/celenv"
 	"github.com/sprout-gitops/sprout/internal/manifest"
 	"github.com/sprout-gitops/sprout/reconcile"
+	"github.com/sprout-gitops/sprout/sources"
 )
 
 // renderOptions configure `sprout render`.
@@ -46,7 +43,9 @@ func newRenderCommand() *cobra.Command {
 		Long: `Evaluate policies against trigger objects from files, without a cluster, and print
 every object they would generate, with the labels Sprout would set. resource.Get and
 resource.List read the --context objects (and the triggers). Files may hold several
-YAML documents; a folder is read recursively (*.yaml, *.yml, *.json).
+YAML documents; a folder is read recursively (*.yaml, *.yml, *.json) as Sprout
+reads a policy folder: hidden folders skipped, and a link, pipe or device among
+those files is an error.
 
 Exits non-zero, naming the policy and field path, when a policy is invalid or an
 evaluation fails: run it in CI on every pull request that changes a policy.`,
@@ -184,10 +183,11 @@ func namespaceLister(objs []*unstructured.Unstructured) (listersv1.NamespaceList
 	return listersv1.NewNamespaceLister(indexer), nil
 }
 
-// readPolicies decodes every policy in the files and folders named.
+// readPolicies decodes every policy in the files and folders named, read
+// as a policy folder is (sources.ReadFiles).
 func readPolicies(paths []string) ([]apiv1.Policy, error) {
 	var out []apiv1.Policy
-	err := eachFile(paths, func(path string, data []byte) error {
+	err := eachFile(paths, sources.PolicyLimits, func(path string, data []byte) error {
 		ps, err := apiv1.Decode(data)
 		if err != nil {
 			return fmt.Errorf("%s: %w", path, err)
@@ -198,10 +198,15 @@ func readPolicies(paths []string) ([]apiv1.Policy, error) {
 	return out, err
 }
 
+// objectLimits bound the trigger and context files render reads: looser
+// than a policy revision's, since a dump of a cluster's objects is large,
+// but a bound still (a link to /dev/zero in a folder).
+var objectLimits = sources.Limits{FileSize: 256 << 20, TotalSize: 1 << 30, Files: 100_000}
+
 // readObjects reads every object in the files and folders named.
 func readObjects(paths []string) ([]*unstructured.Unstructured, error) {
 	var out []*unstructured.Unstructured
-	err := eachFile(paths, func(path string, data []byte) error {
+	err := eachFile(paths, objectLimits, func(path string, data []byte) error {
 		objs, err := manifest.Parse(data)
 		if err != nil {
 			return fmt.Errorf("%s: %w", path, err)
@@ -213,40 +218,16 @@ func readObjects(paths []string) ([]*unstructured.Unstructured, error) {
 }
 
 // eachFile calls fn for each named file, and each YAML or JSON file below each
-// named folder, in lexical order.
-func eachFile(paths []string, fn func(path string, data []byte) error) error {
+// named folder, in lexical order. Only regular files in a folder are read,
+// each folder within lim, as a folder source reads one.
+func eachFile(paths []string, lim sources.Limits, fn func(path string, data []byte) error) error {
 	for _, root := range paths {
-		info, err := os.Stat(root)
+		files, err := sources.ReadFiles(root, []string{".yaml", ".yml", ".json"}, lim)
 		if err != nil {
 			return err
 		}
-		var files []string
-		if !info.IsDir() {
-			files = []string{root}
-		} else {
-			err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-				if err != nil {
-					return err
-				}
-				switch filepath.Ext(path) {
-				case ".yaml", ".yml", ".json":
-					if !d.IsDir() {
-						files = append(files, path)
-					}
-				}
-				return nil
-			})
-			if err != nil {
-				return err
-			}
-			sort.Strings(files)
-		}
 		for _, f := range files {
-			data, err := os.ReadFile(f)
-			if err != nil {
-				return err
-			}
-			if err := fn(f, data); err != nil {
+			if err := fn(f.Path, f.Data); err != nil {
 				return err
 			}
 		}

@@ -7,7 +7,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 var update = flag.Bool("update", false, "rewrite fixtures/*/expected.yaml from sprout render's output")
@@ -106,6 +108,72 @@ func TestRenderJSONAndErrors(t *testing.T) {
 			_, err := run(tt.args...)
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("want error containing %q, got %v", tt.want, err)
+			}
+		})
+	}
+}
+
+// TestRenderRefusesLinksInAFolder: `sprout render` reads a folder as a
+// policy folder source does (issue #25, item 5): a link or a named pipe in
+// it ends the command with an error naming its path. Before, a link to
+// /dev/zero was read until the process died out of memory, and a named
+// pipe blocked it for ever.
+func TestRenderRefusesLinksInAFolder(t *testing.T) {
+	const policy = "../../fixtures/zk-kafka-address/policy.yaml"
+	const triggers = "../../fixtures/zk-kafka-address/triggers.yaml"
+	tests := []struct {
+		name string
+		// make fills dir, read with -p or -r.
+		make   func(t *testing.T, dir string)
+		policy bool
+		want   string
+	}{
+		{name: "-p: a link to /dev/zero", policy: true, make: func(t *testing.T, dir string) {
+			if err := os.Symlink("/dev/zero", filepath.Join(dir, "zero.yaml")); err != nil {
+				t.Fatal(err)
+			}
+		}, want: "zero.yaml: a symbolic link; only regular files are read"},
+		{name: "-p: a named pipe", policy: true, make: func(t *testing.T, dir string) {
+			if err := syscall.Mkfifo(filepath.Join(dir, "pipe.yml"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}, want: "pipe.yml: a named pipe; only regular files are read"},
+		{name: "-r: a link out of the folder", make: func(t *testing.T, dir string) {
+			if err := os.Symlink("../../../../../../../../etc/passwd", filepath.Join(dir, "passwd.json")); err != nil {
+				t.Fatal(err)
+			}
+		}, want: "passwd.json: a symbolic link"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			data, err := os.ReadFile(policy)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, "good.yaml"), data, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			tt.make(t, dir)
+			args := []string{"render", "-p", policy, "-r", dir}
+			if tt.policy {
+				args = []string{"render", "-p", dir, "-r", triggers}
+			}
+			done := make(chan error, 1)
+			go func() {
+				root := newRootCommand()
+				root.SetArgs(args)
+				root.SetOut(&bytes.Buffer{})
+				root.SetErr(&bytes.Buffer{})
+				done <- root.ExecuteContext(context.Background())
+			}()
+			select {
+			case err = <-done:
+			case <-time.After(time.Minute):
+				t.Fatal("sprout render is blocked")
+			}
+			if err == nil || !strings.Contains(err.Error(), dir+": "+tt.want) {
+				t.Fatalf("want an error containing %q, got %v", dir+": "+tt.want, err)
 			}
 		})
 	}

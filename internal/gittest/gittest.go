@@ -79,6 +79,31 @@ func (r *Repo) Commit(msg string, files map[string]string) plumbing.Hash {
 	return h
 }
 
+// CommitLink commits a symbolic link at name to target (relative or
+// absolute, it need not exist) on the current branch.
+func (r *Repo) CommitLink(msg, name, target string) plumbing.Hash {
+	r.t.Helper()
+	wt, err := r.repo.Worktree()
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	p := filepath.Join(r.Dir, name)
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		r.t.Fatal(err)
+	}
+	if err := os.Symlink(target, p); err != nil {
+		r.t.Fatal(err)
+	}
+	if _, err := wt.Add(name); err != nil {
+		r.t.Fatal(err)
+	}
+	h, err := wt.Commit(msg, &git.CommitOptions{Author: signature()})
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return h
+}
+
 // Tag tags h with an annotated tag.
 func (r *Repo) Tag(name string, h plumbing.Hash) {
 	r.t.Helper()
