@@ -107,20 +107,8 @@ func (c *Controller) rebuildAdmissions(key policyKey, cp *compiledPolicy) (*comp
 // triggerCreation maps the UID of every cached trigger of the policy's
 // resources to when it was created.
 func (c *Controller) triggerCreation(cp *compiledPolicy) map[types.UID]time.Time {
-	c.mu.RLock()
-	defer c.mu.RUnlock()
 	out := map[types.UID]time.Time{}
-	for _, gvr := range cp.triggers {
-		ti := c.informer[c.watchKeyOf(cp.scope(), gvr)]
-		if ti == nil {
-			continue
-		}
-		for _, obj := range ti.informer.GetStore().List() {
-			if o, ok := obj.(*cachedObject); ok {
-				out[o.uid] = o.createdAt()
-			}
-		}
-	}
+	c.eachCachedTrigger(cp, func(o *cachedObject) { out[o.uid] = o.createdAt() })
 	return out
 }
 

@@ -236,21 +236,10 @@ const downstreamSyncWait = 2 * time.Second
 func (c *Controller) triggerExists(cp *compiledPolicy) func(string) bool {
 	var uids map[types.UID]struct{} // nil: cannot tell
 	gather := sync.OnceFunc(func() {
-		c.mu.RLock()
-		defer c.mu.RUnlock()
 		found := map[types.UID]struct{}{}
-		for _, gvr := range cp.triggers {
-			ti := c.informer[c.watchKeyOf(cp.scope(), gvr)]
-			if ti == nil {
-				return
-			}
-			for _, obj := range ti.informer.GetStore().List() {
-				if o, ok := obj.(*cachedObject); ok {
-					found[o.uid] = struct{}{}
-				}
-			}
+		if c.eachCachedTrigger(cp, func(o *cachedObject) { found[o.uid] = struct{}{} }) {
+			uids = found
 		}
-		uids = found
 	})
 	return func(uid string) bool {
 		gather()
@@ -260,6 +249,27 @@ func (c *Controller) triggerExists(cp *compiledPolicy) func(string) bool {
 		_, ok := uids[types.UID(uid)]
 		return ok
 	}
+}
+
+// eachCachedTrigger calls fn with every cached object of the policy's
+// trigger resources, and reports whether every one of them is watched.
+func (c *Controller) eachCachedTrigger(cp *compiledPolicy, fn func(*cachedObject)) bool {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	all := true
+	for _, gvr := range cp.triggers {
+		ti := c.informer[c.watchKeyOf(cp.scope(), gvr)]
+		if ti == nil {
+			all = false
+			continue
+		}
+		for _, obj := range ti.informer.GetStore().List() {
+			if o, ok := obj.(*cachedObject); ok {
+				fn(o)
+			}
+		}
+	}
+	return all
 }
 
 // notYetGenerated drops the objects a non-synchronizing policy has already
