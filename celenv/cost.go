@@ -32,6 +32,11 @@ const (
 	// JSON text. It is the API server's limit on a request: no object
 	// larger can be written anyway.
 	MaxValueBytes = 3 << 20
+	// MaxListElements bounds the elements of a list flatten builds, counted
+	// before it is built: nested lists share their elements, so a list of
+	// a few dozen values can stand for millions once flattened. It is
+	// cel-go's own bound on lists.range.
+	MaxListElements = 1_000_000
 )
 
 // Cost factors of Sprout's functions, in CEL's units: reading a string costs

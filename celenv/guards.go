@@ -22,6 +22,7 @@ var sizeGuards = map[string]func(args []ref.Val) error{
 	"replace": guardReplace,
 	"join":    guardJoin,
 	"format":  guardFormat,
+	"flatten": guardFlatten,
 }
 
 // sizeGuardOption plans every call of a guarded function as its check
@@ -132,6 +133,51 @@ func guardJoin(args []ref.Val) error {
 		}
 	}
 	return nil
+}
+
+// guardFlatten counts the elements list.flatten([depth]) makes, stopping
+// once they are over MaxListElements: the count visits no more than that
+// many leaves, however much the nested lists share.
+func guardFlatten(args []ref.Val) error {
+	l, ok := args[0].(traits.Lister)
+	if !ok {
+		return nil
+	}
+	depth := int64(1)
+	if len(args) == 2 {
+		if d, ok := args[1].(types.Int); ok {
+			depth = int64(d)
+		}
+	}
+	budget := int64(MaxListElements)
+	if !countFlat(l, depth, &budget) {
+		return fmt.Errorf("the result would have more than %d elements", MaxListElements)
+	}
+	return nil
+}
+
+// countFlat takes the elements l flattened to depth makes from budget,
+// and reports whether they fit.
+func countFlat(l traits.Lister, depth int64, budget *int64) bool {
+	n, ok := l.Size().(types.Int)
+	if !ok {
+		return true // not a list CEL built: flatten reports it
+	}
+	// By index rather than by iterator: an iterator is an allocation for
+	// each of the (many) inner lists visited.
+	for i := types.Int(0); i < n; i++ {
+		v := l.Get(i)
+		if inner, ok := v.(traits.Lister); ok && depth > 0 {
+			if !countFlat(inner, depth-1, budget) {
+				return false
+			}
+			continue
+		}
+		if *budget--; *budget < 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // guardFormat sizes format.format(args) by its arguments as JSON, about as

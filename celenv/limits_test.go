@@ -207,3 +207,40 @@ func TestBuildersAreBoundedBeforeTheyRun(t *testing.T) {
 		})
 	}
 }
+
+// TestFlattenIsBoundedBeforeItRuns: nested lists share their elements, so
+// 25 short variables stand for 2^24 strings; flatten counts what it would
+// make and refuses over celenv.MaxListElements before building any of it.
+func TestFlattenIsBoundedBeforeItRuns(t *testing.T) {
+	vars := []string{"l0", `["x"]`}
+	for i := 1; i <= 24; i++ {
+		vars = append(vars, fmt.Sprintf("l%d", i), fmt.Sprintf("[variables.l%d, variables.l%d]", i-1, i-1))
+	}
+	const cm = `{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm"}}`
+	for _, c := range []struct {
+		expr, err string
+	}{
+		{"variables.l24.flatten(30)", fmt.Sprintf("spec.variables[25].expression: flatten: the result would have more than %d elements", celenv.MaxListElements)},
+		{"variables.l10.flatten(30)", ""}, // 1,024 elements
+	} {
+		vars := append(append([]string{}, vars...), "out", c.expr)
+		p := celenv.Compile(policyWith(false, `generator.Apply("x", size(variables.out) > 0 ? [`+cm+`] : [])`, vars...))
+		if err := p.Err(); err != nil {
+			t.Fatal(err)
+		}
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		_, err := p.Evaluate(context.Background(), celenv.Input{Object: object("v1", "ConfigMap", "team", "cm").Object})
+		runtime.ReadMemStats(&after)
+		switch {
+		case c.err == "" && err != nil:
+			t.Errorf("%s: %v", c.expr, err)
+		case c.err != "" && (err == nil || !strings.Contains(err.Error(), c.err)):
+			t.Errorf("%s: want an error naming %q, got %.300v", c.expr, c.err, err)
+		}
+		if got := after.TotalAlloc - before.TotalAlloc; got > 64<<20 {
+			t.Errorf("%s allocated %d MiB", c.expr, got>>20)
+		}
+	}
+}
