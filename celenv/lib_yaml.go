@@ -63,7 +63,9 @@ func checkAliases(s string) error {
 	}
 	var doc yamlv3.Node
 	if err := yamlv3.Unmarshal([]byte(s), &doc); err != nil {
-		return nil // the parser proper says what is wrong
+		// The parser proper is another: what this one cannot read, it may
+		// read, with aliases uncounted.
+		return fmt.Errorf("its aliases cannot be counted: %w", err)
 	}
 	sizes := map[*yamlv3.Node]int{}
 	if n := expandedNodes(&doc, sizes, 0); n > MaxYAMLNodes {

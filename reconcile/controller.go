@@ -83,6 +83,10 @@ type Options struct {
 	// GeneratingPolicy may name in sprout.dev/service-account; none by
 	// default. Sprout's RBAC must let it impersonate them there too.
 	ServiceAccountNamespaces []string
+	// ProtectedNamespaces are namespaces whose Secrets, tokens and
+	// accounts are the cluster's (kube-system, Sprout's own): the binding
+	// guard judges a RoleBinding there as it judges a ClusterRoleBinding.
+	ProtectedNamespaces []string
 	// TriggerEvents also emits an Event on each trigger for what was
 	// generated for it; off by default, as it costs a write per trigger.
 	TriggerEvents bool
@@ -101,7 +105,8 @@ type Options struct {
 // DefaultOptions returns the options `sprout run` starts with.
 func DefaultOptions() Options {
 	return Options{Workers: 4, ResyncSchedule: "@hourly", MaxObjectsPerTrigger: DefaultMaxObjectsPerTrigger,
-		EvaluationTimeout: celenv.DefaultEvaluationTimeout, DefaultServiceAccount: DefaultServiceAccount}
+		EvaluationTimeout: celenv.DefaultEvaluationTimeout, DefaultServiceAccount: DefaultServiceAccount,
+		ProtectedNamespaces: []string{"kube-system", "kube-public", "kube-node-lease"}}
 }
 
 // Controller runs GeneratingPolicies and NamespacedGeneratingPolicies found
@@ -191,6 +196,7 @@ type Controller struct {
 	// objects; selfTriggers, how many of its own objects each passed over.
 	rebuilds     rebuilds
 	selfTriggers selfTriggers
+	own          ownObjects
 	// syncs can stop the syncs under way of deleted policies.
 	syncs syncs
 }

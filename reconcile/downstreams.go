@@ -150,7 +150,7 @@ func (c *Controller) downstreamsSynced(gvrs sets.Set[schema.GroupVersionResource
 }
 
 // owned lists, from the caches, the objects the policy generated in the
-// resources it has written to.
+// resources it has written to (in its namespace, for a namespaced one).
 func (c *Controller) owned(key policyKey) ([]*inventory.Cached, error) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
@@ -165,7 +165,11 @@ func (c *Controller) owned(key policyKey) ([]*inventory.Cached, error) {
 			return nil, err
 		}
 		for _, o := range objs {
-			out = append(out, o.(*inventory.Cached))
+			// A NamespacedGeneratingPolicy writes only in its namespace:
+			// what carries its origin elsewhere was stamped by someone else.
+			if o := o.(*inventory.Cached); key.Namespace == "" || o.GetNamespace() == key.Namespace {
+				out = append(out, o)
+			}
 		}
 	}
 	return out, nil

@@ -82,6 +82,7 @@ func (c *Controller) generate(ctx context.Context, key policyKey, cp *compiledPo
 		phase.done("apply")
 	}()
 	recorded := -1 // resources the record named at the last save
+	rebuiltAt := 0 // resources the last rebuild looked in
 	for start, size := 0, firstPart; start == 0 || start < len(triggers); size = min(2*size, maxPart) {
 		if err := ctx.Err(); err != nil {
 			return g, err // stopped: the policy deleted, or Sprout stopping
@@ -104,8 +105,11 @@ func (c *Controller) generate(ctx context.Context, key policyKey, cp *compiledPo
 		}
 
 		written, ready := c.track(ctx, key, gvrs)
-		if ready && c.rebuilds.pending(key) {
-			// Before the record is written from what this sync knows.
+		if ready && written != rebuiltAt && c.rebuilds.pending(key) {
+			// Before the record is written from what this sync knows. A
+			// resource's objects are all in its cache once it is ready:
+			// only a part that writes to a new resource can find more.
+			rebuiltAt = written
 			var learnt bool
 			cp, learnt = c.rebuildAdmissions(key, cp)
 			g.rebuilt, g.relearnt, g.cp = written > 0, g.relearnt || learnt, cp
@@ -160,6 +164,9 @@ func (c *Controller) finish(p *partApply, round *inventory.Round, g *generation,
 	<-p.done
 	g.changes.Changes = append(g.changes.Changes, p.changes.Changes...)
 	g.applyErr = errors.Join(g.applyErr, p.err)
+	if c.mayTriggerItself(key) {
+		c.own.note(key, p.changes)
+	}
 	if sync {
 		g.settled += p.want.settledLen() + c.settle(round, p.want.settling, p.want.epoch)
 	} else {

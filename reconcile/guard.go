@@ -78,7 +78,16 @@ func (c *Controller) mayWrite(obj *unstructured.Unstructured, gk schema.GroupKin
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, &binding); err != nil {
 		return fmt.Errorf("roleRef: %w", err)
 	}
-	err := c.judge(binding.RoleRef, gk.Kind == "ClusterRoleBinding", obj.GetNamespace(), v)
+	// In a protected namespace (kube-system, Sprout's own) the Secrets,
+	// tokens and accounts are the cluster's: a RoleBinding there is judged
+	// as a ClusterRoleBinding is.
+	ns := obj.GetNamespace()
+	crb := gk.Kind == "ClusterRoleBinding"
+	protected := !crb && slices.Contains(c.opts.ProtectedNamespaces, ns)
+	err := c.judge(binding.RoleRef, crb, crb || protected, ns, v)
+	if err != nil && protected {
+		err = fmt.Errorf("%w; in namespace %s, one of --protected-namespaces, a RoleBinding is judged as a ClusterRoleBinding", err, ns)
+	}
 	if err != nil {
 		v.refused.Insert(bindingKey{gk.Kind, obj.GetNamespace(), obj.GetName()})
 	}

@@ -252,3 +252,25 @@ func TestGuardRemovesBindingWhenRoleWidens(t *testing.T) {
 	}
 	waitFor("the binding to the narrowed ClusterRole again", map[string]bool{"to-cluster-role": true})
 }
+
+// TestGuardJudgesProtectedNamespacesAsTheCluster: in kube-system a
+// RoleBinding to edit, which reads the namespace's Secrets and acts as its
+// ServiceAccounts, gives the cluster's controllers' powers: it is refused
+// there, as from a ClusterRoleBinding, though it binds in a tenant's
+// namespace.
+func TestGuardJudgesProtectedNamespacesAsTheCluster(t *testing.T) {
+	startController(t)
+	tb := newTable(t, "guard-protected")
+	const policy = "guard-protected"
+	tb.applyPolicy(listPolicy(policy, policy, "", roleBinding(policy, "ClusterRole", "edit")))
+	t.Cleanup(func() { tb.deletePolicy(policy) })
+	kube := kubernetes.NewForConfigOrDie(cfg)
+	itemsTrigger(t, kube, "kube-system", policy, policy, "a")
+	t.Cleanup(func() {
+		_ = kube.CoreV1().ConfigMaps("kube-system").Delete(context.Background(), policy, metav1.DeleteOptions{})
+	})
+	waitRefused(t, policy, "in namespace kube-system, one of --protected-namespaces, a RoleBinding is judged as a ClusterRoleBinding")
+	if ok, err := bindingExists(context.Background(), "kube-system", policy); ok || err != nil {
+		t.Errorf("the refused binding was written in kube-system (%v)", err)
+	}
+}

@@ -213,12 +213,13 @@ func newVerdicts() *verdicts {
 type bindingKey struct{ kind, namespace, name string }
 
 // judge says why a binding (a RoleBinding in namespace, or a
-// ClusterRoleBinding) must not bind ref, or nil.
-func (c *Controller) judge(ref rbacv1.RoleRef, clusterWide bool, namespace string, v *verdicts) error {
-	if clusterWide && ref.Kind != "ClusterRole" {
+// ClusterRoleBinding: crb) must not bind ref, or nil; clusterWide judges
+// the role as granted in every namespace.
+func (c *Controller) judge(ref rbacv1.RoleRef, crb, clusterWide bool, namespace string, v *verdicts) error {
+	if crb && ref.Kind != "ClusterRole" {
 		return fmt.Errorf("roleRef.kind: a ClusterRoleBinding binds a ClusterRole, not %q", ref.Kind)
 	}
-	use := roleName(ref.Kind, namespace, ref.Name)
+	use := fmt.Sprintf("%s in every namespace: %t", roleName(ref.Kind, namespace, ref.Name), clusterWide)
 	if ref.Kind == "ClusterRole" {
 		use = fmt.Sprintf("ClusterRole/%s in every namespace: %t", ref.Name, clusterWide)
 	}

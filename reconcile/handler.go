@@ -83,7 +83,11 @@ func (h policyHandler) Delete(p sources.Policy) {
 	}
 	c.mu.Lock()
 	spec := p.PolicySpec()
-	c.deleted[key] = retired{ref: refOf(key), synchronize: spec.Synchronize(), orphan: spec.OrphanDownstreamOnPolicyDelete()}
+	gone := retired{ref: refOf(key), synchronize: spec.Synchronize(), orphan: spec.OrphanDownstreamOnPolicyDelete()}
+	if sa, err := c.serviceAccountFor(p.Policy); sa != nil && err == nil {
+		gone.account = *sa
+	}
+	c.deleted[key] = gone
 	delete(c.policies, key)
 	delete(c.dependencies, key)
 	c.mu.Unlock()

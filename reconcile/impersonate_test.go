@@ -133,10 +133,11 @@ var allVerbs = []string{"get", "list", "watch", "create", "patch", "delete"}
 // annotation and the flag named, and generates nothing: naming a powerful
 // account in kube-system would hand its rights to the policy's author.
 func TestClusterPolicyMayNotNameAnyAccount(t *testing.T) {
-	runController(t, func(o *reconcile.Options) { o.ServiceAccountNamespaces = []string{"imp-allowed"} })
+	_, c := runController(t, func(o *reconcile.Options) { o.ServiceAccountNamespaces = []string{"imp-allowed"} })
 	tb := newTable(t, "imp-bounded")
 	doc := replaceOnce(t, derivedPolicy("imp-bounded", "imp-bounded", "out", "one", true, false),
 		"  name: imp-bounded\n", "  name: imp-bounded\n  annotations: {\"sprout.dev/service-account\": \"kube-system/powerful\"}\n")
+	doc = replaceOnce(t, doc, `resources: ["configmaps"]`, `resources: ["configmaps", "limitranges"]`)
 	tb.applyPolicy(doc)
 	t.Cleanup(func() { tb.deletePolicy("imp-bounded") })
 	tb.trigger("a", "imp-bounded", "a1")
@@ -147,6 +148,10 @@ func TestClusterPolicyMayNotNameAnyAccount(t *testing.T) {
 	})
 	if tb.get("a-out") != nil {
 		t.Error("a policy naming an account it may not use generated an object")
+	}
+	// Nor does Sprout watch its triggers, with its own rights, meanwhile.
+	if triggers, _ := c.Watched(); slices.Contains(triggers, "limitranges.v1") {
+		t.Errorf("a policy naming an account it may not use is watched: %v", triggers)
 	}
 }
 
@@ -246,4 +251,38 @@ func namespacedPolicyCondition(ctx context.Context, ns, name string) (*metav1.Co
 		return nil, err
 	}
 	return meta.FindStatusCondition(p.(*apiv1.NamespacedGeneratingPolicy).Status.Conditions, reconcile.ConditionReady), nil
+}
+
+// TestDeletedNamespacedPolicyPrunesOnlyWhatItMayPrune: a tenant who
+// stamps their namespaced policy's origin on an object of another
+// namespace, then deletes the policy, does not get Sprout to delete that
+// object: the last sync of a namespaced policy looks in its namespace only,
+// and prunes as the policy's account.
+func TestDeletedNamespacedPolicyPrunesOnlyWhatItMayPrune(t *testing.T) {
+	startController(t)
+	tb := newTable(t, "imp-fin")
+	createNamespace(t, "imp-fin-other", nil)
+	grant(t, tb.kube, "imp-fin", reconcile.DefaultServiceAccount, allVerbs, "configmaps")
+	doc := replaceOnce(t, derivedPolicy("fin", "fin", "out", "one", true, false), "kind: GeneratingPolicy", "kind: NamespacedGeneratingPolicy")
+	doc = replaceOnce(t, doc, "  name: fin\n", "  name: fin\n  namespace: imp-fin\n")
+	doc = replaceOnce(t, doc, "generator.Apply(object.metadata.namespace, [{", "generator.Apply([{")
+	tb.applyPolicy(doc)
+	tb.trigger("a", "fin", "a1")
+	tb.waitFor("the policy's object", "a-out", exists)
+	ctx := context.Background()
+	victim := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "victim", Namespace: "imp-fin-other",
+		Labels: map[string]string{"app.kubernetes.io/managed-by": "sprout", "generate.kyverno.io/policy-name": "fin",
+			"sprout.dev/policy-namespace": "imp-fin"},
+		Annotations: map[string]string{"sprout.dev/policy": "NamespacedGeneratingPolicy/imp-fin/fin"},
+	}}
+	if _, err := tb.kube.CoreV1().ConfigMaps("imp-fin-other").Create(ctx, victim, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := dynamic.NewForConfigOrDie(cfg).Resource(apiv1.NamespacedGeneratingPolicies).Namespace("imp-fin").Delete(ctx, "fin", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	tb.waitFor("the policy's object to go with it", "a-out", absent)
+	if _, err := tb.kube.CoreV1().ConfigMaps("imp-fin-other").Get(ctx, "victim", metav1.GetOptions{}); err != nil {
+		t.Errorf("the object of another namespace stamped with the policy's origin: %v", err)
+	}
 }

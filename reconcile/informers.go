@@ -52,6 +52,9 @@ func (cp *compiledPolicy) scope() string {
 // watchKeyOf is the informer that serves gvr to policies of scope: a
 // cluster-scoped resource has one informer, whatever the scope.
 func (c *Controller) watchKeyOf(scope string, gvr schema.GroupVersionResource) watchKey {
+	if scope == "" {
+		return watchKey{gvr: gvr} // every event asks for every policy
+	}
 	if namespaced, _ := c.namespacedResources.Load(gvr); namespaced == false {
 		return watchKey{gvr: gvr}
 	}
@@ -160,8 +163,13 @@ func (c *Controller) resolveRules(p apiv1.Policy) ([]schema.GroupVersionResource
 // its rules name without a wildcard: refusing one of them is an error.
 func (c *Controller) readable(p apiv1.Policy, gvrs []schema.GroupVersionResource, named sets.Set[schema.GroupVersionResource]) ([]schema.GroupVersionResource, error) {
 	sa, err := c.serviceAccountFor(p)
-	if sa == nil || err != nil {
-		return gvrs, nil // Sprout's own, or an account sync reports as wrong
+	if err != nil {
+		// Nothing is watched for a policy whose account is wrong: its
+		// sync reports the account.
+		return nil, err
+	}
+	if sa == nil {
+		return gvrs, nil // Sprout's own
 	}
 	scope := ""
 	if p.IsNamespaced() {

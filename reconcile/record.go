@@ -19,6 +19,9 @@ import (
 type retired struct {
 	ref                 sproutv1alpha1.PolicyReference
 	synchronize, orphan bool
+	// account is the ServiceAccount the policy ran as, which prunes what
+	// it leaves; zero for Sprout's own.
+	account serviceAccount
 }
 
 // startRecords starts the informer on PolicyInventory records. Records are

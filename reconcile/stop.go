@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
@@ -67,7 +68,12 @@ func (c *Controller) ownedLive(ctx context.Context, key policyKey) ([]*inventory
 	}
 	var out []*inventory.Cached
 	for _, gvr := range written {
-		list, err := c.dynamic.Resource(gvr).List(ctx, metav1.ListOptions{LabelSelector: selector.String()})
+		// A NamespacedGeneratingPolicy writes only in its namespace: what
+		// carries its labels elsewhere is not its own.
+		list, err := c.dynamic.Resource(gvr).Namespace(key.Namespace).List(ctx, metav1.ListOptions{LabelSelector: selector.String()})
+		if key.Namespace != "" && apierrors.IsNotFound(err) {
+			continue // a cluster-scoped resource: nothing of the policy's
+		}
 		if err != nil {
 			return nil, fmt.Errorf("%s: list: %w", resourceName(gvr), err)
 		}

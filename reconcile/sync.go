@@ -155,6 +155,7 @@ func (c *Controller) sync(ctx context.Context, key policyKey) error {
 		var pruned inventory.ChangeSet
 		pruned, pruneErr = c.prune(ctx, w, key, cp)
 		changes.Changes = append(changes.Changes, pruned.Changes...)
+		c.own.note(key, pruned)
 	}
 	// A binding refused for its role goes whatever else the sync found.
 	pruned, refusedErr := c.pruneRefused(ctx, w, key, g.verdicts)
@@ -331,7 +332,16 @@ func (c *Controller) finalize(ctx context.Context, key policyKey, gone retired) 
 		if err != nil {
 			return err
 		}
-		changes, err := c.applier.Prune(ctx, inventory.Decoded(inventory.Data(owned)))
+		// It prunes as it wrote: a tenant's policy with its account's rights.
+		var as *serviceAccount
+		if gone.account != (serviceAccount{}) {
+			as = &gone.account
+		}
+		w, err := c.writerFor(as)
+		if err != nil {
+			return err
+		}
+		changes, err := w.Prune(ctx, inventory.Decoded(inventory.Data(owned)))
 		if changes.Written() {
 			c.log.Info("pruned after policy deletion", "policy", key.String(), "changes", changes)
 		}
@@ -347,6 +357,7 @@ func (c *Controller) finalize(ctx context.Context, key policyKey, gone retired) 
 	delete(c.deleted, key)
 	delete(c.written, key)
 	delete(c.generated, key)
+	c.own.forget(key)
 	c.mu.Unlock()
 	c.releaseInformers()
 	return nil
@@ -473,19 +484,17 @@ func joinSorted(errs []error) error {
 func (c *Controller) selects(cp *compiledPolicy, gvr schema.GroupVersionResource, u *cachedObject, m *triggerMemo) (bool, error) {
 	ns := c.namespaceNamed(m.namespace)
 	if m.matchKnown && m.matchNamespace == ns {
-		return m.selected, nil
+		return m.selected && !(m.self && c.generatedBy(keyOf(cp.policy), u)), nil
 	}
 	crit := cp.criteria.state
 	ok, err := c.matcher.matches(crit, gvr, admission.Create, u.kind.Value(), u.selectable(crit.readsLabels()))
 	if err != nil {
 		return false, err
 	}
-	if ok && generatedBy(cp, u) {
-		m.matchKnown, m.selected, m.self, m.matchNamespace = true, false, true, ns
-		return false, nil
-	}
-	m.matchKnown, m.selected, m.matchNamespace = true, ok, ns
-	return ok, nil
+	// Whether the labels say the policy made u is kept with the match;
+	// whether it did is asked at each sync, as the policy writes.
+	m.matchKnown, m.selected, m.self, m.matchNamespace = true, ok, ok && labelledBy(cp, u), ns
+	return ok && !(m.self && c.generatedBy(keyOf(cp.policy), u)), nil
 }
 
 // namespaceNamed returns the cached Namespace of that name; nil for "" or

@@ -9,6 +9,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/filemode"
+	"github.com/go-git/go-git/v5/plumbing/object"
+	"github.com/go-git/go-git/v5/storage/memory"
+
 	"github.com/sprout-gitops/sprout/internal/gittest"
 )
 
@@ -106,5 +111,66 @@ func TestGitLinkKeepsTheLastGoodRevision(t *testing.T) {
 	g.poll(ctx, h)
 	if st := g.Status(); st.Err != nil || st.Revision != "main@sha1:"+fixed.String() || st.Policies != 3 {
 		t.Fatalf("after the fix: %+v", st)
+	}
+}
+
+// TestGitTreeOfSharedSubtreesIsBounded: Git trees share subtrees, so a few
+// kilobytes of tree objects name a folder of a trillion entries (each
+// level a thousand names for the same subtree), and a chain of trees a
+// folder thousands deep. Either rejects the revision after a bounded walk,
+// naming where it stopped.
+func TestGitTreeOfSharedSubtreesIsBounded(t *testing.T) {
+	store := memory.NewStorage()
+	put := func(entries []object.TreeEntry) plumbing.Hash {
+		t.Helper()
+		o := store.NewEncodedObject()
+		if err := (&object.Tree{Entries: entries}).Encode(o); err != nil {
+			t.Fatal(err)
+		}
+		h, err := store.SetEncodedObject(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h
+	}
+	leaf := store.NewEncodedObject()
+	leaf.SetType(plumbing.BlobObject)
+	leafHash, err := store.SetEncodedObject(leaf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wide := put([]object.TreeEntry{{Name: "x.txt", Mode: filemode.Regular, Hash: leafHash}})
+	for level := 0; level < 4; level++ {
+		var entries []object.TreeEntry
+		for i := range 1000 {
+			entries = append(entries, object.TreeEntry{Name: fmt.Sprintf("d%04d", i), Mode: filemode.Dir, Hash: wide})
+		}
+		wide = put(entries)
+	}
+	deep := put([]object.TreeEntry{{Name: "x.txt", Mode: filemode.Regular, Hash: leafHash}})
+	for range 5000 {
+		deep = put([]object.TreeEntry{{Name: "d", Mode: filemode.Dir, Hash: deep}})
+	}
+	for name, root := range map[string]plumbing.Hash{"wide": wide, "deep": deep} {
+		t.Run(name, func(t *testing.T) {
+			tree, err := object.GetTree(store, root)
+			if err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan error, 1)
+			go func() {
+				_, _, err := loadTree(gitWalk(store, tree), ".")
+				done <- err
+			}()
+			select {
+			case err := <-done:
+				var rejected *RejectedError
+				if !errors.As(err, &rejected) || !strings.Contains(err.Error(), "one revision may have") {
+					t.Fatalf("want the revision rejected at a bound, got %v", err)
+				}
+			case <-time.After(60 * time.Second):
+				t.Fatal("the walk still runs after 60 s")
+			}
+		})
 	}
 }

@@ -25,6 +25,11 @@ const (
 	MaxRevisionSize = 16 << 20
 	// MaxRevisionFiles bounds how many policy files one revision holds.
 	MaxRevisionFiles = 4096
+	// MaxTreeEntries bounds the entries of every kind one walk visits, and
+	// MaxTreeDepth how deep it goes: Git trees share subtrees, so a few
+	// kilobytes of them can name a folder of a trillion entries.
+	MaxTreeEntries = 100_000
+	MaxTreeDepth   = 64
 )
 
 // maxEntryErrors is how many refused entries a rejection lists: past it,
@@ -84,8 +89,15 @@ func readTree(walk walkFunc, dir string, match func(name string) bool, lim Limit
 	var wanted []sized
 	var refused []error
 	var total int64
+	visited := 0
 	err := walk(dir, func(e entry) error {
 		name := path.Base(e.path)
+		if visited++; visited > MaxTreeEntries {
+			return &RejectedError{Err: fmt.Errorf("%s: more than the %d entries one revision may have", e.path, MaxTreeEntries)}
+		}
+		if strings.Count(e.path, "/") >= MaxTreeDepth {
+			return &RejectedError{Err: fmt.Errorf("%s: deeper than the %d folders one revision may have", e.path, MaxTreeDepth)}
+		}
 		switch {
 		case e.mode.IsDir():
 			if e.path != dir && strings.HasPrefix(name, ".") {

@@ -77,6 +77,9 @@ An SSH URL needs known_hosts: Sprout never connects to a host it cannot verify.`
 				return fmt.Errorf("no policy source: keep --cluster-policies or give --git-url or --policy-dir")
 			}
 			opts.Sources = srcs
+			if ns := inClusterNamespace(); ns != "" {
+				opts.ProtectedNamespaces = append(opts.ProtectedNamespaces, ns)
+			}
 			if opts.AllowedKinds, err = reconcile.ParseKinds(ro.allowedKinds); err != nil {
 				return fmt.Errorf("--allowed-kinds: %w", err)
 			}
@@ -120,6 +123,7 @@ An SSH URL needs known_hosts: Sprout never connects to a host it cannot verify.`
 	f.StringSliceVar(&ro.allowedKinds, "allowed-kinds", nil, `the only kinds Sprout may generate, as Kind or Kind.group ("ConfigMap,NetworkPolicy.networking.k8s.io"); others are refused (default: any)`)
 	f.BoolVar(&opts.AllowWildcardBindings, "allow-wildcard-bindings", false, "allow generating bindings to roles the guard refuses: every verb on every resource (such as cluster-admin), escalate, bind, impersonate, and from a ClusterRoleBinding Secrets, tokens, exec, nodes/proxy or certificate approval")
 	registerAccounts(f, &opts)
+	f.StringSliceVar(&opts.ProtectedNamespaces, "protected-namespaces", opts.ProtectedNamespaces, "namespaces where a generated RoleBinding is judged as a ClusterRoleBinding, as their Secrets and accounts are the cluster's; Sprout's own namespace is added")
 	f.BoolVar(&opts.TriggerEvents, "trigger-events", false, "also emit an Event on each trigger for what was generated for it (a write per trigger)")
 	f.StringVar(&ro.metricsAddress, "metrics-bind-address", ":8080", `the address /metrics (Prometheus) is served on; "0" turns it off`)
 	f.StringVar(&ro.probeAddress, "health-probe-bind-address", ":8081", `the address /healthz and /readyz are served on; "0" turns them off`)
