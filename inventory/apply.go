@@ -470,7 +470,8 @@ func (a *Applier) decideRead(ctx context.Context, obj *unstructured.Unstructured
 		return decision{}, err
 	}
 	annotations := stringsOf(existing.GetAnnotations())
-	d := decideOwner(obj, stringsOf(existing.GetLabels()), annotations, opts)
+	written := slices.ContainsFunc(existing.GetManagedFields(), isSproutEntry)
+	d := decideOwner(obj, stringsOf(existing.GetLabels()), annotations, written, opts)
 	if d.action != "" {
 		return d, nil
 	}
@@ -491,7 +492,7 @@ func decideCached(obj *unstructured.Unstructured, cached *Cached, opts ApplyOpti
 		return decideReleased(obj, holds, opts)
 	}
 	live := cached.Object()
-	if d := decideOwner(obj, metadataStrings(live, "labels"), metadataStrings(live, "annotations"), opts); d.action != "" {
+	if d := decideOwner(obj, metadataStrings(live, "labels"), metadataStrings(live, "annotations"), cached.written, opts); d.action != "" {
 		return d
 	}
 	if covers(live, obj) {
@@ -510,7 +511,7 @@ func decideReleased(obj *unstructured.Unstructured, holds string, opts ApplyOpti
 	if annotations.get(AnnotationApplied) != holds {
 		return decision{read: true}
 	}
-	if d := decideOwner(obj, metadataStrings(obj, "labels"), annotations, opts); d.action != "" {
+	if d := decideOwner(obj, metadataStrings(obj, "labels"), annotations, true, opts); d.action != "" {
 		return d
 	}
 	return decision{action: Unchanged}
@@ -532,16 +533,20 @@ func mayDrop(applied string, obj *unstructured.Unstructured) bool {
 
 // decideOwner returns the decision for an object that exists with labels
 // and annotations when it must not be written: another owner's, or, for a
-// policy that does not synchronize, any that exists.
+// policy that does not synchronize, any that exists. written says that its
+// managed fields hold an entry of Sprout's (isSproutEntry).
 //
-// The labels are not the last word: an object the policy's record claims
-// (ApplyOptions.Claimed) is the policy's whatever its labels say, for
-// anyone who may edit it may remove a label, and would otherwise turn
-// synchronization off for it.
-func decideOwner(obj *unstructured.Unstructured, labels, annotations stringMap, opts ApplyOptions) decision {
+// The labels are not the last word: anyone who may edit an object may
+// remove a label, and would otherwise turn synchronization off for it. An
+// object the policy's record claims (ApplyOptions.Claimed) is the policy's
+// whatever its labels say; so, for a synchronizing policy, is one Sprout
+// wrote that names no other origin (adoptable): its labels were removed
+// where nobody saw them go, while Sprout was stopped.
+func decideOwner(obj *unstructured.Unstructured, labels, annotations stringMap, written bool, opts ApplyOptions) decision {
 	desired := metadataStrings(obj, "labels")
 	own := sameOrigin(labels, desired) || orphanedByTrigger(labels, desired, opts.Alive)
-	reclaim := !own && opts.Claimed != nil && opts.Claimed(desired.get(LabelTriggerUID), ObjectID(obj))
+	reclaim := !own && (opts.Claimed != nil && opts.Claimed(desired.get(LabelTriggerUID), ObjectID(obj)) ||
+		opts.Synchronize && written && adoptable(obj, labels, annotations, opts.Alive))
 	switch {
 	case !own && !reclaim:
 		d := decision{action: Skipped, reason: notOwnedReason(labels)}
@@ -555,6 +560,24 @@ func decideOwner(obj *unstructured.Unstructured, labels, annotations stringMap, 
 	return decision{reclaim: reclaim}
 }
 
+// adoptable reports whether an existing object, with labels and
+// annotations, names no origin but desired obj's: no other policy in its
+// policy labels or annotation, no other trigger of the policy that still
+// exists. Its managed-by label does not count: it is the label removed.
+func adoptable(obj *unstructured.Unstructured, labels, annotations stringMap, alive func(string) bool) bool {
+	if p := annotations.get(AnnotationPolicy); p != "" && p != metadataStrings(obj, "annotations").get(AnnotationPolicy) {
+		return false
+	}
+	desired := metadataStrings(obj, "labels")
+	for _, k := range []string{LabelPolicyName, LabelPolicyNamespace} {
+		if v := labels.get(k); v != "" && v != desired.get(k) {
+			return false
+		}
+	}
+	t := labels.get(LabelTriggerUID)
+	return t == "" || t == desired.get(LabelTriggerUID) || alive != nil && !alive(t)
+}
+
 // change is the change of an object decided without a write.
 func (d decision) change(obj *unstructured.Unstructured) Change {
 	ch := changeOf(obj, d.action, d.reason)
@@ -565,14 +588,25 @@ func (d decision) change(obj *unstructured.Unstructured) Change {
 // heldByCreate reports whether obj's managed fields hold the Update entry
 // a create by Sprout leaves. It reads them as they are in the object, as a
 // watch decoded it: the typed entries cost a conversion of each.
-func heldByCreate(obj *unstructured.Unstructured) bool {
+func heldByCreate(obj *unstructured.Unstructured) bool { return hasEntry(obj, isCreateEntry) }
+
+// writtenBySprout reports whether obj's managed fields hold an entry of
+// Sprout's (isSproutEntry), read as heldByCreate reads them.
+func writtenBySprout(obj *unstructured.Unstructured) bool { return hasEntry(obj, isSproutEntry) }
+
+// hasEntry reports whether one of obj's managed-fields entries, of which
+// only the manager, operation and subresource are read, is as is wants.
+func hasEntry(obj *unstructured.Unstructured, is func(metav1.ManagedFieldsEntry) bool) bool {
 	entries, _ := metadataStrings(obj, "")["managedFields"].([]any)
 	for _, e := range entries {
 		m, _ := e.(map[string]any)
 		if m == nil {
 			continue
 		}
-		if sub, _ := m["subresource"].(string); sub == "" && m["manager"] == FieldManager && m["operation"] == string(metav1.ManagedFieldsOperationUpdate) {
+		manager, _ := m["manager"].(string)
+		operation, _ := m["operation"].(string)
+		sub, _ := m["subresource"].(string)
+		if is(metav1.ManagedFieldsEntry{Manager: manager, Operation: metav1.ManagedFieldsOperationType(operation), Subresource: sub}) {
 			return true
 		}
 	}
@@ -583,6 +617,15 @@ func heldByCreate(obj *unstructured.Unstructured) bool {
 // leaves.
 func isCreateEntry(e metav1.ManagedFieldsEntry) bool {
 	return e.Manager == FieldManager && e.Operation == metav1.ManagedFieldsOperationUpdate && e.Subresource == ""
+}
+
+// isSproutEntry reports whether e is an entry Sprout's writes of an object
+// leave: its Apply entry, or the Update entry of its create. Either says
+// that Sprout wrote the object, unless a client forged it (managed fields
+// can be written like any other field).
+func isSproutEntry(e metav1.ManagedFieldsEntry) bool {
+	return e.Manager == FieldManager && e.Subresource == "" &&
+		(e.Operation == metav1.ManagedFieldsOperationApply || e.Operation == metav1.ManagedFieldsOperationUpdate)
 }
 
 // metadata reads the object's metadata, or nil when it does not exist.

@@ -41,8 +41,10 @@ type Cached struct {
 	owner, triggerUID string
 	// onDelete: generated from a trigger's DELETE; clone: copied from a
 	// source; createHeld: its fields are still held by the Update entry
-	// a create of Sprout's left (they must be handed over before an apply).
-	onDelete, clone, createHeld bool
+	// a create of Sprout's left (they must be handed over before an apply);
+	// written: Sprout wrote it, for its managed fields hold an entry of
+	// Sprout's, its create's or an apply's (decideOwner).
+	onDelete, clone, createHeld, written bool
 	// intact: its policy labels name the policy its owner annotation does.
 	// One that stops being intact, or leaves the label-selected cache
 	// while its object stays, had its labels edited.
@@ -95,6 +97,7 @@ func NewCached(obj *unstructured.Unstructured) (*Cached, error) {
 		onDelete:        labels.get(LabelGeneratedOnDelete) != "",
 		clone:           labels.get(LabelSourceUID) != "",
 		createHeld:      heldByCreate(obj),
+		written:         writtenBySprout(obj),
 		intact:          originIntact(annotations.get(AnnotationPolicy), labels.get(LabelPolicyName), labels.get(LabelPolicyNamespace)),
 	}
 	delete(m, "managedFields")
@@ -144,6 +147,7 @@ func CachedFromJSON(raw []byte) (*Cached, error) {
 			return nil, err
 		}
 		c.createHeld = slices.ContainsFunc(entries, managedEntry.isCreate)
+		c.written = slices.ContainsFunc(entries, managedEntry.isSprouts)
 	}
 	return c, nil
 }
@@ -168,6 +172,7 @@ func cachedIdentity(obj runtime.Object) (*Cached, error) {
 		onDelete:        labels[LabelGeneratedOnDelete] != "",
 		clone:           labels[LabelSourceUID] != "",
 		createHeld:      slices.ContainsFunc(m.GetManagedFields(), isCreateEntry),
+		written:         slices.ContainsFunc(m.GetManagedFields(), isSproutEntry),
 		intact:          originIntact(annotations[AnnotationPolicy], labels[LabelPolicyName], labels[LabelPolicyNamespace]),
 	}, nil
 }
@@ -230,6 +235,10 @@ type managedEntry struct {
 
 func (e managedEntry) isCreate() bool {
 	return isCreateEntry(metav1.ManagedFieldsEntry{Manager: e.Manager, Operation: e.Operation, Subresource: e.Subresource})
+}
+
+func (e managedEntry) isSprouts() bool {
+	return isSproutEntry(metav1.ManagedFieldsEntry{Manager: e.Manager, Operation: e.Operation, Subresource: e.Subresource})
 }
 
 // WithoutManagedFields returns raw, an object's JSON, less its metadata's

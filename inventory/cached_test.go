@@ -198,11 +198,11 @@ func TestCachedFromJSONAgreesWithNewCached(t *testing.T) {
 type cachedRead struct {
 	gvk                                                      schema.GroupVersionKind
 	namespace, name, uid, resourceVersion, owner, triggerUID string
-	onDelete, clone, createHeld, intact                      bool
+	onDelete, clone, createHeld, written, intact             bool
 }
 
 func readOf(c *Cached) cachedRead {
-	return cachedRead{c.kind.Value(), c.namespace, c.name, c.uid, c.resourceVersion, c.owner, c.triggerUID, c.onDelete, c.clone, c.createHeld, c.intact}
+	return cachedRead{c.kind.Value(), c.namespace, c.name, c.uid, c.resourceVersion, c.owner, c.triggerUID, c.onDelete, c.clone, c.createHeld, c.written, c.intact}
 }
 
 // moveManagedFieldsFirst returns raw with metadata.managedFields moved to

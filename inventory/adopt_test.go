@@ -1,0 +1,109 @@
+package inventory
+
+import (
+	"encoding/json"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// TestCachedKnowsWhetherSproutWroteIt: every way a cache makes a Cached
+// keeps whether the object's managed fields hold an entry of Sprout's (its
+// Apply entry or its create's Update entry), and no more of them.
+func TestCachedKnowsWhetherSproutWroteIt(t *testing.T) {
+	for name, tt := range map[string]struct {
+		entries []metav1.ManagedFieldsEntry
+		want    bool
+	}{
+		"applied by Sprout":          {[]metav1.ManagedFieldsEntry{managedBy(FieldManager, metav1.ManagedFieldsOperationApply, `{"f:data":{}}`)}, true},
+		"created by Sprout":          {[]metav1.ManagedFieldsEntry{managedBy(FieldManager, metav1.ManagedFieldsOperationUpdate, `{"f:data":{}}`)}, true},
+		"edited by kubectl alone":    {[]metav1.ManagedFieldsEntry{managedBy("kubectl-edit", metav1.ManagedFieldsOperationUpdate, `{"f:data":{}}`)}, false},
+		"no managed fields":          {nil, false},
+		"Sprout's on a subresource":  {[]metav1.ManagedFieldsEntry{subresource(managedBy(FieldManager, metav1.ManagedFieldsOperationUpdate, `{"f:status":{}}`))}, false},
+		"kubectl and Sprout's apply": {[]metav1.ManagedFieldsEntry{managedBy("kubectl-edit", metav1.ManagedFieldsOperationUpdate, `{"f:data":{}}`), managedBy(FieldManager, metav1.ManagedFieldsOperationApply, `{"f:data":{}}`)}, true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			obj := appliedConfigMap()
+			obj.SetManagedFields(tt.entries)
+			fromMaps, err := NewCached(watched(t, obj))
+			if err != nil {
+				t.Fatal(err)
+			}
+			raw, err := json.Marshal(obj.Object)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fromJSON, err := CachedFromJSON(raw)
+			if err != nil {
+				t.Fatal(err)
+			}
+			typed := &corev1.ConfigMap{}
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, typed); err != nil {
+				t.Fatal(err)
+			}
+			fromProtobuf, err := cachedIdentity(typed)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for how, c := range map[string]*Cached{"maps": fromMaps, "JSON": fromJSON, "typed": fromProtobuf} {
+				if c.written != tt.want {
+					t.Errorf("from %s: written %v, want %v", how, c.written, tt.want)
+				}
+			}
+		})
+	}
+}
+
+func subresource(e metav1.ManagedFieldsEntry) metav1.ManagedFieldsEntry {
+	e.Subresource = "status"
+	return e
+}
+
+// TestAdoptOnlyWhatNamesNoOtherOrigin: a synchronizing policy takes back an
+// object Sprout wrote whose origin labels are gone, unless what is left of
+// its labels or annotation names another policy, or another trigger that
+// still exists; an object Sprout never wrote, or a policy that does not
+// synchronize, leaves it as it is.
+func TestAdoptOnlyWhatNamesNoOtherOrigin(t *testing.T) {
+	desired := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "v1", "kind": "ConfigMap",
+		"metadata": map[string]any{"name": "zk", "namespace": "team-red"},
+	}}
+	Label(desired, Origin{Policy: "GeneratingPolicy/zk", PolicyName: "zk",
+		Trigger: ObjectRef{GVK: schema.GroupVersionKind{Version: "v1", Kind: "Namespace"}, Name: "team-red", UID: "t1"}})
+	alive := func(uid string) bool { return uid != "gone" }
+	sync := ApplyOptions{Synchronize: true, Alive: alive}
+	for name, tt := range map[string]struct {
+		labels, annotations map[string]string
+		written             bool
+		opts                ApplyOptions
+		adopt               bool
+	}{
+		"every label removed":                {nil, nil, true, sync, true},
+		"managed-by removed, rest ours":      {map[string]string{LabelPolicyName: "zk", LabelTriggerUID: "t1"}, map[string]string{AnnotationPolicy: "GeneratingPolicy/zk"}, true, sync, true},
+		"managed-by changed to Helm":         {map[string]string{LabelManagedBy: "Helm"}, nil, true, sync, true},
+		"a trigger that is gone":             {map[string]string{LabelTriggerUID: "gone"}, nil, true, sync, true},
+		"never written by Sprout":            {nil, nil, false, sync, false},
+		"not synchronizing":                  {nil, nil, true, ApplyOptions{Alive: alive}, false},
+		"another policy's annotation":        {nil, map[string]string{AnnotationPolicy: "GeneratingPolicy/other"}, true, sync, false},
+		"another policy's label":             {map[string]string{LabelPolicyName: "other"}, nil, true, sync, false},
+		"another namespace's policy":         {map[string]string{LabelPolicyNamespace: "team-blue"}, nil, true, sync, false},
+		"another trigger that still exists":  {map[string]string{LabelTriggerUID: "t2"}, nil, true, sync, false},
+		"another trigger, liveness unknown":  {map[string]string{LabelTriggerUID: "t2"}, nil, true, ApplyOptions{Synchronize: true}, false},
+		"labelled as another policy's fully": {map[string]string{LabelManagedBy: ManagedBy, LabelPolicyName: "other", LabelTriggerUID: "t9"}, map[string]string{AnnotationPolicy: "GeneratingPolicy/other"}, true, sync, false},
+	} {
+		t.Run(name, func(t *testing.T) {
+			existing := &unstructured.Unstructured{}
+			existing.SetLabels(tt.labels)
+			existing.SetAnnotations(tt.annotations)
+			d := decideOwner(desired, metadataStrings(existing, "labels"), metadataStrings(existing, "annotations"), tt.written, tt.opts)
+			if adopted := d.action == "" && d.reclaim; adopted != tt.adopt {
+				t.Errorf("adopted %v (decision %+v), want %v", adopted, d, tt.adopt)
+			}
+		})
+	}
+}
