@@ -16,7 +16,6 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/cache"
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/go-git/go-git/v5/plumbing/transport"
-	"github.com/go-git/go-git/v5/storage"
 	"github.com/go-git/go-git/v5/storage/filesystem"
 
 	apiv1 "github.com/sprout-gitops/sprout/api/policies/v1"
@@ -254,9 +253,11 @@ func (g *GitSource) withClone(ctx context.Context, opts *git.CloneOptions, read 
 		return err
 	}
 	// A blob over MaxFileSize is read lazily, so looking it up for its size
-	// does not read it.
-	fsStore := filesystem.NewStorageWithOptions(dot, cache.NewObjectLRUDefault(), filesystem.Options{LargeObjectThreshold: MaxFileSize})
-	store := unindexedStorage{fsStore}
+	// does not read it. The pack fetched is checked before it is read in
+	// (cloneStorage), and the objects cached are bounded by what one
+	// revision's files may hold.
+	fsStore := filesystem.NewStorageWithOptions(dot, cache.NewObjectLRU(MaxRevisionSize), filesystem.Options{LargeObjectThreshold: MaxFileSize})
+	store := cloneStorage{Storer: fsStore, dir: dir}
 	repo, err := git.CloneContext(ctx, store, worktree, opts)
 	if err != nil {
 		ref := opts.ReferenceName.Short()
@@ -267,17 +268,6 @@ func (g *GitSource) withClone(ctx context.Context, opts *git.CloneOptions, read 
 	}
 	return read(repo)
 }
-
-// unindexedStorage is a repository's storage without its PackfileWriter, so
-// that go-git reads a fetched pack object by object into the storage instead
-// of writing it whole and indexing it. The indexer sizes a slice by the
-// object count in the pack's header before it reads any object: a garbled
-// count (0xff000003 for 3) asks for up to 128 GiB and the process dies out
-// of memory, which no error reports. Read object by object, a pack allocates
-// only for what it holds, and a bad count is an error like any other
-// corruption. Policy repositories are small; writing their objects one by
-// one costs little.
-type unindexedStorage struct{ storage.Storer }
 
 // load reads the policies under Path of a commit, whole or not at all,
 // from its objects through readTree, as a folder is read.
