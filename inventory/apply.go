@@ -560,24 +560,6 @@ func decideOwner(obj *unstructured.Unstructured, labels, annotations stringMap, 
 	return decision{reclaim: reclaim}
 }
 
-// adoptable reports whether an existing object, with labels and
-// annotations, names no origin but desired obj's: no other policy in its
-// policy labels or annotation, no other trigger of the policy that still
-// exists. Its managed-by label does not count: it is the label removed.
-func adoptable(obj *unstructured.Unstructured, labels, annotations stringMap, alive func(string) bool) bool {
-	if p := annotations.get(AnnotationPolicy); p != "" && p != metadataStrings(obj, "annotations").get(AnnotationPolicy) {
-		return false
-	}
-	desired := metadataStrings(obj, "labels")
-	for _, k := range []string{LabelPolicyName, LabelPolicyNamespace} {
-		if v := labels.get(k); v != "" && v != desired.get(k) {
-			return false
-		}
-	}
-	t := labels.get(LabelTriggerUID)
-	return t == "" || t == desired.get(LabelTriggerUID) || alive != nil && !alive(t)
-}
-
 // change is the change of an object decided without a write.
 func (d decision) change(obj *unstructured.Unstructured) Change {
 	ch := changeOf(obj, d.action, d.reason)
@@ -589,10 +571,6 @@ func (d decision) change(obj *unstructured.Unstructured) Change {
 // a create by Sprout leaves. It reads them as they are in the object, as a
 // watch decoded it: the typed entries cost a conversion of each.
 func heldByCreate(obj *unstructured.Unstructured) bool { return hasEntry(obj, isCreateEntry) }
-
-// writtenBySprout reports whether obj's managed fields hold an entry of
-// Sprout's (isSproutEntry), read as heldByCreate reads them.
-func writtenBySprout(obj *unstructured.Unstructured) bool { return hasEntry(obj, isSproutEntry) }
 
 // hasEntry reports whether one of obj's managed-fields entries, of which
 // only the manager, operation and subresource are read, is as is wants.
@@ -617,15 +595,6 @@ func hasEntry(obj *unstructured.Unstructured, is func(metav1.ManagedFieldsEntry)
 // leaves.
 func isCreateEntry(e metav1.ManagedFieldsEntry) bool {
 	return e.Manager == FieldManager && e.Operation == metav1.ManagedFieldsOperationUpdate && e.Subresource == ""
-}
-
-// isSproutEntry reports whether e is an entry Sprout's writes of an object
-// leave: its Apply entry, or the Update entry of its create. Either says
-// that Sprout wrote the object, unless a client forged it (managed fields
-// can be written like any other field).
-func isSproutEntry(e metav1.ManagedFieldsEntry) bool {
-	return e.Manager == FieldManager && e.Subresource == "" &&
-		(e.Operation == metav1.ManagedFieldsOperationApply || e.Operation == metav1.ManagedFieldsOperationUpdate)
 }
 
 // metadata reads the object's metadata, or nil when it does not exist.
