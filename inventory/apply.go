@@ -413,7 +413,8 @@ func (a *Applier) apply(ctx context.Context, obj *unstructured.Unstructured, han
 // (a dry run with client.DryRunAll among opts) and returns the object the
 // API server made. Field ownership is forced, as Flux's applies are; an
 // immutable field changed fails the apply, and Sprout never deletes to
-// recreate (DESIGN §4).
+// recreate: that would change the object's UID, leave a moment without
+// it and could hang on a finalizer.
 func (a *Applier) serverApply(ctx context.Context, obj *unstructured.Unstructured, opts ...client.ApplyOption) (*unstructured.Unstructured, error) {
 	applied := obj.DeepCopy()
 	opts = append(opts, client.ForceOwnership, client.FieldOwner(FieldManager))

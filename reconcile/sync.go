@@ -275,7 +275,7 @@ func (c *Controller) eachCachedTrigger(cp *compiledPolicy, fn func(*cachedObject
 
 // notYetGenerated drops the objects a non-synchronizing policy has already
 // generated: it generates once per trigger, so a downstream a user deleted
-// stays deleted (DESIGN §4).
+// stays deleted.
 func (c *Controller) notYetGenerated(key policyKey, desired []*unstructured.Unstructured) []*unstructured.Unstructured {
 	c.mu.RLock()
 	done := c.generated[key]
@@ -456,7 +456,7 @@ func (c *Controller) matchingTriggers(cp *compiledPolicy) ([]trigger, error) {
 			if derivedBefore && !derived && !listed {
 				// Admitted by settings the policy no longer has: listed, so
 				// it stays admitted while it exists, whatever becomes of
-				// generateExisting or the operations (DESIGN §3).
+				// generateExisting or the operations.
 				c.admitted.admit(key, m.uid)
 			}
 			out = append(out, trigger{gvr: gvr, object: u, memo: m})
