@@ -232,8 +232,8 @@ const downstreamSyncWait = 2 * time.Second
 // triggerExists answers, from the caches, whether a trigger of the policy
 // still exists. The triggers' UIDs are gathered at the first question, once
 // for the sync that asks: most syncs ask none (an index of every trigger
-// by UID took 300 bytes a trigger), some ask about every trigger they
-// admitted. Answers may be asked for concurrently.
+// by UID, kept all along, would cost memory for every trigger), some ask
+// about every trigger they admitted. Answers may be asked for concurrently.
 func (c *Controller) triggerExists(cp *compiledPolicy) func(string) bool {
 	var uids map[types.UID]struct{} // nil: cannot tell
 	gather := sync.OnceFunc(func() {
