@@ -155,11 +155,11 @@ func readsEvent(spec *apiv1.GeneratingPolicySpec) bool {
 	return false
 }
 
-// Bounds on what compiling one policy may cost. Compiling takes about a
-// millisecond per expression and 3 µs per byte of its source, and a policy
-// is compiled again at each change, for each revision of its source and by
-// every `sprout render`: without them a valid policy of 1 MiB, ten thousand
-// template placeholders, compiles for seconds.
+// Bounds on what compiling one policy may cost. Compiling takes time for
+// every expression and every byte of its source, and a policy is compiled
+// again at each change, for each revision of its source and by every
+// `sprout render`: without them a valid policy of 1 MiB, ten thousand
+// template placeholders, would compile for seconds (docs/performance.md).
 const (
 	// MaxExpressionsPerPolicy bounds the expressions of one policy:
 	// matchConditions, variables, generate expressions and template

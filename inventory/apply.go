@@ -36,8 +36,8 @@ const reasonPresent = "exists; the policy does not synchronize"
 // Applier writes desired objects with server-side apply.
 type Applier struct {
 	client client.Client
-	// raw sends creates whose answer nobody reads: decoding it into a map
-	// was a fifth of Sprout's CPU while it generated.
+	// raw sends creates whose answer is not decoded into a map: that
+	// decoding was a large part of Sprout's CPU while it generated.
 	raw rest.Interface
 	// resources maps a kind to the path segment its creates post to, so
 	// that a create does not ask the client's REST mapper, which allocates
@@ -312,9 +312,8 @@ func (a *Applier) one(ctx context.Context, obj *unstructured.Unstructured, inCac
 // The object is encoded as it is (desired objects are never modified, so
 // no copy), as protobuf when it can be (createBody). The answer comes in
 // the body's format, which createdAsDesired reads: encoding it as JSON
-// cost the API server more than the protobuf does (0.09 ms an object
-// against 0.06 for raw create's smaller ones, in kube-apiserver's profile
-// during scenario 1 of make bench), and reading it costs Sprout no more.
+// costs the API server more than the protobuf does, and reading it costs
+// Sprout no more.
 func (a *Applier) create(ctx context.Context, obj *unstructured.Unstructured) (Change, error) {
 	p, err := a.createPath(KindOf(obj))
 	if err != nil {
@@ -413,7 +412,8 @@ func (a *Applier) apply(ctx context.Context, obj *unstructured.Unstructured, han
 // (a dry run with client.DryRunAll among opts) and returns the object the
 // API server made. Field ownership is forced, as Flux's applies are; an
 // immutable field changed fails the apply, and Sprout never deletes to
-// recreate (DESIGN §4).
+// recreate: that would change the object's UID, leave a moment without
+// it and could hang on a finalizer.
 func (a *Applier) serverApply(ctx context.Context, obj *unstructured.Unstructured, opts ...client.ApplyOption) (*unstructured.Unstructured, error) {
 	applied := obj.DeepCopy()
 	opts = append(opts, client.ForceOwnership, client.FieldOwner(FieldManager))

@@ -24,9 +24,8 @@ var protobufPrefix = []byte{0x6b, 0x38, 0x73, 0x00}
 // otherwise as JSON.
 //
 // The API server decodes every create's body into its type; a protobuf
-// body took it a fifteenth of the CPU of a JSON one (in kube-apiserver's
-// profile during scenario 1 of make bench, 0.13 ms an object), on a
-// machine where the API server's CPU bounds every writer's rate. The
+// body costs it far less CPU than a JSON one (docs/performance.md), and
+// the API server's CPU is what bounds every writer's rate. The
 // object the API server makes is the same either way: both bodies decode
 // to the same typed object, and it stores that object as protobuf.
 //

@@ -12,8 +12,7 @@ import (
 // desired state entire with the cached copies the watch brings of them,
 // so that the cache keeps those released (CachedFromJSON) and a cold start
 // that creates 10,000 objects does not hold their JSON as well. Either may
-// come first: the create's answer and the watch event travel apart, and
-// about half the events of a cold start came first. Whichever comes second
+// come first: the create's answer and the watch event travel apart. Whichever comes second
 // finds the other and releases the copy. What finds no partner (a version
 // changed again before the watch listed it anew, an event of another
 // writer's version) is forgotten after one to two createdMemory.

@@ -52,8 +52,8 @@ type Records struct {
 
 	// decoded keeps, per record name, the last cached object decoded and
 	// what it decoded to: a sync saves its record twice, most often
-	// unchanged, and the converter's reflection was 6% of Sprout's CPU
-	// while triggers arrived.
+	// unchanged, and the converter's reflection showed in Sprout's CPU
+	// profile while triggers arrived.
 	mu      sync.Mutex
 	decoded map[string]decodedRecord
 }

@@ -392,7 +392,7 @@ func (c *Controller) run(ctx context.Context) error {
 		wg.Go(func() { wait.UntilWithContext(ctx, c.runWorker, time.Second) })
 	}
 	// Status writes outlive ctx: what the last syncs did is written before
-	// Run returns, so a restart finds it written (DESIGN §5: nothing to do).
+	// Run returns, so a restart finds it written and has nothing to write.
 	statusCtx := context.WithoutCancel(ctx)
 	var statusWG sync.WaitGroup
 	for range statusWorkers {

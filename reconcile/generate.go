@@ -16,9 +16,9 @@ import (
 // small, so that the first objects are written soon after a sync starts,
 // and each next one twice as large, up to maxPart. Up to maxApplying parts
 // are applied at once, sharing their round's bound on requests in flight,
-// so that the last requests of one part do not hold the next back. Parts
-// of 1,024 wrote no faster than parts of 256, and their desired objects
-// in full took 8 MB more at the peak of 10,000 triggers.
+// so that the last requests of one part do not hold the next back. Larger
+// parts wrote no faster and held more desired objects in full at the peak
+// (docs/performance.md).
 const (
 	firstPart   = 64
 	maxPart     = 256

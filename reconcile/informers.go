@@ -111,9 +111,9 @@ func (l *lastUpdates) get(uid types.UID) *cachedObject {
 //
 // Triggers are watched in JSON, even built-in ones: watched in protobuf,
 // as generated objects are, the Namespaces of make bench's burst (scenario
-// 8) were created with a Create p99 1.21-1.44x the baseline's in five of
-// six runs, against 0.94-1.11x in five runs in JSON, though Sprout spent
-// no more CPU decoding them (12 s profiles of both).
+// 8) were created with a higher Create p99 against the baseline's than in
+// JSON, though Sprout spent no more CPU decoding them
+// (docs/performance.md).
 func newInformer(client dynamic.Interface, raw rest.Interface, w watchKey) cache.SharedIndexInformer {
 	return newUnstructuredInformer(client, raw, w, nil, nil, triggerForm, false)
 }

@@ -73,7 +73,8 @@ type criteria struct {
 	// admit a trigger.
 	events matchCriteria
 	// state ignores operations: whether a trigger matches now, whatever
-	// event brought it, decides whether it is retained (DESIGN §3).
+	// event brought it, decides whether it is retained: a no-op UPDATE
+	// of a CREATE-only trigger must not take its downstream away.
 	state matchCriteria
 }
 

@@ -69,8 +69,8 @@ type compiledPolicy struct {
 
 // admissions remembers, per policy, the admitted triggers its settings do
 // not derive: those whose events admitted them after the policy was
-// activated, and those settings since changed admitted (DESIGN §3). It
-// survives policy updates.
+// activated, and those settings since changed admitted: a trigger stays
+// admitted while it exists. It survives policy updates.
 type admissions struct {
 	mu  sync.Mutex
 	set map[policyKey]sets.Set[types.UID]

@@ -18,7 +18,8 @@ import (
 // cacheReader serves resource.Get and resource.List for the syncs of one
 // policy from informer caches, starting an informer the first time a
 // resource is read. It records every resource read: a change to any object
-// of those resources re-queues the policy (DESIGN §3, sources).
+// of those resources re-queues the policy, so a clone follows its source
+// and a setting read from a ConfigMap takes effect.
 type cacheReader struct {
 	c *Controller
 	// as, when set, is the ServiceAccount the policy runs as: each kind of

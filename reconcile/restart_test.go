@@ -436,7 +436,7 @@ func TestRecomputeRepairsDriftMadeWhileStopped(t *testing.T) {
 // generateExisting or by their creation are not listed in the record (it
 // stays small), yet when the policy drops both settings while Sprout is
 // stopped, they stay admitted: the next sync lists them before anything
-// else (DESIGN §3).
+// else, as a trigger stays admitted while it exists.
 func TestAdmissionsOutliveTheSettingsThatGaveThem(t *testing.T) {
 	tb := newTable(t, "admits")
 	tb.trigger("a", "admits", "a1") // exists before the policy

@@ -232,8 +232,8 @@ const downstreamSyncWait = 2 * time.Second
 // triggerExists answers, from the caches, whether a trigger of the policy
 // still exists. The triggers' UIDs are gathered at the first question, once
 // for the sync that asks: most syncs ask none (an index of every trigger
-// by UID took 300 bytes a trigger), some ask about every trigger they
-// admitted. Answers may be asked for concurrently.
+// by UID, kept all along, would cost memory for every trigger), some ask
+// about every trigger they admitted. Answers may be asked for concurrently.
 func (c *Controller) triggerExists(cp *compiledPolicy) func(string) bool {
 	var uids map[types.UID]struct{} // nil: cannot tell
 	gather := sync.OnceFunc(func() {
@@ -275,7 +275,7 @@ func (c *Controller) eachCachedTrigger(cp *compiledPolicy, fn func(*cachedObject
 
 // notYetGenerated drops the objects a non-synchronizing policy has already
 // generated: it generates once per trigger, so a downstream a user deleted
-// stays deleted (DESIGN §4).
+// stays deleted.
 func (c *Controller) notYetGenerated(key policyKey, desired []*unstructured.Unstructured) []*unstructured.Unstructured {
 	c.mu.RLock()
 	done := c.generated[key]
@@ -456,7 +456,7 @@ func (c *Controller) matchingTriggers(cp *compiledPolicy) ([]trigger, error) {
 			if derivedBefore && !derived && !listed {
 				// Admitted by settings the policy no longer has: listed, so
 				// it stays admitted while it exists, whatever becomes of
-				// generateExisting or the operations (DESIGN §3).
+				// generateExisting or the operations.
 				c.admitted.admit(key, m.uid)
 			}
 			out = append(out, trigger{gvr: gvr, object: u, memo: m})

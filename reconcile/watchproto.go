@@ -18,9 +18,8 @@ import (
 // kubelet, any typed client-go informer) watch in protobuf, and the API
 // server encodes each event once per media type for all its watchers: a
 // JSON watch of the ConfigMaps Sprout generates cost it an encoding of its
-// own of every one, about 0.1 ms of its CPU an object in make bench's
-// scenario 1 (from its profile). The generated objects' informers watch
-// so (triggers do not: see newInformer).
+// own of every one. The generated objects' informers watch so (triggers do
+// not: see newInformer).
 //
 // A stream is a sequence of frames, each its length as 4 bytes, big
 // endian, then a metav1.WatchEvent, unwrapped, whose object is wrapped as

@@ -1,9 +1,13 @@
 // Package sources owns where policies come from and hands them to reconcile
-// as a stream of changes. The cluster source watches the policy CRDs; Git and
-// folder sources follow.
+// as a stream of changes (Handler). The cluster source watches the policy
+// CRDs; Git and folder sources poll.
 //
-// A source never compiles or evaluates a policy: it decodes it, names where it
-// came from (source and revision) and says when it changed or went away.
+// A source decodes each policy and names where it came from (source and
+// revision) and says when it changed or went away. Git and folder sources
+// also compile every policy of a revision (load.go) before they hand any
+// over: a revision is taken whole or not at all, so a policy that does not
+// compile rejects its revision, and the last good one keeps running. A
+// source never evaluates a policy.
 //
 // Git credentials are an AuthFunc the source calls at every check (FileAuth,
 // SecretAuth), never a value fixed at start-up, so rotated credentials apply

@@ -135,8 +135,8 @@ func TestIdentifyIsStable(t *testing.T) {
 
 // TestLoadBoundsHostileFiles reads files written to exhaust the reader: each
 // must be rejected with an error naming file and document, allocating little
-// (issue #8, item 11). Before documents were bounded, the 3 MiB flow list
-// took seconds and peaked near 600 MiB of heap.
+// (issue #8, item 11). Before documents were bounded, such a list took
+// seconds and more memory than Sprout's limit to decode.
 func TestLoadBoundsHostileFiles(t *testing.T) {
 	tests := []struct {
 		name    string

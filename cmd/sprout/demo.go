@@ -41,8 +41,8 @@ import (
 // plane it starts comes from the test harness, whose envtest renders
 // templates with text/template, and a binary that can reach
 // reflect.Value.MethodByName keeps every exported method of every type it
-// links. Without it the binary is 31 MB smaller and takes 8 MiB less
-// resident before it does anything.
+// links. Without it the binary is much smaller and holds less memory
+// before it does anything (docs/performance.md).
 func init() { optionalCommands = append(optionalCommands, newDemoCommand) }
 
 // demoOptions configure `sprout demo`.

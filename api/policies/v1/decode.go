@@ -16,10 +16,9 @@ import (
 )
 
 // MaxDocumentSize bounds one document of a policy file. YAML dense in nodes
-// takes some 80 times its size in memory to decode (a 1 MiB flow list of
-// numbers: 84 MiB live; one of 4 MiB took seconds and peaked near 600 MiB,
-// more than Sprout's memory limit), so a larger document is refused before it
-// is parsed. A policy is far smaller: the API server stores no object over
+// takes many times its size in memory to decode, and a document of a few MiB
+// can take more than Sprout's memory limit (docs/performance.md has the
+// figures), so a larger document is refused before it is parsed. A policy is far smaller: the API server stores no object over
 // 1.5 MiB. Aliases and nesting need no bound here: the YAML decoder refuses
 // excessive aliasing and nesting deeper than 10,000 (issue #8, item 11).
 const MaxDocumentSize = 1 << 20

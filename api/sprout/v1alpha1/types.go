@@ -19,7 +19,7 @@ const PolicyInventoryKind = "PolicyInventory"
 // what the policy has written to, which triggers events admitted, what a
 // non-synchronizing policy has already generated, and the policy's state.
 // The objects themselves are found by their labels, so the record stays
-// small however many objects a policy owns (DESIGN §5).
+// small however many objects a policy owns (docs/design.md, the record).
 //
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status

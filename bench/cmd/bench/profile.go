@@ -19,7 +19,7 @@ import (
 const topN = 12
 
 // profileSummary is what `go tool pprof -top` shows of a profile, for
-// the README's "what dominates the remaining cost" (scenario 6): the
+// docs/performance.md's reading of where the cost goes (scenario 6): the
 // functions with the most of one sample type themselves (flat) and with
 // their callees (cum), the packages with the most flat, and Sprout's own
 // functions with the most cum (which of its steps the cost comes from).
