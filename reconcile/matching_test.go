@@ -46,3 +46,24 @@ func TestAFalseMatchConditionSkipsATriggerAnotherFailsOn(t *testing.T) {
 	}
 	t.Logf("Ready: %s", last.Message)
 }
+
+// TestAnExclusionScopedToDeleteExcludesOnlyDeletes: an excludeResourceRules
+// entry limited to DELETE keeps the policy from generating on a delete; it
+// does not exclude the trigger while it lives.
+func TestAnExclusionScopedToDeleteExcludesOnlyDeletes(t *testing.T) {
+	startController(t)
+	tb := newTable(t, "exclude-delete")
+	doc := replaceOnce(t, derivedPolicy("exclude-delete", "xd", "out", "one", true, false), "    objectSelector:\n", `    excludeResourceRules:
+    - apiGroups: [""]
+      apiVersions: ["v1"]
+      operations: ["DELETE"]
+      resources: ["configmaps"]
+    objectSelector:
+`)
+	tb.applyPolicy(doc)
+	t.Cleanup(func() { tb.deletePolicy("exclude-delete") })
+	tb.trigger("a", "xd", "a1")
+	tb.waitFor("the downstream of a trigger only its deletes are excluded for", "a-out", exists)
+	tb.trigger("a", "xd", "a2")
+	tb.waitFor("the downstream to follow its trigger", "a-out", func(cm *corev1.ConfigMap) bool { return cm != nil && cm.Data["from"] == "a2" })
+}
