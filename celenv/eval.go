@@ -135,14 +135,8 @@ func (p *Program) Evaluate(ctx context.Context, in Input) (Result, error) {
 		})
 	}
 
-	for _, mc := range p.matchConditions {
-		out, err := mc.eval(ctx, activation)
-		if err != nil {
-			return Result{}, err
-		}
-		if out != types.True {
-			return Result{Matched: false, Reproducible: reproducible()}, nil
-		}
+	if matched, err := p.match(ctx, activation); err != nil || !matched {
+		return Result{Matched: false, Reproducible: reproducible()}, err
 	}
 	var missing []string
 	for _, g := range p.generate {
@@ -161,6 +155,26 @@ func (p *Program) Evaluate(ctx context.Context, in Input) (Result, error) {
 		}
 	}
 	return Result{Matched: true, Objects: gen.objects, MissingSources: missing, Reproducible: reproducible()}, nil
+}
+
+// match runs the matchConditions as admission does: a condition that is
+// false skips the trigger even when another failed, and the failures count
+// only when no condition is false. The controller stopping is the
+// exception: nothing after it is trusted.
+func (p *Program) match(ctx context.Context, activation map[string]any) (bool, error) {
+	var errs []error
+	for _, mc := range p.matchConditions {
+		out, err := mc.eval(ctx, activation)
+		switch {
+		case err != nil && ctx.Err() != nil:
+			return false, err
+		case err != nil:
+			errs = append(errs, err)
+		case out != types.True:
+			return false, nil
+		}
+	}
+	return len(errs) == 0, errors.Join(errs...)
 }
 
 // eval runs one expression, charges its cost to the evaluation's budget and

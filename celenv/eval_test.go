@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/yaml"
@@ -202,6 +203,44 @@ func TestReproducible(t *testing.T) {
 			}
 			if res.Reproducible != tt.want {
 				t.Errorf("Reproducible = %v, want %v", res.Reproducible, tt.want)
+			}
+		})
+	}
+}
+
+// TestMatchConditionsFollowAdmission: as in admission, a false condition
+// skips the trigger even when another fails, and a failure is the trigger's
+// error only when no condition is false.
+func TestMatchConditionsFollowAdmission(t *testing.T) {
+	failing := admissionregistrationv1.MatchCondition{Name: "reads-a-missing-label", Expression: "object.metadata.labels.team == 'a'"}
+	falseOne := admissionregistrationv1.MatchCondition{Name: "never", Expression: "false"}
+	trueOne := admissionregistrationv1.MatchCondition{Name: "always", Expression: "true"}
+	for _, tc := range []struct {
+		name       string
+		conditions []admissionregistrationv1.MatchCondition
+		wantErr    string
+	}{
+		{name: "error before false", conditions: []admissionregistrationv1.MatchCondition{failing, falseOne}},
+		{name: "false before error", conditions: []admissionregistrationv1.MatchCondition{falseOne, failing}},
+		{name: "error and true", conditions: []admissionregistrationv1.MatchCondition{failing, trueOne}, wantErr: "spec.matchConditions[0].expression"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := loadPolicy(t, "zk-kafka-address")
+			spec := p.PolicySpec()
+			spec.MatchConditions = tc.conditions
+			prog := celenv.Compile(p)
+			if err := prog.Err(); err != nil {
+				t.Fatal(err)
+			}
+			res, err := prog.Evaluate(context.Background(), createNamespace(namespace("unlabelled", map[string]string{"color": "red"})))
+			if tc.wantErr == "" {
+				if err != nil || res.Matched {
+					t.Fatalf("want the trigger skipped without error, got matched=%v err=%v", res.Matched, err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) || res.Matched {
+				t.Fatalf("want an error naming %s, got matched=%v err=%v", tc.wantErr, res.Matched, err)
 			}
 		})
 	}

@@ -1,6 +1,8 @@
 package reconcile
 
 import (
+	"slices"
+
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -72,20 +74,37 @@ type criteria struct {
 	// events is the constraints as written: operations decide which events
 	// admit a trigger.
 	events matchCriteria
-	// state ignores operations: whether a trigger matches now, whatever
-	// event brought it, decides whether it is retained: a no-op UPDATE
-	// of a CREATE-only trigger must not take its downstream away.
+	// state is whether a trigger, as it is, stays selected, whatever event
+	// admitted it (a no-op UPDATE of a CREATE-only trigger must not take its
+	// downstream away): the resource rules' operations are ignored, and an
+	// exclusion counts only if it covers every event a live trigger can be
+	// admitted by (CREATE and UPDATE). One scoped to DELETE, or to UPDATE
+	// alone, excludes those events and nothing else.
 	state matchCriteria
 }
 
 func newCriteria(mr admissionregistrationv1.MatchResources) criteria {
 	state := *mr.DeepCopy()
-	for _, rules := range [][]admissionregistrationv1.NamedRuleWithOperations{state.ResourceRules, state.ExcludeResourceRules} {
-		for i := range rules {
-			rules[i].Operations = []admissionregistrationv1.OperationType{admissionregistrationv1.OperationAll}
-		}
+	all := []admissionregistrationv1.OperationType{admissionregistrationv1.OperationAll}
+	for i := range state.ResourceRules {
+		state.ResourceRules[i].Operations = all
+	}
+	state.ExcludeResourceRules = slices.DeleteFunc(state.ExcludeResourceRules, func(r admissionregistrationv1.NamedRuleWithOperations) bool {
+		return !coversLiveEvents(r.Operations)
+	})
+	for i := range state.ExcludeResourceRules {
+		state.ExcludeResourceRules[i].Operations = all
 	}
 	return criteria{events: newMatchCriteria(mr), state: newMatchCriteria(state)}
+}
+
+// coversLiveEvents reports whether operations include every event that
+// admits a trigger that exists: CREATE and UPDATE.
+func coversLiveEvents(ops []admissionregistrationv1.OperationType) bool {
+	has := func(op admissionregistrationv1.OperationType) bool {
+		return slices.Contains(ops, op) || slices.Contains(ops, admissionregistrationv1.OperationAll)
+	}
+	return has(admissionregistrationv1.Create) && has(admissionregistrationv1.Update)
 }
 
 // matchCriteria implements matching.MatchCriteria. Its selectors are
