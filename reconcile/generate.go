@@ -7,6 +7,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/sets"
 
 	"github.com/sprout-gitops/sprout/celenv"
 	"github.com/sprout-gitops/sprout/inventory"
@@ -33,6 +34,10 @@ type generation struct {
 	matched, objects, settled int
 	evalErrs, refuseErrs      []error
 	mapErr, applyErr          error
+	// failed are the UIDs of the triggers whose evaluation failed or
+	// whose objects were refused: what they want is unknown or not
+	// written, so their objects are not pruned.
+	failed sets.Set[string]
 	// verdicts are the guard's on the roles bindings refer to.
 	verdicts *verdicts
 	// rebuilt: the policy's admissions were rebuilt from its objects in
@@ -61,7 +66,7 @@ func (g *generation) refuseErr() error { return joinSorted(g.refuseErrs) }
 // applied stay applied, and nothing is pruned.
 func (c *Controller) generate(ctx context.Context, key policyKey, cp *compiledPolicy, triggers []trigger, w writer, reader celenv.Reader, phase *phases) (*generation, error) {
 	// Most policies generate one object a trigger.
-	g := &generation{changes: inventory.ChangeSet{Changes: make([]inventory.Change, 0, len(triggers))}, verdicts: newVerdicts()}
+	g := &generation{changes: inventory.ChangeSet{Changes: make([]inventory.Change, 0, len(triggers))}, verdicts: newVerdicts(), failed: sets.New[string]()}
 	round := cp.decisions.Begin()
 	defer round.End()
 	defer cp.evaluations.endRound()
@@ -90,7 +95,7 @@ func (c *Controller) generate(ctx context.Context, key policyKey, cp *compiledPo
 		part := triggers[start:min(start+size, len(triggers))]
 		start += max(len(part), 1)
 		want := c.desired(ctx, cp, part, reader, limit, g)
-		desired, kinds, refused, err := c.refuse(ctx, want.objects, want.kinds, g.verdicts)
+		desired, kinds, refused, err := c.refuse(ctx, want.objects, want.kinds, g.verdicts, g.failed)
 		if err != nil {
 			return g, err
 		}
@@ -220,6 +225,7 @@ func (c *Controller) desired(ctx context.Context, cp *compiledPolicy, triggers [
 		}
 		if err != nil {
 			g.evalErrs = append(g.evalErrs, fmt.Errorf("trigger %s %s: %w", t.object.GetKind(), objectRef(t.object), err))
+			g.failed.Insert(string(t.object.uid))
 			continue
 		}
 		if ev.matched {

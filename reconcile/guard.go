@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/sets"
 
 	"github.com/sprout-gitops/sprout/inventory"
 )
@@ -42,11 +43,11 @@ func (c *Controller) maxObjects(cp *compiledPolicy) (int, error) {
 // refuse drops the desired objects Sprout must not write, and says why for
 // each: a kind outside Options.AllowedKinds, or a binding to a role that
 // grants what guardedGrants refuses (unless Options.AllowWildcardBindings).
-// The policy's other objects are written; nothing is pruned while any is
-// refused, but the bindings refused for their role, which v lists, are
-// (pruneRefused). v keeps the verdict on each role, judged once per sync.
+// The policy's other objects are written; the triggers of refused objects
+// join failed, whose objects are not pruned, but the bindings refused for
+// their role, which v lists, are (pruneRefused). v keeps the verdict on each role, judged once per sync.
 // An error is the caches of roles not ready: the sync waits.
-func (c *Controller) refuse(ctx context.Context, desired []*unstructured.Unstructured, kinds []schema.GroupVersionKind, v *verdicts) ([]*unstructured.Unstructured, []schema.GroupVersionKind, []error, error) {
+func (c *Controller) refuse(ctx context.Context, desired []*unstructured.Unstructured, kinds []schema.GroupVersionKind, v *verdicts, failed sets.Set[string]) ([]*unstructured.Unstructured, []schema.GroupVersionKind, []error, error) {
 	if !c.opts.AllowWildcardBindings && slices.ContainsFunc(kinds, func(k schema.GroupVersionKind) bool { return isBinding(k.GroupKind()) }) {
 		if err := c.roleCaches(ctx); err != nil {
 			return nil, nil, nil, err
@@ -57,6 +58,7 @@ func (c *Controller) refuse(ctx context.Context, desired []*unstructured.Unstruc
 	for i, obj := range desired {
 		if err := c.mayWrite(obj, kinds[i].GroupKind(), v); err != nil {
 			errs = append(errs, fmt.Errorf("%s: refused: %w", inventory.ObjectID(obj), err))
+			failed.Insert(obj.GetLabels()[inventory.LabelTriggerUID])
 			continue
 		}
 		kept, keptKinds = append(kept, obj), append(keptKinds, kinds[i])

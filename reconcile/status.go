@@ -38,6 +38,9 @@ type outcome struct {
 	err      error
 	triggers int
 	objects  int
+	// failed counts the triggers that failed: their match, their
+	// evaluation, or a refusal of what they generate.
+	failed int
 }
 
 // reportStatus writes the policy's status when it differs from what the
@@ -50,16 +53,23 @@ func (c *Controller) reportStatus(ctx context.Context, cp *compiledPolicy, out o
 	status := *live.DeepCopy()
 	cond := readyCondition(cp, out)
 	meta.SetStatusCondition(&status.Conditions, cond)
-	ready := cond.Status == metav1.ConditionTrue
+	// Kyverno's conditionStatus.ready says the policy compiled, is
+	// watching and may do its work; what became of one trigger is that
+	// trigger's, reported in the Ready condition and failedTriggers.
+	kyvernoCond := cond
+	if perTrigger(out) {
+		kyvernoCond.Status, kyvernoCond.Reason, kyvernoCond.Message = metav1.ConditionTrue, ReasonReconciled, fmt.Sprintf("%d of its triggers failed", out.failed)
+	}
+	ready := kyvernoCond.Status == metav1.ConditionTrue
 	status.ConditionStatus.Ready = &ready
 	status.ConditionStatus.Message = ""
 	if !ready {
-		status.ConditionStatus.Message = cond.Message
+		status.ConditionStatus.Message = kyvernoCond.Message
 	}
-	meta.SetStatusCondition(&status.ConditionStatus.Conditions, cond)
+	meta.SetStatusCondition(&status.ConditionStatus.Conditions, kyvernoCond)
 	status.ObservedGeneration = cp.policy.GetGeneration()
 	if out.reason != ReasonCompileFailed {
-		status.Triggers, status.Objects = out.triggers, out.objects
+		status.Triggers, status.Objects, status.FailedTriggers = out.triggers, out.objects, out.failed
 	}
 	if equality.Semantic.DeepEqual(&status, live) {
 		return nil
@@ -93,6 +103,16 @@ func toUnstructured(obj runtime.Object, gvk schema.GroupVersionKind) (map[string
 	m["apiVersion"], m["kind"] = gvk.GroupVersion().String(), gvk.Kind
 	unstructured.RemoveNestedField(m, "metadata", "managedFields")
 	return m, nil
+}
+
+// perTrigger reports whether a sync failed for some triggers, not for the
+// policy: the others were generated and pruned.
+func perTrigger(out outcome) bool {
+	switch out.reason {
+	case ReasonEvaluationFailed, ReasonMatchFailed, ReasonRefused:
+		return out.failed > 0
+	}
+	return false
 }
 
 // readyCondition summarises a sync's outcome as the Ready condition.

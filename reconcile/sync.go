@@ -87,7 +87,7 @@ func (c *Controller) sync(ctx context.Context, key policyKey) error {
 	defer end()
 
 	phase := c.metrics.phases()
-	triggers, matchErr := c.matchingTriggers(cp)
+	triggers, unmatched, matchErr := c.matchingTriggers(cp)
 	if errors.Is(matchErr, errWaiting) {
 		return errWaiting
 	}
@@ -127,15 +127,22 @@ func (c *Controller) sync(ctx context.Context, key policyKey) error {
 		c.metrics.settled.WithLabelValues(key.String()).Set(float64(g.settled))
 	}
 	evalErr, refuseErr, mapErr, applyErr := g.evalErr(), g.refuseErr(), g.mapErr, g.applyErr
-	if applyErr == nil && evalErr == nil {
-		c.tombstones.done(key, tombstones) // generated once, never again
+	for _, uid := range unmatched {
+		g.failed.Insert(string(uid))
+	}
+	if applyErr == nil {
+		// Generated once, never again; one that failed is tried again.
+		c.tombstones.done(key, slices.DeleteFunc(tombstones, func(t trigger) bool { return g.failed.Has(string(t.object.uid)) }))
 	}
 
-	// Prune only after a complete, error-free desired set and apply: an
-	// object missing from a partial set is not unwanted, only unknown.
+	// Prune only after a desired set known for every trigger that did not
+	// fail, and an apply without error: an object missing from a partial
+	// set is not unwanted, only unknown. A trigger that failed (its match,
+	// its evaluation, a refusal) keeps its objects as they are until it
+	// evaluates cleanly again; the other triggers are pruned as usual.
 	changes := g.changes
 	var pruneErr error
-	complete := errors.Join(matchErr, evalErr, refuseErr, mapErr, applyErr) == nil
+	complete := errors.Join(mapErr, applyErr) == nil
 	if c.rebuilds.pending(key) {
 		// A record lost: nothing is pruned until the objects have told
 		// which triggers the policy generated for, and a sync has matched
@@ -153,7 +160,7 @@ func (c *Controller) sync(ctx context.Context, key policyKey) error {
 	if sync && complete {
 		c.retainClaims(key, changes)
 		var pruned inventory.ChangeSet
-		pruned, pruneErr = c.prune(ctx, w, key, cp)
+		pruned, pruneErr = c.prune(ctx, w, key, cp, g.failed)
 		changes.Changes = append(changes.Changes, pruned.Changes...)
 		c.own.note(key, pruned)
 	}
@@ -173,7 +180,7 @@ func (c *Controller) sync(ctx context.Context, key policyKey) error {
 	// A refusal, like an object someone else owns, is reported but not
 	// retried: only a change to the policy or the cluster can lift it, and
 	// either queues the policy again.
-	out := outcome{triggers: g.matched, objects: g.objects, err: errors.Join(cp.resolveErr, matchErr, evalErr, refuseErr, mapErr, applyErr, pruneErr, notOwned)}
+	out := outcome{triggers: g.matched, objects: g.objects, failed: g.failed.Len(), err: errors.Join(cp.resolveErr, matchErr, evalErr, refuseErr, mapErr, applyErr, pruneErr, notOwned)}
 	switch {
 	case matchErr != nil:
 		out.reason = ReasonMatchFailed
@@ -305,13 +312,16 @@ func (c *Controller) noteGenerated(key policyKey, changes inventory.ChangeSet) {
 
 func generatedID(objectID, triggerUID string) string { return triggerUID + " " + objectID }
 
-// prune deletes what the policy owns but its last apply did not want.
-func (c *Controller) prune(ctx context.Context, w writer, key policyKey, cp *compiledPolicy) (inventory.ChangeSet, error) {
+// prune deletes what the policy owns but its last apply did not want,
+// except the objects of the triggers that failed: what they want is
+// unknown.
+func (c *Controller) prune(ctx context.Context, w writer, key policyKey, cp *compiledPolicy, failed sets.Set[string]) (inventory.ChangeSet, error) {
 	owned, err := c.owned(key)
 	if err != nil {
 		return inventory.ChangeSet{}, err
 	}
-	return w.Prune(ctx, inventory.Decoded(cp.decisions.Stale(owned)))
+	stale := slices.DeleteFunc(cp.decisions.Stale(owned), func(o *inventory.Cached) bool { return failed.Has(o.TriggerUID()) })
+	return w.Prune(ctx, inventory.Decoded(stale))
 }
 
 // finalize is the last sync of a deleted policy. A synchronizing policy that
@@ -405,7 +415,7 @@ func (c *Controller) triggersSynced(cp *compiledPolicy) bool {
 // now and has admitted: every match with generateExisting, otherwise those
 // created since the policy's activation or admitted by an event. They come
 // in the caches' order, which is none.
-func (c *Controller) matchingTriggers(cp *compiledPolicy) ([]trigger, error) {
+func (c *Controller) matchingTriggers(cp *compiledPolicy) ([]trigger, []types.UID, error) {
 	key := keyOf(cp.policy)
 	// Settings the policy had before, whose admissions are not listed yet.
 	before, changed := c.admitted.derivedBy(key)
@@ -416,6 +426,7 @@ func (c *Controller) matchingTriggers(cp *compiledPolicy) ([]trigger, error) {
 	}
 	var out []trigger
 	var errs []error
+	var failed []types.UID // triggers whose match failed
 	self := 0 // the policy's own objects, passed over
 	defer func() { c.reportSelfTriggers(key, cp, self) }()
 	for _, gvr := range cp.triggers {
@@ -423,7 +434,7 @@ func (c *Controller) matchingTriggers(cp *compiledPolicy) ([]trigger, error) {
 		ti := c.informer[c.watchKeyOf(cp.scope(), gvr)]
 		c.mu.RUnlock()
 		if ti == nil {
-			return nil, errWaiting // released meanwhile by a policy change
+			return nil, nil, errWaiting // released meanwhile by a policy change
 		}
 		cached := ti.informer.GetStore().List()
 		out = slices.Grow(out, len(cached))
@@ -445,6 +456,7 @@ func (c *Controller) matchingTriggers(cp *compiledPolicy) ([]trigger, error) {
 			ok, err := c.selects(cp, gvr, u, m)
 			if err != nil {
 				errs = append(errs, fmt.Errorf("%s %s: match: %w", u.GetKind(), objectRef(u), err))
+				failed = append(failed, m.uid)
 				continue
 			}
 			if !ok {
@@ -468,7 +480,7 @@ func (c *Controller) matchingTriggers(cp *compiledPolicy) ([]trigger, error) {
 		// Every trigger the old settings admitted is listed now.
 		c.admitted.setDerivedBy(key, cp.derives)
 	}
-	return out, joinSorted(errs)
+	return out, failed, joinSorted(errs)
 }
 
 // joinSorted joins errors in the order of their messages: triggers come in

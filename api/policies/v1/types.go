@@ -213,6 +213,12 @@ type GeneratingPolicyStatus struct {
 	// Objects counts the downstream objects the policy owns.
 	// +optional
 	Objects int `json:"objects,omitempty"`
+
+	// FailedTriggers counts the triggers that failed at the last sync:
+	// their match, their evaluation, or a refusal of what they generate.
+	// Their objects are kept as they are until they evaluate cleanly.
+	// +optional
+	FailedTriggers int `json:"failedTriggers"`
 }
 
 // ConditionStatus is the status Kyverno writes on its policies.
