@@ -427,7 +427,7 @@ func (c *Controller) matchingTriggers(cp *compiledPolicy) ([]trigger, []types.UI
 	var out []trigger
 	var errs []error
 	var failed []types.UID // triggers whose match failed
-	self := 0 // the policy's own objects, passed over
+	self := 0              // the policy's own objects, passed over
 	defer func() { c.reportSelfTriggers(key, cp, self) }()
 	for _, gvr := range cp.triggers {
 		c.mu.RLock()
