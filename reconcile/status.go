@@ -61,7 +61,8 @@ func (c *Controller) reportStatus(ctx context.Context, cp *compiledPolicy, out o
 	if out.reason != ReasonCompileFailed {
 		status.Triggers, status.Objects = out.triggers, out.objects
 	}
-	if equality.Semantic.DeepEqual(&status, live) {
+	if equality.Semantic.DeepEqual(&status, live) ||
+		keepsOnlyKyvernoStatus(live) && equality.Semantic.DeepEqual(status.ConditionStatus, live.ConditionStatus) {
 		return nil
 	}
 	patch, err := json.Marshal(map[string]any{"status": status})
@@ -74,6 +75,15 @@ func (c *Controller) reportStatus(ctx context.Context, cp *compiledPolicy, out o
 		return fmt.Errorf("%s: status: %w", keyOf(cp.policy), err)
 	}
 	return nil
+}
+
+// keepsOnlyKyvernoStatus reports whether the policy's CRD is Kyverno's, which
+// stores conditionStatus and drops Sprout's own status fields: Sprout writes
+// observedGeneration whenever it writes conditionStatus.ready, so ready
+// stored without it was pruned. Compared in full, every sync would write the
+// dropped fields again.
+func keepsOnlyKyvernoStatus(live *apiv1.GeneratingPolicyStatus) bool {
+	return live.ConditionStatus.Ready != nil && live.ObservedGeneration == 0 && len(live.Conditions) == 0
 }
 
 func policyResource(p apiv1.Policy) (schema.GroupVersionResource, string) {
