@@ -10,7 +10,6 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"sigs.k8s.io/yaml"
 
-	apiv1 "github.com/sprout-gitops/sprout/api/policies/v1"
 	"github.com/sprout-gitops/sprout/deploy"
 )
 
@@ -30,6 +29,10 @@ const (
 // CRDsEnv names the environment variable that picks the policy CRDs of the
 // test control plane: "kyverno" or "sprout" (the default).
 const CRDsEnv = "SPROUT_TEST_CRDS"
+
+// policyGroup is the API group of the policy CRDs (api/policies/v1.Group,
+// which the harness does not import: it needs only this name).
+const policyGroup = "policies.kyverno.io"
 
 //go:embed testdata/kyverno/*.yaml
 var kyverno embed.FS
@@ -61,7 +64,7 @@ func (s CRDSet) CRDs() ([]*apiextensionsv1.CustomResourceDefinition, error) {
 	}
 	out := policies
 	for _, crd := range crds {
-		if crd.Spec.Group != apiv1.Group {
+		if crd.Spec.Group != policyGroup {
 			out = append(out, crd)
 		}
 	}
@@ -85,7 +88,7 @@ func KyvernoPolicyCRDs() ([]*apiextensionsv1.CustomResourceDefinition, error) {
 		if err := yaml.UnmarshalStrict(data, crd); err != nil {
 			return nil, fmt.Errorf("%s: %w", f, err)
 		}
-		if !strings.HasSuffix(crd.Name, "."+apiv1.Group) {
+		if !strings.HasSuffix(crd.Name, "."+policyGroup) {
 			return nil, fmt.Errorf("%s: %s is not a policy CRD", f, crd.Name)
 		}
 		out = append(out, crd)
