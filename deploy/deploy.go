@@ -22,6 +22,9 @@ func CRDs() ([]*apiextensionsv1.CustomResourceDefinition, error) {
 	}
 	var out []*apiextensionsv1.CustomResourceDefinition
 	for _, f := range files {
+		if f == "crds/kustomization.yaml" {
+			continue // lists the CRDs for kustomize
+		}
 		data, err := crds.ReadFile(f)
 		if err != nil {
 			return nil, err

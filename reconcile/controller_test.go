@@ -186,12 +186,7 @@ func policyCondition(ctx context.Context, name string) (*metav1.Condition, error
 	if err != nil {
 		return nil, err
 	}
-	for _, c := range p.(*apiv1.GeneratingPolicy).Status.Conditions {
-		if c.Type == reconcile.ConditionReady {
-			return &c, nil
-		}
-	}
-	return nil, nil
+	return readyOf(p), nil
 }
 
 func TestDataSourcePolicyGeneratesForNewMatchingNamespaces(t *testing.T) {

@@ -9,7 +9,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -250,7 +249,7 @@ func namespacedPolicyCondition(ctx context.Context, ns, name string) (*metav1.Co
 	if err != nil {
 		return nil, err
 	}
-	return meta.FindStatusCondition(p.(*apiv1.NamespacedGeneratingPolicy).Status.Conditions, reconcile.ConditionReady), nil
+	return readyOf(p), nil
 }
 
 // TestDeletedNamespacedPolicyPrunesOnlyWhatItMayPrune: a tenant who

@@ -2,14 +2,12 @@ package reconcile_test
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
@@ -158,19 +156,8 @@ func TestNamespacedPolicy(t *testing.T) {
 	tb.applyPolicy(policy(`"namespace": "elsewhere", `))
 	nsPolicies := dynamic.NewForConfigOrDie(cfg).Resource(apiv1.NamespacedGeneratingPolicies).Namespace("team-ns")
 	poll(t, "the refusal on the policy", func(ctx context.Context) (bool, error) {
-		u, err := nsPolicies.Get(ctx, "team-policy", metav1.GetOptions{})
-		if err != nil {
-			return false, err
-		}
-		conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
-		for _, c := range conds {
-			c := c.(map[string]any)
-			if c["type"] == reconcile.ConditionReady && c["reason"] == reconcile.ReasonEvaluationFailed &&
-				contains(fmt.Sprint(c["message"]), `outside namespace "team-ns"`) {
-				return true, nil
-			}
-		}
-		return false, nil
+		c, err := namespacedPolicyCondition(ctx, "team-ns", "team-policy")
+		return c != nil && c.Reason == reconcile.ReasonEvaluationFailed && contains(c.Message, `outside namespace "team-ns"`), err
 	})
 	if tb.get("a-out") == nil {
 		t.Error("a failed evaluation pruned the existing downstream")

@@ -55,10 +55,12 @@ func (c *Controller) reportStatus(ctx context.Context, cp *compiledPolicy, out o
 	meta.SetStatusCondition(&status.Conditions, cond)
 	// Kyverno's conditionStatus.ready says the policy compiled, is
 	// watching and may do its work; what became of one trigger is that
-	// trigger's, reported in the Ready condition and failedTriggers.
+	// trigger's: the condition there stays True and names the failures,
+	// which Kyverno's CRDs, dropping Sprout's own fields, keep.
 	kyvernoCond := cond
 	if perTrigger(out) {
-		kyvernoCond.Status, kyvernoCond.Reason, kyvernoCond.Message = metav1.ConditionTrue, ReasonReconciled, fmt.Sprintf("%d of its triggers failed", out.failed)
+		kyvernoCond.Status = metav1.ConditionTrue
+		kyvernoCond.Message = fmt.Sprintf("%d of its triggers failed: %s", out.failed, out.err)
 	}
 	ready := kyvernoCond.Status == metav1.ConditionTrue
 	status.ConditionStatus.Ready = &ready
@@ -71,7 +73,8 @@ func (c *Controller) reportStatus(ctx context.Context, cp *compiledPolicy, out o
 	if out.reason != ReasonCompileFailed {
 		status.Triggers, status.Objects, status.FailedTriggers = out.triggers, out.objects, out.failed
 	}
-	if equality.Semantic.DeepEqual(&status, live) {
+	if equality.Semantic.DeepEqual(&status, live) ||
+		keepsOnlyKyvernoStatus(live) && equality.Semantic.DeepEqual(status.ConditionStatus, live.ConditionStatus) {
 		return nil
 	}
 	patch, err := json.Marshal(map[string]any{"status": status})
@@ -84,6 +87,15 @@ func (c *Controller) reportStatus(ctx context.Context, cp *compiledPolicy, out o
 		return fmt.Errorf("%s: status: %w", keyOf(cp.policy), err)
 	}
 	return nil
+}
+
+// keepsOnlyKyvernoStatus reports whether the policy's CRD is Kyverno's, which
+// stores conditionStatus and drops Sprout's own status fields: Sprout writes
+// observedGeneration whenever it writes conditionStatus.ready, so ready
+// stored without it was pruned. Compared in full, every sync would write the
+// dropped fields again.
+func keepsOnlyKyvernoStatus(live *apiv1.GeneratingPolicyStatus) bool {
+	return live.ConditionStatus.Ready != nil && live.ObservedGeneration == 0 && len(live.Conditions) == 0
 }
 
 func policyResource(p apiv1.Policy) (schema.GroupVersionResource, string) {

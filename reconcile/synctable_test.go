@@ -8,7 +8,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -152,8 +151,12 @@ func (tb *table) observed(policy string) {
 		if err != nil {
 			return false, nil
 		}
-		seen, _, _ := unstructured.NestedInt64(u.Object, "status", "observedGeneration")
-		return seen == u.GetGeneration(), nil
+		p, err := apiv1.FromUnstructured(u)
+		if err != nil {
+			return false, err
+		}
+		c := readyOf(p) // its observedGeneration is the status's, under either CRD set
+		return c != nil && c.ObservedGeneration == u.GetGeneration(), nil
 	})
 }
 

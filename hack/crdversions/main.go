@@ -1,7 +1,8 @@
 // Command crdversions turns the single-version CRDs that controller-gen writes
 // from api/v1 into the served set Kyverno users expect: the same schema at
-// every version in apiv1.ServedVersions, v1beta1 as the storage version, and
-// NamespacedGeneratingPolicy without v1alpha1. It rewrites the files it is given.
+// every version in apiv1.ServedVersions, v1beta1 as the storage version,
+// v1alpha1 deprecated, and NamespacedGeneratingPolicy without v1alpha1, as in
+// Kyverno's CRDs. It rewrites the files it is given.
 package main
 
 import (
@@ -16,7 +17,10 @@ import (
 	apiv1 "github.com/sprout-gitops/sprout/api/policies/v1"
 )
 
-const storageVersion = "v1beta1"
+const (
+	storageVersion    = "v1beta1"
+	deprecatedVersion = "v1alpha1"
+)
 
 func main() {
 	for _, path := range os.Args[1:] {
@@ -54,6 +58,7 @@ func rewrite(path string) error {
 		v.Name = name
 		v.Served = true
 		v.Storage = name == storageVersion
+		v.Deprecated = name == deprecatedVersion
 		versions = append(versions, v)
 	}
 	crd.Spec.Versions = versions

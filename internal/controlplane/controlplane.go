@@ -1,7 +1,8 @@
 // Package controlplane starts a real kube-apiserver and etcd from the
 // repository's bin/ folder (built by `make tools`) with controller-runtime's
-// envtest, and installs Sprout's CRDs. Tests share one control plane per test
-// package through Main; the demo starts one with Start.
+// envtest, and installs Sprout's CRDs, or Kyverno's policy CRDs in their place
+// (SPROUT_TEST_CRDS=kyverno, see CRDSet). Tests share one control plane per
+// test package through Main; the demo starts one with Start.
 //
 // It lives under internal/ because it is a harness, not part of Sprout's API:
 // the tests of every package and the `sprout demo` command use it.
@@ -15,8 +16,6 @@ import (
 
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
-
-	"github.com/sprout-gitops/sprout/deploy"
 )
 
 // ControlPlane is a running kube-apiserver and etcd.
@@ -29,14 +28,24 @@ type ControlPlane struct {
 	certs string
 }
 
-// Start starts etcd and kube-apiserver and installs the CRDs of deploy/crds.
+// Start starts etcd and kube-apiserver and installs the CRDs of deploy/crds,
+// or Kyverno's policy CRDs in their place when $SPROUT_TEST_CRDS says so.
 // Stop removes every process and temporary directory it made.
 func Start() (*ControlPlane, error) {
+	set, err := CRDsFromEnv()
+	if err != nil {
+		return nil, err
+	}
+	return StartWith(set)
+}
+
+// StartWith is Start with the policy CRDs of set.
+func StartWith(set CRDSet) (*ControlPlane, error) {
 	assets, err := Binaries()
 	if err != nil {
 		return nil, err
 	}
-	crds, err := deploy.CRDs()
+	crds, err := set.CRDs()
 	if err != nil {
 		return nil, err
 	}

@@ -103,17 +103,30 @@ type GeneratingPolicySpec struct {
 	// +optional
 	WebhookConfiguration *WebhookConfiguration `json:"webhookConfiguration,omitempty"`
 
+	// UseServerSideApply is accepted for compatibility with Kyverno and
+	// ignored: Sprout always applies with server-side apply.
+	// +optional
+	UseServerSideApply bool `json:"useServerSideApply,omitempty"`
+
+	// AuditAnnotations are accepted for compatibility with Kyverno and
+	// ignored: Kyverno writes them into policy reports, which Sprout does not
+	// make.
+	// +optional
+	AuditAnnotations []admissionregistrationv1.AuditAnnotation `json:"auditAnnotations,omitempty"`
+
 	// Generation lists what the policy generates for each trigger.
 	// +kubebuilder:validation:MinItems=1
 	Generation []Generation `json:"generate"`
 }
 
-// EvaluationConfiguration holds the switches of a policy's evaluation.
+// EvaluationConfiguration holds the switches of a policy's evaluation. The
+// defaults are Kyverno's, so a policy stored under either CRD set reads the
+// same.
 type EvaluationConfiguration struct {
 	// Admission is accepted for compatibility with Kyverno. Sprout evaluates
 	// policies from watches, never in admission.
 	// +optional
-	Admission *Toggle `json:"admission,omitempty"`
+	Admission *AdmissionConfiguration `json:"admission,omitempty"`
 
 	// GenerateExisting generates for triggers that already existed when the
 	// policy was activated. Defaults to false.
@@ -131,14 +144,26 @@ type EvaluationConfiguration struct {
 	// +optional
 	OrphanDownstreamOnPolicyDelete *Toggle `json:"orphanDownstreamOnPolicyDelete,omitempty"`
 
-	// SkipBackgroundRequests is accepted for compatibility with Kyverno and ignored.
+	// SkipBackgroundRequests is accepted for compatibility with Kyverno and
+	// ignored. Sprout also reads the {enabled: bool} object its CRDs once
+	// declared here.
+	// +kubebuilder:default=true
 	// +optional
-	SkipBackgroundRequests *Toggle `json:"skipBackgroundRequests,omitempty"`
+	SkipBackgroundRequests *Flag `json:"skipBackgroundRequests,omitempty"`
 }
 
-// Toggle is an optional on/off switch.
+// AdmissionConfiguration is Kyverno's admission switch, on by default.
+type AdmissionConfiguration struct {
+	// Enabled is accepted and ignored by Sprout.
+	// +kubebuilder:default=true
+	// +optional
+	Enabled *bool `json:"enabled,omitempty"`
+}
+
+// Toggle is an optional on/off switch, off by default.
 type Toggle struct {
 	// Enabled switches the feature on.
+	// +kubebuilder:default=false
 	// +optional
 	Enabled *bool `json:"enabled,omitempty"`
 }
@@ -152,6 +177,8 @@ type WebhookConfiguration struct {
 
 // Generation is one generate entry: either a CEL expression that calls
 // generator.Apply, or a YAML template.
+//
+// +kubebuilder:validation:XValidation:rule="(has(self.expression) && !has(self.template)) || (!has(self.expression) && has(self.template))",message="exactly one of expression or template must be set"
 type Generation struct {
 	// Name identifies the entry in status and errors.
 	// +optional
@@ -181,10 +208,12 @@ const (
 // Template is a generate entry written as YAML.
 type Template struct {
 	// Value is the YAML of one or more objects.
+	// +kubebuilder:validation:MinLength=1
 	Value string `json:"value"`
 
 	// Interpolate is "cel" to evaluate (( expr )) placeholders, "none" to take
 	// the YAML literally. Defaults to none.
+	// +kubebuilder:default=none
 	// +optional
 	Interpolate Interpolation `json:"interpolate,omitempty"`
 }
