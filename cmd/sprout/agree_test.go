@@ -118,12 +118,12 @@ func (sc scenario) collides(other scenario) bool {
 	}
 	mine := map[string]bool{}
 	for _, o := range sc.outputs {
-		mine["out "+objectID(o)] = true
+		mine["out "+fixtureID(o)] = true
 	}
 	for _, ns := range sc.namespaces() {
 		mine["ns "+ns] = true
 	}
-	return slices.ContainsFunc(other.outputs, func(o *unstructured.Unstructured) bool { return mine["out "+objectID(o)] }) ||
+	return slices.ContainsFunc(other.outputs, func(o *unstructured.Unstructured) bool { return mine["out "+fixtureID(o)] }) ||
 		slices.ContainsFunc(other.namespaces(), func(ns string) bool { return mine["ns "+ns] })
 }
 
@@ -154,7 +154,7 @@ func (sc scenario) namespaces() []string {
 	return out
 }
 
-func objectID(u *unstructured.Unstructured) string {
+func fixtureID(u *unstructured.Unstructured) string {
 	return fmt.Sprintf("%s %s/%s", u.GetKind(), u.GetNamespace(), u.GetName())
 }
 
@@ -162,7 +162,7 @@ func objectID(u *unstructured.Unstructured) string {
 func unique(objs []*unstructured.Unstructured) []*unstructured.Unstructured {
 	seen := map[string]bool{}
 	return slices.DeleteFunc(slices.Clone(objs), func(o *unstructured.Unstructured) bool {
-		id := objectID(o)
+		id := fixtureID(o)
 		dup := seen[id]
 		seen[id] = true
 		return dup
@@ -295,7 +295,7 @@ func generated(ctx context.Context, client dynamic.Interface, mapper meta.RESTMa
 // same objects, each holding every field render gave it (the server adds
 // its own), the trigger's UID aside, which render cannot know.
 func sameObjects(want, got []*unstructured.Unstructured) string {
-	id := objectID
+	id := fixtureID
 	byID := map[string]*unstructured.Unstructured{}
 	for _, g := range got {
 		byID[id(g)] = g
