@@ -38,6 +38,9 @@ type outcome struct {
 	err      error
 	triggers int
 	objects  int
+	// granted is the RBACPermissionsGranted verdict; nil leaves the
+	// condition as it was.
+	granted *grantVerdict
 }
 
 // reportStatus writes the policy's status when it differs from what the
@@ -51,12 +54,20 @@ func (c *Controller) reportStatus(ctx context.Context, cp *compiledPolicy, out o
 	cond := readyCondition(cp, out)
 	meta.SetStatusCondition(&status.Conditions, cond)
 	ready := cond.Status == metav1.ConditionTrue
-	status.ConditionStatus.Ready = &ready
 	status.ConditionStatus.Message = ""
 	if !ready {
 		status.ConditionStatus.Message = cond.Message
 	}
 	meta.SetStatusCondition(&status.ConditionStatus.Conditions, cond)
+	if out.granted != nil {
+		meta.SetStatusCondition(&status.ConditionStatus.Conditions, rbacCondition(out.granted.err, cp.policy.GetGeneration()))
+	}
+	// Kyverno's ready: every condition true.
+	if granted := meta.FindStatusCondition(status.ConditionStatus.Conditions, ConditionRBACPermissionsGranted); ready && granted != nil && granted.Status != metav1.ConditionTrue {
+		ready = false
+		status.ConditionStatus.Message = granted.Message
+	}
+	status.ConditionStatus.Ready = &ready
 	status.ObservedGeneration = cp.policy.GetGeneration()
 	if out.reason != ReasonCompileFailed {
 		status.Triggers, status.Objects = out.triggers, out.objects
