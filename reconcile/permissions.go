@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -53,19 +54,36 @@ type accessKey struct {
 type accessCache struct {
 	mu      sync.Mutex
 	gen     uint64
-	answers map[accessKey]error
-	// verdicts are, per policy, the RBACPermissionsGranted message its
+	answers map[accessKey]answer
+	// expire, until RBAC changes are watched, makes answers older than
+	// unwatchedAnswerAge stale: nothing else would tell them so.
+	expire atomic.Bool
+	// verdicts are, per policy, the RBACPermissionsGranted verdict its
 	// last sync reported.
-	verdicts map[policyKey]string
+	verdicts map[policyKey]*grantVerdict
 	// reviews counts the reviews asked of the API server.
 	reviews atomic.Int64
 }
 
+// answer is the API server's answer to one review, and when it was given.
+type answer struct {
+	err error
+	at  time.Time
+}
+
+// unwatchedAnswerAge is how long an answer is kept while RBAC changes are
+// not watched.
+const unwatchedAnswerAge = time.Minute
+
 func (a *accessCache) lookup(k accessKey) (err error, gen uint64, ok bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	err, ok = a.answers[k]
-	return err, a.gen, ok
+	got, ok := a.answers[k]
+	if ok && a.expire.Load() && time.Since(got.at) > unwatchedAnswerAge {
+		delete(a.answers, k)
+		ok = false
+	}
+	return got.err, a.gen, ok
 }
 
 func (a *accessCache) store(k accessKey, gen uint64, err error) {
@@ -75,9 +93,9 @@ func (a *accessCache) store(k accessKey, gen uint64, err error) {
 		return // RBAC changed while it was asked
 	}
 	if a.answers == nil {
-		a.answers = map[accessKey]error{}
+		a.answers = map[accessKey]answer{}
 	}
-	a.answers[k] = err
+	a.answers[k] = answer{err: err, at: time.Now()}
 }
 
 // invalidate forgets every answer: RBAC changed.
@@ -89,20 +107,20 @@ func (a *accessCache) invalidate() {
 }
 
 // remember keeps the verdict a sync reported for key.
-func (a *accessCache) remember(key policyKey, verdict string) {
+func (a *accessCache) remember(key policyKey, verdict *grantVerdict) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.verdicts == nil {
-		a.verdicts = map[policyKey]string{}
+		a.verdicts = map[policyKey]*grantVerdict{}
 	}
 	a.verdicts[key] = verdict
 }
 
-func (a *accessCache) reported(key policyKey) (string, bool) {
+// reported returns the verdict last reported for key, or nil.
+func (a *accessCache) reported(key policyKey) *grantVerdict {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	v, ok := a.verdicts[key]
-	return v, ok
+	return a.verdicts[key]
 }
 
 func (a *accessCache) forget(key policyKey) {
@@ -234,11 +252,11 @@ func (c *Controller) permissionVerdict(ctx context.Context, key policyKey, cp *c
 		return nil
 	}
 	slices.Sort(missing)
-	msg := strings.Join(slices.Compact(missing), "; ")
-	if len(failed) > 0 {
-		msg = strings.TrimPrefix(msg+"; "+errors.Join(failed...).Error(), "; ")
+	missing = slices.Compact(missing)
+	for _, err := range failed {
+		missing = append(missing, err.Error())
 	}
-	return fmt.Errorf("Policy is not ready for reporting, missing permissions: %s.", msg)
+	return fmt.Errorf("Policy is not ready for reporting, missing permissions: %s.", strings.Join(missing, "; "))
 }
 
 // rbacCondition is the RBACPermissionsGranted condition of a verdict.
@@ -264,8 +282,12 @@ type grantVerdict struct{ err error }
 // changed.
 func (c *Controller) verdict(ctx context.Context, key policyKey, cp *compiledPolicy) *grantVerdict {
 	err := c.permissionVerdict(ctx, key, cp)
-	c.access.remember(key, verdictString(err))
-	return &grantVerdict{err: err}
+	if ctx.Err() != nil {
+		return nil // stopping, or the policy deleted: nothing was learnt
+	}
+	v := &grantVerdict{err: err}
+	c.access.remember(key, v)
+	return v
 }
 
 func verdictString(err error) string {

@@ -181,4 +181,3 @@ func TestClusterPolicyReportsSproutsOwnPermissions(t *testing.T) {
 		t.Errorf("access reviews asked per trigger or sync: %d before four triggers, %d after", before, after)
 	}
 }
-

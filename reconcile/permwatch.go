@@ -27,12 +27,13 @@ const rbacSettle = time.Second
 // watchRBAC starts, once, informers on roles and bindings, whose changes
 // forget every access review answered and recheck every policy. They need
 // Sprout to list and watch all four kinds; without that, permissions are
-// asked again at each resync only, and a policy waiting for one retries
-// with back-off.
+// asked again once they are a minute old and at each resync, and a policy
+// waiting for one retries with back-off.
 func (c *Controller) watchRBAC(ctx context.Context) {
+	c.access.expire.Store(true)
 	for _, gvr := range rbacResources {
 		if err := c.mayWatch(ctx, nil, gvr, ""); err != nil {
-			c.log.Warn("RBAC changes are seen at each resync only", "reason", err.Error())
+			c.log.Warn("RBAC changes are not watched: permissions are asked again after a minute, and at each resync", "reason", err.Error())
 			return
 		}
 	}
@@ -69,6 +70,7 @@ func (c *Controller) watchRBAC(ctx context.Context) {
 	// A change between the first reviews and the listing is not lost.
 	c.rbacChanged()
 	c.rbacWatched.Store(true)
+	c.access.expire.Store(false)
 }
 
 func sameRBACVersion(old, obj any) bool {
@@ -146,7 +148,8 @@ func (c *Controller) recheckPermissions(ctx context.Context) {
 				continue
 			}
 		}
-		if last, ok := c.access.reported(key); ok && last != verdictString(c.permissionVerdict(ctx, key, cp)) {
+		now := verdictString(c.permissionVerdict(ctx, key, cp))
+		if last := c.access.reported(key); last != nil && ctx.Err() == nil && verdictString(last.err) != now {
 			c.queue.Add(key)
 		}
 	}

@@ -59,8 +59,14 @@ func (c *Controller) reportStatus(ctx context.Context, cp *compiledPolicy, out o
 		status.ConditionStatus.Message = cond.Message
 	}
 	meta.SetStatusCondition(&status.ConditionStatus.Conditions, cond)
-	if out.granted != nil {
-		meta.SetStatusCondition(&status.ConditionStatus.Conditions, rbacCondition(out.granted.err, cp.policy.GetGeneration()))
+	granted := out.granted
+	if granted == nil {
+		// The patch replaces the list: what the cache does not hold yet
+		// would go.
+		granted = c.access.reported(keyOf(cp.policy))
+	}
+	if granted != nil {
+		meta.SetStatusCondition(&status.ConditionStatus.Conditions, rbacCondition(granted.err, cp.policy.GetGeneration()))
 	}
 	// Kyverno's ready: every condition true.
 	if granted := meta.FindStatusCondition(status.ConditionStatus.Conditions, ConditionRBACPermissionsGranted); ready && granted != nil && granted.Status != metav1.ConditionTrue {
