@@ -6,12 +6,14 @@ import (
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	apiv1 "github.com/sprout-gitops/sprout/api/policies/v1"
 	"github.com/sprout-gitops/sprout/reconcile"
@@ -180,4 +182,82 @@ func TestClusterPolicyReportsSproutsOwnPermissions(t *testing.T) {
 	if after := c.AccessReviews(); after != before {
 		t.Errorf("access reviews asked per trigger or sync: %d before four triggers, %d after", before, after)
 	}
+}
+
+// sproutRules are what a Sprout running policies that generate ConfigMaps
+// needs, as deploy/ grants them.
+var sproutRules = []rbacv1.PolicyRule{
+	{APIGroups: []string{"policies.kyverno.io"}, Resources: []string{"generatingpolicies", "namespacedgeneratingpolicies"}, Verbs: []string{"get", "list", "watch"}},
+	{APIGroups: []string{"policies.kyverno.io"}, Resources: []string{"generatingpolicies/status", "namespacedgeneratingpolicies/status"}, Verbs: []string{"patch"}},
+	{APIGroups: []string{"sprout.dev"}, Resources: []string{"policyinventories"}, Verbs: []string{"list", "watch", "create", "patch", "delete"}},
+	{APIGroups: []string{"sprout.dev"}, Resources: []string{"policyinventories/status"}, Verbs: []string{"patch"}},
+	{APIGroups: []string{"sprout.dev"}, Resources: []string{"policysources"}, Verbs: []string{"get", "create", "patch"}},
+	{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get", "list", "watch"}},
+	{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
+	{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list", "watch", "create", "patch", "delete"}},
+	{APIGroups: []string{rbacv1.GroupName}, Resources: []string{"clusterroles", "roles", "clusterrolebindings", "rolebindings"}, Verbs: []string{"list", "watch"}},
+}
+
+// clusterGrant makes ClusterRole name with rules and binds it to
+// ServiceAccount ns/sa; the test's end removes both.
+func clusterGrant(t *testing.T, kube kubernetes.Interface, name, ns, sa string, rules []rbacv1.PolicyRule) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := kube.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: rules}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: name},
+		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: sa, Namespace: ns}}}
+	if _, err := kube.RbacV1().ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = kube.RbacV1().ClusterRoleBindings().Delete(context.Background(), name, metav1.DeleteOptions{})
+		_ = kube.RbacV1().ClusterRoles().Delete(context.Background(), name, metav1.DeleteOptions{})
+	})
+}
+
+// TestSproutWatchesOnlyWhatItMayList: a trigger kind Sprout itself may not
+// list and watch is not watched (no informer failing "forbidden" for ever):
+// the policy says so in RBACPermissionsGranted and waits, and proceeds once
+// Sprout is granted it, without a restart.
+func TestSproutWatchesOnlyWhatItMayList(t *testing.T) {
+	tb := newTable(t, "perm-self")
+	clusterGrant(t, tb.kube, "perm-self-sprout", tb.ns, "sprout", sproutRules)
+	limited := rest.CopyConfig(cfg)
+	limited.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:perm-self:sprout"}
+	_, c := runControllerOn(t, limited, nil)
+	doc := replaceOnce(t, derivedPolicy("perm-self", "perm-self", "out", "one", true, false), `resources: ["configmaps"]`, `resources: ["secrets"]`)
+	tb.applyPolicy(doc)
+	t.Cleanup(func() { tb.deletePolicy("perm-self") })
+	condition := func(ctx context.Context) (*metav1.Condition, bool, error) {
+		return kyvernoCondition(ctx, apiv1.GeneratingPolicies, "", "perm-self", reconcile.ConditionRBACPermissionsGranted)
+	}
+	watched := func() bool {
+		triggers, _ := c.Watched()
+		return slices.Contains(triggers, "secrets.v1")
+	}
+	poll(t, "RBACPermissionsGranted false, naming Sprout's missing verb", func(ctx context.Context) (bool, error) {
+		cond, _, err := condition(ctx)
+		return cond != nil && cond.Status == metav1.ConditionFalse &&
+			strings.Contains(cond.Message, "Sprout may not list secrets.v1 in every namespace"), err
+	})
+	if watched() {
+		t.Error("a trigger kind Sprout may not list is watched")
+	}
+
+	clusterGrant(t, tb.kube, "perm-self-secrets", tb.ns, "sprout", []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get", "list", "watch"}}})
+	poll(t, "RBACPermissionsGranted true", func(ctx context.Context) (bool, error) {
+		cond, ready, err := condition(ctx)
+		return granted(cond) && ready, err
+	})
+	poll(t, "the trigger kind watched", func(context.Context) (bool, error) { return watched(), nil })
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "a", Namespace: tb.ns, Labels: map[string]string{"app": "perm-self"}},
+		Data: map[string][]byte{"value": []byte("a1")}}
+	if _, err := tb.kube.CoreV1().Secrets(tb.ns).Create(context.Background(), secret, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	tb.waitFor("the policy generating", "a-out", exists)
 }

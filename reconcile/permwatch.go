@@ -2,6 +2,7 @@ package reconcile
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"time"
 
@@ -133,6 +134,12 @@ func (c *Controller) recheckPermissions(ctx context.Context) {
 		}
 		if cp.policy.PolicySpec().MatchConstraints != nil && cp.program.Err() == nil {
 			triggers, refused, err := c.resolveRules(cp.policy)
+			var discoveryErr *discoveryError
+			if errors.As(err, &discoveryErr) && !errors.As(cp.resolveErr, &discoveryErr) {
+				// Discovery is down, not the policy: it keeps what it
+				// watches.
+				continue
+			}
 			if !slices.Equal(triggers, cp.triggers) || !slices.Equal(refused, cp.refused) || errorText(err) != errorText(cp.resolveErr) {
 				next := *cp
 				next.triggers, next.refused, next.resolveErr = triggers, refused, err
