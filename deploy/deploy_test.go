@@ -314,6 +314,23 @@ func TestServiceAccountIsEnough(t *testing.T) {
 		}
 		return false, nil
 	})
+	// Sprout's own rights suffice, and it may ask.
+	poll(t, "the policy's RBACPermissionsGranted true", func(ctx context.Context) (bool, error) {
+		u, err := admin.Resource(apiv1.GeneratingPolicies).Get(ctx, "zk-kafka-address", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		p, err := apiv1.FromUnstructured(u)
+		if err != nil {
+			return false, err
+		}
+		for _, c := range p.PolicyStatus().ConditionStatus.Conditions {
+			if c.Type == reconcile.ConditionRBACPermissionsGranted {
+				return c.Status == metav1.ConditionTrue, nil
+			}
+		}
+		return false, nil
+	})
 	poll(t, "the policy's PolicyInventory", func(ctx context.Context) (bool, error) {
 		_, err := admin.Resource(sproutv1alpha1.PolicyInventories).Get(ctx, "gpol.zk-kafka-address", metav1.GetOptions{})
 		return err == nil, ignoreNotFound(err)

@@ -139,6 +139,16 @@ type Controller struct {
 	planned plans
 
 	kubeInformers informers.SharedInformerFactory
+	// rbacInformers watch roles and bindings, for the binding guard and
+	// for permission rechecks, apart from kubeInformers so that starting
+	// them starts nothing else.
+	rbacInformers informers.SharedInformerFactory
+	// access keeps access reviews' answers until RBAC changes; rechecks
+	// asks for the policies' permissions to be checked again, once
+	// rbacWatched says RBAC changes are seen.
+	access      accessCache
+	rechecks    chan struct{}
+	rbacWatched atomic.Bool
 	// namespacedResources says, per resource discovery listed, whether it
 	// is namespaced.
 	namespacedResources sync.Map
@@ -261,6 +271,8 @@ func New(cfg *rest.Config, opts Options) (*Controller, error) {
 		mapper:        restmapper.NewDeferredDiscoveryRESTMapper(disco),
 		applier:       applier,
 		kubeInformers: factory,
+		rbacInformers: informers.NewSharedInformerFactory(kube, 0),
+		rechecks:      make(chan struct{}, 1),
 		namespaces:    nsInformer.Lister(),
 		matcher:       NewMatcher(nsInformer.Lister(), kube),
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
@@ -367,6 +379,7 @@ func (c *Controller) start(ctx context.Context) error {
 func (c *Controller) stop() {
 	c.stopTriggerInformers()
 	c.kubeInformers.Shutdown()
+	c.rbacInformers.Shutdown()
 	for _, src := range c.opts.Sources {
 		src.Wait()
 	}
@@ -388,6 +401,8 @@ func (c *Controller) run(ctx context.Context) error {
 	// Sources' states are written once each has delivered what it held at
 	// start, so a restart does not write a partial count.
 	wg.Go(func() { c.runSourceWorker(ctx) })
+	wg.Go(func() { c.watchRBAC(ctx) })
+	wg.Go(func() { c.runPermissionRechecks(ctx) })
 	for range c.opts.Workers {
 		wg.Go(func() { wait.UntilWithContext(ctx, c.runWorker, time.Second) })
 	}
@@ -509,6 +524,7 @@ func (c *Controller) scheduleResync(spec string) (stop func(), err error) {
 		c.mappings.Range(func(k, v any) bool { c.resynced.Store(k, v); return true })
 		c.resetMapper() // and discovery with it
 		c.forgetSettledChecks()
+		c.rbacChanged() // and permissions, if RBAC changes were missed
 		c.requeueAll()
 	}))
 	cr.Start()

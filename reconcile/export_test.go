@@ -35,3 +35,7 @@ func OpenWatch(ctx context.Context, cfg *rest.Config, gvr schema.GroupVersionRes
 	}
 	return d, fmt.Sprintf("%T", d), nil
 }
+
+// AccessReviews counts the access reviews the controller asked of the API
+// server.
+func (c *Controller) AccessReviews() int64 { return c.access.reviews.Load() }

@@ -54,7 +54,7 @@ func roleName(kind, namespace, name string) string {
 func (c *Controller) roleCaches(ctx context.Context) error {
 	g := &c.guard
 	g.once.Do(func() {
-		rbac := c.kubeInformers.Rbac().V1()
+		rbac := c.rbacInformers.Rbac().V1()
 		g.clusterRoles, g.roles = rbac.ClusterRoles().Lister(), rbac.Roles().Lister()
 		for _, inf := range []cache.SharedIndexInformer{rbac.ClusterRoles().Informer(), rbac.Roles().Informer()} {
 			if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -66,7 +66,7 @@ func (c *Controller) roleCaches(ctx context.Context) error {
 			}
 			g.synced = append(g.synced, inf.HasSynced)
 		}
-		c.kubeInformers.Start(c.ctx.Done())
+		c.rbacInformers.Start(c.ctx.Done())
 	})
 	err := wait.PollUntilContextTimeout(ctx, syncPollPeriod, downstreamSyncWait, true, func(context.Context) (bool, error) {
 		return !slices.ContainsFunc(g.synced, func(s cache.InformerSynced) bool { return !s() }), nil

@@ -7,8 +7,6 @@ import (
 	"strings"
 	"sync"
 
-	authorizationv1 "k8s.io/api/authorization/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/rest"
@@ -124,28 +122,11 @@ func (c *Controller) writerFor(sa *serviceAccount) (writer, error) {
 	return w, nil
 }
 
-// mayRead asks the API server whether sa may verb gvr in namespace (""
-// for every namespace, or a cluster-scoped resource).
+// mayRead asks whether sa may verb gvr in namespace (""
+// for every namespace, or a cluster-scoped resource): the API server,
+// once until RBAC changes (accessCache).
 func (c *Controller) mayRead(ctx context.Context, sa serviceAccount, verb string, gvr schema.GroupVersionResource, namespace string) error {
-	review := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
-		User:   sa.user(),
-		Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + sa.namespace, "system:authenticated"},
-		ResourceAttributes: &authorizationv1.ResourceAttributes{
-			Namespace: namespace, Verb: verb, Group: gvr.Group, Version: gvr.Version, Resource: gvr.Resource,
-		},
-	}}
-	got, err := c.kube.AuthorizationV1().SubjectAccessReviews().Create(ctx, review, metav1.CreateOptions{})
-	if err != nil {
-		return fmt.Errorf("access review for ServiceAccount %s: %w", sa, err)
-	}
-	if !got.Status.Allowed {
-		where := "in every namespace"
-		if namespace != "" {
-			where = "in namespace " + namespace
-		}
-		return &deniedError{fmt.Sprintf("ServiceAccount %s may not %s %s %s", sa, verb, resourceName(gvr), where)}
-	}
-	return nil
+	return c.may(ctx, &sa, verb, gvr, namespace)
 }
 
 // deniedError is the API server's answer that an account may not do

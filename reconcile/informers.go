@@ -125,11 +125,16 @@ type discoveryError struct{ err error }
 func (e *discoveryError) Error() string { return "discovery: " + e.err.Error() }
 func (e *discoveryError) Unwrap() error { return e.err }
 
-// permissionError marks trigger resources a policy's ServiceAccount may not
-// list and watch. Like a discovery failure it blocks the policy, pruning
-// included, and is asked again at the next sync: the policy waits for the
-// permission.
-type permissionError struct{ err error }
+// permissionError marks trigger resources Sprout, or the ServiceAccount a
+// policy runs as, may not list and watch. Like a discovery failure it
+// blocks the policy, pruning included; unlike one, a denial is not retried
+// at every sync: the policy waits for the permission, and an RBAC change
+// asks again (recheckPermissions). failed marks a review that could not be
+// asked, which is retried.
+type permissionError struct {
+	err    error
+	failed bool
+}
 
 func (e *permissionError) Error() string { return e.err.Error() }
 func (e *permissionError) Unwrap() error { return e.err }
@@ -138,11 +143,11 @@ func (e *permissionError) Unwrap() error { return e.err }
 // discovery. Subresources (pods/exec, */status) exist only as admission
 // requests and cannot be watched: they are reported, and the rest is watched.
 // A NamespacedGeneratingPolicy is confined to its namespace, so
-// cluster-scoped resources never trigger it. A policy that runs as a
-// ServiceAccount watches only what that account may list and watch: a
+// cluster-scoped resources never trigger it. Only what Sprout, and the
+// ServiceAccount the policy runs as, may list and watch is watched: a
 // wildcard expands to those resources alone, and a resource named outright
-// that the account may not read is a permissionError.
-func (c *Controller) resolveRules(p apiv1.Policy) ([]schema.GroupVersionResource, error) {
+// that either may not read is refused, and a permissionError.
+func (c *Controller) resolveRules(p apiv1.Policy) (triggers, refused []schema.GroupVersionResource, _ error) {
 	rules := p.PolicySpec().MatchConstraints.ResourceRules
 	out, named, err := c.resolveRulesOnce(p, rules)
 	if len(out) == 0 {
@@ -152,37 +157,31 @@ func (c *Controller) resolveRules(p apiv1.Policy) ([]schema.GroupVersionResource
 	}
 	var discoveryErr *discoveryError
 	if errors.As(err, &discoveryErr) {
-		return out, err
+		return out, nil, err
 	}
-	out, denied := c.readable(p, out, named)
-	return out, errors.Join(err, denied)
+	out, refused, denied := c.readable(p, out, named)
+	return out, refused, errors.Join(err, denied)
 }
 
-// readable keeps the resources the policy's ServiceAccount may list and
-// watch in its scope; all of them when it runs as Sprout. named are those
-// its rules name without a wildcard: refusing one of them is an error.
-func (c *Controller) readable(p apiv1.Policy, gvrs []schema.GroupVersionResource, named sets.Set[schema.GroupVersionResource]) ([]schema.GroupVersionResource, error) {
+// readable keeps the resources Sprout and the policy's ServiceAccount may
+// list and watch in its scope. named are those its rules name without a
+// wildcard: refusing one of them is an error, and it is returned in
+// refused.
+func (c *Controller) readable(p apiv1.Policy, gvrs []schema.GroupVersionResource, named sets.Set[schema.GroupVersionResource]) (kept, refused []schema.GroupVersionResource, _ error) {
 	sa, err := c.serviceAccountFor(p)
 	if err != nil {
 		// Nothing is watched for a policy whose account is wrong: its
 		// sync reports the account.
-		return nil, err
-	}
-	if sa == nil {
-		return gvrs, nil // Sprout's own
+		return nil, nil, err
 	}
 	scope := ""
 	if p.IsNamespaced() {
 		scope = p.GetNamespace()
 	}
-	var kept []schema.GroupVersionResource
 	var errs []error
+	failed := false
 	for _, gvr := range gvrs {
-		ns := c.watchKeyOf(scope, gvr).namespace
-		err := c.mayRead(c.ctx, *sa, "list", gvr, ns)
-		if err == nil {
-			err = c.mayRead(c.ctx, *sa, "watch", gvr, ns)
-		}
+		err := c.mayWatch(c.ctx, sa, gvr, c.watchKeyOf(scope, gvr).namespace)
 		var denied *deniedError
 		switch {
 		case err == nil:
@@ -191,12 +190,14 @@ func (c *Controller) readable(p apiv1.Policy, gvrs []schema.GroupVersionResource
 			// A review that failed says nothing of a wildcard's resource
 			// either: dropping it would prune what it generated.
 			errs = append(errs, fmt.Errorf("spec.matchConstraints.resourceRules: %w", err))
+			refused = append(refused, gvr)
+			failed = failed || !errors.As(err, &denied)
 		}
 	}
 	if len(errs) > 0 {
-		return kept, &permissionError{errors.Join(errs...)}
+		return kept, refused, &permissionError{err: errors.Join(errs...), failed: failed}
 	}
-	return kept, nil
+	return kept, refused, nil
 }
 
 func (c *Controller) resolveRulesOnce(p apiv1.Policy, rules []admissionregistrationv1.NamedRuleWithOperations) (out []schema.GroupVersionResource, named sets.Set[schema.GroupVersionResource], _ error) {

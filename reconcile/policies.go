@@ -51,6 +51,9 @@ type compiledPolicy struct {
 	// triggers are the resources the policy's resource rules name, resolved
 	// through discovery.
 	triggers []schema.GroupVersionResource
+	// refused are resources the rules name that Sprout or the policy's
+	// account may not list and watch: not watched, and waited for.
+	refused []schema.GroupVersionResource
 	// resolveErr says why some resource rules could not be resolved.
 	resolveErr error
 	// activated is when the policy began: triggers created since are admitted.
@@ -186,7 +189,7 @@ func (c *Controller) compile(p sources.Policy) *compiledPolicy {
 			// policy generates from tombstones, never from live triggers.
 			Created: cp.operations.Has("*") || cp.operations.Has(string(admission.Create)),
 		}
-		cp.triggers, cp.resolveErr = c.resolveRules(p.Policy)
+		cp.triggers, cp.refused, cp.resolveErr = c.resolveRules(p.Policy)
 	}
 	return cp
 }

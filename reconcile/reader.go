@@ -82,6 +82,11 @@ func (r *cacheReader) store(ctx context.Context, gvr schema.GroupVersionResource
 	r.mu.Lock()
 	r.read.Insert(gvr)
 	r.mu.Unlock()
+	// Its informer runs as Sprout: one that may not list would fail for
+	// ever. The read fails instead, and RBACPermissionsGranted says why.
+	if err := r.c.mayWatch(ctx, nil, gvr, r.c.watchKeyOf(r.scope, gvr).namespace); err != nil {
+		return nil, err
+	}
 	r.c.ensureTriggerInformers(r.scope, []schema.GroupVersionResource{gvr})
 	r.c.mu.RLock()
 	ti := r.c.informer[r.c.watchKeyOf(r.scope, gvr)]

@@ -50,10 +50,14 @@ const countsDelay = time.Second
 
 // summary is what of an outcome is written at once when it changes.
 func (o outcome) summary() string {
-	if o.err == nil {
-		return o.reason
+	s := o.reason
+	if o.err != nil {
+		s += ": " + o.err.Error()
 	}
-	return o.reason + ": " + o.err.Error()
+	if o.granted != nil {
+		s += "; " + verdictString(o.granted.err)
+	}
+	return s
 }
 
 // written records the outcome last written for key.

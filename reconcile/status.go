@@ -41,6 +41,9 @@ type outcome struct {
 	// failed counts the triggers that failed: their match, their
 	// evaluation, or a refusal of what they generate.
 	failed int
+	// granted is the RBACPermissionsGranted verdict; nil leaves the
+	// condition as it was.
+	granted *grantVerdict
 }
 
 // reportStatus writes the policy's status when it differs from what the
@@ -63,12 +66,26 @@ func (c *Controller) reportStatus(ctx context.Context, cp *compiledPolicy, out o
 		kyvernoCond.Message = fmt.Sprintf("%d of its triggers failed: %s", out.failed, out.err)
 	}
 	ready := kyvernoCond.Status == metav1.ConditionTrue
-	status.ConditionStatus.Ready = &ready
 	status.ConditionStatus.Message = ""
 	if !ready {
 		status.ConditionStatus.Message = kyvernoCond.Message
 	}
 	meta.SetStatusCondition(&status.ConditionStatus.Conditions, kyvernoCond)
+	granted := out.granted
+	if granted == nil {
+		// The patch replaces the list: what the cache does not hold yet
+		// would go.
+		granted = c.access.reported(keyOf(cp.policy))
+	}
+	if granted != nil {
+		meta.SetStatusCondition(&status.ConditionStatus.Conditions, rbacCondition(granted.err, cp.policy.GetGeneration()))
+	}
+	// Kyverno's ready: every condition true.
+	if granted := meta.FindStatusCondition(status.ConditionStatus.Conditions, ConditionRBACPermissionsGranted); ready && granted != nil && granted.Status != metav1.ConditionTrue {
+		ready = false
+		status.ConditionStatus.Message = granted.Message
+	}
+	status.ConditionStatus.Ready = &ready
 	status.ObservedGeneration = cp.policy.GetGeneration()
 	if out.reason != ReasonCompileFailed {
 		status.Triggers, status.Objects, status.FailedTriggers = out.triggers, out.objects, out.failed

@@ -75,7 +75,11 @@ func (c *Controller) sync(ctx context.Context, key policyKey) error {
 		cp = c.resolveAgain(key, cp)
 		if blocked(cp.resolveErr) {
 			// Which triggers exist is unknown: nothing can be decided.
-			c.reportLater(key, cp, outcome{reason: ReasonMatchFailed, err: cp.resolveErr})
+			c.reportLater(key, cp, outcome{reason: ReasonMatchFailed, err: cp.resolveErr, granted: c.verdict(ctx, key, cp)})
+			if c.waitsForPermission(cp.resolveErr) {
+				// Not retried: an RBAC change queues it (recheckPermissions).
+				return nil
+			}
 			return cp.resolveErr
 		}
 	}
@@ -97,7 +101,7 @@ func (c *Controller) sync(ctx context.Context, key policyKey) error {
 	as, asErr := c.serviceAccountFor(cp.policy)
 	if asErr != nil {
 		// Terminal until the policy or the flag changes, like a compile error.
-		out := outcome{reason: ReasonCompileFailed, err: asErr}
+		out := outcome{reason: ReasonCompileFailed, err: asErr, granted: &grantVerdict{err: asErr}}
 		c.plan(key, inventory.ChangeSet{}, asErr)
 		c.reportLater(key, cp, out)
 		return c.saveRecord(ctx, key, cp)
@@ -180,7 +184,8 @@ func (c *Controller) sync(ctx context.Context, key policyKey) error {
 	// A refusal, like an object someone else owns, is reported but not
 	// retried: only a change to the policy or the cluster can lift it, and
 	// either queues the policy again.
-	out := outcome{triggers: g.matched, objects: g.objects, failed: g.failed.Len(), err: errors.Join(cp.resolveErr, matchErr, evalErr, refuseErr, mapErr, applyErr, pruneErr, notOwned)}
+	out := outcome{triggers: g.matched, objects: g.objects, failed: g.failed.Len(), err: errors.Join(cp.resolveErr, matchErr, evalErr, refuseErr, mapErr, applyErr, pruneErr, notOwned),
+		granted: c.verdict(ctx, key, cp)}
 	switch {
 	case matchErr != nil:
 		out.reason = ReasonMatchFailed
@@ -369,6 +374,7 @@ func (c *Controller) finalize(ctx context.Context, key policyKey, gone retired) 
 	delete(c.generated, key)
 	c.own.forget(key)
 	c.mu.Unlock()
+	c.access.forget(key)
 	c.releaseInformers()
 	return nil
 }
@@ -381,10 +387,20 @@ func blocked(resolveErr error) bool {
 	return errors.As(resolveErr, &discoveryErr) || errors.As(resolveErr, &permErr)
 }
 
+// waitsForPermission reports whether a policy blocked by resolveErr only
+// waits for a permission that an RBAC change will grant: it need not be
+// retried, as long as RBAC changes are watched.
+func (c *Controller) waitsForPermission(resolveErr error) bool {
+	var discoveryErr *discoveryError
+	var permErr *permissionError
+	return c.rbacWatched.Load() && !errors.As(resolveErr, &discoveryErr) &&
+		errors.As(resolveErr, &permErr) && !permErr.failed
+}
+
 // resolveAgain resolves a policy's rules again after a discovery failure.
 func (c *Controller) resolveAgain(key policyKey, cp *compiledPolicy) *compiledPolicy {
 	next := *cp
-	next.triggers, next.resolveErr = c.resolveRules(cp.policy)
+	next.triggers, next.refused, next.resolveErr = c.resolveRules(cp.policy)
 	c.mu.Lock()
 	if c.policies[key] == cp {
 		c.policies[key] = &next

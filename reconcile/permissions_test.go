@@ -1,0 +1,293 @@
+package reconcile_test
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	apiv1 "github.com/sprout-gitops/sprout/api/policies/v1"
+	"github.com/sprout-gitops/sprout/reconcile"
+)
+
+// bindRole makes Role name in ns, granting verbs on the core resources,
+// and binds it to ServiceAccount ns/sa.
+func bindRole(t *testing.T, kube kubernetes.Interface, ns, name, sa string, verbs []string, resources ...string) {
+	t.Helper()
+	ctx := context.Background()
+	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Rules: []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: resources, Verbs: verbs},
+	}}
+	if _, err := kube.RbacV1().Roles(ns).Create(ctx, role, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	rebind(t, kube, ns, name, sa)
+}
+
+// rebind binds Role name in ns to ServiceAccount ns/sa.
+func rebind(t *testing.T, kube kubernetes.Interface, ns, name, sa string) {
+	t.Helper()
+	binding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name},
+		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: sa, Namespace: ns}}}
+	if _, err := kube.RbacV1().RoleBindings(ns).Create(context.Background(), binding, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// kyvernoCondition returns the condition of type typ in a policy's
+// status.conditionStatus, and conditionStatus.ready.
+func kyvernoCondition(ctx context.Context, gvr schema.GroupVersionResource, ns, name, typ string) (*metav1.Condition, bool, error) {
+	u, err := dynamic.NewForConfigOrDie(cfg).Resource(gvr).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return nil, false, err
+	}
+	p, err := apiv1.FromUnstructured(u)
+	if err != nil {
+		return nil, false, err
+	}
+	st := p.PolicyStatus().ConditionStatus
+	return meta.FindStatusCondition(st.Conditions, typ), st.Ready != nil && *st.Ready, nil
+}
+
+// granted reports whether cond is Kyverno's true RBACPermissionsGranted.
+func granted(cond *metav1.Condition) bool {
+	return cond != nil && cond.Status == metav1.ConditionTrue && cond.Reason == "Succeeded" &&
+		cond.Message == "Policy is ready for reporting."
+}
+
+// TestRevokedTriggerPermissionStopsThePolicy: a permission revoked from a
+// policy's account while it runs makes RBACPermissionsGranted false, naming
+// the verb and resource, and stops the informer serving the policy; the
+// policy waits, without retrying, and granted again it reports Kyverno's
+// true condition and generates, without a restart.
+func TestRevokedTriggerPermissionStopsThePolicy(t *testing.T) {
+	logs, c := runController(t, nil)
+	tb := newTable(t, "perm-revoke")
+	sa := reconcile.DefaultServiceAccount
+	bindRole(t, tb.kube, tb.ns, "writes", sa, []string{"get", "create", "patch", "delete"}, "configmaps")
+	bindRole(t, tb.kube, tb.ns, "reads", sa, []string{"get", "list", "watch"}, "configmaps")
+	doc := replaceOnce(t, derivedPolicy("revoke", "revoke", "out", "one", true, false), "kind: GeneratingPolicy", "kind: NamespacedGeneratingPolicy")
+	doc = replaceOnce(t, doc, "  name: revoke\n", "  name: revoke\n  namespace: perm-revoke\n")
+	doc = replaceOnce(t, doc, "generator.Apply(object.metadata.namespace, [{", "generator.Apply([{")
+	tb.applyPolicy(doc)
+	t.Cleanup(func() {
+		_ = dynamic.NewForConfigOrDie(cfg).Resource(apiv1.NamespacedGeneratingPolicies).Namespace(tb.ns).Delete(context.Background(), "revoke", metav1.DeleteOptions{})
+	})
+	condition := func(ctx context.Context) (*metav1.Condition, bool, error) {
+		return kyvernoCondition(ctx, apiv1.NamespacedGeneratingPolicies, tb.ns, "revoke", reconcile.ConditionRBACPermissionsGranted)
+	}
+	watched := func() bool {
+		triggers, _ := c.Watched()
+		return slices.Contains(triggers, "configmaps.v1 in perm-revoke")
+	}
+	tb.trigger("a", "revoke", "a1")
+	tb.waitFor("the policy's object", "a-out", exists)
+	poll(t, "RBACPermissionsGranted true", func(ctx context.Context) (bool, error) {
+		cond, ready, err := condition(ctx)
+		return granted(cond) && ready, err
+	})
+
+	if err := tb.kube.RbacV1().RoleBindings(tb.ns).Delete(context.Background(), "reads", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, "RBACPermissionsGranted false, naming the verb and resource", func(ctx context.Context) (bool, error) {
+		cond, ready, err := condition(ctx)
+		return cond != nil && cond.Status == metav1.ConditionFalse && cond.Reason == "Failed" && !ready &&
+			strings.Contains(cond.Message, "ServiceAccount perm-revoke/default may not list configmaps.v1 in namespace perm-revoke"), err
+	})
+	poll(t, "the policy's trigger informer to stop", func(context.Context) (bool, error) { return !watched(), nil })
+	failures := strings.Count(logs.String(), `msg="sync failed" policy=NamespacedGeneratingPolicy/perm-revoke/revoke`)
+
+	rebind(t, tb.kube, tb.ns, "reads", sa)
+	poll(t, "RBACPermissionsGranted true again", func(ctx context.Context) (bool, error) {
+		cond, ready, err := condition(ctx)
+		return granted(cond) && ready, err
+	})
+	poll(t, "the policy's trigger informer again", func(context.Context) (bool, error) { return watched(), nil })
+	tb.trigger("b", "revoke", "b1")
+	tb.waitFor("the policy generating again", "b-out", exists)
+	// While it waited, the policy was not retried: a retry logs its failure.
+	if after := strings.Count(logs.String(), `msg="sync failed" policy=NamespacedGeneratingPolicy/perm-revoke/revoke`); after != failures {
+		t.Errorf("the waiting policy was retried: %d failed syncs, %d before it was granted again", after, failures)
+	}
+}
+
+// TestWildcardPicksUpResourceGrantedLater: a policy triggering on every
+// resource watches a resource its account is granted after it started.
+func TestWildcardPicksUpResourceGrantedLater(t *testing.T) {
+	_, c := runController(t, nil)
+	tb := newTable(t, "perm-wild")
+	sa := reconcile.DefaultServiceAccount
+	bindRole(t, tb.kube, tb.ns, "configmaps", sa, []string{"list", "watch"}, "configmaps")
+	doc := `apiVersion: policies.kyverno.io/v1
+kind: NamespacedGeneratingPolicy
+metadata:
+  name: wild
+  namespace: perm-wild
+spec:
+  matchConstraints:
+    resourceRules:
+    - apiGroups: ["*"]
+      apiVersions: ["*"]
+      operations: ["CREATE"]
+      resources: ["*"]
+  generate:
+  - expression: generator.Apply([])
+`
+	tb.applyPolicy(doc)
+	t.Cleanup(func() {
+		_ = dynamic.NewForConfigOrDie(cfg).Resource(apiv1.NamespacedGeneratingPolicies).Namespace(tb.ns).Delete(context.Background(), "wild", metav1.DeleteOptions{})
+	})
+	poll(t, "the policy's watches", func(context.Context) (bool, error) {
+		got, _ := c.Watched()
+		return slices.Equal(got, []string{"configmaps.v1 in perm-wild"}), nil
+	})
+	bindRole(t, tb.kube, tb.ns, "serviceaccounts", sa, []string{"list", "watch"}, "serviceaccounts")
+	poll(t, "the resource granted later watched", func(context.Context) (bool, error) {
+		got, _ := c.Watched()
+		return slices.Equal(got, []string{"configmaps.v1 in perm-wild", "serviceaccounts.v1 in perm-wild"}), nil
+	})
+}
+
+// TestClusterPolicyReportsSproutsOwnPermissions: a GeneratingPolicy that
+// runs as Sprout reports Kyverno's true RBACPermissionsGranted when Sprout
+// has the rights, and its checks are asked of the API server once, not per
+// trigger or sync.
+func TestClusterPolicyReportsSproutsOwnPermissions(t *testing.T) {
+	_, c := runController(t, nil)
+	tb := newTable(t, "perm-own")
+	tb.applyPolicy(derivedPolicy("perm-own", "perm-own", "out", "one", true, false))
+	t.Cleanup(func() { tb.deletePolicy("perm-own") })
+	tb.trigger("a", "perm-own", "a1")
+	tb.waitFor("the policy's object", "a-out", exists)
+	poll(t, "RBACPermissionsGranted true", func(ctx context.Context) (bool, error) {
+		cond, ready, err := kyvernoCondition(ctx, apiv1.GeneratingPolicies, "", "perm-own", reconcile.ConditionRBACPermissionsGranted)
+		return granted(cond) && ready, err
+	})
+	before := c.AccessReviews()
+	for _, name := range []string{"b", "c", "d", "e"} {
+		tb.trigger(name, "perm-own", name)
+		tb.waitFor("the policy's object", name+"-out", exists)
+	}
+	if after := c.AccessReviews(); after != before {
+		t.Errorf("access reviews asked per trigger or sync: %d before four triggers, %d after", before, after)
+	}
+}
+
+// sproutRules are what a Sprout running policies that generate ConfigMaps
+// needs, as deploy/ grants them.
+var sproutRules = []rbacv1.PolicyRule{
+	{APIGroups: []string{"policies.kyverno.io"}, Resources: []string{"generatingpolicies", "namespacedgeneratingpolicies"}, Verbs: []string{"get", "list", "watch"}},
+	{APIGroups: []string{"policies.kyverno.io"}, Resources: []string{"generatingpolicies/status", "namespacedgeneratingpolicies/status"}, Verbs: []string{"patch"}},
+	{APIGroups: []string{"sprout.dev"}, Resources: []string{"policyinventories"}, Verbs: []string{"list", "watch", "create", "patch", "delete"}},
+	{APIGroups: []string{"sprout.dev"}, Resources: []string{"policyinventories/status"}, Verbs: []string{"patch"}},
+	{APIGroups: []string{"sprout.dev"}, Resources: []string{"policysources"}, Verbs: []string{"get", "create", "patch"}},
+	{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get", "list", "watch"}},
+	{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
+	{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list", "watch", "create", "patch", "delete"}},
+	{APIGroups: []string{rbacv1.GroupName}, Resources: []string{"clusterroles", "roles", "clusterrolebindings", "rolebindings"}, Verbs: []string{"list", "watch"}},
+}
+
+// clusterGrant makes ClusterRole name with rules and binds it to
+// ServiceAccount ns/sa; the test's end removes both.
+func clusterGrant(t *testing.T, kube kubernetes.Interface, name, ns, sa string, rules []rbacv1.PolicyRule) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := kube.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: rules}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: name},
+		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: sa, Namespace: ns}}}
+	if _, err := kube.RbacV1().ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = kube.RbacV1().ClusterRoleBindings().Delete(context.Background(), name, metav1.DeleteOptions{})
+		_ = kube.RbacV1().ClusterRoles().Delete(context.Background(), name, metav1.DeleteOptions{})
+	})
+}
+
+// TestSproutWatchesOnlyWhatItMayList: a trigger kind, or a kind read with
+// resource.List, that Sprout itself may not list and watch is not watched
+// (no informer failing "forbidden" for ever): the policy says so and waits,
+// and proceeds once Sprout is granted it, without a restart.
+func TestSproutWatchesOnlyWhatItMayList(t *testing.T) {
+	tb := newTable(t, "perm-self")
+	clusterGrant(t, tb.kube, "perm-self-sprout", tb.ns, "sprout", sproutRules)
+	limited := rest.CopyConfig(cfg)
+	limited.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:perm-self:sprout"}
+	_, c := runControllerOn(t, limited, nil)
+	doc := replaceOnce(t, derivedPolicy("perm-self", "perm-self", "out", "one", true, false), `resources: ["configmaps"]`, `resources: ["secrets"]`)
+	tb.applyPolicy(doc)
+	t.Cleanup(func() { tb.deletePolicy("perm-self") })
+	tb.applyPolicy(readingPolicy)
+	t.Cleanup(func() { tb.deletePolicy("perm-self-read") })
+	tb.trigger("r", "perm-self-read", "r1")
+	condition := func(ctx context.Context) (*metav1.Condition, bool, error) {
+		return kyvernoCondition(ctx, apiv1.GeneratingPolicies, "", "perm-self", reconcile.ConditionRBACPermissionsGranted)
+	}
+	watched := func() bool {
+		triggers, _ := c.Watched()
+		return slices.Contains(triggers, "secrets.v1")
+	}
+	poll(t, "RBACPermissionsGranted false, naming Sprout's missing verb", func(ctx context.Context) (bool, error) {
+		cond, _, err := condition(ctx)
+		return cond != nil && cond.Status == metav1.ConditionFalse &&
+			strings.Contains(cond.Message, "Sprout may not list secrets.v1 in every namespace"), err
+	})
+	poll(t, "the read Sprout may not make refused", func(ctx context.Context) (bool, error) {
+		cond, err := policyCondition(ctx, "perm-self-read")
+		return cond != nil && cond.Reason == reconcile.ReasonEvaluationFailed &&
+			strings.Contains(cond.Message, "Sprout may not list secrets.v1 in every namespace"), err
+	})
+	if watched() {
+		t.Error("a kind Sprout may not list is watched")
+	}
+
+	clusterGrant(t, tb.kube, "perm-self-secrets", tb.ns, "sprout", []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get", "list", "watch"}}})
+	poll(t, "RBACPermissionsGranted true", func(ctx context.Context) (bool, error) {
+		cond, ready, err := condition(ctx)
+		return granted(cond) && ready, err
+	})
+	poll(t, "the trigger kind watched", func(context.Context) (bool, error) { return watched(), nil })
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "a", Namespace: tb.ns, Labels: map[string]string{"app": "perm-self"}},
+		Data: map[string][]byte{"value": []byte("a1")}}
+	if _, err := tb.kube.CoreV1().Secrets(tb.ns).Create(context.Background(), secret, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	tb.waitFor("the policy generating", "a-out", exists)
+	tb.waitFor("the reading policy generating", "r-read", exists)
+}
+
+// readingPolicy reads Secrets, triggered by ConfigMaps.
+const readingPolicy = `apiVersion: policies.kyverno.io/v1
+kind: GeneratingPolicy
+metadata:
+  name: perm-self-read
+spec:
+  matchConstraints:
+    resourceRules:
+    - apiGroups: [""]
+      apiVersions: ["v1"]
+      operations: ["CREATE"]
+      resources: ["configmaps"]
+    objectSelector:
+      matchLabels: {app: perm-self-read}
+  generate:
+  - expression: >-
+      generator.Apply(object.metadata.namespace, [{"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": object.metadata.name + "-read"},
+        "data": {"secrets": string(size(resource.List("v1", "secrets", "").items))}}])
+`
