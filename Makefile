@@ -19,7 +19,7 @@ KUBE_LDFLAGS := -s -w \
 APISERVER_STAMP := $(BIN)/.kube-apiserver-$(KUBE_VERSION)
 ETCD_STAMP := $(BIN)/.etcd-$(ETCD_VERSION)
 
-.PHONY: all build image tools git test test-kyverno-crds fuzz bench bench-go run vet generate clean
+.PHONY: all build image tools git lint test test-kyverno-crds fuzz bench bench-go run vet generate clean
 
 space := $(subst ,, )
 
@@ -54,13 +54,25 @@ $(ETCD_STAMP):
 	cd hack/etcd && $(GO) build -ldflags '-s -w' -o $(BIN)/etcd go.etcd.io/etcd/server/v3
 	@rm -f $(BIN)/.etcd-* && touch $@
 
+## lint: golangci-lint with .golangci.yml, built once into bin/ from the version hack/golangci-lint pins
+GOLANGCI_VERSION := $(shell awk '{for (i = 1; i < NF; i++) if ($$i == "github.com/golangci/golangci-lint/v2") print $$(i+1)}' hack/golangci-lint/go.mod)
+LINT_STAMP := $(BIN)/.golangci-lint-$(GOLANGCI_VERSION)
+lint: $(LINT_STAMP)
+	$(BIN)/golangci-lint run --timeout 15m ./...
+
+$(LINT_STAMP):
+	@mkdir -p $(BIN)
+	@echo "building golangci-lint $(GOLANGCI_VERSION)"
+	cd hack/golangci-lint && $(GO) build -o $(BIN)/golangci-lint github.com/golangci/golangci-lint/v2/cmd/golangci-lint
+	@rm -f $(BIN)/.golangci-lint-* && touch $@
+
 ## git: the git binary, which Git sources on file:// and the Git tests use
 git:
 	@command -v git >/dev/null 2>&1 || { echo "installing git (Debian package)"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq git; }
 
-## test: vet, then every test against a real kube-apiserver and etcd, the reconcile tests again under Kyverno's CRDs, then fuzz
-test: tools git vet
+## test: vet and lint, then every test against a real kube-apiserver and etcd, the reconcile tests again under Kyverno's CRDs, then fuzz
+test: tools git vet lint
 	$(GO) test -tags demo ./... -count=1 -timeout 15m
 	@$(MAKE) --no-print-directory test-kyverno-crds
 	@$(MAKE) --no-print-directory fuzz

@@ -193,7 +193,7 @@ func createAnswer(t testing.TB, desired *unstructured.Unstructured) []byte {
 		t.Fatal(err)
 	}
 	made.SetManagedFields([]metav1.ManagedFieldsEntry{{Manager: FieldManager, Operation: metav1.ManagedFieldsOperationUpdate,
-		APIVersion: "v1", FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: raw}, Time: &now}})
+		APIVersion: "v1", FieldsType: "FieldsV1", FieldsV1: fieldsOf(raw), Time: &now}})
 	answer, err := json.Marshal(made.Object)
 	if err != nil {
 		t.Fatal(err)
@@ -222,4 +222,10 @@ func BenchmarkCreateBody(b *testing.B) {
 			}
 		}
 	})
+}
+
+func fieldsOf(raw []byte) *metav1.FieldsV1 {
+	f := &metav1.FieldsV1{}
+	f.SetRawBytes(raw)
+	return f
 }

@@ -58,7 +58,7 @@ func TestCachedObjectsKeepAllButTheirManagedFields(t *testing.T) {
 	if key, err := cache.MetaNamespaceKeyFunc(c); err != nil || key != "team-red/zk" {
 		t.Errorf("informer key %q, %v", key, err)
 	}
-	if c.Object() == c.Object() {
+	if first, second := c.Object(), c.Object(); first == second {
 		t.Error("two decodings share an object: a caller's edit would reach the next")
 	}
 

@@ -14,7 +14,7 @@ func TestAppendJSONWritesWhatMarshalWrites(t *testing.T) {
 	objects, _ := desiredSet(2)
 	for _, v := range []any{
 		"<a&b>", "\u2028 and \u2029", "\x00\x1f\x7f\b\f\n\r\t\"\\", "bad \xff utf-8 \xe2\x82", "日本",
-		1e21, 1e20, 1e-6, 1e-7, 0.1, -0.0, 123456789.125, 5e-324, math.MaxFloat64,
+		1e21, 1e20, 1e-6, 1e-7, 0.1, math.Copysign(0, -1), 123456789.125, 5e-324, math.MaxFloat64,
 		int64(math.MinInt64), int64(0), true, nil,
 		map[string]any(nil), []any(nil), map[string]any{}, []any{},
 		map[string]any{"b": []any{int64(1), "x", nil, map[string]any{"z": 1.5, "a": false}}, "a": "<"},

@@ -51,7 +51,7 @@ func appliedFields(live *unstructured.Unstructured) (*unstructured.Unstructured,
 			continue
 		}
 		s := &fieldpath.Set{}
-		if err := s.FromJSON(bytes.NewReader(e.FieldsV1.Raw)); err != nil {
+		if err := s.FromJSON(bytes.NewReader(e.FieldsV1.GetRawBytes())); err != nil {
 			return nil, fmt.Errorf("%s: managed fields of %s: %w", ObjectID(live), FieldManager, err)
 		}
 		if set == nil {

@@ -35,7 +35,7 @@ func appliedConfigMap() *unstructured.Unstructured {
 
 func managedBy(manager string, op metav1.ManagedFieldsOperationType, fields string) metav1.ManagedFieldsEntry {
 	return metav1.ManagedFieldsEntry{Manager: manager, Operation: op, APIVersion: "v1", FieldsType: "FieldsV1",
-		FieldsV1: &metav1.FieldsV1{Raw: []byte(fields)}}
+		FieldsV1: fieldsOf([]byte(fields))}
 }
 
 func TestDrifted(t *testing.T) {

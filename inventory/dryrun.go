@@ -88,7 +88,7 @@ func afterHandOver(obj, desired *unstructured.Unstructured) error {
 			continue
 		}
 		s := &fieldpath.Set{}
-		if err := s.FromJSON(bytes.NewReader(e.FieldsV1.Raw)); err != nil {
+		if err := s.FromJSON(bytes.NewReader(e.FieldsV1.GetRawBytes())); err != nil {
 			return err
 		}
 		if isCreateEntry(e) {

@@ -150,6 +150,14 @@ func applyColorPolicy(t *testing.T, name, color string, edit func(*unstructured.
 	})
 }
 
+// notFoundIsNil lets a poll wait for an object that is not there yet.
+func notFoundIsNil(err error) error {
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
+}
+
 // poll waits, with a bound, until cond holds.
 func poll(t *testing.T, what string, cond func(context.Context) (bool, error)) {
 	t.Helper()
@@ -280,7 +288,7 @@ func TestBrokenPolicyIsReportedAndOthersKeepWorking(t *testing.T) {
 	poll(t, "the error on the policy's record", func(ctx context.Context) (bool, error) {
 		rec, err := dynamic.NewForConfigOrDie(cfg).Resource(sproutv1alpha1.PolicyInventories).Get(ctx, "gpol.broken-variable", metav1.GetOptions{})
 		if err != nil {
-			return false, nil
+			return false, notFoundIsNil(err)
 		}
 		conds, _, _ := unstructured.NestedSlice(rec.Object, "status", "conditions")
 		return len(conds) == 1 && strings.Contains(fmt.Sprint(conds[0]), "spec.variables[1].expression"), nil

@@ -9,7 +9,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	apiv1 "github.com/sprout-gitops/sprout/api/policies/v1"
 	sproutv1alpha1 "github.com/sprout-gitops/sprout/api/sprout/v1alpha1"
@@ -178,7 +177,7 @@ func (c *Controller) policyReference(key policyKey, cp *compiledPolicy) *corev1.
 	}
 	return &corev1.ObjectReference{
 		APIVersion: sproutv1alpha1.GroupVersion.String(), Kind: sproutv1alpha1.PolicyInventoryKind,
-		Name: rec.Name, UID: types.UID(rec.UID),
+		Name: rec.Name, UID: rec.UID,
 	}
 }
 

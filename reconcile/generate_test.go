@@ -66,14 +66,12 @@ func TestLargeSyncWritesBeforeItHasEvaluatedEverything(t *testing.T) {
 	applyColorPolicy(t, "parts", "parts", func(u *unstructured.Unstructured) {
 		_ = unstructured.SetNestedField(u.Object, true, "spec", "evaluation", "generateExisting", "enabled")
 	})
-	for ev := range w.ResultChan() {
-		if ev.Type != watch.Added {
-			t.Fatalf("watch: %s before the first object was added", ev.Type)
-		}
-		if got := evaluated(); got >= n {
-			t.Errorf("%v triggers evaluated when the first object was written, want fewer than %d", got, n)
-		}
-		break
+	ev, ok := <-w.ResultChan()
+	if !ok || ev.Type != watch.Added {
+		t.Fatalf("watch: %s (open: %v) before the first object was added", ev.Type, ok)
+	}
+	if got := evaluated(); got >= n {
+		t.Errorf("%v triggers evaluated when the first object was written, want fewer than %d", got, n)
 	}
 
 	poll(t, "every object written and settled", func(context.Context) (bool, error) {

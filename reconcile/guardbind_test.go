@@ -24,7 +24,7 @@ func roleBinding(name, kind, role string) string {
 
 // clusterRoleBinding is a ClusterRoleBinding, as a CEL map literal.
 func clusterRoleBinding(name, role string) string {
-	return strings.Replace(strings.Replace(roleBinding(name, "ClusterRole", role), `"RoleBinding"`, `"ClusterRoleBinding"`, 1), "\n", " ", -1)
+	return strings.ReplaceAll(strings.Replace(roleBinding(name, "ClusterRole", role), `"RoleBinding"`, `"ClusterRoleBinding"`, 1), "\n", " ")
 }
 
 // createRole creates a ClusterRole, or a Role when ns is set, for the

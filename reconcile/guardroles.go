@@ -138,10 +138,10 @@ func (c *Controller) roleRules(ref rbacv1.RoleRef, namespace string, refs *roleR
 		refs.names.Insert(roleName("Role", namespace, ref.Name))
 		role, err := c.guard.roles.Roles(namespace).Get(ref.Name)
 		if apierrors.IsNotFound(err) {
-			return nil, nil, fmt.Errorf("Role %s/%s does not exist, so what it grants cannot be checked", namespace, ref.Name)
+			return nil, nil, fmt.Errorf("the Role %s/%s does not exist, so what it grants cannot be checked", namespace, ref.Name)
 		}
 		if err != nil {
-			return nil, nil, fmt.Errorf("Role %s/%s: %w", namespace, ref.Name, err)
+			return nil, nil, fmt.Errorf("the Role %s/%s: %w", namespace, ref.Name, err)
 		}
 		return role.Rules, nil, nil
 	case "ClusterRole":
@@ -159,7 +159,7 @@ func (c *Controller) clusterRoleRules(name string, refs *roleRefs) ([]rbacv1.Pol
 	refs.names.Insert(roleName("ClusterRole", "", name))
 	role, err := c.guard.clusterRoles.Get(name)
 	if apierrors.IsNotFound(err) {
-		return nil, nil, fmt.Errorf("ClusterRole %s does not exist, so what it grants cannot be checked", name)
+		return nil, nil, fmt.Errorf("the ClusterRole %s does not exist, so what it grants cannot be checked", name)
 	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("ClusterRole %s: %w", name, err)

@@ -75,7 +75,7 @@ type answer struct {
 // not watched.
 const unwatchedAnswerAge = time.Minute
 
-func (a *accessCache) lookup(k accessKey) (err error, gen uint64, ok bool) {
+func (a *accessCache) lookup(k accessKey) (gen uint64, ok bool, err error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	got, ok := a.answers[k]
@@ -83,7 +83,7 @@ func (a *accessCache) lookup(k accessKey) (err error, gen uint64, ok bool) {
 		delete(a.answers, k)
 		ok = false
 	}
-	return got.err, a.gen, ok
+	return a.gen, ok, got.err
 }
 
 func (a *accessCache) store(k accessKey, gen uint64, err error) {
@@ -137,7 +137,7 @@ func (c *Controller) may(ctx context.Context, sa *serviceAccount, verb string, g
 	if sa != nil {
 		k.account = *sa
 	}
-	err, gen, ok := c.access.lookup(k)
+	gen, ok, err := c.access.lookup(k)
 	if ok {
 		return err
 	}
@@ -256,7 +256,9 @@ func (c *Controller) permissionVerdict(ctx context.Context, key policyKey, cp *c
 	for _, err := range failed {
 		missing = append(missing, err.Error())
 	}
-	return fmt.Errorf("Policy is not ready for reporting, missing permissions: %s.", strings.Join(missing, "; "))
+	// Kyverno's own words, capital and full stop, for tools that read them.
+	return fmt.Errorf("Policy is not ready for reporting, missing permissions: %s.", strings.Join(missing, "; ")) //nolint:staticcheck // ST1005: Kyverno's message
+
 }
 
 // rbacCondition is the RBACPermissionsGranted condition of a verdict.

@@ -96,11 +96,11 @@ spec:
 	createNamespace(t, "fan-source", map[string]string{"fan-out": "fan-target-1.fan-target-2"})
 	poll(t, "the ClusterRoleBinding and both RoleBindings", func(ctx context.Context) (bool, error) {
 		if _, err := kube.RbacV1().ClusterRoleBindings().Get(ctx, "fan-source-viewers", metav1.GetOptions{}); err != nil {
-			return false, nil
+			return false, notFoundIsNil(err)
 		}
 		for _, ns := range []string{"fan-target-1", "fan-target-2"} {
 			if _, err := kube.RbacV1().RoleBindings(ns).Get(ctx, "fan-source-edit", metav1.GetOptions{}); err != nil {
-				return false, nil
+				return false, notFoundIsNil(err)
 			}
 		}
 		return true, nil

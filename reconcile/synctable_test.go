@@ -149,7 +149,7 @@ func (tb *table) observed(policy string) {
 	poll(tb.t, "the policy's new generation to be synced", func(ctx context.Context) (bool, error) {
 		u, err := policies.Get(ctx, policy, metav1.GetOptions{})
 		if err != nil {
-			return false, nil
+			return false, notFoundIsNil(err)
 		}
 		p, err := apiv1.FromUnstructured(u)
 		if err != nil {

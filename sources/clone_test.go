@@ -76,7 +76,7 @@ func TestCloneOfAKilledProcessIsRemoved(t *testing.T) {
 	if err := child.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { child.Process.Kill(); child.Wait() })
+	t.Cleanup(func() { _ = child.Process.Kill(); _ = child.Wait() })
 	lines := bufio.NewScanner(out)
 	for lines.Scan() && lines.Text() != "holding the clone" {
 	}
@@ -94,7 +94,7 @@ func TestCloneOfAKilledProcessIsRemoved(t *testing.T) {
 	if err := child.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
-	child.Wait()
+	_ = child.Wait() // killed: its exit status is the kill
 	if n := sproutGitDirs(t); n != 1 {
 		t.Fatalf("%d clones after the kill; want the killed process's", n)
 	}
@@ -113,7 +113,7 @@ func holdClone(t *testing.T, url string) {
 		t.Fatal(err)
 	}
 	clone := &git.CloneOptions{URL: url, NoCheckout: true, Tags: git.NoTags}
-	g.withClone(context.Background(), clone, func(*git.Repository) error {
+	_ = g.withClone(context.Background(), clone, func(*git.Repository) error {
 		fmt.Println("holding the clone")
 		select {}
 	})

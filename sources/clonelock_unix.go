@@ -24,14 +24,14 @@ func lockClone(dir string) (unlock func(), err error) {
 		return nil, err
 	}
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		f.Close()
+		_ = f.Close()
 		return nil, err
 	}
 	if err := os.Rename(tmp, filepath.Join(dir, cloneLock)); err != nil {
-		f.Close()
+		_ = f.Close()
 		return nil, err
 	}
-	return func() { f.Close() }, nil
+	return func() { _ = f.Close() }, nil
 }
 
 // sweepClones removes the clone folders under parent that no live process
@@ -45,8 +45,8 @@ func sweepClones(parent string) {
 			continue // not a clone, or one still being set up
 		}
 		if syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) == nil {
-			os.RemoveAll(dir)
+			_ = os.RemoveAll(dir) // the next sweep tries again
 		}
-		f.Close()
+		_ = f.Close()
 	}
 }

@@ -59,7 +59,7 @@ func TestGitFetch(t *testing.T) {
 
 	fixed := repo.Commit("fixed", map[string]string{"policies/b.yaml": policyNamed("b")})
 	repo.Tag("v1.0.0", fixed)
-	policies, rev, _, err = g.fetch(ctx, rev)
+	policies, _, _, err = g.fetch(ctx, rev)
 	if err != nil || len(policies) != 2 {
 		t.Fatalf("the fixed revision: %d policies, %v", len(policies), err)
 	}

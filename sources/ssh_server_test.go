@@ -142,7 +142,7 @@ func (s *sshServer) serve(conn net.Conn, config *ssh.ServerConfig, dir string) {
 	go ssh.DiscardRequests(reqs)
 	for nc := range chans {
 		if nc.ChannelType() != "session" {
-			nc.Reject(ssh.UnknownChannelType, "sessions only")
+			_ = nc.Reject(ssh.UnknownChannelType, "sessions only")
 			continue
 		}
 		ch, requests, err := nc.Accept()
@@ -163,17 +163,17 @@ func (s *sshServer) session(ch ssh.Channel, requests <-chan *ssh.Request, dir st
 	defer ch.Close()
 	for req := range requests {
 		if req.Type != "exec" {
-			req.Reply(false, nil) // env, pty-req, shell: not served
+			_ = req.Reply(false, nil) // env, pty-req, shell: not served
 			continue
 		}
 		var payload struct{ Command string }
 		if err := ssh.Unmarshal(req.Payload, &payload); err != nil {
-			req.Reply(false, nil)
+			_ = req.Reply(false, nil)
 			return
 		}
-		req.Reply(true, nil)
+		_ = req.Reply(true, nil)
 		status := s.uploadPack(ch, payload.Command, dir)
-		ch.SendRequest("exit-status", false, ssh.Marshal(struct{ Status uint32 }{status}))
+		_, _ = ch.SendRequest("exit-status", false, ssh.Marshal(struct{ Status uint32 }{status}))
 		return
 	}
 }
@@ -200,7 +200,7 @@ func (s *sshServer) uploadPack(ch ssh.Channel, command, dir string) uint32 {
 	// Not cmd.Stdin = ch: Wait would then wait for the client to close its
 	// side, which it does only after the exit status.
 	go func() {
-		io.Copy(stdin, ch)
+		_, _ = io.Copy(stdin, ch)
 		stdin.Close()
 	}()
 	err = cmd.Wait()

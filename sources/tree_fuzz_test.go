@@ -228,9 +228,16 @@ func makeFuzzCommit(t *testing.T, entries []fuzzEntry) (*memory.Storage, *object
 	blob := func(data []byte) plumbing.Hash {
 		o := store.NewEncodedObject()
 		o.SetType(plumbing.BlobObject)
-		w, _ := o.Writer()
-		w.Write(data)
-		w.Close()
+		w, err := o.Writer()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := w.Write(data); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
 		h, err := store.SetEncodedObject(o)
 		if err != nil {
 			t.Fatal(err)

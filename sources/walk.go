@@ -39,7 +39,7 @@ func fsWalk(fsys fs.FS) walkFunc {
 						return nil, err
 					}
 					if info, err := f.Stat(); err != nil || !info.Mode().IsRegular() {
-						f.Close()
+						_ = f.Close()
 						return nil, fmt.Errorf("%s: changed while it was read", p)
 					}
 					return f, nil
@@ -83,7 +83,7 @@ func rootWalk(root *os.Root) walkFunc {
 						return nil, err
 					}
 					if info, err := f.Stat(); err != nil || !info.Mode().IsRegular() || !os.SameFile(info, listed) {
-						f.Close()
+						_ = f.Close()
 						return nil, fmt.Errorf("%s: changed while it was read", p)
 					}
 					return f, nil

@@ -225,7 +225,7 @@ func startProcess(t *testing.T, kubeconfig string, args ...string) *process {
 	go func() { p.done <- p.cmd.Wait() }()
 	t.Cleanup(func() {
 		_ = p.cmd.Process.Kill()
-		<-p.done
+		<-p.done //nolint:errcheck // killed: how it ended is not news
 		if t.Failed() {
 			t.Logf("sprout %v:\n%s", p.cmd.Args[1:], p.logs.String())
 		}

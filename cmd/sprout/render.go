@@ -169,7 +169,7 @@ func namespaceLister(objs []*unstructured.Unstructured) (listersv1.NamespaceList
 		}
 		ns := &corev1.Namespace{}
 		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, ns); err != nil {
-			return nil, fmt.Errorf("Namespace %s: %w", o.GetName(), err)
+			return nil, fmt.Errorf("the Namespace %s: %w", o.GetName(), err)
 		}
 		seen[ns.Name] = true
 		_ = indexer.Add(ns)
