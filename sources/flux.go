@@ -128,7 +128,9 @@ func (f *FluxSource) Spec() sproutv1alpha1.PolicySourceSpec {
 func (f *FluxSource) Start(ctx context.Context, h Handler) error {
 	ref := f.opts.Ref
 	inf := dynamicinformer.NewFilteredDynamicInformer(f.opts.Client, ref.GVR(), ref.Namespace, 0, cache.Indexers{},
-		func(o *metav1.ListOptions) { o.FieldSelector = fields.OneTermEqualSelector("metadata.name", ref.Name).String() }).Informer()
+		func(o *metav1.ListOptions) {
+			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", ref.Name).String()
+		}).Informer()
 	wake := func() {
 		select {
 		case f.kick <- struct{}{}:

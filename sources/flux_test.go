@@ -55,15 +55,19 @@ type syncRecorder struct {
 	r  recorder
 }
 
-func (s *syncRecorder) Upsert(p Policy) { s.mu.Lock(); defer s.mu.Unlock(); s.r.Upsert(p) }
-func (s *syncRecorder) Delete(p Policy) { s.mu.Lock(); defer s.mu.Unlock(); s.r.Delete(p) }
+func (s *syncRecorder) Upsert(p Policy)               { s.mu.Lock(); defer s.mu.Unlock(); s.r.Upsert(p) }
+func (s *syncRecorder) Delete(p Policy)               { s.mu.Lock(); defer s.mu.Unlock(); s.r.Delete(p) }
 func (s *syncRecorder) Invalid(string, string, error) {}
 func (s *syncRecorder) SourceChecked(n string, st Status) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.r.SourceChecked(n, st)
 }
-func (s *syncRecorder) SourceComplete(n string) { s.mu.Lock(); defer s.mu.Unlock(); s.r.SourceComplete(n) }
+func (s *syncRecorder) SourceComplete(n string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.r.SourceComplete(n)
+}
 
 func (s *syncRecorder) has(upsert, del string) bool {
 	s.mu.Lock()
