@@ -95,6 +95,7 @@ func untarPolicies(r io.Reader, dir string) ([]apiv1.Policy, error) {
 	}
 	defer os.RemoveAll(out)
 	var refused []error
+	found := root == "." // whether the tarball holds dir, or anything in it
 	skip := func(name string, fi os.FileInfo) bool {
 		p, mode := path.Clean(name), fi.Mode()
 		if len(refused) >= maxEntryErrors {
@@ -103,6 +104,7 @@ func untarPolicies(r io.Reader, dir string) ([]apiv1.Policy, error) {
 		switch {
 		case root != "." && (p == root || strings.HasPrefix(root, p+"/")):
 			// dir itself, or a folder on the way to it.
+			found = found || p == root
 			if !mode.IsDir() {
 				refused = append(refused, fmt.Errorf("%s: %s, not a folder", p, kind(mode)))
 				return true
@@ -110,6 +112,9 @@ func untarPolicies(r io.Reader, dir string) ([]apiv1.Policy, error) {
 			return false
 		case root != "." && !strings.HasPrefix(p, root+"/"):
 			return true
+		}
+		found = true
+		switch {
 		case hiddenBelow(root, p):
 			return true // readTree skips hidden folders
 		case mode.IsDir():
@@ -133,8 +138,12 @@ func untarPolicies(r io.Reader, dir string) ([]apiv1.Policy, error) {
 		return nil, err
 	}
 	defer fsRoot.Close()
-	if _, err := fsRoot.Lstat(root); errors.Is(err, os.ErrNotExist) {
+	if !found {
 		return nil, fmt.Errorf("%s: no such folder", root)
+	}
+	// A folder holding no policy file has had nothing unpacked into it.
+	if err := fsRoot.MkdirAll(root, 0o700); err != nil {
+		return nil, err
 	}
 	policies, _, err := loadTree(rootWalk(fsRoot), root)
 	return policies, err

@@ -270,3 +270,44 @@ func TestParseFluxRef(t *testing.T) {
 		}
 	}
 }
+
+// TestUntarPoliciesFolders: the path counts as there when the tarball holds
+// it, even with no policy file in it (an empty revision, not a missing
+// folder); hidden folders and other files are not read, as in Git.
+func TestUntarPoliciesFolders(t *testing.T) {
+	tests := []struct {
+		name    string
+		dir     string
+		entries []fluxtest.Entry
+		want    int
+		wantErr string
+	}{
+		{name: "no policy file in the folder", dir: "policies", entries: []fluxtest.Entry{{Name: "policies/README.md", Body: "none"}}},
+		{name: "no such folder", dir: "policies", entries: []fluxtest.Entry{{Name: "policiesx/a.yaml", Body: policyNamed("a")}}, wantErr: "policies: no such folder"},
+		{name: "hidden folders and other files", dir: "/policies/", want: 1, entries: []fluxtest.Entry{
+			{Name: "policies/a.yaml", Body: policyNamed("a")},
+			{Name: "policies/.github/broken.yaml", Body: "not: [read"},
+			{Name: "policies/.github/link.yaml", Link: "/etc/passwd"},
+			{Name: "policies/link.md", Link: "/etc/passwd"},
+		}},
+		{name: "the root", dir: "", want: 2, entries: []fluxtest.Entry{
+			{Name: "a.yaml", Body: policyNamed("a")},
+			{Name: "deep/er/b.yml", Body: policyNamed("b")},
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			data := fluxtest.Tarball(t, tt.entries...)
+			policies, err := untarPolicies(strings.NewReader(string(data)), tt.dir)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("error %v, want %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil || len(policies) != tt.want {
+				t.Fatalf("%d policies, %v; want %d", len(policies), err, tt.want)
+			}
+		})
+	}
+}
