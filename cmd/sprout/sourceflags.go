@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -28,6 +29,7 @@ type sourceFlags struct {
 	gitSecretRef    string
 	fluxRefs        []string
 	fluxPath        string
+	policySelector  string
 }
 
 // register adds the source flags to f; verb ("run", "diff") words their help.
@@ -50,12 +52,33 @@ func (ro *sourceFlags) register(f *pflag.FlagSet, verb string) {
 	f.StringVar(&ro.gitFiles.KnownHostsFile, "git-known-hosts-file", "", "a known_hosts file with the SSH host keys to accept (required for SSH URLs)")
 	f.StringVar(&ro.gitSecretRef, "git-secret-ref", "", "<namespace>/<name> of a Secret with the Git credentials (Flux's keys), read at every check")
 	f.StringArrayVar(&ro.fluxRefs, "source-ref", nil, "<kind>/<namespace>/<name> of a Flux GitRepository, OCIRepository or Bucket whose artifact holds policies to "+verb+"; repeat for several")
+	f.StringVar(&ro.policySelector, "policy-selector", "", "a label selector (team=a,tier!=legacy): "+verb+" only the policies, of every source, whose labels it matches")
 	f.StringVar(&ro.fluxPath, "source-path", "", "the folder of each --source-ref's artifact holding the policies (default: all of it)")
 }
 
 // sources builds the sources the flags declare, in precedence order: the
 // cluster, the Git repository, the Flux sources, the folders.
 func (ro *sourceFlags) sources(ctx context.Context, cfg *rest.Config) ([]sources.Source, error) {
+	out, err := ro.allSources(ctx, cfg)
+	if err != nil || ro.policySelector == "" {
+		return out, err
+	}
+	sel, err := labels.Parse(ro.policySelector)
+	if err != nil {
+		return nil, fmt.Errorf("--policy-selector %q: %w", ro.policySelector, err)
+	}
+	for _, src := range out {
+		s, ok := src.(sources.Selective)
+		if !ok {
+			return nil, fmt.Errorf("--policy-selector: source %s cannot select policies", src.Name())
+		}
+		s.SelectPolicies(sel)
+	}
+	return out, nil
+}
+
+// allSources builds the sources, every policy of each.
+func (ro *sourceFlags) allSources(ctx context.Context, cfg *rest.Config) ([]sources.Source, error) {
 	var out []sources.Source
 	if ro.clusterPolicies {
 		client, err := dynamic.NewForConfig(cfg)
