@@ -229,6 +229,14 @@ func TestFluxSourceRefusesBadArtifacts(t *testing.T) {
 	if st := f.Status(); st.Err != nil || st.Revision != "main@sha1:2" || !slices.Equal(h.deletes, []string{"a"}) {
 		t.Errorf("the good revision after: status %+v, deletes %v", st, h.deletes)
 	}
+	if err := client.Resource(ref.GVR()).Namespace(ref.Namespace).Delete(ctx, ref.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	deletes := len(h.deletes)
+	f.poll(ctx, h)
+	if st := f.Status(); st.Err == nil || !strings.Contains(st.Err.Error(), "GitRepository/default/refuse: not found") || len(h.deletes) != deletes || st.Policies != 1 {
+		t.Errorf("a deleted source object: status %+v, deletes %v", st, h.deletes)
+	}
 	if left := sproutFluxDirs(t); left != 0 {
 		t.Errorf("%d temporary files or folders left behind", left)
 	}
