@@ -3,6 +3,7 @@ package celenv
 import (
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 
 	"github.com/google/cel-go/cel"
@@ -140,6 +141,7 @@ func (g *generation) add(namespace string, v any, path string) error {
 			src = ObjectRef{APIVersion: u.GetAPIVersion(), Kind: u.GetKind(), Namespace: u.GetNamespace(), Name: u.GetName(), UID: uid}
 		}
 		out.ClonedFrom = &src
+		dropTracking(u)
 	}
 	sanitize(u)
 	if g.namespace != "" && u.GetNamespace() != "" && u.GetNamespace() != g.namespace {
@@ -204,6 +206,41 @@ func sanitize(u *unstructured.Unstructured) {
 		unstructured.RemoveNestedField(u.Object, "metadata", f)
 	}
 	delete(u.Object, "status")
+}
+
+// trackingPrefixes start the labels and annotations by which other tools
+// (Flux's kustomize- and helm-controller, Argo CD) tell the objects they
+// manage; trackingAnnotations are whole keys (kubectl apply's record).
+var (
+	trackingPrefixes    = []string{"kustomize.toolkit.fluxcd.io/", "helm.toolkit.fluxcd.io/", "argocd.argoproj.io/"}
+	trackingAnnotations = []string{"kubectl.kubernetes.io/last-applied-configuration"}
+)
+
+// dropTracking removes from a clone the labels and annotations by which
+// another tool tracks its source: copied, they would make Flux or Argo CD
+// take the copy for one of theirs, and claim or prune it. An object a
+// policy builds itself keeps what its author wrote.
+func dropTracking(u *unstructured.Unstructured) {
+	md, _ := u.Object["metadata"].(map[string]any)
+	for _, field := range []string{"labels", "annotations"} {
+		m, ok := md[field].(map[string]any)
+		if !ok {
+			continue
+		}
+		// A new map: the source's may be shared with what the evaluation read.
+		kept := make(map[string]any, len(m))
+		for k, v := range m {
+			if !slices.ContainsFunc(trackingPrefixes, func(p string) bool { return strings.HasPrefix(k, p) }) &&
+				(field != "annotations" || !slices.Contains(trackingAnnotations, k)) {
+				kept[k] = v
+			}
+		}
+		if len(kept) == 0 {
+			delete(md, field)
+		} else {
+			md[field] = kept
+		}
+	}
 }
 
 // isListShaped tells a List (as resource.List returns it) from an object that

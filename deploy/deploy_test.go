@@ -33,6 +33,7 @@ import (
 	"github.com/sprout-gitops/sprout/deploy"
 	"github.com/sprout-gitops/sprout/fixtures"
 	"github.com/sprout-gitops/sprout/internal/controlplane"
+	"github.com/sprout-gitops/sprout/internal/fluxtest"
 	"github.com/sprout-gitops/sprout/internal/manifest"
 	"github.com/sprout-gitops/sprout/reconcile"
 	"github.com/sprout-gitops/sprout/sources"
@@ -288,7 +289,23 @@ func TestServiceAccountIsEnough(t *testing.T) {
 		t.Fatalf("listing Secrets as %s: want forbidden, got %v", serviceAccount, err)
 	}
 
-	logs := runAs(t, sa)
+	// A Flux source, read and watched as the ServiceAccount.
+	fluxtest.InstallCRDs(t, cfg)
+	artifact := fluxtest.Tarball(t, fluxtest.Entry{Name: "policies/README.md", Body: "none yet"})
+	fluxtest.SetStatus(t, dynamic.NewForConfigOrDie(cfg), "GitRepository", metav1.NamespaceDefault, "platform", fluxtest.Status{
+		Revision: "main@sha1:1", Digest: fluxtest.Digest(artifact), Ready: metav1.ConditionTrue,
+		URL: fluxtest.NewServer(t).Publish("/platform.tar.gz", artifact),
+	})
+	flux := func(c *rest.Config) sources.Source {
+		src, err := sources.NewFlux(sources.FluxOptions{Ref: sources.FluxRef{Kind: "GitRepository", Namespace: metav1.NamespaceDefault, Name: "platform"},
+			Path: "policies", Client: dynamic.NewForConfigOrDie(c)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return src
+	}
+
+	logs := runAs(t, sa, flux)
 
 	admin := dynamic.NewForConfigOrDie(cfg)
 	applyFixture(t, "policy.yaml")
@@ -338,6 +355,19 @@ func TestServiceAccountIsEnough(t *testing.T) {
 	poll(t, "the cluster's PolicySource", func(ctx context.Context) (bool, error) {
 		_, err := admin.Resource(sproutv1alpha1.PolicySources).Get(ctx, sources.ClusterSourceName, metav1.GetOptions{})
 		return err == nil, ignoreNotFound(err)
+	})
+	poll(t, "the Flux source's PolicySource Ready", func(ctx context.Context) (bool, error) {
+		u, err := admin.Resource(sproutv1alpha1.PolicySources).Get(ctx, sources.ObjectName("flux:GitRepository/default/platform"), metav1.GetOptions{})
+		if err != nil {
+			return false, ignoreNotFound(err)
+		}
+		ps := &sproutv1alpha1.PolicySource{}
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, ps); err != nil {
+			return false, err
+		}
+		return ps.Status.Revision == "main@sha1:1" && slices.ContainsFunc(ps.Status.Conditions, func(c metav1.Condition) bool {
+			return c.Type == reconcile.ConditionReady && c.Status == metav1.ConditionTrue
+		}), nil
 	})
 	// The folder source's revision is announced by an Event: Events go to
 	// "default", the namespace of cluster-scoped objects.
@@ -434,9 +464,10 @@ func aggregate(t *testing.T, kube kubernetes.Interface, name string) {
 }
 
 // runAs runs the controller with the client configuration c, on the policies
-// of the cluster and of an empty folder, until the test ends. The returned
+// of the cluster, of an empty folder and of the extra sources made with c,
+// until the test ends. The returned
 // log holds the controller's and client-go's (klog) messages.
-func runAs(t *testing.T, c *rest.Config) *lockedBuffer {
+func runAs(t *testing.T, c *rest.Config, extra ...func(*rest.Config) sources.Source) *lockedBuffer {
 	t.Helper()
 	logs := &lockedBuffer{}
 	log := slog.New(slog.NewTextHandler(logs, nil))
@@ -447,6 +478,9 @@ func runAs(t *testing.T, c *rest.Config) *lockedBuffer {
 	opts.Sources = []sources.Source{
 		sources.NewCluster(dynamic.NewForConfigOrDie(c)),
 		sources.NewDirectory(t.TempDir(), time.Minute),
+	}
+	for _, src := range extra {
+		opts.Sources = append(opts.Sources, src(c))
 	}
 	ctrl, err := reconcile.New(c, opts)
 	if err != nil {

@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
@@ -24,6 +26,8 @@ type Cluster struct {
 	// unlike the informers', waits until the handler has seen every listed
 	// policy, so nothing is taken for deleted while still on its way.
 	handlers []cache.ResourceEventHandlerRegistration
+	// selector, if set, picks the policies delivered (SelectPolicies).
+	selector labels.Selector
 }
 
 var _ Source = (*Cluster)(nil)
@@ -36,7 +40,11 @@ func NewCluster(client dynamic.Interface) *Cluster {
 // Start starts one informer per policy kind.
 func (c *Cluster) Start(ctx context.Context, h Handler) error {
 	for _, gvr := range []schema.GroupVersionResource{apiv1.GeneratingPolicies, apiv1.NamespacedGeneratingPolicies} {
-		inf := dynamicinformer.NewFilteredDynamicInformer(c.client, gvr, "", 0, cache.Indexers{}, nil).Informer()
+		var tweak dynamicinformer.TweakListOptionsFunc
+		if c.selector != nil && !c.selector.Empty() {
+			tweak = func(o *metav1.ListOptions) { o.LabelSelector = c.selector.String() }
+		}
+		inf := dynamicinformer.NewFilteredDynamicInformer(c.client, gvr, "", 0, cache.Indexers{}, tweak).Informer()
 		reg, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 			AddFunc:    func(obj any) { deliver(obj, h, h.Upsert) },
 			UpdateFunc: func(_, obj any) { deliver(obj, h, h.Upsert) },

@@ -1,11 +1,12 @@
 // Package sources owns where policies come from and hands them to reconcile
 // as a stream of changes (Handler). The cluster source watches the policy
-// CRDs; Git and folder sources poll.
+// CRDs; Git and folder sources poll; a Flux source watches a Flux source
+// object and downloads its artifact when it moves.
 //
 // A source decodes each policy and names where it came from (source and
-// revision) and says when it changed or went away. Git and folder sources
-// also compile every policy of a revision (load.go) before they hand any
-// over: a revision is taken whole or not at all, so a policy that does not
+// revision) and says when it changed or went away. Git, folder and Flux
+// sources also compile every policy of a revision (load.go) before they
+// hand any over: a revision is taken whole or not at all, so a policy that does not
 // compile rejects its revision, and the last good one keeps running. A
 // source never evaluates a policy.
 //

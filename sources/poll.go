@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	apiv1 "github.com/sprout-gitops/sprout/api/policies/v1"
@@ -54,6 +55,7 @@ type poller struct {
 	running sync.WaitGroup
 
 	mu        sync.Mutex
+	selector  labels.Selector // nil: every policy
 	status    Status
 	attempted bool
 	complete  bool
@@ -122,6 +124,9 @@ func (p *poller) poll(ctx context.Context, h Handler) {
 	}
 	next := map[string]Policy{}
 	for _, pol := range policies {
+		if !selects(p.selector, pol.GetLabels()) {
+			continue
+		}
 		identify(pol, p.name)
 		next[celenv.PolicyRef(pol)] = Policy{Policy: pol, Source: p.name, Revision: revision}
 	}

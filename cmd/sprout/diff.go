@@ -44,7 +44,7 @@ A policy is planned as Sprout would run it now: the triggers it has admitted
 and when it was activated come from the PolicyInventory record of the policy
 of that name, so a changed policy shows only what the change does.
 
-Without --policy-dir or --git-url the policies stored in the cluster are
+Without --policy-dir, --git-url or --source-ref the policies stored in the cluster are
 planned, which shows drift that Sprout would repair. Secret values are masked.
 
 Exit status: 0 when nothing would change, 1 when something would, 2 on errors
@@ -95,14 +95,14 @@ func runDiff(cmd *cobra.Command, g *globalFlags, o diffOptions) error {
 		return err
 	}
 	if !cmd.Flags().Changed("cluster-policies") {
-		o.clusterPolicies = o.git.URL == "" && len(o.policyDirs) == 0
+		o.clusterPolicies = o.git.URL == "" && len(o.policyDirs) == 0 && len(o.fluxRefs) == 0
 	}
 	srcs, err := o.sources(cmd.Context(), cfg)
 	if err != nil {
 		return err
 	}
 	if len(srcs) == 0 {
-		return errors.New("no policies to plan: give --policy-dir or --git-url, or keep --cluster-policies")
+		return errors.New("no policies to plan: give --policy-dir, --git-url or --source-ref, or keep --cluster-policies")
 	}
 	opts := reconcile.DefaultOptions()
 	opts.DefaultServiceAccount, opts.ServiceAccountNamespaces = o.accounts.DefaultServiceAccount, o.accounts.ServiceAccountNamespaces

@@ -11,9 +11,11 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/sprout-gitops/sprout/fixtures"
+	"github.com/sprout-gitops/sprout/internal/fluxtest"
 )
 
 // runDiffCommand runs `sprout diff` in-process and returns its output,
@@ -65,7 +67,8 @@ func TestDiff(t *testing.T) {
 		t.Errorf("the same policy from a folder: exit %d, output:\n%s", code, out)
 	}
 
-	changed := folder(strings.Replace(string(policy), "192.168.10.10:2181", "10.0.0.1:2181", 1))
+	changedPolicy := strings.Replace(string(policy), "192.168.10.10:2181", "10.0.0.1:2181", 1)
+	changed := folder(changedPolicy)
 	out, code, _ := runDiffCommand(t, "--kubeconfig", kubeconfig, "--policy-dir", changed)
 	if code != 1 {
 		t.Errorf("a changed policy: exit %d, want 1", code)
@@ -98,6 +101,17 @@ func TestDiff(t *testing.T) {
 	broken := folder(strings.Replace(string(policy), "generator.Apply(", "generator.Apply((", 1))
 	if out, code, err := runDiffCommand(t, "--kubeconfig", kubeconfig, "--policy-dir", broken); code != 2 || out != "" || err == nil || !strings.Contains(err.Error(), "spec.generate[0].expression") {
 		t.Errorf("a broken policy: exit %d (want 2), error %v, output:\n%s", code, err, out)
+	}
+
+	// A Flux source, like a folder, plans its own policies, not the
+	// cluster's copies that would take precedence.
+	fluxtest.InstallCRDs(t, cp.Config)
+	artifact := fluxtest.Tarball(t, fluxtest.Entry{Name: "policies/zk.yaml", Body: changedPolicy})
+	fluxtest.SetStatus(t, dynamic.NewForConfigOrDie(cp.Config), "GitRepository", "default", "platform", fluxtest.Status{
+		Revision: "main@sha1:1", Digest: fluxtest.Digest(artifact), URL: fluxtest.NewServer(t).Publish("/a.tar.gz", artifact), Ready: metav1.ConditionTrue,
+	})
+	if out, code, err := runDiffCommand(t, "--kubeconfig", kubeconfig, "--source-ref", "GitRepository/default/platform", "--source-path", "policies"); code != 1 || !strings.Contains(out, "+  ZK_ADDRESS: 10.0.0.1:2181") {
+		t.Errorf("the changed policy from a Flux source: exit %d, error %v, output:\n%s", code, err, out)
 	}
 
 	// A Secret's values never show: created, the diff masks them.

@@ -33,7 +33,14 @@ in the cluster (and in folders given with --policy-dir) and the trigger objects
 they match, and keep the generated objects in place. Stops on SIGINT or SIGTERM.
 
 A policy name found in several sources runs from the first: the cluster, then
-the Git repository, then the folders in the order given.
+the Git repository, then the Flux sources and the folders, each in the order
+given.
+
+--source-ref kind/namespace/name runs the policies in the artifact of a Flux
+GitRepository, OCIRepository or Bucket (under --source-path): Sprout watches
+the object and, when its artifact moves, downloads it from source-controller,
+checks its digest and takes the revision whole. Flux holds the credentials,
+verifies signatures and polls the origin.
 
 The Git repository is checked every --poll-interval and fetched only when the
 followed ref moved: a branch (--git-branch; the remote's default branch if no
@@ -74,7 +81,7 @@ An SSH URL needs known_hosts: Sprout never connects to a host it cannot verify.`
 				return err
 			}
 			if len(srcs) == 0 {
-				return fmt.Errorf("no policy source: keep --cluster-policies or give --git-url or --policy-dir")
+				return fmt.Errorf("no policy source: keep --cluster-policies or give --git-url, --source-ref or --policy-dir")
 			}
 			opts.Sources = srcs
 			if ns := inClusterNamespace(); ns != "" {

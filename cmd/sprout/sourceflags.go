@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -18,7 +19,7 @@ import (
 )
 
 // sourceFlags declare where policies come from: the cluster, a Git
-// repository, folders. `sprout run` runs them; `sprout diff` plans them.
+// repository, Flux sources, folders. `sprout run` runs them; `sprout diff` plans them.
 type sourceFlags struct {
 	clusterPolicies bool
 	policyDirs      []string
@@ -26,13 +27,16 @@ type sourceFlags struct {
 	git             sources.GitOptions
 	gitFiles        sources.AuthFiles
 	gitSecretRef    string
+	fluxRefs        []string
+	fluxPath        string
+	policySelector  string
 }
 
 // register adds the source flags to f; verb ("run", "diff") words their help.
 func (ro *sourceFlags) register(f *pflag.FlagSet, verb string) {
 	f.BoolVar(&ro.clusterPolicies, "cluster-policies", ro.clusterPolicies, verb+" the policies stored in the cluster")
 	f.StringSliceVar(&ro.policyDirs, "policy-dir", nil, "a folder of policy files (*.yaml, *.yml, any depth) to "+verb+"; repeat for several")
-	f.DurationVar(&ro.pollInterval, "poll-interval", time.Minute, "how often policy folders are read again and the Git remote checked")
+	f.DurationVar(&ro.pollInterval, "poll-interval", time.Minute, "how often policy folders are read again, the Git remote checked, and Flux sources checked when they have not changed")
 	f.StringVar(&ro.git.URL, "git-url", "", "a Git repository of policies (https://, ssh://, git@host:path or file://)")
 	f.StringVar(&ro.git.Branch, "git-branch", "", "the branch to follow (default: the remote's default branch)")
 	f.StringVar(&ro.git.Tag, "git-tag", "", "a tag to follow instead of a branch")
@@ -47,11 +51,34 @@ func (ro *sourceFlags) register(f *pflag.FlagSet, verb string) {
 	f.StringVar(&ro.gitFiles.SSHKeyPasswordFile, "git-ssh-key-password-file", "", "a file holding the passphrase of an encrypted --git-ssh-key-file")
 	f.StringVar(&ro.gitFiles.KnownHostsFile, "git-known-hosts-file", "", "a known_hosts file with the SSH host keys to accept (required for SSH URLs)")
 	f.StringVar(&ro.gitSecretRef, "git-secret-ref", "", "<namespace>/<name> of a Secret with the Git credentials (Flux's keys), read at every check")
+	f.StringArrayVar(&ro.fluxRefs, "source-ref", nil, "<kind>/<namespace>/<name> of a Flux GitRepository, OCIRepository or Bucket whose artifact holds policies to "+verb+"; repeat for several")
+	f.StringVar(&ro.policySelector, "policy-selector", "", "a label selector (team=a,tier!=legacy): "+verb+" only the policies, of every source, whose labels it matches")
+	f.StringVar(&ro.fluxPath, "source-path", "", "the folder of each --source-ref's artifact holding the policies (default: all of it)")
 }
 
 // sources builds the sources the flags declare, in precedence order: the
-// cluster, the Git repository, the folders.
+// cluster, the Git repository, the Flux sources, the folders.
 func (ro *sourceFlags) sources(ctx context.Context, cfg *rest.Config) ([]sources.Source, error) {
+	out, err := ro.allSources(ctx, cfg)
+	if err != nil || ro.policySelector == "" {
+		return out, err
+	}
+	sel, err := labels.Parse(ro.policySelector)
+	if err != nil {
+		return nil, fmt.Errorf("--policy-selector %q: %w", ro.policySelector, err)
+	}
+	for _, src := range out {
+		s, ok := src.(sources.Selective)
+		if !ok {
+			return nil, fmt.Errorf("--policy-selector: source %s cannot select policies", src.Name())
+		}
+		s.SelectPolicies(sel)
+	}
+	return out, nil
+}
+
+// allSources builds the sources, every policy of each.
+func (ro *sourceFlags) allSources(ctx context.Context, cfg *rest.Config) ([]sources.Source, error) {
 	var out []sources.Source
 	if ro.clusterPolicies {
 		client, err := dynamic.NewForConfig(cfg)
@@ -67,11 +94,48 @@ func (ro *sourceFlags) sources(ctx context.Context, cfg *rest.Config) ([]sources
 	if gitSrc != nil {
 		out = append(out, gitSrc)
 	}
+	fluxSrcs, err := ro.fluxSources(cfg)
+	if err != nil {
+		return nil, err
+	}
+	out = append(out, fluxSrcs...)
 	for _, dir := range ro.policyDirs {
 		if info, err := os.Stat(dir); err != nil || !info.IsDir() {
 			return nil, fmt.Errorf("--policy-dir %s: not a folder", dir)
 		}
 		out = append(out, sources.NewDirectory(dir, ro.pollInterval))
+	}
+	return out, nil
+}
+
+// fluxSources builds a source per --source-ref, in the order given.
+func (ro *sourceFlags) fluxSources(cfg *rest.Config) ([]sources.Source, error) {
+	if len(ro.fluxRefs) == 0 {
+		if ro.fluxPath != "" {
+			return nil, errors.New("--source-path needs a --source-ref")
+		}
+		return nil, nil
+	}
+	client, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	var out []sources.Source
+	seen := map[sources.FluxRef]bool{}
+	for _, s := range ro.fluxRefs {
+		ref, err := sources.ParseFluxRef(s)
+		if err != nil {
+			return nil, fmt.Errorf("--source-ref %w", err)
+		}
+		if seen[ref] {
+			return nil, fmt.Errorf("--source-ref %s: given twice", ref)
+		}
+		seen[ref] = true
+		src, err := sources.NewFlux(sources.FluxOptions{Ref: ref, Path: ro.fluxPath, Client: client, Interval: ro.pollInterval})
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, src)
 	}
 	return out, nil
 }

@@ -206,20 +206,21 @@ type PolicySourceList struct {
 // PolicySourceSpec says what the source is, as it was configured.
 type PolicySourceSpec struct {
 	// Name is the source's name in records, logs and metrics
-	// ("cluster", "git:<url>", "dir:<path>").
+	// ("cluster", "git:<url>", "dir:<path>", "flux:<kind>/<namespace>/<name>").
 	Name string `json:"name"`
-	// Type is cluster, git or directory.
-	// +kubebuilder:validation:Enum=cluster;git;directory
+	// Type is cluster, git, directory or flux.
+	// +kubebuilder:validation:Enum=cluster;git;directory;flux
 	Type string `json:"type"`
-	// URL is the repository of a Git source, or the folder of a directory
-	// source.
+	// URL is the repository of a Git source, the folder of a directory
+	// source, or the <kind>/<namespace>/<name> of a Flux source.
 	// +optional
 	URL string `json:"url,omitempty"`
 	// Ref is what a Git source follows: "branch main", "tag v1", "semver
 	// >=1.0.0", "commit <sha>".
 	// +optional
 	Ref string `json:"ref,omitempty"`
-	// Path is the folder inside the repository that holds the policies.
+	// Path is the folder inside the repository (or the Flux artifact) that
+	// holds the policies.
 	// +optional
 	Path string `json:"path,omitempty"`
 	// Interval is how often the source is checked.
