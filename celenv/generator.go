@@ -66,8 +66,9 @@ type generation struct {
 type Generated struct {
 	// Object is the desired object, stripped of server-set metadata.
 	Object *unstructured.Unstructured
-	// ClonedFrom names the cluster object it was copied from, when it came
-	// from resource.Get or resource.List; nil for data.
+	// ClonedFrom names the cluster object it was copied from, when it
+	// carries a resourceVersion (it came from resource.Get or resource.List);
+	// nil for data. Its UID is empty when the copy dropped the source's.
 	ClonedFrom *ObjectRef
 }
 
@@ -135,9 +136,13 @@ func (g *generation) add(namespace string, v any, path string) error {
 		return fmt.Errorf("%s: an object needs apiVersion, kind and metadata.name", path)
 	}
 	out := Generated{Object: u}
-	if uid := string(u.GetUID()); uid != "" {
+	// As in Kyverno's generator library, an object is a clone when it
+	// carries a resourceVersion, that is when it was read from the cluster:
+	// one assembled field by field is data, whatever it copied.
+	if u.GetResourceVersion() != "" {
+		uid := string(u.GetUID())
 		src, ok := g.reads.seen[uid]
-		if !ok {
+		if !ok || uid == "" {
 			src = ObjectRef{APIVersion: u.GetAPIVersion(), Kind: u.GetKind(), Namespace: u.GetNamespace(), Name: u.GetName(), UID: uid}
 		}
 		out.ClonedFrom = &src

@@ -177,6 +177,38 @@ func TestClonesAreTracedToTheirSource(t *testing.T) {
 	}
 }
 
+// TestACloneIsWhatCarriesAResourceVersion: Kyverno's rule, field by field.
+func TestACloneIsWhatCarriesAResourceVersion(t *testing.T) {
+	source := object("v1", "Secret", "default", "regcred")
+	source.SetUID("uid-regcred")
+	source.SetResourceVersion("42")
+	reader := celenv.NewObjectReader([]*unstructured.Unstructured{source})
+	get := `resource.Get("v1", "secrets", "default", "regcred")`
+	for _, tt := range []struct {
+		name, metadata string
+		clone          bool
+		uid            string
+	}{
+		{"fields", `"name": "fields"`, false, ""},
+		{"uid", `"name": "uid", "uid": ` + get + `.metadata.uid`, false, ""},
+		{"rv", `"name": "rv", "resourceVersion": ` + get + `.metadata.resourceVersion`, true, ""},
+		{"both", `"name": "both", "uid": ` + get + `.metadata.uid, "resourceVersion": "42"`, true, "uid-regcred"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			prog := celenv.Compile(policyWith(false,
+				`generator.Apply("team", [{"apiVersion": "v1", "kind": "Secret", "metadata": {`+tt.metadata+`}}])`))
+			res, err := prog.Evaluate(context.Background(), celenv.Input{Object: source.Object, Reader: reader})
+			if err != nil {
+				t.Fatal(err)
+			}
+			src := res.Objects[0].ClonedFrom
+			if (src != nil) != tt.clone || src != nil && src.UID != tt.uid {
+				t.Errorf("ClonedFrom = %+v, want clone %t with UID %q", src, tt.clone, tt.uid)
+			}
+		})
+	}
+}
+
 // TestEvaluationLeavesItsInputsAlone: what a program generates from its
 // trigger, the trigger itself or a part of it, shares no map with it, and
 // changing what was generated (as labelling does) leaves the trigger as it

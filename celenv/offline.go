@@ -27,6 +27,13 @@ var _ Reader = (*ObjectReader)(nil)
 func NewObjectReader(objs []*unstructured.Unstructured) *ObjectReader {
 	r := &ObjectReader{objects: map[schema.GroupVersionResource][]*unstructured.Unstructured{}}
 	for _, o := range objs {
+		if o.GetResourceVersion() == "" {
+			// Every object read from a cluster has a resourceVersion, and a
+			// copy of one that keeps it is a clone: the objects given stand
+			// for cluster objects, so render and the controller agree.
+			o = o.DeepCopy()
+			o.SetResourceVersion("1")
+		}
 		gvr, _ := meta.UnsafeGuessKindToResource(o.GroupVersionKind())
 		r.objects[gvr] = append(r.objects[gvr], o)
 	}

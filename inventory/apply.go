@@ -623,6 +623,16 @@ func (m stringMap) get(key string) string {
 	return s
 }
 
+func (m stringMap) has(key string) bool {
+	_, ok := m[key]
+	return ok
+}
+
+func hasKey(m map[string]string, key string) bool {
+	_, ok := m[key]
+	return ok
+}
+
 // metadataStrings returns obj's metadata.<field> (labels, annotations), or
 // with field "" its metadata.
 func metadataStrings(obj *unstructured.Unstructured, field string) stringMap {

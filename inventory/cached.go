@@ -39,7 +39,8 @@ type Cached struct {
 	// triggerUID, its LabelTriggerUID.
 	owner, triggerUID string
 	// onDelete: generated from a trigger's DELETE; clone: copied from a
-	// source; createHeld: its fields are still held by the Update entry
+	// source, as Kyverno tells it: the source-uid label is present, even
+	// empty; createHeld: its fields are still held by the Update entry
 	// a create of Sprout's left (they must be handed over before an apply);
 	// written: Sprout wrote it, for its managed fields hold an entry of
 	// Sprout's, its create's or an apply's (decideOwner).
@@ -94,7 +95,7 @@ func NewCached(obj *unstructured.Unstructured) (*Cached, error) {
 		owner:           intern(annotations.get(AnnotationPolicy)),
 		triggerUID:      labels.get(LabelTriggerUID),
 		onDelete:        labels.get(LabelGeneratedOnDelete) != "",
-		clone:           labels.get(LabelSourceUID) != "",
+		clone:           labels.has(LabelSourceUID),
 		createHeld:      heldByCreate(obj),
 		written:         writtenBySprout(obj),
 		intact:          originIntact(annotations.get(AnnotationPolicy), labels.get(LabelPolicyName), labels.get(LabelPolicyNamespace)),
@@ -136,7 +137,7 @@ func CachedFromJSON(raw []byte) (*Cached, error) {
 		owner:           intern(md.Annotations.Policy),
 		triggerUID:      md.Labels.TriggerUID,
 		onDelete:        md.Labels.GeneratedOnDelete != "",
-		clone:           md.Labels.SourceUID != "",
+		clone:           md.Labels.SourceUID != nil,
 		intact:          originIntact(md.Annotations.Policy, md.Labels.PolicyName, md.Labels.PolicyNamespace),
 	}
 	c.setContent(content)
@@ -169,7 +170,7 @@ func cachedIdentity(obj runtime.Object) (*Cached, error) {
 		owner:           intern(annotations[AnnotationPolicy]),
 		triggerUID:      labels[LabelTriggerUID],
 		onDelete:        labels[LabelGeneratedOnDelete] != "",
-		clone:           labels[LabelSourceUID] != "",
+		clone:           hasKey(labels, LabelSourceUID),
 		createHeld:      slices.ContainsFunc(m.GetManagedFields(), isCreateEntry),
 		written:         slices.ContainsFunc(m.GetManagedFields(), isSproutEntry),
 		intact:          originIntact(annotations[AnnotationPolicy], labels[LabelPolicyName], labels[LabelPolicyNamespace]),
@@ -213,11 +214,11 @@ type cachedMetadata struct {
 	UID             string `json:"uid"`
 	ResourceVersion string `json:"resourceVersion"`
 	Labels          struct {
-		GeneratedOnDelete string `json:"sprout.dev/generated-on-delete"`
-		SourceUID         string `json:"generate.kyverno.io/source-uid"`
-		TriggerUID        string `json:"generate.kyverno.io/trigger-uid"`
-		PolicyName        string `json:"generate.kyverno.io/policy-name"`
-		PolicyNamespace   string `json:"sprout.dev/policy-namespace"`
+		GeneratedOnDelete string  `json:"sprout.dev/generated-on-delete"`
+		SourceUID         *string `json:"generate.kyverno.io/source-uid"` // present, even empty: a clone
+		TriggerUID        string  `json:"generate.kyverno.io/trigger-uid"`
+		PolicyName        string  `json:"generate.kyverno.io/policy-name"`
+		PolicyNamespace   string  `json:"sprout.dev/policy-namespace"`
 	} `json:"labels"`
 	Annotations struct {
 		Policy string `json:"sprout.dev/policy"`

@@ -48,6 +48,12 @@ func TestSwitchingSyncOffStopsRepairs(t *testing.T) {
 	if tb.get("a-out") == nil {
 		t.Fatal("switching sync off deleted the downstream")
 	}
+	// Generated once: a change of its trigger no longer updates it.
+	tb.trigger("a", "sync-switch", "a2")
+	tb.settle("sync-switch", 3)
+	if cm := tb.get("a-out"); cm == nil || cm.Data["from"] != "a1" {
+		t.Errorf("a trigger change updated the downstream after sync was switched off: %v", cm)
+	}
 	tb.delete("a-out")
 	tb.settle("sync-switch", 2)
 	if tb.get("a-out") != nil {

@@ -317,6 +317,37 @@ func (c *Controller) noteGenerated(key policyKey, changes inventory.ChangeSet) {
 
 func generatedID(objectID, triggerUID string) string { return triggerUID + " " + objectID }
 
+// retainGenerated forgets what was generated for triggers that no longer
+// exist, once what they were generated from at their DELETE is done: a gone
+// trigger generates nothing again, so the record, in etcd and in memory,
+// grows with the live triggers, not with history. exists is asked without
+// the lock held: it takes it.
+func (c *Controller) retainGenerated(key policyKey, exists func(string) bool) {
+	c.mu.RLock()
+	ids := c.generated[key].UnsortedList()
+	c.mu.RUnlock()
+	if len(ids) == 0 {
+		return
+	}
+	pending := sets.New[string]()
+	for _, t := range c.tombstones.pending(key) {
+		pending.Insert(string(t.object.GetUID()))
+	}
+	var gone []string
+	for _, id := range ids {
+		uid, _, _ := strings.Cut(id, " ")
+		if !pending.Has(uid) && !exists(uid) {
+			gone = append(gone, id)
+		}
+	}
+	if len(gone) == 0 {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.generated[key].Delete(gone...)
+}
+
 // prune deletes what the policy owns but its last apply did not want,
 // except the objects of the triggers that failed: what they want is
 // unknown.
@@ -492,6 +523,7 @@ func (c *Controller) matchingTriggers(cp *compiledPolicy) ([]trigger, []types.UI
 	}
 	exists := c.triggerExists(cp)
 	c.admitted.retain(key, func(uid types.UID) bool { return exists(string(uid)) })
+	c.retainGenerated(key, exists)
 	if len(errs) == 0 {
 		// Every trigger the old settings admitted is listed now.
 		c.admitted.setDerivedBy(key, cp.derives)
