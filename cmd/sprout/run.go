@@ -107,7 +107,7 @@ An SSH URL needs known_hosts: Sprout never connects to a host it cannot verify.`
 			if err := serve(ctx, ro.probeAddress, probesHandler(func() string { return elector.ready(c.Synced) }), log, "probes"); err != nil {
 				return fmt.Errorf("--health-probe-bind-address: %w", err)
 			}
-			log.Info("sprout starting", "host", cfg.Host, "version", version())
+			log.Info("sprout starting", "host", cfg.Host, "version", currentBuild().String())
 			return elector.run(ctx, cfg, c.Run)
 		},
 	}
