@@ -151,6 +151,9 @@ type evaluation struct {
 	policy  apiv1.Policy
 	trigger *unstructured.Unstructured // nil when the policy does not compile
 	objects []*unstructured.Unstructured
+	// skipped is set when a matchCondition is false: the policy skips the
+	// trigger, as admission would.
+	skipped bool
 	err     error
 }
 
@@ -213,6 +216,7 @@ func evaluateOne(ctx context.Context, prog *celenv.Program, p apiv1.Policy, t *u
 		e.err = fmt.Errorf("%s: trigger %s %s: %w", prog.Policy(), t.GetKind(), t.GetName(), err)
 		return e
 	}
+	e.skipped = !res.Matched
 	if len(res.MissingSources) > 0 {
 		// The controller prunes for a deleted source; offline it is
 		// almost always a missing --context-objects file.
