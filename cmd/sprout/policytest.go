@@ -208,7 +208,7 @@ func printTestRows(out io.Writer, rows []testRow) error {
 			fmt.Fprintf(out, "\nFAIL %s %s %s:\n%s\n", r.Case, r.Policy, r.Resource, strings.TrimRight(r.Detail, "\n"))
 		}
 	}
-	fmt.Fprintf(out, "\n%d tests, %d passing, %d failing\n", len(rows), len(rows)-failed, failed)
+	fmt.Fprintf(out, "\n%s, %d passing, %d failing\n", plural(len(rows), "test", "tests"), len(rows)-failed, failed)
 	if failed > 0 {
 		return errTestsFailed
 	}
