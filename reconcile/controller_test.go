@@ -245,7 +245,7 @@ func TestDataSourcePolicyGeneratesForNewMatchingNamespaces(t *testing.T) {
 	}
 	poll(t, "policy status counts the trigger", func(ctx context.Context) (bool, error) {
 		c, err := policyCondition(ctx, "zk-kafka-address")
-		return c != nil && c.Message == "1 triggers, 1 objects", err
+		return c != nil && c.Message == "1 trigger, 1 object", err
 	})
 }
 

@@ -94,7 +94,17 @@ func (c *Controller) reportStatus(ctx context.Context, cp *compiledPolicy, out o
 		keepsOnlyKyvernoStatus(live) && equality.Semantic.DeepEqual(status.ConditionStatus, live.ConditionStatus) {
 		return nil
 	}
-	patch, err := json.Marshal(map[string]any{"status": status})
+	body := map[string]any{"status": status}
+	if out.reason != ReasonCompileFailed {
+		// The API type omits a count of 0, which kubectl shows blank and a
+		// merge patch leaves at its old value: send the counts always.
+		body["status"] = struct {
+			apiv1.GeneratingPolicyStatus
+			Triggers int `json:"triggers"`
+			Objects  int `json:"objects"`
+		}{status, out.triggers, out.objects}
+	}
+	patch, err := json.Marshal(body)
 	if err != nil {
 		return err
 	}
@@ -150,11 +160,19 @@ func readyCondition(cp *compiledPolicy, out outcome) metav1.Condition {
 		Type:               ConditionReady,
 		Status:             metav1.ConditionTrue,
 		Reason:             ReasonReconciled,
-		Message:            fmt.Sprintf("%d triggers, %d objects", out.triggers, out.objects),
+		Message:            countOf(out.triggers, "trigger") + ", " + countOf(out.objects, "object"),
 		ObservedGeneration: cp.policy.GetGeneration(),
 	}
 	if out.reason != "" {
 		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, out.reason, out.err.Error()
 	}
 	return cond
+}
+
+// countOf reads "1 trigger", "2 triggers", "0 triggers".
+func countOf(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }

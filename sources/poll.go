@@ -106,6 +106,9 @@ func (p *poller) poll(ctx context.Context, h Handler) {
 	last := p.status.Revision
 	p.mu.Unlock()
 	policies, revision, unchanged, err := p.fetch(ctx, last)
+	if err != nil && ctx.Err() != nil {
+		return // cut short by a shutdown: not a failed check
+	}
 
 	p.mu.Lock()
 	defer p.mu.Unlock()

@@ -157,7 +157,7 @@ func runDemo(ctx context.Context, out io.Writer, log *slog.Logger, o demoOptions
 	defer wg.Wait()
 	defer cancel()
 	wg.Go(func() {
-		if err := controller.Run(ctx); err != nil {
+		if err := controller.Run(ctx); err != nil && ctx.Err() == nil { // a stop is no error
 			log.Error("controller stopped", "error", err.Error())
 		}
 	})

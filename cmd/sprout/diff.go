@@ -104,6 +104,13 @@ func runDiff(cmd *cobra.Command, g *globalFlags, o diffOptions) error {
 	if len(srcs) == 0 {
 		return errors.New("no policies to plan: give --policy-dir, --git-url or --source-ref, or keep --cluster-policies")
 	}
+	pv, err := newPreviews(cmd.Context(), cfg)
+	if err != nil {
+		return err
+	}
+	for i, src := range srcs {
+		srcs[i] = pv.wrap(src)
+	}
 	opts := reconcile.DefaultOptions()
 	opts.DefaultServiceAccount, opts.ServiceAccountNamespaces = o.accounts.DefaultServiceAccount, o.accounts.ServiceAccountNamespaces
 	opts.DryRun, opts.Sources, opts.Logger, opts.ResyncSchedule = true, srcs, log, ""
@@ -115,12 +122,37 @@ func runDiff(cmd *cobra.Command, g *globalFlags, o diffOptions) error {
 	if err != nil {
 		return err
 	}
-	return printPlans(cmd.OutOrStdout(), plans, o.output)
+	err = printPlans(cmd.OutOrStdout(), plans, o.output, pv)
+	fmt.Fprintln(cmd.ErrOrStderr(), planSummary(plans))
+	return err
+}
+
+// planSummary is the last line of `sprout diff`: how many policies were
+// planned, the triggers and objects they touch, what would change and how
+// many policies failed.
+func planSummary(plans []reconcile.PolicyPlan) string {
+	triggers := map[string]bool{}
+	objects, errs := 0, 0
+	counts := map[inventory.Action]int{}
+	for _, p := range plans {
+		if p.Err != nil {
+			errs++
+		}
+		for _, ch := range p.Changes.Changes {
+			objects++
+			counts[ch.Action]++
+			if ch.TriggerUID != "" {
+				triggers[ch.TriggerUID] = true
+			}
+		}
+	}
+	return fmt.Sprintf("%s: %d to create, %d to change, %d to delete", summary("diff", len(plans), len(triggers), objects, errs),
+		counts[inventory.Created], counts[inventory.Configured], counts[inventory.Deleted])
 }
 
 // printPlans writes the plans in the asked format and returns
 // errDifferences when something would change, or the policies' errors.
-func printPlans(out io.Writer, plans []reconcile.PolicyPlan, format string) error {
+func printPlans(out io.Writer, plans []reconcile.PolicyPlan, format string, pv *previews) error {
 	var errs []error
 	changed := false
 	for _, p := range plans {
@@ -132,7 +164,7 @@ func printPlans(out io.Writer, plans []reconcile.PolicyPlan, format string) erro
 	var err error
 	switch format {
 	case "diff":
-		err = printUnified(out, plans)
+		err = printUnified(out, plans, pv)
 	case "table":
 		err = printTable(out, plans)
 	default:
@@ -151,17 +183,17 @@ func printPlans(out io.Writer, plans []reconcile.PolicyPlan, format string) erro
 }
 
 // printUnified writes one unified diff per object that would change.
-func printUnified(out io.Writer, plans []reconcile.PolicyPlan) error {
+func printUnified(out io.Writer, plans []reconcile.PolicyPlan, pv *previews) error {
 	for _, p := range plans {
 		for _, ch := range p.Changes.Changes {
 			if !written(ch.Action) {
 				continue
 			}
-			before, err := objectYAML(ch.Before)
+			before, err := objectYAML(withoutBookkeeping(ch.Before))
 			if err != nil {
 				return err
 			}
-			after, err := objectYAML(ch.After)
+			after, err := objectYAML(withoutBookkeeping(ch.After))
 			if err != nil {
 				return err
 			}
@@ -172,7 +204,11 @@ func printUnified(out io.Writer, plans []reconcile.PolicyPlan) error {
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(out, "# %s %s (%s)\n%s", ch.Action, ch.ID, p.Policy, text)
+			note := ""
+			if pv.has(p.Policy) {
+				note = ", a new policy without generateExisting: for this trigger when it is next created or changed"
+			}
+			fmt.Fprintf(out, "# %s %s (%s%s)\n%s", ch.Action, ch.ID, p.Policy, note, text)
 		}
 	}
 	return nil
@@ -211,10 +247,10 @@ func printStructured(out io.Writer, plans []reconcile.PolicyPlan, format string)
 			}
 			o := plannedObject{Policy: p.Policy, Action: string(ch.Action), Object: ch.ID}
 			if ch.Before != nil {
-				o.Before = ch.Before.Object
+				o.Before = withoutBookkeeping(ch.Before).Object
 			}
 			if ch.After != nil {
-				o.After = ch.After.Object
+				o.After = withoutBookkeeping(ch.After).Object
 			}
 			list = append(list, o)
 		}
@@ -244,6 +280,27 @@ func objectYAML(obj *unstructured.Unstructured) (string, error) {
 	}
 	data, err := yaml.Marshal(obj.Object)
 	return string(data), err
+}
+
+// withoutBookkeeping returns obj without what Sprout writes for itself
+// alone: the digest of what it applied changes with every change, so it
+// would show in every diff and tell the reader nothing.
+func withoutBookkeeping(obj *unstructured.Unstructured) *unstructured.Unstructured {
+	if obj == nil {
+		return nil
+	}
+	a := obj.GetAnnotations()
+	if _, ok := a[inventory.AnnotationApplied]; !ok {
+		return obj
+	}
+	obj = obj.DeepCopy()
+	delete(a, inventory.AnnotationApplied)
+	if len(a) == 0 {
+		unstructured.RemoveNestedField(obj.Object, "metadata", "annotations")
+	} else {
+		obj.SetAnnotations(a)
+	}
+	return obj
 }
 
 // exitError carries the exit status a command's failure should end with.

@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apiserver/pkg/admission"
 	listersv1 "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
@@ -30,7 +31,7 @@ import (
 type renderOptions struct {
 	policies  []string
 	resources []string
-	context   []string
+	objects   []string
 	operation string
 	output    string
 }
@@ -38,28 +39,34 @@ type renderOptions struct {
 func newRenderCommand() *cobra.Command {
 	o := renderOptions{}
 	cmd := &cobra.Command{
-		Use:   "render -p POLICY -r TRIGGER [--context OBJECTS]",
+		Use:   "render -p POLICY -r TRIGGER [--context-objects OBJECTS]",
 		Short: "Print what policies would generate for trigger objects, offline",
 		Long: `Evaluate policies against trigger objects from files, without a cluster, and print
 every object they would generate, with the labels Sprout would set. resource.Get and
-resource.List read the --context objects (and the triggers). Files may hold several
+resource.List read the --context-objects objects (and the triggers). Files may hold several
 YAML documents; a folder is read recursively (*.yaml, *.yml, *.json) as Sprout
 reads a policy folder: hidden folders skipped, and a link, pipe or device among
 those files is an error.
 
-Exits non-zero, naming the policy and field path, when a policy is invalid or an
-evaluation fails: run it in CI on every pull request that changes a policy.`,
+The last line, on standard error, counts the policies, triggers, objects and
+errors. Exits non-zero, naming the policy and field path, when a policy is
+invalid or an evaluation fails: run it in CI on every pull request that
+changes a policy.`,
 		Example: `  sprout render -p policy.yaml -r namespace.yaml
-  sprout render -p policies/ -r triggers/ --context secrets.yaml -o json`,
+  sprout render -p policies/ -r triggers/ --context-objects secrets.yaml -o json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runRender(cmd.Context(), cmd.OutOrStdout(), o)
+			if cmd.Flags().Changed("context") {
+				// Every other command reads --context as the kubeconfig's.
+				return errors.New("--context names a kubeconfig context, which render does not read: give objects for resource.Get and resource.List with --context-objects")
+			}
+			return runRender(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), o)
 		},
 	}
 	f := cmd.Flags()
 	f.StringSliceVarP(&o.policies, "policy", "p", nil, "policy files or folders (repeat or separate with commas)")
 	f.StringSliceVarP(&o.resources, "resource", "r", nil, "trigger object files or folders")
-	f.StringSliceVar(&o.context, "context", nil, "files or folders of objects that resource.Get and resource.List can read")
+	f.StringSliceVar(&o.objects, "context-objects", nil, "files or folders of objects that resource.Get and resource.List can read")
 	f.StringVar(&o.operation, "operation", "CREATE", "the admission operation the triggers are replayed as: CREATE, UPDATE or DELETE")
 	f.StringVarP(&o.output, "output", "o", "yaml", "output format: yaml or json")
 	_ = cmd.MarkFlagRequired("policy")
@@ -67,7 +74,7 @@ evaluation fails: run it in CI on every pull request that changes a policy.`,
 	return cmd
 }
 
-func runRender(ctx context.Context, out io.Writer, o renderOptions) error {
+func runRender(ctx context.Context, out, errOut io.Writer, o renderOptions) error {
 	op := admission.Operation(strings.ToUpper(o.operation))
 	if op != admission.Create && op != admission.Update && op != admission.Delete {
 		return fmt.Errorf("--operation: %q is not CREATE, UPDATE or DELETE", o.operation)
@@ -83,32 +90,87 @@ func runRender(ctx context.Context, out io.Writer, o renderOptions) error {
 	if err != nil {
 		return err
 	}
-	contextObjs, err := readObjects(o.context)
+	contextObjs, err := readObjects(o.objects)
 	if err != nil {
 		return err
 	}
 	objs, err := render(ctx, policies, triggers, contextObjs, op)
-	if err != nil {
-		return err
+	if perr := printObjects(out, objs, o.output); perr != nil {
+		return perr
 	}
-	return printObjects(out, objs, o.output)
+	fmt.Fprintln(errOut, summary("render", len(policies), len(triggers), len(objs), countErrors(err)))
+	return err
+}
+
+// summary is the last line render and diff print: what they read and found.
+func summary(verb string, policies, triggers, objects, errs int) string {
+	return fmt.Sprintf("%s: %s, %s, %s, %s", verb, plural(policies, "policy", "policies"),
+		plural(triggers, "trigger", "triggers"), plural(objects, "object", "objects"), plural(errs, "error", "errors"))
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
+}
+
+// countErrors counts the errors errors.Join joined into err.
+func countErrors(err error) int {
+	if err == nil {
+		return 0
+	}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		n := 0
+		for _, e := range j.Unwrap() {
+			n += countErrors(e)
+		}
+		return n
+	}
+	return 1
 }
 
 // render evaluates every policy against every trigger it matches. It stops
 // at nothing: every invalid policy and failed evaluation is reported.
 func render(ctx context.Context, policies []apiv1.Policy, triggers, contextObjs []*unstructured.Unstructured, op admission.Operation) ([]*unstructured.Unstructured, error) {
+	var out []*unstructured.Unstructured
+	var errs []error
+	err := evaluate(ctx, policies, triggers, contextObjs, op, func(e evaluation) {
+		if e.err != nil {
+			errs = append(errs, e.err)
+			return
+		}
+		out = append(out, e.objects...)
+	})
+	return out, errors.Join(append([]error{err}, errs...)...)
+}
+
+// evaluation is one policy's outcome for one trigger it matches, or for no
+// trigger when the policy does not compile.
+type evaluation struct {
+	policy  apiv1.Policy
+	trigger *unstructured.Unstructured // nil when the policy does not compile
+	objects []*unstructured.Unstructured
+	// skipped is set when a matchCondition is false: the policy skips the
+	// trigger, as admission would.
+	skipped bool
+	err     error
+}
+
+// evaluate calls fn for every policy that does not compile and for every
+// policy and trigger it matches, in order; a trigger a policy does not match
+// is not reported.
+func evaluate(ctx context.Context, policies []apiv1.Policy, triggers, contextObjs []*unstructured.Unstructured, op admission.Operation, fn func(evaluation)) error {
 	namespaces, err := namespaceLister(append(append([]*unstructured.Unstructured{}, contextObjs...), triggers...))
 	if err != nil {
-		return nil, err
+		return err
 	}
 	matcher := reconcile.NewMatcher(namespaces, nil)
 	reader := celenv.NewObjectReader(append(append([]*unstructured.Unstructured{}, contextObjs...), triggers...))
-	var out []*unstructured.Unstructured
-	var errs []error
 	for _, p := range policies {
 		prog := celenv.Compile(p)
 		if err := prog.Err(); err != nil {
-			errs = append(errs, err)
+			fn(evaluation{policy: p, err: err})
 			continue
 		}
 		mr := p.PolicySpec().MatchConstraints
@@ -119,43 +181,51 @@ func render(ctx context.Context, policies []apiv1.Policy, triggers, contextObjs 
 			gvr, _ := meta.UnsafeGuessKindToResource(t.GroupVersionKind())
 			ok, err := matcher.Matches(*mr, false, gvr, op, t)
 			if err != nil {
-				errs = append(errs, fmt.Errorf("%s: trigger %s %s: match: %w", prog.Policy(), t.GetKind(), t.GetName(), err))
+				fn(evaluation{policy: p, trigger: t, err: fmt.Errorf("%s: trigger %s %s: match: %w", prog.Policy(), t.GetKind(), t.GetName(), err)})
 				continue
 			}
-			if !ok {
-				continue
+			if ok {
+				fn(evaluateOne(ctx, prog, p, t, gvr, op, namespaces, reader))
 			}
-			in := celenv.Input{
-				Object: t.Object,
-				Request: celenv.Request{
-					UID: string(t.GetUID()), Operation: string(op), Name: t.GetName(), Namespace: t.GetNamespace(),
-					Kind: t.GroupVersionKind(), Resource: gvr,
-				},
-				Scopes: celenv.BuiltinScopes{},
-				Reader: reader,
-			}
-			if op == admission.Delete {
-				in.Object, in.OldObject = nil, t.Object
-			}
-			if ns, err := namespaces.Get(t.GetNamespace()); err == nil && t.GetNamespace() != "" {
-				in.NamespaceObject, _ = runtime.DefaultUnstructuredConverter.ToUnstructured(ns)
-			}
-			res, err := prog.Evaluate(ctx, in)
-			if err != nil {
-				errs = append(errs, fmt.Errorf("%s: trigger %s %s: %w", prog.Policy(), t.GetKind(), t.GetName(), err))
-				continue
-			}
-			if len(res.MissingSources) > 0 {
-				// The controller prunes for a deleted source; offline it is
-				// almost always a missing --context file.
-				errs = append(errs, fmt.Errorf("%s: trigger %s %s: clone sources not found (give them with --context): %s",
-					prog.Policy(), t.GetKind(), t.GetName(), strings.Join(res.MissingSources, ", ")))
-				continue
-			}
-			out = append(out, reconcile.Label(p, t, res.Objects)...)
 		}
 	}
-	return out, errors.Join(errs...)
+	return nil
+}
+
+// evaluateOne evaluates a compiled policy for one trigger it matches.
+func evaluateOne(ctx context.Context, prog *celenv.Program, p apiv1.Policy, t *unstructured.Unstructured, gvr schema.GroupVersionResource,
+	op admission.Operation, namespaces listersv1.NamespaceLister, reader celenv.Reader) evaluation {
+	e := evaluation{policy: p, trigger: t}
+	in := celenv.Input{
+		Object: t.Object,
+		Request: celenv.Request{
+			UID: string(t.GetUID()), Operation: string(op), Name: t.GetName(), Namespace: t.GetNamespace(),
+			Kind: t.GroupVersionKind(), Resource: gvr,
+		},
+		Scopes: celenv.BuiltinScopes{},
+		Reader: reader,
+	}
+	if op == admission.Delete {
+		in.Object, in.OldObject = nil, t.Object
+	}
+	if ns, err := namespaces.Get(t.GetNamespace()); err == nil && t.GetNamespace() != "" {
+		in.NamespaceObject, _ = runtime.DefaultUnstructuredConverter.ToUnstructured(ns)
+	}
+	res, err := prog.Evaluate(ctx, in)
+	if err != nil {
+		e.err = fmt.Errorf("%s: trigger %s %s: %w", prog.Policy(), t.GetKind(), t.GetName(), err)
+		return e
+	}
+	e.skipped = !res.Matched
+	if len(res.MissingSources) > 0 {
+		// The controller prunes for a deleted source; offline it is
+		// almost always a missing --context-objects file.
+		e.err = fmt.Errorf("%s: trigger %s %s: clone sources not found (give them with --context-objects): %s",
+			prog.Policy(), t.GetKind(), t.GetName(), strings.Join(res.MissingSources, ", "))
+		return e
+	}
+	e.objects = reconcile.Label(p, t, res.Objects)
+	return e
 }
 
 // namespaceLister holds the Namespaces among objs, plus an empty one for every

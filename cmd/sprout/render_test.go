@@ -36,7 +36,7 @@ func TestRenderGolden(t *testing.T) {
 		t.Run(filepath.Base(dir), func(t *testing.T) {
 			args := []string{"render", "-p", policy, "-r", filepath.Join(dir, "triggers.yaml")}
 			if _, err := os.Stat(filepath.Join(dir, "context.yaml")); err == nil {
-				args = append(args, "--context", filepath.Join(dir, "context.yaml"))
+				args = append(args, "--context-objects", filepath.Join(dir, "context.yaml"))
 			}
 			var out bytes.Buffer
 			root := newRootCommand()
@@ -101,7 +101,7 @@ func TestRenderJSONAndErrors(t *testing.T) {
 		{"bad operation", []string{"-p", "../../fixtures/zk-kafka-address/policy.yaml", "-r", "../../fixtures/zk-kafka-address/triggers.yaml", "--operation", "CONNECT"}, `--operation: "CONNECT"`},
 		{"missing file", []string{"-p", "nope.yaml", "-r", "../../fixtures/zk-kafka-address/triggers.yaml"}, "nope.yaml"},
 		{"not a policy", []string{"-p", "../../fixtures/zk-kafka-address/triggers.yaml", "-r", "../../fixtures/zk-kafka-address/triggers.yaml"}, `apiVersion "v1" is not one of policies.kyverno.io`},
-		{"clone source missing", []string{"-p", "../../fixtures/clone-get/policy.yaml", "-r", "../../fixtures/clone-get/triggers.yaml"}, `clone sources not found (give them with --context): secrets default/regcred`},
+		{"clone source missing", []string{"-p", "../../fixtures/clone-get/policy.yaml", "-r", "../../fixtures/clone-get/triggers.yaml"}, `clone sources not found (give them with --context-objects): secrets default/regcred`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -176,5 +176,38 @@ func TestRenderRefusesLinksInAFolder(t *testing.T) {
 				t.Fatalf("want an error containing %q, got %v", dir+": "+tt.want, err)
 			}
 		})
+	}
+}
+
+// TestRenderContextObjectsAndSummary: render reads context objects with
+// --context-objects, since --context names a kubeconfig context in every
+// other command (`render --context prod` used to fail with "stat prod"); the
+// kubeconfig's flag is refused with a message naming the right one. Render
+// ends with a line counting policies, triggers, objects and errors.
+func TestRenderContextObjectsAndSummary(t *testing.T) {
+	const dir = "../../fixtures/clone-get"
+	run := func(args ...string) (string, string, error) {
+		var out, errOut bytes.Buffer
+		root := newRootCommand()
+		root.SetArgs(append([]string{"render", "-p", dir + "/policy.yaml", "-r", dir + "/triggers.yaml"}, args...))
+		root.SetOut(&out)
+		root.SetErr(&errOut)
+		err := root.ExecuteContext(context.Background())
+		return out.String(), errOut.String(), err
+	}
+	out, errOut, err := run("--context-objects", dir+"/context.yaml")
+	if err != nil || !strings.Contains(out, "kind: Secret") {
+		t.Fatalf("--context-objects: %v\n%s", err, out)
+	}
+	if want := "render: 1 policy, 1 trigger, 1 object, 0 errors\n"; errOut != want {
+		t.Errorf("summary %q, want %q", errOut, want)
+	}
+	_, _, err = run("--context", "prod")
+	if err == nil || !strings.Contains(err.Error(), "--context-objects") || strings.Contains(err.Error(), "stat prod") {
+		t.Errorf("--context prod: want an error naming --context-objects, got %v", err)
+	}
+	_, errOut, err = run()
+	if err == nil || !strings.Contains(errOut, "render: 1 policy, 1 trigger, 0 objects, 1 error") {
+		t.Errorf("a missing clone source: error %v, summary %q", err, errOut)
 	}
 }

@@ -1,9 +1,16 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"log/slog"
+	"net"
 	"os"
 	"time"
+
+	"github.com/robfig/cron/v3"
+	"k8s.io/client-go/rest"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -69,7 +76,7 @@ An SSH URL needs known_hosts: Sprout never connects to a host it cannot verify.`
 				return err
 			}
 			klog.SetSlogLogger(log)
-			if err := reconcile.ValidateServiceAccountOptions(opts); err != nil {
+			if err := validateRunFlags(&opts, ro); err != nil {
 				return err
 			}
 			cfg, err := g.restConfig()
@@ -86,9 +93,6 @@ An SSH URL needs known_hosts: Sprout never connects to a host it cannot verify.`
 			opts.Sources = srcs
 			if ns := inClusterNamespace(); ns != "" {
 				opts.ProtectedNamespaces = append(opts.ProtectedNamespaces, ns)
-			}
-			if opts.AllowedKinds, err = reconcile.ParseKinds(ro.allowedKinds); err != nil {
-				return fmt.Errorf("--allowed-kinds: %w", err)
 			}
 			opts.Logger = log
 			reg := newRegistry()
@@ -114,8 +118,14 @@ An SSH URL needs known_hosts: Sprout never connects to a host it cannot verify.`
 			if err := serve(ctx, ro.probeAddress, probesHandler(func() string { return elector.ready(c.Synced) }), log, "probes"); err != nil {
 				return fmt.Errorf("--health-probe-bind-address: %w", err)
 			}
-			log.Info("sprout starting", "host", cfg.Host, "version", version())
-			return elector.run(ctx, cfg, c.Run)
+			log.Info("sprout starting", "host", cfg.Host, "version", currentBuild().String())
+			if err := waitForAPIServer(ctx, cfg, log); err != nil {
+				return err
+			}
+			if err := elector.run(ctx, cfg, c.Run); err != nil && (ctx.Err() == nil || !errors.Is(err, context.Canceled)) {
+				return err
+			}
+			return nil // stopped by a signal, even before the caches synced
 		},
 	}
 	f := cmd.Flags()
@@ -150,4 +160,57 @@ An SSH URL needs known_hosts: Sprout never connects to a host it cannot verify.`
 func registerAccounts(f *pflag.FlagSet, opts *reconcile.Options) {
 	f.StringVar(&opts.DefaultServiceAccount, "default-service-account", opts.DefaultServiceAccount, `the ServiceAccount, in its own namespace, a NamespacedGeneratingPolicy without the sprout.dev/service-account annotation runs as; "" runs them with Sprout's own rights`)
 	f.StringSliceVar(&opts.ServiceAccountNamespaces, "service-account-namespaces", nil, `the namespaces whose ServiceAccounts a GeneratingPolicy may run as (sprout.dev/service-account: namespace/name); Sprout's RBAC must let it impersonate them there (default: none)`)
+}
+
+// validateRunFlags checks every flag that needs no cluster, so a typo is
+// reported at once rather than after the caches have synced.
+func validateRunFlags(opts *reconcile.Options, ro runOptions) error {
+	if err := reconcile.ValidateServiceAccountOptions(*opts); err != nil {
+		return err
+	}
+	if opts.ResyncSchedule != "" {
+		if _, err := cron.ParseStandard(opts.ResyncSchedule); err != nil {
+			return fmt.Errorf("--resync-schedule %q: %w", opts.ResyncSchedule, err)
+		}
+	}
+	kinds, err := reconcile.ParseKinds(ro.allowedKinds)
+	if err != nil {
+		return fmt.Errorf("--allowed-kinds: %w", err)
+	}
+	opts.AllowedKinds = kinds
+	if ro.pollInterval <= 0 {
+		return fmt.Errorf("--poll-interval %s: want more than 0", ro.pollInterval)
+	}
+	for flag, addr := range map[string]string{"--metrics-bind-address": ro.metricsAddress,
+		"--health-probe-bind-address": ro.probeAddress, "--pprof-bind-address": ro.pprofAddress} {
+		if addr == "0" || addr == "" {
+			continue
+		}
+		if _, _, err := net.SplitHostPort(addr); err != nil {
+			return fmt.Errorf("%s %q: %w", flag, addr, err)
+		}
+	}
+	if l := ro.leader; l.enabled && !(l.leaseDuration > l.renewDeadline && float64(l.renewDeadline) > 1.2*float64(l.retryPeriod) && l.retryPeriod > 0) {
+		return fmt.Errorf("--leader-elect-lease-duration (%s) must exceed --leader-elect-renew-deadline (%s), which must exceed 1.2 times --leader-elect-retry-period (%s)",
+			l.leaseDuration, l.renewDeadline, l.retryPeriod)
+	}
+	return nil
+}
+
+// waitForAPIServer returns once the API server answers, saying at every
+// failed try what it waits for and when it tries again: without it, a
+// server that is down left only "waiting for informer caches" on screen.
+func waitForAPIServer(ctx context.Context, cfg *rest.Config, log *slog.Logger) error {
+	for delay := time.Second; ; delay = min(2*delay, 30*time.Second) {
+		err := reachable(cfg)
+		if err == nil {
+			return nil
+		}
+		log.Warn("waiting for the API server", "error", err.Error(), "retry_in", delay.String())
+		select {
+		case <-ctx.Done():
+			return nil // stopped while waiting: a shutdown, not an error
+		case <-time.After(delay):
+		}
+	}
 }

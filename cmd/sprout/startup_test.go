@@ -1,0 +1,105 @@
+package main
+
+import (
+	"context"
+	"net"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestRunValidatesFlagsBeforeConnecting: a bad --resync-schedule, and every
+// other flag checked without a cluster, fails `sprout run` at once naming
+// the flag, even with the API server down; a bad schedule used to be
+// reported only after the caches had synced, so never with a server down.
+func TestRunValidatesFlagsBeforeConnecting(t *testing.T) {
+	kubeconfig := unreachableKubeconfig(t, freeAddress(t))
+	bin := sproutBinary(t)
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--resync-schedule", "every ten minutes"}, `--resync-schedule "every ten minutes"`},
+		{[]string{"--allowed-kinds", ".apps"}, `--allowed-kinds: ".apps"`},
+		{[]string{"--poll-interval", "0s"}, "--poll-interval 0s"},
+		{[]string{"--metrics-bind-address", "8080"}, `--metrics-bind-address "8080"`},
+		{[]string{"--leader-elect", "--leader-elect-renew-deadline", "20s"}, "--leader-elect-lease-duration (15s) must exceed --leader-elect-renew-deadline (20s)"},
+	} {
+		t.Run(tt.args[len(tt.args)-2], func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			args := append([]string{"run", "--kubeconfig", kubeconfig, "--health-probe-bind-address", "0", "--metrics-bind-address", "0"}, tt.args...)
+			out, err := exec.CommandContext(ctx, bin, args...).CombinedOutput()
+			if ctx.Err() != nil {
+				t.Fatalf("sprout run %v is still running after 30s, with the API server down:\n%s", tt.args, out)
+			}
+			if err == nil || !strings.Contains(string(out), tt.want) {
+				t.Errorf("sprout run %v: %v, want an error containing %q:\n%s", tt.args, err, tt.want, out)
+			}
+		})
+	}
+}
+
+// TestRunSaysWhatItWaitsFor: `sprout run` with the API server down says, at
+// the default log level, that it waits for the API server, and says so again
+// at each retry; a SIGTERM then ends it cleanly, without an error.
+func TestRunSaysWhatItWaitsFor(t *testing.T) {
+	addr := freeAddress(t)
+	p := startProcess(t, unreachableKubeconfig(t, addr))
+	eventually(t, "two tries logged", func(context.Context) bool {
+		return strings.Count(p.logs.String(), `msg="waiting for the API server"`) >= 2
+	})
+	logs := p.logs.String()
+	if !strings.Contains(logs, addr) || !strings.Contains(logs, "retry_in=") {
+		t.Errorf("the log does not name the server and the next try:\n%s", logs)
+	}
+	if err := p.stop(t, 30*time.Second); err != nil {
+		t.Errorf("sprout run stopped while waiting: %v\n%s", err, p.logs.String())
+	}
+	if strings.Contains(p.logs.String(), "level=ERROR") {
+		t.Errorf("a shutdown logged an error:\n%s", p.logs.String())
+	}
+}
+
+// TestShutdownDuringAGitCheckIsNoError: a SIGTERM while a Git check is under
+// way (a remote that accepts the connection and never answers) ends
+// `sprout run` without logging "source revision rejected ... context
+// canceled" at level ERROR, as `make run ARGS=--once` used to at its end.
+func TestShutdownDuringAGitCheckIsNoError(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ln.Close() })
+	accepted := make(chan net.Conn, 16)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			accepted <- c // held open, never answered
+		}
+	}()
+	t.Cleanup(func() {
+		for {
+			select {
+			case c := <-accepted:
+				_ = c.Close()
+			default:
+				return
+			}
+		}
+	})
+	cp := startControlPlane(t)
+	p := startProcess(t, writeKubeconfig(t, cp), "--cluster-policies=false",
+		"--git-url", "http://"+ln.Addr().String()+"/platform.git", "--git-timeout", "10m")
+	eventually(t, "the Git check under way", func(context.Context) bool { return len(accepted) > 0 })
+	if err := p.stop(t, 30*time.Second); err != nil {
+		t.Errorf("sprout run: %v\n%s", err, p.logs.String())
+	}
+	if logs := p.logs.String(); strings.Contains(logs, "level=ERROR") {
+		t.Errorf("a shutdown logged an error:\n%s", logs)
+	}
+}
