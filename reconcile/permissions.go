@@ -257,7 +257,7 @@ func (c *Controller) permissionVerdict(ctx context.Context, key policyKey, cp *c
 		missing = append(missing, err.Error())
 	}
 	// Kyverno's own words, capital and full stop, for tools that read them.
-	return fmt.Errorf("Policy is not ready for reporting, missing permissions: %s.", strings.Join(missing, "; ")) //nolint:staticcheck // ST1005: Kyverno's message
+	return fmt.Errorf("Policy is not ready for reporting, missing permissions: %s.", strings.Join(missing, "; ")) //nolint:staticcheck,revive // Kyverno's message, word for word
 
 }
 
