@@ -159,6 +159,13 @@ func (g *generation) add(namespace string, v any, path string) error {
 	if err := g.scope(u); err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
+	if src := out.ClonedFrom; src != nil && src.Kind == u.GetKind() && src.APIVersion == u.GetAPIVersion() &&
+		src.Namespace == u.GetNamespace() && src.Name == u.GetName() {
+		// A clone onto its own source, as when the source namespace is
+		// also a target: it is the source already, so nothing is wanted of
+		// it, and it is not the policy's to write or prune.
+		return nil
+	}
 	key := objectKey{u.GetAPIVersion(), u.GetKind(), u.GetNamespace(), u.GetName()}
 	if g.index == nil {
 		g.index = map[objectKey]int{}
