@@ -134,12 +134,12 @@ func readContextObjects(paths []string) ([]*unstructured.Unstructured, error) {
 		}
 		items, _, err := unstructured.NestedSlice(o.Object, "spec", "resources")
 		if err != nil {
-			return nil, fmt.Errorf("Context %s: spec.resources: %w", o.GetName(), err)
+			return nil, fmt.Errorf("the Context %s: spec.resources: %w", o.GetName(), err)
 		}
 		for j, item := range items {
 			m, ok := item.(map[string]any)
 			if !ok {
-				return nil, fmt.Errorf("Context %s: spec.resources[%d] is not an object", o.GetName(), j)
+				return nil, fmt.Errorf("the Context %s: spec.resources[%d] is not an object", o.GetName(), j)
 			}
 			out = append(out, &unstructured.Unstructured{Object: m})
 		}
