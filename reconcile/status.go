@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"unicode/utf8"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -63,7 +64,7 @@ func (c *Controller) reportStatus(ctx context.Context, cp *compiledPolicy, out o
 	kyvernoCond := cond
 	if perTrigger(out) {
 		kyvernoCond.Status = metav1.ConditionTrue
-		kyvernoCond.Message = fmt.Sprintf("%d of its triggers failed: %s", out.failed, out.err)
+		kyvernoCond.Message = boundedMessage(fmt.Sprintf("%d of its triggers failed: %s", out.failed, out.err))
 	}
 	ready := kyvernoCond.Status == metav1.ConditionTrue
 	status.ConditionStatus.Message = ""
@@ -164,7 +165,7 @@ func readyCondition(cp *compiledPolicy, out outcome) metav1.Condition {
 		ObservedGeneration: cp.policy.GetGeneration(),
 	}
 	if out.reason != "" {
-		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, out.reason, out.err.Error()
+		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, out.reason, boundedMessage(out.err.Error())
 	}
 	return cond
 }
@@ -175,4 +176,23 @@ func countOf(n int, noun string) string {
 		return "1 " + noun
 	}
 	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+// maxConditionMessage bounds a condition's message well below the 32768
+// bytes the CRDs allow: with many failing triggers the joined errors would
+// exceed it, and the API server would refuse the whole status.
+const maxConditionMessage = 8192
+
+// boundedMessage cuts msg to maxConditionMessage bytes at a rune boundary,
+// saying where the rest is.
+func boundedMessage(msg string) string {
+	const more = " … (cut; every error is in the policy's Events and Sprout's log)"
+	if len(msg) <= maxConditionMessage {
+		return msg
+	}
+	cut := maxConditionMessage - len(more)
+	for cut > 0 && !utf8.RuneStart(msg[cut]) {
+		cut--
+	}
+	return msg[:cut] + more
 }
