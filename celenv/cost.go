@@ -85,8 +85,14 @@ func callCost(overloadID string, args []ref.Val, result ref.Val) (uint64, bool) 
 	case "json_marshal_dyn":
 		return 1 + scaled(stringBytes(result), buildCostPerByte), true
 	case "sha256_string", "sha1_string", "md5_string",
-		"parseImageReference_string", "image_string", "isImage_string":
+		"hash_sha256_string", "hash_sha1_string", "hash_md5_string",
+		"parseImageReference_string", "image_string", "isImage_string",
+		"x509_decode_string":
 		return 1 + scaled(stringBytes(args[0]), readCostPerByte), true
+	case "random_string", "random_void", "random_random_string", "random_random_void":
+		return 1 + scaled(stringBytes(result), buildCostPerByte), true
+	case "listObjToMap_list_list_string_string", "transform_listObjToMap_list_list_string_string":
+		return 1 + scaled(valueBytes(result, maxCharged), buildCostPerByte), true
 	case "dyn_setField_string_dyn":
 		return 1 + scaled(valueBytes(result, maxCharged), buildCostPerByte), true
 	}
@@ -189,7 +195,9 @@ func (c *costEstimator) EstimateCallCost(function, overloadID string, target *ch
 	case "json_marshal_dyn":
 		return byArg(0, buildCostPerByte)
 	case "sha256_string", "sha1_string", "md5_string",
-		"parseImageReference_string", "image_string", "isImage_string":
+		"hash_sha256_string", "hash_sha1_string", "hash_md5_string",
+		"parseImageReference_string", "image_string", "isImage_string",
+		"x509_decode_string":
 		return byArg(0, readCostPerByte)
 	case "dyn_setField_string_dyn":
 		if target != nil {

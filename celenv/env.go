@@ -74,6 +74,9 @@ func baseOptions() []cel.EnvOption {
 		timeLibrary(),
 		mathLibrary(),
 		imageLibrary(),
+		randomLibrary(),
+		x509Library(),
+		transformLibrary(),
 		unsupportedLibrary(),
 	}
 }
@@ -104,7 +107,7 @@ var (
 
 // environments returns the two shared environments, built once: one for
 // cluster policies and one for namespaced policies, which differ only in the
-// generator functions they may call.
+// generator and resource forms they may call.
 func environments() (cluster, namespaced *cel.Env, err error) {
 	envOnce.Do(func() {
 		var base *cel.Env
@@ -120,7 +123,7 @@ func environments() (cluster, namespaced *cel.Env, err error) {
 		if envErr != nil {
 			return
 		}
-		namespacedEnv, envErr = base.Extend(generatorLibrary(true))
+		namespacedEnv, envErr = base.Extend(generatorLibrary(true), namespacedResourceLibrary())
 	})
 	return clusterEnv, namespacedEnv, envErr
 }

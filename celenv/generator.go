@@ -16,33 +16,36 @@ import (
 // generatorType is the CEL type of the generator variable.
 var generatorType = cel.OpaqueType("generator.Context")
 
-// generatorLibrary declares generator.Apply and generator.apply. Cluster
-// policies call them with a namespace and a list of objects (or one object);
-// namespaced policies only with the list, so the two-argument form is a
-// compile error there. ApplyAll is the spelling of the original proposal and
+// generatorLibrary declares generator.Apply and generator.apply, called with
+// a namespace and a list of objects (or one object). A namespaced policy may
+// name only its own namespace, as in Kyverno, or leave it out. ApplyAll is the spelling of the original proposal and
 // is kept as an alias.
 func generatorLibrary(namespaced bool) cel.EnvOption {
 	opts := []cel.EnvOption{cel.Variable(varGenerator, generatorType)}
 	for _, name := range []string{"Apply", "apply", "ApplyAll"} {
-		var overload cel.FunctionOpt
+		overloads := []cel.FunctionOpt{cel.MemberOverload("generator_"+name+"_string_dyn",
+			[]*cel.Type{generatorType, cel.StringType, cel.DynType}, cel.BoolType,
+			cel.FunctionBinding(func(args ...ref.Val) ref.Val {
+				ns, ok := args[1].(types.String)
+				if !ok {
+					return types.NewErr("generator.%s: namespace must be a string, got %s", name, args[1].Type().TypeName())
+				}
+				g := args[0].(*generation)
+				if g.namespace != "" && string(ns) != g.namespace {
+					// Kyverno's words for the same refusal.
+					return types.NewErr("cross-namespace generation denied: policy in %q cannot generate into %q", g.namespace, string(ns))
+				}
+				return g.record(string(ns), args[2])
+			}))}
 		if namespaced {
-			overload = cel.MemberOverload("generator_"+name+"_dyn",
+			// A namespaced policy may leave the namespace out: it has one.
+			overloads = append(overloads, cel.MemberOverload("generator_"+name+"_dyn",
 				[]*cel.Type{generatorType, cel.DynType}, cel.BoolType,
 				cel.BinaryBinding(func(g, list ref.Val) ref.Val {
 					return g.(*generation).record("", list)
-				}))
-		} else {
-			overload = cel.MemberOverload("generator_"+name+"_string_dyn",
-				[]*cel.Type{generatorType, cel.StringType, cel.DynType}, cel.BoolType,
-				cel.FunctionBinding(func(args ...ref.Val) ref.Val {
-					ns, ok := args[1].(types.String)
-					if !ok {
-						return types.NewErr("generator.%s: namespace must be a string, got %s", name, args[1].Type().TypeName())
-					}
-					return args[0].(*generation).record(string(ns), args[2])
-				}))
+				})))
 		}
-		opts = append(opts, cel.Function(name, overload))
+		opts = append(opts, cel.Function(name, overloads...))
 	}
 	return cel.Lib(utilityLibrary{compile: opts})
 }
@@ -139,10 +142,12 @@ func (g *generation) add(namespace string, v any, path string) error {
 	// As in Kyverno's generator library, an object is a clone when it
 	// carries a resourceVersion, that is when it was read from the cluster:
 	// one assembled field by field is data, whatever it copied.
+	known := false // the source was read, so where it lives is known
 	if u.GetResourceVersion() != "" {
 		uid := string(u.GetUID())
 		src, ok := g.reads.seen[uid]
-		if !ok || uid == "" {
+		known = ok && uid != ""
+		if !known {
 			src = ObjectRef{APIVersion: u.GetAPIVersion(), Kind: u.GetKind(), Namespace: u.GetNamespace(), Name: u.GetName(), UID: uid}
 		}
 		out.ClonedFrom = &src
@@ -159,7 +164,7 @@ func (g *generation) add(namespace string, v any, path string) error {
 	if err := g.scope(u); err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
-	if src := out.ClonedFrom; src != nil && src.Kind == u.GetKind() && src.APIVersion == u.GetAPIVersion() &&
+	if src := out.ClonedFrom; known && src.Kind == u.GetKind() && src.APIVersion == u.GetAPIVersion() &&
 		src.Namespace == u.GetNamespace() && src.Name == u.GetName() {
 		// A clone onto its own source, as when the source namespace is
 		// also a target: it is the source already, so nothing is wanted of

@@ -53,7 +53,9 @@ func TestGeneratorSemantics(t *testing.T) {
 	source := object("v1", "ConfigMap", "team", "shared")
 	source.SetUID("uid-shared")
 	other := object("v1", "ConfigMap", "other", "private")
-	reader := celenv.NewObjectReader([]*unstructured.Unstructured{source, other, object("v1", "ConfigMap", "team", "second")})
+	second := object("v1", "ConfigMap", "team", "second")
+	second.SetUID("uid-second")
+	reader := celenv.NewObjectReader([]*unstructured.Unstructured{source, other, second})
 
 	type want struct {
 		objects []string // kind namespace/name of each generated object
@@ -103,6 +105,24 @@ func TestGeneratorSemantics(t *testing.T) {
 		{name: "namespaced policy: clone from its namespace", namespaced: true,
 			generate: `generator.Apply([resource.Get("v1", "configmaps", "team", "shared").setField("metadata.name", "copy")])`,
 			want:     want{objects: []string{"ConfigMap team/copy"}}},
+		{name: "namespaced policy: Kyverno's form names its own namespace", namespaced: true,
+			generate: `generator.Apply("team", [{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm"}}])`,
+			want:     want{objects: []string{"ConfigMap team/cm"}}},
+		{name: "namespaced policy: Kyverno's form refuses another namespace", namespaced: true,
+			generate: `generator.Apply("other", [{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm"}}])`,
+			want:     want{err: `cross-namespace generation denied: policy in "team" cannot generate into "other"`}},
+		{name: "namespaced policy: Kyverno's resource.Get without a namespace", namespaced: true,
+			generate: `generator.Apply("team", [resource.Get("v1", "configmaps", "shared").setField("metadata.name", "copy")])`,
+			want:     want{objects: []string{"ConfigMap team/copy"}}},
+		{name: "namespaced policy: Kyverno's resource.List without a namespace", namespaced: true,
+			generate: `generator.Apply("team", resource.List("v1", "configmaps").items.map(c, c.setField("metadata.name", c.metadata.name + "-copy")))`,
+			want:     want{objects: []string{"ConfigMap team/second-copy", "ConfigMap team/shared-copy"}}},
+		{name: "namespaced policy: resource.List by GVR and labels", namespaced: true,
+			generate: `generator.Apply("team", [resource.List(resource.ToGVR("v1", "ConfigMap"), {"app": "x"})])`,
+			want:     want{}},
+		{name: "namespaced policy: resource.Get by GVR", namespaced: true,
+			generate: `generator.Apply([resource.Get(resource.ToGVR("v1", "ConfigMap"), "shared").setField("metadata.name", "copy")])`,
+			want:     want{objects: []string{"ConfigMap team/copy"}}},
 		{name: "namespaced policy cannot write elsewhere", namespaced: true, generate: `generator.Apply([` + cm + `])`,
 			want: want{err: `outside namespace "team"`}},
 		{name: "namespaced policy cannot read elsewhere", namespaced: true,
@@ -151,6 +171,23 @@ func TestGeneratorSemantics(t *testing.T) {
 				t.Fatalf("generated %v, want %v", got, tt.want.objects)
 			}
 		})
+	}
+}
+
+// A source read without a UID (render's context files may have none) is
+// still a clone, and renaming it makes a new object, not the source again.
+func TestARenamedCloneOfASourceWithoutUIDIsKept(t *testing.T) {
+	source := object("v1", "ConfigMap", "team", "plain")
+	source.SetResourceVersion("7")
+	reader := celenv.NewObjectReader([]*unstructured.Unstructured{source})
+	prog := celenv.Compile(policyWith(false,
+		`generator.Apply("team", [resource.Get("v1", "configmaps", "team", "plain").setField("metadata.name", "copy")])`))
+	res, err := prog.Evaluate(context.Background(), celenv.Input{Object: source.Object, Reader: reader})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Objects) != 1 || res.Objects[0].Object.GetName() != "copy" {
+		t.Fatalf("want the copy generated, got %d objects", len(res.Objects))
 	}
 }
 

@@ -64,20 +64,61 @@ func unsupportedLibrary() cel.EnvOption {
 						args = append(args, cel.DynType)
 					}
 					overloads = append(overloads, cel.MemberOverload(fmt.Sprintf("%s_%s_%d", v.name, name, n), args, result,
-						cel.FunctionBinding(notSupported(v.name+"."+name))))
+						cel.FunctionBinding(notSupported(v.name+"."+name+" is not supported by Sprout (yet)"))))
 				}
 				opts = append(opts, cel.Function(name, overloads...))
 			}
 		}
 	}
+	opts = append(opts, unsupportedOverloadDecls()...)
 	return cel.Lib(utilityLibrary{compile: opts})
+}
+
+// unsupportedOverloads are calls of supported libraries that Sprout refuses,
+// by overload, with the reason; an expression is refused only when every
+// overload its call could mean is here, so a call CEL resolves at run time
+// between a supported form and one of these still compiles.
+var unsupportedOverloads = map[string]string{
+	"resource_Post_string_string_map":                     "resource.Post is not supported by Sprout (yet)",
+	"resource_Post_string_string_string_map":              "resource.Post is not supported by Sprout (yet)",
+	"resource_post_string_string_map":                     "resource.post is not supported by Sprout (yet)",
+	"resource_post_string_string_string_map":              "resource.post is not supported by Sprout (yet)",
+	"resource_Get_string_string_string_string_stringlist": "resource.Get of subresources is not supported by Sprout (yet): the caches hold objects, not their subresources",
+	"resource_Get_gvr_string_string_stringlist":           "resource.Get of subresources is not supported by Sprout (yet): the caches hold objects, not their subresources",
+	"resource_get_string_string_string_string_stringlist": "resource.get of subresources is not supported by Sprout (yet): the caches hold objects, not their subresources",
+	"resource_get_gvr_string_string_stringlist":           "resource.get of subresources is not supported by Sprout (yet): the caches hold objects, not their subresources",
+	"parseServiceAccount_string":                          "parseServiceAccount is not available to generating policies: a watch event has no requesting user",
+}
+
+// unsupportedOverloadDecls declares the overloads of unsupportedOverloads, so
+// that a call of one type-checks and the validator can name it.
+func unsupportedOverloadDecls() []cel.EnvOption {
+	str, strList := cel.StringType, cel.ListType(cel.StringType)
+	gvr, body := cel.MapType(str, str), cel.MapType(str, cel.DynType)
+	decl := func(id string, args ...*cel.Type) cel.FunctionOpt {
+		return cel.MemberOverload(id, append([]*cel.Type{resourceType}, args...), cel.DynType,
+			cel.FunctionBinding(notSupported(unsupportedOverloads[id])))
+	}
+	var opts []cel.EnvOption
+	for _, name := range []string{"Post", "post"} {
+		opts = append(opts, cel.Function(name,
+			decl("resource_"+name+"_string_string_map", str, str, body),
+			decl("resource_"+name+"_string_string_string_map", str, str, str, body)))
+	}
+	for _, name := range []string{"Get", "get"} {
+		opts = append(opts, cel.Function(name,
+			decl("resource_"+name+"_string_string_string_string_stringlist", str, str, str, str, strList),
+			decl("resource_"+name+"_gvr_string_string_stringlist", gvr, str, str, strList)))
+	}
+	return append(opts, cel.Function("parseServiceAccount", cel.Overload("parseServiceAccount_string",
+		[]*cel.Type{str}, cel.DynType, cel.FunctionBinding(notSupported(unsupportedOverloads["parseServiceAccount_string"])))))
 }
 
 // notSupported is the binding of a rejected function: never reached, since
 // the validator fails every expression that calls one.
-func notSupported(name string) func(...ref.Val) ref.Val {
+func notSupported(message string) func(...ref.Val) ref.Val {
 	return func(...ref.Val) ref.Val {
-		return types.NewErr("%s is not supported by Sprout (yet)", name)
+		return types.NewErr("%s", message)
 	}
 }
 
@@ -101,6 +142,11 @@ func (unsupportedValidator) Validate(_ *cel.Env, _ cel.ValidatorConfig, a *ast.A
 			reported[v.name] = true
 		}
 	}
+	for _, call := range ast.MatchDescendants(root, ast.KindMatcher(ast.CallKind)) {
+		if message, ok := refusedOverload(a.GetOverloadIDs(call.ID())); ok {
+			iss.ReportErrorAtID(call.ID(), "%s", message)
+		}
+	}
 	for _, id := range ast.MatchDescendants(root, ast.KindMatcher(ast.IdentKind)) {
 		if v, ok := unsupportedOfType(id.Type()); ok && !reported[v.name] {
 			iss.ReportErrorAtID(id.ID(), "%s is not supported by Sprout (yet)", v.name)
@@ -119,4 +165,18 @@ func unsupportedOfType(t *cel.Type) (unsupportedVariable, bool) {
 		}
 	}
 	return unsupportedVariable{}, false
+}
+
+// refusedOverload is the reason to refuse a call that could mean only the
+// overloads ids, all of them in unsupportedOverloads.
+func refusedOverload(ids []string) (string, bool) {
+	message := ""
+	for _, id := range ids {
+		m, ok := unsupportedOverloads[id]
+		if !ok {
+			return "", false
+		}
+		message = m
+	}
+	return message, message != ""
 }

@@ -29,6 +29,7 @@ func TestParseOfAHugeStringIsRefused(t *testing.T) {
 		// 16 bytes × 64 × 2^12 = 4 MiB
 		{"yaml.parse", `- 0123456789abc\n`, "yaml.parse(variables.s12)"},
 		{"json.unmarshal", `"0123456789abc",`, `json.unmarshal("[" + variables.s12 + "0]")`},
+		{"x509.decode", `0123456789abcdef`, `x509.decode(variables.s12)`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			vars := append(doubling(tc.unit, 12), "doc", tc.parse)

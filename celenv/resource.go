@@ -88,6 +88,57 @@ func resourceLibrary() cel.EnvOption {
 	return cel.Lib(utilityLibrary{compile: opts})
 }
 
+// namespacedResourceLibrary declares the forms Kyverno gives a namespaced
+// policy, which name no namespace: the policy's own is read.
+//
+//	resource.Get(apiVersion, resource, name), resource.Get(gvr, name)
+//	resource.List(apiVersion, resource[, labels]), resource.List(gvr[, labels])
+func namespacedResourceLibrary() cel.EnvOption {
+	get := func(args ...ref.Val) ref.Val {
+		r := args[0].(*reads)
+		return r.get(string(args[1].(types.String)), string(args[2].(types.String)), r.namespace, string(args[3].(types.String)))
+	}
+	list := func(args ...ref.Val) ref.Val {
+		r := args[0].(*reads)
+		var selector ref.Val
+		if len(args) == 4 {
+			selector = args[3]
+		}
+		return r.list(string(args[1].(types.String)), string(args[2].(types.String)), r.namespace, selector)
+	}
+	byGVR := func(f func(...ref.Val) ref.Val) func(...ref.Val) ref.Val {
+		return func(args ...ref.Val) ref.Val {
+			apiVersion, resource, err := fromGVR(args[1])
+			if err != nil {
+				return types.NewErr("resource: %v", err)
+			}
+			return f(append([]ref.Val{args[0], apiVersion, resource}, args[2:]...)...)
+		}
+	}
+	str := cel.StringType
+	gvrMap, labelMap := cel.MapType(str, str), cel.MapType(str, str)
+	var opts []cel.EnvOption
+	for _, name := range []string{"Get", "get"} {
+		opts = append(opts, cel.Function(name,
+			cel.MemberOverload("resource_"+name+"_ns_string_string_string",
+				[]*cel.Type{resourceType, str, str, str}, cel.DynType, cel.FunctionBinding(get)),
+			cel.MemberOverload("resource_"+name+"_ns_gvr_string",
+				[]*cel.Type{resourceType, gvrMap, str}, cel.DynType, cel.FunctionBinding(byGVR(get)))))
+	}
+	for _, name := range []string{"List", "list"} {
+		opts = append(opts, cel.Function(name,
+			cel.MemberOverload("resource_"+name+"_ns_string_string",
+				[]*cel.Type{resourceType, str, str}, cel.DynType, cel.FunctionBinding(list)),
+			cel.MemberOverload("resource_"+name+"_ns_string_string_map",
+				[]*cel.Type{resourceType, str, str, labelMap}, cel.DynType, cel.FunctionBinding(list)),
+			cel.MemberOverload("resource_"+name+"_ns_gvr",
+				[]*cel.Type{resourceType, gvrMap}, cel.DynType, cel.FunctionBinding(byGVR(list))),
+			cel.MemberOverload("resource_"+name+"_ns_gvr_map",
+				[]*cel.Type{resourceType, gvrMap, labelMap}, cel.DynType, cel.FunctionBinding(byGVR(list)))))
+	}
+	return cel.Lib(utilityLibrary{compile: opts})
+}
+
 // reads is the value bound to the resource variable for one evaluation.
 type reads struct {
 	ctx       context.Context
