@@ -102,6 +102,9 @@ func callCost(overloadID string, args []ref.Val, result ref.Val) (uint64, bool) 
 			return 1 + scaled(g.lastBytes, buildCostPerByte), true
 		}
 		return 1 + scaled(valueBytes(args[len(args)-1], maxCharged), buildCostPerByte), true
+	case strings.HasPrefix(overloadID, "http_"):
+		// Reading the response and building its values.
+		return 1 + scaled(valueBytes(result, maxCharged), buildCostPerByte), true
 	case isResourceGet(overloadID):
 		// The reader shares its objects: reading one is what costs.
 		return 1 + scaled(valueBytes(result, maxCharged), readCostPerByte), true

@@ -77,6 +77,7 @@ func baseOptions() []cel.EnvOption {
 		randomLibrary(),
 		x509Library(),
 		transformLibrary(),
+		httpLibrary(),
 		unsupportedLibrary(),
 	}
 }

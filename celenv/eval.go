@@ -38,6 +38,9 @@ type Input struct {
 	// Timeout bounds the whole evaluation, reads included, by the wall
 	// clock; zero means DefaultEvaluationTimeout.
 	Timeout time.Duration
+	// HTTP makes http.Get, Post and Put, and caches them for its round;
+	// nil makes every call fail, as no host is allowed.
+	HTTP *HTTPRound
 }
 
 // DefaultEvaluationTimeout is how long one evaluation of a policy for one
@@ -112,7 +115,8 @@ func (p *Program) Evaluate(ctx context.Context, in Input) (Result, error) {
 	rd := &reads{ctx: ctx, reader: in.Reader, namespace: p.namespace}
 	gen := &generation{namespace: p.namespace, reads: rd, scopes: in.Scopes, budget: evaluationBudget{cancel: cancel}}
 	clk := newClock(in.Now)
-	reproducible := func() bool { return !rd.any && !*clk.read }
+	web := &httpCalls{ctx: ctx, round: in.HTTP, used: new(bool)}
+	reproducible := func() bool { return !rd.any && !*clk.read && !*web.used }
 	vars := lazy.NewMapValue(types.NewMapType(types.StringType, types.DynType))
 	activation := map[string]any{
 		varObject:          orNull(in.Object),
@@ -123,6 +127,7 @@ func (p *Program) Evaluate(ctx context.Context, in Input) (Result, error) {
 		varGenerator:       gen,
 		varResource:        rd,
 		varTime:            clk,
+		varHTTP:            web,
 	}
 	for _, v := range p.variables {
 		v := v

@@ -30,12 +30,6 @@ type unsupportedFunction struct {
 // compile time with a message that names them; without the declarations a
 // policy using them would fail with "undeclared reference".
 var unsupportedVariables = []unsupportedVariable{
-	{name: "http", typ: cel.OpaqueType("http.Context"), functions: []unsupportedFunction{
-		{name: "Get", arities: []int{1, 2}},
-		{name: "Post", arities: []int{2, 3}},
-		{name: "Put", arities: []int{2, 3}},
-		{name: "Client", arities: []int{1}, chained: true},
-	}},
 	{name: "globalContext", typ: cel.OpaqueType("globalContext.Context"), functions: []unsupportedFunction{
 		{name: "Get", arities: []int{1, 2}},
 	}},
