@@ -41,6 +41,9 @@ type Input struct {
 	// HTTP makes http.Get, Post and Put, and caches them for its round;
 	// nil makes every call fail, as no host is allowed.
 	HTTP *HTTPRound
+	// Exceptions are the PolicyExceptions that name the policy: a trigger
+	// one of them excepts generates nothing (Result.Excepted).
+	Exceptions []*Exception
 }
 
 // DefaultEvaluationTimeout is how long one evaluation of a policy for one
@@ -90,6 +93,9 @@ type Result struct {
 	// the clones of a deleted source are no longer desired, so a
 	// synchronizing policy prunes them, as Kyverno deletes them.
 	MissingSources []string
+	// Excepted names the exceptions (namespace/name) that except the
+	// trigger; it is then neither matched nor evaluated, as in Kyverno.
+	Excepted []string
 	// Reproducible is set when the result depends on the Input's objects
 	// and request alone: the evaluation read no other object and not the
 	// clock, so the same input gives the same result again, and a caller
@@ -140,6 +146,9 @@ func (p *Program) Evaluate(ctx context.Context, in Input) (Result, error) {
 		})
 	}
 
+	if names, err := excepted(ctx, in.Exceptions, activation); err != nil || len(names) > 0 {
+		return Result{Excepted: names, Reproducible: reproducible()}, err
+	}
 	if matched, err := p.match(ctx, activation); err != nil || !matched {
 		return Result{Matched: false, Reproducible: reproducible()}, err
 	}
@@ -167,8 +176,13 @@ func (p *Program) Evaluate(ctx context.Context, in Input) (Result, error) {
 // only when no condition is false. The controller stopping is the
 // exception: nothing after it is trusted.
 func (p *Program) match(ctx context.Context, activation map[string]any) (bool, error) {
+	return matchAll(ctx, p.matchConditions, activation)
+}
+
+// matchAll runs conditions as admission runs matchConditions.
+func matchAll(ctx context.Context, conditions []expression, activation map[string]any) (bool, error) {
 	var errs []error
-	for _, mc := range p.matchConditions {
+	for _, mc := range conditions {
 		out, err := mc.eval(ctx, activation)
 		switch {
 		case err != nil && ctx.Err() != nil:

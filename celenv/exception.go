@@ -1,0 +1,72 @@
+package celenv
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/google/cel-go/cel"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	apiv1 "github.com/sprout-gitops/sprout/api/policies/v1"
+)
+
+// Exception is a PolicyException compiled once: the match conditions that
+// except a trigger from the policies it names. It is immutable and safe for
+// concurrent use.
+type Exception struct {
+	// Name is the exception's namespace/name.
+	Name string
+	// ReportResult is how an excepted trigger is reported: skip or pass.
+	ReportResult string
+	conditions   []expression
+	readsEvent   bool
+}
+
+// ReadsEvent reports whether the exception reads oldObject or request.
+func (e *Exception) ReadsEvent() bool { return e.readsEvent }
+
+// CompileException compiles the exception's match conditions, with the same
+// bounds as a policy's. Its errors name the exception and each field path.
+func CompileException(e *apiv1.PolicyException) (*Exception, error) {
+	name := e.Namespace + "/" + e.Name
+	out := &Exception{Name: name, ReportResult: e.Spec.ReportResult}
+	if out.ReportResult == "" {
+		out.ReportResult = "skip"
+	}
+	errs := e.Validate()
+	cluster, _, err := environments()
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: CEL environment: %w", apiv1.PolicyExceptionKind, name, err)
+	}
+	b := &budget{}
+	for i, mc := range e.Spec.MatchConditions {
+		path := field.NewPath("spec", "matchConditions").Index(i).Child("expression")
+		expr, err := b.compile(cluster, mc.Name, mc.Expression, path, cel.BoolType, nil)
+		errs = append(errs, err...)
+		out.conditions = append(out.conditions, expr)
+		out.readsEvent = out.readsEvent || strings.Contains(mc.Expression, varOldObject) || strings.Contains(mc.Expression, varRequest)
+	}
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("%s %s: %w", apiv1.PolicyExceptionKind, name, errs.ToAggregate())
+	}
+	return out, nil
+}
+
+// excepted returns the names of the exceptions whose conditions the trigger
+// all satisfies, as Kyverno checks them: before the policy's own
+// matchConditions. A condition that fails is the trigger's error, naming
+// the exception.
+func excepted(ctx context.Context, exceptions []*Exception, activation map[string]any) ([]string, error) {
+	var names []string
+	for _, e := range exceptions {
+		ok, err := matchAll(ctx, e.conditions, activation)
+		if err != nil {
+			return nil, fmt.Errorf("%s %s: %w", apiv1.PolicyExceptionKind, e.Name, err)
+		}
+		if ok {
+			names = append(names, e.Name)
+		}
+	}
+	return names, nil
+}
