@@ -281,7 +281,7 @@ func TestChartRefusesBadValues(t *testing.T) {
 		{"replica: 2", "replica"},
 		{"replicas: 2\nleaderElection: {enabled: false}", "leaderElection.enabled"},
 		{"sourceRefs: [{kind: HelmRepository, namespace: flux-system, name: charts}]", "sourceRefs"},
-		{"rbac: {generate: {all: [{apiGroups: ['*'], resources: ['*'], verbs: ['*']}]}}", "rbac"},
+		{"rbac: {generate: {all: [{apiGroups: ['*'], resources: ['*'], verbs: [get]}]}}", "/rbac/generate/all/0/resources/0"},
 		{"rbac: {generate: {secrets: [{apiGroups: [''], resources: [secrets], verbs: [impersonate]}]}}", "verbs"},
 		{"logFormat: xml", "logFormat"},
 		{"guards: {evaluationTimeout: soon}", "evaluationTimeout"},

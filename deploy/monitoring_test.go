@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
@@ -37,8 +38,11 @@ func installServiceMonitorCRD(t *testing.T) {
 	a := newApplier(t)
 	poll(t, "ServiceMonitors served", func(ctx context.Context) (bool, error) {
 		r, err := a.Resource(probe)
-		if err != nil {
+		if meta.IsNoMatchError(err) {
 			return false, nil // discovery does not list it yet
+		}
+		if err != nil {
+			return false, err
 		}
 		_, err = r.List(ctx, metav1.ListOptions{Limit: 1})
 		return err == nil, nil
