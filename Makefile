@@ -125,11 +125,12 @@ vet:
 	$(GO) vet ./...
 	$(GO) vet -tags demo ./cmd/sprout
 
-## generate: deep-copy functions and CRDs from api/
+## generate: deep-copy functions and CRDs from api/, in deploy/crds and the Helm chart
 generate:
 	$(GO) tool controller-gen object paths=./api/...
 	$(GO) tool controller-gen crd paths=./api/... output:crd:dir=deploy/crds
 	$(GO) run ./hack/crdversions deploy/crds/policies.kyverno.io_*.yaml
+	rm -f charts/sprout/files/crds/*.yaml && cp deploy/crds/*_*.yaml charts/sprout/files/crds/
 
 clean:
 	rm -rf $(BIN)
