@@ -20,6 +20,8 @@ import (
 	"helm.sh/helm/v3/pkg/chart/loader"
 	"helm.sh/helm/v3/pkg/chartutil"
 	"helm.sh/helm/v3/pkg/engine"
+	"helm.sh/helm/v3/pkg/lint"
+	"helm.sh/helm/v3/pkg/lint/support"
 
 	"github.com/sprout-gitops/sprout/internal/manifest"
 )
@@ -179,6 +181,9 @@ rbac:
 extraArgs: [--workers=8]
 `
 
+// valueSets are the values TestChartLint and TestChartInstalls try.
+var valueSets = []struct{ name, values string }{{"the default values", ""}, {"allValues", allValues}}
+
 // TestChartValues checks what each value renders.
 func TestChartValues(t *testing.T) {
 	objs := mustRender(t, allValues)
@@ -253,6 +258,22 @@ func clusterRole(t *testing.T, o *unstructured.Unstructured) *rbacv1.ClusterRole
 	return role
 }
 
+// TestChartLint is `helm lint --strict charts/sprout`, with the default
+// values and with allValues: a warning fails too.
+func TestChartLint(t *testing.T) {
+	for _, set := range valueSets {
+		user, err := chartutil.ReadValues([]byte(set.values))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range lint.All(chartDir, user, namespace, true).Messages {
+			if m.Severity >= support.WarningSev {
+				t.Errorf("%s: helm lint: %s", set.name, m)
+			}
+		}
+	}
+}
+
 // TestChartImage: the tag defaults to the chart's appVersion.
 func TestChartImage(t *testing.T) {
 	chrt, err := loader.Load(chartDir)
@@ -315,15 +336,15 @@ func TestChartInstalls(t *testing.T) {
 	installServiceMonitorCRD(t)
 
 	a := newApplier(t)
-	for _, vals := range []string{"", allValues} {
-		objs := mustRender(t, vals)
+	for _, set := range valueSets {
+		objs := mustRender(t, set.values)
 		slices.SortStableFunc(objs, func(a, b *unstructured.Unstructured) int { return rank(a) - rank(b) })
 		for _, o := range objs {
 			if err := a.apply(ctx, o, false); err != nil {
-				t.Errorf("values %q: apply refused: %v", vals, err)
+				t.Errorf("%s: apply refused: %v", set.name, err)
 			}
 			if w := a.warnings.take(); len(w) > 0 {
-				t.Errorf("values %q: %s: warnings: %v", vals, objectKey(o), w)
+				t.Errorf("%s: %s: warnings: %v", set.name, objectKey(o), w)
 			}
 		}
 	}
