@@ -338,6 +338,7 @@ func TestChartInstalls(t *testing.T) {
 	a := newApplier(t)
 	for _, set := range valueSets {
 		objs := mustRender(t, set.values)
+		t.Cleanup(func() { uninstall(t, a, objs) })
 		slices.SortStableFunc(objs, func(a, b *unstructured.Unstructured) int { return rank(a) - rank(b) })
 		for _, o := range objs {
 			if err := a.apply(ctx, o, false); err != nil {
@@ -348,10 +349,6 @@ func TestChartInstalls(t *testing.T) {
 			}
 		}
 	}
-	t.Cleanup(func() {
-		_ = kube.RbacV1().ClusterRoles().Delete(ctx, "sprout-generate-networkpolicies", metav1.DeleteOptions{})
-		aggregate(t, kube, "sprout")
-	})
 	aggregate(t, kube, "sprout")
 
 	for _, c := range []struct {
@@ -376,6 +373,27 @@ func TestChartInstalls(t *testing.T) {
 		}
 		if got.Status.Allowed != c.allowed {
 			t.Errorf("Sprout may %s %s %s/%s: %t, want %t", c.attrs.Verb, c.attrs.Resource, c.attrs.Namespace, c.attrs.Name, got.Status.Allowed, c.allowed)
+		}
+	}
+}
+
+// uninstall deletes what a render installed, but the CRDs, which the
+// control plane installed first, so that the other tests find deploy/'s
+// objects alone: the chart's Deployment selects its pods by one more label,
+// and a Deployment's selector cannot change.
+func uninstall(t *testing.T, a *applier, objs []*unstructured.Unstructured) {
+	t.Helper()
+	for _, o := range objs {
+		if o.GetKind() == "CustomResourceDefinition" {
+			continue
+		}
+		r, err := a.Resource(o)
+		if err != nil {
+			t.Error(err)
+			continue
+		}
+		if err := r.Delete(context.Background(), o.GetName(), metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			t.Errorf("delete %s: %v", objectKey(o), err)
 		}
 	}
 }
