@@ -3,6 +3,8 @@ package deploy_test
 import (
 	"context"
 	"maps"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -269,6 +271,24 @@ func TestChartLint(t *testing.T) {
 		for _, m := range lint.All(chartDir, user, namespace, true).Messages {
 			if m.Severity >= support.WarningSev {
 				t.Errorf("%s: helm lint: %s", set.name, m)
+			}
+		}
+	}
+}
+
+// TestChartArgsAreSproutFlags runs the sprout binary with the arguments
+// the chart gives it, and --help: every flag must exist and its value parse.
+func TestChartArgsAreSproutFlags(t *testing.T) {
+	binary := filepath.Join(t.TempDir(), "sprout")
+	if out, err := exec.Command("go", "build", "-o", binary, "../cmd/sprout").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	for _, set := range valueSets {
+		for _, o := range ofKind(mustRender(t, set.values), "Deployment") {
+			containers, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
+			args, _, _ := unstructured.NestedStringSlice(containers[0].(map[string]any), "args")
+			if out, err := exec.Command(binary, append(args, "--help")...).CombinedOutput(); err != nil {
+				t.Errorf("%s: sprout %s: %v\n%s", set.name, strings.Join(args, " "), err, out)
 			}
 		}
 	}
