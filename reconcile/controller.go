@@ -135,6 +135,9 @@ type Controller struct {
 	applier          *inventory.Applier
 	// writer applies and prunes: the applier, or its dry run.
 	writer writer
+	// reporter writes records, status, Events and metrics, or, dry, keeps
+	// the plan.
+	reporter reporter
 	// planned holds what each policy's last sync did or, dry, would do.
 	planned plans
 
@@ -211,18 +214,25 @@ type Controller struct {
 	syncs syncs
 }
 
+// complete fills in what the options leave unset, and checks the accounts
+// flags.
+func (o Options) complete() (Options, error) {
+	if o.Workers < 1 {
+		o.Workers = 1
+	}
+	if o.MaxObjectsPerTrigger < 1 {
+		o.MaxObjectsPerTrigger = DefaultMaxObjectsPerTrigger
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return o, ValidateServiceAccountOptions(o)
+}
+
 // New connects a Controller to the cluster at cfg. Nothing runs until Run.
 func New(cfg *rest.Config, opts Options) (*Controller, error) {
-	if opts.Workers < 1 {
-		opts.Workers = 1
-	}
-	if opts.MaxObjectsPerTrigger < 1 {
-		opts.MaxObjectsPerTrigger = DefaultMaxObjectsPerTrigger
-	}
-	if opts.Logger == nil {
-		opts.Logger = slog.New(slog.DiscardHandler)
-	}
-	if err := ValidateServiceAccountOptions(opts); err != nil {
+	opts, err := opts.complete()
+	if err != nil {
 		return nil, err
 	}
 	// controller-runtime's client logs through its own global logger; send
@@ -255,12 +265,7 @@ func New(cfg *rest.Config, opts Options) (*Controller, error) {
 	disco := memory.NewMemCacheClient(kube.Discovery())
 	factory := informers.NewSharedInformerFactory(kube, 0)
 	nsInformer := factory.Core().V1().Namespaces()
-	var w writer = applier
-	if opts.DryRun {
-		w = applier.DryRun()
-	}
 	c := &Controller{
-		writer:        w,
 		kube:          kube,
 		cfg:           cfg,
 		opts:          opts,
@@ -275,30 +280,26 @@ func New(cfg *rest.Config, opts Options) (*Controller, error) {
 		rechecks:      make(chan struct{}, 1),
 		namespaces:    nsInformer.Lister(),
 		matcher:       NewMatcher(nsInformer.Lister(), kube),
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
-			workqueue.DefaultTypedControllerRateLimiter[policyKey](),
-			workqueue.TypedRateLimitingQueueConfig[policyKey]{Name: "policies", MetricsProvider: m.queue},
-		),
-		statusQueue: workqueue.NewTypedRateLimitingQueueWithConfig(
-			workqueue.DefaultTypedControllerRateLimiter[policyKey](),
-			workqueue.TypedRateLimitingQueueConfig[policyKey]{Name: "status", MetricsProvider: m.queue},
-		),
-		sourceQueue: workqueue.NewTypedRateLimitingQueueWithConfig(
-			workqueue.DefaultTypedControllerRateLimiter[string](),
-			workqueue.TypedRateLimitingQueueConfig[string]{Name: "sources", MetricsProvider: m.queue},
-		),
-		sourceStates: sourceStates{checks: map[string]sources.Status{}, live: map[string]*sproutv1alpha1.PolicySource{}},
-		broadcaster:  broadcaster,
-		eventSink:    kube.CoreV1().Events(""),
-		events:       broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "sprout"}),
-		metrics:      m,
-		policies:     map[policyKey]*compiledPolicy{},
-		informer:     map[watchKey]*triggerInformer{},
-		dependencies: map[policyKey]sets.Set[schema.GroupVersionResource]{},
-		downstream:   map[schema.GroupVersionResource]*triggerInformer{},
-		written:      map[policyKey]sets.Set[schema.GroupVersionResource]{},
-		deleted:      map[policyKey]retired{},
-		generated:    map[policyKey]sets.Set[string]{},
+		queue:         newQueue[policyKey]("policies", m),
+		statusQueue:   newQueue[policyKey]("status", m),
+		sourceQueue:   newQueue[string]("sources", m),
+		sourceStates:  sourceStates{checks: map[string]sources.Status{}, live: map[string]*sproutv1alpha1.PolicySource{}},
+		broadcaster:   broadcaster,
+		eventSink:     kube.CoreV1().Events(""),
+		events:        broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "sprout"}),
+		metrics:       m,
+		policies:      map[policyKey]*compiledPolicy{},
+		informer:      map[watchKey]*triggerInformer{},
+		dependencies:  map[policyKey]sets.Set[schema.GroupVersionResource]{},
+		downstream:    map[schema.GroupVersionResource]*triggerInformer{},
+		written:       map[policyKey]sets.Set[schema.GroupVersionResource]{},
+		deleted:       map[policyKey]retired{},
+		generated:     map[policyKey]sets.Set[string]{},
+	}
+	c.writer = c.writerOf(applier)
+	c.reporter = liveReporter{c}
+	if opts.DryRun {
+		c.reporter = planReporter{c}
 	}
 	if opts.Metrics != nil {
 		if err := c.registerInformerGauges(opts.Metrics); err != nil {
@@ -306,6 +307,49 @@ func New(cfg *rest.Config, opts Options) (*Controller, error) {
 		}
 	}
 	return c, nil
+}
+
+// writerOf is how the controller writes through applier: as it is, or, in
+// a dry run, its dry run.
+func (c *Controller) writerOf(applier *inventory.Applier) writer {
+	if c.opts.DryRun {
+		return applier.DryRun()
+	}
+	return applier
+}
+
+// restMapping maps a kind to its resource. A kind the cached discovery does
+// not know (a CRD installed since) resets the cache once and asks again.
+func (c *Controller) restMapping(gvk schema.GroupVersionKind) (*meta.RESTMapping, error) {
+	if m, ok := c.mappings.Load(gvk); ok {
+		return m.(*meta.RESTMapping), nil
+	}
+	m, err := c.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	if meta.IsNoMatchError(err) {
+		c.resetMapper()
+		m, err = c.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	}
+	if err != nil && !meta.IsNoMatchError(err) {
+		if known, ok := c.resynced.Load(gvk); ok {
+			m, err = known.(*meta.RESTMapping), nil
+		}
+	}
+	if err == nil {
+		c.mappings.Store(gvk, m)
+	}
+	return m, err
+}
+
+// resetMapper forgets what discovery found, so that it is asked again.
+func (c *Controller) resetMapper() {
+	c.mapper.Reset()
+	c.mappings.Clear()
+}
+
+// newQueue makes a rate-limited work queue whose metrics are named name.
+func newQueue[T comparable](name string, m *metrics) workqueue.TypedRateLimitingInterface[T] {
+	return workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[T](),
+		workqueue.TypedRateLimitingQueueConfig[T]{Name: name, MetricsProvider: m.queue})
 }
 
 // Run starts the informers and workers and blocks until ctx is done.
@@ -471,34 +515,6 @@ func (c *Controller) processNextWorkItem(ctx context.Context) bool {
 	}
 	c.queue.Forget(key)
 	return true
-}
-
-// restMapping maps a kind to its resource. A kind the cached discovery does
-// not know (a CRD installed since) resets the cache once and asks again.
-func (c *Controller) restMapping(gvk schema.GroupVersionKind) (*meta.RESTMapping, error) {
-	if m, ok := c.mappings.Load(gvk); ok {
-		return m.(*meta.RESTMapping), nil
-	}
-	m, err := c.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
-	if meta.IsNoMatchError(err) {
-		c.resetMapper()
-		m, err = c.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
-	}
-	if err != nil && !meta.IsNoMatchError(err) {
-		if known, ok := c.resynced.Load(gvk); ok {
-			m, err = known.(*meta.RESTMapping), nil
-		}
-	}
-	if err == nil {
-		c.mappings.Store(gvk, m)
-	}
-	return m, err
-}
-
-// resetMapper forgets what discovery found, so that it is asked again.
-func (c *Controller) resetMapper() {
-	c.mapper.Reset()
-	c.mappings.Clear()
 }
 
 // requeueAll queues every policy.

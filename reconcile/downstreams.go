@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/resourceversion"
 	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apimachinery/pkg/util/wait"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/cache"
 
@@ -284,3 +285,29 @@ func (c *Controller) forgetSettledChecks() {
 		return true
 	})
 }
+
+// track records that the policy writes to gvrs and makes sure each is
+// watched. It returns how many resources the policy has written to, and
+// whether each is in the cache, before which what it owns cannot be known.
+//
+// An informer just started lists only Sprout's objects of its resource,
+// which takes milliseconds: the sync waits for it up to downstreamSyncWait
+// rather than going back to the queue and coming back in 100 ms.
+func (c *Controller) track(ctx context.Context, key policyKey, gvrs sets.Set[schema.GroupVersionResource]) (int, bool) {
+	c.mu.Lock()
+	if c.written[key] == nil {
+		c.written[key] = sets.New[schema.GroupVersionResource]()
+	}
+	c.written[key].Insert(gvrs.UnsortedList()...)
+	all := c.written[key].Clone()
+	c.mu.Unlock()
+	c.ensureDownstreamInformers(all)
+	err := wait.PollUntilContextTimeout(ctx, 5*time.Millisecond, downstreamSyncWait, true, func(context.Context) (bool, error) {
+		return c.downstreamsSynced(all), nil
+	})
+	return len(all), err == nil
+}
+
+// downstreamSyncWait bounds how long a sync waits for the informers of the
+// resources it writes to list what exists.
+const downstreamSyncWait = 2 * time.Second

@@ -43,9 +43,6 @@ func (c *Controller) previousReady(key policyKey, cp *compiledPolicy) *metav1.Co
 // a sync retried with the same error does not repeat it. With
 // Options.TriggerEvents each trigger also hears what was generated for it.
 func (c *Controller) policyEvents(key policyKey, cp *compiledPolicy, before *metav1.Condition, out outcome, changes inventory.ChangeSet, triggers []trigger) {
-	if c.opts.DryRun {
-		return
-	}
 	ref := c.policyReference(key, cp)
 	if ref == nil {
 		return

@@ -41,116 +41,151 @@ type generation struct {
 	// verdicts are the guard's on the roles bindings refer to.
 	verdicts *verdicts
 	// rebuilt: the policy's admissions were rebuilt from its objects in
-	// the resources it writes to (rebuildAdmissions); relearnt: that
-	// rebuild admitted triggers this sync did not match, or moved the
-	// policy's beginning, so its desired set is not whole. cp is then the
-	// policy as rebuilt.
+	// the resources it writes to (rebuildAdmissions), and the sync's
+	// policy is the one rebuilt; relearnt: that rebuild admitted triggers
+	// this sync did not match, or moved the policy's beginning, so its
+	// desired set is not whole.
 	rebuilt, relearnt bool
-	cp                *compiledPolicy
 }
 
 func (g *generation) evalErr() error   { return joinSorted(g.evalErrs) }
 func (g *generation) refuseErr() error { return joinSorted(g.refuseErrs) }
 
+// parts is generate's loop over the parts of the triggers: what stays the
+// same from one part to the next, and what it carries over.
+type parts struct {
+	run    *syncRun
+	g      *generation
+	round  *inventory.Round
+	w      writer
+	reader celenv.Reader
+	limit  int
+	sync   bool
+	alive  func(string) bool
+	mapped map[schema.GroupVersionKind]bool
+	// applying are the applies under way, in order.
+	applying []*partApply
+	// recorded are the resources the record named at its last save;
+	// rebuiltAt, those the last rebuild looked in.
+	recorded, rebuiltAt int
+}
+
 // generate evaluates the policy for its triggers and applies what they
 // generate, a part of the triggers at a time. The next part is evaluated
 // while the last ones are applied, and what an applied part settled is
-// released when its apply ends: a sync of 10,000 triggers starts writing
-// after 64 evaluations, and holds the objects of three parts in full, not
-// those of every trigger.
+// released when its apply ends: a large sync starts writing after the
+// first part's evaluations, and holds the objects of three parts in full,
+// not those of every trigger.
 //
 // Before a part is applied, the resources it writes are watched and the
 // record names them and every admitted trigger (write-ahead: a crash right
 // after an apply leaves nothing unfound and forgets no admission). An
 // error of that, or caches still syncing, stops the sync: the parts
 // applied stay applied, and nothing is pruned.
-func (c *Controller) generate(ctx context.Context, key policyKey, cp *compiledPolicy, triggers []trigger, w writer, reader celenv.Reader, phase *phases) (*generation, error) {
+func (c *Controller) generate(ctx context.Context, run *syncRun, w writer, reader celenv.Reader) (*generation, error) {
+	cp, triggers := run.cp, run.triggers
 	// Most policies generate one object a trigger.
 	g := &generation{changes: inventory.ChangeSet{Changes: make([]inventory.Change, 0, len(triggers))}, verdicts: newVerdicts(), failed: sets.New[string]()}
-	round := cp.decisions.Begin()
-	defer round.End()
+	ps := &parts{run: run, g: g, round: cp.decisions.Begin(), w: w, reader: reader, sync: cp.policy.PolicySpec().Synchronize(),
+		alive: c.triggerExists(cp), mapped: map[schema.GroupVersionKind]bool{}, recorded: -1}
+	defer ps.round.End()
 	defer cp.evaluations.endRound()
 	limit, err := c.maxObjects(cp)
 	if err != nil {
 		g.evalErrs = append(g.evalErrs, err)
 		triggers = nil // nothing is evaluated, and nothing pruned
 	}
-	sync := cp.policy.PolicySpec().Synchronize()
-	alive := c.triggerExists(cp)
-	mapped := map[schema.GroupVersionKind]bool{}
-	var applying []*partApply // under way, in order
+	ps.limit = limit
 	defer func() {
 		// On every return: the applies under way end first, then the round.
-		for _, p := range applying {
-			c.finish(p, round, g, key, sync)
+		for _, p := range ps.applying {
+			c.finish(p, ps)
 		}
-		phase.done("apply")
+		run.phase.done("apply")
 	}()
-	recorded := -1 // resources the record named at the last save
-	rebuiltAt := 0 // resources the last rebuild looked in
 	for start, size := 0, firstPart; start == 0 || start < len(triggers); size = min(2*size, maxPart) {
 		if err := ctx.Err(); err != nil {
 			return g, err // stopped: the policy deleted, or Sprout stopping
 		}
 		part := triggers[start:min(start+size, len(triggers))]
 		start += max(len(part), 1)
-		want := c.desired(ctx, cp, part, reader, limit, g)
-		desired, kinds, refused, err := c.refuse(ctx, want.objects, want.kinds, g.verdicts, g.failed)
-		if err != nil {
+		if err := c.generatePart(ctx, ps, part); err != nil {
 			return g, err
 		}
-		g.refuseErrs = append(g.refuseErrs, refused...)
-		gvrs, mapErr := c.resourcesOf(desired, kinds, mapped)
-		g.mapErr = errors.Join(g.mapErr, mapErr)
-		phase.done("evaluate")
-		if len(applying) == maxApplying {
-			c.finish(applying[0], round, g, key, sync)
-			applying = applying[1:]
-			phase.done("apply")
-		}
-
-		written, ready := c.track(ctx, key, gvrs)
-		if ready && written != rebuiltAt && c.rebuilds.pending(key) {
-			// Before the record is written from what this sync knows. A
-			// resource's objects are all in its cache once it is ready:
-			// only a part that writes to a new resource can find more.
-			rebuiltAt = written
-			var learnt bool
-			cp, learnt = c.rebuildAdmissions(key, cp)
-			g.rebuilt, g.relearnt, g.cp = written > 0, g.relearnt || learnt, cp
-			if learnt {
-				recorded = -1
-			}
-		}
-		if written != recorded {
-			// Unchanged, a record costs no request, but building it
-			// costs a list of every trigger admitted: once per resource.
-			if err := c.saveRecord(ctx, key, cp); err != nil {
-				return g, err
-			}
-			recorded = written
-		}
-		phase.done("record")
-		if !ready {
-			return g, errWaiting
-		}
-		toWrite := desired
-		if !sync {
-			toWrite = c.notYetGenerated(key, desired)
-		}
-		opts := inventory.ApplyOptions{Synchronize: sync, Alive: alive, Round: round, Settled: want.settled}
-		if sync {
-			opts.Claimed = c.claimedBy(key)
-		}
-		p := &partApply{want: want, done: make(chan struct{})}
-		go func() {
-			defer close(p.done)
-			p.changes, p.err = w.Apply(ctx, toWrite, liveObjects{c}, opts)
-		}()
-		applying = append(applying, p)
-		g.objects += len(desired) + want.settledLen()
 	}
 	return g, nil
+}
+
+// generatePart evaluates one part of the triggers, records the resources
+// it writes to and starts its apply.
+func (c *Controller) generatePart(ctx context.Context, ps *parts, part []trigger) error {
+	g, run := ps.g, ps.run
+	want := c.desired(ctx, run.cp, part, ps.reader, ps.limit, g)
+	desired, kinds, refused, err := c.refuse(ctx, want.objects, want.kinds, g.verdicts, g.failed)
+	if err != nil {
+		return err
+	}
+	g.refuseErrs = append(g.refuseErrs, refused...)
+	gvrs, mapErr := c.resourcesOf(desired, kinds, ps.mapped)
+	g.mapErr = errors.Join(g.mapErr, mapErr)
+	run.phase.done("evaluate")
+	if len(ps.applying) == maxApplying {
+		c.finish(ps.applying[0], ps)
+		ps.applying = ps.applying[1:]
+		run.phase.done("apply")
+	}
+	if err := c.recordAhead(ctx, ps, gvrs); err != nil {
+		return err
+	}
+	toWrite := desired
+	if !ps.sync {
+		toWrite = c.notYetGenerated(run.key, desired)
+	}
+	opts := inventory.ApplyOptions{Synchronize: ps.sync, Alive: ps.alive, Round: ps.round, Settled: want.settled}
+	if ps.sync {
+		opts.Claimed = c.claimedBy(run.key)
+	}
+	p := &partApply{want: want, done: make(chan struct{})}
+	go func() {
+		defer close(p.done)
+		p.changes, p.err = ps.w.Apply(ctx, toWrite, liveObjects{c}, opts)
+	}()
+	ps.applying = append(ps.applying, p)
+	g.objects += len(desired) + want.settledLen()
+	return nil
+}
+
+// recordAhead watches the resources a part writes to and names them in
+// the record before the part is applied; a lost record is rebuilt from
+// the objects first. It returns errWaiting while their caches sync.
+func (c *Controller) recordAhead(ctx context.Context, ps *parts, gvrs sets.Set[schema.GroupVersionResource]) error {
+	run := ps.run
+	written, ready := c.track(ctx, run.key, gvrs)
+	if ready && written != ps.rebuiltAt && c.rebuilds.pending(run.key) {
+		// Before the record is written from what this sync knows. A
+		// resource's objects are all in its cache once it is ready:
+		// only a part that writes to a new resource can find more.
+		ps.rebuiltAt = written
+		var learnt bool
+		run.cp, learnt = c.rebuildAdmissions(run.key, run.cp)
+		ps.g.rebuilt, ps.g.relearnt = written > 0, ps.g.relearnt || learnt
+		if learnt {
+			ps.recorded = -1
+		}
+	}
+	if written != ps.recorded {
+		// Unchanged, a record costs no request, but building it
+		// costs a list of every trigger admitted: once per resource.
+		if err := c.reporter.record(ctx, run.key, run.cp); err != nil {
+			return err
+		}
+		ps.recorded = written
+	}
+	run.phase.done("record")
+	if !ready {
+		return errWaiting
+	}
+	return nil
 }
 
 // partApply is the apply of one part, under way.
@@ -165,15 +200,16 @@ type partApply struct {
 // objects of a synchronizing policy that the cache showed unchanged, or
 // that were created as desired, settle; what a policy that does not
 // synchronize created is remembered.
-func (c *Controller) finish(p *partApply, round *inventory.Round, g *generation, key policyKey, sync bool) {
+func (c *Controller) finish(p *partApply, ps *parts) {
+	g, key := ps.g, ps.run.key
 	<-p.done
 	g.changes.Changes = append(g.changes.Changes, p.changes.Changes...)
 	g.applyErr = errors.Join(g.applyErr, p.err)
 	if c.mayTriggerItself(key) {
 		c.own.note(key, p.changes)
 	}
-	if sync {
-		g.settled += p.want.settledLen() + c.settle(round, p.want.settling, p.want.epoch)
+	if ps.sync {
+		g.settled += p.want.settledLen() + c.settle(ps.round, p.want.settling, p.want.epoch)
 	} else {
 		c.noteGenerated(key, p.changes)
 	}

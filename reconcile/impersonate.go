@@ -111,10 +111,7 @@ func (c *Controller) writerFor(sa *serviceAccount) (writer, error) {
 	if err != nil {
 		return nil, err
 	}
-	var w writer = applier
-	if c.opts.DryRun {
-		w = applier.DryRun()
-	}
+	w := c.writerOf(applier)
 	if c.accounts.writers == nil {
 		c.accounts.writers = map[serviceAccount]writer{}
 	}

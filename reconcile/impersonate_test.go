@@ -128,8 +128,9 @@ func grant(t *testing.T, kube kubernetes.Interface, ns, sa string, verbs []strin
 var allVerbs = []string{"get", "list", "watch", "create", "patch", "delete"}
 
 // TestClusterPolicyMayNotNameAnyAccount: a GeneratingPolicy that names a
-// ServiceAccount of a namespace the operator did not list is refused, the
-// annotation and the flag named, and generates nothing: naming a powerful
+// ServiceAccount of a namespace the operator did not list is refused, with
+// its own reason (it compiles), the annotation and the flag named, and
+// generates nothing: naming a powerful
 // account in kube-system would hand its rights to the policy's author.
 func TestClusterPolicyMayNotNameAnyAccount(t *testing.T) {
 	_, c := runController(t, func(o *reconcile.Options) { o.ServiceAccountNamespaces = []string{"imp-allowed"} })
@@ -142,7 +143,7 @@ func TestClusterPolicyMayNotNameAnyAccount(t *testing.T) {
 	tb.trigger("a", "imp-bounded", "a1")
 	poll(t, "the refusal on the policy", func(ctx context.Context) (bool, error) {
 		c, err := policyCondition(ctx, "imp-bounded")
-		return c != nil && c.Status == metav1.ConditionFalse &&
+		return c != nil && c.Status == metav1.ConditionFalse && c.Reason == reconcile.ReasonInvalidServiceAccount &&
 			strings.Contains(c.Message, `metadata.annotations[sprout.dev/service-account]: "kube-system/powerful": namespace "kube-system" is not one whose accounts GeneratingPolicies may run as (--service-account-namespaces)`), err
 	})
 	if tb.get("a-out") != nil {

@@ -56,9 +56,6 @@ func (p *plans) get(key policyKey) (PolicyPlan, bool) {
 
 // plan keeps what a dry-run sync of the policy found.
 func (c *Controller) plan(key policyKey, changes inventory.ChangeSet, err error) {
-	if !c.opts.DryRun {
-		return
-	}
 	c.planned.mu.Lock()
 	defer c.planned.mu.Unlock()
 	if c.planned.byKey == nil {

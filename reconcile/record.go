@@ -89,9 +89,6 @@ func (c *Controller) restore(key policyKey, uid string) {
 
 // saveRecord writes the policy's record if what it should hold changed.
 func (c *Controller) saveRecord(ctx context.Context, key policyKey, cp *compiledPolicy) error {
-	if c.opts.DryRun {
-		return nil
-	}
 	rec := &sproutv1alpha1.PolicyInventory{}
 	spec := cp.policy.PolicySpec()
 	rec.Labels = map[string]string{inventory.LabelManagedBy: inventory.ManagedBy}
@@ -124,11 +121,8 @@ func (c *Controller) saveRecord(ctx context.Context, key policyKey, cp *compiled
 // saveRecordStatus writes the outcome of a sync to the record's status if
 // it changed.
 func (c *Controller) saveRecordStatus(ctx context.Context, key policyKey, cp *compiledPolicy, out outcome) error {
-	if c.opts.DryRun {
-		return nil
-	}
 	return c.records.UpdateStatus(ctx, refOf(key), func(status *sproutv1alpha1.PolicyInventoryStatus) {
-		if out.reason != ReasonCompileFailed {
+		if out.counted() {
 			status.Triggers, status.Objects = out.triggers, out.objects
 		}
 		meta.SetStatusCondition(&status.Conditions, readyCondition(cp, out))

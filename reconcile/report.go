@@ -25,9 +25,6 @@ type pendingReport struct {
 
 // reportLater hands a sync's outcome to the status workers.
 func (c *Controller) reportLater(key policyKey, cp *compiledPolicy, out outcome) {
-	if c.opts.DryRun {
-		return // a plan writes no status
-	}
 	c.reports.mu.Lock()
 	if c.reports.pending == nil {
 		c.reports.pending = map[policyKey]pendingReport{}

@@ -9,8 +9,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -28,6 +26,9 @@ const (
 	ReasonNotOwned            = "NotOwned"
 	ReasonPruneFailed         = "PruneFailed"
 	ReasonUnobservableTrigger = "UnobservableTrigger"
+	// ReasonInvalidServiceAccount: the account the policy names, or the
+	// default one, is not one it may run as.
+	ReasonInvalidServiceAccount = "InvalidServiceAccount"
 )
 
 // ConditionReady is the condition that summarises a policy.
@@ -47,10 +48,17 @@ type outcome struct {
 	granted *grantVerdict
 }
 
+// counted reports whether the sync got as far as counting triggers and
+// objects: a policy that does not compile, or names an account it may not
+// run as, keeps the counts its last sync wrote.
+func (o outcome) counted() bool {
+	return o.reason != ReasonCompileFailed && o.reason != ReasonInvalidServiceAccount
+}
+
 // reportStatus writes the policy's status when it differs from what the
 // cache holds, so a sync that changes nothing writes nothing.
 func (c *Controller) reportStatus(ctx context.Context, cp *compiledPolicy, out outcome) error {
-	if cp.source != sources.ClusterSourceName || c.opts.DryRun {
+	if cp.source != sources.ClusterSourceName {
 		return nil // only policies stored in the cluster have a status to write
 	}
 	live := cp.policy.PolicyStatus()
@@ -88,7 +96,7 @@ func (c *Controller) reportStatus(ctx context.Context, cp *compiledPolicy, out o
 	}
 	status.ConditionStatus.Ready = &ready
 	status.ObservedGeneration = cp.policy.GetGeneration()
-	if out.reason != ReasonCompileFailed {
+	if out.counted() {
 		status.Triggers, status.Objects, status.FailedTriggers = out.triggers, out.objects, out.failed
 	}
 	if equality.Semantic.DeepEqual(&status, live) ||
@@ -96,7 +104,7 @@ func (c *Controller) reportStatus(ctx context.Context, cp *compiledPolicy, out o
 		return nil
 	}
 	body := map[string]any{"status": status}
-	if out.reason != ReasonCompileFailed {
+	if out.counted() {
 		// The API type omits a count of 0, which kubectl shows blank and a
 		// merge patch leaves at its old value: send the counts always.
 		body["status"] = struct {
@@ -131,18 +139,6 @@ func policyResource(p apiv1.Policy) (schema.GroupVersionResource, string) {
 		return apiv1.NamespacedGeneratingPolicies, p.GetNamespace()
 	}
 	return apiv1.GeneratingPolicies, ""
-}
-
-// toUnstructured converts a typed object from a lister, which carries no
-// TypeMeta, into the map CEL reads, with apiVersion and kind set.
-func toUnstructured(obj runtime.Object, gvk schema.GroupVersionKind) (map[string]any, error) {
-	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
-	if err != nil {
-		return nil, err
-	}
-	m["apiVersion"], m["kind"] = gvk.GroupVersion().String(), gvk.Kind
-	unstructured.RemoveNestedField(m, "metadata", "managedFields")
-	return m, nil
 }
 
 // perTrigger reports whether a sync failed for some triggers, not for the

@@ -1,0 +1,170 @@
+package reconcile
+
+import (
+	"context"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apiserver/pkg/admission"
+
+	apiv1 "github.com/sprout-gitops/sprout/api/policies/v1"
+	"github.com/sprout-gitops/sprout/celenv"
+	"github.com/sprout-gitops/sprout/inventory"
+)
+
+// evaluate runs the policy's program for one trigger, replayed as its last
+// event (replayed). A result kept from an earlier sync for the same inputs
+// is returned as it is, and kept says so.
+func (c *Controller) evaluate(ctx context.Context, cp *compiledPolicy, t trigger, reader celenv.Reader, epoch uint64) (ev evaluation, m *triggerMemo, kept bool, err error) {
+	op, oldObject := c.replayed(cp, t)
+	m = t.memo
+	if m == nil && !t.deleted {
+		m = cp.evaluations.of(t.object)
+	}
+	var nsObject *corev1.Namespace
+	if m != nil {
+		nsObject = c.namespaceNamed(m.namespace)
+		// A tombstone has no memo: it is evaluated once, never kept. A
+		// settled evaluation whose objects changed in the cache is
+		// evaluated again, so that they are compared in full.
+		if ev := m.evaluated; ev != nil && ev.old == oldObject && ev.namespace == nsObject && ev.op == op && c.stillHolds(ev, epoch) {
+			return *ev, m, true, nil
+		}
+	} else {
+		nsObject = c.namespaceNamed(t.object.namespace)
+	}
+
+	// Decoded for this evaluation alone: a program only reads its inputs,
+	// and what it generates is made of new maps (celenv's conversion of its
+	// values), never of theirs.
+	u := t.object.object()
+	event := celenv.Event{Operation: string(op), Object: u, Resource: t.gvr, Namespace: nsObject}
+	if oldObject != nil {
+		event.OldObject = oldObject.object()
+	}
+	in, err := celenv.NewInput(event)
+	if err != nil {
+		return evaluation{}, m, false, err
+	}
+	in.Scopes, in.Reader, in.Timeout = scopes{c}, reader, c.opts.EvaluationTimeout
+	res, err := cp.program.Evaluate(ctx, in)
+	if err != nil {
+		return evaluation{}, m, false, err
+	}
+	ev = evaluation{old: oldObject, namespace: nsObject, op: op, objects: c.labelled(cp, t, u, res), matched: res.Matched}
+	for _, o := range ev.objects {
+		ev.kinds = append(ev.kinds, inventory.KindOf(o))
+	}
+	if m != nil {
+		m.evaluated = nil
+		if res.Reproducible {
+			m.evaluated = &ev
+		}
+	}
+	return ev, m, false, nil
+}
+
+// replayed is the event a trigger is evaluated as: a CREATE, an UPDATE with
+// the state before it as oldObject (kept for policies that read it), or,
+// for a tombstone, a DELETE with the last state as oldObject.
+func (c *Controller) replayed(cp *compiledPolicy, t trigger) (admission.Operation, *cachedObject) {
+	switch {
+	case t.deleted:
+		return admission.Delete, nil
+	case cp.program.ReadsEvent():
+		// The trigger's last event was an UPDATE: replay it with the state
+		// before it, as a webhook would have seen it.
+		if prev := c.lastUpdate(c.watchKeyOf(cp.scope(), t.gvr), t.object.uid); prev != nil {
+			return admission.Update, prev
+		}
+	}
+	return admission.Create, nil
+}
+
+// labelled returns what an evaluation of trigger u generated, labelled with
+// its origin and stamped final: kept results are shared by later syncs.
+func (c *Controller) labelled(cp *compiledPolicy, t trigger, u *unstructured.Unstructured, res celenv.Result) []*unstructured.Unstructured {
+	if !res.Matched {
+		return nil
+	}
+	if len(res.MissingSources) > 0 {
+		c.log.Info("clone sources not found", "policy", keyOf(cp.policy).String(),
+			"trigger", u.GetKind()+" "+objectRef(u), "sources", res.MissingSources)
+	}
+	objs := Label(cp.policy, u, res.Objects)
+	for _, o := range objs {
+		if t.deleted {
+			inventory.MarkGeneratedOnDelete(o)
+		}
+		inventory.Stamp(o)
+	}
+	return objs
+}
+
+// stillHolds reports whether the objects a kept evaluation settled, if any,
+// are still in the cache as settled, at the policy's downstream event
+// count epoch.
+func (c *Controller) stillHolds(ev *evaluation, epoch uint64) bool {
+	switch {
+	case ev.settled.Len() == 0, ev.settledAt == epoch && !ev.awaiting:
+		return true
+	case ev.settled.Holds(liveObjects{c}):
+		// Held at this count: no lookup until the next event, once every
+		// object is cached.
+		ev.settledAt, ev.awaiting = epoch, ev.settled.Pending()
+		return true
+	}
+	return false
+}
+
+// Label returns the generated objects with the labels that tie each to its
+// policy, its trigger and, for clones, its source.
+func Label(policy apiv1.Policy, trigger *unstructured.Unstructured, generated []celenv.Generated) []*unstructured.Unstructured {
+	origin := inventory.Origin{
+		Policy:     celenv.PolicyRef(policy),
+		PolicyName: policy.GetName(),
+		Trigger: inventory.ObjectRef{
+			GVK: trigger.GroupVersionKind(), Namespace: trigger.GetNamespace(), Name: trigger.GetName(), UID: trigger.GetUID(),
+		},
+	}
+	if policy.IsNamespaced() {
+		origin.PolicyNamespace = policy.GetNamespace()
+	}
+	out := make([]*unstructured.Unstructured, 0, len(generated))
+	for _, g := range generated {
+		o := origin
+		if src := g.ClonedFrom; src != nil {
+			o.Source = &inventory.ObjectRef{
+				GVK:       schema.FromAPIVersionAndKind(src.APIVersion, src.Kind),
+				Namespace: src.Namespace, Name: src.Name, UID: types.UID(src.UID),
+			}
+		}
+		inventory.Label(g.Object, o)
+		out = append(out, g.Object)
+	}
+	return out
+}
+
+func objectRef(u interface {
+	GetNamespace() string
+	GetName() string
+}) string {
+	if u.GetNamespace() == "" {
+		return u.GetName()
+	}
+	return u.GetNamespace() + "/" + u.GetName()
+}
+
+// scopes answers celenv's question, namespaced or not, from the REST mapper.
+type scopes struct{ c *Controller }
+
+func (s scopes) IsNamespaced(gvk schema.GroupVersionKind) (bool, error) {
+	m, err := s.c.restMapping(gvk)
+	if err != nil {
+		return false, err
+	}
+	return m.Scope.Name() == meta.RESTScopeNameNamespace, nil
+}

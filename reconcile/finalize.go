@@ -1,0 +1,57 @@
+package reconcile
+
+import (
+	"context"
+
+	"github.com/sprout-gitops/sprout/inventory"
+)
+
+// finalize is the last sync of a deleted policy. A synchronizing policy that
+// does not orphan its objects takes its data objects with it; clones stay,
+// as in Kyverno. Then its record goes.
+func (c *Controller) finalize(ctx context.Context, key policyKey, gone retired) error {
+	if c.opts.DryRun {
+		return nil // a plan covers the policies it was given, not retired ones
+	}
+	if gone.synchronize && !gone.orphan {
+		c.mu.RLock()
+		written := c.written[key].Clone()
+		c.mu.RUnlock()
+		if _, ready := c.track(ctx, key, written); !ready {
+			return errWaiting
+		}
+		owned, err := c.ownedLive(ctx, key)
+		if err != nil {
+			return err
+		}
+		// It prunes as it wrote: a tenant's policy with its account's rights.
+		var as *serviceAccount
+		if gone.account != (serviceAccount{}) {
+			as = &gone.account
+		}
+		w, err := c.writerFor(as)
+		if err != nil {
+			return err
+		}
+		changes, err := w.Prune(ctx, inventory.Decoded(inventory.Data(owned)))
+		if changes.Written() {
+			c.log.Info("pruned after policy deletion", "policy", key.String(), "changes", changes)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if err := c.records.Delete(ctx, gone.ref); err != nil {
+		return err
+	}
+	c.metrics.forget(key.String())
+	c.mu.Lock()
+	delete(c.deleted, key)
+	delete(c.written, key)
+	delete(c.generated, key)
+	c.own.forget(key)
+	c.mu.Unlock()
+	c.access.forget(key)
+	c.releaseInformers()
+	return nil
+}

@@ -1,0 +1,73 @@
+package reconcile
+
+import (
+	"strings"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/sets"
+
+	"github.com/sprout-gitops/sprout/inventory"
+)
+
+// notYetGenerated drops the objects a non-synchronizing policy has already
+// generated: it generates once per trigger, so a downstream a user deleted
+// stays deleted.
+func (c *Controller) notYetGenerated(key policyKey, desired []*unstructured.Unstructured) []*unstructured.Unstructured {
+	c.mu.RLock()
+	done := c.generated[key]
+	c.mu.RUnlock()
+	var out []*unstructured.Unstructured
+	for _, o := range desired {
+		if !done.Has(generatedID(inventory.ObjectID(o), o.GetLabels()[inventory.LabelTriggerUID])) {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+// noteGenerated remembers the objects created, or found already there.
+func (c *Controller) noteGenerated(key policyKey, changes inventory.ChangeSet) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.generated[key] == nil {
+		c.generated[key] = sets.New[string]()
+	}
+	for _, ch := range changes.Changes {
+		if ch.Action == inventory.Created || ch.Action == inventory.Unchanged || ch.Present() {
+			c.generated[key].Insert(generatedID(ch.ID, ch.TriggerUID))
+		}
+	}
+}
+
+func generatedID(objectID, triggerUID string) string { return triggerUID + " " + objectID }
+
+// retainGenerated forgets what was generated for triggers that no longer
+// exist, once what they were generated from at their DELETE is done: a gone
+// trigger generates nothing again, so the record, in etcd and in memory,
+// grows with the live triggers, not with history. exists is asked without
+// the lock held: it takes it.
+func (c *Controller) retainGenerated(key policyKey, exists func(string) bool) {
+	c.mu.RLock()
+	ids := c.generated[key].UnsortedList()
+	c.mu.RUnlock()
+	if len(ids) == 0 {
+		return
+	}
+	pending := sets.New[string]()
+	for _, t := range c.tombstones.pending(key) {
+		pending.Insert(string(t.object.GetUID()))
+	}
+	var gone []string
+	for _, id := range ids {
+		uid, _, _ := strings.Cut(id, " ")
+		if !pending.Has(uid) && !exists(uid) {
+			gone = append(gone, id)
+		}
+	}
+	if len(gone) == 0 {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.generated[key].Delete(gone...)
+}

@@ -1,0 +1,64 @@
+package reconcile
+
+import (
+	"context"
+	"time"
+
+	"github.com/sprout-gitops/sprout/inventory"
+)
+
+// reporter is where a sync tells what it did: the policy's record, then
+// its status, Events and metrics. A running controller has liveReporter;
+// a dry run has planReporter, which keeps the plan and writes nothing.
+type reporter interface {
+	// record writes the policy's record if what it should hold changed.
+	record(ctx context.Context, key policyKey, cp *compiledPolicy) error
+	// report tells the outcome of one sync.
+	report(r *syncReport)
+}
+
+var (
+	_ reporter = liveReporter{}
+	_ reporter = planReporter{}
+)
+
+// syncReport is what one sync of a policy found.
+type syncReport struct {
+	run *syncRun
+	out outcome
+	// changes are what the sync did (dry, would do) to each object.
+	changes inventory.ChangeSet
+	// evalErr joins the evaluations that failed, each counted.
+	evalErr error
+	// triggers are those the sync generated for, told with
+	// Options.TriggerEvents.
+	triggers []trigger
+}
+
+// liveReporter writes records, status and Events, and counts in metrics.
+type liveReporter struct{ c *Controller }
+
+func (l liveReporter) record(ctx context.Context, key policyKey, cp *compiledPolicy) error {
+	return l.c.saveRecord(ctx, key, cp)
+}
+
+func (l liveReporter) report(r *syncReport) {
+	c, key, cp := l.c, r.run.key, r.run.cp
+	before := c.previousReady(key, cp)
+	c.reportLater(key, cp, r.out)
+	if p := r.run.phase; p != nil {
+		p.done("report")
+		p.observe()
+	}
+	c.metrics.observeSync(key.String(), time.Since(r.run.start).Seconds(), r.out, r.changes, r.evalErr)
+	c.policyEvents(key, cp, before, r.out, r.changes, r.triggers)
+}
+
+// planReporter keeps what a dry-run sync would do, for Plan.
+type planReporter struct{ c *Controller }
+
+func (planReporter) record(context.Context, policyKey, *compiledPolicy) error { return nil }
+
+func (p planReporter) report(r *syncReport) {
+	p.c.plan(r.run.key, r.changes, r.out.err)
+}

@@ -1,0 +1,215 @@
+package reconcile
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apiserver/pkg/admission"
+)
+
+// blocked reports whether resolving a policy's rules failed in a way that
+// leaves its triggers unknown until a later sync asks again.
+func blocked(resolveErr error) bool {
+	var discoveryErr *discoveryError
+	var permErr *permissionError
+	return errors.As(resolveErr, &discoveryErr) || errors.As(resolveErr, &permErr)
+}
+
+// waitsForPermission reports whether a policy blocked by resolveErr only
+// waits for a permission that an RBAC change will grant: it need not be
+// retried, as long as RBAC changes are watched.
+func (c *Controller) waitsForPermission(resolveErr error) bool {
+	var discoveryErr *discoveryError
+	var permErr *permissionError
+	return c.rbacWatched.Load() && !errors.As(resolveErr, &discoveryErr) &&
+		errors.As(resolveErr, &permErr) && !permErr.failed
+}
+
+// resolveAgain resolves a policy's rules again after a discovery failure.
+func (c *Controller) resolveAgain(key policyKey, cp *compiledPolicy) *compiledPolicy {
+	next := *cp
+	next.triggers, next.refused, next.resolveErr = c.resolveRules(cp.policy)
+	c.mu.Lock()
+	if c.policies[key] == cp {
+		c.policies[key] = &next
+	}
+	c.mu.Unlock()
+	c.ensureTriggerInformers(next.scope(), next.triggers)
+	return &next
+}
+
+// triggersSynced reports whether every trigger informer of the policy has
+// listed its objects: before that the cache would look empty.
+func (c *Controller) triggersSynced(cp *compiledPolicy) bool {
+	if !c.namespacesSynced(cp.triggers) {
+		return false
+	}
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	for _, gvr := range cp.triggers {
+		ti, ok := c.informer[c.watchKeyOf(cp.scope(), gvr)]
+		if !ok || !ti.informer.HasSynced() {
+			return false
+		}
+	}
+	return true
+}
+
+// matchingTriggers lists, from the caches, the triggers the policy matches
+// now and has admitted: every match with generateExisting, otherwise those
+// created since the policy's activation or admitted by an event. They come
+// in the caches' order, which is none.
+func (c *Controller) matchingTriggers(cp *compiledPolicy) ([]trigger, []types.UID, error) {
+	key := keyOf(cp.policy)
+	// Settings the policy had before, whose admissions are not listed yet.
+	before, changed := c.admitted.derivedBy(key)
+	changed = changed && before != cp.derives
+	confined := ""
+	if cp.policy.IsNamespaced() {
+		confined = cp.policy.GetNamespace()
+	}
+	var out []trigger
+	var errs []error
+	var failed []types.UID // triggers whose match failed
+	self := 0              // the policy's own objects, passed over
+	defer func() { c.reportSelfTriggers(key, cp, self) }()
+	for _, gvr := range cp.triggers {
+		c.mu.RLock()
+		ti := c.informer[c.watchKeyOf(cp.scope(), gvr)]
+		c.mu.RUnlock()
+		if ti == nil {
+			return nil, nil, errWaiting // released meanwhile by a policy change
+		}
+		cached := ti.informer.GetStore().List()
+		out = slices.Grow(out, len(cached))
+		for _, obj := range cached {
+			u := obj.(*cachedObject)
+			m := cp.evaluations.of(u)
+			if confined != "" && m.namespace != confined {
+				continue
+			}
+			if m.deleting {
+				continue // being deleted: gone, as far as generation goes
+			}
+			derived := derives(cp.derives, m.created, cp.activated)
+			listed := c.admitted.admitted(key, m.uid)
+			derivedBefore := changed && derives(before, m.created, cp.activated)
+			if !derived && !listed && !derivedBefore {
+				continue
+			}
+			ok, err := c.selects(cp, gvr, u, m)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s %s: match: %w", u.GetKind(), objectRef(u), err))
+				failed = append(failed, m.uid)
+				continue
+			}
+			if !ok {
+				if m.self {
+					self++
+				}
+				continue
+			}
+			if derivedBefore && !derived && !listed {
+				// Admitted by settings the policy no longer has: listed, so
+				// it stays admitted while it exists, whatever becomes of
+				// generateExisting or the operations.
+				c.admitted.admit(key, m.uid)
+			}
+			out = append(out, trigger{gvr: gvr, object: u, memo: m})
+		}
+	}
+	exists := c.triggerExists(cp)
+	c.admitted.retain(key, func(uid types.UID) bool { return exists(string(uid)) })
+	c.retainGenerated(key, exists)
+	if len(errs) == 0 {
+		// Every trigger the old settings admitted is listed now.
+		c.admitted.setDerivedBy(key, cp.derives)
+	}
+	return out, failed, joinSorted(errs)
+}
+
+// joinSorted joins errors in the order of their messages: triggers come in
+// no order, and a status must not change with it.
+func joinSorted(errs []error) error {
+	slices.SortFunc(errs, func(a, b error) int { return strings.Compare(a.Error(), b.Error()) })
+	return errors.Join(errs...)
+}
+
+// selects reports whether the policy's match constraints, operations
+// aside, select trigger u as it is; the answer is kept until u or its
+// Namespace change.
+func (c *Controller) selects(cp *compiledPolicy, gvr schema.GroupVersionResource, u *cachedObject, m *triggerMemo) (bool, error) {
+	ns := c.namespaceNamed(m.namespace)
+	if m.matchKnown && m.matchNamespace == ns {
+		return m.selected && !(m.self && c.generatedBy(keyOf(cp.policy), u)), nil
+	}
+	crit := cp.criteria.state
+	ok, err := c.matcher.matches(crit, gvr, admission.Create, u.kind.Value(), u.selectable(crit.readsLabels()))
+	if err != nil {
+		return false, err
+	}
+	// Whether the labels say the policy made u is kept with the match;
+	// whether it did is asked at each sync, as the policy writes.
+	m.matchKnown, m.selected, m.self, m.matchNamespace = true, ok, ok && labelledBy(cp, u), ns
+	return ok && !(m.self && c.generatedBy(keyOf(cp.policy), u)), nil
+}
+
+// namespaceNamed returns the cached Namespace of that name; nil for "" or
+// one not cached.
+func (c *Controller) namespaceNamed(name string) *corev1.Namespace {
+	if name == "" {
+		return nil
+	}
+	obj, _ := c.namespaces.Get(name)
+	return obj
+}
+
+// triggerExists answers, from the caches, whether a trigger of the policy
+// still exists. The triggers' UIDs are gathered at the first question, once
+// for the sync that asks: most syncs ask none (an index of every trigger
+// by UID, kept all along, would cost memory for every trigger), some ask
+// about every trigger they admitted. Answers may be asked for concurrently.
+func (c *Controller) triggerExists(cp *compiledPolicy) func(string) bool {
+	var uids map[types.UID]struct{} // nil: cannot tell
+	gather := sync.OnceFunc(func() {
+		found := map[types.UID]struct{}{}
+		if c.eachCachedTrigger(cp, func(o *cachedObject) { found[o.uid] = struct{}{} }) {
+			uids = found
+		}
+	})
+	return func(uid string) bool {
+		gather()
+		if uids == nil {
+			return true // cannot tell: assume it does
+		}
+		_, ok := uids[types.UID(uid)]
+		return ok
+	}
+}
+
+// eachCachedTrigger calls fn with every cached object of the policy's
+// trigger resources, and reports whether every one of them is watched.
+func (c *Controller) eachCachedTrigger(cp *compiledPolicy, fn func(*cachedObject)) bool {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	all := true
+	for _, gvr := range cp.triggers {
+		ti := c.informer[c.watchKeyOf(cp.scope(), gvr)]
+		if ti == nil {
+			all = false
+			continue
+		}
+		for _, obj := range ti.informer.GetStore().List() {
+			if o, ok := obj.(*cachedObject); ok {
+				fn(o)
+			}
+		}
+	}
+	return all
+}
