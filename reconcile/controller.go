@@ -2,23 +2,18 @@ package reconcile
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/robfig/cron/v3"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/sets"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
@@ -29,7 +24,6 @@ import (
 	listersv1 "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
 
@@ -344,246 +338,4 @@ func (c *Controller) restMapping(gvk schema.GroupVersionKind) (*meta.RESTMapping
 func (c *Controller) resetMapper() {
 	c.mapper.Reset()
 	c.mappings.Clear()
-}
-
-// newQueue makes a rate-limited work queue whose metrics are named name.
-func newQueue[T comparable](name string, m *metrics) workqueue.TypedRateLimitingInterface[T] {
-	return workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[T](),
-		workqueue.TypedRateLimitingQueueConfig[T]{Name: name, MetricsProvider: m.queue})
-}
-
-// Run starts the informers and workers and blocks until ctx is done.
-func (c *Controller) Run(ctx context.Context) error {
-	if c.opts.DryRun {
-		return errors.New("a dry-run controller only plans: call Plan")
-	}
-	defer utilruntime.HandleCrash()
-	defer c.queue.ShutDown()
-	defer c.sourceQueue.ShutDown()
-	defer c.statusQueue.ShutDown()
-	c.broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: c.eventSink})
-	defer c.broadcaster.Shutdown()
-
-	if err := c.start(ctx); err != nil {
-		return err
-	}
-	for _, src := range c.opts.Sources {
-		if src.Complete() {
-			c.retireOrphanRecords(src.Name())
-		}
-	}
-	return c.run(ctx)
-}
-
-// start starts the informers and the sources and waits until each has
-// delivered what it held.
-func (c *Controller) start(ctx context.Context) error {
-	c.mu.Lock()
-	c.ctx = ctx
-	c.mu.Unlock()
-
-	// A Namespace's labels decide namespaceSelector matches and are read as
-	// namespaceObject: when they change, every policy is recomputed.
-	if _, err := c.kubeInformers.Core().V1().Namespaces().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		UpdateFunc: func(old, obj any) {
-			o, ok1 := old.(*corev1.Namespace)
-			n, ok2 := obj.(*corev1.Namespace)
-			if ok1 && ok2 && !maps.Equal(o.Labels, n.Labels) {
-				c.requeueAll()
-			}
-		},
-	}); err != nil {
-		return err
-	}
-	// The Namespace cache starts with the first policy whose triggers are
-	// namespaced (needNamespaces): with Namespaces as triggers only, it
-	// would list every Namespace a second time for nothing.
-	// Records first: a policy delivered by a source resumes from its record.
-	c.log.Info("waiting for the PolicyInventory records and the policy sources to be read", "sources", len(c.opts.Sources))
-	if !cache.WaitFor(ctx, "", c.startRecords(ctx)) {
-		return fmt.Errorf("inventory records did not sync: %w", ctx.Err())
-	}
-	var synced []cache.InformerSynced
-	for _, src := range c.opts.Sources {
-		if err := src.Start(ctx, policyHandler{c}); err != nil {
-			return err
-		}
-		synced = append(synced, src.HasSynced)
-		if !c.opts.DryRun {
-			c.sourceQueue.Add(src.Name())
-		}
-	}
-	if !waitSynced(ctx, synced...) {
-		return fmt.Errorf("informer caches did not sync: %w", ctx.Err())
-	}
-	return nil
-}
-
-// stop stops what start started.
-func (c *Controller) stop() {
-	c.stopTriggerInformers()
-	c.kubeInformers.Shutdown()
-	c.rbacInformers.Shutdown()
-	for _, src := range c.opts.Sources {
-		src.Wait()
-	}
-}
-
-// run schedules resyncs and runs the workers until ctx is done.
-func (c *Controller) run(ctx context.Context) error {
-	if c.opts.ResyncSchedule != "" {
-		stop, err := c.scheduleResync(c.opts.ResyncSchedule)
-		if err != nil {
-			return err
-		}
-		defer stop()
-	}
-	c.synced.Store(true)
-	defer c.synced.Store(false)
-	c.log.Info("started", "workers", c.opts.Workers)
-	var wg sync.WaitGroup
-	// Sources' states are written once each has delivered what it held at
-	// start, so a restart does not write a partial count.
-	wg.Go(func() { c.runSourceWorker(ctx) })
-	wg.Go(func() { c.watchRBAC(ctx) })
-	wg.Go(func() { c.runPermissionRechecks(ctx) })
-	for range c.opts.Workers {
-		wg.Go(func() { wait.UntilWithContext(ctx, c.runWorker, time.Second) })
-	}
-	// Status writes outlive ctx: what the last syncs did is written before
-	// Run returns, so a restart finds it written and has nothing to write.
-	statusCtx := context.WithoutCancel(ctx)
-	var statusWG sync.WaitGroup
-	for range statusWorkers {
-		statusWG.Go(func() { c.runStatusWorker(statusCtx) })
-	}
-	<-ctx.Done()
-	c.queue.ShutDown()
-	c.sourceQueue.ShutDown()
-	wg.Wait()
-	c.statusQueue.ShutDown()
-	statusWG.Wait()
-	drain, stopDrain := context.WithTimeout(statusCtx, statusDrainTimeout)
-	c.writePending(drain)
-	stopDrain()
-	c.stop()
-	return nil
-}
-
-// Synced reports whether the controller's caches and sources have synced
-// and it is syncing policies: what a readiness probe asks.
-func (c *Controller) Synced() bool { return c.synced.Load() }
-
-// runWorker processes queue keys until the queue shuts down.
-func (c *Controller) runWorker(ctx context.Context) {
-	for c.processNextWorkItem(ctx) {
-	}
-}
-
-// processNextWorkItem syncs one policy. An error re-queues it with back-off;
-// success forgets its failure history.
-func (c *Controller) processNextWorkItem(ctx context.Context) bool {
-	key, shutdown := c.queue.Get()
-	if shutdown {
-		return false
-	}
-	defer c.queue.Done(key)
-	start := time.Now()
-	err := c.sync(ctx, key)
-	if errors.Is(err, errWaiting) {
-		// Backs off (100 ms doubling to at most 3.2 s) and says so once it
-		// has lasted: a cache that never syncs (RBAC forbids the list, a CRD
-		// was removed) must not be a silent hot loop.
-		n := c.waits.add(key)
-		if n%20 == 0 {
-			c.log.Warn("still waiting for caches to sync", "policy", key.String(), "attempts", n)
-		}
-		c.queue.AddAfter(key, 100*time.Millisecond<<min(n-1, 5))
-		return true
-	}
-	c.waits.reset(key)
-	if c.opts.OnSync != nil {
-		c.opts.OnSync(key.String(), err)
-	}
-	if err != nil && ctx.Err() != nil {
-		return false // shutting down: the error is the cancellation
-	}
-	if err != nil {
-		c.log.Error("sync failed", "policy", key.String(), "error", err.Error(), "duration", time.Since(start))
-		c.queue.AddRateLimited(key)
-		return true
-	}
-	c.queue.Forget(key)
-	return true
-}
-
-// requeueAll queues every policy.
-func (c *Controller) requeueAll() {
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	for key := range c.policies {
-		c.queue.Add(key)
-	}
-}
-
-// scheduleResync queues every policy on the cron schedule: a full recompute
-// that writes only where something drifted.
-func (c *Controller) scheduleResync(spec string) (stop func(), err error) {
-	schedule, err := cron.ParseStandard(spec)
-	if err != nil {
-		return nil, fmt.Errorf("resync schedule %q: %w", spec, err)
-	}
-	cr := cron.New()
-	cr.Schedule(schedule, cron.FuncJob(func() {
-		c.log.Info("resync: recomputing every policy")
-		c.resynced.Clear()
-		c.mappings.Range(func(k, v any) bool { c.resynced.Store(k, v); return true })
-		c.resetMapper() // and discovery with it
-		c.forgetSettledChecks()
-		c.rbacChanged() // and permissions, if RBAC changes were missed
-		c.requeueAll()
-	}))
-	cr.Start()
-	return func() { <-cr.Stop().Done() }, nil
-}
-
-// waits counts, per policy, the syncs in a row that had to wait for a cache.
-type waits struct {
-	mu sync.Mutex
-	n  map[policyKey]int
-}
-
-func (w *waits) add(k policyKey) int {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.n == nil {
-		w.n = map[policyKey]int{}
-	}
-	w.n[k]++
-	return w.n[k]
-}
-
-func (w *waits) reset(k policyKey) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	delete(w.n, k)
-}
-
-// syncPollPeriod is how often waitSynced looks: client-go's
-// WaitForCacheSync looks every 100 ms, which a start-up would wait for
-// once more after a list of milliseconds.
-const syncPollPeriod = 5 * time.Millisecond
-
-// waitSynced waits until every synced reports true, or ctx ends; it
-// reports whether they did.
-func waitSynced(ctx context.Context, synced ...cache.InformerSynced) bool {
-	err := wait.PollUntilContextCancel(ctx, syncPollPeriod, true, func(context.Context) (bool, error) {
-		for _, s := range synced {
-			if !s() {
-				return false, nil
-			}
-		}
-		return true, nil
-	})
-	return err == nil
 }
