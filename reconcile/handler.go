@@ -15,6 +15,10 @@ var _ sources.Handler = policyHandler{}
 func (h policyHandler) Upsert(p sources.Policy) {
 	c := h.c
 	key := keyOf(p.Policy)
+	if p.Program == nil {
+		c.log.Error("policy handed over without its program: its source does not compile policies", "policy", key.String(), "source", p.Source)
+		return
+	}
 	fresh := !c.claims.has(key, p.Source)
 	held := c.claims.claim(key, p, c.rank(p.Source))
 	if fresh {

@@ -167,14 +167,15 @@ func (a *admissions) forget(k policyKey) {
 	delete(a.derived, k)
 }
 
-// compile turns a policy into a compiled policy. It never fails: errors are
-// kept on the program and resolveErr.
+// compile turns a policy, with the program its source compiled, into a
+// compiled policy: its match criteria, activation time and trigger
+// resources. It never fails: errors are kept on the program and resolveErr.
 func (c *Controller) compile(p sources.Policy) *compiledPolicy {
 	cp := &compiledPolicy{
 		policy:    p.Policy,
 		source:    p.Source,
 		revision:  p.Revision,
-		program:   celenv.Compile(p.Policy),
+		program:   p.Program,
 		activated: c.activation(p),
 
 		evaluations: newEvaluations(),

@@ -3,16 +3,19 @@ package sources
 import (
 	"context"
 	"fmt"
+	"sync"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/tools/cache"
 
 	apiv1 "github.com/sprout-gitops/sprout/api/policies/v1"
+	"github.com/sprout-gitops/sprout/celenv"
 )
 
 // ClusterSourceName is the Source of policies stored in the cluster.
@@ -28,6 +31,8 @@ type Cluster struct {
 	handlers []cache.ResourceEventHandlerRegistration
 	// selector, if set, picks the policies delivered (SelectPolicies).
 	selector labels.Selector
+	// programs are the policies compiled, by UID.
+	programs programs
 }
 
 var _ Source = (*Cluster)(nil)
@@ -46,13 +51,16 @@ func (c *Cluster) Start(ctx context.Context, h Handler) error {
 		}
 		inf := dynamicinformer.NewFilteredDynamicInformer(c.client, gvr, "", 0, cache.Indexers{}, tweak).Informer()
 		reg, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-			AddFunc:    func(obj any) { deliver(obj, h, h.Upsert) },
-			UpdateFunc: func(_, obj any) { deliver(obj, h, h.Upsert) },
+			AddFunc:    func(obj any) { c.upsert(obj, h) },
+			UpdateFunc: func(_, obj any) { c.upsert(obj, h) },
 			DeleteFunc: func(obj any) {
 				if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 					obj = t.Obj
 				}
-				deliver(obj, h, h.Delete)
+				if p, ok := decode(obj, h); ok {
+					c.programs.forget(p.GetUID())
+					h.Delete(p)
+				}
 			},
 		})
 		if err != nil {
@@ -83,19 +91,67 @@ func (c *Cluster) HasSynced() bool {
 	return len(c.handlers) > 0
 }
 
-// deliver decodes a policy object and hands it to one of h's methods. The
-// API server's schema rejects most objects that would not decode; the rest
-// are reported as invalid.
-func deliver(obj any, h Handler, to func(Policy)) {
+// upsert hands a new or changed policy to h, compiled.
+func (c *Cluster) upsert(obj any, h Handler) {
+	if p, ok := decode(obj, h); ok {
+		p.Program = c.programs.compile(p.Policy)
+		h.Upsert(p)
+	}
+}
+
+// decode decodes a policy object. The API server's schema rejects most
+// objects that would not decode; the rest are reported to h as invalid.
+func decode(obj any, h Handler) (Policy, bool) {
 	u, ok := obj.(*unstructured.Unstructured)
 	if !ok {
-		return
+		return Policy{}, false
 	}
 	p, err := apiv1.FromUnstructured(u)
 	if err != nil {
 		h.Invalid(ClusterSourceName, u.GetKind()+"/"+u.GetNamespace()+"/"+u.GetName(), err)
-		return
+		return Policy{}, false
 	}
 	// The generation, not the resourceVersion: a status write is no new revision.
-	to(Policy{Policy: p, Source: ClusterSourceName, Revision: fmt.Sprintf("generation %d", u.GetGeneration())})
+	return Policy{Policy: p, Source: ClusterSourceName, Revision: fmt.Sprintf("generation %d", u.GetGeneration())}, true
+}
+
+// programs keeps the program of each policy in the cluster while its
+// generation stays: the policy is delivered again at every status write,
+// which is no reason to compile it again.
+type programs struct {
+	mu    sync.Mutex
+	byUID map[types.UID]compiled
+}
+
+// compiled is one generation of a policy, compiled.
+type compiled struct {
+	generation int64
+	program    *celenv.Program
+}
+
+// compile returns the program of p's generation, compiling it the first
+// time.
+func (ps *programs) compile(p apiv1.Policy) *celenv.Program {
+	ps.mu.Lock()
+	c, ok := ps.byUID[p.GetUID()]
+	ps.mu.Unlock()
+	if ok && c.generation == p.GetGeneration() {
+		return c.program
+	}
+	// Unlocked: the other kind's informer delivers meanwhile.
+	prog := celenv.Compile(p)
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	if ps.byUID == nil {
+		ps.byUID = map[types.UID]compiled{}
+	}
+	ps.byUID[p.GetUID()] = compiled{generation: p.GetGeneration(), program: prog}
+	return prog
+}
+
+// forget drops the program of a deleted policy.
+func (ps *programs) forget(uid types.UID) {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	delete(ps.byUID, uid)
 }

@@ -3,8 +3,6 @@ package sources
 import (
 	"context"
 	"time"
-
-	apiv1 "github.com/sprout-gitops/sprout/api/policies/v1"
 )
 
 // DirectorySource polls a local folder for policy files (*.yaml, *.yml, any
@@ -20,7 +18,7 @@ var _ Source = (*DirectorySource)(nil)
 // NewDirectory returns a source of the policies under dir, read every interval.
 func NewDirectory(dir string, interval time.Duration) *DirectorySource {
 	name := "dir:" + dir
-	return &DirectorySource{dir: dir, poller: newPoller(name, interval, func(_ context.Context, last string) ([]apiv1.Policy, string, bool, error) {
+	return &DirectorySource{dir: dir, poller: newPoller(name, interval, func(_ context.Context, last string) ([]Policy, string, bool, error) {
 		policies, revision, err := LoadFolder(dir)
 		if err != nil {
 			return nil, "", false, err

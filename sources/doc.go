@@ -3,12 +3,15 @@
 // CRDs; Git and folder sources poll; a Flux source watches a Flux source
 // object and downloads its artifact when it moves.
 //
-// A source decodes each policy and names where it came from (source and
-// revision) and says when it changed or went away. Git, folder and Flux
-// sources also compile every policy of a revision (load.go) before they
-// hand any over: a revision is taken whole or not at all, so a policy that does not
-// compile rejects its revision, and the last good one keeps running. A
-// source never evaluates a policy.
+// A source decodes each policy, compiles it (celenv.Compile) and hands it
+// over with its Program, naming where it came from (source and revision);
+// it says when a policy changed or went away. Nothing compiles a policy
+// again after its source. The cluster source compiles each generation of a
+// policy once, however often a status write delivers it again. Git, folder
+// and Flux sources compile every policy of a revision (load.go) before they
+// hand any over: a revision is taken whole or not at all, so a policy that
+// does not compile rejects its revision, and the last good one keeps
+// running. A source never evaluates a policy.
 //
 // Git credentials are an AuthFunc the source calls at every check (FileAuth,
 // SecretAuth), never a value fixed at start-up, so rotated credentials apply

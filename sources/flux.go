@@ -19,7 +19,6 @@ import (
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/tools/cache"
 
-	apiv1 "github.com/sprout-gitops/sprout/api/policies/v1"
 	sproutv1alpha1 "github.com/sprout-gitops/sprout/api/sprout/v1alpha1"
 )
 
@@ -171,7 +170,7 @@ func (f *FluxSource) loop(ctx context.Context, h Handler) {
 var errFluxWaiting = errors.New("waiting for the source to be reconciled")
 
 // fetch takes the object's artifact when it is ready and moved since last.
-func (f *FluxSource) fetch(ctx context.Context, last string) ([]apiv1.Policy, string, bool, error) {
+func (f *FluxSource) fetch(ctx context.Context, last string) ([]Policy, string, bool, error) {
 	artifact, err := f.artifact(ctx)
 	if errors.Is(err, errFluxWaiting) {
 		return nil, last, true, nil

@@ -15,8 +15,6 @@ import (
 	"strings"
 
 	"github.com/fluxcd/pkg/tar"
-
-	apiv1 "github.com/sprout-gitops/sprout/api/policies/v1"
 )
 
 // MaxArtifactSize bounds a Flux artifact, as downloaded and as unpacked
@@ -40,7 +38,7 @@ var digestAlgorithms = map[string]func() hash.Hash{
 // (status.artifact.digest, "<algorithm>:<hex>") and reads the policies
 // below dir in it. A digest that does not match, or a tarball that holds
 // what a Git revision may not, rejects it.
-func fetchArtifact(ctx context.Context, url, digest, dir string) ([]apiv1.Policy, error) {
+func fetchArtifact(ctx context.Context, url, digest, dir string) ([]Policy, error) {
 	algo, want, _ := strings.Cut(digest, ":")
 	newHash := digestAlgorithms[algo]
 	if newHash == nil {
@@ -87,7 +85,7 @@ func fetchArtifact(ctx context.Context, url, digest, dir string) ([]apiv1.Policy
 // Flux's Untar refuses names leaving the folder and an archive over
 // MaxArtifactSize; a policy file that is a link, or anything else not a
 // regular file, is refused here with its path, as in a Git revision.
-func untarPolicies(r io.Reader, dir string) ([]apiv1.Policy, error) {
+func untarPolicies(r io.Reader, dir string) ([]Policy, error) {
 	root := path.Clean(strings.TrimPrefix(dir, "/")) // "." when empty
 	out, err := os.MkdirTemp("", "sprout-flux-*")
 	if err != nil {

@@ -17,8 +17,6 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/go-git/go-git/v5/plumbing/transport"
 	"github.com/go-git/go-git/v5/storage/filesystem"
-
-	apiv1 "github.com/sprout-gitops/sprout/api/policies/v1"
 )
 
 // GitOptions describe a Git source. At most one of Branch, Tag and SemVer
@@ -118,7 +116,7 @@ func (g *GitSource) validate() error {
 	return nil
 }
 
-func (g *GitSource) fetch(ctx context.Context, last string) ([]apiv1.Policy, string, bool, error) {
+func (g *GitSource) fetch(ctx context.Context, last string) ([]Policy, string, bool, error) {
 	if !g.commit.IsZero() {
 		return g.fetchCommit(ctx, last)
 	}
@@ -145,7 +143,7 @@ func (g *GitSource) fetch(ctx context.Context, last string) ([]apiv1.Policy, str
 		Tags:          git.NoTags,
 		NoCheckout:    true,
 	}
-	var policies []apiv1.Policy
+	var policies []Policy
 	err = g.withClone(ctx, clone, func(repo *git.Repository) error {
 		head, err := repo.Head()
 		if err != nil {
@@ -171,7 +169,7 @@ func (g *GitSource) fetch(ctx context.Context, last string) ([]apiv1.Policy, str
 // server to allow it (uploadpack.allowReachableSHA1InWant), so the branch is
 // cloned whole instead — every branch when none is given, as Flux does — and
 // the commit read.
-func (g *GitSource) fetchCommit(ctx context.Context, last string) ([]apiv1.Policy, string, bool, error) {
+func (g *GitSource) fetchCommit(ctx context.Context, last string) ([]Policy, string, bool, error) {
 	revision := "sha1:" + g.commit.String()
 	if g.opts.Branch != "" {
 		revision = g.opts.Branch + "@" + revision
@@ -192,7 +190,7 @@ func (g *GitSource) fetchCommit(ctx context.Context, last string) ([]apiv1.Polic
 		clone.SingleBranch = true
 		where = "branch " + g.opts.Branch
 	}
-	var policies []apiv1.Policy
+	var policies []Policy
 	err = g.withClone(ctx, clone, func(repo *git.Repository) error {
 		commit, err := repo.CommitObject(g.commit)
 		if errors.Is(err, plumbing.ErrObjectNotFound) {
@@ -271,7 +269,7 @@ func (g *GitSource) withClone(ctx context.Context, opts *git.CloneOptions, read 
 
 // load reads the policies under Path of a commit, whole or not at all,
 // from its objects through readTree, as a folder is read.
-func (g *GitSource) load(repo *git.Repository, commit *object.Commit, revision string) ([]apiv1.Policy, error) {
+func (g *GitSource) load(repo *git.Repository, commit *object.Commit, revision string) ([]Policy, error) {
 	root := path.Clean(strings.TrimPrefix(g.opts.Path, "/")) // "." when empty
 	tree, err := commit.Tree()
 	if err != nil {

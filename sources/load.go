@@ -24,21 +24,22 @@ func (e *RejectedError) Error() string { return e.Err.Error() }
 func (e *RejectedError) Unwrap() error { return e.Err }
 
 // Load reads every policy below dir in fsys (files ending in .yaml or .yml,
-// recursively, several documents each) and compiles each one. It is all or
+// recursively, several documents each) and compiles each one: the policies
+// come with their Program, which nothing compiles again. It is all or
 // nothing: any file that is not a regular one or is too large (readTree),
 // any file that does not decode, any policy that does not compile and any
 // name used twice fails the whole load, with every error named by file,
 // document and field path, so a broken revision never half applies.
 // The revision is a digest of the files read. A folder on disk is read
 // with LoadFolder, which cannot be led out of it.
-func Load(fsys fs.FS, dir string) (policies []apiv1.Policy, revision string, err error) {
+func Load(fsys fs.FS, dir string) (policies []Policy, revision string, err error) {
 	return loadTree(fsWalk(fsys), dir)
 }
 
 // LoadFolder is Load of the folder dir on disk. dir itself may be a link
 // (a checkout switched by git-sync is one); nothing in it is read through
 // one.
-func LoadFolder(dir string) (policies []apiv1.Policy, revision string, err error) {
+func LoadFolder(dir string) (policies []Policy, revision string, err error) {
 	root, err := os.OpenRoot(dir)
 	if err != nil {
 		return nil, "", err
@@ -47,7 +48,7 @@ func LoadFolder(dir string) (policies []apiv1.Policy, revision string, err error
 	return loadTree(rootWalk(root), ".")
 }
 
-func loadTree(walk walkFunc, dir string) (policies []apiv1.Policy, revision string, err error) {
+func loadTree(walk walkFunc, dir string) (policies []Policy, revision string, err error) {
 	files, err := readTree(walk, dir, isPolicyFile, PolicyLimits)
 	if err != nil {
 		return nil, "", err
@@ -70,11 +71,12 @@ func loadTree(walk walkFunc, dir string) (policies []apiv1.Policy, revision stri
 				continue
 			}
 			seen[ref] = f.Path
-			if err := celenv.Compile(p).Err(); err != nil {
+			prog := celenv.Compile(p)
+			if err := prog.Err(); err != nil {
 				errs = append(errs, fmt.Errorf("%s: %w", f.Path, err))
 				continue
 			}
-			policies = append(policies, p)
+			policies = append(policies, Policy{Policy: p, Program: prog})
 		}
 	}
 	if err := errors.Join(errs...); err != nil {

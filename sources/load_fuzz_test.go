@@ -7,7 +7,6 @@ import (
 	"testing"
 	"testing/fstest"
 
-	apiv1 "github.com/sprout-gitops/sprout/api/policies/v1"
 	"github.com/sprout-gitops/sprout/celenv"
 )
 
@@ -60,7 +59,7 @@ func FuzzDecodePolicy(f *testing.F) {
 	})
 }
 
-func policyRefs(policies []apiv1.Policy) []string {
+func policyRefs(policies []Policy) []string {
 	var refs []string
 	for _, p := range policies {
 		refs = append(refs, celenv.PolicyRef(p))

@@ -8,7 +8,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	apiv1 "github.com/sprout-gitops/sprout/api/policies/v1"
 	"github.com/sprout-gitops/sprout/celenv"
 )
 
@@ -41,7 +40,7 @@ type Status struct {
 
 // fetchFunc returns the policies of the source's current revision, or
 // unchanged when the revision is still last.
-type fetchFunc func(ctx context.Context, last string) (policies []apiv1.Policy, revision string, unchanged bool, err error)
+type fetchFunc func(ctx context.Context, last string) (policies []Policy, revision string, unchanged bool, err error)
 
 // poller turns a fetch function into a Source: it polls, and hands over a
 // revision only whole (Load rejects a revision with any broken policy), as
@@ -130,8 +129,9 @@ func (p *poller) poll(ctx context.Context, h Handler) {
 		if !selects(p.selector, pol.GetLabels()) {
 			continue
 		}
-		identify(pol, p.name)
-		next[celenv.PolicyRef(pol)] = Policy{Policy: pol, Source: p.name, Revision: revision}
+		identify(pol.Policy, p.name)
+		pol.Source, pol.Revision = p.name, revision
+		next[celenv.PolicyRef(pol.Policy)] = pol
 	}
 	for ref, old := range p.delivered {
 		if _, ok := next[ref]; !ok {

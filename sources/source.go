@@ -5,6 +5,7 @@ import (
 
 	apiv1 "github.com/sprout-gitops/sprout/api/policies/v1"
 	sproutv1alpha1 "github.com/sprout-gitops/sprout/api/sprout/v1alpha1"
+	"github.com/sprout-gitops/sprout/celenv"
 )
 
 // Policy is one policy as a source hands it over.
@@ -15,12 +16,15 @@ type Policy struct {
 	// Revision is the source's version of the policy: its generation for the
 	// cluster, a commit for Git.
 	Revision string
+	// Program is the policy compiled, once, by the source it entered
+	// through; a compile error is on it.
+	Program *celenv.Program
 }
 
 // Handler receives the policies of a source.
 type Handler interface {
 	// Upsert is called for a new policy and for every change to one,
-	// including changes to its status.
+	// including changes to its status, with its Program.
 	Upsert(p Policy)
 	// Delete is called when a policy is gone from its source.
 	Delete(p Policy)

@@ -17,8 +17,6 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/filemode"
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/go-git/go-git/v5/storage/memory"
-
-	apiv1 "github.com/sprout-gitops/sprout/api/policies/v1"
 )
 
 // What one fuzzed tree entry is.
@@ -170,7 +168,7 @@ func checkFuzzLoad(t *testing.T, what string, entries []fuzzEntry, load func() e
 }
 
 // checkPolicies turns a policy read from outside into an error.
-func checkPolicies(policies []apiv1.Policy, err error) error {
+func checkPolicies(policies []Policy, err error) error {
 	for _, p := range policies {
 		if p.GetName() == secretValue {
 			return fmt.Errorf("a policy was read from outside the tree")

@@ -11,8 +11,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	apiv1 "github.com/sprout-gitops/sprout/api/policies/v1"
 )
 
 // secretValue stands for what a file outside a policy folder holds: it must
@@ -150,7 +148,7 @@ func TestLoadFolderReadsOnlyRegularFiles(t *testing.T) {
 
 // loadWithin runs LoadFolder and fails the test if it does not return
 // within a minute: a named pipe must not block it.
-func loadWithin(t *testing.T, dir string) (policies []apiv1.Policy, revision string, err error) {
+func loadWithin(t *testing.T, dir string) (policies []Policy, revision string, err error) {
 	t.Helper()
 	done := make(chan struct{})
 	go func() {
