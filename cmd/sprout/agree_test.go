@@ -111,9 +111,9 @@ func loadScenario(t *testing.T, name string) scenario {
 // collides reports whether two scenarios cannot share a control plane:
 // they generate an object of the same name, their inputs share a
 // namespace, where one policy's resource.List would read the other's, or
-// one generates what the other triggers on.
+// one generates, or needs a Namespace made for, what the other triggers on.
 func (sc scenario) collides(other scenario) bool {
-	if sc.triggersOn(other.outputs) || other.triggersOn(sc.outputs) {
+	if sc.triggersOn(other.made()) || other.triggersOn(sc.made()) {
 		return true
 	}
 	mine := map[string]bool{}
@@ -125,6 +125,12 @@ func (sc scenario) collides(other scenario) bool {
 	}
 	return slices.ContainsFunc(other.outputs, func(o *unstructured.Unstructured) bool { return mine["out "+fixtureID(o)] }) ||
 		slices.ContainsFunc(other.namespaces(), func(ns string) bool { return mine["ns "+ns] })
+}
+
+// made is what a scenario makes in a control plane besides its inputs:
+// its outputs, and the Namespaces they go to that no input makes.
+func (sc scenario) made() []*unstructured.Unstructured {
+	return slices.Concat(sc.outputs, missingNamespaces(sc.outputs, slices.Concat(sc.triggers, sc.context)))
 }
 
 // triggersOn reports whether the scenario's policy triggers on a kind of

@@ -196,21 +196,16 @@ func evaluate(ctx context.Context, policies []apiv1.Policy, triggers, contextObj
 func evaluateOne(ctx context.Context, prog *celenv.Program, p apiv1.Policy, t *unstructured.Unstructured, gvr schema.GroupVersionResource,
 	op admission.Operation, namespaces listersv1.NamespaceLister, reader celenv.Reader) evaluation {
 	e := evaluation{policy: p, trigger: t}
-	in := celenv.Input{
-		Object: t.Object,
-		Request: celenv.Request{
-			UID: string(t.GetUID()), Operation: string(op), Name: t.GetName(), Namespace: t.GetNamespace(),
-			Kind: t.GroupVersionKind(), Resource: gvr,
-		},
-		Scopes: celenv.BuiltinScopes{},
-		Reader: reader,
+	event := celenv.Event{Operation: string(op), Object: t, Resource: gvr}
+	if t.GetNamespace() != "" {
+		event.Namespace, _ = namespaces.Get(t.GetNamespace()) // every one is listed
 	}
-	if op == admission.Delete {
-		in.Object, in.OldObject = nil, t.Object
+	in, err := celenv.NewInput(event)
+	if err != nil {
+		e.err = fmt.Errorf("%s: trigger %s %s: namespaceObject: %w", prog.Policy(), t.GetKind(), t.GetName(), err)
+		return e
 	}
-	if ns, err := namespaces.Get(t.GetNamespace()); err == nil && t.GetNamespace() != "" {
-		in.NamespaceObject, _ = runtime.DefaultUnstructuredConverter.ToUnstructured(ns)
-	}
+	in.Scopes, in.Reader = celenv.BuiltinScopes{}, reader
 	res, err := prog.Evaluate(ctx, in)
 	if err != nil {
 		e.err = fmt.Errorf("%s: trigger %s %s: %w", prog.Policy(), t.GetKind(), t.GetName(), err)
