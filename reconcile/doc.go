@@ -1,9 +1,21 @@
-// Package reconcile owns Sprout's control loop: it receives the policies of
-// every source (sources.Handler), compiles each as it arrives, watches
-// their trigger kinds, the Namespaces, the resources their expressions read
-// and the objects they generated, replays watch events as the admission
-// events a webhook would have seen, queues the policies those events
-// concern and runs the per-policy sync.
+// Package reconcile owns Sprout's control loop. It receives the policies
+// of every source, compiled by their source (sources.Handler), settles
+// name conflicts between sources, resolves each policy's trigger resources,
+// watches them, the Namespaces, the resources expressions read and the
+// objects policies generated, replays watch events as the admission events
+// a webhook would have seen, and syncs each policy. It has three parts:
+//
+//   - the loop (loop.go): the work queue of policy keys, the workers, the
+//     resync schedule, and the start and stop of the informers and sources;
+//   - the sync (sync.go): one policy at a time, in phases: snapshot the
+//     compiled policy, match its admitted triggers (triggers.go), evaluate
+//     (evaluate.go) and apply them a part at a time (generate.go), prune,
+//     record, report; a deleted policy's last sync is finalize.go;
+//   - the reporter (reporter.go): where a sync's outcome goes, the policy's
+//     record, then its status (status.go, written by status workers,
+//     report.go), Events (events.go) and metrics (metrics.go). A dry run
+//     (Options.DryRun, Plan) has a reporter that keeps the plan and writes
+//     nothing.
 //
 // The loop is level-triggered. Informer events only do two things: remember
 // that an event admitted a trigger, and queue the key of every policy that
@@ -12,8 +24,9 @@
 // policy's whole desired set, so a burst of events for one policy coalesces
 // into one sync, and a re-queue repairs whatever an event missed.
 //
-// celenv evaluates; inventory writes the generated objects and the
-// PolicyInventory records, on reconcile's instructions. What reconcile
+// reconcile compiles no CEL and writes no generated object: sources
+// compile, celenv evaluates, and inventory writes the generated objects and
+// the PolicyInventory records, on reconcile's instructions. What reconcile
 // writes itself is what it reports: the policies' status, the
 // PolicySources' status and Events. docs/design.md follows a policy
 // through a sync.
