@@ -99,7 +99,7 @@ test-kyverno-crds: tools git
 # input to the package's testdata/fuzz/<target>/: commit it with the fix, as
 # a regression seed.
 FUZZTIME ?= 1000x
-FUZZ_TARGETS := celenv:FuzzTemplate sources:FuzzDecodePolicy sources:FuzzLoadTree inventory:FuzzLabelValue inventory:FuzzAppendJSON
+FUZZ_TARGETS := celenv:FuzzTemplate sources:FuzzDecodePolicy sources:FuzzLoadTree api/sprout/v1alpha1:FuzzLabelValue inventory:FuzzAppendJSON
 fuzz:
 	@for t in $(FUZZ_TARGETS); do \
 		echo "fuzzing $${t#*:} in ./$${t%%:*} for $(FUZZTIME)"; \

@@ -3,6 +3,8 @@ package inventory
 import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	sproutv1alpha1 "github.com/sprout-gitops/sprout/api/sprout/v1alpha1"
 )
 
 // An object a synchronizing policy generated may lose its labels while
@@ -19,7 +21,7 @@ func writtenBySprout(obj *unstructured.Unstructured) bool { return hasEntry(obj,
 // that Sprout wrote the object, unless a client forged it (managed fields
 // can be written like any other field).
 func isSproutEntry(e metav1.ManagedFieldsEntry) bool {
-	return e.Manager == FieldManager && e.Subresource == "" &&
+	return e.Manager == sproutv1alpha1.FieldManager && e.Subresource == "" &&
 		(e.Operation == metav1.ManagedFieldsOperationApply || e.Operation == metav1.ManagedFieldsOperationUpdate)
 }
 
@@ -28,15 +30,15 @@ func isSproutEntry(e metav1.ManagedFieldsEntry) bool {
 // policy labels or annotation, no other trigger of the policy that still
 // exists. Its managed-by label does not count: it is the label removed.
 func adoptable(obj *unstructured.Unstructured, labels, annotations stringMap, alive func(string) bool) bool {
-	if p := annotations.get(AnnotationPolicy); p != "" && p != metadataStrings(obj, "annotations").get(AnnotationPolicy) {
+	if p := annotations.get(sproutv1alpha1.AnnotationPolicy); p != "" && p != metadataStrings(obj, "annotations").get(sproutv1alpha1.AnnotationPolicy) {
 		return false
 	}
 	desired := metadataStrings(obj, "labels")
-	for _, k := range []string{LabelPolicyName, LabelPolicyNamespace} {
+	for _, k := range []string{sproutv1alpha1.LabelPolicyName, sproutv1alpha1.LabelPolicyNamespace} {
 		if v := labels.get(k); v != "" && v != desired.get(k) {
 			return false
 		}
 	}
-	t := labels.get(LabelTriggerUID)
-	return t == "" || t == desired.get(LabelTriggerUID) || alive != nil && !alive(t)
+	t := labels.get(sproutv1alpha1.LabelTriggerUID)
+	return t == "" || t == desired.get(sproutv1alpha1.LabelTriggerUID) || alive != nil && !alive(t)
 }

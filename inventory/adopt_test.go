@@ -9,6 +9,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	sproutv1alpha1 "github.com/sprout-gitops/sprout/api/sprout/v1alpha1"
 )
 
 // TestCachedKnowsWhetherSproutWroteIt: every way a cache makes a Cached
@@ -19,12 +21,12 @@ func TestCachedKnowsWhetherSproutWroteIt(t *testing.T) {
 		entries []metav1.ManagedFieldsEntry
 		want    bool
 	}{
-		"applied by Sprout":          {[]metav1.ManagedFieldsEntry{managedBy(FieldManager, metav1.ManagedFieldsOperationApply, `{"f:data":{}}`)}, true},
-		"created by Sprout":          {[]metav1.ManagedFieldsEntry{managedBy(FieldManager, metav1.ManagedFieldsOperationUpdate, `{"f:data":{}}`)}, true},
+		"applied by Sprout":          {[]metav1.ManagedFieldsEntry{managedBy(sproutv1alpha1.FieldManager, metav1.ManagedFieldsOperationApply, `{"f:data":{}}`)}, true},
+		"created by Sprout":          {[]metav1.ManagedFieldsEntry{managedBy(sproutv1alpha1.FieldManager, metav1.ManagedFieldsOperationUpdate, `{"f:data":{}}`)}, true},
 		"edited by kubectl alone":    {[]metav1.ManagedFieldsEntry{managedBy("kubectl-edit", metav1.ManagedFieldsOperationUpdate, `{"f:data":{}}`)}, false},
 		"no managed fields":          {nil, false},
-		"Sprout's on a subresource":  {[]metav1.ManagedFieldsEntry{subresource(managedBy(FieldManager, metav1.ManagedFieldsOperationUpdate, `{"f:status":{}}`))}, false},
-		"kubectl and Sprout's apply": {[]metav1.ManagedFieldsEntry{managedBy("kubectl-edit", metav1.ManagedFieldsOperationUpdate, `{"f:data":{}}`), managedBy(FieldManager, metav1.ManagedFieldsOperationApply, `{"f:data":{}}`)}, true},
+		"Sprout's on a subresource":  {[]metav1.ManagedFieldsEntry{subresource(managedBy(sproutv1alpha1.FieldManager, metav1.ManagedFieldsOperationUpdate, `{"f:status":{}}`))}, false},
+		"kubectl and Sprout's apply": {[]metav1.ManagedFieldsEntry{managedBy("kubectl-edit", metav1.ManagedFieldsOperationUpdate, `{"f:data":{}}`), managedBy(sproutv1alpha1.FieldManager, metav1.ManagedFieldsOperationApply, `{"f:data":{}}`)}, true},
 	} {
 		t.Run(name, func(t *testing.T) {
 			obj := appliedConfigMap()
@@ -84,17 +86,17 @@ func TestAdoptOnlyWhatNamesNoOtherOrigin(t *testing.T) {
 		adopt               bool
 	}{
 		"every label removed":                {nil, nil, true, sync, true},
-		"managed-by removed, rest ours":      {map[string]string{LabelPolicyName: "zk", LabelTriggerUID: "t1"}, map[string]string{AnnotationPolicy: "GeneratingPolicy/zk"}, true, sync, true},
-		"managed-by changed to Helm":         {map[string]string{LabelManagedBy: "Helm"}, nil, true, sync, true},
-		"a trigger that is gone":             {map[string]string{LabelTriggerUID: "gone"}, nil, true, sync, true},
+		"managed-by removed, rest ours":      {map[string]string{sproutv1alpha1.LabelPolicyName: "zk", sproutv1alpha1.LabelTriggerUID: "t1"}, map[string]string{sproutv1alpha1.AnnotationPolicy: "GeneratingPolicy/zk"}, true, sync, true},
+		"managed-by changed to Helm":         {map[string]string{sproutv1alpha1.LabelManagedBy: "Helm"}, nil, true, sync, true},
+		"a trigger that is gone":             {map[string]string{sproutv1alpha1.LabelTriggerUID: "gone"}, nil, true, sync, true},
 		"never written by Sprout":            {nil, nil, false, sync, false},
 		"not synchronizing":                  {nil, nil, true, ApplyOptions{Alive: alive}, false},
-		"another policy's annotation":        {nil, map[string]string{AnnotationPolicy: "GeneratingPolicy/other"}, true, sync, false},
-		"another policy's label":             {map[string]string{LabelPolicyName: "other"}, nil, true, sync, false},
-		"another namespace's policy":         {map[string]string{LabelPolicyNamespace: "team-blue"}, nil, true, sync, false},
-		"another trigger that still exists":  {map[string]string{LabelTriggerUID: "t2"}, nil, true, sync, false},
-		"another trigger, liveness unknown":  {map[string]string{LabelTriggerUID: "t2"}, nil, true, ApplyOptions{Synchronize: true}, false},
-		"labelled as another policy's fully": {map[string]string{LabelManagedBy: ManagedBy, LabelPolicyName: "other", LabelTriggerUID: "t9"}, map[string]string{AnnotationPolicy: "GeneratingPolicy/other"}, true, sync, false},
+		"another policy's annotation":        {nil, map[string]string{sproutv1alpha1.AnnotationPolicy: "GeneratingPolicy/other"}, true, sync, false},
+		"another policy's label":             {map[string]string{sproutv1alpha1.LabelPolicyName: "other"}, nil, true, sync, false},
+		"another namespace's policy":         {map[string]string{sproutv1alpha1.LabelPolicyNamespace: "team-blue"}, nil, true, sync, false},
+		"another trigger that still exists":  {map[string]string{sproutv1alpha1.LabelTriggerUID: "t2"}, nil, true, sync, false},
+		"another trigger, liveness unknown":  {map[string]string{sproutv1alpha1.LabelTriggerUID: "t2"}, nil, true, ApplyOptions{Synchronize: true}, false},
+		"labelled as another policy's fully": {map[string]string{sproutv1alpha1.LabelManagedBy: sproutv1alpha1.ManagedBy, sproutv1alpha1.LabelPolicyName: "other", sproutv1alpha1.LabelTriggerUID: "t9"}, map[string]string{sproutv1alpha1.AnnotationPolicy: "GeneratingPolicy/other"}, true, sync, false},
 	} {
 		t.Run(name, func(t *testing.T) {
 			existing := &unstructured.Unstructured{}

@@ -25,10 +25,9 @@ import (
 	"k8s.io/client-go/util/csaupgrade"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	sigsjson "sigs.k8s.io/json"
-)
 
-// FieldManager is the field manager of every write Sprout makes.
-const FieldManager = "sprout"
+	sproutv1alpha1 "github.com/sprout-gitops/sprout/api/sprout/v1alpha1"
+)
 
 // reasonPresent marks objects a non-synchronizing policy leaves as they are.
 const reasonPresent = "exists; the policy does not synchronize"
@@ -191,7 +190,7 @@ func (a *Applier) each(ctx context.Context, objects []*unstructured.Unstructured
 				continue
 			}
 		}
-		if _, ok, _ := unstructured.NestedFieldNoCopy(obj.Object, "metadata", "annotations", AnnotationApplied); !ok {
+		if _, ok, _ := unstructured.NestedFieldNoCopy(obj.Object, "metadata", "annotations", sproutv1alpha1.AnnotationApplied); !ok {
 			Stamp(obj)
 		}
 		var d decision
@@ -326,7 +325,7 @@ func (a *Applier) create(ctx context.Context, obj *unstructured.Unstructured) (C
 	res := a.raw.Post().AbsPath(p.prefix).
 		NamespaceIfScoped(obj.GetNamespace(), p.namespaced).
 		Resource(p.resource).
-		Param("fieldManager", FieldManager).
+		Param("fieldManager", sproutv1alpha1.FieldManager).
 		SetHeader("Content-Type", contentType).
 		SetHeader("Accept", contentType).
 		Body(body).
@@ -416,7 +415,7 @@ func (a *Applier) apply(ctx context.Context, obj *unstructured.Unstructured, han
 // it and could hang on a finalizer.
 func (a *Applier) serverApply(ctx context.Context, obj *unstructured.Unstructured, opts ...client.ApplyOption) (*unstructured.Unstructured, error) {
 	applied := obj.DeepCopy()
-	opts = append(opts, client.ForceOwnership, client.FieldOwner(FieldManager))
+	opts = append(opts, client.ForceOwnership, client.FieldOwner(sproutv1alpha1.FieldManager))
 	return applied, a.client.Apply(ctx, client.ApplyConfigurationFromUnstructured(applied), opts...)
 }
 
@@ -434,7 +433,7 @@ func (a *Applier) handOver(ctx context.Context, obj *unstructured.Unstructured) 
 	if err != nil || m == nil {
 		return err
 	}
-	patch, err := csaupgrade.UpgradeManagedFieldsPatch(m, sets.New(FieldManager), FieldManager)
+	patch, err := csaupgrade.UpgradeManagedFieldsPatch(m, sets.New(sproutv1alpha1.FieldManager), sproutv1alpha1.FieldManager)
 	if err != nil || patch == nil {
 		return err
 	}
@@ -442,7 +441,7 @@ func (a *Applier) handOver(ctx context.Context, obj *unstructured.Unstructured) 
 	target.SetGroupVersionKind(obj.GroupVersionKind())
 	target.SetNamespace(obj.GetNamespace())
 	target.SetName(obj.GetName())
-	return a.client.Patch(ctx, target, client.RawPatch(types.JSONPatchType, patch), client.FieldOwner(FieldManager))
+	return a.client.Patch(ctx, target, client.RawPatch(types.JSONPatchType, patch), client.FieldOwner(sproutv1alpha1.FieldManager))
 }
 
 // decision is what was found for one object: an action when it needs no
@@ -475,7 +474,7 @@ func (a *Applier) decideRead(ctx context.Context, obj *unstructured.Unstructured
 	if d.action != "" {
 		return d, nil
 	}
-	if !d.reclaim && annotations.get(AnnotationApplied) == metadataStrings(obj, "annotations").get(AnnotationApplied) {
+	if !d.reclaim && annotations.get(sproutv1alpha1.AnnotationApplied) == metadataStrings(obj, "annotations").get(sproutv1alpha1.AnnotationApplied) {
 		// Written from this very desired state and not cached yet (most
 		// often, created by the sync before, a moment ago): the cache will
 		// hold it, and any change made to it is an event that queues its
@@ -483,7 +482,7 @@ func (a *Applier) decideRead(ctx context.Context, obj *unstructured.Unstructured
 		return decision{action: Unchanged}, nil
 	}
 	return decision{handOff: slices.ContainsFunc(existing.GetManagedFields(), isCreateEntry) &&
-		mayDrop(annotations.get(AnnotationApplied), obj)}, nil
+		mayDrop(annotations.get(sproutv1alpha1.AnnotationApplied), obj)}, nil
 }
 
 // decideCached decides from the cached state of obj.
@@ -498,7 +497,7 @@ func decideCached(obj *unstructured.Unstructured, cached *Cached, opts ApplyOpti
 	if covers(live, obj) {
 		return decision{action: Unchanged}
 	}
-	return decision{handOff: cached.createHeld && mayDrop(metadataStrings(live, "annotations").get(AnnotationApplied), obj)}
+	return decision{handOff: cached.createHeld && mayDrop(metadataStrings(live, "annotations").get(sproutv1alpha1.AnnotationApplied), obj)}
 }
 
 // decideReleased decides for obj from a cached copy that holds entire the
@@ -508,7 +507,7 @@ func decideCached(obj *unstructured.Unstructured, cached *Cached, opts ApplyOpti
 // as an object not cached is: what is needed to compare it was released.
 func decideReleased(obj *unstructured.Unstructured, holds string, opts ApplyOptions) decision {
 	annotations := metadataStrings(obj, "annotations")
-	if annotations.get(AnnotationApplied) != holds {
+	if annotations.get(sproutv1alpha1.AnnotationApplied) != holds {
 		return decision{read: true}
 	}
 	if d := decideOwner(obj, metadataStrings(obj, "labels"), annotations, true, opts); d.action != "" {
@@ -518,7 +517,7 @@ func decideReleased(obj *unstructured.Unstructured, holds string, opts ApplyOpti
 }
 
 // mayDrop reports whether applying obj over an object last written with
-// stamp applied (its AnnotationApplied) may remove a field, so that the
+// stamp applied (its sproutv1alpha1.AnnotationApplied) may remove a field, so that the
 // fields a create of Sprout's still holds must be handed over first: a
 // field the create's Update entry keeps would otherwise stay. Only another
 // desired state can drop a field. The same one (the object changed by
@@ -528,7 +527,7 @@ func decideReleased(obj *unstructured.Unstructured, holds string, opts ApplyOpti
 // state hands it over first, so a stamp equal to obj's means that the
 // entry holds no field obj lacks.
 func mayDrop(applied string, obj *unstructured.Unstructured) bool {
-	return applied != metadataStrings(obj, "annotations").get(AnnotationApplied)
+	return applied != metadataStrings(obj, "annotations").get(sproutv1alpha1.AnnotationApplied)
 }
 
 // decideOwner returns the decision for an object that exists with labels
@@ -545,13 +544,13 @@ func mayDrop(applied string, obj *unstructured.Unstructured) bool {
 func decideOwner(obj *unstructured.Unstructured, labels, annotations stringMap, written bool, opts ApplyOptions) decision {
 	desired := metadataStrings(obj, "labels")
 	own := sameOrigin(labels, desired) || orphanedByTrigger(labels, desired, opts.Alive)
-	reclaim := !own && (opts.Claimed != nil && opts.Claimed(desired.get(LabelTriggerUID), ObjectID(obj)) ||
+	reclaim := !own && (opts.Claimed != nil && opts.Claimed(desired.get(sproutv1alpha1.LabelTriggerUID), ObjectID(obj)) ||
 		opts.Synchronize && written && adoptable(obj, labels, annotations, opts.Alive))
 	switch {
 	case !own && !reclaim:
 		d := decision{action: Skipped, reason: notOwnedReason(labels)}
-		if labels.get(LabelManagedBy) == ManagedBy && annotations.get(AnnotationPolicy) != metadataStrings(obj, "annotations").get(AnnotationPolicy) {
-			d.owner = annotations.get(AnnotationPolicy)
+		if labels.get(sproutv1alpha1.LabelManagedBy) == sproutv1alpha1.ManagedBy && annotations.get(sproutv1alpha1.AnnotationPolicy) != metadataStrings(obj, "annotations").get(sproutv1alpha1.AnnotationPolicy) {
+			d.owner = annotations.get(sproutv1alpha1.AnnotationPolicy)
 		}
 		return d
 	case !opts.Synchronize:
@@ -594,7 +593,7 @@ func hasEntry(obj *unstructured.Unstructured, is func(metav1.ManagedFieldsEntry)
 // isCreateEntry reports whether e is the Update entry a create by Sprout
 // leaves.
 func isCreateEntry(e metav1.ManagedFieldsEntry) bool {
-	return e.Manager == FieldManager && e.Operation == metav1.ManagedFieldsOperationUpdate && e.Subresource == ""
+	return e.Manager == sproutv1alpha1.FieldManager && e.Operation == metav1.ManagedFieldsOperationUpdate && e.Subresource == ""
 }
 
 // metadata reads the object's metadata, or nil when it does not exist.
@@ -612,7 +611,7 @@ func (a *Applier) metadata(ctx context.Context, obj *unstructured.Unstructured) 
 }
 
 // originLabels identify who generated an object.
-var originLabels = []string{LabelManagedBy, LabelPolicyName, LabelPolicyNamespace, LabelTriggerUID}
+var originLabels = []string{sproutv1alpha1.LabelManagedBy, sproutv1alpha1.LabelPolicyName, sproutv1alpha1.LabelPolicyNamespace, sproutv1alpha1.LabelTriggerUID}
 
 // stringMap is an object's labels or annotations as they are in it, read
 // without a copy.
@@ -667,25 +666,25 @@ func orphanedByTrigger(existing, desired stringMap, alive func(string) bool) boo
 	if alive == nil {
 		return false
 	}
-	for _, k := range []string{LabelManagedBy, LabelPolicyName, LabelPolicyNamespace} {
+	for _, k := range []string{sproutv1alpha1.LabelManagedBy, sproutv1alpha1.LabelPolicyName, sproutv1alpha1.LabelPolicyNamespace} {
 		if existing.get(k) != desired.get(k) {
 			return false
 		}
 	}
-	return !alive(existing.get(LabelTriggerUID))
+	return !alive(existing.get(sproutv1alpha1.LabelTriggerUID))
 }
 
 func notOwnedReason(existing stringMap) string {
 	switch {
-	case existing.get(LabelManagedBy) != ManagedBy:
+	case existing.get(sproutv1alpha1.LabelManagedBy) != sproutv1alpha1.ManagedBy:
 		return "exists and is not managed by Sprout"
-	case existing.get(LabelPolicyName) == "":
+	case existing.get(sproutv1alpha1.LabelPolicyName) == "":
 		return "exists without a policy label"
 	default:
-		policy := existing.get(LabelPolicyName)
-		if ns := existing.get(LabelPolicyNamespace); ns != "" {
+		policy := existing.get(sproutv1alpha1.LabelPolicyName)
+		if ns := existing.get(sproutv1alpha1.LabelPolicyNamespace); ns != "" {
 			policy = ns + "/" + policy
 		}
-		return fmt.Sprintf("owned by policy %s for trigger %s", policy, existing.get(LabelTriggerUID))
+		return fmt.Sprintf("owned by policy %s for trigger %s", policy, existing.get(sproutv1alpha1.LabelTriggerUID))
 	}
 }

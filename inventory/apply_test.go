@@ -12,6 +12,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	sproutv1alpha1 "github.com/sprout-gitops/sprout/api/sprout/v1alpha1"
 )
 
 func TestUnavailable(t *testing.T) {
@@ -84,7 +86,7 @@ func drifted(n int) ([]*unstructured.Unstructured, cachedObjects) {
 		o.SetKind("ConfigMap")
 		o.SetNamespace("ns")
 		o.SetName(fmt.Sprintf("o-%d", i))
-		o.SetLabels(map[string]string{LabelManagedBy: ManagedBy, LabelPolicyName: "p", LabelTriggerUID: "t"})
+		o.SetLabels(map[string]string{sproutv1alpha1.LabelManagedBy: sproutv1alpha1.ManagedBy, sproutv1alpha1.LabelPolicyName: "p", sproutv1alpha1.LabelTriggerUID: "t"})
 		live[o.GetName()] = toCache(o)
 		_ = unstructured.SetNestedField(o.Object, "new", "data", "k")
 		objects = append(objects, o)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strings"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -12,6 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+
+	sproutv1alpha1 "github.com/sprout-gitops/sprout/api/sprout/v1alpha1"
 )
 
 // desiredSet returns n generated ConfigMaps as a sync computes them, and a
@@ -68,24 +69,6 @@ func BenchmarkStale10k(b *testing.B) {
 		if n := len(stale(owned, desired)); n != 100 {
 			b.Fatalf("%d stale, want 100", n)
 		}
-	}
-}
-
-// BenchmarkLabelValue measures encoding a trigger name as a label value:
-// a name that is one already, and one that must be encoded.
-func BenchmarkLabelValue(b *testing.B) {
-	for name, s := range map[string]string{
-		"valid":   "team-red",
-		"encoded": "system:aggregate-to-admin:" + strings.Repeat("x", 70),
-	} {
-		b.Run(name, func(b *testing.B) {
-			b.ReportAllocs()
-			for b.Loop() {
-				if LabelValue(s) == "" {
-					b.Fatal("empty label value")
-				}
-			}
-		})
 	}
 }
 
@@ -192,7 +175,7 @@ func createAnswer(t testing.TB, desired *unstructured.Unstructured) []byte {
 	if err != nil {
 		t.Fatal(err)
 	}
-	made.SetManagedFields([]metav1.ManagedFieldsEntry{{Manager: FieldManager, Operation: metav1.ManagedFieldsOperationUpdate,
+	made.SetManagedFields([]metav1.ManagedFieldsEntry{{Manager: sproutv1alpha1.FieldManager, Operation: metav1.ManagedFieldsOperationUpdate,
 		APIVersion: "v1", FieldsType: "FieldsV1", FieldsV1: fieldsOf(raw), Time: &now}})
 	answer, err := json.Marshal(made.Object)
 	if err != nil {

@@ -15,6 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	sigsjson "sigs.k8s.io/json"
+
+	sproutv1alpha1 "github.com/sprout-gitops/sprout/api/sprout/v1alpha1"
 )
 
 // Cached is one of Sprout's objects as the controller's caches hold it.
@@ -29,14 +31,14 @@ import (
 // its object changes, so its address stands for that version. What it
 // keeps of it may shrink: once the version is known to hold a desired
 // state entire (created as desired, or found so by a comparison), the JSON
-// is released and only that state's stamp (AnnotationApplied) is kept, for
+// is released and only that state's stamp (sproutv1alpha1.AnnotationApplied) is kept, for
 // a desired object with the same stamp needs nothing (the stamp is the
 // desired object's string, so it costs nothing more).
 type Cached struct {
 	kind                                  unique.Handle[schema.GroupVersionKind]
 	namespace, name, uid, resourceVersion string
-	// owner is the policy that generated it: its AnnotationPolicy;
-	// triggerUID, its LabelTriggerUID.
+	// owner is the policy that generated it: its sproutv1alpha1.AnnotationPolicy;
+	// triggerUID, its sproutv1alpha1.LabelTriggerUID.
 	owner, triggerUID string
 	// onDelete: generated from a trigger's DELETE; clone: copied from a
 	// source, as Kyverno tells it: the source-uid label is present, even
@@ -92,13 +94,13 @@ func NewCached(obj *unstructured.Unstructured) (*Cached, error) {
 		name:            intern(m.get("name")),
 		uid:             m.get("uid"),
 		resourceVersion: m.get("resourceVersion"),
-		owner:           intern(annotations.get(AnnotationPolicy)),
-		triggerUID:      labels.get(LabelTriggerUID),
-		onDelete:        labels.get(LabelGeneratedOnDelete) != "",
-		clone:           labels.has(LabelSourceUID),
+		owner:           intern(annotations.get(sproutv1alpha1.AnnotationPolicy)),
+		triggerUID:      labels.get(sproutv1alpha1.LabelTriggerUID),
+		onDelete:        labels.get(sproutv1alpha1.LabelGeneratedOnDelete) != "",
+		clone:           labels.has(sproutv1alpha1.LabelSourceUID),
 		createHeld:      heldByCreate(obj),
 		written:         writtenBySprout(obj),
-		intact:          originIntact(annotations.get(AnnotationPolicy), labels.get(LabelPolicyName), labels.get(LabelPolicyNamespace)),
+		intact:          originIntact(annotations.get(sproutv1alpha1.AnnotationPolicy), labels.get(sproutv1alpha1.LabelPolicyName), labels.get(sproutv1alpha1.LabelPolicyNamespace)),
 	}
 	delete(m, "managedFields")
 	content, err := json.Marshal(obj.Object)
@@ -167,18 +169,18 @@ func cachedIdentity(obj runtime.Object) (*Cached, error) {
 		name:            intern(m.GetName()),
 		uid:             string(m.GetUID()),
 		resourceVersion: m.GetResourceVersion(),
-		owner:           intern(annotations[AnnotationPolicy]),
-		triggerUID:      labels[LabelTriggerUID],
-		onDelete:        labels[LabelGeneratedOnDelete] != "",
-		clone:           hasKey(labels, LabelSourceUID),
+		owner:           intern(annotations[sproutv1alpha1.AnnotationPolicy]),
+		triggerUID:      labels[sproutv1alpha1.LabelTriggerUID],
+		onDelete:        labels[sproutv1alpha1.LabelGeneratedOnDelete] != "",
+		clone:           hasKey(labels, sproutv1alpha1.LabelSourceUID),
 		createHeld:      slices.ContainsFunc(m.GetManagedFields(), isCreateEntry),
 		written:         slices.ContainsFunc(m.GetManagedFields(), isSproutEntry),
-		intact:          originIntact(annotations[AnnotationPolicy], labels[LabelPolicyName], labels[LabelPolicyNamespace]),
+		intact:          originIntact(annotations[sproutv1alpha1.AnnotationPolicy], labels[sproutv1alpha1.LabelPolicyName], labels[sproutv1alpha1.LabelPolicyNamespace]),
 	}, nil
 }
 
 // originIntact reports whether the policy labels of an object name the
-// policy its AnnotationPolicy does (Kind/name or Kind/namespace/name). It
+// policy its sproutv1alpha1.AnnotationPolicy does (Kind/name or Kind/namespace/name). It
 // runs for every object a watch brings: no allocation, and a label value
 // equal to the name needs no encoding.
 func originIntact(policy, label, namespace string) bool {
@@ -190,7 +192,7 @@ func originIntact(policy, label, namespace string) bool {
 	if !namespaced {
 		ns, name = "", rest
 	}
-	return namespace == ns && (label == name || label == LabelValue(name))
+	return namespace == ns && (label == name || label == sproutv1alpha1.LabelValue(name))
 }
 
 // encode sets c's content: obj, of which c is made, as JSON without its
@@ -205,8 +207,8 @@ func (c *Cached) encode(obj runtime.Object) error {
 }
 
 // cachedMetadata is what CachedFromJSON decodes of an object's metadata.
-// The tags are LabelGeneratedOnDelete, LabelSourceUID, LabelTriggerUID and
-// AnnotationPolicy (TestCachedFromJSONAgreesWithNewCached holds them to
+// The tags are sproutv1alpha1.LabelGeneratedOnDelete, sproutv1alpha1.LabelSourceUID, sproutv1alpha1.LabelTriggerUID and
+// sproutv1alpha1.AnnotationPolicy (TestCachedFromJSONAgreesWithNewCached holds them to
 // each other).
 type cachedMetadata struct {
 	Name            string `json:"name"`
@@ -319,8 +321,8 @@ func (c *Cached) Object() *unstructured.Unstructured {
 		u.SetUID(types.UID(c.uid))
 		u.SetResourceVersion(c.resourceVersion)
 		if b.holds != "" {
-			u.SetLabels(map[string]string{LabelManagedBy: ManagedBy, LabelTriggerUID: c.triggerUID})
-			u.SetAnnotations(map[string]string{AnnotationPolicy: c.owner, AnnotationApplied: b.holds})
+			u.SetLabels(map[string]string{sproutv1alpha1.LabelManagedBy: sproutv1alpha1.ManagedBy, sproutv1alpha1.LabelTriggerUID: c.triggerUID})
+			u.SetAnnotations(map[string]string{sproutv1alpha1.AnnotationPolicy: c.owner, sproutv1alpha1.AnnotationApplied: b.holds})
 		}
 		return u
 	}
@@ -352,10 +354,10 @@ func (c *Cached) GetNamespace() string       { return c.namespace }
 func (c *Cached) GetName() string            { return c.name }
 func (c *Cached) GetResourceVersion() string { return c.resourceVersion }
 
-// Owner is the object's AnnotationPolicy: the policy that generated it.
+// Owner is the object's sproutv1alpha1.AnnotationPolicy: the policy that generated it.
 func (c *Cached) Owner() string { return c.owner }
 
-// TriggerUID is the object's LabelTriggerUID.
+// TriggerUID is the object's sproutv1alpha1.LabelTriggerUID.
 func (c *Cached) TriggerUID() string { return c.triggerUID }
 
 // ID names the object as ObjectID does.

@@ -15,6 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 	sigsjson "sigs.k8s.io/json"
+
+	sproutv1alpha1 "github.com/sprout-gitops/sprout/api/sprout/v1alpha1"
 )
 
 // watched returns obj as a watch decodes it: numbers as int64, every map
@@ -63,8 +65,8 @@ func TestCachedObjectsKeepAllButTheirManagedFields(t *testing.T) {
 	}
 
 	created := appliedConfigMap()
-	created.SetManagedFields([]metav1.ManagedFieldsEntry{managedBy(FieldManager, metav1.ManagedFieldsOperationUpdate, `{"f:data":{}}`)})
-	created.SetLabels(map[string]string{LabelGeneratedOnDelete: "true", LabelSourceUID: "src"})
+	created.SetManagedFields([]metav1.ManagedFieldsEntry{managedBy(sproutv1alpha1.FieldManager, metav1.ManagedFieldsOperationUpdate, `{"f:data":{}}`)})
+	created.SetLabels(map[string]string{sproutv1alpha1.LabelGeneratedOnDelete: "true", sproutv1alpha1.LabelSourceUID: "src"})
 	c, err = NewCached(watched(t, created))
 	if err != nil {
 		t.Fatal(err)
@@ -87,7 +89,7 @@ func BenchmarkCacheFootprint(b *testing.B) {
 	obj.SetUID(types.UID("0b5e3e2a-6a52-4b6f-8a38-7a3c7d1e9f10"))
 	obj.SetResourceVersion("1234567")
 	obj.SetCreationTimestamp(metav1.Now())
-	obj.SetManagedFields([]metav1.ManagedFieldsEntry{managedBy(FieldManager, metav1.ManagedFieldsOperationUpdate,
+	obj.SetManagedFields([]metav1.ManagedFieldsEntry{managedBy(sproutv1alpha1.FieldManager, metav1.ManagedFieldsOperationUpdate,
 		`{"f:data":{".":{},"f:KAFKA_ADDRESS":{},"f:ZK_ADDRESS":{}},"f:metadata":{"f:annotations":{".":{},"f:sprout.dev/applied":{},"f:sprout.dev/policy":{}},`+
 			`"f:labels":{".":{},"f:app.kubernetes.io/managed-by":{},"f:generate.kyverno.io/policy-name":{},"f:generate.kyverno.io/policy-namespace":{},`+
 			`"f:generate.kyverno.io/trigger-group":{},"f:generate.kyverno.io/trigger-kind":{},"f:generate.kyverno.io/trigger-namespace":{},`+
@@ -139,8 +141,8 @@ func heapInUse() int64 {
 // the same name elsewhere in the object.
 func TestCachedFromJSONAgreesWithNewCached(t *testing.T) {
 	created := appliedConfigMap()
-	created.SetManagedFields([]metav1.ManagedFieldsEntry{managedBy(FieldManager, metav1.ManagedFieldsOperationUpdate, `{"f:data":{}}`)})
-	created.SetLabels(map[string]string{LabelGeneratedOnDelete: "true", LabelSourceUID: "src", LabelTriggerUID: "trigger", LabelManagedBy: ManagedBy})
+	created.SetManagedFields([]metav1.ManagedFieldsEntry{managedBy(sproutv1alpha1.FieldManager, metav1.ManagedFieldsOperationUpdate, `{"f:data":{}}`)})
+	created.SetLabels(map[string]string{sproutv1alpha1.LabelGeneratedOnDelete: "true", sproutv1alpha1.LabelSourceUID: "src", sproutv1alpha1.LabelTriggerUID: "trigger", sproutv1alpha1.LabelManagedBy: sproutv1alpha1.ManagedBy})
 	bare := appliedConfigMap()
 	bare.SetManagedFields(nil)
 	nested := appliedConfigMap()
@@ -232,9 +234,9 @@ func moveManagedFieldsFirst(t *testing.T, raw []byte) []byte {
 // read from its JSON (CachedFromJSON).
 func BenchmarkCachedFromWatch(b *testing.B) {
 	obj := appliedConfigMap()
-	obj.SetLabels(map[string]string{LabelManagedBy: ManagedBy, LabelPolicyName: "zk", LabelTriggerName: "team-red",
-		LabelTriggerNamespace: "", LabelTriggerUID: "0b5e3e2a-6a52-4b6f-8a38-7a3c7d1e9f10", LabelTriggerKind: "Namespace",
-		LabelTriggerGroup: "", LabelTriggerVersion: "v1"})
+	obj.SetLabels(map[string]string{sproutv1alpha1.LabelManagedBy: sproutv1alpha1.ManagedBy, sproutv1alpha1.LabelPolicyName: "zk", sproutv1alpha1.LabelTriggerName: "team-red",
+		sproutv1alpha1.LabelTriggerNamespace: "", sproutv1alpha1.LabelTriggerUID: "0b5e3e2a-6a52-4b6f-8a38-7a3c7d1e9f10", sproutv1alpha1.LabelTriggerKind: "Namespace",
+		sproutv1alpha1.LabelTriggerGroup: "", sproutv1alpha1.LabelTriggerVersion: "v1"})
 	raw, err := json.Marshal(obj.Object)
 	if err != nil {
 		b.Fatal(err)

@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	sproutv1alpha1 "github.com/sprout-gitops/sprout/api/sprout/v1alpha1"
 )
 
 // Action is what a write did to one object.
@@ -68,7 +70,7 @@ func (c *ChangeSet) failAll(objs []*unstructured.Unstructured, reason string) {
 }
 
 func changeOf(obj *unstructured.Unstructured, action Action, reason string) Change {
-	return Change{ID: ObjectID(obj), Action: action, Reason: reason, TriggerUID: metadataStrings(obj, "labels").get(LabelTriggerUID)}
+	return Change{ID: ObjectID(obj), Action: action, Reason: reason, TriggerUID: metadataStrings(obj, "labels").get(sproutv1alpha1.LabelTriggerUID)}
 }
 
 // loggedObjects is how many written objects a log line names.

@@ -6,6 +6,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+
+	sproutv1alpha1 "github.com/sprout-gitops/sprout/api/sprout/v1alpha1"
 )
 
 // createdVersions pairs the versions Sprout's creates made holding their
@@ -46,7 +48,7 @@ func (v *createdVersions) rotate() {
 // add takes the answer of obj's create, which made version
 // resourceVersion holding obj entire.
 func (v *createdVersions) add(obj *unstructured.Unstructured, resourceVersion string) {
-	stamp := metadataStrings(obj, "annotations").get(AnnotationApplied)
+	stamp := metadataStrings(obj, "annotations").get(sproutv1alpha1.AnnotationApplied)
 	if stamp == "" || resourceVersion == "" {
 		return
 	}

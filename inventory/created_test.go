@@ -10,6 +10,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	sproutv1alpha1 "github.com/sprout-gitops/sprout/api/sprout/v1alpha1"
 )
 
 // watchedJSON is obj as the API server has it now, in JSON with its
@@ -45,7 +47,7 @@ func TestCreatedVersionsAreCachedReleased(t *testing.T) {
 		t.Fatal(err)
 	}
 	holds, ok := cachedCopy.released()
-	if stamp := created.GetAnnotations()[AnnotationApplied]; !ok || holds != stamp {
+	if stamp := created.GetAnnotations()[sproutv1alpha1.AnnotationApplied]; !ok || holds != stamp {
 		t.Fatalf("the created version is cached released %v, holding %q; want released, holding %q", ok, holds, stamp)
 	}
 	if len(a.created.made)+len(a.created.watched) != 0 {
@@ -120,7 +122,7 @@ func TestCreateAnsweredAfterItsWatchEventReleasesTheCachedCopy(t *testing.T) {
 		t.Fatal("a version no create of this Applier made is cached released")
 	}
 	a.created.add(obj, early.GetResourceVersion())
-	if holds, ok := early.released(); !ok || holds != obj.GetAnnotations()[AnnotationApplied] {
+	if holds, ok := early.released(); !ok || holds != obj.GetAnnotations()[sproutv1alpha1.AnnotationApplied] {
 		t.Errorf("after the create's answer, the cached copy is released %v, holding %q", ok, holds)
 	}
 	if len(a.created.made)+len(a.created.watched) != 0 {
@@ -147,7 +149,7 @@ func TestFoundUnchangedReleasesTheCachedCopy(t *testing.T) {
 		t.Fatal("not settled")
 	}
 	r.End()
-	if holds, ok := live[obj.GetName()].released(); !ok || holds != obj.GetAnnotations()[AnnotationApplied] {
+	if holds, ok := live[obj.GetName()].released(); !ok || holds != obj.GetAnnotations()[sproutv1alpha1.AnnotationApplied] {
 		t.Errorf("after settling, released %v holding %q", ok, holds)
 	}
 	again := obj.DeepCopy() // evaluated anew: no memo of it
@@ -204,7 +206,7 @@ func TestCachedFromObjectAgreesWithCachedFromJSON(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if holds, ok := own.released(); !ok || holds != created.GetAnnotations()[AnnotationApplied] {
+	if holds, ok := own.released(); !ok || holds != created.GetAnnotations()[sproutv1alpha1.AnnotationApplied] {
 		t.Errorf("the created version is cached released %v, holding %q; want released, holding the create's stamp", ok, holds)
 	}
 	if len(a.created.made)+len(a.created.watched) != 0 {

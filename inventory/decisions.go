@@ -9,6 +9,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/resourceversion"
+
+	sproutv1alpha1 "github.com/sprout-gitops/sprout/api/sprout/v1alpha1"
 )
 
 // Decisions remembers, for one policy, the desired objects the cache last
@@ -205,7 +207,7 @@ func (d *Decisions) settle(objects []*unstructured.Unstructured) (Settled, bool)
 		case p.cached != nil && p.written == "":
 			o.kind, o.namespace, o.name, o.resourceVersion, o.cached = p.cached.kind, p.cached.namespace, p.cached.name, p.cached.resourceVersion, p.cached
 			// Found unchanged: the cached version holds obj entire.
-			p.cached.release(metadataStrings(obj, "annotations").get(AnnotationApplied))
+			p.cached.release(metadataStrings(obj, "annotations").get(sproutv1alpha1.AnnotationApplied))
 		case p.cached == nil && p.written != "":
 			m := metadataStrings(obj, "")
 			o.kind, o.namespace, o.name, o.resourceVersion = unique.Make(KindOf(obj)), intern(m.get("namespace")), intern(m.get("name")), p.written

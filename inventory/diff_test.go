@@ -4,6 +4,8 @@ import (
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	sproutv1alpha1 "github.com/sprout-gitops/sprout/api/sprout/v1alpha1"
 )
 
 func obj(apiVersion, kind, namespace, name string, labels map[string]string) *unstructured.Unstructured {
@@ -31,7 +33,7 @@ func TestStale(t *testing.T) {
 		toCache(obj("v1", "ConfigMap", "b", "kept", nil)),
 		toCache(obj("networking.k8s.io/v1", "NetworkPolicy", "a", "kept", nil)),
 		toCache(obj("policy/v1beta1", "PodDisruptionBudget", "a", "pdb", nil)),
-		toCache(obj("v1", "ConfigMap", "a", "on-delete", map[string]string{LabelGeneratedOnDelete: "true"})),
+		toCache(obj("v1", "ConfigMap", "a", "on-delete", map[string]string{sproutv1alpha1.LabelGeneratedOnDelete: "true"})),
 	}
 	desired := []*unstructured.Unstructured{
 		obj("v1", "ConfigMap", "a", "kept", nil),
@@ -51,8 +53,8 @@ func TestStale(t *testing.T) {
 
 func TestData(t *testing.T) {
 	objs := []*Cached{
-		toCache(obj("v1", "ConfigMap", "a", "data", map[string]string{LabelManagedBy: ManagedBy})),
-		toCache(obj("v1", "Secret", "a", "clone", map[string]string{LabelManagedBy: ManagedBy, LabelSourceUID: "u1"})),
+		toCache(obj("v1", "ConfigMap", "a", "data", map[string]string{sproutv1alpha1.LabelManagedBy: sproutv1alpha1.ManagedBy})),
+		toCache(obj("v1", "Secret", "a", "clone", map[string]string{sproutv1alpha1.LabelManagedBy: sproutv1alpha1.ManagedBy, sproutv1alpha1.LabelSourceUID: "u1"})),
 	}
 	if got := ids(Decoded(Data(objs))); len(got) != 1 || got[0] != "ConfigMap/a/data" {
 		t.Fatalf("Data = %v", got)

@@ -8,6 +8,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 	"sigs.k8s.io/structured-merge-diff/v6/typed"
+
+	sproutv1alpha1 "github.com/sprout-gitops/sprout/api/sprout/v1alpha1"
 )
 
 // Drifted reports whether live, one of Sprout's objects as read from the
@@ -16,14 +18,14 @@ import (
 //
 // The fields Sprout's field manager still owns are taken from live and
 // digested as Stamp digests a desired object: equal to the
-// AnnotationApplied stamp, they hold what was applied. A field another
+// sproutv1alpha1.AnnotationApplied stamp, they hold what was applied. A field another
 // writer changed has left Sprout's managed fields (or holds another value),
 // so the digest differs. Others' additions to maps (a label, an annotation)
 // do not count; lists are taken whole, so an item added to a list Sprout
 // set does. An object without the stamp, or of which Sprout owns nothing
 // any more, has drifted.
 func Drifted(live *unstructured.Unstructured) (bool, error) {
-	stamp, ok := live.GetAnnotations()[AnnotationApplied]
+	stamp, ok := live.GetAnnotations()[sproutv1alpha1.AnnotationApplied]
 	if !ok {
 		return true, nil
 	}
@@ -46,13 +48,13 @@ func appliedFields(live *unstructured.Unstructured) (*unstructured.Unstructured,
 	for _, e := range live.GetManagedFields() {
 		// Sprout's fields: those it applied, and those a create of its
 		// own holds until the next apply hands them over.
-		if e.Manager != FieldManager || e.Subresource != "" || e.FieldsV1 == nil ||
+		if e.Manager != sproutv1alpha1.FieldManager || e.Subresource != "" || e.FieldsV1 == nil ||
 			e.Operation != metav1.ManagedFieldsOperationApply && e.Operation != metav1.ManagedFieldsOperationUpdate {
 			continue
 		}
 		s := &fieldpath.Set{}
 		if err := s.FromJSON(bytes.NewReader(e.FieldsV1.GetRawBytes())); err != nil {
-			return nil, fmt.Errorf("%s: managed fields of %s: %w", ObjectID(live), FieldManager, err)
+			return nil, fmt.Errorf("%s: managed fields of %s: %w", ObjectID(live), sproutv1alpha1.FieldManager, err)
 		}
 		if set == nil {
 			set = s

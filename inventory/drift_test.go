@@ -5,6 +5,8 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	sproutv1alpha1 "github.com/sprout-gitops/sprout/api/sprout/v1alpha1"
 )
 
 // appliedConfigMap returns a ConfigMap as Sprout applies it (stamped), and
@@ -15,8 +17,8 @@ func appliedConfigMap() *unstructured.Unstructured {
 		"apiVersion": "v1", "kind": "ConfigMap",
 		"metadata": map[string]any{
 			"name": "zk", "namespace": "team-red",
-			"labels":      map[string]any{LabelManagedBy: ManagedBy, LabelTriggerNamespace: ""},
-			"annotations": map[string]any{AnnotationPolicy: "GeneratingPolicy/zk"},
+			"labels":      map[string]any{sproutv1alpha1.LabelManagedBy: sproutv1alpha1.ManagedBy, sproutv1alpha1.LabelTriggerNamespace: ""},
+			"annotations": map[string]any{sproutv1alpha1.AnnotationPolicy: "GeneratingPolicy/zk"},
 		},
 		"data": map[string]any{"KAFKA": "k:9092", "ZK": "z:2181"},
 		"spec": map[string]any{"ports": []any{map[string]any{"port": int64(80)}}},
@@ -25,7 +27,7 @@ func appliedConfigMap() *unstructured.Unstructured {
 	obj.SetUID("u1")
 	obj.SetResourceVersion("7")
 	obj.SetManagedFields([]metav1.ManagedFieldsEntry{
-		managedBy(FieldManager, metav1.ManagedFieldsOperationApply, `{"f:data":{"f:KAFKA":{},"f:ZK":{}},`+
+		managedBy(sproutv1alpha1.FieldManager, metav1.ManagedFieldsOperationApply, `{"f:data":{"f:KAFKA":{},"f:ZK":{}},`+
 			`"f:metadata":{"f:annotations":{"f:sprout.dev/applied":{},"f:sprout.dev/policy":{}},`+
 			`"f:labels":{"f:app.kubernetes.io/managed-by":{},"f:generate.kyverno.io/trigger-namespace":{}}},`+
 			`"f:spec":{"f:ports":{"k:{\"port\":80}":{".":{},"f:port":{}}}}}`),
@@ -40,7 +42,7 @@ func managedBy(manager string, op metav1.ManagedFieldsOperationType, fields stri
 
 func TestDrifted(t *testing.T) {
 	// Another writer took data.ZK: it left Sprout's managed fields.
-	withoutZK := managedBy(FieldManager, metav1.ManagedFieldsOperationApply, `{"f:data":{"f:KAFKA":{}},`+
+	withoutZK := managedBy(sproutv1alpha1.FieldManager, metav1.ManagedFieldsOperationApply, `{"f:data":{"f:KAFKA":{}},`+
 		`"f:metadata":{"f:annotations":{"f:sprout.dev/applied":{},"f:sprout.dev/policy":{}},`+
 		`"f:labels":{"f:app.kubernetes.io/managed-by":{},"f:generate.kyverno.io/trigger-namespace":{}}},`+
 		`"f:spec":{"f:ports":{"k:{\"port\":80}":{".":{},"f:port":{}}}}}`)
@@ -72,7 +74,7 @@ func TestDrifted(t *testing.T) {
 			_ = unstructured.SetNestedSlice(u.Object, []any{map[string]any{"port": int64(80)}, map[string]any{"port": int64(81)}}, "spec", "ports")
 		}, true},
 		{"the stamp removed", func(u *unstructured.Unstructured) {
-			u.SetAnnotations(map[string]string{AnnotationPolicy: "GeneratingPolicy/zk"})
+			u.SetAnnotations(map[string]string{sproutv1alpha1.AnnotationPolicy: "GeneratingPolicy/zk"})
 		}, true},
 		{"nothing left to Sprout", func(u *unstructured.Unstructured) {
 			u.SetManagedFields([]metav1.ManagedFieldsEntry{managedBy("kubectl-edit", metav1.ManagedFieldsOperationUpdate, `{"f:data":{}}`)})
@@ -107,7 +109,7 @@ func TestDrifted(t *testing.T) {
 
 func TestDriftedRejectsBrokenManagedFields(t *testing.T) {
 	live := appliedConfigMap()
-	live.SetManagedFields([]metav1.ManagedFieldsEntry{managedBy(FieldManager, metav1.ManagedFieldsOperationApply, `{"f:data":{"k:notjson":{}}}`)})
+	live.SetManagedFields([]metav1.ManagedFieldsEntry{managedBy(sproutv1alpha1.FieldManager, metav1.ManagedFieldsOperationApply, `{"f:data":{"k:notjson":{}}}`)})
 	if _, err := Drifted(live); err == nil {
 		t.Error("Drifted accepted managed fields it cannot parse")
 	}

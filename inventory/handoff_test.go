@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	sproutv1alpha1 "github.com/sprout-gitops/sprout/api/sprout/v1alpha1"
 	"github.com/sprout-gitops/sprout/internal/controlplane"
 )
 
@@ -158,8 +159,8 @@ func TestCreatedObjectsHandOverTheirFields(t *testing.T) {
 		t.Errorf("creating an absent object sent %v, want one POST", by)
 	}
 	live, full := cached(t, c, obj)
-	if m := managers(full); !m[FieldManager+"/Update"] {
-		t.Fatalf("created object's managers %v, want %s/Update", m, FieldManager)
+	if m := managers(full); !m[sproutv1alpha1.FieldManager+"/Update"] {
+		t.Fatalf("created object's managers %v, want %s/Update", m, sproutv1alpha1.FieldManager)
 	}
 	if drifted, err := Drifted(full); err != nil || drifted {
 		t.Errorf("created object: Drifted = %v, %v, want false", drifted, err)
@@ -184,8 +185,8 @@ func TestCreatedObjectsHandOverTheirFields(t *testing.T) {
 	if data, _, _ := unstructured.NestedStringMap(full.Object, "data"); len(data) != 1 || data["a"] != "1" {
 		t.Errorf("after the policy dropped b, data = %v, want only a", data)
 	}
-	if m := managers(full); m[FieldManager+"/Update"] || !m[FieldManager+"/Apply"] {
-		t.Errorf("after the hand-over, managers %v: want %s/Apply alone", m, FieldManager)
+	if m := managers(full); m[sproutv1alpha1.FieldManager+"/Update"] || !m[sproutv1alpha1.FieldManager+"/Apply"] {
+		t.Errorf("after the hand-over, managers %v: want %s/Apply alone", m, sproutv1alpha1.FieldManager)
 	}
 
 	// The policy drops a for c: one apply request, a removed.
@@ -228,7 +229,7 @@ func TestCreateNeverTakesAnotherWritersObject(t *testing.T) {
 	if data, _, _ := unstructured.NestedStringMap(full.Object, "data"); data["a"] != "theirs" {
 		t.Errorf("another writer's object changed: %v", data)
 	}
-	if m := managers(full); m[FieldManager+"/Update"] || m[FieldManager+"/Apply"] {
+	if m := managers(full); m[sproutv1alpha1.FieldManager+"/Update"] || m[sproutv1alpha1.FieldManager+"/Apply"] {
 		t.Errorf("Sprout's manager on another writer's object: %v", m)
 	}
 }
@@ -264,7 +265,7 @@ func TestDriftOfACreatedObjectIsOneApply(t *testing.T) {
 	if data, _, _ := unstructured.NestedStringMap(full.Object, "data"); data["a"] != "1" {
 		t.Errorf("after the put-back, data = %v, want a: 1", data)
 	}
-	if m := managers(full); !m[FieldManager+"/Update"] || !m[FieldManager+"/Apply"] {
+	if m := managers(full); !m[sproutv1alpha1.FieldManager+"/Update"] || !m[sproutv1alpha1.FieldManager+"/Apply"] {
 		t.Errorf("after the put-back, managers %v: want the create's entry kept beside the apply's", m)
 	}
 
@@ -279,7 +280,7 @@ func TestDriftOfACreatedObjectIsOneApply(t *testing.T) {
 	if data, _, _ := unstructured.NestedStringMap(full.Object, "data"); len(data) != 1 || data["a"] != "1" {
 		t.Errorf("after the policy dropped b, data = %v, want only a", data)
 	}
-	if m := managers(full); m[FieldManager+"/Update"] {
+	if m := managers(full); m[sproutv1alpha1.FieldManager+"/Update"] {
 		t.Errorf("after the hand-over, managers %v: want the create's entry gone", m)
 	}
 }
@@ -340,7 +341,7 @@ func TestHandOverFailsOnAChangeAfterItsRead(t *testing.T) {
 	if full.GetLabels()["someone"] != "was-here" {
 		t.Errorf("the other writer's label is gone: %v", full.GetLabels())
 	}
-	if m := managers(full); !m[FieldManager+"/Update"] || !m["someone/Update"] {
+	if m := managers(full); !m[sproutv1alpha1.FieldManager+"/Update"] || !m["someone/Update"] {
 		t.Errorf("after the failed hand-over, managers %v: want the create's entry and the other writer's", m)
 	}
 
@@ -351,7 +352,7 @@ func TestHandOverFailsOnAChangeAfterItsRead(t *testing.T) {
 	if data, _, _ := unstructured.NestedStringMap(full.Object, "data"); len(data) != 1 || data["a"] != "1" {
 		t.Errorf("after the next apply, data = %v, want only a", data)
 	}
-	if m := managers(full); m[FieldManager+"/Update"] || !m["someone/Update"] {
+	if m := managers(full); m[sproutv1alpha1.FieldManager+"/Update"] || !m["someone/Update"] {
 		t.Errorf("after the next apply, managers %v: want the create's entry handed over, the other writer's kept", m)
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	sproutv1alpha1 "github.com/sprout-gitops/sprout/api/sprout/v1alpha1"
 )
 
 // TestLeft: an object leaves its origin when the labels or the annotation
@@ -11,8 +13,8 @@ import (
 func TestLeft(t *testing.T) {
 	cached := func(edit func(labels, annotations map[string]any)) *Cached {
 		t.Helper()
-		labels := map[string]any{LabelManagedBy: ManagedBy, LabelPolicyName: "p", LabelPolicyNamespace: "team", LabelTriggerUID: "u1"}
-		annotations := map[string]any{AnnotationPolicy: "NamespacedGeneratingPolicy/team/p"}
+		labels := map[string]any{sproutv1alpha1.LabelManagedBy: sproutv1alpha1.ManagedBy, sproutv1alpha1.LabelPolicyName: "p", sproutv1alpha1.LabelPolicyNamespace: "team", sproutv1alpha1.LabelTriggerUID: "u1"}
+		annotations := map[string]any{sproutv1alpha1.AnnotationPolicy: "NamespacedGeneratingPolicy/team/p"}
 		if edit != nil {
 			edit(labels, annotations)
 		}
@@ -35,10 +37,10 @@ func TestLeft(t *testing.T) {
 	}{
 		"unchanged":           {cached(nil), false},
 		"gone from the cache": {nil, true},
-		"policy label":        {cached(func(l, _ map[string]any) { l[LabelPolicyName] = "q" }), true},
-		"namespace label":     {cached(func(l, _ map[string]any) { delete(l, LabelPolicyNamespace) }), true},
-		"trigger label":       {cached(func(l, _ map[string]any) { l[LabelTriggerUID] = "u2" }), true},
-		"annotation":          {cached(func(_, a map[string]any) { delete(a, AnnotationPolicy) }), true},
+		"policy label":        {cached(func(l, _ map[string]any) { l[sproutv1alpha1.LabelPolicyName] = "q" }), true},
+		"namespace label":     {cached(func(l, _ map[string]any) { delete(l, sproutv1alpha1.LabelPolicyNamespace) }), true},
+		"trigger label":       {cached(func(l, _ map[string]any) { l[sproutv1alpha1.LabelTriggerUID] = "u2" }), true},
+		"annotation":          {cached(func(_, a map[string]any) { delete(a, sproutv1alpha1.AnnotationPolicy) }), true},
 		"other label":         {cached(func(l, _ map[string]any) { l["app"] = "x" }), false},
 	} {
 		if got := was.Left(c.next); got != c.left {
@@ -46,7 +48,7 @@ func TestLeft(t *testing.T) {
 		}
 	}
 	long := "a-policy-name-much-longer-than-sixty-three-characters-which-labels-cannot-hold"
-	if !originIntact("GeneratingPolicy/"+long, LabelValue(long), "") || originIntact("GeneratingPolicy/p", "p", "team") {
+	if !originIntact("GeneratingPolicy/"+long, sproutv1alpha1.LabelValue(long), "") || originIntact("GeneratingPolicy/p", "p", "team") {
 		t.Error("originIntact misjudges an encoded name or a namespace")
 	}
 }

@@ -260,7 +260,7 @@ func (r *Records) saveOne(ctx context.Context, rec, current *sproutv1alpha1.Poli
 func (r *Records) UpdateStatus(ctx context.Context, ref sproutv1alpha1.PolicyReference, update func(*sproutv1alpha1.PolicyInventoryStatus)) error {
 	rec := &sproutv1alpha1.PolicyInventory{}
 	rec.SetName(RecordName(ref))
-	rec.Labels = map[string]string{LabelManagedBy: ManagedBy}
+	rec.Labels = map[string]string{sproutv1alpha1.LabelManagedBy: sproutv1alpha1.ManagedBy}
 	current, err := r.cached(rec.Name)
 	if err != nil {
 		return err
@@ -345,7 +345,7 @@ func (r *Records) apply(ctx context.Context, rec *sproutv1alpha1.PolicyInventory
 	if err != nil {
 		return err
 	}
-	opts := metav1.ApplyOptions{FieldManager: FieldManager, Force: true}
+	opts := metav1.ApplyOptions{FieldManager: sproutv1alpha1.FieldManager, Force: true}
 	if status {
 		obj["status"] = part["status"]
 		_, err = r.client.ApplyStatus(ctx, rec.Name, &unstructured.Unstructured{Object: obj}, opts)

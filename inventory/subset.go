@@ -7,15 +7,11 @@ import (
 	"maps"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	sproutv1alpha1 "github.com/sprout-gitops/sprout/api/sprout/v1alpha1"
 )
 
-// AnnotationApplied holds a digest of what Sprout last applied to an object.
-// covers alone cannot see a field removed from a policy (the live object
-// still has it); a changed digest can, and the apply that follows removes
-// the field, since Sprout's field manager owned it.
-const AnnotationApplied = "sprout.dev/applied"
-
-// Stamp sets obj's AnnotationApplied to the digest of the rest of obj.
+// Stamp sets obj's sproutv1alpha1.AnnotationApplied to the digest of the rest of obj.
 // Apply stamps the objects that have no stamp; a caller that keeps desired
 // objects from one sync to the next stamps each once, when it is final, and
 // Apply trusts that stamp. An object already stamped right is not written
@@ -23,23 +19,23 @@ const AnnotationApplied = "sprout.dev/applied"
 func Stamp(obj *unstructured.Unstructured) {
 	digest := appliedDigest(obj)
 	annotations := obj.GetAnnotations()
-	if annotations[AnnotationApplied] == digest {
+	if annotations[sproutv1alpha1.AnnotationApplied] == digest {
 		return
 	}
 	if annotations == nil {
 		annotations = map[string]string{}
 	}
-	annotations[AnnotationApplied] = digest
+	annotations[sproutv1alpha1.AnnotationApplied] = digest
 	obj.SetAnnotations(annotations)
 }
 
-// appliedDigest digests obj without its AnnotationApplied, reading obj only.
+// appliedDigest digests obj without its sproutv1alpha1.AnnotationApplied, reading obj only.
 func appliedDigest(obj *unstructured.Unstructured) string {
 	object := obj.Object
 	if annotations, ok, _ := unstructured.NestedMap(obj.Object, "metadata", "annotations"); ok {
-		if _, stamped := annotations[AnnotationApplied]; stamped {
+		if _, stamped := annotations[sproutv1alpha1.AnnotationApplied]; stamped {
 			// A shallow copy down to the annotations, without the stamp.
-			delete(annotations, AnnotationApplied) // annotations is NestedMap's deep copy
+			delete(annotations, sproutv1alpha1.AnnotationApplied) // annotations is NestedMap's deep copy
 			metadata := maps.Clone(obj.Object["metadata"].(map[string]any))
 			if len(annotations) == 0 {
 				delete(metadata, "annotations")

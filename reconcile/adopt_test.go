@@ -9,7 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/sprout-gitops/sprout/inventory"
+	sproutv1alpha1 "github.com/sprout-gitops/sprout/api/sprout/v1alpha1"
 )
 
 // TestLabelsRemovedWhileStoppedAreWrittenBack: a tenant removes the labels
@@ -61,7 +61,7 @@ func TestLabelsRemovedWhileStoppedAreWrittenBack(t *testing.T) {
 	unlabel("a-applied")
 	// Still labelled managed-by, so still in Sprout's cache, but no longer
 	// naming its policy.
-	unlabel("b-out", inventory.LabelPolicyName)
+	unlabel("b-out", sproutv1alpha1.LabelPolicyName)
 	own := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "c-out", Namespace: tb.ns}, Data: map[string]string{"policy": "mine"}}
 	if _, err := tb.kube.CoreV1().ConfigMaps(tb.ns).Create(context.Background(), own, metav1.CreateOptions{FieldManager: "tenant"}); err != nil {
 		t.Fatal(err)
@@ -74,7 +74,7 @@ func TestLabelsRemovedWhileStoppedAreWrittenBack(t *testing.T) {
 	} {
 		if cm := tb.get(name); !restored(want[0], want[1])(cm) {
 			t.Errorf("%s was not written back after the restart: labels %v, data %v", name, cm.Labels, cm.Data)
-		} else if cm.Annotations[inventory.AnnotationPolicy] != "GeneratingPolicy/"+want[0] {
+		} else if cm.Annotations[sproutv1alpha1.AnnotationPolicy] != "GeneratingPolicy/"+want[0] {
 			t.Errorf("%s: annotations %v, want its policy's", name, cm.Annotations)
 		}
 	}
@@ -88,7 +88,7 @@ func TestLabelsRemovedWhileStoppedAreWrittenBack(t *testing.T) {
 func sproutEntries(cm *corev1.ConfigMap) []string {
 	ops := map[string]bool{}
 	for _, e := range cm.ManagedFields {
-		if e.Manager == inventory.FieldManager {
+		if e.Manager == sproutv1alpha1.FieldManager {
 			ops[string(e.Operation)] = true
 		}
 	}

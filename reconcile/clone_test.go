@@ -10,7 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/sprout-gitops/sprout/inventory"
+	sproutv1alpha1 "github.com/sprout-gitops/sprout/api/sprout/v1alpha1"
 	"github.com/sprout-gitops/sprout/reconcile"
 )
 
@@ -44,7 +44,7 @@ func TestCloneFollowsItsSource(t *testing.T) {
 	if string(clone.Data["token"]) != "v1" {
 		t.Errorf("clone token = %q", clone.Data["token"])
 	}
-	if got := clone.Labels[inventory.LabelSourceUID]; got != string(src.UID) {
+	if got := clone.Labels[sproutv1alpha1.LabelSourceUID]; got != string(src.UID) {
 		t.Errorf("source-uid label = %q, want %q", got, src.UID)
 	}
 
@@ -83,7 +83,7 @@ func TestForeignObjectIsNeverOverwritten(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cm.Data["ZK_ADDRESS"] != "mine" || cm.Labels[inventory.LabelManagedBy] != "" {
+	if cm.Data["ZK_ADDRESS"] != "mine" || cm.Labels[sproutv1alpha1.LabelManagedBy] != "" {
 		t.Errorf("the foreign ConfigMap was changed: data %v, labels %v", cm.Data, cm.Labels)
 	}
 }

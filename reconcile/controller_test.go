@@ -24,7 +24,6 @@ import (
 	"github.com/sprout-gitops/sprout/fixtures"
 	"github.com/sprout-gitops/sprout/internal/controlplane"
 	"github.com/sprout-gitops/sprout/internal/manifest"
-	"github.com/sprout-gitops/sprout/inventory"
 	"github.com/sprout-gitops/sprout/reconcile"
 )
 
@@ -222,14 +221,14 @@ func TestDataSourcePolicyGeneratesForNewMatchingNamespaces(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantLabels := map[string]string{
-		inventory.LabelManagedBy:        inventory.ManagedBy,
-		inventory.LabelPolicyName:       "zk-kafka-address",
-		inventory.LabelTriggerName:      "dsp-red",
-		inventory.LabelTriggerNamespace: "",
-		inventory.LabelTriggerUID:       string(red.UID),
-		inventory.LabelTriggerKind:      "Namespace",
-		inventory.LabelTriggerGroup:     "",
-		inventory.LabelTriggerVersion:   "v1",
+		sproutv1alpha1.LabelManagedBy:        sproutv1alpha1.ManagedBy,
+		sproutv1alpha1.LabelPolicyName:       "zk-kafka-address",
+		sproutv1alpha1.LabelTriggerName:      "dsp-red",
+		sproutv1alpha1.LabelTriggerNamespace: "",
+		sproutv1alpha1.LabelTriggerUID:       string(red.UID),
+		sproutv1alpha1.LabelTriggerKind:      "Namespace",
+		sproutv1alpha1.LabelTriggerGroup:     "",
+		sproutv1alpha1.LabelTriggerVersion:   "v1",
 	}
 	for k, v := range wantLabels {
 		if got, ok := cm.Labels[k]; !ok || got != v {
@@ -303,8 +302,8 @@ func TestBrokenPolicyIsReportedAndOthersKeepWorking(t *testing.T) {
 	createNamespace(t, "broken-red", map[string]string{"color": "broken"})
 	poll(t, "the other policy still generates", func(ctx context.Context) (bool, error) {
 		cm, err := getConfigMap(ctx, "broken-red", "zk-kafka-address")
-		if cm != nil && cm.Labels[inventory.LabelPolicyName] != "zk-kafka-next-to-broken" {
-			return false, fmt.Errorf("unexpected owner %q", cm.Labels[inventory.LabelPolicyName])
+		if cm != nil && cm.Labels[sproutv1alpha1.LabelPolicyName] != "zk-kafka-next-to-broken" {
+			return false, fmt.Errorf("unexpected owner %q", cm.Labels[sproutv1alpha1.LabelPolicyName])
 		}
 		return cm != nil, err
 	})

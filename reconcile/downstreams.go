@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	apiv1 "github.com/sprout-gitops/sprout/api/policies/v1"
+	sproutv1alpha1 "github.com/sprout-gitops/sprout/api/sprout/v1alpha1"
 	"github.com/sprout-gitops/sprout/inventory"
 )
 
@@ -85,7 +86,7 @@ func (c *Controller) ensureDownstreamInformers(gvrs sets.Set[schema.GroupVersion
 		ctx, cancel := context.WithCancel(c.ctx)
 		inf := newUnstructuredInformer(c.dynamic, c.raw, watchKey{gvr: gvr}, cache.Indexers{byPolicy: ownerIndex},
 			func(o *metav1.ListOptions) {
-				o.LabelSelector = inventory.LabelManagedBy + "=" + inventory.ManagedBy
+				o.LabelSelector = sproutv1alpha1.LabelManagedBy + "=" + sproutv1alpha1.ManagedBy
 			}, downstreamForm(c.applier), builtIn[gvr])
 		requeue := func(obj any) {
 			if key, ok := ownerOf(obj); ok {

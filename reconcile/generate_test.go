@@ -13,7 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/sprout-gitops/sprout/inventory"
+	sproutv1alpha1 "github.com/sprout-gitops/sprout/api/sprout/v1alpha1"
 	"github.com/sprout-gitops/sprout/reconcile"
 )
 
@@ -54,7 +54,7 @@ func TestLargeSyncWritesBeforeItHasEvaluatedEverything(t *testing.T) {
 
 	reg := prometheus.NewRegistry()
 	runController(t, func(o *reconcile.Options) { o.Metrics = reg })
-	selector := inventory.LabelPolicyName + "=parts"
+	selector := sproutv1alpha1.LabelPolicyName + "=parts"
 	w, err := kube.CoreV1().ConfigMaps("").Watch(ctx, metav1.ListOptions{LabelSelector: selector})
 	if err != nil {
 		t.Fatal(err)

@@ -6,6 +6,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/sets"
 
+	sproutv1alpha1 "github.com/sprout-gitops/sprout/api/sprout/v1alpha1"
 	"github.com/sprout-gitops/sprout/inventory"
 )
 
@@ -18,7 +19,7 @@ func (c *Controller) notYetGenerated(key policyKey, desired []*unstructured.Unst
 	c.mu.RUnlock()
 	var out []*unstructured.Unstructured
 	for _, o := range desired {
-		if !done.Has(generatedID(inventory.ObjectID(o), o.GetLabels()[inventory.LabelTriggerUID])) {
+		if !done.Has(generatedID(inventory.ObjectID(o), o.GetLabels()[sproutv1alpha1.LabelTriggerUID])) {
 			out = append(out, o)
 		}
 	}

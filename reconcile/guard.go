@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/sets"
 
+	sproutv1alpha1 "github.com/sprout-gitops/sprout/api/sprout/v1alpha1"
 	"github.com/sprout-gitops/sprout/inventory"
 )
 
@@ -58,7 +59,7 @@ func (c *Controller) refuse(ctx context.Context, desired []*unstructured.Unstruc
 	for i, obj := range desired {
 		if err := c.mayWrite(obj, kinds[i].GroupKind(), v); err != nil {
 			errs = append(errs, fmt.Errorf("%s: refused: %w", inventory.ObjectID(obj), err))
-			failed.Insert(obj.GetLabels()[inventory.LabelTriggerUID])
+			failed.Insert(obj.GetLabels()[sproutv1alpha1.LabelTriggerUID])
 			continue
 		}
 		kept, keptKinds = append(kept, obj), append(keptKinds, kinds[i])

@@ -8,15 +8,15 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/sprout-gitops/sprout/inventory"
+	sproutv1alpha1 "github.com/sprout-gitops/sprout/api/sprout/v1alpha1"
 )
 
 // restored reports whether a downstream of derivedPolicy carries its
 // labels and its value again.
 func restored(policy, value string) func(*corev1.ConfigMap) bool {
 	return func(cm *corev1.ConfigMap) bool {
-		return cm != nil && cm.Labels[inventory.LabelManagedBy] == inventory.ManagedBy &&
-			cm.Labels[inventory.LabelPolicyName] == policy && cm.Data["policy"] == value
+		return cm != nil && cm.Labels[sproutv1alpha1.LabelManagedBy] == sproutv1alpha1.ManagedBy &&
+			cm.Labels[sproutv1alpha1.LabelPolicyName] == policy && cm.Data["policy"] == value
 	}
 }
 
@@ -71,7 +71,7 @@ func TestRemovedLabelsDoNotTurnSynchronizationOff(t *testing.T) {
 		}
 		tb.trigger("b", "unlabel", "b1")
 		tb.settle("unlabel", 1)
-		if cm := tb.get("b-out"); cm.Data["policy"] != "mine" || cm.Labels[inventory.LabelManagedBy] != "" {
+		if cm := tb.get("b-out"); cm.Data["policy"] != "mine" || cm.Labels[sproutv1alpha1.LabelManagedBy] != "" {
 			t.Errorf("an object that existed before its trigger was taken over: %v %v", cm.Labels, cm.Data)
 		}
 	})

@@ -91,7 +91,7 @@ func (c *Controller) restore(key policyKey, uid string) {
 func (c *Controller) saveRecord(ctx context.Context, key policyKey, cp *compiledPolicy) error {
 	rec := &sproutv1alpha1.PolicyInventory{}
 	spec := cp.policy.PolicySpec()
-	rec.Labels = map[string]string{inventory.LabelManagedBy: inventory.ManagedBy}
+	rec.Labels = map[string]string{sproutv1alpha1.LabelManagedBy: sproutv1alpha1.ManagedBy}
 	if c.rebuilds.pending(key) {
 		rec.Labels[LabelRebuilding] = "true"
 	}

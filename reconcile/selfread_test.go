@@ -8,7 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/sprout-gitops/sprout/inventory"
+	sproutv1alpha1 "github.com/sprout-gitops/sprout/api/sprout/v1alpha1"
 	"github.com/sprout-gitops/sprout/reconcile"
 )
 
@@ -57,7 +57,7 @@ func TestAClonePolicyWhoseSourceNamespaceIsATargetSettles(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if s.Labels[inventory.LabelManagedBy] != "" {
+		if s.Labels[sproutv1alpha1.LabelManagedBy] != "" {
 			t.Errorf("the source %s was written as its own clone: %v", name, s.Labels)
 		}
 	}

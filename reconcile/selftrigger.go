@@ -9,6 +9,7 @@ import (
 
 	sigsjson "sigs.k8s.io/json"
 
+	sproutv1alpha1 "github.com/sprout-gitops/sprout/api/sprout/v1alpha1"
 	"github.com/sprout-gitops/sprout/celenv"
 	"github.com/sprout-gitops/sprout/inventory"
 )
@@ -29,8 +30,8 @@ import (
 // Fragments of the JSON of an object that carries an origin: an object
 // without either needs no decoding.
 var (
-	policyAnnotationJSON = []byte(`"` + inventory.AnnotationPolicy + `":`)
-	policyLabelJSON      = []byte(`"` + inventory.LabelPolicyName + `":`)
+	policyAnnotationJSON = []byte(`"` + sproutv1alpha1.AnnotationPolicy + `":`)
+	policyLabelJSON      = []byte(`"` + sproutv1alpha1.LabelPolicyName + `":`)
 )
 
 // labelledBy reports whether the cached trigger u says, by its labels or
@@ -49,15 +50,15 @@ func labelledBy(cp *compiledPolicy, u *cachedObject) bool {
 		return false
 	}
 	l, p := top.Metadata.Labels, cp.policy
-	if top.Metadata.Annotations[inventory.AnnotationPolicy] == celenv.PolicyRef(p) {
+	if top.Metadata.Annotations[sproutv1alpha1.AnnotationPolicy] == celenv.PolicyRef(p) {
 		return true
 	}
 	ns := ""
 	if p.IsNamespaced() {
 		ns = p.GetNamespace()
 	}
-	return l[inventory.LabelManagedBy] == inventory.ManagedBy && l[inventory.LabelPolicyName] == inventory.LabelValue(p.GetName()) &&
-		l[inventory.LabelPolicyNamespace] == ns
+	return l[sproutv1alpha1.LabelManagedBy] == sproutv1alpha1.ManagedBy && l[sproutv1alpha1.LabelPolicyName] == sproutv1alpha1.LabelValue(p.GetName()) &&
+		l[sproutv1alpha1.LabelPolicyNamespace] == ns
 }
 
 // generatedBy reports whether the policy wrote u, whose labels say so
@@ -82,7 +83,7 @@ func (c *Controller) generatedBy(key policyKey, u *cachedObject) bool {
 	}
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	return c.generated[key].Has(generatedID(id, top.Metadata.Labels[inventory.LabelTriggerUID]))
+	return c.generated[key].Has(generatedID(id, top.Metadata.Labels[sproutv1alpha1.LabelTriggerUID]))
 }
 
 // ownObjects are, per policy whose generated resources are among its

@@ -16,7 +16,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	sproutv1alpha1 "github.com/sprout-gitops/sprout/api/sprout/v1alpha1"
-	"github.com/sprout-gitops/sprout/inventory"
 	"github.com/sprout-gitops/sprout/sources"
 )
 
@@ -98,7 +97,7 @@ func (c *Controller) syncSource(ctx context.Context, name string) error {
 		TypeMeta: metav1.TypeMeta{APIVersion: sproutv1alpha1.GroupVersion.String(), Kind: sproutv1alpha1.PolicySourceKind},
 		ObjectMeta: metav1.ObjectMeta{
 			Name:   sources.ObjectName(name),
-			Labels: map[string]string{inventory.LabelManagedBy: inventory.ManagedBy},
+			Labels: map[string]string{sproutv1alpha1.LabelManagedBy: sproutv1alpha1.ManagedBy},
 		},
 		Spec:   src.Spec(),
 		Status: *live.Status.DeepCopy(),
@@ -110,7 +109,7 @@ func (c *Controller) syncSource(ctx context.Context, name string) error {
 	next.Status.Revision = st.Revision
 	meta.SetStatusCondition(&next.Status.Conditions, sourceReady(name, st, checked, next.Status.Policies))
 	c.sourceMetrics(name, live, next)
-	if equality.Semantic.DeepEqual(live.Spec, next.Spec) && equality.Semantic.DeepEqual(live.Status, next.Status) && live.Labels[inventory.LabelManagedBy] == inventory.ManagedBy {
+	if equality.Semantic.DeepEqual(live.Spec, next.Spec) && equality.Semantic.DeepEqual(live.Status, next.Status) && live.Labels[sproutv1alpha1.LabelManagedBy] == sproutv1alpha1.ManagedBy {
 		return nil
 	}
 	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(next)
@@ -119,7 +118,7 @@ func (c *Controller) syncSource(ctx context.Context, name string) error {
 	}
 	unstructured.RemoveNestedField(u, "metadata", "creationTimestamp")
 	applied, err := c.dynamic.Resource(sproutv1alpha1.PolicySources).Apply(ctx, next.Name, &unstructured.Unstructured{Object: u},
-		metav1.ApplyOptions{FieldManager: inventory.FieldManager, Force: true})
+		metav1.ApplyOptions{FieldManager: sproutv1alpha1.FieldManager, Force: true})
 	if err != nil {
 		return fmt.Errorf("PolicySource/%s: apply: %w", next.Name, err)
 	}

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 
+	sproutv1alpha1 "github.com/sprout-gitops/sprout/api/sprout/v1alpha1"
 	"github.com/sprout-gitops/sprout/inventory"
 )
 
@@ -62,9 +63,9 @@ func (c *Controller) ownedLive(ctx context.Context, key policyKey) ([]*inventory
 	c.mu.RLock()
 	written := c.written[key].UnsortedList()
 	c.mu.RUnlock()
-	selector := labels.Set{inventory.LabelManagedBy: inventory.ManagedBy, inventory.LabelPolicyName: inventory.LabelValue(key.Name)}
+	selector := labels.Set{sproutv1alpha1.LabelManagedBy: sproutv1alpha1.ManagedBy, sproutv1alpha1.LabelPolicyName: sproutv1alpha1.LabelValue(key.Name)}
 	if key.Namespace != "" {
-		selector[inventory.LabelPolicyNamespace] = key.Namespace
+		selector[sproutv1alpha1.LabelPolicyNamespace] = key.Namespace
 	}
 	var out []*inventory.Cached
 	for _, gvr := range written {

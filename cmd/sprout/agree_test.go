@@ -24,9 +24,9 @@ import (
 	"k8s.io/client-go/restmapper"
 
 	apiv1 "github.com/sprout-gitops/sprout/api/policies/v1"
+	sproutv1alpha1 "github.com/sprout-gitops/sprout/api/sprout/v1alpha1"
 	"github.com/sprout-gitops/sprout/fixtures"
 	"github.com/sprout-gitops/sprout/internal/manifest"
-	"github.com/sprout-gitops/sprout/inventory"
 	"github.com/sprout-gitops/sprout/reconcile"
 )
 
@@ -286,7 +286,7 @@ func generated(ctx context.Context, client dynamic.Interface, mapper meta.RESTMa
 		if err != nil {
 			return nil, err
 		}
-		list, err := client.Resource(m.Resource).List(ctx, metav1.ListOptions{LabelSelector: inventory.LabelManagedBy + "=sprout"})
+		list, err := client.Resource(m.Resource).List(ctx, metav1.ListOptions{LabelSelector: sproutv1alpha1.LabelManagedBy + "=sprout"})
 		if err != nil {
 			return nil, err
 		}

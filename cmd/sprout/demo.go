@@ -29,10 +29,10 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
+	sproutv1alpha1 "github.com/sprout-gitops/sprout/api/sprout/v1alpha1"
 	"github.com/sprout-gitops/sprout/fixtures"
 	"github.com/sprout-gitops/sprout/internal/controlplane"
 	"github.com/sprout-gitops/sprout/internal/manifest"
-	"github.com/sprout-gitops/sprout/inventory"
 	"github.com/sprout-gitops/sprout/reconcile"
 	"github.com/sprout-gitops/sprout/sources"
 )
@@ -181,9 +181,9 @@ func runDemo(ctx context.Context, out io.Writer, log *slog.Logger, o demoOptions
 			demoBranch, demoPollInterval, repoDir, demoGitPath)
 	}
 	if o.once {
-		fmt.Fprintf(out, "\ngenerated objects (%s), until all expected ones exist:\n", inventory.LabelManagedBy+"="+inventory.ManagedBy)
+		fmt.Fprintf(out, "\ngenerated objects (%s), until all expected ones exist:\n", sproutv1alpha1.LabelManagedBy+"="+sproutv1alpha1.ManagedBy)
 	} else {
-		fmt.Fprintf(out, "\ngenerated objects (%s), as they change; Ctrl-C stops the demo:\n", inventory.LabelManagedBy+"="+inventory.ManagedBy)
+		fmt.Fprintf(out, "\ngenerated objects (%s), as they change; Ctrl-C stops the demo:\n", sproutv1alpha1.LabelManagedBy+"="+sproutv1alpha1.ManagedBy)
 	}
 	seen, err := watchGenerated(ctx, out, applier, expected)
 	if err != nil {
@@ -314,7 +314,7 @@ func watchGenerated(ctx context.Context, out io.Writer, applier *manifest.Applie
 	header := []string{"EVENT", "KIND", "NAMESPACE", "NAME", "POLICY", "TRIGGER"}
 	columns := func(event string, u *unstructured.Unstructured) []string {
 		labels := u.GetLabels()
-		return []string{event, u.GetKind(), u.GetNamespace(), u.GetName(), labels[inventory.LabelPolicyName], labels[inventory.LabelTriggerName]}
+		return []string{event, u.GetKind(), u.GetNamespace(), u.GetName(), labels[sproutv1alpha1.LabelPolicyName], labels[sproutv1alpha1.LabelTriggerName]}
 	}
 	// Columns as wide as the expected objects make them.
 	widths := make([]int, len(header))
@@ -350,7 +350,7 @@ func watchGenerated(ctx context.Context, out io.Writer, applier *manifest.Applie
 		if err != nil {
 			return nil, err
 		}
-		selector := inventory.LabelManagedBy + "=" + inventory.ManagedBy
+		selector := sproutv1alpha1.LabelManagedBy + "=" + sproutv1alpha1.ManagedBy
 		inf := cache.NewSharedIndexInformer(&cache.ListWatch{
 			ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
 				opts.LabelSelector = selector

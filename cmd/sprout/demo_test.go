@@ -15,8 +15,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	sproutv1alpha1 "github.com/sprout-gitops/sprout/api/sprout/v1alpha1"
 	"github.com/sprout-gitops/sprout/fixtures"
-	"github.com/sprout-gitops/sprout/inventory"
 )
 
 // TestDemoOnceCleansUp runs the default demo, policies from Git: it prints
@@ -41,7 +41,7 @@ func TestDemoOnceCleansUp(t *testing.T) {
 	}
 	for _, e := range expected {
 		labels := e.GetLabels()
-		row := `(?m)^created\s+` + strings.Join([]string{e.GetKind(), e.GetNamespace(), e.GetName(), labels[inventory.LabelPolicyName], labels[inventory.LabelTriggerName]}, `\s+`) + `$`
+		row := `(?m)^created\s+` + strings.Join([]string{e.GetKind(), e.GetNamespace(), e.GetName(), labels[sproutv1alpha1.LabelPolicyName], labels[sproutv1alpha1.LabelTriggerName]}, `\s+`) + `$`
 		if !regexp.MustCompile(row).MatchString(text) {
 			t.Errorf("the demo did not print %s %s/%s:\n%s", e.GetKind(), e.GetNamespace(), e.GetName(), text)
 		}

@@ -13,6 +13,7 @@ import (
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/yaml"
 
+	sproutv1alpha1 "github.com/sprout-gitops/sprout/api/sprout/v1alpha1"
 	"github.com/sprout-gitops/sprout/inventory"
 	"github.com/sprout-gitops/sprout/reconcile"
 )
@@ -290,11 +291,11 @@ func withoutBookkeeping(obj *unstructured.Unstructured) *unstructured.Unstructur
 		return nil
 	}
 	a := obj.GetAnnotations()
-	if _, ok := a[inventory.AnnotationApplied]; !ok {
+	if _, ok := a[sproutv1alpha1.AnnotationApplied]; !ok {
 		return obj
 	}
 	obj = obj.DeepCopy()
-	delete(a, inventory.AnnotationApplied)
+	delete(a, sproutv1alpha1.AnnotationApplied)
 	if len(a) == 0 {
 		unstructured.RemoveNestedField(obj.Object, "metadata", "annotations")
 	} else {

@@ -33,7 +33,6 @@ import (
 	sproutv1alpha1 "github.com/sprout-gitops/sprout/api/sprout/v1alpha1"
 	"github.com/sprout-gitops/sprout/internal/controlplane"
 	"github.com/sprout-gitops/sprout/internal/manifest"
-	"github.com/sprout-gitops/sprout/inventory"
 	"github.com/sprout-gitops/sprout/reconcile"
 )
 
@@ -162,7 +161,7 @@ func TestAPIServerOutage(t *testing.T) {
 	}
 	s.createTriggers(300, 320, "v1")
 	within(t, "the downstreams of 310 triggers", 90*time.Second, func(ctx context.Context) bool {
-		l, err := s.kube.CoreV1().ConfigMaps(s.ns).List(ctx, metav1.ListOptions{LabelSelector: inventory.LabelPolicyName + "=" + s.ns})
+		l, err := s.kube.CoreV1().ConfigMaps(s.ns).List(ctx, metav1.ListOptions{LabelSelector: sproutv1alpha1.LabelPolicyName + "=" + s.ns})
 		if err != nil || len(l.Items) != 310 {
 			return false
 		}
@@ -666,7 +665,7 @@ func (s *bulk) uids() map[string]types.UID {
 
 // countLabelled counts the downstreams the policy's label selects.
 func (s *bulk) countLabelled(ctx context.Context) int {
-	l, err := s.kube.CoreV1().ConfigMaps(s.ns).List(ctx, metav1.ListOptions{LabelSelector: inventory.LabelPolicyName + "=" + s.ns})
+	l, err := s.kube.CoreV1().ConfigMaps(s.ns).List(ctx, metav1.ListOptions{LabelSelector: sproutv1alpha1.LabelPolicyName + "=" + s.ns})
 	if err != nil {
 		return -1
 	}
@@ -717,13 +716,13 @@ func (s *bulk) mismatch(triggers map[string]corev1.ConfigMap) error {
 // or data that differs from what the policy generates.
 func (s *bulk) whole(cm, trigger corev1.ConfigMap) error {
 	want := map[string]string{
-		inventory.LabelManagedBy:        inventory.ManagedBy,
-		inventory.LabelPolicyName:       s.ns,
-		inventory.LabelTriggerName:      trigger.Name,
-		inventory.LabelTriggerNamespace: s.ns,
-		inventory.LabelTriggerUID:       string(trigger.UID),
-		inventory.LabelTriggerKind:      "ConfigMap",
-		inventory.LabelTriggerVersion:   "v1",
+		sproutv1alpha1.LabelManagedBy:        sproutv1alpha1.ManagedBy,
+		sproutv1alpha1.LabelPolicyName:       s.ns,
+		sproutv1alpha1.LabelTriggerName:      trigger.Name,
+		sproutv1alpha1.LabelTriggerNamespace: s.ns,
+		sproutv1alpha1.LabelTriggerUID:       string(trigger.UID),
+		sproutv1alpha1.LabelTriggerKind:      "ConfigMap",
+		sproutv1alpha1.LabelTriggerVersion:   "v1",
 	}
 	for k, v := range want {
 		if cm.Labels[k] != v {

@@ -285,14 +285,14 @@ func (c *inventoryReader) owned(ctx context.Context, records []*sproutv1alpha1.P
 			resources[schema.GroupVersionResource{Group: r.Group, Version: r.Version, Resource: r.Resource}] = true
 		}
 	}
-	selector := labels.SelectorFromSet(labels.Set{inventory.LabelManagedBy: inventory.ManagedBy})
+	selector := labels.SelectorFromSet(labels.Set{sproutv1alpha1.LabelManagedBy: sproutv1alpha1.ManagedBy})
 	if one {
 		selector = policySelector(records[0].Spec.Policy)
 	}
 	out := map[string][]*unstructured.Unstructured{}
 	for gvr := range resources {
 		err := eachListed(ctx, c.dynamic.Resource(gvr), metav1.ListOptions{LabelSelector: selector.String()}, func(u *unstructured.Unstructured) error {
-			if id := u.GetAnnotations()[inventory.AnnotationPolicy]; wanted[id] {
+			if id := u.GetAnnotations()[sproutv1alpha1.AnnotationPolicy]; wanted[id] {
 				out[id] = append(out[id], u)
 			}
 			return nil
@@ -312,14 +312,14 @@ func (c *inventoryReader) owned(ctx context.Context, records []*sproutv1alpha1.P
 // policy of the same name is not among them.
 func policySelector(ref sproutv1alpha1.PolicyReference) labels.Selector {
 	selector := labels.SelectorFromSet(labels.Set{
-		inventory.LabelManagedBy:  inventory.ManagedBy,
-		inventory.LabelPolicyName: inventory.LabelValue(ref.Name),
+		sproutv1alpha1.LabelManagedBy:  sproutv1alpha1.ManagedBy,
+		sproutv1alpha1.LabelPolicyName: sproutv1alpha1.LabelValue(ref.Name),
 	})
 	op, values := selection.DoesNotExist, []string(nil)
 	if ref.Namespace != "" {
 		op, values = selection.Equals, []string{ref.Namespace}
 	}
-	req, err := labels.NewRequirement(inventory.LabelPolicyNamespace, op, values)
+	req, err := labels.NewRequirement(sproutv1alpha1.LabelPolicyNamespace, op, values)
 	if err != nil {
 		panic(err) // a namespace name is always a valid label value
 	}
@@ -385,11 +385,11 @@ func compareRefs(kind1, namespace1, name1, kind2, namespace2, name2 string) int 
 func triggerOf(obj *unstructured.Unstructured) triggerReport {
 	l := obj.GetLabels()
 	return triggerReport{
-		APIVersion: schema.GroupVersion{Group: l[inventory.LabelTriggerGroup], Version: l[inventory.LabelTriggerVersion]}.String(),
-		Kind:       l[inventory.LabelTriggerKind],
-		Namespace:  l[inventory.LabelTriggerNamespace],
-		Name:       l[inventory.LabelTriggerName],
-		UID:        l[inventory.LabelTriggerUID],
+		APIVersion: schema.GroupVersion{Group: l[sproutv1alpha1.LabelTriggerGroup], Version: l[sproutv1alpha1.LabelTriggerVersion]}.String(),
+		Kind:       l[sproutv1alpha1.LabelTriggerKind],
+		Namespace:  l[sproutv1alpha1.LabelTriggerNamespace],
+		Name:       l[sproutv1alpha1.LabelTriggerName],
+		UID:        l[sproutv1alpha1.LabelTriggerUID],
 		Objects:    []objectReport{},
 	}
 }
@@ -399,7 +399,7 @@ func stateOf(rec *sproutv1alpha1.PolicyInventory, obj *unstructured.Unstructured
 	if !rec.Spec.Synchronize {
 		return stateGeneratedOnce, nil
 	}
-	if !triggerExists && obj.GetLabels()[inventory.LabelGeneratedOnDelete] != "true" {
+	if !triggerExists && obj.GetLabels()[sproutv1alpha1.LabelGeneratedOnDelete] != "true" {
 		return stateOrphaned, nil
 	}
 	drifted, err := inventory.Drifted(obj)

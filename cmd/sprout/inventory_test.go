@@ -20,7 +20,6 @@ import (
 	sproutv1alpha1 "github.com/sprout-gitops/sprout/api/sprout/v1alpha1"
 	"github.com/sprout-gitops/sprout/internal/controlplane"
 	"github.com/sprout-gitops/sprout/internal/manifest"
-	"github.com/sprout-gitops/sprout/inventory"
 )
 
 // Names longer than a label value: their labels hold them encoded.
@@ -173,7 +172,7 @@ func TestInventory(t *testing.T) {
 		return err == nil && cmp.Diff(summary, parseTable(out)) == ""
 	})
 	welcome, err := kube.CoreV1().ConfigMaps("team-blue").Get(ctx, "welcome", metav1.GetOptions{})
-	if err != nil || welcome.Labels[inventory.LabelPolicyName] == longPolicy {
+	if err != nil || welcome.Labels[sproutv1alpha1.LabelPolicyName] == longPolicy {
 		t.Fatalf("the welcome ConfigMap's policy label is not encoded: the test no longer covers long names (%v)", err)
 	}
 

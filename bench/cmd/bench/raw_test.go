@@ -8,7 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 
-	"github.com/sprout-gitops/sprout/inventory"
+	sproutv1alpha1 "github.com/sprout-gitops/sprout/api/sprout/v1alpha1"
 )
 
 // TestSproutObjectIsTheFixturesExpectedOutput checks that the raw writes'
@@ -29,10 +29,10 @@ func TestSproutObjectIsTheFixturesExpectedOutput(t *testing.T) {
 		t.Errorf("labels:\n got %v\nwant %v", got.GetLabels(), want.GetLabels())
 	}
 	annotations := got.GetAnnotations()
-	if annotations[inventory.AnnotationApplied] == "" {
-		t.Errorf("no %s stamp in %v", inventory.AnnotationApplied, annotations)
+	if annotations[sproutv1alpha1.AnnotationApplied] == "" {
+		t.Errorf("no %s stamp in %v", sproutv1alpha1.AnnotationApplied, annotations)
 	}
-	delete(annotations, inventory.AnnotationApplied)
+	delete(annotations, sproutv1alpha1.AnnotationApplied)
 	if !maps.Equal(annotations, want.GetAnnotations()) {
 		t.Errorf("annotations:\n got %v\nwant %v", annotations, want.GetAnnotations())
 	}

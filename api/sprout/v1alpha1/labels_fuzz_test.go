@@ -1,4 +1,4 @@
-package inventory
+package v1alpha1
 
 import (
 	"crypto/sha256"
