@@ -114,7 +114,7 @@ bench: tools
 
 ## bench-go: the Go micro-benchmarks of the hot paths (evaluation with the memo hit and missed, the no-change pass and prune diff over 10,000 objects, label encoding, watch decoding against client-go's, the cache's bytes an object), with allocations
 bench-go: tools
-	$(GO) test -run '^$$' -bench . -benchmem ./celenv ./inventory ./reconcile
+	$(GO) test -run '^$$' -bench . -benchmem ./celenv ./cluster ./inventory ./reconcile ./api/sprout/v1alpha1
 
 ## run: the demo on a local control plane, policies from a Git repository (Ctrl-C stops it and cleans up)
 run: tools git

@@ -1,7 +1,6 @@
 package inventory
 
 import (
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	sproutv1alpha1 "github.com/sprout-gitops/sprout/api/sprout/v1alpha1"
@@ -11,19 +10,6 @@ import (
 // Sprout is stopped, where no claim sees it go (ApplyOptions.Claimed). The
 // policy still takes it back when Sprout wrote it, which its managed fields
 // say, and nothing left on it names another origin (decideOwner).
-
-// writtenBySprout reports whether obj's managed fields hold an entry of
-// Sprout's (isSproutEntry), read as heldByCreate reads them.
-func writtenBySprout(obj *unstructured.Unstructured) bool { return hasEntry(obj, isSproutEntry) }
-
-// isSproutEntry reports whether e is an entry Sprout's writes of an object
-// leave: its Apply entry, or the Update entry of its create. Either says
-// that Sprout wrote the object, unless a client forged it (managed fields
-// can be written like any other field).
-func isSproutEntry(e metav1.ManagedFieldsEntry) bool {
-	return e.Manager == sproutv1alpha1.FieldManager && e.Subresource == "" &&
-		(e.Operation == metav1.ManagedFieldsOperationApply || e.Operation == metav1.ManagedFieldsOperationUpdate)
-}
 
 // adoptable reports whether an existing object, with labels and
 // annotations, names no origin but desired obj's: no other policy in its

@@ -1,69 +1,13 @@
 package inventory
 
 import (
-	"encoding/json"
 	"testing"
 
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	sproutv1alpha1 "github.com/sprout-gitops/sprout/api/sprout/v1alpha1"
 )
-
-// TestCachedKnowsWhetherSproutWroteIt: every way a cache makes a Cached
-// keeps whether the object's managed fields hold an entry of Sprout's (its
-// Apply entry or its create's Update entry), and no more of them.
-func TestCachedKnowsWhetherSproutWroteIt(t *testing.T) {
-	for name, tt := range map[string]struct {
-		entries []metav1.ManagedFieldsEntry
-		want    bool
-	}{
-		"applied by Sprout":          {[]metav1.ManagedFieldsEntry{managedBy(sproutv1alpha1.FieldManager, metav1.ManagedFieldsOperationApply, `{"f:data":{}}`)}, true},
-		"created by Sprout":          {[]metav1.ManagedFieldsEntry{managedBy(sproutv1alpha1.FieldManager, metav1.ManagedFieldsOperationUpdate, `{"f:data":{}}`)}, true},
-		"edited by kubectl alone":    {[]metav1.ManagedFieldsEntry{managedBy("kubectl-edit", metav1.ManagedFieldsOperationUpdate, `{"f:data":{}}`)}, false},
-		"no managed fields":          {nil, false},
-		"Sprout's on a subresource":  {[]metav1.ManagedFieldsEntry{subresource(managedBy(sproutv1alpha1.FieldManager, metav1.ManagedFieldsOperationUpdate, `{"f:status":{}}`))}, false},
-		"kubectl and Sprout's apply": {[]metav1.ManagedFieldsEntry{managedBy("kubectl-edit", metav1.ManagedFieldsOperationUpdate, `{"f:data":{}}`), managedBy(sproutv1alpha1.FieldManager, metav1.ManagedFieldsOperationApply, `{"f:data":{}}`)}, true},
-	} {
-		t.Run(name, func(t *testing.T) {
-			obj := appliedConfigMap()
-			obj.SetManagedFields(tt.entries)
-			fromMaps, err := NewCached(watched(t, obj))
-			if err != nil {
-				t.Fatal(err)
-			}
-			raw, err := json.Marshal(obj.Object)
-			if err != nil {
-				t.Fatal(err)
-			}
-			fromJSON, err := CachedFromJSON(raw)
-			if err != nil {
-				t.Fatal(err)
-			}
-			typed := &corev1.ConfigMap{}
-			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, typed); err != nil {
-				t.Fatal(err)
-			}
-			fromProtobuf, err := cachedIdentity(typed)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for how, c := range map[string]*Cached{"maps": fromMaps, "JSON": fromJSON, "typed": fromProtobuf} {
-				if c.written != tt.want {
-					t.Errorf("from %s: written %v, want %v", how, c.written, tt.want)
-				}
-			}
-		})
-	}
-}
-
-func subresource(e metav1.ManagedFieldsEntry) metav1.ManagedFieldsEntry {
-	e.Subresource = "status"
-	return e
-}
 
 // TestAdoptOnlyWhatNamesNoOtherOrigin: a synchronizing policy takes back an
 // object Sprout wrote whose origin labels are gone, unless what is left of

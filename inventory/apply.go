@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -27,6 +26,7 @@ import (
 	sigsjson "sigs.k8s.io/json"
 
 	sproutv1alpha1 "github.com/sprout-gitops/sprout/api/sprout/v1alpha1"
+	"github.com/sprout-gitops/sprout/cluster"
 )
 
 // reasonPresent marks objects a non-synchronizing policy leaves as they are.
@@ -42,9 +42,16 @@ type Applier struct {
 	// that a create does not ask the client's REST mapper, which allocates
 	// on every call, each time.
 	resources sync.Map // schema.GroupVersionKind → createPath
-	// created are the versions creates made as desired that the watch
-	// has yet to bring.
-	created createdVersions
+	// creates is told of the versions creates made as desired.
+	creates Creates
+}
+
+// Creates is told of every version a create of an Applier's made holding
+// its desired object entire, obj (stamped, AnnotationApplied): the caches
+// pair it with the watch event that brings it and keep it released
+// (cluster.CreatedVersions), whoever the Applier writes as.
+type Creates interface {
+	Created(obj *unstructured.Unstructured, resourceVersion string)
 }
 
 // createPath is where objects of one kind are created.
@@ -53,8 +60,9 @@ type createPath struct {
 	namespaced       bool
 }
 
-// NewApplier returns an Applier writing through cfg.
-func NewApplier(cfg *rest.Config) (*Applier, error) {
+// NewApplier returns an Applier writing through cfg that reports its
+// creates to creates (nil: to nobody).
+func NewApplier(cfg *rest.Config, creates Creates) (*Applier, error) {
 	c, err := client.New(cfg, client.Options{})
 	if err != nil {
 		return nil, fmt.Errorf("inventory: client: %w", err)
@@ -66,7 +74,7 @@ func NewApplier(cfg *rest.Config) (*Applier, error) {
 	if err != nil {
 		return nil, fmt.Errorf("inventory: REST client: %w", err)
 	}
-	return &Applier{client: c, raw: raw}, nil
+	return &Applier{client: c, raw: raw, creates: creates}, nil
 }
 
 // ApplyOptions say how desired objects are written.
@@ -101,7 +109,7 @@ type ApplyOptions struct {
 // cache: the label-selected informers of the controller.
 type Live interface {
 	// Get returns the cached object of that kind, namespace and name.
-	Get(gvk schema.GroupVersionKind, namespace, name string) (*Cached, bool)
+	Get(gvk schema.GroupVersionKind, namespace, name string) (*cluster.Object, bool)
 	// Seen reports whether the cache of objects of kind gvk has seen
 	// version resourceVersion, or a later one: then an object created at
 	// that version and not cached has been deleted since.
@@ -109,9 +117,9 @@ type Live interface {
 }
 
 // cachedOf returns the cached copy of desired object obj.
-func cachedOf(live Live, obj *unstructured.Unstructured) (*Cached, bool) {
+func cachedOf(live Live, obj *unstructured.Unstructured) (*cluster.Object, bool) {
 	m := metadataStrings(obj, "")
-	return live.Get(KindOf(obj), m.get("namespace"), m.get("name"))
+	return live.Get(cluster.KindOf(obj), m.get("namespace"), m.get("name"))
 }
 
 // Apply writes the desired objects and returns one change per object.
@@ -158,86 +166,115 @@ func (a *Applier) each(ctx context.Context, objects []*unstructured.Unstructured
 			changes = append(changes, o.change())
 		}
 	}
-	errs := make([]error, len(objects))
-	var notTried atomic.Bool
-	down := new(atomic.Pointer[error])
-	var requests *workers
+	p := &pass{a: a, w: w, opts: opts, changes: changes, errs: make([]error, len(objects)), down: new(atomic.Pointer[error])}
 	if opts.Round != nil {
-		down, requests = &opts.Round.down, opts.Round.requests
+		p.down, p.requests, p.memo = &opts.Round.down, opts.Round.requests, opts.Round.d
+		defer opts.Round.add(objects, opts.Settled)
 	} else {
-		requests = newWorkers(applyParallelism)
-		defer requests.stop()
+		p.requests = newWorkers(applyParallelism)
+		defer p.requests.stop()
 	}
 	var wg sync.WaitGroup
-	var memo *Decisions
-	if opts.Round != nil {
-		memo = opts.Round.d
-		defer opts.Round.add(objects, opts.Settled)
-	}
 	for i, obj := range objects {
 		// What the cache shows needs no request is decided here, without
 		// a goroutine: on a sync that changes nothing, that is every object.
 		cached, inCache := cachedOf(live, obj)
-		if inCache && memo != nil {
-			if ch, ok := memo.get(obj, cached); ok {
-				changes[i] = ch
-				continue
-			}
-		}
-		if !inCache && memo != nil {
-			if ch, ok := memo.created(obj, live); ok {
-				changes[i] = ch
-				continue
-			}
-		}
-		if _, ok, _ := unstructured.NestedFieldNoCopy(obj.Object, "metadata", "annotations", sproutv1alpha1.AnnotationApplied); !ok {
-			Stamp(obj)
-		}
-		var d decision
-		if inCache {
-			if d = decideCached(obj, cached, opts); d.action != "" {
-				changes[i] = d.change(obj)
-				if d.action == Unchanged && memo != nil {
-					memo.put(obj, cached, changes[i])
-				}
-				continue
-			}
+		d, decided := p.fromCache(i, obj, cached, inCache, live)
+		if decided {
+			continue
 		}
 		wg.Add(1)
-		requests.do(func() {
+		p.requests.do(func() {
 			defer wg.Done()
-			if err := ctx.Err(); err != nil && down.CompareAndSwap(nil, &err) {
-				errs[i] = err
-			}
-			if err := down.Load(); err != nil {
-				changes[i] = changeOf(obj, Failed, "not tried: "+(*err).Error())
-				notTried.Store(true)
-				return
-			}
-			changes[i], errs[i] = a.one(ctx, obj, inCache, d, opts, w)
-			if err := errs[i]; err != nil && unavailable(err) {
-				down.CompareAndSwap(nil, &err)
-			}
-			if errs[i] == nil && !w.dry && changes[i].ResourceVersion != "" {
-				if changes[i].Action == Created {
-					a.created.add(obj, changes[i].ResourceVersion)
-				}
-				switch {
-				case memo == nil:
-				case changes[i].Action == Configured && inCache:
-					memo.wrote(obj, cached, changes[i].ResourceVersion)
-				case changes[i].Action == Created:
-					memo.wrote(obj, nil, changes[i].ResourceVersion)
-				}
-			}
+			p.request(ctx, i, obj, cached, inCache, d)
 		})
 	}
 	wg.Wait()
-	err := errors.Join(errs...)
-	if err == nil && notTried.Load() {
-		err = *down.Load() // found by an earlier Apply of the round
+	err := errors.Join(p.errs...)
+	if err == nil && p.notTried.Load() {
+		err = *p.down.Load() // found by an earlier Apply of the round
 	}
-	return ChangeSet{Changes: changes}, err
+	return ChangeSet{Changes: p.changes}, err
+}
+
+// pass is one each call: its options, and what it found of each object
+// by index.
+type pass struct {
+	a       *Applier
+	w       writes
+	opts    ApplyOptions
+	changes []Change
+	errs    []error
+	// memo is the round's Decisions, nil outside a round.
+	memo *Decisions
+	// down is the error that said the API server cannot serve; notTried,
+	// whether an object failed with it untried.
+	down     *atomic.Pointer[error]
+	notTried atomic.Bool
+	requests *workers
+}
+
+// fromCache decides object i, obj, from what the round remembers and what
+// the cache holds of it, when that needs no request; otherwise it returns
+// the decision the cache gave, for request.
+func (p *pass) fromCache(i int, obj *unstructured.Unstructured, cached *cluster.Object, inCache bool, live Live) (decision, bool) {
+	if p.memo != nil {
+		if inCache {
+			if ch, ok := p.memo.get(obj, cached); ok {
+				p.changes[i] = ch
+				return decision{}, true
+			}
+		} else if ch, ok := p.memo.created(obj, live); ok {
+			p.changes[i] = ch
+			return decision{}, true
+		}
+	}
+	if _, ok, _ := unstructured.NestedFieldNoCopy(obj.Object, "metadata", "annotations", sproutv1alpha1.AnnotationApplied); !ok {
+		Stamp(obj)
+	}
+	if !inCache {
+		return decision{}, false
+	}
+	d := decideCached(obj, cached, p.opts)
+	if d.action == "" {
+		return d, false
+	}
+	p.changes[i] = d.change(obj)
+	if d.action == Unchanged && p.memo != nil {
+		p.memo.put(obj, cached, p.changes[i])
+	}
+	return d, true
+}
+
+// request writes object i, obj, or decides it from a read (one), unless
+// the API server was found unable to serve, and remembers what it wrote.
+func (p *pass) request(ctx context.Context, i int, obj *unstructured.Unstructured, cached *cluster.Object, inCache bool, d decision) {
+	if err := ctx.Err(); err != nil && p.down.CompareAndSwap(nil, &err) {
+		p.errs[i] = err
+	}
+	if err := p.down.Load(); err != nil {
+		p.changes[i] = changeOf(obj, Failed, "not tried: "+(*err).Error())
+		p.notTried.Store(true)
+		return
+	}
+	ch, err := p.a.one(ctx, obj, inCache, d, p.opts, p.w)
+	p.changes[i], p.errs[i] = ch, err
+	if err != nil && unavailable(err) {
+		p.down.CompareAndSwap(nil, &err)
+	}
+	if err != nil || p.w.dry || ch.ResourceVersion == "" {
+		return
+	}
+	if ch.Action == Created && p.a.creates != nil {
+		p.a.creates.Created(obj, ch.ResourceVersion)
+	}
+	switch {
+	case p.memo == nil:
+	case ch.Action == Configured && inCache:
+		p.memo.wrote(obj, cached, ch.ResourceVersion)
+	case ch.Action == Created:
+		p.memo.wrote(obj, nil, ch.ResourceVersion)
+	}
 }
 
 // unavailable reports whether err says that the API server cannot serve
@@ -314,7 +351,7 @@ func (a *Applier) one(ctx context.Context, obj *unstructured.Unstructured, inCac
 // costs the API server more than the protobuf does, and reading it costs
 // Sprout no more.
 func (a *Applier) create(ctx context.Context, obj *unstructured.Unstructured) (Change, error) {
-	p, err := a.createPath(KindOf(obj))
+	p, err := a.createPath(cluster.KindOf(obj))
 	if err != nil {
 		return Change{}, err
 	}
@@ -442,249 +479,4 @@ func (a *Applier) handOver(ctx context.Context, obj *unstructured.Unstructured) 
 	target.SetNamespace(obj.GetNamespace())
 	target.SetName(obj.GetName())
 	return a.client.Patch(ctx, target, client.RawPatch(types.JSONPatchType, patch), client.FieldOwner(sproutv1alpha1.FieldManager))
-}
-
-// decision is what was found for one object: an action when it needs no
-// write; for an object another of Sprout's policies owns, that policy (its
-// sprout.dev/policy annotation); for one to write, whether its fields must
-// be handed over from the create's entry first; whether the object must be
-// read to decide (its cached copy is released).
-type decision struct {
-	action  Action
-	reason  string
-	owner   string
-	handOff bool
-	read    bool
-	// reclaim: the object is claimed by the policy's record but its labels
-	// say otherwise; it is written whatever else it holds.
-	reclaim bool
-}
-
-// decideRead tells whether an object the cache does not hold must be
-// written, from its metadata read from the API server: it is absent,
-// someone else's, or Sprout's and not cached yet.
-func (a *Applier) decideRead(ctx context.Context, obj *unstructured.Unstructured, opts ApplyOptions) (decision, error) {
-	existing, err := a.metadata(ctx, obj)
-	if err != nil || existing == nil {
-		return decision{}, err
-	}
-	annotations := stringsOf(existing.GetAnnotations())
-	written := slices.ContainsFunc(existing.GetManagedFields(), isSproutEntry)
-	d := decideOwner(obj, stringsOf(existing.GetLabels()), annotations, written, opts)
-	if d.action != "" {
-		return d, nil
-	}
-	if !d.reclaim && annotations.get(sproutv1alpha1.AnnotationApplied) == metadataStrings(obj, "annotations").get(sproutv1alpha1.AnnotationApplied) {
-		// Written from this very desired state and not cached yet (most
-		// often, created by the sync before, a moment ago): the cache will
-		// hold it, and any change made to it is an event that queues its
-		// policy again, to be compared then.
-		return decision{action: Unchanged}, nil
-	}
-	return decision{handOff: slices.ContainsFunc(existing.GetManagedFields(), isCreateEntry) &&
-		mayDrop(annotations.get(sproutv1alpha1.AnnotationApplied), obj)}, nil
-}
-
-// decideCached decides from the cached state of obj.
-func decideCached(obj *unstructured.Unstructured, cached *Cached, opts ApplyOptions) decision {
-	if holds, ok := cached.released(); ok {
-		return decideReleased(obj, holds, opts)
-	}
-	live := cached.Object()
-	if d := decideOwner(obj, metadataStrings(live, "labels"), metadataStrings(live, "annotations"), cached.written, opts); d.action != "" {
-		return d
-	}
-	if covers(live, obj) {
-		return decision{action: Unchanged}
-	}
-	return decision{handOff: cached.createHeld && mayDrop(metadataStrings(live, "annotations").get(sproutv1alpha1.AnnotationApplied), obj)}
-}
-
-// decideReleased decides for obj from a cached copy that holds entire the
-// desired state stamped holds, of which nothing else is kept: obj, with
-// that stamp, is that state, found as it was (and, for a policy that does
-// not synchronize, left as it is). Any other state is decided from a read,
-// as an object not cached is: what is needed to compare it was released.
-func decideReleased(obj *unstructured.Unstructured, holds string, opts ApplyOptions) decision {
-	annotations := metadataStrings(obj, "annotations")
-	if annotations.get(sproutv1alpha1.AnnotationApplied) != holds {
-		return decision{read: true}
-	}
-	if d := decideOwner(obj, metadataStrings(obj, "labels"), annotations, true, opts); d.action != "" {
-		return d
-	}
-	return decision{action: Unchanged}
-}
-
-// mayDrop reports whether applying obj over an object last written with
-// stamp applied (its sproutv1alpha1.AnnotationApplied) may remove a field, so that the
-// fields a create of Sprout's still holds must be handed over first: a
-// field the create's Update entry keeps would otherwise stay. Only another
-// desired state can drop a field. The same one (the object changed by
-// another writer, to be put back) cannot, so it is applied in one request;
-// the create's entry stays until the desired state changes. A create's
-// entry holds the fields of the state created, and an apply of any other
-// state hands it over first, so a stamp equal to obj's means that the
-// entry holds no field obj lacks.
-func mayDrop(applied string, obj *unstructured.Unstructured) bool {
-	return applied != metadataStrings(obj, "annotations").get(sproutv1alpha1.AnnotationApplied)
-}
-
-// decideOwner returns the decision for an object that exists with labels
-// and annotations when it must not be written: another owner's, or, for a
-// policy that does not synchronize, any that exists. written says that its
-// managed fields hold an entry of Sprout's (isSproutEntry).
-//
-// The labels are not the last word: anyone who may edit an object may
-// remove a label, and would otherwise turn synchronization off for it. An
-// object the policy's record claims (ApplyOptions.Claimed) is the policy's
-// whatever its labels say; so, for a synchronizing policy, is one Sprout
-// wrote that names no other origin (adoptable): its labels were removed
-// where nobody saw them go, while Sprout was stopped.
-func decideOwner(obj *unstructured.Unstructured, labels, annotations stringMap, written bool, opts ApplyOptions) decision {
-	desired := metadataStrings(obj, "labels")
-	own := sameOrigin(labels, desired) || orphanedByTrigger(labels, desired, opts.Alive)
-	reclaim := !own && (opts.Claimed != nil && opts.Claimed(desired.get(sproutv1alpha1.LabelTriggerUID), ObjectID(obj)) ||
-		opts.Synchronize && written && adoptable(obj, labels, annotations, opts.Alive))
-	switch {
-	case !own && !reclaim:
-		d := decision{action: Skipped, reason: notOwnedReason(labels)}
-		if labels.get(sproutv1alpha1.LabelManagedBy) == sproutv1alpha1.ManagedBy && annotations.get(sproutv1alpha1.AnnotationPolicy) != metadataStrings(obj, "annotations").get(sproutv1alpha1.AnnotationPolicy) {
-			d.owner = annotations.get(sproutv1alpha1.AnnotationPolicy)
-		}
-		return d
-	case !opts.Synchronize:
-		return decision{action: Skipped, reason: reasonPresent}
-	}
-	return decision{reclaim: reclaim}
-}
-
-// change is the change of an object decided without a write.
-func (d decision) change(obj *unstructured.Unstructured) Change {
-	ch := changeOf(obj, d.action, d.reason)
-	ch.Owner = d.owner
-	return ch
-}
-
-// heldByCreate reports whether obj's managed fields hold the Update entry
-// a create by Sprout leaves. It reads them as they are in the object, as a
-// watch decoded it: the typed entries cost a conversion of each.
-func heldByCreate(obj *unstructured.Unstructured) bool { return hasEntry(obj, isCreateEntry) }
-
-// hasEntry reports whether one of obj's managed-fields entries, of which
-// only the manager, operation and subresource are read, is as is wants.
-func hasEntry(obj *unstructured.Unstructured, is func(metav1.ManagedFieldsEntry) bool) bool {
-	entries, _ := metadataStrings(obj, "")["managedFields"].([]any)
-	for _, e := range entries {
-		m, _ := e.(map[string]any)
-		if m == nil {
-			continue
-		}
-		manager, _ := m["manager"].(string)
-		operation, _ := m["operation"].(string)
-		sub, _ := m["subresource"].(string)
-		if is(metav1.ManagedFieldsEntry{Manager: manager, Operation: metav1.ManagedFieldsOperationType(operation), Subresource: sub}) {
-			return true
-		}
-	}
-	return false
-}
-
-// isCreateEntry reports whether e is the Update entry a create by Sprout
-// leaves.
-func isCreateEntry(e metav1.ManagedFieldsEntry) bool {
-	return e.Manager == sproutv1alpha1.FieldManager && e.Operation == metav1.ManagedFieldsOperationUpdate && e.Subresource == ""
-}
-
-// metadata reads the object's metadata, or nil when it does not exist.
-func (a *Applier) metadata(ctx context.Context, obj *unstructured.Unstructured) (*metav1.PartialObjectMetadata, error) {
-	m := &metav1.PartialObjectMetadata{}
-	m.SetGroupVersionKind(obj.GroupVersionKind())
-	err := a.client.Get(ctx, client.ObjectKeyFromObject(obj), m)
-	if apierrors.IsNotFound(err) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("read: %w", err)
-	}
-	return m, nil
-}
-
-// originLabels identify who generated an object.
-var originLabels = []string{sproutv1alpha1.LabelManagedBy, sproutv1alpha1.LabelPolicyName, sproutv1alpha1.LabelPolicyNamespace, sproutv1alpha1.LabelTriggerUID}
-
-// stringMap is an object's labels or annotations as they are in it, read
-// without a copy.
-type stringMap map[string]any
-
-func (m stringMap) get(key string) string {
-	s, _ := m[key].(string)
-	return s
-}
-
-func (m stringMap) has(key string) bool {
-	_, ok := m[key]
-	return ok
-}
-
-func hasKey(m map[string]string, key string) bool {
-	_, ok := m[key]
-	return ok
-}
-
-// metadataStrings returns obj's metadata.<field> (labels, annotations), or
-// with field "" its metadata.
-func metadataStrings(obj *unstructured.Unstructured, field string) stringMap {
-	m, _ := obj.Object["metadata"].(map[string]any)
-	if field == "" {
-		return m
-	}
-	sm, _ := m[field].(map[string]any)
-	return sm
-}
-
-func stringsOf(m map[string]string) stringMap {
-	out := make(stringMap, len(m))
-	for k, v := range m {
-		out[k] = v
-	}
-	return out
-}
-
-func sameOrigin(existing, desired stringMap) bool {
-	for _, k := range originLabels {
-		if existing.get(k) != desired.get(k) {
-			return false
-		}
-	}
-	return true
-}
-
-// orphanedByTrigger reports whether existing belongs to the same policy as
-// desired but to a trigger that no longer exists.
-func orphanedByTrigger(existing, desired stringMap, alive func(string) bool) bool {
-	if alive == nil {
-		return false
-	}
-	for _, k := range []string{sproutv1alpha1.LabelManagedBy, sproutv1alpha1.LabelPolicyName, sproutv1alpha1.LabelPolicyNamespace} {
-		if existing.get(k) != desired.get(k) {
-			return false
-		}
-	}
-	return !alive(existing.get(sproutv1alpha1.LabelTriggerUID))
-}
-
-func notOwnedReason(existing stringMap) string {
-	switch {
-	case existing.get(sproutv1alpha1.LabelManagedBy) != sproutv1alpha1.ManagedBy:
-		return "exists and is not managed by Sprout"
-	case existing.get(sproutv1alpha1.LabelPolicyName) == "":
-		return "exists without a policy label"
-	default:
-		policy := existing.get(sproutv1alpha1.LabelPolicyName)
-		if ns := existing.get(sproutv1alpha1.LabelPolicyNamespace); ns != "" {
-			policy = ns + "/" + policy
-		}
-		return fmt.Sprintf("owned by policy %s for trigger %s", policy, existing.get(sproutv1alpha1.LabelTriggerUID))
-	}
 }

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	sproutv1alpha1 "github.com/sprout-gitops/sprout/api/sprout/v1alpha1"
+	"github.com/sprout-gitops/sprout/cluster"
 )
 
 func TestUnavailable(t *testing.T) {
@@ -95,9 +96,9 @@ func drifted(n int) ([]*unstructured.Unstructured, cachedObjects) {
 }
 
 // cachedObjects serves Live from a map by name.
-type cachedObjects map[string]*Cached
+type cachedObjects map[string]*cluster.Object
 
-func (c cachedObjects) Get(_ schema.GroupVersionKind, _, name string) (*Cached, bool) {
+func (c cachedObjects) Get(_ schema.GroupVersionKind, _, name string) (*cluster.Object, bool) {
 	o, ok := c[name]
 	return o, ok
 }
@@ -107,8 +108,8 @@ func (c cachedObjects) Get(_ schema.GroupVersionKind, _, name string) (*Cached, 
 func (c cachedObjects) Seen(schema.GroupVersionKind, string) bool { return true }
 
 // toCache returns obj as a cache holds it, leaving obj as it is.
-func toCache(obj *unstructured.Unstructured) *Cached {
-	c, err := NewCached(obj.DeepCopy())
+func toCache(obj *unstructured.Unstructured) *cluster.Object {
+	c, err := generatedForm.FromList(obj.DeepCopy())
 	if err != nil {
 		panic(err)
 	}
@@ -117,8 +118,8 @@ func toCache(obj *unstructured.Unstructured) *Cached {
 
 // edited returns c's object changed by edit, as the cache holds it after
 // the edit: another copy.
-func edited(c *Cached, edit func(*unstructured.Unstructured)) *Cached {
-	obj := c.Object()
+func edited(c *cluster.Object, edit func(*unstructured.Unstructured)) *cluster.Object {
+	obj := c.Decode()
 	edit(obj)
 	return toCache(obj)
 }
@@ -158,3 +159,7 @@ func TestApplyFinishesTheObjectsUnderWay(t *testing.T) {
 		t.Errorf("%d configured, %d failed: want %d and %d", n, cs.Count(Failed), applyParallelism, len(objects)-applyParallelism)
 	}
 }
+
+// generatedForm makes cached objects as the caches of Sprout's objects do,
+// pairing nothing.
+var generatedForm = cluster.Generated(nil)

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	sproutv1alpha1 "github.com/sprout-gitops/sprout/api/sprout/v1alpha1"
+	"github.com/sprout-gitops/sprout/cluster"
 )
 
 // desiredSet returns n generated ConfigMaps as a sync computes them, and a
@@ -59,7 +60,7 @@ func BenchmarkApplyUnchanged10k(b *testing.B) {
 // objects against 10,000 desired ones, 100 of which differ.
 func BenchmarkStale10k(b *testing.B) {
 	desired, live := desiredSet(10000)
-	owned := make([]*Cached, 0, len(live))
+	owned := make([]*cluster.Object, 0, len(live))
 	for _, o := range live {
 		owned = append(owned, o)
 	}
@@ -104,7 +105,7 @@ func BenchmarkApplyUnchangedRemembered10k(b *testing.B) {
 // found 10,000 objects unchanged, with 100 more owned ones not desired.
 func BenchmarkStaleRemembered10k(b *testing.B) {
 	desired, live := desiredSet(10100)
-	owned := make([]*Cached, 0, len(live))
+	owned := make([]*cluster.Object, 0, len(live))
 	for _, o := range live {
 		owned = append(owned, o)
 	}

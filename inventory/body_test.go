@@ -129,7 +129,7 @@ func TestCreatesAsTheAPIServerTakesThem(t *testing.T) {
 			return res, err
 		})
 	})
-	a, err := NewApplier(cfg)
+	a, err := NewApplier(cfg, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

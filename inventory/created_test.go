@@ -3,15 +3,15 @@ package inventory
 import (
 	"context"
 	"net/http"
-	"reflect"
+	"slices"
 	"testing"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	sproutv1alpha1 "github.com/sprout-gitops/sprout/api/sprout/v1alpha1"
+	"github.com/sprout-gitops/sprout/cluster"
 )
 
 // watchedJSON is obj as the API server has it now, in JSON with its
@@ -42,15 +42,19 @@ func TestCreatedVersionsAreCachedReleased(t *testing.T) {
 		t.Fatalf("create: %v %+v", err, cs.Changes)
 	}
 	reqs.take()
-	cachedCopy, err := a.CachedFromJSON(watchedJSON(t, c, obj))
+	watchedCopy := watchedJSON(t, c, obj)
+	form := cluster.Generated(a.creates.(*cluster.CreatedVersions))
+	cachedCopy, err := form.FromJSON(slices.Clone(watchedCopy))
 	if err != nil {
 		t.Fatal(err)
 	}
-	holds, ok := cachedCopy.released()
+	holds, ok := cachedCopy.Released()
 	if stamp := created.GetAnnotations()[sproutv1alpha1.AnnotationApplied]; !ok || holds != stamp {
 		t.Fatalf("the created version is cached released %v, holding %q; want released, holding %q", ok, holds, stamp)
 	}
-	if len(a.created.made)+len(a.created.watched) != 0 {
+	if again, err := form.FromJSON(watchedCopy); err != nil {
+		t.Fatal(err)
+	} else if _, ok := again.Released(); ok {
 		t.Error("the created version is still remembered after its watch event")
 	}
 	live := cachedObjects{obj.GetName(): cachedCopy}
@@ -92,41 +96,12 @@ func TestCreatedVersionsAreCachedReleased(t *testing.T) {
 	}
 
 	// Pruned from what is kept of it.
-	cs, err = a.Prune(ctx, Decoded([]*Cached{cachedCopy}))
+	cs, err = a.Prune(ctx, cluster.Decoded([]*cluster.Object{cachedCopy}))
 	if err != nil || cs.Count(Deleted) != 1 || cs.Changes[0].TriggerUID != "uid-released" {
 		t.Fatalf("prune: %v %+v", err, cs.Changes)
 	}
 	if err := c.Get(ctx, client.ObjectKeyFromObject(obj), full); !apierrors.IsNotFound(err) {
 		t.Errorf("after the prune, get: %v, want NotFound", err)
-	}
-}
-
-// TestCreateAnsweredAfterItsWatchEventReleasesTheCachedCopy: when the
-// watch brings the created version before the create's answer is read,
-// the copy already cached is released then.
-func TestCreateAnsweredAfterItsWatchEventReleasesTheCachedCopy(t *testing.T) {
-	ctx := context.Background()
-	a, _, c := countingApplier(t)
-	namespace(t, c, "released-late")
-	obj := generated("released-late", "zk", map[string]any{"a": "1"})
-	Stamp(obj)
-	b, _, _ := countingApplier(t) // another Applier: a remembers nothing of this create
-	if cs, err := b.Apply(ctx, []*unstructured.Unstructured{obj.DeepCopy()}, cachedObjects{}, ApplyOptions{Synchronize: true}); err != nil || cs.Count(Created) != 1 {
-		t.Fatalf("create: %v %+v", err, cs.Changes)
-	}
-	early, err := a.CachedFromJSON(watchedJSON(t, c, obj))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, ok := early.released(); ok {
-		t.Fatal("a version no create of this Applier made is cached released")
-	}
-	a.created.add(obj, early.GetResourceVersion())
-	if holds, ok := early.released(); !ok || holds != obj.GetAnnotations()[sproutv1alpha1.AnnotationApplied] {
-		t.Errorf("after the create's answer, the cached copy is released %v, holding %q", ok, holds)
-	}
-	if len(a.created.made)+len(a.created.watched) != 0 {
-		t.Error("a version released at once is remembered as well")
 	}
 }
 
@@ -142,74 +117,18 @@ func TestFoundUnchangedReleasesTheCachedCopy(t *testing.T) {
 	if cs, err := (&Applier{}).Apply(context.Background(), []*unstructured.Unstructured{obj}, live, ApplyOptions{Synchronize: true, Round: r}); err != nil || cs.Count(Unchanged) != 1 {
 		t.Fatalf("compare: %v %+v", err, cs.Changes)
 	}
-	if _, ok := live[obj.GetName()].released(); ok {
+	if _, ok := live[obj.GetName()].Released(); ok {
 		t.Fatal("released before the object settled")
 	}
 	if s := r.Settle([]*unstructured.Unstructured{obj}); s[0].Len() != 1 {
 		t.Fatal("not settled")
 	}
 	r.End()
-	if holds, ok := live[obj.GetName()].released(); !ok || holds != obj.GetAnnotations()[sproutv1alpha1.AnnotationApplied] {
+	if holds, ok := live[obj.GetName()].Released(); !ok || holds != obj.GetAnnotations()[sproutv1alpha1.AnnotationApplied] {
 		t.Errorf("after settling, released %v holding %q", ok, holds)
 	}
 	again := obj.DeepCopy() // evaluated anew: no memo of it
 	if cs, err := (&Applier{}).Apply(context.Background(), []*unstructured.Unstructured{again}, live, ApplyOptions{Synchronize: true, Round: memo.Begin()}); err != nil || cs.Count(Unchanged) != 1 {
 		t.Fatalf("again: %v %+v", err, cs.Changes)
-	}
-}
-
-// TestCachedFromObjectAgreesWithCachedFromJSON: a generated object read
-// in its typed form, as a protobuf watch gives it, is cached as it is from
-// its JSON: the same fields apart, the same content. A version the
-// applier's own create made is cached released from the start, as from
-// its JSON.
-func TestCachedFromObjectAgreesWithCachedFromJSON(t *testing.T) {
-	ctx := context.Background()
-	a, _, c := countingApplier(t)
-	namespace(t, c, "typed")
-	obj := generated("typed", "zk", map[string]any{"a": "1", "html": "<b>&</b>"})
-	created := obj.DeepCopy()
-	if cs, err := a.Apply(ctx, []*unstructured.Unstructured{created}, cachedObjects{}, ApplyOptions{Synchronize: true}); err != nil || cs.Count(Created) != 1 {
-		t.Fatalf("create: %v %+v", err, cs.Changes)
-	}
-	typed := func() *corev1.ConfigMap {
-		cm := &corev1.ConfigMap{}
-		if err := c.Get(ctx, client.ObjectKeyFromObject(obj), cm); err != nil {
-			t.Fatal(err)
-		}
-		cm.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ConfigMap")) // as a decoder sets it
-		if len(cm.ManagedFields) == 0 {
-			t.Fatal("no managed fields read: the comparison would miss them")
-		}
-		return cm
-	}
-
-	fromObject, err := new(Applier).CachedFromObject(typed()) // an applier that made nothing
-	if err != nil {
-		t.Fatal(err)
-	}
-	fromJSON, err := CachedFromJSON(watchedJSON(t, c, obj))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if g, w := readOf(fromObject), readOf(fromJSON); g != w {
-		t.Errorf("read from the typed object:\n%+v\nfrom JSON:\n%+v", g, w)
-	}
-	if !fromJSON.createHeld {
-		t.Error("the create's entry was not found: the comparison shows nothing of it")
-	}
-	if g, w := fromObject.Object().Object, fromJSON.Object().Object; !reflect.DeepEqual(g, w) {
-		t.Errorf("content from the typed object:\n%s\nfrom JSON:\n%s", fromObject.body.Load().content, fromJSON.body.Load().content)
-	}
-
-	own, err := a.CachedFromObject(typed())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if holds, ok := own.released(); !ok || holds != created.GetAnnotations()[sproutv1alpha1.AnnotationApplied] {
-		t.Errorf("the created version is cached released %v, holding %q; want released, holding the create's stamp", ok, holds)
-	}
-	if len(a.created.made)+len(a.created.watched) != 0 {
-		t.Error("the created version is still remembered after its watch event")
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/resourceversion"
 
 	sproutv1alpha1 "github.com/sprout-gitops/sprout/api/sprout/v1alpha1"
+	"github.com/sprout-gitops/sprout/cluster"
 )
 
 // Decisions remembers, for one policy, the desired objects the cache last
@@ -34,7 +35,7 @@ type Decisions struct {
 	// last round left it; next is the open round's.
 	unchanged, next map[*unstructured.Unstructured]*unchangedPair
 	// claimed are the cached objects of the last round's unchanged pairs.
-	claimed, nextClaimed map[*Cached]struct{}
+	claimed, nextClaimed map[*cluster.Object]struct{}
 	// objects are the last round's desired objects, settled its settled
 	// ones; rounds counts them.
 	objects []*unstructured.Unstructured
@@ -101,7 +102,7 @@ type settledObject struct {
 	namespace, name, resourceVersion string
 	// cached is the cache's copy of resourceVersion; nil for an object
 	// created since, until the cache shows it (Holds adopts it then).
-	cached         *Cached
+	cached         *cluster.Object
 	id, triggerUID string
 }
 
@@ -148,7 +149,7 @@ func (s Settled) Holds(live Live) bool {
 		cur, ok := live.Get(gvk, o.namespace, o.name)
 		switch {
 		case ok && cur == o.cached:
-		case ok && cur.resourceVersion == o.resourceVersion:
+		case ok && cur.GetResourceVersion() == o.resourceVersion:
 			o.cached = cur
 		case ok:
 			return false // changed since
@@ -205,12 +206,13 @@ func (d *Decisions) settle(objects []*unstructured.Unstructured) (Settled, bool)
 		o := settledObject{id: p.change.ID, triggerUID: p.change.TriggerUID}
 		switch {
 		case p.cached != nil && p.written == "":
-			o.kind, o.namespace, o.name, o.resourceVersion, o.cached = p.cached.kind, p.cached.namespace, p.cached.name, p.cached.resourceVersion, p.cached
+			c := p.cached
+			o.kind, o.namespace, o.name, o.resourceVersion, o.cached = c.Kind(), c.GetNamespace(), c.GetName(), c.GetResourceVersion(), c
 			// Found unchanged: the cached version holds obj entire.
-			p.cached.release(metadataStrings(obj, "annotations").get(sproutv1alpha1.AnnotationApplied))
+			c.Release(metadataStrings(obj, "annotations").get(sproutv1alpha1.AnnotationApplied))
 		case p.cached == nil && p.written != "":
 			m := metadataStrings(obj, "")
-			o.kind, o.namespace, o.name, o.resourceVersion = unique.Make(KindOf(obj)), intern(m.get("namespace")), intern(m.get("name")), p.written
+			o.kind, o.namespace, o.name, o.resourceVersion = unique.Make(cluster.KindOf(obj)), cluster.Intern(m.get("namespace")), cluster.Intern(m.get("name")), p.written
 		default:
 			return Settled{}, false
 		}
@@ -220,7 +222,7 @@ func (d *Decisions) settle(objects []*unstructured.Unstructured) (Settled, bool)
 }
 
 type unchangedPair struct {
-	cached *Cached
+	cached *cluster.Object
 	change Change
 	key    objectKey
 	// written is, for an object written over cached, the version the
@@ -233,12 +235,12 @@ type unchangedPair struct {
 func NewDecisions() *Decisions {
 	return &Decisions{
 		unchanged: map[*unstructured.Unstructured]*unchangedPair{}, next: map[*unstructured.Unstructured]*unchangedPair{},
-		claimed: map[*Cached]struct{}{}, nextClaimed: map[*Cached]struct{}{},
+		claimed: map[*cluster.Object]struct{}{}, nextClaimed: map[*cluster.Object]struct{}{},
 	}
 }
 
 // get returns the change decided for desired when cached was the same.
-func (d *Decisions) get(desired *unstructured.Unstructured, cached *Cached) (Change, bool) {
+func (d *Decisions) get(desired *unstructured.Unstructured, cached *cluster.Object) (Change, bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	p, ok := d.unchanged[desired]
@@ -265,7 +267,7 @@ func (d *Decisions) created(desired *unstructured.Unstructured, live Live) (Chan
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	p, ok := d.unchanged[desired]
-	if !ok || p.cached != nil || p.written == "" || live.Seen(KindOf(desired), p.written) {
+	if !ok || p.cached != nil || p.written == "" || live.Seen(cluster.KindOf(desired), p.written) {
 		return Change{}, false
 	}
 	d.keep(desired, p)
@@ -274,8 +276,8 @@ func (d *Decisions) created(desired *unstructured.Unstructured, live Live) (Chan
 
 // older reports whether cached is a version from before resourceVersion
 // written, when the two compare (KEP-5504; etcd's versions do).
-func older(cached *Cached, written string) bool {
-	c, err := resourceversion.CompareResourceVersion(cached.resourceVersion, written)
+func older(cached *cluster.Object, written string) bool {
+	c, err := resourceversion.CompareResourceVersion(cached.GetResourceVersion(), written)
 	return err == nil && c < 0
 }
 
@@ -283,14 +285,14 @@ func older(cached *Cached, written string) bool {
 // making version written: until the cache shows that version, its copies
 // are from before the write, or it has none, and the next sync must not
 // write again. Any change after the write comes after it, and is compared.
-func (d *Decisions) wrote(desired *unstructured.Unstructured, cached *Cached, written string) {
+func (d *Decisions) wrote(desired *unstructured.Unstructured, cached *cluster.Object, written string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.keep(desired, &unchangedPair{cached: cached, change: changeOf(desired, Unchanged, ""), key: keyOf(desired), written: written})
 }
 
 // put remembers that desired was found unchanged in cached.
-func (d *Decisions) put(desired *unstructured.Unstructured, cached *Cached, ch Change) {
+func (d *Decisions) put(desired *unstructured.Unstructured, cached *cluster.Object, ch Change) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.keep(desired, &unchangedPair{cached: cached, change: ch, key: keyOf(desired)})
@@ -333,13 +335,13 @@ func (r *Round) End() {
 // not paired and those created in the round (on a sync that changed
 // little, the few it wrote), and only those still unmatched, a cached
 // object replaced since, with all.
-func (d *Decisions) Stale(owned []*Cached) []*Cached {
+func (d *Decisions) Stale(owned []*cluster.Object) []*cluster.Object {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.rounds == 0 {
 		return nil // nothing applied: what is desired is unknown
 	}
-	var unpaired []*Cached
+	var unpaired []*cluster.Object
 	for _, o := range owned {
 		if _, ok := d.claimed[o]; !ok {
 			unpaired = append(unpaired, o)
@@ -365,9 +367,9 @@ func (d *Decisions) Stale(owned []*Cached) []*Cached {
 		}
 	}
 	var all map[objectKey]bool
-	var out []*Cached
+	var out []*cluster.Object
 	for _, o := range unpaired {
-		k := o.key()
+		k := cachedKey(o)
 		if written[k] {
 			continue
 		}
@@ -382,7 +384,7 @@ func (d *Decisions) Stale(owned []*Cached) []*Cached {
 				}
 			}
 		}
-		if !all[k] && !o.onDelete {
+		if !all[k] && !o.OnDelete() {
 			out = append(out, o)
 		}
 	}

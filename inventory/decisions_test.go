@@ -16,6 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+
+	"github.com/sprout-gitops/sprout/cluster"
 )
 
 // TestDecisionsPassOverOnlyWhatTheyComparedBefore: an object found
@@ -68,7 +70,7 @@ func TestDecisionsStaleAgreesWithStale(t *testing.T) {
 	if _, err := applyRound(memo, desired, live, opts, nil); err != nil {
 		t.Fatal(err)
 	}
-	var owned []*Cached
+	var owned []*cluster.Object
 	for _, o := range live {
 		owned = append(owned, o)
 	}
@@ -76,7 +78,7 @@ func TestDecisionsStaleAgreesWithStale(t *testing.T) {
 	// desired one, which replaced the paired one after the Apply (an edit
 	// seen between apply and prune).
 	fresh := edited(live[desired[20].GetName()], func(*unstructured.Unstructured) {})
-	owned = slices.DeleteFunc(owned, func(o *Cached) bool { return o.GetName() == fresh.GetName() })
+	owned = slices.DeleteFunc(owned, func(o *cluster.Object) bool { return o.GetName() == fresh.GetName() })
 	owned = append(owned, fresh)
 	// And one created by the Apply (not cached then), cached by the prune.
 	last := desired[49]
@@ -90,9 +92,9 @@ func TestDecisionsStaleAgreesWithStale(t *testing.T) {
 		t.Fatalf("%d created, error %v", cs.Count(Created), err)
 	}
 	live[last.GetName()] = toCache(last)
-	owned = slices.DeleteFunc(owned, func(o *Cached) bool { return o.GetName() == last.GetName() })
+	owned = slices.DeleteFunc(owned, func(o *cluster.Object) bool { return o.GetName() == last.GetName() })
 	owned = append(owned, live[last.GetName()])
-	names := func(objs []*Cached) []string {
+	names := func(objs []*cluster.Object) []string {
 		var out []string
 		for _, o := range objs {
 			out = append(out, o.GetName())
@@ -209,7 +211,7 @@ func TestSettledObjectsStandForTheirDesiredOnes(t *testing.T) {
 		_ = unstructured.SetNestedField(u.Object, "changed", "data", "ZK_ADDRESS")
 		u.SetResourceVersion("2")
 	})
-	var owned []*Cached
+	var owned []*cluster.Object
 	for _, o := range live {
 		owned = append(owned, o)
 	}

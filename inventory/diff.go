@@ -3,6 +3,8 @@ package inventory
 import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/sprout-gitops/sprout/cluster"
 )
 
 // objectKey identifies an object across API versions of its kind.
@@ -13,20 +15,12 @@ type objectKey struct {
 
 func keyOf(o *unstructured.Unstructured) objectKey {
 	m := metadataStrings(o, "")
-	return objectKey{KindOf(o).GroupKind(), m.get("namespace"), m.get("name")}
+	return objectKey{cluster.KindOf(o).GroupKind(), m.get("namespace"), m.get("name")}
 }
 
-// KindOf returns obj's group, version and kind, read straight from its
-// top-level fields: unstructured's accessors walk a path for each, and a
-// sync asks for every desired object several times.
-func KindOf(obj *unstructured.Unstructured) schema.GroupVersionKind {
-	apiVersion, _ := obj.Object["apiVersion"].(string)
-	kind, _ := obj.Object["kind"].(string)
-	gv, err := schema.ParseGroupVersion(apiVersion)
-	if err != nil {
-		return schema.GroupVersionKind{Kind: kind}
-	}
-	return gv.WithKind(kind)
+// cachedKey is keyOf for a cached object.
+func cachedKey(o *cluster.Object) objectKey {
+	return objectKey{o.GroupVersionKind().GroupKind(), o.GetNamespace(), o.GetName()}
 }
 
 // stale returns the owned objects that are not desired: what a
@@ -35,14 +29,14 @@ func KindOf(obj *unstructured.Unstructured) schema.GroupVersionKind {
 // trigger's DELETE are never stale: their trigger is gone by design.
 // Decisions.Stale finds the same for a round's objects with less work;
 // the tests hold the two to each other.
-func stale(owned []*Cached, desired []*unstructured.Unstructured) []*Cached {
+func stale(owned []*cluster.Object, desired []*unstructured.Unstructured) []*cluster.Object {
 	want := make(map[objectKey]bool, len(desired))
 	for _, d := range desired {
 		want[keyOf(d)] = true
 	}
-	var out []*Cached
+	var out []*cluster.Object
 	for _, o := range owned {
-		if !want[o.key()] && !o.onDelete {
+		if !want[cachedKey(o)] && !o.OnDelete() {
 			out = append(out, o)
 		}
 	}
@@ -51,10 +45,10 @@ func stale(owned []*Cached, desired []*unstructured.Unstructured) []*Cached {
 
 // Data returns the objects that are not clones: a deleted policy takes its
 // data objects with it but leaves clones, as Kyverno does.
-func Data(objs []*Cached) []*Cached {
-	var out []*Cached
+func Data(objs []*cluster.Object) []*cluster.Object {
+	var out []*cluster.Object
 	for _, o := range objs {
-		if !o.clone {
+		if !o.Clone() {
 			out = append(out, o)
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	sproutv1alpha1 "github.com/sprout-gitops/sprout/api/sprout/v1alpha1"
+	"github.com/sprout-gitops/sprout/cluster"
 )
 
 func obj(apiVersion, kind, namespace, name string, labels map[string]string) *unstructured.Unstructured {
@@ -27,7 +28,7 @@ func ids(objs []*unstructured.Unstructured) []string {
 }
 
 func TestStale(t *testing.T) {
-	owned := []*Cached{
+	owned := []*cluster.Object{
 		toCache(obj("v1", "ConfigMap", "a", "kept", nil)),
 		toCache(obj("v1", "ConfigMap", "a", "gone", nil)),
 		toCache(obj("v1", "ConfigMap", "b", "kept", nil)),
@@ -41,22 +42,22 @@ func TestStale(t *testing.T) {
 		obj("policy/v1", "PodDisruptionBudget", "a", "pdb", nil), // another version, the same object
 		obj("v1", "Secret", "a", "new", nil),
 	}
-	got := ids(Decoded(stale(owned, desired)))
+	got := ids(cluster.Decoded(stale(owned, desired)))
 	want := []string{"ConfigMap/a/gone", "NetworkPolicy/a/kept"}
 	if len(got) != len(want) || got[0] != want[0] || got[1] != want[1] {
 		t.Fatalf("Stale = %v, want %v", got, want)
 	}
 	if got := stale(nil, desired); len(got) != 0 {
-		t.Fatalf("nothing owned, nothing stale: got %v", ids(Decoded(got)))
+		t.Fatalf("nothing owned, nothing stale: got %v", ids(cluster.Decoded(got)))
 	}
 }
 
 func TestData(t *testing.T) {
-	objs := []*Cached{
+	objs := []*cluster.Object{
 		toCache(obj("v1", "ConfigMap", "a", "data", map[string]string{sproutv1alpha1.LabelManagedBy: sproutv1alpha1.ManagedBy})),
 		toCache(obj("v1", "Secret", "a", "clone", map[string]string{sproutv1alpha1.LabelManagedBy: sproutv1alpha1.ManagedBy, sproutv1alpha1.LabelSourceUID: "u1"})),
 	}
-	if got := ids(Decoded(Data(objs))); len(got) != 1 || got[0] != "ConfigMap/a/data" {
+	if got := ids(cluster.Decoded(Data(objs))); len(got) != 1 || got[0] != "ConfigMap/a/data" {
 		t.Fatalf("Data = %v", got)
 	}
 }

@@ -9,9 +9,10 @@
 // record are built on the labels, so an object is found again after a
 // crash or a lost record. Drifted tells, from an object's managed fields
 // and its applied stamp alone, whether it still holds what Sprout last
-// applied: what `sprout inventory` reports as drift. Cached is how the
-// controller's caches hold Sprout's objects for Apply to compare with:
-// compact, and decoded only when compared.
+// applied: what `sprout inventory` reports as drift. Apply compares the
+// desired objects with the controller's caches of Sprout's objects
+// (cluster.Object, through Live) and reports the versions its creates made
+// (Creates); it never reads a watch.
 //
 // A policy's status, its Events and the PolicySources' status are written
 // by reconcile, not here.

@@ -11,6 +11,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 	"sigs.k8s.io/structured-merge-diff/v6/typed"
+
+	"github.com/sprout-gitops/sprout/cluster"
 )
 
 // The masks that replace a Secret's values in dry-run output, as Flux masks
@@ -91,7 +93,7 @@ func afterHandOver(obj, desired *unstructured.Unstructured) error {
 		if err := s.FromJSON(bytes.NewReader(e.FieldsV1.GetRawBytes())); err != nil {
 			return err
 		}
-		if isCreateEntry(e) {
+		if cluster.IsCreateEntry(e) {
 			created = created.Union(s)
 		} else {
 			others = others.Union(s)

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	sproutv1alpha1 "github.com/sprout-gitops/sprout/api/sprout/v1alpha1"
+	"github.com/sprout-gitops/sprout/cluster"
 	"github.com/sprout-gitops/sprout/internal/controlplane"
 )
 
@@ -88,7 +89,7 @@ func countingApplier(t *testing.T) (*Applier, *requests, client.Client) {
 	counted := rest.CopyConfig(cfg)
 	r := &requests{by: map[string]int{}}
 	counted.Wrap(r.wrap)
-	a, err := NewApplier(counted)
+	a, err := NewApplier(counted, new(cluster.CreatedVersions))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -319,7 +320,7 @@ func TestHandOverFailsOnAChangeAfterItsRead(t *testing.T) {
 			return resp, err
 		})
 	})
-	a, err := NewApplier(racing)
+	a, err := NewApplier(racing, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -31,6 +31,7 @@ import (
 
 	sproutv1alpha1 "github.com/sprout-gitops/sprout/api/sprout/v1alpha1"
 	"github.com/sprout-gitops/sprout/celenv"
+	"github.com/sprout-gitops/sprout/cluster"
 	"github.com/sprout-gitops/sprout/inventory"
 	"github.com/sprout-gitops/sprout/sources"
 )
@@ -127,6 +128,9 @@ type Controller struct {
 	// downstreamEvents counts the changes to each policy's objects.
 	downstreamEvents downstreamEvents
 	applier          *inventory.Applier
+	// created pairs the versions every writer's creates made with the
+	// events of the generated objects' informers.
+	created *cluster.CreatedVersions
 	// writer applies and prunes: the applier, or its dry run.
 	writer writer
 	// reporter writes records, status, Events and metrics, or, dry, keeps
@@ -240,11 +244,12 @@ func New(cfg *rest.Config, opts Options) (*Controller, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dynamic client: %w", err)
 	}
-	raw, err := newRawClient(cfg)
+	raw, err := cluster.NewRawClient(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("REST client: %w", err)
 	}
-	applier, err := inventory.NewApplier(cfg)
+	created := new(cluster.CreatedVersions)
+	applier, err := inventory.NewApplier(cfg, created)
 	if err != nil {
 		return nil, err
 	}
@@ -269,6 +274,7 @@ func New(cfg *rest.Config, opts Options) (*Controller, error) {
 		discovery:     disco,
 		mapper:        restmapper.NewDeferredDiscoveryRESTMapper(disco),
 		applier:       applier,
+		created:       created,
 		kubeInformers: factory,
 		rbacInformers: informers.NewSharedInformerFactory(kube, 0),
 		rechecks:      make(chan struct{}, 1),

@@ -25,8 +25,9 @@
 // into one sync, and a re-queue repairs whatever an event missed.
 //
 // reconcile compiles no CEL and writes no generated object: sources
-// compile, celenv evaluates, and inventory writes the generated objects and
-// the PolicyInventory records, on reconcile's instructions. What reconcile
+// compile, celenv evaluates, cluster decodes the watches and is the form
+// every cache holds objects in, and inventory writes the generated objects
+// and the PolicyInventory records, on reconcile's instructions. What reconcile
 // writes itself is what it reports: the policies' status, the
 // PolicySources' status and Events. docs/design.md follows a policy
 // through a sync.

@@ -9,7 +9,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/resourceversion"
@@ -20,6 +19,7 @@ import (
 
 	apiv1 "github.com/sprout-gitops/sprout/api/policies/v1"
 	sproutv1alpha1 "github.com/sprout-gitops/sprout/api/sprout/v1alpha1"
+	"github.com/sprout-gitops/sprout/cluster"
 	"github.com/sprout-gitops/sprout/inventory"
 )
 
@@ -43,7 +43,7 @@ func ownerOf(obj any) (policyKey, bool) {
 	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = t.Obj
 	}
-	c, ok := obj.(*inventory.Cached)
+	c, ok := obj.(*cluster.Object)
 	if !ok {
 		return policyKey{}, false
 	}
@@ -72,7 +72,7 @@ const confirmAfter = time.Second
 
 // ensureDownstreamInformers starts a label-selected informer (only Sprout's
 // objects, never every Secret of the cluster) for each resource not yet
-// watched, which holds them as inventory.Cached. A change to or deletion
+// watched, which holds them as cluster.Objects. A change to or deletion
 // of one of those objects re-queues the policy that generated it, so drift
 // is seen without polling.
 func (c *Controller) ensureDownstreamInformers(gvrs sets.Set[schema.GroupVersionResource]) {
@@ -84,10 +84,9 @@ func (c *Controller) ensureDownstreamInformers(gvrs sets.Set[schema.GroupVersion
 			continue
 		}
 		ctx, cancel := context.WithCancel(c.ctx)
-		inf := newUnstructuredInformer(c.dynamic, c.raw, watchKey{gvr: gvr}, cache.Indexers{byPolicy: ownerIndex},
-			func(o *metav1.ListOptions) {
-				o.LabelSelector = sproutv1alpha1.LabelManagedBy + "=" + sproutv1alpha1.ManagedBy
-			}, downstreamForm(c.applier), builtIn[gvr])
+		inf := cluster.NewInformer(c.dynamic, c.raw, cluster.Resource{GVR: gvr,
+			LabelSelector: sproutv1alpha1.LabelManagedBy + "=" + sproutv1alpha1.ManagedBy, Protobuf: builtIn[gvr]},
+			cache.Indexers{byPolicy: ownerIndex}, cluster.Generated(c.created))
 		requeue := func(obj any) {
 			if key, ok := ownerOf(obj); ok {
 				c.downstreamChanged(key)
@@ -101,8 +100,8 @@ func (c *Controller) ensureDownstreamInformers(gvrs sets.Set[schema.GroupVersion
 				}
 			},
 			UpdateFunc: func(old, obj any) {
-				o, _ := old.(*inventory.Cached)
-				n, _ := obj.(*inventory.Cached)
+				o, _ := old.(*cluster.Object)
+				n, _ := obj.(*cluster.Object)
 				if o == nil || n == nil || o.GetResourceVersion() != n.GetResourceVersion() {
 					c.departed(old, obj)
 					requeue(old) // an edit may have changed its owner
@@ -153,10 +152,10 @@ func (c *Controller) downstreamsSynced(gvrs sets.Set[schema.GroupVersionResource
 
 // owned lists, from the caches, the objects the policy generated in the
 // resources it has written to (in its namespace, for a namespaced one).
-func (c *Controller) owned(key policyKey) ([]*inventory.Cached, error) {
+func (c *Controller) owned(key policyKey) ([]*cluster.Object, error) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	var out []*inventory.Cached
+	var out []*cluster.Object
 	for gvr := range c.written[key] {
 		ti, ok := c.downstream[gvr]
 		if !ok {
@@ -169,7 +168,7 @@ func (c *Controller) owned(key policyKey) ([]*inventory.Cached, error) {
 		for _, o := range objs {
 			// A NamespacedGeneratingPolicy writes only in its namespace:
 			// what carries its origin elsewhere was stamped by someone else.
-			if o := o.(*inventory.Cached); key.Namespace == "" || o.GetNamespace() == key.Namespace {
+			if o := o.(*cluster.Object); key.Namespace == "" || o.GetNamespace() == key.Namespace {
 				out = append(out, o)
 			}
 		}
@@ -208,7 +207,7 @@ type liveObjects struct{ c *Controller }
 
 var _ inventory.Live = liveObjects{}
 
-func (l liveObjects) Get(gvk schema.GroupVersionKind, namespace, name string) (*inventory.Cached, bool) {
+func (l liveObjects) Get(gvk schema.GroupVersionKind, namespace, name string) (*cluster.Object, bool) {
 	ti, ok := l.informer(gvk)
 	if !ok {
 		return nil, false
@@ -217,7 +216,7 @@ func (l liveObjects) Get(gvk schema.GroupVersionKind, namespace, name string) (*
 	if err != nil || !ok {
 		return nil, false
 	}
-	return cached.(*inventory.Cached), true
+	return cached.(*cluster.Object), true
 }
 
 // Seen compares the version the cache of gvk's resource last stored, from

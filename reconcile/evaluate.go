@@ -12,6 +12,7 @@ import (
 
 	apiv1 "github.com/sprout-gitops/sprout/api/policies/v1"
 	"github.com/sprout-gitops/sprout/celenv"
+	"github.com/sprout-gitops/sprout/cluster"
 	"github.com/sprout-gitops/sprout/inventory"
 )
 
@@ -34,16 +35,16 @@ func (c *Controller) evaluate(ctx context.Context, cp *compiledPolicy, t trigger
 			return *ev, m, true, nil
 		}
 	} else {
-		nsObject = c.namespaceNamed(t.object.namespace)
+		nsObject = c.namespaceNamed(t.object.GetNamespace())
 	}
 
 	// Decoded for this evaluation alone: a program only reads its inputs,
 	// and what it generates is made of new maps (celenv's conversion of its
 	// values), never of theirs.
-	u := t.object.object()
+	u := t.object.Decode()
 	event := celenv.Event{Operation: string(op), Object: u, Resource: t.gvr, Namespace: nsObject}
 	if oldObject != nil {
-		event.OldObject = oldObject.object()
+		event.OldObject = oldObject.Decode()
 	}
 	in, err := celenv.NewInput(event)
 	if err != nil {
@@ -56,7 +57,7 @@ func (c *Controller) evaluate(ctx context.Context, cp *compiledPolicy, t trigger
 	}
 	ev = evaluation{old: oldObject, namespace: nsObject, op: op, objects: c.labelled(cp, t, u, res), matched: res.Matched}
 	for _, o := range ev.objects {
-		ev.kinds = append(ev.kinds, inventory.KindOf(o))
+		ev.kinds = append(ev.kinds, cluster.KindOf(o))
 	}
 	if m != nil {
 		m.evaluated = nil
@@ -70,14 +71,14 @@ func (c *Controller) evaluate(ctx context.Context, cp *compiledPolicy, t trigger
 // replayed is the event a trigger is evaluated as: a CREATE, an UPDATE with
 // the state before it as oldObject (kept for policies that read it), or,
 // for a tombstone, a DELETE with the last state as oldObject.
-func (c *Controller) replayed(cp *compiledPolicy, t trigger) (admission.Operation, *cachedObject) {
+func (c *Controller) replayed(cp *compiledPolicy, t trigger) (admission.Operation, *cluster.Object) {
 	switch {
 	case t.deleted:
 		return admission.Delete, nil
 	case cp.program.ReadsEvent():
 		// The trigger's last event was an UPDATE: replay it with the state
 		// before it, as a webhook would have seen it.
-		if prev := c.lastUpdate(c.watchKeyOf(cp.scope(), t.gvr), t.object.uid); prev != nil {
+		if prev := c.lastUpdate(c.watchKeyOf(cp.scope(), t.gvr), t.object.GetUID()); prev != nil {
 			return admission.Update, prev
 		}
 	}

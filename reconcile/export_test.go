@@ -1,41 +1,29 @@
 package reconcile
 
 import (
-	"context"
-	"fmt"
-
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/rest"
-)
 
-// OpenWatch opens a watch of gvr as the informers do, asking for
-// protobuf or not, and tells which the stream is read as ("JSON" or
-// "protobuf"). Each object's JSON, as the cache's form is given it, goes
-// to seen. For the package's tests, which share a control plane.
-func OpenWatch(ctx context.Context, cfg *rest.Config, gvr schema.GroupVersionResource, opts metav1.ListOptions, protobuf bool, seen func(raw []byte)) (watch.Decoder, string, error) {
-	raw, err := newRawClient(cfg)
-	if err != nil {
-		return nil, "", err
-	}
-	fromJSON := func(b []byte) (runtime.Object, error) {
-		seen(b)
-		return triggerForm.fromJSON(b)
-	}
-	d, err := openWatch(ctx, raw, watchKey{gvr: gvr}, opts, protobuf, objectForm{fromJSON: fromJSON, fromTyped: viaJSON(fromJSON)})
-	switch d.(type) {
-	case nil:
-		return nil, "", err
-	case *eventDecoder:
-		return d, "JSON", nil
-	case *protobufEventDecoder:
-		return d, "protobuf", nil
-	}
-	return d, fmt.Sprintf("%T", d), nil
-}
+	"github.com/sprout-gitops/sprout/cluster"
+)
 
 // AccessReviews counts the access reviews the controller asked of the API
 // server.
 func (c *Controller) AccessReviews() int64 { return c.access.reviews.Load() }
+
+// CachedRelease reports whether the cache of the generated objects of gvr
+// holds namespace/name, and whether it keeps it released: its version was
+// paired with the create that made it as desired.
+func (c *Controller) CachedRelease(gvr schema.GroupVersionResource, namespace, name string) (cached, released bool) {
+	c.mu.RLock()
+	ti := c.downstream[gvr]
+	c.mu.RUnlock()
+	if ti == nil {
+		return false, false
+	}
+	obj, ok, err := ti.informer.GetStore().GetByKey(namespace + "/" + name)
+	if err != nil || !ok {
+		return false, false
+	}
+	_, released = obj.(*cluster.Object).Released()
+	return true, released
+}

@@ -3,6 +3,7 @@ package reconcile
 import (
 	"context"
 
+	"github.com/sprout-gitops/sprout/cluster"
 	"github.com/sprout-gitops/sprout/inventory"
 )
 
@@ -33,7 +34,7 @@ func (c *Controller) finalize(ctx context.Context, key policyKey, gone retired) 
 		if err != nil {
 			return err
 		}
-		changes, err := w.Prune(ctx, inventory.Decoded(inventory.Data(owned)))
+		changes, err := w.Prune(ctx, cluster.Decoded(inventory.Data(owned)))
 		if changes.Written() {
 			c.log.Info("pruned after policy deletion", "policy", key.String(), "changes", changes)
 		}

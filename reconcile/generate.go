@@ -261,7 +261,7 @@ func (c *Controller) desired(ctx context.Context, cp *compiledPolicy, triggers [
 		}
 		if err != nil {
 			g.evalErrs = append(g.evalErrs, fmt.Errorf("trigger %s %s: %w", t.object.GetKind(), objectRef(t.object), err))
-			g.failed.Insert(string(t.object.uid))
+			g.failed.Insert(string(t.object.GetUID()))
 			continue
 		}
 		if ev.matched {

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 
 	sproutv1alpha1 "github.com/sprout-gitops/sprout/api/sprout/v1alpha1"
+	"github.com/sprout-gitops/sprout/cluster"
 	"github.com/sprout-gitops/sprout/inventory"
 )
 
@@ -127,7 +128,7 @@ func (c *Controller) pruneRefused(ctx context.Context, w writer, key policyKey, 
 	if err != nil {
 		return inventory.ChangeSet{}, err
 	}
-	var refused []*inventory.Cached
+	var refused []*cluster.Object
 	for _, o := range owned {
 		gk := o.GroupVersionKind().GroupKind()
 		if isBinding(gk) && v.refused.Has(bindingKey{gk.Kind, o.GetNamespace(), o.GetName()}) {
@@ -137,7 +138,7 @@ func (c *Controller) pruneRefused(ctx context.Context, w writer, key policyKey, 
 	if len(refused) == 0 {
 		return inventory.ChangeSet{}, nil
 	}
-	return w.Prune(ctx, inventory.Decoded(refused))
+	return w.Prune(ctx, cluster.Decoded(refused))
 }
 
 // ParseKinds reads "Kind" and "Kind.group" names, as --allowed-kinds takes

@@ -107,7 +107,7 @@ func (c *Controller) writerFor(sa *serviceAccount) (writer, error) {
 	}
 	cfg := rest.CopyConfig(c.cfg)
 	cfg.Impersonate = rest.ImpersonationConfig{UserName: sa.user()}
-	applier, err := inventory.NewApplier(cfg)
+	applier, err := inventory.NewApplier(cfg, c.created)
 	if err != nil {
 		return nil, err
 	}

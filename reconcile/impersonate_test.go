@@ -10,10 +10,12 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
 	apiv1 "github.com/sprout-gitops/sprout/api/policies/v1"
+	sproutv1alpha1 "github.com/sprout-gitops/sprout/api/sprout/v1alpha1"
 	"github.com/sprout-gitops/sprout/reconcile"
 )
 
@@ -285,4 +287,51 @@ func TestDeletedNamespacedPolicyPrunesOnlyWhatItMayPrune(t *testing.T) {
 	if _, err := tb.kube.CoreV1().ConfigMaps("imp-fin-other").Get(ctx, "victim", metav1.GetOptions{}); err != nil {
 		t.Errorf("the object of another namespace stamped with the policy's origin: %v", err)
 	}
+}
+
+// TestImpersonatedCreatesArePaired: an object a policy creates as its
+// ServiceAccount is cached as Sprout's own creates are: the version the
+// create made as desired is paired with its watch event and kept released
+// (without its JSON). The policy does not synchronize, so no later sync
+// finds it unchanged and releases it: only the pairing can.
+func TestImpersonatedCreatesArePaired(t *testing.T) {
+	_, c := runController(t, nil)
+	tb := newTable(t, "imp-paired")
+	grant(t, tb.kube, "imp-paired", reconcile.DefaultServiceAccount, allVerbs, "configmaps")
+	doc := `apiVersion: policies.kyverno.io/v1
+kind: NamespacedGeneratingPolicy
+metadata:
+  name: paired
+  namespace: imp-paired
+spec:
+  evaluation:
+    synchronize: {enabled: false}
+  matchConstraints:
+    resourceRules:
+    - apiGroups: [""]
+      apiVersions: ["v1"]
+      operations: ["CREATE"]
+      resources: ["configmaps"]
+    objectSelector:
+      matchLabels: {app: paired}
+  generate:
+  - expression: >-
+      generator.Apply([{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": object.metadata.name + "-out"}, "data": {"a": "1"}}])
+`
+	tb.applyPolicy(doc)
+	t.Cleanup(func() {
+		_ = dynamic.NewForConfigOrDie(cfg).Resource(apiv1.NamespacedGeneratingPolicies).Namespace("imp-paired").Delete(context.Background(), "paired", metav1.DeleteOptions{})
+	})
+	tb.trigger("a", "paired", "a1")
+	made := tb.waitFor("the object the namespace's account creates", "a-out", exists)
+	if !slices.ContainsFunc(made.ManagedFields, func(e metav1.ManagedFieldsEntry) bool {
+		return e.Operation == metav1.ManagedFieldsOperationUpdate && e.Manager == sproutv1alpha1.FieldManager
+	}) {
+		t.Fatalf("not made by a create of Sprout's: %v", made.ManagedFields)
+	}
+	configMaps := schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
+	poll(t, "the created version cached released", func(context.Context) (bool, error) {
+		cached, released := c.CachedRelease(configMaps, "imp-paired", "a-out")
+		return cached && released, nil
+	})
 }

@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	apiv1 "github.com/sprout-gitops/sprout/api/policies/v1"
+	"github.com/sprout-gitops/sprout/cluster"
 )
 
 // watchKey names one trigger informer: a resource in every namespace
@@ -83,10 +84,10 @@ type triggerInformer struct {
 // lastUpdates maps a trigger's UID to its state before its last UPDATE.
 type lastUpdates struct {
 	mu  sync.Mutex
-	old map[types.UID]*cachedObject
+	old map[types.UID]*cluster.Object
 }
 
-func (l *lastUpdates) set(uid types.UID, old *cachedObject) {
+func (l *lastUpdates) set(uid types.UID, old *cluster.Object) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if old == nil {
@@ -94,12 +95,12 @@ func (l *lastUpdates) set(uid types.UID, old *cachedObject) {
 		return
 	}
 	if l.old == nil {
-		l.old = map[types.UID]*cachedObject{}
+		l.old = map[types.UID]*cluster.Object{}
 	}
 	l.old[uid] = old
 }
 
-func (l *lastUpdates) get(uid types.UID) *cachedObject {
+func (l *lastUpdates) get(uid types.UID) *cluster.Object {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.old[uid]
@@ -115,7 +116,7 @@ func (l *lastUpdates) get(uid types.UID) *cachedObject {
 // JSON, though Sprout spent no more CPU decoding them
 // (docs/performance.md).
 func newInformer(client dynamic.Interface, raw rest.Interface, w watchKey) cache.SharedIndexInformer {
-	return newUnstructuredInformer(client, raw, w, nil, nil, triggerForm, false)
+	return cluster.NewInformer(client, raw, cluster.Resource{GVR: w.gvr, Namespace: w.namespace}, nil, cluster.Triggers)
 }
 
 // discoveryError marks a failure to resolve rules that is the API server's,
@@ -356,12 +357,12 @@ func (c *Controller) ensureTriggerInformers(scope string, gvrs []schema.GroupVer
 // onlyStatusChanged reports whether an update changed nothing but status
 // (and the metadata every write changes).
 func onlyStatusChanged(old, obj any) bool {
-	oc, ok1 := old.(*cachedObject)
-	nc, ok2 := obj.(*cachedObject)
+	oc, ok1 := old.(*cluster.Object)
+	nc, ok2 := obj.(*cluster.Object)
 	if !ok1 || !ok2 {
 		return false
 	}
-	o, n := oc.object(), nc.object()
+	o, n := oc.Decode(), nc.Decode()
 	strip := func(u *unstructured.Unstructured) map[string]any {
 		m := make(map[string]any, len(u.Object))
 		for k, v := range u.Object {
@@ -380,8 +381,8 @@ func onlyStatusChanged(old, obj any) bool {
 }
 
 func sameVersion(old, obj any) bool {
-	o, ok1 := old.(*cachedObject)
-	n, ok2 := obj.(*cachedObject)
+	o, ok1 := old.(*cluster.Object)
+	n, ok2 := obj.(*cluster.Object)
 	return ok1 && ok2 && o.GetResourceVersion() == n.GetResourceVersion()
 }
 
@@ -458,7 +459,7 @@ func (c *Controller) onTrigger(w watchKey, op admission.Operation, obj, old any)
 	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = t.Obj
 	}
-	o, ok := obj.(*cachedObject)
+	o, ok := obj.(*cluster.Object)
 	if !ok {
 		return
 	}
@@ -475,25 +476,25 @@ func (c *Controller) onTrigger(w watchKey, op admission.Operation, obj, old any)
 	var labelled *metav1.PartialObjectMetadata // decoded once, if a selector reads labels
 	for _, cp := range interested {
 		key := keyOf(cp.policy)
-		if cp.policy.IsNamespaced() && o.namespace != cp.policy.GetNamespace() {
+		if cp.policy.IsNamespaced() && o.GetNamespace() != cp.policy.GetNamespace() {
 			continue // confined to its namespace: it never sees another's triggers
 		}
 		if op != "" && slices.Contains(cp.triggers, gvr) {
 			crit := cp.criteria.events
 			sel := labelled
 			if !crit.readsLabels() {
-				sel = o.selectable(false)
+				sel = o.Selectable(false)
 			} else if sel == nil {
-				labelled = o.selectable(true)
+				labelled = o.Selectable(true)
 				sel = labelled
 			}
-			ok, err := c.matcher.matches(crit, gvr, op, o.kind.Value(), sel)
+			ok, err := c.matcher.matches(crit, gvr, op, o.GroupVersionKind(), sel)
 			switch {
 			case err != nil || !ok:
 			case op == admission.Delete:
 				c.tombstones.add(key, trigger{gvr: gvr, object: o, deleted: true})
-			case !derives(cp.derives, o.createdAt(), cp.activated):
-				c.admitted.admit(key, o.uid)
+			case !derives(cp.derives, o.Created(), cp.activated):
+				c.admitted.admit(key, o.GetUID())
 			}
 		}
 		c.queue.Add(key)
@@ -514,20 +515,20 @@ func (c *Controller) queueWatching(w watchKey) {
 
 // rememberUpdate keeps the state before an UPDATE for the policies that
 // read oldObject or request; any other event forgets it.
-func (c *Controller) rememberUpdate(ti *triggerInformer, interested []*compiledPolicy, op admission.Operation, o *cachedObject, old any) {
+func (c *Controller) rememberUpdate(ti *triggerInformer, interested []*compiledPolicy, op admission.Operation, o *cluster.Object, old any) {
 	if ti == nil {
 		return
 	}
-	prev, _ := old.(*cachedObject)
+	prev, _ := old.(*cluster.Object)
 	if op != admission.Update || prev == nil || !slices.ContainsFunc(interested, func(cp *compiledPolicy) bool { return cp.program.ReadsEvent() }) {
-		ti.updated.set(o.uid, nil)
+		ti.updated.set(o.GetUID(), nil)
 		return
 	}
-	ti.updated.set(o.uid, prev)
+	ti.updated.set(o.GetUID(), prev)
 }
 
 // lastUpdate returns the state of a trigger before its last UPDATE, or nil.
-func (c *Controller) lastUpdate(w watchKey, uid types.UID) *cachedObject {
+func (c *Controller) lastUpdate(w watchKey, uid types.UID) *cluster.Object {
 	c.mu.RLock()
 	ti := c.informer[w]
 	c.mu.RUnlock()

@@ -11,6 +11,8 @@ import (
 	"k8s.io/apiserver/pkg/admission"
 	listersv1 "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/sprout-gitops/sprout/cluster"
 )
 
 // TestSelectableMatchesAsTheObject: the matcher, given what selectable
@@ -55,7 +57,7 @@ func TestSelectableMatchesAsTheObject(t *testing.T) {
 			}
 			matched := 0
 			for name, tt := range triggers {
-				o, err := cachedObjectFromJSON([]byte(tt.raw))
+				o, err := cluster.Triggers.FromJSON([]byte(tt.raw))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -65,8 +67,8 @@ func TestSelectableMatchesAsTheObject(t *testing.T) {
 					ops = append(ops, admission.Delete)
 				}
 				for _, op := range ops {
-					want, wantErr := m.matches(crit, tt.gvr, op, o.kind.Value(), o.object())
-					got, gotErr := m.matches(crit, tt.gvr, op, o.kind.Value(), o.selectable(crit.readsLabels()))
+					want, wantErr := m.matches(crit, tt.gvr, op, o.GroupVersionKind(), o.Decode())
+					got, gotErr := m.matches(crit, tt.gvr, op, o.GroupVersionKind(), o.Selectable(crit.readsLabels()))
 					if got != want || fmt.Sprint(gotErr) != fmt.Sprint(wantErr) {
 						t.Errorf("%s %s, %s: %v (%v) from selectable, %v (%v) from the object", resource, sel, name, got, gotErr, want, wantErr)
 					}

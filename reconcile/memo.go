@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apiserver/pkg/admission"
 
+	"github.com/sprout-gitops/sprout/cluster"
 	"github.com/sprout-gitops/sprout/inventory"
 )
 
@@ -31,7 +32,7 @@ import (
 // evaluation may change them.
 type evaluations struct {
 	mu         sync.Mutex
-	last, next map[*cachedObject]*triggerMemo
+	last, next map[*cluster.Object]*triggerMemo
 }
 
 // triggerMemo is what is known of one cached trigger object. Only the
@@ -56,7 +57,7 @@ type triggerMemo struct {
 
 // evaluation is one program result and the other inputs it had.
 type evaluation struct {
-	old       *cachedObject
+	old       *cluster.Object
 	namespace *corev1.Namespace
 	op        admission.Operation
 	// objects are what the program generated, until they settle: then
@@ -75,12 +76,12 @@ type evaluation struct {
 }
 
 func newEvaluations() *evaluations {
-	return &evaluations{last: map[*cachedObject]*triggerMemo{}, next: map[*cachedObject]*triggerMemo{}}
+	return &evaluations{last: map[*cluster.Object]*triggerMemo{}, next: map[*cluster.Object]*triggerMemo{}}
 }
 
 // of returns what is known of the cached trigger object u, and keeps it
 // for the next round.
-func (e *evaluations) of(u *cachedObject) *triggerMemo {
+func (e *evaluations) of(u *cluster.Object) *triggerMemo {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	m := e.last[u]
@@ -88,7 +89,7 @@ func (e *evaluations) of(u *cachedObject) *triggerMemo {
 		m = e.next[u] // seen earlier in this round
 	}
 	if m == nil {
-		m = &triggerMemo{uid: u.uid, namespace: u.namespace, created: u.createdAt(), deleting: u.deleting}
+		m = &triggerMemo{uid: u.GetUID(), namespace: u.GetNamespace(), created: u.Created(), deleting: u.Deleting()}
 	}
 	e.next[u] = m
 	return m

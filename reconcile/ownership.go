@@ -4,6 +4,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/sprout-gitops/sprout/cluster"
 	"github.com/sprout-gitops/sprout/inventory"
 )
 
@@ -25,11 +26,11 @@ func (c *Controller) departed(old, next any) {
 	if t, ok := old.(cache.DeletedFinalStateUnknown); ok {
 		old = t.Obj
 	}
-	o, ok := old.(*inventory.Cached)
+	o, ok := old.(*cluster.Object)
 	if !ok {
 		return
 	}
-	n, _ := next.(*inventory.Cached)
+	n, _ := next.(*cluster.Object)
 	if !o.Left(n) {
 		return
 	}

@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/sprout-gitops/sprout/celenv"
+	"github.com/sprout-gitops/sprout/cluster"
 )
 
 // cacheReader serves resource.Get and resource.List for the syncs of one
@@ -35,24 +36,24 @@ type cacheReader struct {
 	allowed map[string]error
 	// decoded keeps the cached objects read, decoded once per sync: a
 	// policy that clones one source for every trigger reads it each time.
-	decoded map[*cachedObject]*unstructured.Unstructured
+	decoded map[*cluster.Object]*unstructured.Unstructured
 }
 
 var _ celenv.Reader = (*cacheReader)(nil)
 
 func newCacheReader(c *Controller, as *serviceAccount, scope string) *cacheReader {
 	return &cacheReader{c: c, as: as, scope: scope, read: sets.New[schema.GroupVersionResource](), allowed: map[string]error{},
-		decoded: map[*cachedObject]*unstructured.Unstructured{}}
+		decoded: map[*cluster.Object]*unstructured.Unstructured{}}
 }
 
 // decode returns the cached object o decoded. Programs only read what they
 // are given, so the sync's evaluations share it.
-func (r *cacheReader) decode(o *cachedObject) *unstructured.Unstructured {
+func (r *cacheReader) decode(o *cluster.Object) *unstructured.Unstructured {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	u, ok := r.decoded[o]
 	if !ok {
-		u = o.object()
+		u = o.Decode()
 		r.decoded[o] = u
 	}
 	return u
@@ -116,7 +117,7 @@ func (r *cacheReader) Get(ctx context.Context, gvr schema.GroupVersionResource, 
 	if !ok {
 		return nil, apierrors.NewNotFound(gvr.GroupResource(), name)
 	}
-	return r.decode(obj.(*cachedObject)).Object, nil
+	return r.decode(obj.(*cluster.Object)).Object, nil
 }
 
 // List returns the cached objects of namespace ("" for all) that selector
@@ -132,7 +133,7 @@ func (r *cacheReader) List(ctx context.Context, gvr schema.GroupVersionResource,
 	cached := store.List()
 	objs := make([]*unstructured.Unstructured, 0, len(cached))
 	for _, obj := range cached {
-		objs = append(objs, r.decode(obj.(*cachedObject)))
+		objs = append(objs, r.decode(obj.(*cluster.Object)))
 	}
 	return celenv.ListOf(gvr, objs, namespace, selector), nil
 }

@@ -7,6 +7,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/sprout-gitops/sprout/cluster"
 )
 
 // A policy's record holds what Sprout cannot see in the cluster: which
@@ -108,7 +110,7 @@ func (c *Controller) rebuildAdmissions(key policyKey, cp *compiledPolicy) (*comp
 // resources to when it was created.
 func (c *Controller) triggerCreation(cp *compiledPolicy) map[types.UID]time.Time {
 	out := map[types.UID]time.Time{}
-	c.eachCachedTrigger(cp, func(o *cachedObject) { out[o.uid] = o.createdAt() })
+	c.eachCachedTrigger(cp, func(o *cluster.Object) { out[o.GetUID()] = o.Created() })
 	return out
 }
 

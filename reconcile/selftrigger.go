@@ -1,16 +1,14 @@
 package reconcile
 
 import (
-	"bytes"
 	"fmt"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 
-	sigsjson "sigs.k8s.io/json"
-
 	sproutv1alpha1 "github.com/sprout-gitops/sprout/api/sprout/v1alpha1"
 	"github.com/sprout-gitops/sprout/celenv"
+	"github.com/sprout-gitops/sprout/cluster"
 	"github.com/sprout-gitops/sprout/inventory"
 )
 
@@ -27,31 +25,16 @@ import (
 // once. Other policies still see it as a trigger: one policy's objects may
 // trigger another's.
 
-// Fragments of the JSON of an object that carries an origin: an object
-// without either needs no decoding.
-var (
-	policyAnnotationJSON = []byte(`"` + sproutv1alpha1.AnnotationPolicy + `":`)
-	policyLabelJSON      = []byte(`"` + sproutv1alpha1.LabelPolicyName + `":`)
-)
-
 // labelledBy reports whether the cached trigger u says, by its labels or
 // annotation, that cp's policy generated it.
-func labelledBy(cp *compiledPolicy, u *cachedObject) bool {
-	if !bytes.Contains(u.content, policyAnnotationJSON) && !bytes.Contains(u.content, policyLabelJSON) {
-		return false
-	}
-	var top struct {
-		Metadata struct {
-			Labels      map[string]string `json:"labels"`
-			Annotations map[string]string `json:"annotations"`
-		} `json:"metadata"`
-	}
-	if sigsjson.UnmarshalCaseSensitivePreserveInts(u.content, &top) != nil {
-		return false
-	}
-	l, p := top.Metadata.Labels, cp.policy
-	if top.Metadata.Annotations[sproutv1alpha1.AnnotationPolicy] == celenv.PolicyRef(p) {
+func labelledBy(cp *compiledPolicy, u *cluster.Object) bool {
+	p := cp.policy
+	if u.Owner() == celenv.PolicyRef(p) {
 		return true
+	}
+	l := u.OriginLabels()
+	if l == nil {
+		return false
 	}
 	ns := ""
 	if p.IsNamespaced() {
@@ -65,25 +48,14 @@ func labelledBy(cp *compiledPolicy, u *cachedObject) bool {
 // (labelledBy): it is among the objects the policy wrote while Sprout runs,
 // or, for a policy that does not synchronize, among those its record says
 // it generated for the trigger u's label names.
-func (c *Controller) generatedBy(key policyKey, u *cachedObject) bool {
-	id := u.kind.Value().Kind + "/" + u.name
-	if u.namespace != "" {
-		id = u.kind.Value().Kind + "/" + u.namespace + "/" + u.name
-	}
+func (c *Controller) generatedBy(key policyKey, u *cluster.Object) bool {
+	id := u.ID()
 	if c.own.has(key, id) {
 		return true
 	}
-	var top struct {
-		Metadata struct {
-			Labels map[string]string `json:"labels"`
-		} `json:"metadata"`
-	}
-	if sigsjson.UnmarshalCaseSensitivePreserveInts(u.content, &top) != nil {
-		return false
-	}
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	return c.generated[key].Has(generatedID(id, top.Metadata.Labels[sproutv1alpha1.LabelTriggerUID]))
+	return c.generated[key].Has(generatedID(id, u.TriggerUID()))
 }
 
 // ownObjects are, per policy whose generated resources are among its

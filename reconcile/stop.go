@@ -11,7 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	sproutv1alpha1 "github.com/sprout-gitops/sprout/api/sprout/v1alpha1"
-	"github.com/sprout-gitops/sprout/inventory"
+	"github.com/sprout-gitops/sprout/cluster"
 )
 
 // A sync under way when its policy is deleted stops writing: its context
@@ -59,7 +59,7 @@ func (c *Controller) stopSync(key policyKey) {
 // the policy generated in the resources it has written to: the last sync
 // of a deleted policy must find the objects a sync stopped by the deletion
 // wrote a moment ago, which the caches may not hold yet.
-func (c *Controller) ownedLive(ctx context.Context, key policyKey) ([]*inventory.Cached, error) {
+func (c *Controller) ownedLive(ctx context.Context, key policyKey) ([]*cluster.Object, error) {
 	c.mu.RLock()
 	written := c.written[key].UnsortedList()
 	c.mu.RUnlock()
@@ -67,7 +67,7 @@ func (c *Controller) ownedLive(ctx context.Context, key policyKey) ([]*inventory
 	if key.Namespace != "" {
 		selector[sproutv1alpha1.LabelPolicyNamespace] = key.Namespace
 	}
-	var out []*inventory.Cached
+	var out []*cluster.Object
 	for _, gvr := range written {
 		// A NamespacedGeneratingPolicy writes only in its namespace: what
 		// carries its labels elsewhere is not its own.
@@ -79,7 +79,7 @@ func (c *Controller) ownedLive(ctx context.Context, key policyKey) ([]*inventory
 			return nil, fmt.Errorf("%s: list: %w", resourceName(gvr), err)
 		}
 		for i := range list.Items {
-			o, err := inventory.NewCached(&unstructured.Unstructured{Object: list.Items[i].Object})
+			o, err := cluster.Generated(nil).FromList(&unstructured.Unstructured{Object: list.Items[i].Object})
 			if err != nil {
 				return nil, err
 			}

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 
+	"github.com/sprout-gitops/sprout/cluster"
 	"github.com/sprout-gitops/sprout/inventory"
 )
 
@@ -21,7 +22,7 @@ var errWaiting = errors.New("waiting for caches to sync")
 // trigger is one admitted, matching trigger object.
 type trigger struct {
 	gvr    schema.GroupVersionResource
-	object *cachedObject
+	object *cluster.Object
 	// deleted marks a tombstone: the trigger's last state, replayed once as
 	// a DELETE for a policy that lists DELETE.
 	deleted bool
@@ -158,7 +159,7 @@ func (c *Controller) applied(run *syncRun, g *generation) {
 	}
 	if g.applyErr == nil {
 		// Generated once, never again; one that failed is tried again.
-		c.tombstones.done(run.key, slices.DeleteFunc(run.tombstones, func(t trigger) bool { return g.failed.Has(string(t.object.uid)) }))
+		c.tombstones.done(run.key, slices.DeleteFunc(run.tombstones, func(t trigger) bool { return g.failed.Has(string(t.object.GetUID())) }))
 	}
 }
 
@@ -218,8 +219,8 @@ func (c *Controller) prune(ctx context.Context, w writer, key policyKey, cp *com
 	if err != nil {
 		return inventory.ChangeSet{}, err
 	}
-	stale := slices.DeleteFunc(cp.decisions.Stale(owned), func(o *inventory.Cached) bool { return failed.Has(o.TriggerUID()) })
-	return w.Prune(ctx, inventory.Decoded(stale))
+	stale := slices.DeleteFunc(cp.decisions.Stale(owned), func(o *cluster.Object) bool { return failed.Has(o.TriggerUID()) })
+	return w.Prune(ctx, cluster.Decoded(stale))
 }
 
 // outcomeOf sums a sync up for its report. A refusal, like an object

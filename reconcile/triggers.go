@@ -11,6 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apiserver/pkg/admission"
+
+	"github.com/sprout-gitops/sprout/cluster"
 )
 
 // blocked reports whether resolving a policy's rules failed in a way that
@@ -89,7 +91,7 @@ func (c *Controller) matchingTriggers(cp *compiledPolicy) ([]trigger, []types.UI
 		cached := ti.informer.GetStore().List()
 		out = slices.Grow(out, len(cached))
 		for _, obj := range cached {
-			u := obj.(*cachedObject)
+			u := obj.(*cluster.Object)
 			m := cp.evaluations.of(u)
 			if confined != "" && m.namespace != confined {
 				continue
@@ -144,13 +146,13 @@ func joinSorted(errs []error) error {
 // selects reports whether the policy's match constraints, operations
 // aside, select trigger u as it is; the answer is kept until u or its
 // Namespace change.
-func (c *Controller) selects(cp *compiledPolicy, gvr schema.GroupVersionResource, u *cachedObject, m *triggerMemo) (bool, error) {
+func (c *Controller) selects(cp *compiledPolicy, gvr schema.GroupVersionResource, u *cluster.Object, m *triggerMemo) (bool, error) {
 	ns := c.namespaceNamed(m.namespace)
 	if m.matchKnown && m.matchNamespace == ns {
 		return m.selected && !(m.self && c.generatedBy(keyOf(cp.policy), u)), nil
 	}
 	crit := cp.criteria.state
-	ok, err := c.matcher.matches(crit, gvr, admission.Create, u.kind.Value(), u.selectable(crit.readsLabels()))
+	ok, err := c.matcher.matches(crit, gvr, admission.Create, u.GroupVersionKind(), u.Selectable(crit.readsLabels()))
 	if err != nil {
 		return false, err
 	}
@@ -179,7 +181,7 @@ func (c *Controller) triggerExists(cp *compiledPolicy) func(string) bool {
 	var uids map[types.UID]struct{} // nil: cannot tell
 	gather := sync.OnceFunc(func() {
 		found := map[types.UID]struct{}{}
-		if c.eachCachedTrigger(cp, func(o *cachedObject) { found[o.uid] = struct{}{} }) {
+		if c.eachCachedTrigger(cp, func(o *cluster.Object) { found[o.GetUID()] = struct{}{} }) {
 			uids = found
 		}
 	})
@@ -195,7 +197,7 @@ func (c *Controller) triggerExists(cp *compiledPolicy) func(string) bool {
 
 // eachCachedTrigger calls fn with every cached object of the policy's
 // trigger resources, and reports whether every one of them is watched.
-func (c *Controller) eachCachedTrigger(cp *compiledPolicy, fn func(*cachedObject)) bool {
+func (c *Controller) eachCachedTrigger(cp *compiledPolicy, fn func(*cluster.Object)) bool {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	all := true
@@ -206,7 +208,7 @@ func (c *Controller) eachCachedTrigger(cp *compiledPolicy, fn func(*cachedObject
 			continue
 		}
 		for _, obj := range ti.informer.GetStore().List() {
-			if o, ok := obj.(*cachedObject); ok {
+			if o, ok := obj.(*cluster.Object); ok {
 				fn(o)
 			}
 		}

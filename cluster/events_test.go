@@ -1,11 +1,10 @@
-package reconcile
+package cluster
 
 import (
 	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
-	"reflect"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -16,8 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	restwatch "k8s.io/client-go/rest/watch"
-
-	"github.com/sprout-gitops/sprout/inventory"
 )
 
 // watchStream returns n watch events of Namespaces as the API server sends
@@ -80,11 +77,11 @@ func TestEventDecoderReadsStreamsNotWrittenAnEventALine(t *testing.T) {
 	}
 	for name, stream := range map[string][]byte{"members reordered": reordered.Bytes(), "indented": indented.Bytes()} {
 		t.Run(name, func(t *testing.T) {
-			events := decodeAlongside(t, stream, triggerForm, func(n int, typ watch.EventType, obj runtime.Object, want *unstructured.Unstructured) {
+			events := decodeAlongside(t, stream, Triggers, func(n int, typ watch.EventType, obj runtime.Object, want *unstructured.Unstructured) {
 				if typ != watch.Added {
 					return
 				}
-				if got := obj.(*cachedObject).object().Object; !equality.Semantic.DeepEqual(got["metadata"].(map[string]any)["name"], want.GetName()) {
+				if got := obj.(*Object).Decode().Object; !equality.Semantic.DeepEqual(got["metadata"].(map[string]any)["name"], want.GetName()) {
 					t.Errorf("event %d: %v, client-go's %s", n, got["metadata"], want.GetName())
 				}
 			})
@@ -132,30 +129,28 @@ func clientGoDecoder(body io.ReadCloser) watch.Decoder {
 // float64); the ERROR event reads as the API error it carries.
 func TestTriggerEventDecoderDecodesAsClientGo(t *testing.T) {
 	stream := watchStream(t, 3)
-	events := decodeAlongside(t, stream, triggerForm, func(n int, typ watch.EventType, obj runtime.Object, want *unstructured.Unstructured) {
+	events := decodeAlongside(t, stream, Triggers, func(n int, typ watch.EventType, obj runtime.Object, want *unstructured.Unstructured) {
 		switch typ {
 		case watch.Added:
-			o, ok := obj.(*cachedObject)
+			o, ok := obj.(*Object)
 			if !ok {
-				t.Fatalf("event %d: a %T, not a cachedObject", n, obj)
+				t.Fatalf("event %d: a %T, not an Object", n, obj)
 			}
-			made, err := newCachedObject(want.DeepCopy())
+			made, err := Triggers.FromList(want.DeepCopy())
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !equality.Semantic.DeepEqual(o.object().Object, made.object().Object) {
-				t.Errorf("event %d: object\n%v\nclient-go's, cached\n%v", n, o.object().Object, made.object().Object)
+			if !equality.Semantic.DeepEqual(o.Decode().Object, made.Decode().Object) {
+				t.Errorf("event %d: object\n%v\nclient-go's, cached\n%v", n, o.Decode().Object, made.Decode().Object)
 			}
-			if _, ok := o.object().Object["metadata"].(map[string]any)["managedFields"]; ok {
+			if _, ok := o.Decode().Object["metadata"].(map[string]any)["managedFields"]; ok {
 				t.Errorf("event %d: managed fields kept", n)
 			}
-			meta := *o
-			if meta.created == 0 || meta.created != made.created {
-				t.Errorf("event %d: created %v, client-go's %v", n, meta.created, made.created)
+			if o.created == 0 || o.created != made.created || o.deleting != made.deleting || o.apart != made.apart {
+				t.Errorf("event %d: created %v, deleting %v, apart %03b; client-go's %v, %v, %03b", n, o.created, o.deleting, o.apart, made.created, made.deleting, made.apart)
 			}
-			meta.content, made.content = nil, nil
-			if !reflect.DeepEqual(meta, *made) {
-				t.Errorf("event %d: metadata %+v, client-go's %+v", n, meta, *made)
+			if g, w := readOf(o), readOf(made); g != w {
+				t.Errorf("event %d: metadata %+v, client-go's %+v", n, g, w)
 			}
 		default:
 			if !equality.Semantic.DeepEqual(obj.(*unstructured.Unstructured).Object, want.Object) {
@@ -169,11 +164,11 @@ func TestTriggerEventDecoderDecodesAsClientGo(t *testing.T) {
 	if events != 5 {
 		t.Fatalf("decoded %d events, want 5", events)
 	}
-	_, first, err := newEventDecoder(io.NopCloser(bytes.NewReader(stream)), triggerForm.fromJSON).Decode()
+	_, first, err := newEventDecoder(io.NopCloser(bytes.NewReader(stream)), Triggers).Decode()
 	if err != nil {
 		t.Fatal(err)
 	}
-	spec, _, _ := unstructured.NestedMap(first.(*cachedObject).object().Object, "spec")
+	spec, _, _ := unstructured.NestedMap(first.(*Object).Decode().Object, "spec")
 	if _, ok := spec["replicas"].(int64); !ok {
 		t.Errorf("replicas is a %T, not int64", spec["replicas"])
 	}
@@ -185,9 +180,9 @@ func TestTriggerEventDecoderDecodesAsClientGo(t *testing.T) {
 // TestEventDecoderRejectsUnknownTypes: a stream that is not a watch stream
 // is an error, not an event, whatever the cache keeps.
 func TestEventDecoderRejectsUnknownTypes(t *testing.T) {
-	for _, form := range []objectForm{triggerForm, downstreamForm(new(inventory.Applier))} {
+	for _, form := range []Form{Triggers, Generated(nil)} {
 		for _, s := range []string{`{"type":"RENAMED","object":{"kind":"Namespace"}}`, `{"type":"ADDED"}`, `{"type":"ADDED","object":[1]}`, `{"type":"ADDED","object":{}`} {
-			if _, _, err := newEventDecoder(io.NopCloser(bytes.NewReader([]byte(s))), form.fromJSON).Decode(); err == nil {
+			if _, _, err := newEventDecoder(io.NopCloser(bytes.NewReader([]byte(s))), form).Decode(); err == nil {
 				t.Errorf("%s: decoded without an error", s)
 			}
 		}
@@ -201,19 +196,19 @@ func TestEventDecoderRejectsUnknownTypes(t *testing.T) {
 // expired watch.
 func TestCachedEventDecoderDecodesAsClientGo(t *testing.T) {
 	stream := watchStream(t, 3)
-	events := decodeAlongside(t, stream, downstreamForm(new(inventory.Applier)), func(events int, typ watch.EventType, obj runtime.Object, want *unstructured.Unstructured) {
+	events := decodeAlongside(t, stream, Generated(nil), func(events int, typ watch.EventType, obj runtime.Object, want *unstructured.Unstructured) {
 		switch typ {
 		case watch.Added:
-			c, ok := obj.(*inventory.Cached)
+			c, ok := obj.(*Object)
 			if !ok {
-				t.Fatalf("event %d: a %T, not a Cached", events, obj)
+				t.Fatalf("event %d: a %T, not an Object", events, obj)
 			}
-			made, err := inventory.NewCached(want)
+			made, err := Generated(nil).FromList(want)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !equality.Semantic.DeepEqual(c.Object().Object, made.Object().Object) || c.GetResourceVersion() != made.GetResourceVersion() {
-				t.Errorf("event %d: object\n%v\nclient-go's, cached\n%v", events, c.Object().Object, made.Object().Object)
+			if !equality.Semantic.DeepEqual(c.Decode().Object, made.Decode().Object) || c.GetResourceVersion() != made.GetResourceVersion() {
+				t.Errorf("event %d: object\n%v\nclient-go's, cached\n%v", events, c.Decode().Object, made.Decode().Object)
 			}
 		default:
 			if !equality.Semantic.DeepEqual(obj.(*unstructured.Unstructured).Object, want.Object) {
@@ -230,9 +225,9 @@ func TestCachedEventDecoderDecodesAsClientGo(t *testing.T) {
 // client-go's decoder, which must agree on every event's type and on where
 // the stream ends, and hands check each event with client-go's object; it
 // returns how many events there were.
-func decodeAlongside(t *testing.T, stream []byte, form objectForm, check func(n int, typ watch.EventType, obj runtime.Object, want *unstructured.Unstructured)) int {
+func decodeAlongside(t *testing.T, stream []byte, form Form, check func(n int, typ watch.EventType, obj runtime.Object, want *unstructured.Unstructured)) int {
 	t.Helper()
-	dec, theirs := newEventDecoder(io.NopCloser(bytes.NewReader(stream)), form.fromJSON), clientGoDecoder(io.NopCloser(bytes.NewReader(stream)))
+	dec, theirs := newEventDecoder(io.NopCloser(bytes.NewReader(stream)), form), clientGoDecoder(io.NopCloser(bytes.NewReader(stream)))
 	events := 0
 	for {
 		typ, obj, err := dec.Decode()
@@ -262,9 +257,9 @@ func BenchmarkWatchDecode(b *testing.B) {
 		name string
 		new  func(io.ReadCloser) watch.Decoder
 	}{
-		{"sprout-triggers", func(r io.ReadCloser) watch.Decoder { return newEventDecoder(r, triggerForm.fromJSON) }},
+		{"sprout-triggers", func(r io.ReadCloser) watch.Decoder { return newEventDecoder(r, Triggers) }},
 		{"sprout-downstream", func(r io.ReadCloser) watch.Decoder {
-			return newEventDecoder(r, downstreamForm(new(inventory.Applier)).fromJSON)
+			return newEventDecoder(r, Generated(nil))
 		}},
 		{"client-go", clientGoDecoder},
 	} {
@@ -304,26 +299,26 @@ func TestTriggerContentKeepsIdentityApart(t *testing.T) {
 			apartUID},
 	} {
 		t.Run(name, func(t *testing.T) {
-			o, err := cachedObjectFromJSON([]byte(tt.raw))
+			o, err := Triggers.FromJSON([]byte(tt.raw))
 			if err != nil {
 				t.Fatal(err)
 			}
 			if o.apart != tt.apart {
-				t.Errorf("kept apart %03b, want %03b (content %s)", o.apart, tt.apart, o.content)
+				t.Errorf("kept apart %03b, want %03b (content %s)", o.apart, tt.apart, o.body.Load().content)
 			}
 			var want map[string]any
 			if err := json.Unmarshal([]byte(tt.raw), &want); err != nil {
 				t.Fatal(err)
 			}
-			if got := o.object().Object; !equality.Semantic.DeepEqual(got, want) {
-				t.Errorf("decoded %v, want %v (content %s)", got, want, o.content)
+			if got := o.Decode().Object; !equality.Semantic.DeepEqual(got, want) {
+				t.Errorf("decoded %v, want %v (content %s)", got, want, o.body.Load().content)
 			}
-			listed, err := newCachedObject(&unstructured.Unstructured{Object: want})
+			listed, err := Triggers.FromList(&unstructured.Unstructured{Object: want})
 			if err != nil {
 				t.Fatal(err)
 			}
-			if listed.apart != o.apart || !equality.Semantic.DeepEqual(listed.object().Object, want) {
-				t.Errorf("from a list: apart %03b, decoded %v", listed.apart, listed.object().Object)
+			if listed.apart != o.apart || !equality.Semantic.DeepEqual(listed.Decode().Object, want) {
+				t.Errorf("from a list: apart %03b, decoded %v", listed.apart, listed.Decode().Object)
 			}
 		})
 	}

@@ -1,4 +1,4 @@
-package inventory
+package cluster
 
 import (
 	"encoding/json"
@@ -9,8 +9,10 @@ import (
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
@@ -43,11 +45,11 @@ func TestCachedObjectsKeepAllButTheirManagedFields(t *testing.T) {
 	applied := appliedConfigMap()
 	want := applied.DeepCopy()
 	want.SetManagedFields(nil)
-	c, err := NewCached(watched(t, applied))
+	c, err := Generated(nil).FromList(watched(t, applied))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := c.Object(); !reflect.DeepEqual(got.Object, want.Object) {
+	if got := c.Decode(); !reflect.DeepEqual(got.Object, want.Object) {
 		t.Errorf("decoded:\n%v\nwant:\n%v", got.Object, want.Object)
 	}
 	if c.GroupVersionKind() != (schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}) || c.GetNamespace() != "team-red" ||
@@ -60,21 +62,21 @@ func TestCachedObjectsKeepAllButTheirManagedFields(t *testing.T) {
 	if key, err := cache.MetaNamespaceKeyFunc(c); err != nil || key != "team-red/zk" {
 		t.Errorf("informer key %q, %v", key, err)
 	}
-	if first, second := c.Object(), c.Object(); first == second {
+	if first, second := c.Decode(), c.Decode(); first == second {
 		t.Error("two decodings share an object: a caller's edit would reach the next")
 	}
 
 	created := appliedConfigMap()
 	created.SetManagedFields([]metav1.ManagedFieldsEntry{managedBy(sproutv1alpha1.FieldManager, metav1.ManagedFieldsOperationUpdate, `{"f:data":{}}`)})
 	created.SetLabels(map[string]string{sproutv1alpha1.LabelGeneratedOnDelete: "true", sproutv1alpha1.LabelSourceUID: "src"})
-	c, err = NewCached(watched(t, created))
+	c, err = Generated(nil).FromList(watched(t, created))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !c.createHeld || !c.onDelete || !c.clone {
 		t.Errorf("a created clone from a DELETE: createHeld %v, onDelete %v, clone %v", c.createHeld, c.onDelete, c.clone)
 	}
-	if mf := c.Object().GetManagedFields(); mf != nil {
+	if mf := c.Decode().GetManagedFields(); mf != nil {
 		t.Errorf("managed fields kept: %v", mf)
 	}
 }
@@ -84,8 +86,7 @@ func TestCachedObjectsKeepAllButTheirManagedFields(t *testing.T) {
 // create's managed fields), as decoded maps (what the cache held before)
 // and as Cached, in bytes an object (B/object).
 func BenchmarkCacheFootprint(b *testing.B) {
-	objects, _ := desiredSet(1)
-	obj := objects[0]
+	obj := generatedConfigMap()
 	obj.SetUID(types.UID("0b5e3e2a-6a52-4b6f-8a38-7a3c7d1e9f10"))
 	obj.SetResourceVersion("1234567")
 	obj.SetCreationTimestamp(metav1.Now())
@@ -101,7 +102,7 @@ func BenchmarkCacheFootprint(b *testing.B) {
 	}{
 		{"map", func(u *unstructured.Unstructured) any { u.SetManagedFields(nil); return u }},
 		{"cached", func(u *unstructured.Unstructured) any {
-			c, err := NewCached(u)
+			c, err := Generated(nil).FromList(u)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -166,23 +167,23 @@ func TestCachedFromJSONAgreesWithNewCached(t *testing.T) {
 			first := moveManagedFieldsFirst(t, raw)
 			for _, raw := range [][]byte{raw, first} {
 				var top struct {
-					Metadata cachedMetadata `json:"metadata"`
+					Metadata metadata `json:"metadata"`
 				}
 				if json.Unmarshal(raw, &top) != nil {
 					t.Fatal("no metadata")
 				}
-				if _, m, err := WithoutManagedFields(raw, top.Metadata.ManagedFields); err != nil || (m == nil) != tt.fast {
+				if _, m, err := withoutManagedFields(raw, top.Metadata.ManagedFields); err != nil || (m == nil) != tt.fast {
 					t.Errorf("read without maps: %v (%v), want %v", m == nil, err, tt.fast)
 				}
-				got, err := CachedFromJSON(raw)
+				got, err := Generated(nil).FromJSON(raw)
 				if err != nil {
 					t.Fatal(err)
 				}
-				want, err := NewCached(watched(t, obj))
+				want, err := Generated(nil).FromList(watched(t, obj))
 				if err != nil {
 					t.Fatal(err)
 				}
-				if !reflect.DeepEqual(got.Object().Object, want.Object().Object) {
+				if !reflect.DeepEqual(got.Decode().Object, want.Decode().Object) {
 					t.Errorf("content:\n%s\nwant:\n%s", got.body.Load().content, want.body.Load().content)
 				}
 				if g, w := readOf(got), readOf(want); g != w {
@@ -191,7 +192,7 @@ func TestCachedFromJSONAgreesWithNewCached(t *testing.T) {
 			}
 		})
 	}
-	if _, err := CachedFromJSON([]byte(`{"metadata":`)); err == nil {
+	if _, err := Generated(nil).FromJSON([]byte(`{"metadata":`)); err == nil {
 		t.Error("truncated JSON read without an error")
 	}
 }
@@ -203,8 +204,8 @@ type cachedRead struct {
 	onDelete, clone, createHeld, written, intact             bool
 }
 
-func readOf(c *Cached) cachedRead {
-	return cachedRead{c.kind.Value(), c.namespace, c.name, c.uid, c.resourceVersion, c.owner, c.triggerUID, c.onDelete, c.clone, c.createHeld, c.written, c.intact}
+func readOf(c *Object) cachedRead {
+	return cachedRead{c.kind.Value(), c.namespace, c.name, string(c.uid), c.resourceVersion, c.owner, c.triggerUID, c.onDelete, c.clone, c.createHeld, c.written, c.intact}
 }
 
 // moveManagedFieldsFirst returns raw with metadata.managedFields moved to
@@ -248,7 +249,7 @@ func BenchmarkCachedFromWatch(b *testing.B) {
 			if err := sigsjson.UnmarshalCaseSensitivePreserveInts(raw, &m); err != nil {
 				b.Fatal(err)
 			}
-			if _, err := NewCached(&unstructured.Unstructured{Object: m}); err != nil {
+			if _, err := Generated(nil).FromList(&unstructured.Unstructured{Object: m}); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -256,7 +257,7 @@ func BenchmarkCachedFromWatch(b *testing.B) {
 	b.Run("json", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			if _, err := CachedFromJSON(slices.Clone(raw)); err != nil {
+			if _, err := Generated(nil).FromJSON(slices.Clone(raw)); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -280,9 +281,116 @@ func TestMemberSpan(t *testing.T) {
 		{`{"name":"a"}`, 0, 0, false},
 		{`{"uid":"u1"}`, 1, 11, true},
 	} {
-		from, to, ok := MemberSpan([]byte(tt.raw), []byte(member))
+		from, to, ok := memberSpan([]byte(tt.raw), []byte(member))
 		if from != tt.from || to != tt.to || ok != tt.ok {
-			t.Errorf("MemberSpan(%s) = %d, %d, %v; want %d, %d, %v", tt.raw, from, to, ok, tt.from, tt.to, tt.ok)
+			t.Errorf("memberSpan(%s) = %d, %d, %v; want %d, %d, %v", tt.raw, from, to, ok, tt.from, tt.to, tt.ok)
 		}
 	}
+}
+
+// TestCachedKnowsWhetherSproutWroteIt: every way a cache makes a Cached
+// keeps whether the object's managed fields hold an entry of Sprout's (its
+// Apply entry or its create's Update entry), and no more of them.
+func TestCachedKnowsWhetherSproutWroteIt(t *testing.T) {
+	for name, tt := range map[string]struct {
+		entries []metav1.ManagedFieldsEntry
+		want    bool
+	}{
+		"applied by Sprout":          {[]metav1.ManagedFieldsEntry{managedBy(sproutv1alpha1.FieldManager, metav1.ManagedFieldsOperationApply, `{"f:data":{}}`)}, true},
+		"created by Sprout":          {[]metav1.ManagedFieldsEntry{managedBy(sproutv1alpha1.FieldManager, metav1.ManagedFieldsOperationUpdate, `{"f:data":{}}`)}, true},
+		"edited by kubectl alone":    {[]metav1.ManagedFieldsEntry{managedBy("kubectl-edit", metav1.ManagedFieldsOperationUpdate, `{"f:data":{}}`)}, false},
+		"no managed fields":          {nil, false},
+		"Sprout's on a subresource":  {[]metav1.ManagedFieldsEntry{subresource(managedBy(sproutv1alpha1.FieldManager, metav1.ManagedFieldsOperationUpdate, `{"f:status":{}}`))}, false},
+		"kubectl and Sprout's apply": {[]metav1.ManagedFieldsEntry{managedBy("kubectl-edit", metav1.ManagedFieldsOperationUpdate, `{"f:data":{}}`), managedBy(sproutv1alpha1.FieldManager, metav1.ManagedFieldsOperationApply, `{"f:data":{}}`)}, true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			obj := appliedConfigMap()
+			obj.SetManagedFields(tt.entries)
+			fromMaps, err := Generated(nil).FromList(watched(t, obj))
+			if err != nil {
+				t.Fatal(err)
+			}
+			raw, err := json.Marshal(obj.Object)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fromJSON, err := Generated(nil).FromJSON(raw)
+			if err != nil {
+				t.Fatal(err)
+			}
+			typed := &corev1.ConfigMap{}
+			if err := k8sruntime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, typed); err != nil {
+				t.Fatal(err)
+			}
+			fromProtobuf, err := identityOf(typed)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for how, c := range map[string]*Object{"maps": fromMaps, "JSON": fromJSON, "typed": fromProtobuf} {
+				if c.Written() != tt.want {
+					t.Errorf("from %s: written %v, want %v", how, c.written, tt.want)
+				}
+			}
+		})
+	}
+}
+
+func subresource(e metav1.ManagedFieldsEntry) metav1.ManagedFieldsEntry {
+	e.Subresource = "status"
+	return e
+}
+
+// TestLeft: an object leaves its origin when the labels or the annotation
+// that name its policy and trigger change, or when it leaves the cache.
+func TestLeft(t *testing.T) {
+	cached := func(edit func(labels, annotations map[string]any)) *Object {
+		t.Helper()
+		labels := map[string]any{sproutv1alpha1.LabelManagedBy: sproutv1alpha1.ManagedBy, sproutv1alpha1.LabelPolicyName: "p", sproutv1alpha1.LabelPolicyNamespace: "team", sproutv1alpha1.LabelTriggerUID: "u1"}
+		annotations := map[string]any{sproutv1alpha1.AnnotationPolicy: "NamespacedGeneratingPolicy/team/p"}
+		if edit != nil {
+			edit(labels, annotations)
+		}
+		c, err := Generated(nil).FromList(&unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "v1", "kind": "ConfigMap",
+			"metadata": map[string]any{"name": "x", "namespace": "team", "labels": labels, "annotations": annotations},
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	was := cached(nil)
+	if !was.intact || was.ID() != "ConfigMap/team/x" || was.TriggerUID() != "u1" {
+		t.Fatalf("intact %v, ID %q, trigger %q", was.intact, was.ID(), was.TriggerUID())
+	}
+	for name, c := range map[string]struct {
+		next *Object
+		left bool
+	}{
+		"unchanged":           {cached(nil), false},
+		"gone from the cache": {nil, true},
+		"policy label":        {cached(func(l, _ map[string]any) { l[sproutv1alpha1.LabelPolicyName] = "q" }), true},
+		"namespace label":     {cached(func(l, _ map[string]any) { delete(l, sproutv1alpha1.LabelPolicyNamespace) }), true},
+		"trigger label":       {cached(func(l, _ map[string]any) { l[sproutv1alpha1.LabelTriggerUID] = "u2" }), true},
+		"annotation":          {cached(func(_, a map[string]any) { delete(a, sproutv1alpha1.AnnotationPolicy) }), true},
+		"other label":         {cached(func(l, _ map[string]any) { l["app"] = "x" }), false},
+	} {
+		if got := was.Left(c.next); got != c.left {
+			t.Errorf("%s: Left = %v, want %v", name, got, c.left)
+		}
+	}
+	long := "a-policy-name-much-longer-than-sixty-three-characters-which-labels-cannot-hold"
+	if !originIntact("GeneratingPolicy/"+long, sproutv1alpha1.LabelValue(long), "") || originIntact("GeneratingPolicy/p", "p", "team") {
+		t.Error("originIntact misjudges an encoded name or a namespace")
+	}
+}
+
+// runtimeConvert converts obj to typed, as a protobuf decoder would give
+// it.
+func runtimeConvert(obj *unstructured.Unstructured, typed k8sruntime.Object) error {
+	if err := k8sruntime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, typed); err != nil {
+		return err
+	}
+	typed.GetObjectKind().SetGroupVersionKind(obj.GroupVersionKind())
+	return nil
 }

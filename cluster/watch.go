@@ -1,0 +1,181 @@
+package cluster
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
+	"k8s.io/apimachinery/pkg/runtime/serializer/streaming"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/dynamic"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	restwatch "k8s.io/client-go/rest/watch"
+	"k8s.io/client-go/tools/cache"
+)
+
+// Resource is what one informer watches: a resource, in every namespace
+// (Namespace "") or in one, the objects its label selector selects.
+type Resource struct {
+	GVR       schema.GroupVersionResource
+	Namespace string
+	// LabelSelector, when set, confines the informer to the objects it
+	// selects.
+	LabelSelector string
+	// Protobuf asks for a protobuf watch (see protobufEvents): only a
+	// built-in resource has one.
+	Protobuf bool
+}
+
+// NewInformer makes an informer on r, as the dynamic informer does, whose
+// cache keeps Objects made in form: its watch decodes each event in one
+// pass (see eventDecoder), and its transform makes the form of what a list
+// returns. raw is a client made by NewRawClient.
+func NewInformer(dyn dynamic.Interface, raw rest.Interface, r Resource, indexers cache.Indexers, form Form) cache.SharedIndexInformer {
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			o.LabelSelector = r.LabelSelector
+			return dyn.Resource(r.GVR).Namespace(r.Namespace).List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.LabelSelector = r.LabelSelector
+			d, err := openWatch(ctx, raw, r, o, form)
+			if err != nil {
+				return nil, err
+			}
+			return watch.NewStreamWatcher(d,
+				apierrors.NewClientErrorReporter(http.StatusInternalServerError, http.MethodGet, "ClientWatchDecoding")), nil
+		},
+	}
+	// No example type: a list gives unstructured objects, a watch Objects.
+	inf := cache.NewSharedIndexInformerWithOptions(lw, nil,
+		cache.SharedIndexInformerOptions{Indexers: indexers, ObjectDescription: r.GVR.String()})
+	_ = inf.SetTransform(func(obj any) (any, error) {
+		if u, ok := obj.(*unstructured.Unstructured); ok {
+			return form.FromList(u)
+		}
+		return obj, nil
+	})
+	return inf
+}
+
+// NewRawClient returns a REST client for absolute paths, whose answers
+// its callers decode themselves.
+func NewRawClient(cfg *rest.Config) (rest.Interface, error) {
+	rc := rest.CopyConfig(cfg)
+	rc.APIPath, rc.GroupVersion = "/", &schema.GroupVersion{}
+	rc.NegotiatedSerializer = clientgoscheme.Codecs.WithoutConversion()
+	return rest.RESTClientFor(rc)
+}
+
+// Media types a watch asks for. Asked for protobuf, the API server may
+// still answer JSON (an aggregated API that has no protobuf): openWatch
+// reads which from the stream.
+const (
+	acceptJSON     = "application/json"
+	acceptProtobuf = "application/vnd.kubernetes.protobuf;stream=watch, application/json"
+)
+
+// openWatch starts a watch of r with the options the reflector gives (the
+// initial events of a watch-list included) and returns the decoder of its
+// stream, which makes each object in form: a JSON stream starts with its
+// first event's '{', a protobuf one with the length of its first frame.
+func openWatch(ctx context.Context, raw rest.Interface, r Resource, o metav1.ListOptions, form Form) (watch.Decoder, error) {
+	gvr := r.GVR
+	o.Watch = true
+	prefix := "/apis/" + gvr.Group + "/" + gvr.Version
+	if gvr.Group == "" {
+		prefix = "/api/" + gvr.Version
+	}
+	accept := acceptJSON
+	if r.Protobuf {
+		accept = acceptProtobuf
+	}
+	body, err := raw.Get().AbsPath(prefix).Namespace(r.Namespace).Resource(gvr.Resource).
+		SpecificallyVersionedParams(&o, metav1.ParameterCodec, metav1.SchemeGroupVersion).
+		SetHeader("Accept", accept).
+		Stream(ctx)
+	if err != nil {
+		return nil, err
+	}
+	stream := bufio.NewReaderSize(body, 64<<10)
+	if r.Protobuf {
+		if first, err := stream.Peek(1); err == nil && !isJSONStart(first[0]) {
+			return newProtobufEvents(readCloser{stream, body}, form), nil
+		}
+	}
+	return newEventDecoderOf(stream, body, form), nil
+}
+
+// readCloser reads what was buffered of a body, and closes the body.
+type readCloser struct {
+	io.Reader
+	io.Closer
+}
+
+// isJSONStart reports whether a stream starting with b is JSON: a frame
+// length's first byte is 0 but for frames of 16 MiB and more, and never
+// '{' (2 GiB) or white space.
+func isJSONStart(b byte) bool {
+	return b == '{' || b == ' ' || b == '\t' || b == '\r' || b == '\n'
+}
+
+// protobufEvents reads a protobuf watch stream of a built-in resource with
+// client-go's own decoder (length-delimited frames, each a
+// metav1.WatchEvent whose object is a protobuf object) and makes each
+// object in its form from the typed object. Other clients of built-in
+// resources (the controller manager, the kubelet, any typed client-go
+// informer) watch in protobuf, and the API server encodes each event once
+// per media type for all its watchers: a JSON watch of the ConfigMaps
+// Sprout generates cost it an encoding of its own of every one. The
+// generated objects' informers watch so; triggers do not (reconcile's
+// newInformer says why).
+type protobufEvents struct {
+	events *restwatch.Decoder
+	form   Form
+}
+
+var _ watch.Decoder = (*protobufEvents)(nil)
+
+// protobufWatch decodes the events of a protobuf watch stream, unwrapped,
+// and protobufObjects their objects, built-in types without conversion;
+// client-go's typed watches use the same.
+var (
+	protobufWatch   = protobuf.NewRawSerializer(clientgoscheme.Scheme, clientgoscheme.Scheme)
+	protobufObjects = clientgoscheme.Codecs.UniversalDeserializer()
+)
+
+func newProtobufEvents(body io.ReadCloser, form Form) *protobufEvents {
+	frames := streaming.NewDecoder(protobuf.LengthDelimitedFramer.NewFrameReader(body), protobufWatch)
+	return &protobufEvents{events: restwatch.NewDecoder(frames, protobufObjects), form: form}
+}
+
+// Decode returns the next event. Bookmarks and errors are typed objects
+// (a Status for an error), which the reflector reads as it reads those of
+// typed informers.
+func (d *protobufEvents) Decode() (watch.EventType, runtime.Object, error) {
+	typ, obj, err := d.events.Decode()
+	if err != nil {
+		return "", nil, err
+	}
+	switch typ {
+	case watch.Added, watch.Modified, watch.Deleted:
+		o, err := d.form.fromTyped(obj)
+		if err != nil {
+			return "", nil, fmt.Errorf("watch event %s: %w", typ, err)
+		}
+		return typ, o, nil
+	}
+	return typ, obj, nil
+}
+
+// Close closes the stream, which ends a Decode under way.
+func (d *protobufEvents) Close() { d.events.Close() }
