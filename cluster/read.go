@@ -2,8 +2,10 @@ package cluster
 
 import (
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
+	"time"
 	"unique"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -109,8 +111,8 @@ func (f Form) FromJSON(raw []byte) (*Object, error) {
 		name:            f.name(md.Name),
 		uid:             md.UID,
 		resourceVersion: md.ResourceVersion,
-		created:         md.CreationTimestamp.Unix(),
-		deleting:        md.DeletionTimestamp != nil,
+		created:         md.CreationTimestamp.unix,
+		deleting:        md.DeletionTimestamp.set,
 		owner:           Intern(md.Annotations.Policy),
 		triggerUID:      md.Labels.TriggerUID,
 		onDelete:        md.Labels.GeneratedOnDelete != "",
@@ -233,12 +235,12 @@ func originIntact(policy, label, namespace string) bool {
 // LabelPolicyNamespace and AnnotationPolicy (TestFromJSONAgreesWithFromList
 // holds them to each other).
 type metadata struct {
-	Name              string       `json:"name"`
-	Namespace         string       `json:"namespace"`
-	UID               types.UID    `json:"uid"`
-	ResourceVersion   string       `json:"resourceVersion"`
-	CreationTimestamp metav1.Time  `json:"creationTimestamp"`
-	DeletionTimestamp *metav1.Time `json:"deletionTimestamp"`
+	Name              string    `json:"name"`
+	Namespace         string    `json:"namespace"`
+	UID               types.UID `json:"uid"`
+	ResourceVersion   string    `json:"resourceVersion"`
+	CreationTimestamp timestamp `json:"creationTimestamp"`
+	DeletionTimestamp timestamp `json:"deletionTimestamp"`
 	Labels            struct {
 		GeneratedOnDelete string  `json:"sprout.dev/generated-on-delete"`
 		SourceUID         *string `json:"generate.kyverno.io/source-uid"` // present, even empty: a clone
@@ -250,6 +252,29 @@ type metadata struct {
 		Policy string `json:"sprout.dev/policy"`
 	} `json:"annotations"`
 	ManagedFields json.RawMessage `json:"managedFields"`
+}
+
+// timestamp is a timestamp as the API server writes it (RFC 3339), as
+// Unix seconds, its precision: read as metav1.Time reads it, without the
+// allocations of its decoding, which every event of a watch paid.
+type timestamp struct {
+	unix int64
+	set  bool
+}
+
+func (t *timestamp) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		return nil
+	}
+	if len(b) < 2 || b[0] != '"' || b[len(b)-1] != '"' {
+		return fmt.Errorf("timestamp %s is not a string", b)
+	}
+	parsed, err := time.Parse(time.RFC3339, string(b[1:len(b)-1]))
+	if err != nil {
+		return err
+	}
+	*t = timestamp{unix: parsed.Unix(), set: true}
+	return nil
 }
 
 // managedEntry is what FromJSON decodes of a managed-fields entry.
