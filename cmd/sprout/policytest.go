@@ -161,7 +161,7 @@ func runFixture(ctx context.Context, policies, triggers string, contextFiles []s
 	if err != nil {
 		return "error", err.Error()
 	}
-	objs, renderErr := render(ctx, ps, ts, cs, admission.Create)
+	objs, renderErr := render(ctx, ps, ts, cs, admission.Create, nil)
 	if want, err := os.ReadFile(errText); err == nil {
 		if renderErr == nil {
 			return "objects", "rendered without error; error.txt wants one"

@@ -94,12 +94,28 @@ func runRender(ctx context.Context, out, errOut io.Writer, o renderOptions) erro
 	if err != nil {
 		return err
 	}
-	objs, err := render(ctx, policies, triggers, contextObjs, op)
+	pr := newProgress(errOut)
+	objs, err := render(ctx, policies, triggers, contextObjs, op, renderProgress(pr, policies))
+	pr.done()
 	if perr := printObjects(out, objs, o.output); perr != nil {
 		return perr
 	}
 	fmt.Fprintln(errOut, summary("render", len(policies), len(triggers), len(objs), countErrors(err)))
 	return err
+}
+
+// renderProgress returns what render calls after each evaluation: it shows
+// which policy render has reached and how many objects it has so far.
+func renderProgress(pr *progress, policies []apiv1.Policy) func(evaluation) {
+	index := make(map[apiv1.Policy]int, len(policies))
+	for i, p := range policies {
+		index[p] = i + 1
+	}
+	objects := 0
+	return func(e evaluation) {
+		objects += len(e.objects)
+		pr.set(fmt.Sprintf("render: policy %d of %d, %s", index[e.policy], len(policies), plural(objects, "object", "objects")))
+	}
 }
 
 // summary is the last line render and diff print: what they read and found.
@@ -132,10 +148,15 @@ func countErrors(err error) int {
 
 // render evaluates every policy against every trigger it matches. It stops
 // at nothing: every invalid policy and failed evaluation is reported.
-func render(ctx context.Context, policies []apiv1.Policy, triggers, contextObjs []*unstructured.Unstructured, op admission.Operation) ([]*unstructured.Unstructured, error) {
+// seen, when not nil, is called after each evaluation.
+func render(ctx context.Context, policies []apiv1.Policy, triggers, contextObjs []*unstructured.Unstructured, op admission.Operation,
+	seen func(evaluation)) ([]*unstructured.Unstructured, error) {
 	var out []*unstructured.Unstructured
 	var errs []error
 	err := evaluate(ctx, policies, triggers, contextObjs, op, func(e evaluation) {
+		if seen != nil {
+			seen(e)
+		}
 		if e.err != nil {
 			errs = append(errs, e.err)
 			return
