@@ -93,17 +93,9 @@ With --once the demo stops by itself once the scenario's expected objects exist
 
 func runDemo(ctx context.Context, out io.Writer, log *slog.Logger, o demoOptions) (err error) {
 	out = &lockedWriter{w: out} // the table and the Git revisions print from several goroutines
-	files, err := fixtures.FS(o.scenario)
-	if err != nil {
-		return fmt.Errorf("--scenario %s: %w", o.scenario, err)
-	}
-	expected, err := fixtures.Objects(o.scenario, "expected.yaml")
+	sc, err := readDemoScenario(o.scenario)
 	if err != nil {
 		return err
-	}
-	fromGit := hasPolicyFolder(files)
-	if _, err := exec.LookPath("git"); fromGit && err != nil {
-		return fmt.Errorf("the %s demo reads its Git repository over file://, which needs git (`make git` installs it): %w", o.scenario, err)
 	}
 	fmt.Fprintln(out, "starting a local control plane (kube-apiserver and etcd from bin/)")
 	cp, err := controlplane.Start()
@@ -116,40 +108,19 @@ func runDemo(ctx context.Context, out io.Writer, log *slog.Logger, o demoOptions
 		}
 		fmt.Fprintln(out, "stopped the control plane and removed its files")
 	}()
-
 	dir, err := os.MkdirTemp("", "sprout-demo-")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	kubeconfig, err := cp.Kubeconfig()
-	if err != nil {
+	if err := writeDemoKubeconfig(out, cp, dir); err != nil {
 		return err
 	}
-	kubeconfigPath := filepath.Join(dir, "kubeconfig")
-	if err := os.WriteFile(kubeconfigPath, kubeconfig, 0o600); err != nil {
-		return err
-	}
-	fmt.Fprintf(out, "control plane at %s; for kubectl while the demo runs:\n  export KUBECONFIG=%s\n", cp.Config.Host, kubeconfigPath)
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	opts := reconcile.DefaultOptions()
-	opts.Logger = log
-	var gitSource *reportingSource
 	repoDir := filepath.Join(dir, "platform")
-	if fromGit {
-		if gitSource, err = demoGitSource(out, repoDir, o.scenario, files); err != nil {
-			return err
-		}
-		client, err := dynamic.NewForConfig(cp.Config)
-		if err != nil {
-			return err
-		}
-		// As sprout run: the cluster's policies too, ahead of Git's.
-		opts.Sources = []sources.Source{sources.NewCluster(client), gitSource}
-	}
-	controller, err := reconcile.New(cp.Config, opts)
+	controller, gitSource, err := newDemoController(out, cp.Config, log, sc, repoDir)
 	if err != nil {
 		return err
 	}
@@ -163,20 +134,98 @@ func runDemo(ctx context.Context, out io.Writer, log *slog.Logger, o demoOptions
 	})
 	timeout := time.NewTimer(o.timeout)
 	defer timeout.Stop()
-
-	toApply := []string{"policy.yaml", "triggers.yaml"}
-	if fromGit {
-		// Triggers after the first revision, so the output reads in order.
-		if err := awaitFirstRevision(ctx, gitSource, timeout.C, o.timeout); err != nil || ctx.Err() != nil {
-			return err
-		}
-		toApply = []string{"triggers.yaml"}
+	applier, err := applyTriggers(ctx, out, cp.Config, sc, gitSource, timeout.C, o.timeout)
+	if err != nil || applier == nil {
+		return err
 	}
-	applier, err := applyFixtures(ctx, out, cp.Config, o.scenario, toApply)
+	return showGenerated(ctx, out, applier, sc, o, repoDir, timeout.C)
+}
+
+// demoScenario is the fixture a demo runs.
+type demoScenario struct {
+	name     string
+	files    fs.FS
+	expected []*unstructured.Unstructured
+	// fromGit is set for a scenario with a policies/ folder: its
+	// policies come from a Git repository, the others' from the cluster.
+	fromGit bool
+}
+
+// readDemoScenario reads a scenario of fixtures/ and checks that what it needs
+// is installed.
+func readDemoScenario(name string) (demoScenario, error) {
+	files, err := fixtures.FS(name)
+	if err != nil {
+		return demoScenario{}, fmt.Errorf("--scenario %s: %w", name, err)
+	}
+	expected, err := fixtures.Objects(name, "expected.yaml")
+	if err != nil {
+		return demoScenario{}, err
+	}
+	sc := demoScenario{name: name, files: files, expected: expected, fromGit: hasPolicyFolder(files)}
+	if _, err := exec.LookPath("git"); sc.fromGit && err != nil {
+		return demoScenario{}, fmt.Errorf("the %s demo reads its Git repository over file://, which needs git (`make git` installs it): %w", name, err)
+	}
+	return sc, nil
+}
+
+// writeDemoKubeconfig writes the control plane's kubeconfig into dir and
+// tells the user how to use it.
+func writeDemoKubeconfig(out io.Writer, cp *controlplane.ControlPlane, dir string) error {
+	kubeconfig, err := cp.Kubeconfig()
 	if err != nil {
 		return err
 	}
-	if fromGit && !o.once {
+	path := filepath.Join(dir, "kubeconfig")
+	if err := os.WriteFile(path, kubeconfig, 0o600); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "control plane at %s; for kubectl while the demo runs:\n  export KUBECONFIG=%s\n", cp.Config.Host, path)
+	return nil
+}
+
+// newDemoController makes the controller the demo runs: on the cluster's
+// policies, and for a Git scenario on a repository committed in repoDir
+// too, as sprout run --git-url would.
+func newDemoController(out io.Writer, cfg *rest.Config, log *slog.Logger, sc demoScenario, repoDir string) (*reconcile.Controller, *reportingSource, error) {
+	opts := reconcile.DefaultOptions()
+	opts.Logger = log
+	var gitSource *reportingSource
+	if sc.fromGit {
+		var err error
+		if gitSource, err = demoGitSource(out, repoDir, sc.name, sc.files); err != nil {
+			return nil, nil, err
+		}
+		client, err := dynamic.NewForConfig(cfg)
+		if err != nil {
+			return nil, nil, err
+		}
+		// As sprout run: the cluster's policies too, ahead of Git's.
+		opts.Sources = []sources.Source{sources.NewCluster(client), gitSource}
+	}
+	controller, err := reconcile.New(cfg, opts)
+	return controller, gitSource, err
+}
+
+// applyTriggers applies the scenario's triggers, and its policy when it is
+// not from Git. A Git scenario's triggers wait for the first revision, so
+// the output reads in order. It returns no Applier when ctx ended first.
+func applyTriggers(ctx context.Context, out io.Writer, cfg *rest.Config, sc demoScenario, gitSource *reportingSource,
+	expired <-chan time.Time, timeout time.Duration) (*manifest.Applier, error) {
+	toApply := []string{"policy.yaml", "triggers.yaml"}
+	if sc.fromGit {
+		if err := awaitFirstRevision(ctx, gitSource, expired, timeout); err != nil || ctx.Err() != nil {
+			return nil, err
+		}
+		toApply = []string{"triggers.yaml"}
+	}
+	return applyFixtures(ctx, out, cfg, sc.name, toApply)
+}
+
+// showGenerated prints generated objects as they change: until ctx ends,
+// or with --once until every expected object exists.
+func showGenerated(ctx context.Context, out io.Writer, applier *manifest.Applier, sc demoScenario, o demoOptions, repoDir string, expired <-chan time.Time) error {
+	if sc.fromGit && !o.once {
 		fmt.Fprintf(out, "\nSprout checks the %s branch every %s; to see it follow a commit:\n  cd %s\n  $EDITOR %s/team-quota.yaml    # pods: \"100\" -> \"50\", say\n  git commit -am 'Smaller quota'\n",
 			demoBranch, demoPollInterval, repoDir, demoGitPath)
 	}
@@ -185,7 +234,7 @@ func runDemo(ctx context.Context, out io.Writer, log *slog.Logger, o demoOptions
 	} else {
 		fmt.Fprintf(out, "\ngenerated objects (%s), as they change; Ctrl-C stops the demo:\n", sproutv1alpha1.LabelManagedBy+"="+sproutv1alpha1.ManagedBy)
 	}
-	seen, err := watchGenerated(ctx, out, applier, expected)
+	seen, err := watchGenerated(ctx, out, applier, sc.expected)
 	if err != nil {
 		return err
 	}
@@ -197,7 +246,7 @@ func runDemo(ctx context.Context, out io.Writer, log *slog.Logger, o demoOptions
 	case <-seen.done:
 		fmt.Fprintln(out, "\nall expected objects exist")
 		return nil
-	case <-timeout.C:
+	case <-expired:
 		return fmt.Errorf("after %s still missing: %s", o.timeout, strings.Join(seen.missing(), ", "))
 	case <-ctx.Done():
 		return nil

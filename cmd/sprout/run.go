@@ -9,6 +9,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/robfig/cron/v3"
 	"k8s.io/client-go/rest"
 
@@ -33,9 +34,20 @@ func newRunCommand(g *globalFlags) *cobra.Command {
 	opts := reconcile.DefaultOptions()
 	ro := runOptions{sourceFlags: sourceFlags{clusterPolicies: true}}
 	cmd := &cobra.Command{
-		Use:   "run",
-		Short: "Run the controller against a cluster",
-		Long: `Run the controller: watch GeneratingPolicies and NamespacedGeneratingPolicies
+		Use:     "run",
+		Short:   "Run the controller against a cluster",
+		Long:    runHelp,
+		Example: runExamples,
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runController(cmd.Context(), g, opts, ro)
+		},
+	}
+	registerRunFlags(cmd.Flags(), g, &opts, &ro)
+	return cmd
+}
+
+const runHelp = `Run the controller: watch GeneratingPolicies and NamespacedGeneratingPolicies
 in the cluster (and in folders given with --policy-dir) and the trigger objects
 they match, and keep the generated objects in place. Stops on SIGINT or SIGTERM.
 
@@ -61,74 +73,18 @@ optionally --git-ssh-key-password-file) or from a Secret (--git-secret-ref),
 with the key names of Flux: username and password, or bearerToken, for HTTPS;
 identity and known_hosts, and password as the key's passphrase, for SSH. Both
 are read again at every check, so rotated credentials apply without a restart.
-An SSH URL needs known_hosts: Sprout never connects to a host it cannot verify.`,
-		Example: `  sprout run --kubeconfig ~/.kube/config
+An SSH URL needs known_hosts: Sprout never connects to a host it cannot verify.`
+
+const runExamples = `  sprout run --kubeconfig ~/.kube/config
   sprout run --policy-dir ./policies --poll-interval 30s
   sprout run --git-url https://github.com/example/platform --git-branch main --git-path policies
   sprout run --git-url https://github.com/example/platform --git-semver ">=1.0.0 <2.0.0" \
     --git-secret-ref sprout-system/git-credentials
   sprout run --git-url git@github.com:example/platform.git --git-commit 3f9c2e0d5b7a41c8e6f1a2b3c4d5e6f708192a3b \
-    --git-ssh-key-file /etc/sprout/git/identity --git-known-hosts-file /etc/sprout/git/known_hosts`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			log, err := g.logger(os.Stderr)
-			if err != nil {
-				return err
-			}
-			klog.SetSlogLogger(log)
-			if err := validateRunFlags(&opts, ro); err != nil {
-				return err
-			}
-			cfg, err := g.restConfig()
-			if err != nil {
-				return err
-			}
-			srcs, err := ro.sources(cmd.Context(), cfg)
-			if err != nil {
-				return err
-			}
-			if len(srcs) == 0 {
-				return fmt.Errorf("no policy source: keep --cluster-policies or give --git-url, --source-ref or --policy-dir")
-			}
-			opts.Sources = srcs
-			if ns := inClusterNamespace(); ns != "" {
-				opts.ProtectedNamespaces = append(opts.ProtectedNamespaces, ns)
-			}
-			opts.Logger = log
-			reg := newRegistry()
-			opts.Metrics = reg
-			c, err := reconcile.New(cfg, opts)
-			if err != nil {
-				return err
-			}
-			ctx := cmd.Context()
-			if err := serve(ctx, ro.metricsAddress, metricsHandler(reg), log, "metrics"); err != nil {
-				return fmt.Errorf("--metrics-bind-address: %w", err)
-			}
-			if err := serve(ctx, ro.pprofAddress, pprofHandler(), log, "pprof"); err != nil {
-				return fmt.Errorf("--pprof-bind-address: %w", err)
-			}
-			if ro.leader.namespace == "" {
-				ro.leader.namespace = inClusterNamespace()
-			}
-			if ro.leader.namespace == "" {
-				ro.leader.namespace = "default"
-			}
-			elector := &leaderElector{opts: ro.leader, log: log}
-			if err := serve(ctx, ro.probeAddress, probesHandler(func() string { return elector.ready(c.Synced) }), log, "probes"); err != nil {
-				return fmt.Errorf("--health-probe-bind-address: %w", err)
-			}
-			log.Info("sprout starting", "host", cfg.Host, "version", currentBuild().String())
-			if err := waitForAPIServer(ctx, cfg, log); err != nil {
-				return err
-			}
-			if err := elector.run(ctx, cfg, c.Run); err != nil && (ctx.Err() == nil || !errors.Is(err, context.Canceled)) {
-				return err
-			}
-			return nil // stopped by a signal, even before the caches synced
-		},
-	}
-	f := cmd.Flags()
+    --git-ssh-key-file /etc/sprout/git/identity --git-known-hosts-file /etc/sprout/git/known_hosts`
+
+// registerRunFlags adds the flags of `sprout run` to f.
+func registerRunFlags(f *pflag.FlagSet, g *globalFlags, opts *reconcile.Options, ro *runOptions) {
 	f.IntVar(&opts.Workers, "workers", opts.Workers, "how many policies are synced at once")
 	// client-go's default of 5 requests per second (burst 10) would cap a
 	// policy with thousands of triggers at a few objects per second (#10).
@@ -139,7 +95,7 @@ An SSH URL needs known_hosts: Sprout never connects to a host it cannot verify.`
 	f.DurationVar(&opts.EvaluationTimeout, "evaluation-timeout", opts.EvaluationTimeout, "how long one evaluation of a policy for one trigger may take; longer is an error")
 	f.StringSliceVar(&ro.allowedKinds, "allowed-kinds", nil, `the only kinds Sprout may generate, as Kind or Kind.group ("ConfigMap,NetworkPolicy.networking.k8s.io"); others are refused (default: any)`)
 	f.BoolVar(&opts.AllowWildcardBindings, "allow-wildcard-bindings", false, "allow generating bindings to roles the guard refuses: every verb on every resource (such as cluster-admin), escalate, bind, impersonate, and from a ClusterRoleBinding Secrets, tokens, exec, nodes/proxy or certificate approval")
-	registerAccounts(f, &opts)
+	registerAccounts(f, opts)
 	f.StringSliceVar(&opts.ProtectedNamespaces, "protected-namespaces", opts.ProtectedNamespaces, "namespaces where a generated RoleBinding is judged as a ClusterRoleBinding, as their Secrets and accounts are the cluster's; Sprout's own namespace is added")
 	f.BoolVar(&opts.TriggerEvents, "trigger-events", false, "also emit an Event on each trigger for what was generated for it (a write per trigger)")
 	f.StringVar(&ro.metricsAddress, "metrics-bind-address", ":8080", `the address /metrics (Prometheus) is served on; "0" turns it off`)
@@ -152,7 +108,81 @@ An SSH URL needs known_hosts: Sprout never connects to a host it cannot verify.`
 	f.DurationVar(&ro.leader.renewDeadline, "leader-elect-renew-deadline", 10*time.Second, "how long the leader keeps trying to renew before it stops")
 	f.DurationVar(&ro.leader.retryPeriod, "leader-elect-retry-period", 2*time.Second, "how often replicas try to take or renew the Lease")
 	f.StringVar(&opts.ResyncSchedule, "resync-schedule", opts.ResyncSchedule, `cron spec ("0 * * * *", "@hourly", "@every 10m") of full recomputes that repair drift no event reported; "" turns them off`)
-	return cmd
+}
+
+// runController runs the controller until ctx ends: flags checked, sources
+// built, endpoints served, the API server waited for, then, under leader
+// election when asked, the controller itself.
+func runController(ctx context.Context, g *globalFlags, opts reconcile.Options, ro runOptions) error {
+	log, err := g.logger(os.Stderr)
+	if err != nil {
+		return err
+	}
+	klog.SetSlogLogger(log)
+	if err := validateRunFlags(&opts, ro); err != nil {
+		return err
+	}
+	cfg, err := g.restConfig()
+	if err != nil {
+		return err
+	}
+	reg := newRegistry()
+	c, err := newRunController(ctx, cfg, opts, ro, reg, log)
+	if err != nil {
+		return err
+	}
+	elector, err := serveRunEndpoints(ctx, ro, reg, c, log)
+	if err != nil {
+		return err
+	}
+	log.Info("sprout starting", "host", cfg.Host, "version", currentBuild().String())
+	if err := waitForAPIServer(ctx, cfg, log); err != nil {
+		return err
+	}
+	if err := elector.run(ctx, cfg, c.Run); err != nil && (ctx.Err() == nil || !errors.Is(err, context.Canceled)) {
+		return err
+	}
+	return nil // stopped by a signal, even before the caches synced
+}
+
+// newRunController makes the controller on the sources the flags name.
+func newRunController(ctx context.Context, cfg *rest.Config, opts reconcile.Options, ro runOptions, reg *prometheus.Registry, log *slog.Logger) (*reconcile.Controller, error) {
+	srcs, err := ro.sources(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	if len(srcs) == 0 {
+		return nil, fmt.Errorf("no policy source: keep --cluster-policies or give --git-url, --source-ref or --policy-dir")
+	}
+	opts.Sources = srcs
+	if ns := inClusterNamespace(); ns != "" {
+		opts.ProtectedNamespaces = append(opts.ProtectedNamespaces, ns)
+	}
+	opts.Logger = log
+	opts.Metrics = reg
+	return reconcile.New(cfg, opts)
+}
+
+// serveRunEndpoints serves metrics, profiles and probes, and returns the
+// leader elector whose state the readiness probe reports.
+func serveRunEndpoints(ctx context.Context, ro runOptions, reg *prometheus.Registry, c *reconcile.Controller, log *slog.Logger) (*leaderElector, error) {
+	if err := serve(ctx, ro.metricsAddress, metricsHandler(reg), log, "metrics"); err != nil {
+		return nil, fmt.Errorf("--metrics-bind-address: %w", err)
+	}
+	if err := serve(ctx, ro.pprofAddress, pprofHandler(), log, "pprof"); err != nil {
+		return nil, fmt.Errorf("--pprof-bind-address: %w", err)
+	}
+	if ro.leader.namespace == "" {
+		ro.leader.namespace = inClusterNamespace()
+	}
+	if ro.leader.namespace == "" {
+		ro.leader.namespace = "default"
+	}
+	elector := &leaderElector{opts: ro.leader, log: log}
+	if err := serve(ctx, ro.probeAddress, probesHandler(func() string { return elector.ready(c.Synced) }), log, "probes"); err != nil {
+		return nil, fmt.Errorf("--health-probe-bind-address: %w", err)
+	}
+	return elector, nil
 }
 
 // registerAccounts adds the flags that bound which ServiceAccounts policies
