@@ -166,6 +166,27 @@ current-context: c
 	return path
 }
 
+// silentServer returns the address of a server that accepts connections
+// and never answers.
+func silentServer(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			t.Cleanup(func() { conn.Close() })
+		}
+	}()
+	return ln.Addr().String()
+}
+
 // TestDiffGivesUpOnAnUnreachableServer: `sprout diff` against a server that
 // refuses connections fails at once naming it, and against one that
 // accepts connections but never answers, it fails once --request-timeout
@@ -186,21 +207,7 @@ func TestDiffGivesUpOnAnUnreachableServer(t *testing.T) {
 	}
 	refused := closed.Addr().String()
 	closed.Close()
-	// A server that accepts and never answers.
-	silent, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { silent.Close() })
-	go func() {
-		for {
-			conn, err := silent.Accept()
-			if err != nil {
-				return
-			}
-			t.Cleanup(func() { conn.Close() })
-		}
-	}()
+	silent := silentServer(t)
 
 	for _, c := range []struct {
 		addr string
@@ -208,7 +215,7 @@ func TestDiffGivesUpOnAnUnreachableServer(t *testing.T) {
 		want string
 	}{
 		{refused, nil, "connection refused"},
-		{silent.Addr().String(), []string{"--request-timeout", "500ms"}, "exceeded"}, // the client's timeout, or the request's deadline
+		{silent, []string{"--request-timeout", "500ms"}, "exceeded"}, // the client's timeout, or the request's deadline
 	} {
 		done := make(chan error, 1)
 		go func() {

@@ -227,12 +227,22 @@ func validateRunFlags(opts *reconcile.Options, ro runOptions) error {
 	return nil
 }
 
+// apiServerProbeTimeout bounds one try of waitForAPIServer when
+// --request-timeout does not.
+const apiServerProbeTimeout = 10 * time.Second
+
 // waitForAPIServer returns once the API server answers, saying at every
 // failed try what it waits for and when it tries again: without it, a
 // server that is down left only "waiting for informer caches" on screen.
 func waitForAPIServer(ctx context.Context, cfg *rest.Config, log *slog.Logger) error {
+	probe := rest.CopyConfig(cfg)
+	if probe.Timeout == 0 {
+		// A server that accepts connections and never answers would hold
+		// the first try for ever, and the log would say nothing.
+		probe.Timeout = apiServerProbeTimeout
+	}
 	for delay := time.Second; ; delay = min(2*delay, 30*time.Second) {
-		err := reachable(cfg)
+		err := reachable(probe)
 		if err == nil {
 			return nil
 		}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"io"
 	"net"
 	"os/exec"
 	"strings"
@@ -101,5 +102,45 @@ func TestShutdownDuringAGitCheckIsNoError(t *testing.T) {
 	}
 	if logs := p.logs.String(); strings.Contains(logs, "level=ERROR") {
 		t.Errorf("a shutdown logged an error:\n%s", logs)
+	}
+}
+
+// TestRunRetriesASilentAPIServer: a server that accepts connections and
+// never answers (a proxy in front of a dead one) is waited for visibly too:
+// each try is bounded even without --request-timeout. The first try used
+// to wait for ever, saying nothing after "sprout starting".
+func TestRunRetriesASilentAPIServer(t *testing.T) {
+	addr := silentServer(t)
+	p := startProcess(t, unreachableKubeconfig(t, addr))
+	eventually(t, "a try logged", func(context.Context) bool {
+		return strings.Contains(p.logs.String(), `msg="waiting for the API server"`)
+	})
+	if logs := p.logs.String(); !strings.Contains(logs, addr) {
+		t.Errorf("the log does not name the server:\n%s", logs)
+	}
+	if err := p.stop(t, 30*time.Second); err != nil {
+		t.Errorf("sprout run stopped while waiting: %v\n%s", err, p.logs.String())
+	}
+}
+
+// TestInventoryGivesUpAfterRequestTimeout: --request-timeout bounds
+// `sprout inventory` as it bounds diff, against a server that never answers.
+func TestInventoryGivesUpAfterRequestTimeout(t *testing.T) {
+	addr := silentServer(t)
+	done := make(chan error, 1)
+	go func() {
+		root := newRootCommand()
+		root.SetArgs([]string{"inventory", "--kubeconfig", unreachableKubeconfig(t, addr), "--request-timeout", "500ms"})
+		root.SetOut(io.Discard)
+		root.SetErr(io.Discard)
+		done <- root.ExecuteContext(context.Background())
+	}()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), addr) || !strings.Contains(err.Error(), "exceeded") {
+			t.Errorf("sprout inventory against %s: %v, want an error naming it and the timeout", addr, err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("sprout inventory --request-timeout 500ms still waits after 30 s")
 	}
 }
