@@ -113,7 +113,7 @@ func runDiff(cmd *cobra.Command, g *globalFlags, o diffOptions, names []string) 
 	if err := reachable(cfg); err != nil {
 		return err
 	}
-	plans, pv, err := plan(cmd, cfg, o, filter, log)
+	plans, pv, err := planPolicies(cmd, cfg, o, filter, log)
 	pr.done()
 	if err != nil {
 		return err
@@ -123,9 +123,9 @@ func runDiff(cmd *cobra.Command, g *globalFlags, o diffOptions, names []string) 
 	return err
 }
 
-// plan builds diff's sources, keeps the policies filter selects and plans
+// planPolicies builds diff's sources, keeps the policies filter selects and plans
 // them with a dry-run controller.
-func plan(cmd *cobra.Command, cfg *rest.Config, o diffOptions, filter *planFilter, log *slog.Logger) ([]reconcile.PolicyPlan, *previews, error) {
+func planPolicies(cmd *cobra.Command, cfg *rest.Config, o diffOptions, filter *planFilter, log *slog.Logger) ([]reconcile.PolicyPlan, *previews, error) {
 	if !cmd.Flags().Changed("cluster-policies") {
 		o.clusterPolicies = o.git.URL == "" && len(o.policyDirs) == 0 && len(o.fluxRefs) == 0
 	}

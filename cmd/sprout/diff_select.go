@@ -81,7 +81,7 @@ func (s *planFilter) keep(key string) bool {
 	defer s.mu.Unlock()
 	if !s.seen[key] {
 		s.seen[key] = true
-		s.progress.set(fmt.Sprintf("diff: reading policies: %d", len(s.seen)))
+		s.progress.set("diff: reading policies: %d", len(s.seen))
 	}
 	return true
 }
@@ -96,7 +96,7 @@ func (s *planFilter) sourceSynced(name string) {
 	}
 	s.synced[name] = true
 	if len(s.synced) == s.sources {
-		s.progress.show(fmt.Sprintf("diff: planning %s", plural(len(s.seen), "policy", "policies")))
+		s.progress.show("diff: planning %s", plural(len(s.seen), "policy", "policies"))
 	}
 }
 

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"io"
 	"os"
 	"sync"
@@ -39,15 +40,16 @@ func progressWanted(terminal bool, getenv func(string) string) bool {
 	return terminal && getenv("TERM") != "dumb" && (ci == "" || ci == "false" || ci == "0")
 }
 
-// set shows text unless the line was drawn less than p.every ago: a
-// render of many policies must not spend its time drawing.
-func (p *progress) set(text string) { p.draw(text, false) }
+// set shows the line unless it was drawn less than p.every ago: a render
+// of many policies must not spend its time drawing, nor formatting lines
+// nobody sees.
+func (p *progress) set(format string, args ...any) { p.draw(false, format, args) }
 
-// show shows text now: a new phase of the work.
-func (p *progress) show(text string) { p.draw(text, true) }
+// show shows the line now: a new phase of the work.
+func (p *progress) show(format string, args ...any) { p.draw(true, format, args) }
 
-func (p *progress) draw(text string, now bool) {
-	if p == nil || !p.on {
+func (p *progress) draw(now bool, format string, args []any) {
+	if !p.on {
 		return
 	}
 	p.mu.Lock()
@@ -57,7 +59,7 @@ func (p *progress) draw(text string, now bool) {
 		return
 	}
 	p.last, p.shown = t, true
-	_, _ = io.WriteString(p.w, "\r\x1b[K"+text)
+	_, _ = fmt.Fprintf(p.w, "\r\x1b[K"+format, args...)
 }
 
 // Write erases the status line, then writes b: log lines and the summary

@@ -70,7 +70,7 @@ func TestRenderProgressOnATerminalOnly(t *testing.T) {
 	const summary = "render: 1 policy, 2 triggers, 1 object, 0 errors"
 	master, slave := openPTY(t)
 	got := renderTo(t, master, slave)
-	if want := "\r\x1b[Krender: policy 1 of 1, 1 object\r\x1b[K" + summary + "\r\n"; got != want {
+	if want := "\r\x1b[Krender: policy 1 of 1, objects: 1\r\x1b[K" + summary + "\r\n"; got != want {
 		t.Errorf("on a terminal, standard error shows\n%q\nwant\n%q", got, want)
 	}
 

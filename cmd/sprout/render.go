@@ -49,7 +49,7 @@ reads a policy folder: hidden folders skipped, and a link, pipe or device among
 those files is an error.
 
 The last line, on standard error, counts the policies, triggers, objects and
-errors. Exits non-zero, naming the policy and field path, when a policy is
+errors; on a terminal, standard error also shows how far render has got. Exits non-zero, naming the policy and field path, when a policy is
 invalid or an evaluation fails: run it in CI on every pull request that
 changes a policy.`,
 		Example: `  sprout render -p policy.yaml -r namespace.yaml
@@ -114,7 +114,7 @@ func renderProgress(pr *progress, policies []apiv1.Policy) func(evaluation) {
 	objects := 0
 	return func(e evaluation) {
 		objects += len(e.objects)
-		pr.set(fmt.Sprintf("render: policy %d of %d, %s", index[e.policy], len(policies), plural(objects, "object", "objects")))
+		pr.set("render: policy %d of %d, objects: %d", index[e.policy], len(policies), objects)
 	}
 }
 
