@@ -7,10 +7,17 @@
 # emulation. go-git speaks HTTPS and SSH itself; only file:// Git URLs run
 # the git-upload-pack binary, which this image does not have (in a cluster,
 # mount the folder and use --policy-dir instead). The flags are the
-# Makefile's SPROUT_BUILD_FLAGS.
+# Makefile's SPROUT_BUILD_FLAGS, with the stamp `sprout version` prints:
+# `make image` passes VERSION, COMMIT and DATE. The stamp replaces Go's VCS
+# stamp, which a build from a copied tree may not have (-buildvcs=false).
+# `make release` builds the release image without Docker, on an empty base
+# with the same user, entrypoint and command (docs/decisions.md).
 FROM --platform=$BUILDPLATFORM golang:1.26 AS build
 ARG TARGETOS
 ARG TARGETARCH
+ARG VERSION=dev
+ARG COMMIT
+ARG DATE
 ENV GOTOOLCHAIN=local CGO_ENABLED=0
 WORKDIR /src
 # Modules first, so a source change does not download them again.
@@ -19,7 +26,9 @@ RUN --mount=type=cache,target=/go/pkg/mod go mod download
 COPY . .
 RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/root/.cache/go-build \
     GOOS=$TARGETOS GOARCH=$TARGETARCH \
-    go build -trimpath -ldflags "-s -w" -o /out/sprout ./cmd/sprout
+    go build -trimpath -buildvcs=false \
+      -ldflags "-s -w -X main.version=$VERSION -X main.commit=$COMMIT -X main.date=$DATE" \
+      -o /out/sprout ./cmd/sprout
 
 # No shell, no package manager, CA certificates for HTTPS Git remotes.
 FROM gcr.io/distroless/static:nonroot

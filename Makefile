@@ -19,25 +19,54 @@ KUBE_LDFLAGS := -s -w \
 APISERVER_STAMP := $(BIN)/.kube-apiserver-$(KUBE_VERSION)
 ETCD_STAMP := $(BIN)/.etcd-$(ETCD_VERSION)
 
-.PHONY: all build image tools git lint test test-kyverno-crds fuzz bench bench-go run vet generate clean
+.PHONY: all build image release tools git lint test test-kyverno-crds test-release fuzz bench bench-go run vet generate clean
 
 space := $(subst ,, )
 
 all: build tools
 
-# How the sprout binary is built, here, in the image and by `make bench`:
-# pure Go (no cgo), without symbols and without the demo (the demo tag, which
-# `make run` and the tests set, builds it in: see cmd/sprout/demo.go).
-SPROUT_BUILD_FLAGS := -trimpath -ldflags '-s -w'
+# How the sprout binary is built, here, in the image, by `make release` and
+# by `make bench`: pure Go (no cgo), without symbols and without the demo (the
+# demo tag, which `make run` and the tests set, builds it in: see
+# cmd/sprout/demo.go). Releases and images also stamp the version, commit and
+# date that `sprout version` prints (cmd/sprout/version.go).
+SPROUT_LDFLAGS := -s -w
+SPROUT_BUILD_FLAGS := -trimpath -ldflags '$(SPROUT_LDFLAGS)'
+stamp = -X main.version=$(1) -X main.commit=$(2) -X main.date=$(3)
 
 ## build: the sprout binary in bin/
 build:
 	CGO_ENABLED=0 $(GO) build $(SPROUT_BUILD_FLAGS) -o $(BIN)/sprout ./cmd/sprout
 
-## image: the container image (needs Docker with BuildKit); IMAGE names it
+# The commit a build names, with -dirty when the checkout has changes, and its
+# time: a release's date is its commit's, so building a tag again gives the
+# same bytes (docs/decisions.md). Both are read only by the targets that use them.
+COMMIT = $(shell git rev-parse HEAD)$(shell test -z "$$(git status --porcelain)" || echo -dirty)
+DATE = $(shell TZ=UTC git log -1 --format=%cd --date=format-local:%Y-%m-%dT%H:%M:%SZ)
+
+## image: the container image (needs Docker with BuildKit); IMAGE names it, VERSION (dev) is what it reports
 IMAGE ?= ghcr.io/sprout-gitops/sprout:dev
 image:
-	docker build -t $(IMAGE) .
+	docker build -t $(IMAGE) --build-arg VERSION=$(or $(VERSION),dev) \
+		--build-arg COMMIT=$(COMMIT) --build-arg DATE=$(DATE) .
+
+## release: VERSION=vX.Y.Z: static linux/amd64 and linux/arm64 binaries, the image as an
+## OCI tarball, install.yaml pinned to the image, SHA256SUMS, all in DIST (dist/); pushes nothing
+DIST ?= $(CURDIR)/dist
+RELEASE_ARCHES := amd64 arm64
+release:
+	@$(GO) run ./hack/release -check -version '$(VERSION)'
+	@git rev-parse HEAD >/dev/null || { echo "make release: needs a Git checkout, for the commit it stamps" >&2; exit 2; }
+	@mkdir -p '$(DIST)' && cd '$(DIST)' && rm -f sprout-linux-* sprout-*-oci.tar install*.yaml SHA256SUMS
+	@set -e; commit='$(COMMIT)'; date='$(DATE)'; \
+	for arch in $(RELEASE_ARCHES); do \
+		echo "building sprout $(VERSION) for linux/$$arch"; \
+		CGO_ENABLED=0 GOOS=linux GOARCH=$$arch $(GO) build -trimpath \
+			-ldflags "$(SPROUT_LDFLAGS) $(call stamp,$(VERSION),$$commit,$$date)" \
+			-o '$(DIST)'/sprout-linux-$$arch ./cmd/sprout; \
+	done; \
+	$(GO) run ./hack/release -version '$(VERSION)' -commit "$$commit" -date "$$date" -dist '$(DIST)'
+	@cd '$(DIST)' && echo "release $(VERSION) in $(DIST):" && ls -1
 
 ## tools: kube-apiserver and etcd for tests and the demo, built once into bin/
 tools: $(APISERVER_STAMP) $(ETCD_STAMP)
@@ -71,11 +100,18 @@ git:
 	@command -v git >/dev/null 2>&1 || { echo "installing git (Debian package)"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq git; }
 
-## test: vet and lint, then every test against a real kube-apiserver and etcd, the reconcile tests again under Kyverno's CRDs, then fuzz
+## test: vet and lint, then every test against a real kube-apiserver and etcd, the reconcile tests again under Kyverno's CRDs, a release, then fuzz
 test: tools git vet lint
-	$(GO) test -tags demo ./... -count=1 -timeout 15m
+	$(GO) test -tags demo ./... -count=1 -timeout 15m -skip '^TestReleaseArtifacts$$'
 	@$(MAKE) --no-print-directory test-kyverno-crds
+	@$(MAKE) --no-print-directory test-release
 	@$(MAKE) --no-print-directory fuzz
+
+## test-release: `make release` into a temporary folder, and a check of every file it wrote
+# Alone, after the other tests: its first run cross-compiles every
+# dependency for arm64, which is slow on a busy machine.
+test-release: git
+	$(GO) test ./hack/release -run '^TestReleaseArtifacts$$' -count=1 -timeout 30m
 
 ## test-kyverno-crds: the reconcile tests, and the CRD comparison on a live API server, with Kyverno's policy CRDs in place of Sprout's
 # Kyverno's CRDs drop Sprout's own status fields and printer columns: the
