@@ -302,7 +302,7 @@ func (r *Records) deleteOne(ctx context.Context, name string) error {
 
 // sameStatus compares statuses, ignoring when conditions last changed.
 func sameStatus(a, b sproutv1alpha1.PolicyInventoryStatus) bool {
-	if a.Triggers != b.Triggers || a.Objects != b.Objects || len(a.Conditions) != len(b.Conditions) {
+	if a.Triggers != b.Triggers || a.Objects != b.Objects || a.LastHandledReconcileAt != b.LastHandledReconcileAt || len(a.Conditions) != len(b.Conditions) {
 		return false
 	}
 	for i := range a.Conditions {

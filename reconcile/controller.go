@@ -161,6 +161,7 @@ type Controller struct {
 	// to their status; reports holds the outcomes.
 	statusQueue workqueue.TypedRateLimitingInterface[policyKey]
 	reports     reports
+	progressed  progressed
 	// sourceQueue holds the names of sources whose PolicySource may be stale.
 	sourceQueue  workqueue.TypedRateLimitingInterface[string]
 	sourceStates sourceStates

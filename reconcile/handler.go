@@ -32,10 +32,14 @@ func (h policyHandler) Upsert(p sources.Policy) {
 	c.mu.Lock()
 	cur := c.policies[key]
 	if cur != nil && cur.policy.GetUID() == p.GetUID() && cur.policy.GetGeneration() == p.GetGeneration() {
+		requeue := c.dayTwoChanged(key, cur.policy, p.Policy)
 		next := *cur
 		next.policy = p.Policy
 		c.policies[key] = &next
 		c.mu.Unlock()
+		if requeue {
+			c.queue.Add(key)
+		}
 		return
 	}
 	c.mu.Unlock()
@@ -87,7 +91,9 @@ func (h policyHandler) Delete(p sources.Policy) {
 	}
 	c.mu.Lock()
 	spec := p.PolicySpec()
-	gone := retired{ref: refOf(key), synchronize: spec.Synchronize(), orphan: spec.OrphanDownstreamOnPolicyDelete()}
+	// A suspended policy deleted leaves its objects, as a suspended Flux
+	// Kustomization deleted does: suspended, it prunes nothing.
+	gone := retired{ref: refOf(key), synchronize: spec.Synchronize(), orphan: spec.OrphanDownstreamOnPolicyDelete() || suspended(p.Policy)}
 	if sa, err := c.serviceAccountFor(p.Policy); sa != nil && err == nil {
 		gone.account = *sa
 	}
@@ -98,6 +104,7 @@ func (h policyHandler) Delete(p sources.Policy) {
 	c.admitted.forget(key)
 	c.tombstones.forget(key)
 	c.rebuilds.done(key)
+	c.progressed.m.Delete(key)
 	c.stopSync(key) // a sync under way writes nothing more
 	c.log.Info("policy deleted", "policy", key.String(), "source", p.Source)
 	c.queue.Add(key)

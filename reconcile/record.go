@@ -121,11 +121,23 @@ func (c *Controller) saveRecord(ctx context.Context, key policyKey, cp *compiled
 // saveRecordStatus writes the outcome of a sync to the record's status if
 // it changed.
 func (c *Controller) saveRecordStatus(ctx context.Context, key policyKey, cp *compiledPolicy, out outcome) error {
+	if out.reason == ReasonProgressing && c.record(key) == nil {
+		return nil // a first sync under way has no record yet
+	}
 	return c.records.UpdateStatus(ctx, refOf(key), func(status *sproutv1alpha1.PolicyInventoryStatus) {
+		if out.reason == ReasonProgressing {
+			setProgressing(&status.Conditions, cp.policy.GetGeneration())
+			return
+		}
 		if out.counted() {
 			status.Triggers, status.Objects = out.triggers, out.objects
 		}
-		meta.SetStatusCondition(&status.Conditions, readyCondition(cp, out))
+		ready := readyCondition(cp, out)
+		meta.SetStatusCondition(&status.Conditions, ready)
+		setProgress(&status.Conditions, ready, out)
+		if request := reconcileRequest(cp.policy); request != "" && out.reason != ReasonSuspended {
+			status.LastHandledReconcileAt = request
+		}
 	})
 }
 

@@ -52,7 +52,11 @@ type outcome struct {
 // objects: a policy that does not compile, or names an account it may not
 // run as, keeps the counts its last sync wrote.
 func (o outcome) counted() bool {
-	return o.reason != ReasonCompileFailed && o.reason != ReasonInvalidServiceAccount
+	switch o.reason {
+	case ReasonCompileFailed, ReasonInvalidServiceAccount, ReasonSuspended, ReasonProgressing:
+		return false
+	}
+	return true
 }
 
 // reportStatus writes the policy's status when it differs from what the
@@ -61,10 +65,14 @@ func (c *Controller) reportStatus(ctx context.Context, cp *compiledPolicy, out o
 	if cp.source != sources.ClusterSourceName {
 		return nil // only policies stored in the cluster have a status to write
 	}
+	if out.reason == ReasonProgressing {
+		return c.reportProgressing(ctx, cp)
+	}
 	live := cp.policy.PolicyStatus()
 	status := *live.DeepCopy()
 	cond := readyCondition(cp, out)
 	meta.SetStatusCondition(&status.Conditions, cond)
+	setProgress(&status.Conditions, cond, out)
 	// Kyverno's conditionStatus.ready says the policy compiled, is
 	// watching and may do its work; what became of one trigger is that
 	// trigger's: the condition there stays True and names the failures,
@@ -113,6 +121,11 @@ func (c *Controller) reportStatus(ctx context.Context, cp *compiledPolicy, out o
 			Objects  int `json:"objects"`
 		}{status, out.triggers, out.objects}
 	}
+	return c.patchStatus(ctx, cp, body)
+}
+
+// patchStatus merges body into the policy's status.
+func (c *Controller) patchStatus(ctx context.Context, cp *compiledPolicy, body map[string]any) error {
 	patch, err := json.Marshal(body)
 	if err != nil {
 		return err

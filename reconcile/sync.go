@@ -58,6 +58,7 @@ func (c *Controller) sync(ctx context.Context, key policyKey) error {
 	outer := ctx
 	ctx, end := c.beginSync(ctx, key, run.cp)
 	defer end()
+	c.markProgressing(key, run.cp)
 	if err := c.match(run); err != nil {
 		return err
 	}
@@ -106,6 +107,12 @@ func (c *Controller) snapshot(ctx context.Context, key policyKey) (*syncRun, err
 		return nil, nil
 	}
 	run := &syncRun{key: key, cp: cp, start: start}
+	if suspended(cp.policy) {
+		// Only the status is written. What the informers admit meanwhile
+		// is remembered: the first sync after resuming catches up.
+		c.reporter.report(&syncReport{run: run, out: outcome{reason: ReasonSuspended, err: errSuspended}})
+		return nil, nil
+	}
 	if err := cp.program.Err(); err != nil {
 		// Terminal until the policy changes: retrying cannot fix a typo. The
 		// record carries it too: for a policy from files it is the only status.

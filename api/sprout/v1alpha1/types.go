@@ -156,6 +156,12 @@ type PolicyInventoryStatus struct {
 	// Objects counts the objects the policy wants.
 	// +optional
 	Objects int `json:"objects,omitempty"`
+	// LastHandledReconcileAt is the value of the policy's
+	// reconcile.fluxcd.io/requestedAt annotation that the last sync
+	// handled, as Flux's objects hold it: `sprout reconcile` waits for it.
+	// Here, not on the policy, because Kyverno's status schema has no room.
+	// +optional
+	LastHandledReconcileAt string `json:"lastHandledReconcileAt,omitempty"`
 }
 
 // AddToScheme registers the types.
