@@ -60,6 +60,10 @@ type Options struct {
 	// by the wall clock; longer is an evaluation error. 0 is
 	// celenv.DefaultEvaluationTimeout.
 	EvaluationTimeout time.Duration
+	// HTTP makes the policies' http.Get, Post and Put calls, to the hosts
+	// it allows; nil allows none. Each sync of a policy is one round of
+	// its cache.
+	HTTP *celenv.HTTP
 	// AllowedKinds, when not empty, are the only kinds Sprout generates;
 	// others are refused.
 	AllowedKinds []schema.GroupKind

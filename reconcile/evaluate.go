@@ -19,7 +19,7 @@ import (
 // evaluate runs the policy's program for one trigger, replayed as its last
 // event (replayed). A result kept from an earlier sync for the same inputs
 // is returned as it is, and kept says so.
-func (c *Controller) evaluate(ctx context.Context, cp *compiledPolicy, t trigger, reader celenv.Reader, epoch uint64) (ev evaluation, m *triggerMemo, kept bool, err error) {
+func (c *Controller) evaluate(ctx context.Context, cp *compiledPolicy, t trigger, reader *cacheReader, epoch uint64) (ev evaluation, m *triggerMemo, kept bool, err error) {
 	op, oldObject := c.replayed(cp, t)
 	m = t.memo
 	if m == nil && !t.deleted {
@@ -50,7 +50,7 @@ func (c *Controller) evaluate(ctx context.Context, cp *compiledPolicy, t trigger
 	if err != nil {
 		return evaluation{}, m, false, err
 	}
-	in.Scopes, in.Reader, in.Timeout = scopes{c}, reader, c.opts.EvaluationTimeout
+	in.Scopes, in.Reader, in.Timeout, in.HTTP = scopes{c}, reader, c.opts.EvaluationTimeout, reader.web
 	res, err := cp.program.Evaluate(ctx, in)
 	if err != nil {
 		return evaluation{}, m, false, err

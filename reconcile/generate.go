@@ -9,7 +9,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/sets"
 
-	"github.com/sprout-gitops/sprout/celenv"
 	"github.com/sprout-gitops/sprout/inventory"
 )
 
@@ -58,7 +57,7 @@ type parts struct {
 	g      *generation
 	round  *inventory.Round
 	w      writer
-	reader celenv.Reader
+	reader *cacheReader
 	limit  int
 	sync   bool
 	alive  func(string) bool
@@ -82,7 +81,7 @@ type parts struct {
 // after an apply leaves nothing unfound and forgets no admission). An
 // error of that, or caches still syncing, stops the sync: the parts
 // applied stay applied, and nothing is pruned.
-func (c *Controller) generate(ctx context.Context, run *syncRun, w writer, reader celenv.Reader) (*generation, error) {
+func (c *Controller) generate(ctx context.Context, run *syncRun, w writer, reader *cacheReader) (*generation, error) {
 	cp, triggers := run.cp, run.triggers
 	// Most policies generate one object a trigger.
 	g := &generation{changes: inventory.ChangeSet{Changes: make([]inventory.Change, 0, len(triggers))}, verdicts: newVerdicts(), failed: sets.New[string]()}
@@ -243,7 +242,7 @@ func (d desiredSet) settledLen() int {
 // its origin. A trigger that fails to evaluate, or generates more than
 // limit objects, is reported in g and skipped; the others still count.
 // The evaluations are counted before their objects are applied.
-func (c *Controller) desired(ctx context.Context, cp *compiledPolicy, triggers []trigger, reader celenv.Reader, limit int, g *generation) desiredSet {
+func (c *Controller) desired(ctx context.Context, cp *compiledPolicy, triggers []trigger, reader *cacheReader, limit int, g *generation) desiredSet {
 	out := desiredSet{settled: make([]inventory.Settled, 0, len(triggers))}
 	key := keyOf(cp.policy)
 	out.epoch = c.downstreamEpoch(key)

@@ -37,13 +37,20 @@ type cacheReader struct {
 	// decoded keeps the cached objects read, decoded once per sync: a
 	// policy that clones one source for every trigger reads it each time.
 	decoded map[*cluster.Object]*unstructured.Unstructured
+	// web is the sync's round of http calls: the same request, asked for
+	// every trigger, is made once.
+	web *celenv.HTTPRound
 }
 
 var _ celenv.Reader = (*cacheReader)(nil)
 
 func newCacheReader(c *Controller, as *serviceAccount, scope string) *cacheReader {
-	return &cacheReader{c: c, as: as, scope: scope, read: sets.New[schema.GroupVersionResource](), allowed: map[string]error{},
+	r := &cacheReader{c: c, as: as, scope: scope, read: sets.New[schema.GroupVersionResource](), allowed: map[string]error{},
 		decoded: map[*cluster.Object]*unstructured.Unstructured{}}
+	if c.opts.HTTP != nil {
+		r.web = c.opts.HTTP.Round()
+	}
+	return r
 }
 
 // decode returns the cached object o decoded. Programs only read what they

@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/pflag"
 	"k8s.io/klog/v2"
 
+	"github.com/sprout-gitops/sprout/celenv"
 	"github.com/sprout-gitops/sprout/reconcile"
 )
 
@@ -24,6 +25,8 @@ import (
 type runOptions struct {
 	sourceFlags
 	allowedKinds   []string
+	httpHosts      []string
+	httpTimeout    time.Duration
 	metricsAddress string
 	probeAddress   string
 	pprofAddress   string
@@ -93,6 +96,8 @@ func registerRunFlags(f *pflag.FlagSet, g *globalFlags, opts *reconcile.Options,
 	ro.register(f, "run")
 	f.IntVar(&opts.MaxObjectsPerTrigger, "max-objects-per-trigger", opts.MaxObjectsPerTrigger, "the most objects one evaluation may generate; more is an error (a policy's annotation sprout.dev/max-objects-per-trigger overrides it)")
 	f.DurationVar(&opts.EvaluationTimeout, "evaluation-timeout", opts.EvaluationTimeout, "how long one evaluation of a policy for one trigger may take; longer is an error")
+	f.StringSliceVar(&ro.httpHosts, "http-allowed-hosts", nil, `the hosts policies may call with http.Get, Post and Put: "api.example.com", with a port to allow that port only, or "*.example.com" for its subdomains (default: none, every call fails)`)
+	f.DurationVar(&ro.httpTimeout, "http-timeout", celenv.DefaultHTTPTimeout, "how long one http.Get, Post or Put of a policy may take")
 	f.StringSliceVar(&ro.allowedKinds, "allowed-kinds", nil, `the only kinds Sprout may generate, as Kind or Kind.group ("ConfigMap,NetworkPolicy.networking.k8s.io"); others are refused (default: any)`)
 	f.BoolVar(&opts.AllowWildcardBindings, "allow-wildcard-bindings", false, "allow generating bindings to roles the guard refuses: every verb on every resource (such as cluster-admin), escalate, bind, impersonate, and from a ClusterRoleBinding Secrets, tokens, exec, nodes/proxy or certificate approval")
 	registerAccounts(f, opts)
@@ -208,6 +213,16 @@ func validateRunFlags(opts *reconcile.Options, ro runOptions) error {
 		return fmt.Errorf("--allowed-kinds: %w", err)
 	}
 	opts.AllowedKinds = kinds
+	if len(ro.httpHosts) > 0 {
+		if ro.httpTimeout <= 0 {
+			return fmt.Errorf("--http-timeout %s: want more than 0", ro.httpTimeout)
+		}
+		web, err := celenv.NewHTTP(celenv.HTTPOptions{AllowedHosts: ro.httpHosts, Timeout: ro.httpTimeout})
+		if err != nil {
+			return fmt.Errorf("--http-allowed-hosts: %w", err)
+		}
+		opts.HTTP = web
+	}
 	if ro.pollInterval <= 0 {
 		return fmt.Errorf("--poll-interval %s: want more than 0", ro.pollInterval)
 	}
