@@ -24,6 +24,8 @@ func TestRunValidatesFlagsBeforeConnecting(t *testing.T) {
 		{[]string{"--resync-schedule", "every ten minutes"}, `--resync-schedule "every ten minutes"`},
 		{[]string{"--allowed-kinds", ".apps"}, `--allowed-kinds: ".apps"`},
 		{[]string{"--poll-interval", "0s"}, "--poll-interval 0s"},
+		{[]string{"--http-allowed-hosts", "https://api.example.com"}, `--http-allowed-hosts: allowed hosts[0] "https://api.example.com"`},
+		{[]string{"--http-allowed-hosts", "api.example.com", "--http-timeout", "0s"}, "--http-timeout 0s: want more than 0"},
 		{[]string{"--metrics-bind-address", "8080"}, `--metrics-bind-address "8080"`},
 		{[]string{"--leader-elect", "--leader-elect-renew-deadline", "20s"}, "--leader-elect-lease-duration (15s) must exceed --leader-elect-renew-deadline (20s)"},
 	} {
