@@ -89,10 +89,12 @@ const runExamples = `  sprout run --kubeconfig ~/.kube/config
 // registerRunFlags adds the flags of `sprout run` to f.
 func registerRunFlags(f *pflag.FlagSet, g *globalFlags, opts *reconcile.Options, ro *runOptions) {
 	f.IntVar(&opts.Workers, "workers", opts.Workers, "how many policies are synced at once")
-	// client-go's default of 5 requests per second (burst 10) would cap a
-	// policy with thousands of triggers at a few objects per second (#10).
-	f.Float32Var(&g.qps, "kube-api-qps", 200, "the most requests per second sent to the API server (burst: --kube-api-burst)")
-	f.IntVar(&g.burst, "kube-api-burst", 400, "the most requests sent at once above --kube-api-qps")
+	// The API server's priority and fairness is what protects it; the
+	// client's own limit only keeps a runaway loop from flooding Sprout's
+	// priority level, so it sits above what one replica can write
+	// (docs/decisions.md, "Client rate limit").
+	f.Float32Var(&g.qps, "kube-api-qps", 1000, "the most requests per second sent to the API server (burst: --kube-api-burst)")
+	f.IntVar(&g.burst, "kube-api-burst", 2000, "the most requests sent at once above --kube-api-qps")
 	ro.register(f, "run")
 	f.IntVar(&opts.MaxObjectsPerTrigger, "max-objects-per-trigger", opts.MaxObjectsPerTrigger, "the most objects one evaluation may generate; more is an error (a policy's annotation sprout.dev/max-objects-per-trigger overrides it)")
 	f.DurationVar(&opts.EvaluationTimeout, "evaluation-timeout", opts.EvaluationTimeout, "how long one evaluation of a policy for one trigger may take; longer is an error")
