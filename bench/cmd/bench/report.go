@@ -9,6 +9,12 @@ import (
 
 // judge fills in the ratios and the targets of the parts that ran.
 func (r *result) judge() {
+	r.fillRatios()
+	r.judgeTargets()
+}
+
+// fillRatios sets each controller run's throughput ratios.
+func (r *result) fillRatios() {
 	// Scenario 1's runs compare with the yardsticks of their round, and
 	// its medians and the other scenarios with the medians.
 	versus := func(yard *coldRound, run *controllerRun, baseline *controllerRun) {
@@ -33,7 +39,11 @@ func (r *result) judge() {
 	vs(&u.Sprout.controllerRun, &u.Baseline.controllerRun)
 	vs(&r.Growth, nil)
 	vs(&r.Policies.Sprout, nil)
+}
 
+// judgeTargets sets the targets of the parts that ran, met or not.
+func (r *result) judgeTargets() {
+	c, u := &r.Cold, &r.Burst
 	r.Targets = nil
 	add := func(figure, want, got string, met bool) {
 		r.Targets = append(r.Targets, target{figure, want, got, met})
