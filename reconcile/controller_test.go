@@ -289,8 +289,14 @@ func TestBrokenPolicyIsReportedAndOthersKeepWorking(t *testing.T) {
 		if err != nil {
 			return false, notFoundIsNil(err)
 		}
+		// Ready, and Stalled with the same message (kstatus).
 		conds, _, _ := unstructured.NestedSlice(rec.Object, "status", "conditions")
-		return len(conds) == 1 && strings.Contains(fmt.Sprint(conds[0]), "spec.variables[1].expression"), nil
+		for _, c := range conds {
+			if m, _ := c.(map[string]any); m["type"] == "Ready" && strings.Contains(fmt.Sprint(m["message"]), "spec.variables[1].expression") {
+				return true, nil
+			}
+		}
+		return false, nil
 	})
 	log := logs.String()
 	for _, want := range []string{"GeneratingPolicy/broken-variable", "spec.variables[1].expression"} {

@@ -56,6 +56,7 @@ spec:
       generator.Apply(object.metadata.namespace, [{"apiVersion": "v1", "kind": "ConfigMap",
         "metadata": {"name": object.metadata.name + "-tier"}, "data": {"tier": variables.answer.tier}}])
 `)
+	t.Cleanup(func() { tb.deletePolicy("http-calls") })
 	for i := range triggers {
 		tb.waitFor("the tier from the service", fmt.Sprintf("web-%d-tier", i), func(cm *corev1.ConfigMap) bool {
 			return cm != nil && cm.Data["tier"] == "gold"
