@@ -49,16 +49,6 @@ func resourceLibrary() cel.EnvOption {
 		}
 		return r.list(string(args[1].(types.String)), string(args[2].(types.String)), string(args[3].(types.String)), selector)
 	}
-	// The GVR forms call the string forms with the GVR spelled out.
-	byGVR := func(f func(...ref.Val) ref.Val) func(...ref.Val) ref.Val {
-		return func(args ...ref.Val) ref.Val {
-			apiVersion, resource, err := fromGVR(args[1])
-			if err != nil {
-				return types.NewErr("resource: %v", err)
-			}
-			return f(append([]ref.Val{args[0], apiVersion, resource}, args[2:]...)...)
-		}
-	}
 	str := cel.StringType
 	gvrMap := cel.MapType(str, str)
 	opts := []cel.EnvOption{cel.Variable(varResource, resourceType)}
@@ -106,15 +96,6 @@ func namespacedResourceLibrary() cel.EnvOption {
 		}
 		return r.list(string(args[1].(types.String)), string(args[2].(types.String)), r.namespace, selector)
 	}
-	byGVR := func(f func(...ref.Val) ref.Val) func(...ref.Val) ref.Val {
-		return func(args ...ref.Val) ref.Val {
-			apiVersion, resource, err := fromGVR(args[1])
-			if err != nil {
-				return types.NewErr("resource: %v", err)
-			}
-			return f(append([]ref.Val{args[0], apiVersion, resource}, args[2:]...)...)
-		}
-	}
 	str := cel.StringType
 	gvrMap, labelMap := cel.MapType(str, str), cel.MapType(str, str)
 	var opts []cel.EnvOption
@@ -137,6 +118,18 @@ func namespacedResourceLibrary() cel.EnvOption {
 				[]*cel.Type{resourceType, gvrMap, labelMap}, cel.DynType, cel.FunctionBinding(byGVR(list)))))
 	}
 	return cel.Lib(utilityLibrary{compile: opts})
+}
+
+// byGVR makes a GVR form of f, a string form: it calls f with the GVR
+// spelled out as apiVersion and resource.
+func byGVR(f func(...ref.Val) ref.Val) func(...ref.Val) ref.Val {
+	return func(args ...ref.Val) ref.Val {
+		apiVersion, resource, err := fromGVR(args[1])
+		if err != nil {
+			return types.NewErr("resource: %v", err)
+		}
+		return f(append([]ref.Val{args[0], apiVersion, resource}, args[2:]...)...)
+	}
 }
 
 // reads is the value bound to the resource variable for one evaluation.
