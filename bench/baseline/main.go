@@ -6,7 +6,9 @@
 // writes nothing, as Sprout promises.
 //
 // It is the sample-controller loop and no more: informers enqueue Namespace
-// names, --workers goroutines sync them.
+// names, --workers goroutines sync them. With --triggers configmaps it does
+// the job of fixtures/configmap-copy instead: a copy named <name>-out beside
+// every ConfigMap the selector selects, its informer listing only those.
 package main
 
 import (
@@ -16,6 +18,7 @@ import (
 	"maps"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -54,7 +57,12 @@ func main() {
 	burst := flag.Int("kube-api-burst", 400, "the most requests sent at once above --kube-api-qps")
 	selector := flag.String("selector", "color=red", "the label selector of the Namespaces that get a ConfigMap")
 	name := flag.String("name", "zk-kafka-address", "the name of the generated ConfigMap")
+	triggers := flag.String("triggers", "namespaces", "the trigger kind: namespaces (one ConfigMap each) or configmaps (a copy of each)")
 	flag.Parse()
+	if *triggers != "namespaces" && *triggers != "configmaps" {
+		fmt.Fprintln(os.Stderr, "--triggers: namespaces or configmaps, not", *triggers)
+		os.Exit(2)
+	}
 
 	cfg, err := clientcmd.BuildConfigFromFlags("", *kubeconfig)
 	if err != nil {
@@ -70,16 +78,22 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	c := newController(kube, *selector, *name)
+	if *triggers == "configmaps" {
+		c = newCopyController(kube, *selector)
+	}
 	if err := c.run(ctx, *workers); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
 }
 
-// controller keeps one ConfigMap in every selected Namespace.
+// controller keeps one ConfigMap in every selected Namespace, or a copy
+// beside every selected ConfigMap.
 type controller struct {
-	kube       kubernetes.Interface
-	name       string
+	kube kubernetes.Interface
+	name string
+	// triggers lists the selected ConfigMaps when they are the triggers.
+	triggers   listersv1.ConfigMapLister
 	namespaces listersv1.NamespaceLister
 	configMaps listersv1.ConfigMapLister
 	factories  []informers.SharedInformerFactory
@@ -154,7 +168,11 @@ func (c *controller) processNextWorkItem(ctx context.Context) bool {
 		return false
 	}
 	defer c.queue.Done(ns)
-	if err := c.sync(ctx, ns); err != nil {
+	sync := c.sync
+	if c.triggers != nil {
+		sync = c.syncCopy
+	}
+	if err := sync(ctx, ns); err != nil {
 		utilruntime.HandleError(fmt.Errorf("namespace %s: %w", ns, err))
 		c.queue.AddRateLimited(ns)
 		return true
@@ -180,6 +198,71 @@ func (c *controller) sync(ctx context.Context, ns string) error {
 	apply := corev1ac.ConfigMap(c.name, ns).
 		WithLabels(map[string]string{managedLabel: managedBy}).
 		WithData(data)
+	callCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	_, err = c.kube.CoreV1().ConfigMaps(ns).Apply(callCtx, apply, metav1.ApplyOptions{FieldManager: fieldManager, Force: true})
+	return err
+}
+
+// copySuffix ends the name of a trigger ConfigMap's copy.
+const copySuffix = "-out"
+
+// newCopyController wires the informers of the configmaps mode: the
+// selected ConfigMaps, and the copies, both queue the trigger's key.
+func newCopyController(kube kubernetes.Interface, selector string) *controller {
+	trigFactory := informers.NewSharedInformerFactoryWithOptions(kube, 0,
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = selector }))
+	cmFactory := informers.NewSharedInformerFactoryWithOptions(kube, 0,
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = managedLabel + "=" + managedBy }))
+	trig := trigFactory.Core().V1().ConfigMaps()
+	cm := cmFactory.Core().V1().ConfigMaps()
+	c := &controller{
+		kube:       kube,
+		triggers:   trig.Lister(),
+		configMaps: cm.Lister(),
+		factories:  []informers.SharedInformerFactory{trigFactory, cmFactory},
+		synced:     []cache.DoneChecker{trig.Informer().HasSyncedChecker(), cm.Informer().HasSyncedChecker()},
+		queue:      workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]()),
+	}
+	enqueue := func(suffix string) func(obj any) {
+		return func(obj any) {
+			if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = t.Obj
+			}
+			if o, ok := obj.(*corev1.ConfigMap); ok {
+				c.queue.Add(o.Namespace + "/" + strings.TrimSuffix(o.Name, suffix))
+			}
+		}
+	}
+	for inf, suffix := range map[cache.SharedIndexInformer]string{trig.Informer(): "", cm.Informer(): copySuffix} {
+		add := enqueue(suffix)
+		_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: add, UpdateFunc: func(_, obj any) { add(obj) }, DeleteFunc: add})
+	}
+	return c
+}
+
+// syncCopy applies the copy of the trigger ConfigMap key (namespace/name)
+// unless the cache shows it already right.
+func (c *controller) syncCopy(ctx context.Context, key string) error {
+	ns, name, err := cache.SplitMetaNamespaceKey(key)
+	if err != nil {
+		return err
+	}
+	trigger, err := c.triggers.ConfigMaps(ns).Get(name)
+	if apierrors.IsNotFound(err) || (err == nil && trigger.DeletionTimestamp != nil) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	want := map[string]string{"source": name}
+	cm, err := c.configMaps.ConfigMaps(ns).Get(name + copySuffix)
+	if err == nil && maps.Equal(cm.Data, want) {
+		return nil
+	}
+	apply := corev1ac.ConfigMap(name+copySuffix, ns).
+		WithLabels(map[string]string{managedLabel: managedBy, "role": "copy"}).
+		WithData(want)
 	callCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	_, err = c.kube.CoreV1().ConfigMaps(ns).Apply(callCtx, apply, metav1.ApplyOptions{FieldManager: fieldManager, Force: true})

@@ -225,10 +225,18 @@ func (c *cluster) createNamespaces(ctx context.Context, prefix string, n, worker
 	return d, calls, err
 }
 
-// createNamespacesAt creates Namespaces at perSecond for d, each in a
-// goroutine of its own so that a slow response never delays the next, and
-// returns when each Create call returned, by index.
+// createNamespacesAt creates Namespaces at perSecond for d and returns
+// when each Create call returned, by index.
 func (c *cluster) createNamespacesAt(ctx context.Context, prefix string, perSecond float64, d time.Duration) ([]time.Time, error) {
+	return createAt(ctx, perSecond, d, func(ctx context.Context, i int) error {
+		return c.createNamespace(ctx, namespaceName(prefix, i))
+	})
+}
+
+// createAt calls create for 0, 1, ... at perSecond for d, each in a
+// goroutine of its own so that a slow response never delays the next, and
+// returns when each call returned, by index.
+func createAt(ctx context.Context, perSecond float64, d time.Duration, create func(ctx context.Context, i int) error) ([]time.Time, error) {
 	n := int(perSecond * d.Seconds())
 	interval := time.Duration(float64(time.Second) / perSecond)
 	returned := make([]time.Time, n)
@@ -241,7 +249,7 @@ func (c *cluster) createNamespacesAt(ctx context.Context, prefix string, perSeco
 			break
 		}
 		wg.Go(func() {
-			errs[i] = c.createNamespace(ctx, namespaceName(prefix, i))
+			errs[i] = create(ctx, i)
 			returned[i] = time.Now()
 		})
 	}
@@ -341,6 +349,14 @@ func (k *counter) wait(timeout time.Duration) (int, time.Time, time.Time) {
 	case <-time.After(timeout):
 	}
 	k.stop()
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return len(k.seen), k.first, k.last
+}
+
+// snapshot is how many ConfigMaps were seen so far, and when the first
+// and last of them were.
+func (k *counter) snapshot() (int, time.Time, time.Time) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	return len(k.seen), k.first, k.last

@@ -10,8 +10,9 @@
 // The scenarios are issue #10's, in parts that share clusters (-scenarios
 // picks parts): cold (1 cold generation, 3 no-op restart, 4 drift repair,
 // 6 profiles), growth (7), steady (2 latency at a steady trigger rate),
-// policies (5 many policies, 6) and burst (8, with 9 its cost to the
-// cluster, read from /proc of kube-apiserver and etcd). Sprout's profiles
+// policies (5 many policies, 6), burst (8, with 9 its cost to the
+// cluster, read from /proc of kube-apiserver and etcd) and issue #26's scale
+// (10: ConfigMap triggers by the hundred thousand, CPU per event). Sprout's profiles
 // come from its --pprof-bind-address.
 //
 // Run it from the repository root (make bench): it builds cmd/sprout and
@@ -54,6 +55,10 @@ type params struct {
 	ControllerBurst   int     `json:"controllerBurst"`
 	TimeoutSeconds    float64 `json:"timeoutSeconds"`
 	Scenarios         string  `json:"scenarios"`
+	// ScaleSizes are scenario 10's trigger counts, ascending.
+	ScaleSizes      []int   `json:"scaleSizes"`
+	ScaleNamespaces int     `json:"scaleNamespaces"`
+	ScaleSeconds    float64 `json:"scaleSeconds"`
 }
 
 // part is a part of the benchmark: the scenarios of issue #10 measured
@@ -70,11 +75,13 @@ var parts = []part{
 	{"steady", "2", (*bench).steadyLatency},
 	{"policies", "5, 6", (*bench).manyPolicies},
 	{"burst", "8, 9", (*bench).burst},
+	{"scale", "10", (*bench).scale},
 }
 
 func main() {
 	var p params
-	var timeout, steady time.Duration
+	var timeout, steady, scaleDuration time.Duration
+	var scaleSizes string
 	out := flag.String("out", "bench/results/latest.json", "where the JSON results are written")
 	keep := flag.Bool("keep", false, "keep the temporary folder with the binaries, kubeconfigs, controller logs and profiles")
 	flag.IntVar(&p.Namespaces, "namespaces", 10000, "scenarios 1, 3 and 7: how many Namespaces exist before the controller starts")
@@ -92,8 +99,17 @@ func main() {
 	flag.Float64Var(&p.ControllerQPS, "controller-qps", 1000, "--kube-api-qps of sprout and the baseline")
 	flag.IntVar(&p.ControllerBurst, "controller-burst", 2000, "--kube-api-burst of sprout and the baseline")
 	flag.DurationVar(&timeout, "timeout", 5*time.Minute, "how long one measurement may wait for its objects")
-	flag.StringVar(&p.Scenarios, "scenarios", "cold,growth,steady,policies,burst", "the parts to run: cold (scenarios 1, 3, 4, 6), growth (7), steady (2), policies (5, 6), burst (8, 9)")
+	flag.StringVar(&scaleSizes, "scale-sizes", "1000,10000,100000", "scenario 10: how many trigger ConfigMaps exist before the controller starts, one run each")
+	flag.IntVar(&p.ScaleNamespaces, "scale-namespaces", 10, "scenario 10: how many Namespaces the trigger ConfigMaps are spread over")
+	flag.DurationVar(&scaleDuration, "scale-duration", 30*time.Second, "scenario 10: how long trigger ConfigMaps are created for at -steady-rate")
+	flag.StringVar(&p.Scenarios, "scenarios", "cold,growth,steady,policies,burst,scale", "the parts to run: cold (scenarios 1, 3, 4, 6), growth (7), steady (2), policies (5, 6), burst (8, 9), scale (10)")
 	flag.Parse()
+	var err error
+	if p.ScaleSizes, err = parseSizes(scaleSizes); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(2)
+	}
+	p.ScaleSeconds = scaleDuration.Seconds()
 	p.SteadySeconds = steady.Seconds()
 	p.TimeoutSeconds = timeout.Seconds()
 	// envtest logs through controller-runtime's global logger.

@@ -99,6 +99,30 @@ func (r *result) judgeTargets() {
 		add("9 kube-apiserver CPU per object, sprout vs baseline", "≤ 1.2×",
 			fmt.Sprintf("%.2f× (%.2f vs %.2f ms)", cpu, u.Sprout.apiServerMsPerObject(), u.Baseline.apiServerMsPerObject()), cpu > 0 && cpu <= 1.2)
 	}
+	if r.ran("scale") && len(r.Scale) > 0 {
+		r.judgeScale(add)
+	}
+}
+
+// judgeScale sets issue #26's targets, from scenario 10.
+func (r *result) judgeScale(add func(figure, want, got string, met bool)) {
+	small, large := r.Scale[0], r.Scale[len(r.Scale)-1]
+	vs := func(figure, want string, limit, sprout, base float64, unit string) {
+		x := ratio(sprout, base)
+		add(figure, want, fmt.Sprintf("%.2f× (%.2f vs %.2f %s)", x, sprout, base, unit), x > 0 && x <= limit)
+	}
+	vs(fmt.Sprintf("10 sprout CPU per event at %d vs at %d triggers", large.Triggers, small.Triggers), "≤ 1.3×", 1.3,
+		large.Sprout.CPUMsPerEvent, small.Sprout.CPUMsPerEvent, "ms")
+	if mid, ok := r.scaleAt(10000); ok {
+		vs(fmt.Sprintf("10 steady CPU at %d triggers, sprout vs baseline", mid.Triggers), "≤ 2×", 2,
+			mid.Sprout.Steady.CPUSeconds, mid.Baseline.Steady.CPUSeconds, "s")
+		vs(fmt.Sprintf("10 steady p99 at %d triggers, sprout vs baseline", mid.Triggers), "≤ 2×", 2,
+			mid.Sprout.Steady.Latency.P99Ms, mid.Baseline.Steady.Latency.P99Ms, "ms")
+	}
+	vs(fmt.Sprintf("10 peak RSS at %d triggers, sprout vs baseline", large.Triggers), "≤ 1.5×", 1.5,
+		large.Sprout.Steady.PeakRSSMiB, large.Baseline.Steady.PeakRSSMiB, "MiB")
+	vs(fmt.Sprintf("10 first copy after start at %d triggers, sprout vs baseline", large.Triggers), "≤ 2×", 2,
+		large.Sprout.Cold.FirstSeconds, large.Baseline.Cold.FirstSeconds, "s")
 }
 
 // print writes the human tables: throughput, baseline against sprout,
@@ -264,6 +288,17 @@ func (r *result) printComparison(w io.Writer) {
 		}
 		fmt.Fprintf(t, "4 drift\tsprout's writes (modified, deleted)\t\t%d, %d\t\n", d.Sprout.Modified.Writes, d.Sprout.Deleted.Writes)
 	}
+	for _, z := range r.Scale {
+		b, s, sc := z.Baseline, z.Sprout, fmt.Sprintf("10 scale %d", z.Triggers)
+		row(sc, "existing triggers copied: first copy after start", "s", b.Cold.FirstSeconds, s.Cold.FirstSeconds)
+		row(sc, "existing triggers copied: objects/s", "/s", b.Cold.PerSecond, s.Cold.PerSecond)
+		fmt.Fprintf(t, "%s	%.0f/s for %.0f s: copies seen	%d/%d	%d/%d	\n", sc, r.Params.SteadyRate, r.Params.ScaleSeconds, b.Steady.Seen, b.Steady.Triggers, s.Steady.Seen, s.Steady.Triggers)
+		row(sc, "created → copy seen p50", "ms", b.Steady.Latency.P50Ms, s.Steady.Latency.P50Ms)
+		row(sc, "created → copy seen p99", "ms", b.Steady.Latency.P99Ms, s.Steady.Latency.P99Ms)
+		row(sc, "controller CPU per event", "ms", b.CPUMsPerEvent, s.CPUMsPerEvent)
+		row(sc, "controller CPU while steady", "s", b.Steady.CPUSeconds, s.Steady.CPUSeconds)
+		row(sc, "peak RSS", "MiB", b.Steady.PeakRSSMiB, s.Steady.PeakRSSMiB)
+	}
 	if r.ran("burst") {
 		b, s := r.Burst.Baseline, r.Burst.Sprout
 		fig := fmt.Sprintf("%d Namespaces as fast as possible: ", r.Burst.Namespaces)
@@ -289,6 +324,7 @@ func (r *result) printProfiles(w io.Writer) {
 	}{
 		{fmt.Sprintf("6 CPU profile, %d s of scenario 1's generation", r.Params.CPUProfileSeconds), pr.ColdCPU},
 		{fmt.Sprintf("6 CPU profile, %d s of scenario 2's steady creation", r.Params.CPUProfileSeconds), pr.SteadyCPU},
+		{fmt.Sprintf("10 CPU profile, %d s of the steady creation at the largest size", r.Params.CPUProfileSeconds), pr.ScaleCPU},
 		{"6 heap in use at the end of scenario 1", pr.ColdHeap},
 		{"6 heap allocated during scenario 1", pr.ColdAllocs},
 		{"6 heap in use at the end of scenario 5", pr.PoliciesHeap},

@@ -28,6 +28,7 @@ type result struct {
 	Steady   steady        `json:"steadyLatency"`
 	Policies manyPolicies  `json:"manyPolicies"`
 	Burst    burst         `json:"burst"`
+	Scale    []scaleSize   `json:"scale"`
 	Profiles profiles      `json:"profiles"`
 	Targets  []target      `json:"targets"`
 }
@@ -283,6 +284,9 @@ type profiles struct {
 	ColdCPU *profileSummary `json:"coldCPU,omitempty"`
 	// SteadyCPU is a CPU profile taken during scenario 2, of the same length.
 	SteadyCPU *profileSummary `json:"steadyCPU,omitempty"`
+	// ScaleCPU is one taken during scenario 10's steady creation at its
+	// largest size.
+	ScaleCPU *profileSummary `json:"scaleCPU,omitempty"`
 	// ColdHeap and PoliciesHeap are what is in use at the end of scenarios
 	// 1 and 5, after a garbage collection; the Allocs are all that was
 	// allocated until then, the garbage that drives peak RSS and GC CPU.
@@ -327,3 +331,38 @@ func ratio(x, of float64) float64 {
 func (r *result) ran(name string) bool {
 	return slices.ContainsFunc(r.Scenarios, func(s scenarioTime) bool { return s.Name == name })
 }
+
+// scaleSize is scenario 10 at one size.
+type scaleSize struct {
+	Triggers int      `json:"triggers"`
+	Baseline scaleRun `json:"baseline"`
+	Sprout   scaleRun `json:"sprout"`
+}
+
+// scaleRun is one controller in scenario 10.
+type scaleRun struct {
+	Triggers int `json:"triggers"`
+	// Cold is the copying of the triggers that existed when it started.
+	Cold controllerRun `json:"cold"`
+	// Steady is the triggers created at the steady rate afterwards.
+	Steady latencyRun `json:"steady"`
+	// CPUMsPerEvent is the process's CPU time during Steady per trigger
+	// created.
+	CPUMsPerEvent float64 `json:"cpuMsPerEvent"`
+}
+
+// scaleAt is scenario 10 at the size nearest n, if it ran.
+func (r *result) scaleAt(n int) (scaleSize, bool) {
+	if len(r.Scale) == 0 {
+		return scaleSize{}, false
+	}
+	best := r.Scale[0]
+	for _, s := range r.Scale[1:] {
+		if abs(s.Triggers-n) < abs(best.Triggers-n) {
+			best = s
+		}
+	}
+	return best, true
+}
+
+func abs(n int) int { return max(n, -n) }
