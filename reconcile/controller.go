@@ -49,6 +49,10 @@ type Options struct {
 	// "@every 10m") for full recomputes of every policy, repairing drift no
 	// event reported; empty means never.
 	ResyncSchedule string
+	// Shard names this replica's shard of the policies, when its sources
+	// select some of them: its PolicySources are named after it, so that
+	// shards do not write over each other's counts. Empty: one for all.
+	Shard string
 	// RecordShardSize is how many admitted and generated entries one
 	// PolicyInventory holds before it is split over shards; 0 is the default.
 	RecordShardSize int

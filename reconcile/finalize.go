@@ -45,14 +45,9 @@ func (c *Controller) finalize(ctx context.Context, key policyKey, gone retired) 
 	if err := c.records.Delete(ctx, gone.ref); err != nil {
 		return err
 	}
-	c.metrics.forget(key.String())
 	c.mu.Lock()
 	delete(c.deleted, key)
-	delete(c.written, key)
-	delete(c.generated, key)
-	c.own.forget(key)
 	c.mu.Unlock()
-	c.access.forget(key)
-	c.releaseInformers()
+	c.forgetPolicy(key)
 	return nil
 }

@@ -79,14 +79,7 @@ func (h policyHandler) Upsert(p sources.Policy) {
 func (h policyHandler) Delete(p sources.Policy) {
 	c := h.c
 	key := keyOf(p.Policy)
-	c.sourcesChanged(key)
-	next, held, promoted := c.claims.release(key, p.Source)
-	if !held {
-		return // a shadowed copy went; the running one stays
-	}
-	if promoted {
-		c.log.Info("policy name conflict resolved: the next source takes over", "policy", key.String(), "source", next.Source)
-		h.Upsert(next)
+	if !h.unclaim(key, p) {
 		return
 	}
 	c.mu.Lock()
@@ -101,11 +94,7 @@ func (h policyHandler) Delete(p sources.Policy) {
 	delete(c.policies, key)
 	delete(c.dependencies, key)
 	c.mu.Unlock()
-	c.admitted.forget(key)
-	c.tombstones.forget(key)
-	c.rebuilds.done(key)
-	c.progressed.m.Delete(key)
-	c.stopSync(key) // a sync under way writes nothing more
+	c.stopRunning(key)
 	c.log.Info("policy deleted", "policy", key.String(), "source", p.Source)
 	c.queue.Add(key)
 }

@@ -144,7 +144,8 @@ func (c *Controller) saveRecordStatus(ctx context.Context, key policyKey, cp *co
 // retireOrphanRecords queues the records of policies that source no longer
 // holds: deleted while Sprout was not running. It runs once a source has
 // delivered a whole revision; records of sources not configured now are
-// left alone (a source dropped from the flags is not a mass deletion).
+// left alone (a source dropped from the flags is not a mass deletion), and
+// so are those of policies another shard selects.
 func (c *Controller) retireOrphanRecords(source string) {
 	recs, err := c.records.List()
 	if err != nil {
@@ -158,6 +159,11 @@ func (c *Controller) retireOrphanRecords(source string) {
 		key := policyKey{Kind: p.Kind, Namespace: p.Namespace, Name: p.Name}
 		c.mu.Lock()
 		_, running := c.policies[key]
+		c.mu.Unlock()
+		if !running && c.otherShards(source, key) {
+			continue
+		}
+		c.mu.Lock()
 		if !running {
 			c.deleted[key] = retired{ref: p, synchronize: rec.Spec.Synchronize, orphan: rec.Spec.Orphan}
 			c.restoreWrittenLocked(key, rec)

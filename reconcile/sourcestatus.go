@@ -96,7 +96,7 @@ func (c *Controller) syncSource(ctx context.Context, name string) error {
 	next := &sproutv1alpha1.PolicySource{
 		TypeMeta: metav1.TypeMeta{APIVersion: sproutv1alpha1.GroupVersion.String(), Kind: sproutv1alpha1.PolicySourceKind},
 		ObjectMeta: metav1.ObjectMeta{
-			Name:   sources.ObjectName(name),
+			Name:   c.sourceObjectName(name),
 			Labels: map[string]string{sproutv1alpha1.LabelManagedBy: sproutv1alpha1.ManagedBy},
 		},
 		Spec:   src.Spec(),
@@ -157,11 +157,11 @@ func (c *Controller) liveSource(ctx context.Context, name string) (*sproutv1alph
 		return live, nil
 	}
 	live := &sproutv1alpha1.PolicySource{}
-	u, err := c.dynamic.Resource(sproutv1alpha1.PolicySources).Get(ctx, sources.ObjectName(name), metav1.GetOptions{})
+	u, err := c.dynamic.Resource(sproutv1alpha1.PolicySources).Get(ctx, c.sourceObjectName(name), metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
 	case err != nil:
-		return nil, fmt.Errorf("PolicySource/%s: read: %w", sources.ObjectName(name), err)
+		return nil, fmt.Errorf("PolicySource/%s: read: %w", c.sourceObjectName(name), err)
 	default:
 		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, live); err != nil {
 			return nil, err
@@ -206,6 +206,15 @@ func (c *Controller) sourceMetrics(name string, before, after *sproutv1alpha1.Po
 	if after.Status.Revision != "" {
 		c.metrics.sourceRevision.WithLabelValues(name, after.Status.Revision).Set(1)
 	}
+}
+
+// sourceObjectName names the PolicySource of a source: a shard's own, so
+// that shards selecting from one source do not write over each other.
+func (c *Controller) sourceObjectName(source string) string {
+	if c.opts.Shard == "" {
+		return sources.ObjectName(source)
+	}
+	return sources.ObjectName(source) + "-" + c.opts.Shard
 }
 
 // source returns the configured source of that name.

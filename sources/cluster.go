@@ -46,7 +46,7 @@ func NewCluster(client dynamic.Interface) *Cluster {
 func (c *Cluster) Start(ctx context.Context, h Handler) error {
 	for _, gvr := range []schema.GroupVersionResource{apiv1.GeneratingPolicies, apiv1.NamespacedGeneratingPolicies} {
 		var tweak dynamicinformer.TweakListOptionsFunc
-		if c.selector != nil && !c.selector.Empty() {
+		if c.selecting() {
 			tweak = func(o *metav1.ListOptions) { o.LabelSelector = c.selector.String() }
 		}
 		inf := dynamicinformer.NewFilteredDynamicInformer(c.client, gvr, "", 0, cache.Indexers{}, tweak).Informer()
@@ -57,10 +57,7 @@ func (c *Cluster) Start(ctx context.Context, h Handler) error {
 				if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 					obj = t.Obj
 				}
-				if p, ok := decode(obj, h); ok {
-					c.programs.forget(p.GetUID())
-					h.Delete(p)
-				}
+				c.gone(ctx, obj, h)
 			},
 		})
 		if err != nil {
@@ -97,6 +94,21 @@ func (c *Cluster) upsert(obj any, h Handler) {
 		p.Program = c.programs.compile(p.Policy)
 		h.Upsert(p)
 	}
+}
+
+// gone hands h a policy the informer no longer lists: released when it
+// left the selection, deleted when it is gone from the cluster.
+func (c *Cluster) gone(ctx context.Context, obj any, h Handler) {
+	p, ok := decode(obj, h)
+	if !ok {
+		return
+	}
+	c.programs.forget(p.GetUID())
+	if c.released(ctx, p) {
+		h.Release(p)
+		return
+	}
+	h.Delete(p)
 }
 
 // decode decodes a policy object. The API server's schema rejects most

@@ -57,6 +57,7 @@ type syncRecorder struct {
 
 func (s *syncRecorder) Upsert(p Policy)               { s.mu.Lock(); defer s.mu.Unlock(); s.r.Upsert(p) }
 func (s *syncRecorder) Delete(p Policy)               { s.mu.Lock(); defer s.mu.Unlock(); s.r.Delete(p) }
+func (s *syncRecorder) Release(p Policy)              { s.mu.Lock(); defer s.mu.Unlock(); s.r.Release(p) }
 func (s *syncRecorder) Invalid(string, string, error) {}
 func (s *syncRecorder) SourceChecked(n string, st Status) {
 	s.mu.Lock()

@@ -265,13 +265,14 @@ func TestGitCommit(t *testing.T) {
 
 // recorder is a Handler that records what a source hands over.
 type recorder struct {
-	upserts, deletes []string
-	failures         []error
-	complete         int
+	upserts, deletes, releases []string
+	failures                   []error
+	complete                   int
 }
 
 func (r *recorder) Upsert(p Policy)               { r.upserts = append(r.upserts, p.GetName()+"@"+p.Revision) }
 func (r *recorder) Delete(p Policy)               { r.deletes = append(r.deletes, p.GetName()) }
+func (r *recorder) Release(p Policy)              { r.releases = append(r.releases, p.GetName()) }
 func (r *recorder) Invalid(string, string, error) {}
 func (r *recorder) SourceChecked(_ string, st Status) {
 	if st.Err != nil {

@@ -53,12 +53,15 @@ type poller struct {
 
 	running sync.WaitGroup
 
-	mu        sync.Mutex
-	selector  labels.Selector // nil: every policy
-	status    Status
-	attempted bool
-	complete  bool
-	delivered map[string]Policy // by policy reference
+	mu       sync.Mutex
+	selector labels.Selector // nil: every policy
+	// unselected are the policies of the last revision the selector
+	// leaves out, by policy reference.
+	unselected map[string]bool
+	status     Status
+	attempted  bool
+	complete   bool
+	delivered  map[string]Policy // by policy reference
 }
 
 func newPoller(name string, interval time.Duration, fetch fetchFunc) *poller {
@@ -124,9 +127,10 @@ func (p *poller) poll(ctx context.Context, h Handler) {
 		h.SourceChecked(p.name, p.status)
 		return
 	}
-	next := map[string]Policy{}
+	next, unselected := map[string]Policy{}, map[string]bool{}
 	for _, pol := range policies {
 		if !selects(p.selector, pol.GetLabels()) {
+			unselected[celenv.PolicyRef(pol.Policy)] = true
 			continue
 		}
 		identify(pol.Policy, p.name)
@@ -134,10 +138,15 @@ func (p *poller) poll(ctx context.Context, h Handler) {
 		next[celenv.PolicyRef(pol.Policy)] = pol
 	}
 	for ref, old := range p.delivered {
-		if _, ok := next[ref]; !ok {
+		switch _, ok := next[ref]; {
+		case ok:
+		case unselected[ref]:
+			h.Release(old) // relabelled: another shard's now
+		default:
 			h.Delete(old)
 		}
 	}
+	p.unselected = unselected
 	for _, pol := range next {
 		h.Upsert(pol)
 	}

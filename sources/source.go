@@ -28,6 +28,10 @@ type Handler interface {
 	Upsert(p Policy)
 	// Delete is called when a policy is gone from its source.
 	Delete(p Policy)
+	// Release is called when a policy leaves the source's selection (its
+	// labels changed) but not the source: it is another shard's now, its
+	// objects and record are left to it.
+	Release(p Policy)
 	// Invalid is called for a policy the source holds but cannot decode.
 	Invalid(source, name string, err error)
 	// SourceChecked is called after every check of a polled source with

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"log/slog"
 	"os"
 	"strings"
@@ -26,6 +27,20 @@ type leaderOptions struct {
 	leaseDuration time.Duration
 	renewDeadline time.Duration
 	retryPeriod   time.Duration
+}
+
+// shardOf names the shard of the policies a selector picks, as Flux's
+// controllers name the lease of a shard: a digest of the selector, so that
+// each shard elects its own leader, and every replica of one shard,
+// started with the same selector, the same. "" for no selector: one
+// replica for every policy.
+func shardOf(selector string) string {
+	if selector == "" {
+		return ""
+	}
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(selector))
+	return fmt.Sprintf("%08x", h.Sum32())
 }
 
 // errLeadershipLost ends a replica that lost its lease: another may already

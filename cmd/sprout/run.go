@@ -110,7 +110,7 @@ func registerRunFlags(f *pflag.FlagSet, g *globalFlags, opts *reconcile.Options,
 	f.StringVar(&ro.pprofAddress, "pprof-bind-address", "0", `the address Go's runtime profiles (/debug/pprof/) are served on, such as "127.0.0.1:6060"; "0" turns them off`)
 	f.BoolVar(&ro.leader.enabled, "leader-elect", false, "run only while holding a coordination.k8s.io Lease, so one of several replicas writes")
 	f.StringVar(&ro.leader.namespace, "leader-election-namespace", "", "the namespace of the Lease (default: the pod's, else default)")
-	f.StringVar(&ro.leader.name, "leader-election-id", "sprout", "the name of the Lease")
+	f.StringVar(&ro.leader.name, "leader-election-id", "sprout", "the name of the Lease; a shard's (--watch-label-selector) adds a digest of its selector")
 	f.DurationVar(&ro.leader.leaseDuration, "leader-elect-lease-duration", 15*time.Second, "how long a standby replica waits before taking a Lease its holder stopped renewing")
 	f.DurationVar(&ro.leader.renewDeadline, "leader-elect-renew-deadline", 10*time.Second, "how long the leader keeps trying to renew before it stops")
 	f.DurationVar(&ro.leader.retryPeriod, "leader-elect-retry-period", 2*time.Second, "how often replicas try to take or renew the Lease")
@@ -128,6 +128,11 @@ func runController(ctx context.Context, g *globalFlags, opts reconcile.Options, 
 	klog.SetSlogLogger(log)
 	if err := validateRunFlags(&opts, ro); err != nil {
 		return err
+	}
+	if _, selector, err := ro.selector(); err == nil && selector != "" {
+		// A shard has its own Lease and PolicySources (docs/sharding.md).
+		opts.Shard = shardOf(selector)
+		ro.leader.name += "-" + opts.Shard
 	}
 	cfg, err := g.restConfig()
 	if err != nil {

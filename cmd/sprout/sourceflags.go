@@ -30,6 +30,8 @@ type sourceFlags struct {
 	fluxRefs        []string
 	fluxPath        string
 	policySelector  string
+	// watchSelector is --watch-label-selector, Flux's name for it.
+	watchSelector string
 }
 
 // register adds the source flags to f; verb ("run", "diff") words their help.
@@ -53,28 +55,45 @@ func (ro *sourceFlags) register(f *pflag.FlagSet, verb string) {
 	f.StringVar(&ro.gitSecretRef, "git-secret-ref", "", "<namespace>/<name> of a Secret with the Git credentials (Flux's keys), read at every check")
 	f.StringArrayVar(&ro.fluxRefs, "source-ref", nil, "<kind>/<namespace>/<name> of a Flux GitRepository, OCIRepository or Bucket whose artifact holds policies to "+verb+"; repeat for several")
 	f.StringVar(&ro.policySelector, "policy-selector", "", "a label selector (team=a,tier!=legacy): "+verb+" only the policies, of every source, whose labels it matches")
+	f.StringVar(&ro.watchSelector, "watch-label-selector", "", "Flux's name for --policy-selector, for shards: sharding.fluxcd.io/key=shard1 (docs/sharding.md)")
 	f.StringVar(&ro.fluxPath, "source-path", "", "the folder of each --source-ref's artifact holding the policies (default: all of it)")
 }
 
 // sources builds the sources the flags declare, in precedence order: the
 // cluster, the Git repository, the Flux sources, the folders.
 func (ro *sourceFlags) sources(ctx context.Context, cfg *rest.Config) ([]sources.Source, error) {
+	flag, selector, err := ro.selector()
+	if err != nil {
+		return nil, err
+	}
 	out, err := ro.allSources(ctx, cfg)
-	if err != nil || ro.policySelector == "" {
+	if err != nil || selector == "" {
 		return out, err
 	}
-	sel, err := labels.Parse(ro.policySelector)
+	sel, err := labels.Parse(selector)
 	if err != nil {
-		return nil, fmt.Errorf("--policy-selector %q: %w", ro.policySelector, err)
+		return nil, fmt.Errorf("%s %q: %w", flag, selector, err)
 	}
 	for _, src := range out {
 		s, ok := src.(sources.Selective)
 		if !ok {
-			return nil, fmt.Errorf("--policy-selector: source %s cannot select policies", src.Name())
+			return nil, fmt.Errorf("%s: source %s cannot select policies", flag, src.Name())
 		}
 		s.SelectPolicies(sel)
 	}
 	return out, nil
+}
+
+// selector returns the policy selector and the flag that gave it: either
+// name, not both with different values.
+func (ro *sourceFlags) selector() (flag, selector string, err error) {
+	switch {
+	case ro.watchSelector == "":
+		return "--policy-selector", ro.policySelector, nil
+	case ro.policySelector != "" && ro.policySelector != ro.watchSelector:
+		return "", "", fmt.Errorf("--policy-selector %q and --watch-label-selector %q: one selector, under either name", ro.policySelector, ro.watchSelector)
+	}
+	return "--watch-label-selector", ro.watchSelector, nil
 }
 
 // allSources builds the sources, every policy of each.
