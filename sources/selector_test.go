@@ -25,7 +25,7 @@ func labelled(name string) string {
 
 // TestPollerSelectsPolicies: with a selector, a folder (as Git and Flux
 // sources) delivers only the policies it matches; one labelled in later is
-// upserted, one labelled out is deleted, and an unselected broken policy
+// upserted, one labelled out is released (not deleted), and an unselected broken policy
 // still rejects the revision.
 func TestPollerSelectsPolicies(t *testing.T) {
 	dir := t.TempDir()
@@ -49,8 +49,8 @@ func TestPollerSelectsPolicies(t *testing.T) {
 	write("b", labelled("b"))
 	write("a", policyNamed("a"))
 	src.poll(ctx, h)
-	if !slices.ContainsFunc(h.upserts, func(u string) bool { return strings.HasPrefix(u, "b@") }) || !slices.Equal(h.deletes, []string{"a"}) {
-		t.Fatalf("relabelled: upserts %v, deletes %v", h.upserts, h.deletes)
+	if !slices.ContainsFunc(h.upserts, func(u string) bool { return strings.HasPrefix(u, "b@") }) || !slices.Equal(h.releases, []string{"a"}) || len(h.deletes) > 0 {
+		t.Fatalf("relabelled: upserts %v, releases %v, deletes %v", h.upserts, h.releases, h.deletes)
 	}
 
 	write("a", strings.Replace(policyNamed("a"), "generator.Apply(", "generator.Apply((", 1))
@@ -61,7 +61,8 @@ func TestPollerSelectsPolicies(t *testing.T) {
 }
 
 // TestClusterSelectsPolicies: the cluster source lists and watches only
-// the selected policies; a policy labelled out is a deletion to it.
+// the selected policies; a policy labelled out is released, one deleted
+// is deleted.
 func TestClusterSelectsPolicies(t *testing.T) {
 	client := fluxCluster(t).Resource(apiv1.GeneratingPolicies)
 	ctx := context.Background()
@@ -102,6 +103,19 @@ func TestClusterSelectsPolicies(t *testing.T) {
 	waitUntil(t, "sel-b in and sel-a out", func() bool {
 		h.mu.Lock()
 		defer h.mu.Unlock()
-		return slices.ContainsFunc(h.r.upserts, func(u string) bool { return strings.HasPrefix(u, "sel-b@") }) && slices.Contains(h.r.deletes, "sel-a")
+		return slices.ContainsFunc(h.r.upserts, func(u string) bool { return strings.HasPrefix(u, "sel-b@") }) && slices.Contains(h.r.releases, "sel-a")
 	})
+	if err := client.Delete(ctx, "sel-b", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "sel-b deleted", func() bool {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		return slices.Contains(h.r.deletes, "sel-b")
+	})
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if slices.Contains(h.r.deletes, "sel-a") || slices.Contains(h.r.releases, "sel-b") {
+		t.Errorf("releases %v, deletes %v: want sel-a released, sel-b deleted", h.r.releases, h.r.deletes)
+	}
 }
