@@ -11,39 +11,18 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	apiv1 "github.com/sprout-gitops/sprout/api/policies/v1"
+	"github.com/sprout-gitops/sprout/fixtures"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 )
 
-// clonePolicy clones, for every ConfigMap trigger labelled app=<app>, the
-// Secrets of sourceNS labelled clone=<app> (List, one generate entry) and
-// the Secret "main" (Get, another) into the trigger's namespace.
+// clonePolicy is testpolicies/clone.yaml: for every ConfigMap trigger
+// labelled app=<app>, it clones the Secrets of sourceNS labelled clone=<app>
+// (List, one generate entry) and the Secret "main" (Get, another) into the
+// trigger's namespace.
 func clonePolicy(name, app, sourceNS string, synchronize bool) string {
-	return fmt.Sprintf(`apiVersion: policies.kyverno.io/v1
-kind: GeneratingPolicy
-metadata:
-  name: %[1]s
-spec:
-  evaluation:
-    synchronize: {enabled: %[4]t}
-  matchConstraints:
-    resourceRules:
-    - apiGroups: [""]
-      apiVersions: ["v1"]
-      operations: ["CREATE", "UPDATE"]
-      resources: ["configmaps"]
-    objectSelector:
-      matchLabels: {app: %[2]s}
-  variables:
-  - name: listed
-    expression: >-
-      resource.List("v1", "secrets", "%[3]s", {"clone": "%[2]s"})
-  generate:
-  - expression: generator.Apply(object.metadata.namespace, [variables.listed])
-  - expression: >-
-      generator.Apply(object.metadata.namespace, [resource.Get("v1", "secrets", "%[3]s", "main")])
-`, name, app, sourceNS, synchronize)
+	return fixtures.MustPolicyFile("clone", fixtures.Params{Name: name, App: app, Source: sourceNS, Synchronize: synchronize})
 }
 
 func TestCloneSourceWithSynchronize(t *testing.T) {
@@ -284,32 +263,7 @@ func TestCloneListTimesNamespaceList(t *testing.T) {
 		}
 	}
 	tb := newTable(t, "fx-trigger")
-	doc := `apiVersion: policies.kyverno.io/v1
-kind: GeneratingPolicy
-metadata:
-  name: fx
-spec:
-  evaluation:
-    synchronize: {enabled: true}
-  matchConstraints:
-    resourceRules:
-    - apiGroups: [""]
-      apiVersions: ["v1"]
-      operations: ["CREATE", "UPDATE"]
-      resources: ["configmaps"]
-    objectSelector:
-      matchLabels: {app: fx}
-  variables:
-  - name: nsList
-    expression: "object.data.value.split(',')"
-  - name: sourceList
-    expression: >-
-      resource.List("v1", "secrets", "fx-src").items.filter(s, s.metadata.labels['allowedToBeCloned'] == 'true')
-  generate:
-  - expression: >-
-      variables.nsList.map(ns, variables.sourceList.map(secret, generator.ApplyAll(ns, secret)))
-`
-	tb.applyPolicy(doc)
+	tb.applyPolicy(fixtures.MustPolicyFile("clone-to-listed", fixtures.Params{Name: "fx", App: "fx", Source: "fx-src"}))
 	t.Cleanup(func() { tb.deletePolicy("fx") })
 	tb.trigger("targets", "fx", "fx-1,fx-2")
 	for _, ns := range []string{"fx-1", "fx-2"} {

@@ -15,36 +15,15 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/sprout-gitops/sprout/fixtures"
 	"github.com/sprout-gitops/sprout/reconcile"
 )
 
-// listPolicy generates one ConfigMap per comma-separated item of the
-// trigger's data.items, plus the extra objects (CEL map literals).
-func listPolicy(name, app, annotations string, extra ...string) string {
-	objects := `object.data.items.split(",").map(i, {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": object.metadata.name + "-" + i}})`
-	if len(extra) > 0 {
-		objects += " + [" + strings.Join(extra, ", ") + "]"
-	}
-	return fmt.Sprintf(`apiVersion: policies.kyverno.io/v1
-kind: GeneratingPolicy
-metadata:
-  name: %s
-  annotations: {%s}
-spec:
-  evaluation:
-    synchronize: {enabled: true}
-  matchConstraints:
-    resourceRules:
-    - apiGroups: [""]
-      apiVersions: ["v1"]
-      operations: ["CREATE", "UPDATE"]
-      resources: ["configmaps"]
-    objectSelector:
-      matchLabels: {app: %s}
-  generate:
-  - expression: >-
-      generator.Apply(object.metadata.namespace, %s)
-`, name, annotations, app, strings.ReplaceAll(objects, "\n", " "))
+// listPolicy is testpolicies/items.yaml: one ConfigMap per comma-separated
+// item of the trigger's data.items, plus the extra objects (CEL map literals).
+func listPolicy(name, app string, annotations map[string]string, extra ...string) string {
+	return fixtures.MustPolicyFile("items", fixtures.Params{Name: name, App: app, Annotations: annotations,
+		Extra: strings.ReplaceAll(strings.Join(extra, ", "), "\n", " ")})
 }
 
 func itemsTrigger(t *testing.T, kube kubernetes.Interface, ns, name, app, items string) {
@@ -64,7 +43,7 @@ func itemsTrigger(t *testing.T, kube kubernetes.Interface, ns, name, app, items 
 func TestObjectCapPerTrigger(t *testing.T) {
 	startController(t)
 	tb := newTable(t, "cap")
-	tb.applyPolicy(listPolicy("cap", "cap", `"sprout.dev/max-objects-per-trigger": "3"`))
+	tb.applyPolicy(listPolicy("cap", "cap", map[string]string{"sprout.dev/max-objects-per-trigger": "3"}))
 	t.Cleanup(func() { tb.deletePolicy("cap") })
 	itemsTrigger(t, tb.kube, "cap", "small", "cap", "a,b")
 	itemsTrigger(t, tb.kube, "cap", "big", "cap", "a,b,c,d,e")
@@ -80,7 +59,7 @@ func TestObjectCapPerTrigger(t *testing.T) {
 	}
 
 	// Raising the cap lifts it.
-	tb.applyPolicy(listPolicy("cap", "cap", `"sprout.dev/max-objects-per-trigger": "5"`))
+	tb.applyPolicy(listPolicy("cap", "cap", map[string]string{"sprout.dev/max-objects-per-trigger": "5"}))
 	tb.waitFor("the big trigger's objects once the cap allows them", "big-e", exists)
 }
 
@@ -187,7 +166,7 @@ func TestRefusedKindsAndBindings(t *testing.T) {
 		  "subjects": [{"kind": "ServiceAccount", "name": "default", "namespace": "guard"}]}`, name, role)
 	}
 	secret := `{"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "not-allowed"}, "stringData": {"k": "v"}}`
-	tb.applyPolicy(listPolicy("guard", "guard", "", binding("can-read", "guard-read-cm"), binding("can-do-anything", "guard-everything"), secret))
+	tb.applyPolicy(listPolicy("guard", "guard", nil, binding("can-read", "guard-read-cm"), binding("can-do-anything", "guard-everything"), secret))
 	t.Cleanup(func() { tb.deletePolicy("guard") })
 	itemsTrigger(t, tb.kube, "guard", "t", "guard", "a")
 
@@ -274,7 +253,7 @@ func TestRejectedObjectsAndSecrets(t *testing.T) {
 	tb := newTable(t, "reject")
 	const secretValue = "s3cr3t-do-not-print"
 	big := strings.Repeat("ü", 400_000) // 800,000 bytes of UTF-8
-	tb.applyPolicy(listPolicy("reject", "reject", "",
+	tb.applyPolicy(listPolicy("reject", "reject", nil,
 		`{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "Bad_Name"}}`,
 		`{"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w"}}`,
 		`{"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "creds"}, "stringData": {"password": "`+secretValue+`"}}`,

@@ -127,7 +127,7 @@ func TestGuardRefusesPowerfulRoles(t *testing.T) {
 			if tc.roleKind != "" {
 				binding, bindingNS = roleBinding(policy, tc.roleKind, tc.role), ns
 			}
-			tb.applyPolicy(listPolicy(policy, policy, "", binding))
+			tb.applyPolicy(listPolicy(policy, policy, nil, binding))
 			t.Cleanup(func() { tb.deletePolicy(policy) })
 			itemsTrigger(t, tb.kube, ns, policy, policy, "a")
 			tb.waitFor("the policy's ConfigMap", policy+"-a", exists)
@@ -148,7 +148,7 @@ func TestGuardBindsHarmlessRoles(t *testing.T) {
 	const ns = "guard-harmless"
 	tb := newTable(t, ns)
 	createRole(t, "", "guard-harmless-configmaps", nil, nil, rbacRule([]string{""}, []string{"configmaps"}, []string{"get", "list", "watch", "create", "patch", "delete"}))
-	tb.applyPolicy(listPolicy("guard-harmless", "guard-harmless", "",
+	tb.applyPolicy(listPolicy("guard-harmless", "guard-harmless", nil,
 		roleBinding("guard-harmless-view", "ClusterRole", "view"),
 		roleBinding("guard-harmless-edit", "ClusterRole", "edit"),
 		roleBinding("guard-harmless-admin", "ClusterRole", "admin"),
@@ -187,7 +187,7 @@ func TestGuardRemovesBindingWhenRoleWidens(t *testing.T) {
 	createRole(t, ns, "guard-widen", nil, nil, configmaps)
 	createRole(t, "", "guard-widen-part", map[string]string{"guard-widen-aggregate": "true"}, nil, configmaps)
 	createRole(t, "", "guard-widen-aggregated", nil, map[string]string{"guard-widen-aggregate": "true"})
-	tb.applyPolicy(listPolicy("guard-widen", "guard-widen", "",
+	tb.applyPolicy(listPolicy("guard-widen", "guard-widen", nil,
 		roleBinding("to-cluster-role", "ClusterRole", "guard-widen"),
 		roleBinding("to-role", "Role", "guard-widen"),
 		roleBinding("to-aggregated", "ClusterRole", "guard-widen-aggregated"),
@@ -262,7 +262,7 @@ func TestGuardJudgesProtectedNamespacesAsTheCluster(t *testing.T) {
 	startController(t)
 	tb := newTable(t, "guard-protected")
 	const policy = "guard-protected"
-	tb.applyPolicy(listPolicy(policy, policy, "", roleBinding(policy, "ClusterRole", "edit")))
+	tb.applyPolicy(listPolicy(policy, policy, nil, roleBinding(policy, "ClusterRole", "edit")))
 	t.Cleanup(func() { tb.deletePolicy(policy) })
 	kube := kubernetes.NewForConfigOrDie(cfg)
 	itemsTrigger(t, kube, "kube-system", policy, policy, "a")

@@ -16,6 +16,7 @@ import (
 
 	apiv1 "github.com/sprout-gitops/sprout/api/policies/v1"
 	sproutv1alpha1 "github.com/sprout-gitops/sprout/api/sprout/v1alpha1"
+	"github.com/sprout-gitops/sprout/fixtures"
 	"github.com/sprout-gitops/sprout/reconcile"
 )
 
@@ -165,30 +166,12 @@ func TestNamespacedPolicyRunsAsItsNamespaceAccount(t *testing.T) {
 	startController(t)
 	tb := newTable(t, "imp-tenant")
 	grant(t, tb.kube, "imp-tenant", reconcile.DefaultServiceAccount, allVerbs, "configmaps")
-	doc := `apiVersion: policies.kyverno.io/v1
-kind: NamespacedGeneratingPolicy
-metadata:
-  name: tenant
-  namespace: imp-tenant
-spec:
-  evaluation:
-    synchronize: {enabled: true}
-  matchConstraints:
-    resourceRules:
-    - apiGroups: [""]
-      apiVersions: ["v1"]
-      operations: ["CREATE", "UPDATE"]
-      resources: ["configmaps"]
-    objectSelector:
-      matchLabels: {app: tenant}
-  generate:
-  - expression: >-
-      generator.Apply([
-        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": object.metadata.name + "-out"}},
-        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": {"name": "tenant-admin"},
+	// Besides what the account may write, a binding of the tenant to admin.
+	doc := fixtures.MustPolicyFile("derived", fixtures.Params{Name: "tenant", Namespace: "imp-tenant", App: "tenant",
+		Suffix: "out", Value: "one", Synchronize: true,
+		Extra: `{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": {"name": "tenant-admin"},
          "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "admin"},
-         "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "tenant"}]}])
-`
+         "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "tenant"}]}`})
 	tb.applyPolicy(doc)
 	t.Cleanup(func() {
 		_ = dynamic.NewForConfigOrDie(cfg).Resource(apiv1.NamespacedGeneratingPolicies).Namespace("imp-tenant").Delete(context.Background(), "tenant", metav1.DeleteOptions{})
@@ -214,21 +197,7 @@ func TestNamespacedPolicyWatchesOnlyWhatItsAccountMayList(t *testing.T) {
 	tb := newTable(t, "imp-wild")
 	grant(t, tb.kube, "imp-wild", reconcile.DefaultServiceAccount, []string{"list", "watch"}, "configmaps", "serviceaccounts")
 	grant(t, tb.kube, "imp-wild", "writer", allVerbs, "configmaps") // another account's rights do not count
-	doc := `apiVersion: policies.kyverno.io/v1
-kind: NamespacedGeneratingPolicy
-metadata:
-  name: wild
-  namespace: imp-wild
-spec:
-  matchConstraints:
-    resourceRules:
-    - apiGroups: ["*"]
-      apiVersions: ["*"]
-      operations: ["CREATE"]
-      resources: ["*"]
-  generate:
-  - expression: generator.Apply([])
-`
+	doc := fixtures.MustPolicyFile("wildcard", fixtures.Params{Name: "wild", Namespace: "imp-wild"})
 	tb.applyPolicy(doc)
 	t.Cleanup(func() {
 		_ = dynamic.NewForConfigOrDie(cfg).Resource(apiv1.NamespacedGeneratingPolicies).Namespace("imp-wild").Delete(context.Background(), "wild", metav1.DeleteOptions{})
@@ -265,10 +234,8 @@ func TestDeletedNamespacedPolicyPrunesOnlyWhatItMayPrune(t *testing.T) {
 	tb := newTable(t, "imp-fin")
 	createNamespace(t, "imp-fin-other", nil)
 	grant(t, tb.kube, "imp-fin", reconcile.DefaultServiceAccount, allVerbs, "configmaps")
-	doc := replaceOnce(t, derivedPolicy("fin", "fin", "out", "one", true, false), "kind: GeneratingPolicy", "kind: NamespacedGeneratingPolicy")
-	doc = replaceOnce(t, doc, "  name: fin\n", "  name: fin\n  namespace: imp-fin\n")
-	doc = replaceOnce(t, doc, "generator.Apply(object.metadata.namespace, [{", "generator.Apply([{")
-	tb.applyPolicy(doc)
+	tb.applyPolicy(fixtures.MustPolicyFile("derived", fixtures.Params{Name: "fin", Namespace: "imp-fin", App: "fin",
+		Suffix: "out", Value: "one", Synchronize: true}))
 	tb.trigger("a", "fin", "a1")
 	tb.waitFor("the policy's object", "a-out", exists)
 	ctx := context.Background()
@@ -298,26 +265,8 @@ func TestImpersonatedCreatesArePaired(t *testing.T) {
 	_, c := runController(t, nil)
 	tb := newTable(t, "imp-paired")
 	grant(t, tb.kube, "imp-paired", reconcile.DefaultServiceAccount, allVerbs, "configmaps")
-	doc := `apiVersion: policies.kyverno.io/v1
-kind: NamespacedGeneratingPolicy
-metadata:
-  name: paired
-  namespace: imp-paired
-spec:
-  evaluation:
-    synchronize: {enabled: false}
-  matchConstraints:
-    resourceRules:
-    - apiGroups: [""]
-      apiVersions: ["v1"]
-      operations: ["CREATE"]
-      resources: ["configmaps"]
-    objectSelector:
-      matchLabels: {app: paired}
-  generate:
-  - expression: >-
-      generator.Apply([{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": object.metadata.name + "-out"}, "data": {"a": "1"}}])
-`
+	doc := fixtures.MustPolicyFile("derived", fixtures.Params{Name: "paired", Namespace: "imp-paired", App: "paired",
+		Suffix: "out", Value: "one"})
 	tb.applyPolicy(doc)
 	t.Cleanup(func() {
 		_ = dynamic.NewForConfigOrDie(cfg).Resource(apiv1.NamespacedGeneratingPolicies).Namespace("imp-paired").Delete(context.Background(), "paired", metav1.DeleteOptions{})

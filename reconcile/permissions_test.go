@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	apiv1 "github.com/sprout-gitops/sprout/api/policies/v1"
+	"github.com/sprout-gitops/sprout/fixtures"
 	"github.com/sprout-gitops/sprout/reconcile"
 )
 
@@ -76,9 +77,8 @@ func TestRevokedTriggerPermissionStopsThePolicy(t *testing.T) {
 	sa := reconcile.DefaultServiceAccount
 	bindRole(t, tb.kube, tb.ns, "writes", sa, []string{"get", "create", "patch", "delete"}, "configmaps")
 	bindRole(t, tb.kube, tb.ns, "reads", sa, []string{"get", "list", "watch"}, "configmaps")
-	doc := replaceOnce(t, derivedPolicy("revoke", "revoke", "out", "one", true, false), "kind: GeneratingPolicy", "kind: NamespacedGeneratingPolicy")
-	doc = replaceOnce(t, doc, "  name: revoke\n", "  name: revoke\n  namespace: perm-revoke\n")
-	doc = replaceOnce(t, doc, "generator.Apply(object.metadata.namespace, [{", "generator.Apply([{")
+	doc := fixtures.MustPolicyFile("derived", fixtures.Params{Name: "revoke", Namespace: "perm-revoke", App: "revoke",
+		Suffix: "out", Value: "one", Synchronize: true})
 	tb.applyPolicy(doc)
 	t.Cleanup(func() {
 		_ = dynamic.NewForConfigOrDie(cfg).Resource(apiv1.NamespacedGeneratingPolicies).Namespace(tb.ns).Delete(context.Background(), "revoke", metav1.DeleteOptions{})
@@ -129,21 +129,7 @@ func TestWildcardPicksUpResourceGrantedLater(t *testing.T) {
 	tb := newTable(t, "perm-wild")
 	sa := reconcile.DefaultServiceAccount
 	bindRole(t, tb.kube, tb.ns, "configmaps", sa, []string{"list", "watch"}, "configmaps")
-	doc := `apiVersion: policies.kyverno.io/v1
-kind: NamespacedGeneratingPolicy
-metadata:
-  name: wild
-  namespace: perm-wild
-spec:
-  matchConstraints:
-    resourceRules:
-    - apiGroups: ["*"]
-      apiVersions: ["*"]
-      operations: ["CREATE"]
-      resources: ["*"]
-  generate:
-  - expression: generator.Apply([])
-`
+	doc := fixtures.MustPolicyFile("wildcard", fixtures.Params{Name: "wild", Namespace: "perm-wild"})
 	tb.applyPolicy(doc)
 	t.Cleanup(func() {
 		_ = dynamic.NewForConfigOrDie(cfg).Resource(apiv1.NamespacedGeneratingPolicies).Namespace(tb.ns).Delete(context.Background(), "wild", metav1.DeleteOptions{})
@@ -231,7 +217,7 @@ func TestSproutWatchesOnlyWhatItMayList(t *testing.T) {
 	doc := replaceOnce(t, derivedPolicy("perm-self", "perm-self", "out", "one", true, false), `resources: ["configmaps"]`, `resources: ["secrets"]`)
 	tb.applyPolicy(doc)
 	t.Cleanup(func() { tb.deletePolicy("perm-self") })
-	tb.applyPolicy(readingPolicy)
+	tb.applyPolicy(fixtures.MustPolicyFile("reads-secrets", fixtures.Params{Name: "perm-self-read", App: "perm-self-read"}))
 	t.Cleanup(func() { tb.deletePolicy("perm-self-read") })
 	tb.trigger("r", "perm-self-read", "r1")
 	condition := func(ctx context.Context) (*metav1.Condition, bool, error) {
@@ -270,24 +256,3 @@ func TestSproutWatchesOnlyWhatItMayList(t *testing.T) {
 	tb.waitFor("the policy generating", "a-out", exists)
 	tb.waitFor("the reading policy generating", "r-read", exists)
 }
-
-// readingPolicy reads Secrets, triggered by ConfigMaps.
-const readingPolicy = `apiVersion: policies.kyverno.io/v1
-kind: GeneratingPolicy
-metadata:
-  name: perm-self-read
-spec:
-  matchConstraints:
-    resourceRules:
-    - apiGroups: [""]
-      apiVersions: ["v1"]
-      operations: ["CREATE"]
-      resources: ["configmaps"]
-    objectSelector:
-      matchLabels: {app: perm-self-read}
-  generate:
-  - expression: >-
-      generator.Apply(object.metadata.namespace, [{"apiVersion": "v1", "kind": "ConfigMap",
-        "metadata": {"name": object.metadata.name + "-read"},
-        "data": {"secrets": string(size(resource.List("v1", "secrets", "").items))}}])
-`

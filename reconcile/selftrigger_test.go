@@ -8,36 +8,15 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/sprout-gitops/sprout/fixtures"
 	"github.com/sprout-gitops/sprout/reconcile"
 )
 
-// bombPolicy generates, for every ConfigMap labelled app=<app>, a
-// ConfigMap "bomb-<name>" labelled app=<app> too: its objects match its
-// own rules.
+// bombPolicy is testpolicies/self-trigger.yaml: for every ConfigMap
+// labelled app=<app>, a ConfigMap "bomb-<name>" labelled app=<app> too: its
+// objects match its own rules.
 func bombPolicy(name, app string) string {
-	return `apiVersion: policies.kyverno.io/v1
-kind: GeneratingPolicy
-metadata:
-  name: ` + name + `
-spec:
-  evaluation:
-    synchronize: {enabled: true}
-  matchConstraints:
-    resourceRules:
-    - apiGroups: [""]
-      apiVersions: ["v1"]
-      operations: ["CREATE", "UPDATE"]
-      resources: ["configmaps"]
-    objectSelector:
-      matchLabels: {app: ` + app + `}
-  generate:
-  - expression: >-
-      generator.Apply(object.metadata.namespace, [{
-        "apiVersion": "v1", "kind": "ConfigMap",
-        "metadata": {"name": "bomb-" + object.metadata.name, "labels": {"app": "` + app + `"}},
-        "data": {"from": object.metadata.name}
-      }])
-`
+	return fixtures.MustPolicyFile("self-trigger", fixtures.Params{Name: name, App: app})
 }
 
 // TestPolicyDoesNotTriggerOnItsOwnObjects: a policy whose objects match

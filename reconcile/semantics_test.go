@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	apiv1 "github.com/sprout-gitops/sprout/api/policies/v1"
+	"github.com/sprout-gitops/sprout/fixtures"
 	"github.com/sprout-gitops/sprout/reconcile"
 )
 
@@ -68,35 +69,7 @@ func TestClusterScopedDownstreamAndFanOut(t *testing.T) {
 	startController(t)
 	tb := newTable(t, "fan-target-1")
 	createNamespace(t, "fan-target-2", nil)
-	tb.applyPolicy(`apiVersion: policies.kyverno.io/v1
-kind: GeneratingPolicy
-metadata:
-  name: fan-out
-spec:
-  evaluation:
-    synchronize: {enabled: true}
-  matchConstraints:
-    resourceRules:
-    - apiGroups: [""]
-      apiVersions: ["v1"]
-      operations: ["CREATE", "UPDATE"]
-      resources: ["namespaces"]
-    objectSelector:
-      matchExpressions: [{key: fan-out, operator: Exists}]
-  variables:
-  - name: targets
-    expression: object.metadata.labels["fan-out"].split(".")
-  generate:
-  - expression: >-
-      generator.Apply("ignored", [{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-        "metadata": {"name": object.metadata.name + "-viewers"},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"},
-        "subjects": [{"kind": "Group", "name": object.metadata.name, "apiGroup": "rbac.authorization.k8s.io"}]}])
-      && variables.targets.all(ns, generator.Apply(ns, [{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-        "metadata": {"name": object.metadata.name + "-edit"},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "edit"},
-        "subjects": [{"kind": "Group", "name": object.metadata.name, "apiGroup": "rbac.authorization.k8s.io"}]}]))
-`)
+	tb.applyPolicy(fixtures.MustPolicyFile("fan-out", fixtures.Params{Name: "fan-out"}))
 	t.Cleanup(func() { tb.deletePolicy("fan-out") })
 	kube := kubernetes.NewForConfigOrDie(cfg)
 	createNamespace(t, "fan-source", map[string]string{"fan-out": "fan-target-1.fan-target-2"})
@@ -142,9 +115,8 @@ func TestNamespacedPolicy(t *testing.T) {
 	// It runs as the namespace's "default" account, with the rights given it.
 	grant(t, tb.kube, "team-ns", reconcile.DefaultServiceAccount, allVerbs, "configmaps")
 	policy := func(target string) string {
-		doc := replaceOnce(t, derivedPolicy("team-policy", "team", "out", "one", true, false), "kind: GeneratingPolicy", "kind: NamespacedGeneratingPolicy")
-		doc = replaceOnce(t, doc, "  name: team-policy\n", "  name: team-policy\n  namespace: team-ns\n")
-		doc = replaceOnce(t, doc, "generator.Apply(object.metadata.namespace, [{", "generator.Apply([{")
+		doc := fixtures.MustPolicyFile("derived", fixtures.Params{Name: "team-policy", Namespace: "team-ns", App: "team",
+			Suffix: "out", Value: "one", Synchronize: true})
 		return replaceOnce(t, doc, `"metadata": {"name":`, `"metadata": {`+target+`"name":`)
 	}
 	tb.applyPolicy(policy(""))

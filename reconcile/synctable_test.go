@@ -13,37 +13,16 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	apiv1 "github.com/sprout-gitops/sprout/api/policies/v1"
+	"github.com/sprout-gitops/sprout/fixtures"
 	"github.com/sprout-gitops/sprout/internal/manifest"
 )
 
-// derivedPolicy generates, for every ConfigMap labelled app=<app> in
-// namespace ns, a ConfigMap "<name>-<suffix>" holding the trigger's data and
-// a value that the test can change through the policy.
+// derivedPolicy is testpolicies/derived.yaml: for every ConfigMap labelled
+// app=<app>, a ConfigMap "<name>-<suffix>" holding the trigger's data and a
+// value that the test can change through the policy.
 func derivedPolicy(name, app, suffix, value string, synchronize, orphan bool) string {
-	return fmt.Sprintf(`apiVersion: policies.kyverno.io/v1
-kind: GeneratingPolicy
-metadata:
-  name: %[1]s
-spec:
-  evaluation:
-    synchronize: {enabled: %[5]t}
-    orphanDownstreamOnPolicyDelete: {enabled: %[6]t}
-  matchConstraints:
-    resourceRules:
-    - apiGroups: [""]
-      apiVersions: ["v1"]
-      operations: ["CREATE", "UPDATE"]
-      resources: ["configmaps"]
-    objectSelector:
-      matchLabels: {app: %[2]s}
-  generate:
-  - expression: >-
-      generator.Apply(object.metadata.namespace, [{
-        "apiVersion": "v1", "kind": "ConfigMap",
-        "metadata": {"name": object.metadata.name + "-%[3]s"},
-        "data": {"from": object.data.?value.orValue(""), "policy": "%[4]s"}
-      }])
-`, name, app, suffix, value, synchronize, orphan)
+	return fixtures.MustPolicyFile("derived", fixtures.Params{Name: name, App: app, Suffix: suffix, Value: value,
+		Synchronize: synchronize, Orphan: orphan})
 }
 
 // table is a running sync-table scenario: a namespace, a policy, helpers.
