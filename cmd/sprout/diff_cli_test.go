@@ -65,24 +65,7 @@ func TestDiffAsANewUserSeesIt(t *testing.T) {
 		t.Errorf("standard error %q does not end with %q", errOut, want)
 	}
 
-	newPolicy := `apiVersion: policies.kyverno.io/v1
-kind: GeneratingPolicy
-metadata:
-  name: welcome-red
-spec:
-  matchConstraints:
-    resourceRules:
-    - apiGroups: [""]
-      apiVersions: ["v1"]
-      operations: ["CREATE", "UPDATE"]
-      resources: ["namespaces"]
-    objectSelector:
-      matchLabels: {color: red}
-  generate:
-  - expression: >-
-      generator.Apply(object.metadata.name, [{"apiVersion": "v1", "kind": "ConfigMap",
-        "metadata": {"name": "welcome"}, "data": {"team": object.metadata.name}}])
-`
+	newPolicy := fixtures.MustPolicyFile("welcome", fixtures.Params{Name: "welcome-red", Color: "red"})
 	out, errOut, code = runDiffWithStderr(t, "--kubeconfig", kubeconfig, "--policy-dir", folder(newPolicy))
 	if code != 1 {
 		t.Errorf("a new policy: exit %d, want 1", code)

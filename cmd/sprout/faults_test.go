@@ -31,6 +31,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	sproutv1alpha1 "github.com/sprout-gitops/sprout/api/sprout/v1alpha1"
+	"github.com/sprout-gitops/sprout/fixtures"
 	"github.com/sprout-gitops/sprout/internal/controlplane"
 	"github.com/sprout-gitops/sprout/internal/manifest"
 	"github.com/sprout-gitops/sprout/reconcile"
@@ -551,7 +552,7 @@ func (p *process) kill(t *testing.T) {
 
 // bulk is a namespace of ConfigMap triggers and a GeneratingPolicy, of the
 // same name, that generates for each trigger t a ConfigMap t-out beside it,
-// holding the trigger's name and its data.value.
+// holding its data.value (testpolicies/derived.yaml).
 type bulk struct {
 	t    *testing.T
 	ns   string
@@ -566,30 +567,8 @@ func newBulk(t *testing.T, cp *controlplane.ControlPlane, name string, synchroni
 	if _, err := s.kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	objs, err := manifest.Parse(fmt.Appendf(nil, `apiVersion: policies.kyverno.io/v1
-kind: GeneratingPolicy
-metadata:
-  name: %[1]s
-spec:
-  evaluation:
-    generateExisting: {enabled: true}
-    synchronize: {enabled: %[2]t}
-  matchConstraints:
-    resourceRules:
-    - apiGroups: [""]
-      apiVersions: ["v1"]
-      operations: ["CREATE", "UPDATE"]
-      resources: ["configmaps"]
-    objectSelector:
-      matchLabels: {app: %[1]s}
-  generate:
-  - expression: >-
-      generator.Apply(object.metadata.namespace, [{
-        "apiVersion": "v1", "kind": "ConfigMap",
-        "metadata": {"name": object.metadata.name + "-out"},
-        "data": {"from": object.metadata.name, "value": object.data.?value.orValue("")}
-      }])
-`, name, synchronize))
+	objs, err := manifest.Parse([]byte(fixtures.MustPolicyFile("derived", fixtures.Params{Name: name, App: name,
+		Suffix: "out", Value: "bulk", Synchronize: synchronize, GenerateExisting: true})))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -729,8 +708,8 @@ func (s *bulk) whole(cm, trigger corev1.ConfigMap) error {
 			return fmt.Errorf("%s: label %s=%q, want %q (labels %v)", cm.Name, k, cm.Labels[k], v, cm.Labels)
 		}
 	}
-	if cm.Data["from"] != trigger.Name || cm.Data["value"] != trigger.Data["value"] {
-		return fmt.Errorf("%s holds %v, want from=%s value=%s", cm.Name, cm.Data, trigger.Name, trigger.Data["value"])
+	if cm.Data["from"] != trigger.Data["value"] || cm.Name != trigger.Name+"-out" {
+		return fmt.Errorf("%s holds %v, want %s-out holding from=%s", cm.Name, cm.Data, trigger.Name, trigger.Data["value"])
 	}
 	return nil
 }

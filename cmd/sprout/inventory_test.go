@@ -18,6 +18,7 @@ import (
 
 	apiv1 "github.com/sprout-gitops/sprout/api/policies/v1"
 	sproutv1alpha1 "github.com/sprout-gitops/sprout/api/sprout/v1alpha1"
+	"github.com/sprout-gitops/sprout/fixtures"
 	"github.com/sprout-gitops/sprout/internal/controlplane"
 	"github.com/sprout-gitops/sprout/internal/manifest"
 )
@@ -29,56 +30,12 @@ const (
 )
 
 // welcomePolicy does not synchronize, and has a long name.
-const welcomePolicy = `apiVersion: policies.kyverno.io/v1
-kind: GeneratingPolicy
-metadata:
-  name: ` + longPolicy + `
-spec:
-  evaluation:
-    synchronize: {enabled: false}
-  matchConstraints:
-    resourceRules:
-    - apiGroups: [""]
-      apiVersions: ["v1"]
-      operations: ["CREATE", "UPDATE"]
-      resources: ["namespaces"]
-    objectSelector:
-      matchLabels: {color: blue}
-  generate:
-  - expression: >-
-      generator.Apply(object.metadata.name, [{
-        "apiVersion": "v1", "kind": "ConfigMap",
-        "metadata": {"name": "welcome"},
-        "data": {"team": object.metadata.name}
-      }])
-`
+var welcomePolicy = fixtures.MustPolicyFile("welcome", fixtures.Params{Name: longPolicy, Color: "blue"})
 
-// copyPolicy is a NamespacedGeneratingPolicy whose triggers are ConfigMaps,
+// copyPolicy is a NamespacedGeneratingPolicy with its triggers, ConfigMaps,
 // one of them with a long name.
-const copyPolicy = `apiVersion: policies.kyverno.io/v1
-kind: NamespacedGeneratingPolicy
-metadata:
-  name: copy
-  namespace: team-red
-spec:
-  evaluation:
-    synchronize: {enabled: true}
-  matchConstraints:
-    resourceRules:
-    - apiGroups: [""]
-      apiVersions: ["v1"]
-      operations: ["CREATE", "UPDATE"]
-      resources: ["configmaps"]
-    objectSelector:
-      matchLabels: {app: source}
-  generate:
-  - expression: >-
-      generator.Apply([{
-        "apiVersion": "v1", "kind": "ConfigMap",
-        "metadata": {"name": object.metadata.name + "-copy"},
-        "data": {"from": object.data.?value.orValue("")}
-      }])
----
+var copyPolicy = fixtures.MustPolicyFile("derived", fixtures.Params{Name: "copy", Namespace: "team-red", App: "source",
+	Suffix: "copy", Value: "one", Synchronize: true}) + `---
 apiVersion: v1
 kind: ConfigMap
 metadata:
