@@ -9,24 +9,14 @@ import (
 	"testing/fstest"
 
 	apiv1 "github.com/sprout-gitops/sprout/api/policies/v1"
+	"github.com/sprout-gitops/sprout/fixtures"
 )
 
-const goodPolicy = `apiVersion: policies.kyverno.io/v1
-kind: GeneratingPolicy
-metadata:
-  name: %s
-spec:
-  matchConstraints:
-    resourceRules:
-    - apiGroups: [""]
-      apiVersions: ["v1"]
-      operations: ["CREATE"]
-      resources: ["namespaces"]
-  generate:
-  - expression: generator.Apply(object.metadata.name, [])
-`
-
-func policyNamed(name string) string { return strings.Replace(goodPolicy, "%s", name, 1) }
+// policyNamed is the least valid policy, testpolicies/namespace-noop.yaml:
+// triggered by Namespaces, generating nothing.
+func policyNamed(name string) string {
+	return fixtures.MustPolicyFile("namespace-noop", fixtures.Params{Name: name})
+}
 
 func TestLoad(t *testing.T) {
 	tests := []struct {
