@@ -2,12 +2,13 @@ package reconcile_test
 
 import (
 	"context"
-	"fmt"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/sprout-gitops/sprout/fixtures"
 )
 
 // TestCloneOrDataFollowsKyvernosRule: as in Kyverno's generator library, an
@@ -24,37 +25,7 @@ func TestCloneOrDataFollowsKyvernosRule(t *testing.T) {
 		t.Fatal(err)
 	}
 	tb := newTable(t, "cod")
-	built := func(name, extra string) string {
-		return fmt.Sprintf(`{"apiVersion": "v1", "kind": "ConfigMap",
-        "metadata": {"name": object.metadata.name + "-%s"%s}, "data": variables.src.data}`, name, extra)
-	}
-	tb.applyPolicy(`apiVersion: policies.kyverno.io/v1
-kind: GeneratingPolicy
-metadata:
-  name: clone-or-data
-spec:
-  evaluation:
-    synchronize: {enabled: true}
-  matchConstraints:
-    resourceRules:
-    - apiGroups: [""]
-      apiVersions: ["v1"]
-      operations: ["CREATE", "UPDATE"]
-      resources: ["configmaps"]
-    objectSelector:
-      matchLabels: {app: cod}
-  variables:
-  - name: src
-    expression: resource.Get("v1", "configmaps", "cod-src", "src")
-  generate:
-  - expression: >-
-      generator.Apply(object.metadata.namespace, [
-        ` + built("fields", "") + `,
-        ` + built("rv", `, "resourceVersion": variables.src.metadata.resourceVersion`) + `,
-        ` + built("uid", `, "uid": variables.src.metadata.uid`) + `,
-        variables.src.setField("metadata.name", object.metadata.name + "-setfield")
-      ])
-`)
+	tb.applyPolicy(fixtures.MustPolicyFile("clone-or-data", fixtures.Params{Name: "clone-or-data", App: "cod", Source: "cod-src"}))
 	tb.trigger("t", "cod", "x")
 	want := map[string]bool{"t-fields": false, "t-rv": true, "t-uid": false, "t-setfield": true}
 	for name, clone := range want {

@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/sprout-gitops/sprout/celenv"
+	"github.com/sprout-gitops/sprout/fixtures"
 	"github.com/sprout-gitops/sprout/reconcile"
 )
 
@@ -33,29 +34,7 @@ func TestPoliciesCallAllowedHostsOncePerSync(t *testing.T) {
 	for i := range triggers {
 		tb.trigger(fmt.Sprintf("web-%d", i), "web", "x")
 	}
-	tb.applyPolicy(`apiVersion: policies.kyverno.io/v1
-kind: GeneratingPolicy
-metadata:
-  name: http-calls
-spec:
-  matchConstraints:
-    resourceRules:
-    - apiGroups: [""]
-      apiVersions: ["v1"]
-      operations: ["CREATE", "UPDATE"]
-      resources: ["configmaps"]
-    namespaceSelector:
-      matchLabels: {kubernetes.io/metadata.name: http-calls}
-    objectSelector:
-      matchLabels: {app: web}
-  variables:
-  - name: answer
-    expression: http.Get("` + srv.URL + `/tier")
-  generate:
-  - expression: >-
-      generator.Apply(object.metadata.namespace, [{"apiVersion": "v1", "kind": "ConfigMap",
-        "metadata": {"name": object.metadata.name + "-tier"}, "data": {"tier": variables.answer.tier}}])
-`)
+	tb.applyPolicy(fixtures.MustPolicyFile("http-get", fixtures.Params{Name: "http-calls", App: "web", Source: "http-calls", URL: srv.URL}))
 	t.Cleanup(func() { tb.deletePolicy("http-calls") })
 	for i := range triggers {
 		tb.waitFor("the tier from the service", fmt.Sprintf("web-%d-tier", i), func(cm *corev1.ConfigMap) bool {

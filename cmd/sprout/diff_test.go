@@ -115,27 +115,7 @@ func TestDiff(t *testing.T) {
 	}
 
 	// A Secret's values never show: created, the diff masks them.
-	secretPolicy := `apiVersion: policies.kyverno.io/v1
-kind: GeneratingPolicy
-metadata:
-  name: secret-maker
-spec:
-  evaluation:
-    generateExisting: {enabled: true}
-    synchronize: {enabled: true}
-  matchConstraints:
-    resourceRules:
-    - apiGroups: [""]
-      apiVersions: ["v1"]
-      operations: ["CREATE"]
-      resources: ["namespaces"]
-    objectSelector:
-      matchLabels: {color: red}
-  generate:
-  - expression: >-
-      generator.Apply(object.metadata.name, [{"apiVersion": "v1", "kind": "Secret",
-        "metadata": {"name": "creds"}, "stringData": {"password": "hunter2-secret"}}])
-`
+	secretPolicy := fixtures.MustPolicyFile("secret", fixtures.Params{Name: "secret-maker", Color: "red", Synchronize: true, GenerateExisting: true})
 	out, code, _ = runDiffCommand(t, "--kubeconfig", kubeconfig, "--policy-dir", folder(secretPolicy))
 	if code != 1 || !strings.Contains(out, "# created Secret/team-red/creds") || !strings.Contains(out, "+  password: '***'") || strings.Contains(out, "hunter2") {
 		t.Errorf("a new Secret: exit %d, output:\n%s", code, out)
