@@ -184,8 +184,19 @@ func getConfigMap(ctx context.Context, ns, name string) (*corev1.ConfigMap, erro
 	return cm, err
 }
 
+// policyCondition returns the Ready condition of a GeneratingPolicy.
 func policyCondition(ctx context.Context, name string) (*metav1.Condition, error) {
-	u, err := dynamic.NewForConfigOrDie(cfg).Resource(apiv1.GeneratingPolicies).Get(ctx, name, metav1.GetOptions{})
+	return readyCondition(ctx, dynamic.NewForConfigOrDie(cfg).Resource(apiv1.GeneratingPolicies), name)
+}
+
+// namespacedPolicyCondition returns the Ready condition of a
+// NamespacedGeneratingPolicy.
+func namespacedPolicyCondition(ctx context.Context, ns, name string) (*metav1.Condition, error) {
+	return readyCondition(ctx, dynamic.NewForConfigOrDie(cfg).Resource(apiv1.NamespacedGeneratingPolicies).Namespace(ns), name)
+}
+
+func readyCondition(ctx context.Context, policies dynamic.ResourceInterface, name string) (*metav1.Condition, error) {
+	u, err := policies.Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		return nil, err
 	}

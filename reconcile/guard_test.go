@@ -216,9 +216,7 @@ func TestTwoPoliciesOneObject(t *testing.T) {
 	tb.trigger("a", "twice", "a1")
 	first := tb.waitFor("the first policy's object", "a-out", func(cm *corev1.ConfigMap) bool { return cm != nil && cm.Data["policy"] == "first" })
 
-	second := strings.Replace(derivedPolicy("second-owner", "twice", "out", "second", true, false),
-		"  evaluation:\n", "  evaluation:\n    generateExisting: {enabled: true}\n", 1)
-	tb.applyPolicy(second)
+	tb.applyPolicy(generatingExisting(derivedPolicy("second-owner", "twice", "out", "second", true, false)))
 	t.Cleanup(func() { tb.deletePolicy("second-owner") })
 	poll(t, "the conflict on the second policy", func(ctx context.Context) (bool, error) {
 		c, err := policyCondition(ctx, "second-owner")

@@ -210,20 +210,6 @@ func TestNamespacedPolicyWatchesOnlyWhatItsAccountMayList(t *testing.T) {
 	})
 }
 
-// namespacedPolicyCondition returns the Ready condition of a
-// NamespacedGeneratingPolicy.
-func namespacedPolicyCondition(ctx context.Context, ns, name string) (*metav1.Condition, error) {
-	u, err := dynamic.NewForConfigOrDie(cfg).Resource(apiv1.NamespacedGeneratingPolicies).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		return nil, err
-	}
-	p, err := apiv1.FromUnstructured(u)
-	if err != nil {
-		return nil, err
-	}
-	return readyOf(p), nil
-}
-
 // TestDeletedNamespacedPolicyPrunesOnlyWhatItMayPrune: a tenant who
 // stamps their namespaced policy's origin on an object of another
 // namespace, then deletes the policy, does not get Sprout to delete that

@@ -4,7 +4,6 @@ import (
 	"context"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -146,9 +145,4 @@ func TestRecordDeletedWhileRunningIsWrittenAgain(t *testing.T) {
 	})
 	tb.trigger("a", "recdel", "a1")
 	tb.waitFor("the policy to go on generating", "a-out", exists)
-}
-
-// generatingExisting turns on generateExisting in a derivedPolicy.
-func generatingExisting(doc string) string {
-	return strings.Replace(doc, "    synchronize: {enabled: true}\n", "    synchronize: {enabled: true}\n    generateExisting: {enabled: true}\n", 1)
 }

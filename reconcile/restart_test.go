@@ -443,7 +443,7 @@ func TestAdmissionsOutliveTheSettingsThatGaveThem(t *testing.T) {
 	tb.trigger("a", "admits", "a1") // exists before the policy
 	waitForNextSecond(t, tb.get("a").CreationTimestamp.Time)
 	doc := derivedPolicy("admits", "admits", "out", "one", true, false)
-	tb.applyPolicy(replaceOnce(t, doc, "  evaluation:\n", "  evaluation:\n    generateExisting: {enabled: true}\n"))
+	tb.applyPolicy(generatingExisting(doc))
 	t.Cleanup(func() { tb.deletePolicy("admits") })
 	tb.trigger("b", "admits", "b1") // created after it
 

@@ -3,6 +3,7 @@ package reconcile_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -23,6 +24,12 @@ import (
 func derivedPolicy(name, app, suffix, value string, synchronize, orphan bool) string {
 	return fixtures.MustPolicyFile("derived", fixtures.Params{Name: name, App: app, Suffix: suffix, Value: value,
 		Synchronize: synchronize, Orphan: orphan})
+}
+
+// generatingExisting turns on generateExisting in a policy of
+// testpolicies/derived.yaml, edited or not.
+func generatingExisting(doc string) string {
+	return strings.Replace(doc, "  evaluation:\n", "  evaluation:\n    generateExisting: {enabled: true}\n", 1)
 }
 
 // table is a running sync-table scenario: a namespace, a policy, helpers.

@@ -88,7 +88,7 @@ func TestOrphanAndClonesOnPolicyDelete(t *testing.T) {
 // came before.
 func (tb *table) settleWith(doc, downstream string) {
 	tb.t.Helper()
-	tb.applyPolicy(replaceOnce(tb.t, doc, "  evaluation:\n", "  evaluation:\n    generateExisting: {enabled: true}\n"))
+	tb.applyPolicy(generatingExisting(doc))
 	tb.waitFor("the marker policy's downstream", downstream, exists)
 }
 
@@ -133,7 +133,7 @@ func TestGenerateExistingHonoursEveryCriterion(t *testing.T) {
   generate:
 `)
 		if existing {
-			doc = replaceOnce(t, doc, "  evaluation:\n", "  evaluation:\n    generateExisting: {enabled: true}\n")
+			doc = generatingExisting(doc)
 		}
 		return doc
 	}

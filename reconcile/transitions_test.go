@@ -52,7 +52,7 @@ func TestSwitchingGenerateExisting(t *testing.T) {
 		t.Fatal("a trigger older than the policy was generated without generateExisting")
 	}
 
-	tb.applyPolicy(replaceOnce(t, doc, "  evaluation:\n", "  evaluation:\n    generateExisting: {enabled: true}\n"))
+	tb.applyPolicy(generatingExisting(doc))
 	tb.waitFor("the existing trigger's downstream", "old-out", exists)
 
 	tb.applyPolicy(doc)

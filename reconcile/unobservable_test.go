@@ -24,7 +24,7 @@ func TestConnectOnlyRuleNeverFires(t *testing.T) {
 	tb.trigger("a", "connect", "a1")
 	doc := derivedPolicy("connect", "connect", "out", "one", true, false)
 	doc = replaceOnce(t, doc, `operations: ["CREATE", "UPDATE"]`, `operations: ["CONNECT"]`)
-	doc = replaceOnce(t, doc, "  evaluation:\n", "  evaluation:\n    generateExisting: {enabled: true}\n")
+	doc = generatingExisting(doc)
 	tb.applyPolicy(doc)
 	t.Cleanup(func() { tb.deletePolicy("connect") })
 	poll(t, "the unobservable rule on the policy", func(ctx context.Context) (bool, error) {
