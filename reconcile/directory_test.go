@@ -65,8 +65,10 @@ func TestDirectorySource(t *testing.T) {
 
 	// A revision with one broken policy is rejected whole: the good edit
 	// next to it does not apply, and the last good revision keeps running.
-	write("derived.yaml", derivedPolicy("from-dir", "dirsrc", "out", "three", true, false))
+	// The broken file goes first: a poll between the two writes must not
+	// find a good revision holding the edit.
 	write("broken.yaml", strings.Replace(derivedPolicy("broken", "dirsrc", "x", "one", true, false), "generator.Apply(", "generator.Apply((", 1))
+	write("derived.yaml", derivedPolicy("from-dir", "dirsrc", "out", "three", true, false))
 	poll(t, "the rejection in the log", func(context.Context) (bool, error) {
 		return strings.Contains(logs.String(), "source revision rejected") && strings.Contains(logs.String(), "broken.yaml"), nil
 	})
