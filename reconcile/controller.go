@@ -164,7 +164,10 @@ type Controller struct {
 	namespaces          listersv1.NamespaceLister
 	matcher             *Matcher
 
-	queue workqueue.TypedRateLimitingInterface[policyKey]
+	queue *policyQueue
+	// tallies keep what each policy's last clean syncs found per trigger,
+	// for its incremental syncs.
+	tallies tallies
 	// statusQueue holds the policies whose last outcome is not yet written
 	// to their status; reports holds the outcomes.
 	statusQueue workqueue.TypedRateLimitingInterface[policyKey]
@@ -289,7 +292,7 @@ func New(cfg *rest.Config, opts Options) (*Controller, error) {
 		rechecks:      make(chan struct{}, 1),
 		namespaces:    nsInformer.Lister(),
 		matcher:       NewMatcher(nsInformer.Lister(), kube),
-		queue:         newQueue[policyKey]("policies", m),
+		queue:         newPolicyQueue(m),
 		statusQueue:   newQueue[policyKey]("status", m),
 		sourceQueue:   newQueue[string]("sources", m),
 		sourceStates:  sourceStates{checks: map[string]sources.Status{}, live: map[string]*sproutv1alpha1.PolicySource{}},

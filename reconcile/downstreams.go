@@ -11,6 +11,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/resourceversion"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -35,6 +36,21 @@ func ownerIndex(obj any) ([]string, error) {
 	}
 	return []string{key.String()}, nil
 }
+
+// byTrigger indexes Sprout's objects by policy and trigger UID: an
+// incremental sync prunes only the objects of the triggers it looked at.
+const byTrigger = "trigger"
+
+func triggerIndex(obj any) ([]string, error) {
+	key, ok := ownerOf(obj)
+	o, _ := obj.(*cluster.Object)
+	if !ok || o == nil || o.TriggerUID() == "" {
+		return nil, nil
+	}
+	return []string{triggerIndexKey(key, types.UID(o.TriggerUID()))}, nil
+}
+
+func triggerIndexKey(key policyKey, uid types.UID) string { return key.String() + " " + string(uid) }
 
 // ownerOf reads the policy key from a cached object's annotation, which
 // names the policy exactly (labels cut long names); a tombstone gives its
@@ -86,17 +102,17 @@ func (c *Controller) ensureDownstreamInformers(gvrs sets.Set[schema.GroupVersion
 		ctx, cancel := context.WithCancel(c.ctx)
 		inf := cluster.NewInformer(c.dynamic, c.raw, cluster.Resource{GVR: gvr,
 			LabelSelector: sproutv1alpha1.LabelManagedBy + "=" + sproutv1alpha1.ManagedBy, Protobuf: builtIn[gvr]},
-			cache.Indexers{byPolicy: ownerIndex}, cluster.Generated(c.created))
+			cache.Indexers{byPolicy: ownerIndex, byTrigger: triggerIndex}, cluster.Generated(c.created))
 		requeue := func(obj any) {
 			if key, ok := ownerOf(obj); ok {
 				c.downstreamChanged(key)
-				c.queue.Add(key)
+				c.queueGenerated(key, obj, 0)
 			}
 		}
 		_, _ = inf.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
 			AddFunc: func(obj any, isInInitialList bool) {
 				if key, ok := ownerOf(obj); ok && !isInInitialList {
-					c.queue.AddAfter(key, confirmAfter)
+					c.queueGenerated(key, obj, confirmAfter)
 				}
 			},
 			UpdateFunc: func(old, obj any) {
@@ -174,6 +190,49 @@ func (c *Controller) owned(key policyKey) ([]*cluster.Object, error) {
 		}
 	}
 	return out, nil
+}
+
+// ownedBy lists, from the caches, the objects the policy generated for the
+// triggers uids.
+func (c *Controller) ownedBy(key policyKey, uids []types.UID) ([]*cluster.Object, error) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	var out []*cluster.Object
+	for gvr := range c.written[key] {
+		ti, ok := c.downstream[gvr]
+		if !ok {
+			return nil, fmt.Errorf("%s is not watched", resourceName(gvr))
+		}
+		for _, uid := range uids {
+			objs, err := ti.informer.GetIndexer().ByIndex(byTrigger, triggerIndexKey(key, uid))
+			if err != nil {
+				return nil, err
+			}
+			for _, o := range objs {
+				if o := o.(*cluster.Object); key.Namespace == "" || o.GetNamespace() == key.Namespace {
+					out = append(out, o)
+				}
+			}
+		}
+	}
+	return out, nil
+}
+
+// queueGenerated queues the policy that generated obj, after d if d > 0:
+// for the trigger obj was generated for, or whole if it names none.
+func (c *Controller) queueGenerated(key policyKey, obj any, d time.Duration) {
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	if o, ok := obj.(*cluster.Object); ok && o.TriggerUID() != "" {
+		c.queue.addTrigger(key, types.UID(o.TriggerUID()), dirtyTrigger{}, d)
+		return
+	}
+	if d > 0 {
+		c.queue.AddAfter(key, d)
+		return
+	}
+	c.queue.Add(key)
 }
 
 // resourcesOf maps the kinds of objs to their resources, passing over

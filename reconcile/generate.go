@@ -45,6 +45,8 @@ type generation struct {
 	// this sync did not match, or moved the policy's beginning, so its
 	// desired set is not whole.
 	rebuilt, relearnt bool
+	// contributions are, per trigger evaluated, what it adds to the counts.
+	contributions []contribution
 }
 
 func (g *generation) evalErr() error   { return joinSorted(g.evalErrs) }
@@ -85,10 +87,17 @@ func (c *Controller) generate(ctx context.Context, run *syncRun, w writer, reade
 	cp, triggers := run.cp, run.triggers
 	// Most policies generate one object a trigger.
 	g := &generation{changes: inventory.ChangeSet{Changes: make([]inventory.Change, 0, len(triggers))}, verdicts: newVerdicts(), failed: sets.New[string]()}
-	ps := &parts{run: run, g: g, round: cp.decisions.Begin(), w: w, reader: reader, sync: cp.policy.PolicySpec().Synchronize(),
+	run.decisions = cp.decisions
+	if run.incremental {
+		// The policy's decisions stand for its whole desired set: an
+		// incremental sync decides, and prunes, with a round of its own.
+		run.decisions = inventory.NewDecisions()
+	} else {
+		defer cp.evaluations.endRound()
+	}
+	ps := &parts{run: run, g: g, round: run.decisions.Begin(), w: w, reader: reader, sync: cp.policy.PolicySpec().Synchronize(),
 		alive: c.triggerExists(cp), mapped: map[schema.GroupVersionKind]bool{}, recorded: -1}
 	defer ps.round.End()
-	defer cp.evaluations.endRound()
 	limit, err := c.maxObjects(cp)
 	if err != nil {
 		g.evalErrs = append(g.evalErrs, err)
@@ -249,13 +258,15 @@ func (c *Controller) desired(ctx context.Context, cp *compiledPolicy, triggers [
 	evaluated, reused := 0, 0
 	defer func() { c.metrics.observeEvaluations(key.String(), evaluated, reused) }()
 	for _, t := range triggers {
+		reads := reader.reads.Load()
 		ev, m, kept, err := c.evaluate(ctx, cp, t, reader, out.epoch)
 		if kept {
 			reused++
 		} else {
 			evaluated++
 		}
-		if n := len(ev.objects) + ev.settled.Len(); err == nil && n > limit {
+		n := len(ev.objects) + ev.settled.Len()
+		if err == nil && n > limit {
 			err = fmt.Errorf("generates %d objects, more than the %d one trigger may (--max-objects-per-trigger, or the policy's annotation %s)", n, limit, AnnotationMaxObjectsPerTrigger)
 		}
 		if err != nil {
@@ -266,6 +277,11 @@ func (c *Controller) desired(ctx context.Context, cp *compiledPolicy, triggers [
 		if ev.matched {
 			g.matched++
 		}
+		// Not kept and reading no resource: it read the clock or the web,
+		// which no event announces.
+		volatile := !kept && m != nil && m.evaluated == nil && reader.reads.Load() == reads
+		g.contributions = append(g.contributions, contribution{uid: t.object.GetUID(), gvr: t.gvr, key: objectRef(t.object),
+			objects: n, matched: ev.matched, volatile: volatile})
 		if ev.settled.Len() > 0 {
 			out.settled = append(out.settled, ev.settled)
 			continue

@@ -135,7 +135,7 @@ func TestRoleChangeQueuesItsPolicies(t *testing.T) {
 	byName, byRole, aggregating, other, gone := policyKey{Name: "by-name"}, policyKey{Name: "by-role"},
 		policyKey{Name: "aggregating"}, policyKey{Name: "other"}, policyKey{Name: "gone"}
 	c := &Controller{
-		queue:    workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[policyKey]()),
+		queue:    &policyQueue{TypedRateLimitingInterface: workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[policyKey]()), dirty: &dirtySets{}},
 		policies: map[policyKey]*compiledPolicy{byName: {}, byRole: {}, aggregating: {}, other: {}},
 	}
 	defer c.queue.ShutDown()

@@ -95,6 +95,7 @@ func (h policyHandler) Delete(p sources.Policy) {
 	delete(c.dependencies, key)
 	c.mu.Unlock()
 	c.stopRunning(key)
+	c.tallies.set(key, nil)
 	c.log.Info("policy deleted", "policy", key.String(), "source", p.Source)
 	c.queue.Add(key)
 }

@@ -166,7 +166,7 @@ func (c *Controller) ensureTriggerInformers(scope string, gvrs []schema.GroupVer
 				case onlyStatusChanged(old, obj):
 					// A webhook on the resource never sees a status write
 					// (it goes to the status subresource): requeue, admit nothing.
-					c.onTrigger(w, "", obj, nil)
+					c.onTrigger(w, "", obj, old)
 				default:
 					c.onTrigger(w, admission.Update, obj, old)
 				}
@@ -299,9 +299,13 @@ func (c *Controller) onTrigger(w watchKey, op admission.Operation, obj, old any)
 	}
 	c.mu.RLock()
 	var interested []*compiledPolicy
+	read := sets.New[policyKey]() // the policies that read gvr
 	for key, cp := range c.policies {
 		if c.watches(key, cp, w) {
 			interested = append(interested, cp)
+		}
+		if c.dependencies[key].Has(gvr) {
+			read.Insert(key)
 		}
 	}
 	ti := c.informer[w]
@@ -331,8 +335,26 @@ func (c *Controller) onTrigger(w watchKey, op admission.Operation, obj, old any)
 				c.admitted.admit(key, o.GetUID())
 			}
 		}
-		c.queue.Add(key)
+		c.queueTrigger(key, cp, gvr, read.Has(key), op, o, old)
 	}
+}
+
+// queueTrigger queues a policy for an event on o: for that trigger alone,
+// unless the policy's evaluations read gvr, when any object of it may
+// change what any trigger generates.
+func (c *Controller) queueTrigger(key policyKey, cp *compiledPolicy, gvr schema.GroupVersionResource, read bool, op admission.Operation, o *cluster.Object, old any) {
+	if read || !slices.Contains(cp.triggers, gvr) {
+		c.queue.Add(key)
+		return
+	}
+	d := dirtyTrigger{gvr: gvr, key: objectRef(o)}
+	switch prev, _ := old.(*cluster.Object); {
+	case op == admission.Delete:
+		d.old = o
+	case prev != nil:
+		d.old = prev
+	}
+	c.queue.addTrigger(key, o.GetUID(), d, 0)
 }
 
 // queueWatching queues every policy that informer w serves, for triggers

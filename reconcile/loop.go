@@ -62,8 +62,13 @@ func (c *Controller) start(ctx context.Context) error {
 		UpdateFunc: func(old, obj any) {
 			o, ok1 := old.(*corev1.Namespace)
 			n, ok2 := obj.(*corev1.Namespace)
-			if ok1 && ok2 && !maps.Equal(o.Labels, n.Labels) {
+			switch {
+			case ok1 && ok2 && !maps.Equal(o.Labels, n.Labels):
 				c.requeueAll()
+			case !ok1 || !ok2 || o.ResourceVersion != n.ResourceVersion:
+				// Read as namespaceObject, it changes what a trigger in it
+				// generates: the next sync of each policy sees it whole.
+				c.markAllFull()
 			}
 		},
 	}); err != nil {

@@ -105,3 +105,24 @@ func (e *evaluations) endRound() {
 	e.last, e.next = e.next, e.last
 	clear(e.next)
 }
+
+// keep returns what is known of the cached trigger object u for an
+// incremental sync, which opens no round: u is kept as the last round's.
+func (e *evaluations) keep(u *cluster.Object) *triggerMemo {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	m := e.last[u]
+	if m == nil {
+		m = &triggerMemo{uid: u.GetUID(), namespace: u.GetNamespace(), created: u.Created(), deleting: u.Deleting()}
+		e.last[u] = m
+	}
+	return m
+}
+
+// forget drops what is known of a cached object an event replaced or
+// deleted; a full sync's round would not see it again.
+func (e *evaluations) forget(u *cluster.Object) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	delete(e.last, u)
+}

@@ -19,6 +19,7 @@ type metrics struct {
 	evaluationErrors *prometheus.CounterVec
 	evaluations      *prometheus.CounterVec
 	settled          *prometheus.GaugeVec
+	syncs            *prometheus.CounterVec
 
 	queue queueMetrics
 
@@ -61,6 +62,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "sprout_settled_objects",
 			Help: "Desired objects of a policy that its kept evaluations hold settled, after its last sync: as their identity and version, without a copy of their own.",
 		}, []string{"policy"}),
+		syncs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sprout_syncs_total",
+			Help: "Syncs of a policy that got past its snapshot, by mode: full (every trigger), or incremental (only the triggers changed since the last).",
+		}, []string{"policy", "mode"}),
 		queue: newQueueMetrics(),
 
 		sourceChecks: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -87,7 +92,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	if reg == nil {
 		return m, nil
 	}
-	collectors := []prometheus.Collector{m.syncDuration, m.phaseDuration, m.syncErrors, m.objects, m.evaluationErrors, m.evaluations, m.settled,
+	collectors := []prometheus.Collector{m.syncDuration, m.phaseDuration, m.syncErrors, m.objects, m.evaluationErrors, m.evaluations, m.settled, m.syncs,
 		m.sourceChecks, m.sourceLastCheck, m.sourceReady, m.sourcePolicies, m.sourceRevision}
 	for _, c := range append(collectors, m.queue.collectors()...) {
 		if err := reg.Register(c); err != nil {
@@ -183,7 +188,7 @@ func (p *phases) observe() {
 func (m *metrics) forget(policy string) {
 	for _, v := range []interface {
 		DeletePartialMatch(prometheus.Labels) int
-	}{m.syncDuration, m.syncErrors, m.objects, m.evaluationErrors, m.evaluations, m.settled} {
+	}{m.syncDuration, m.syncErrors, m.objects, m.evaluationErrors, m.evaluations, m.settled, m.syncs} {
 		v.DeletePartialMatch(prometheus.Labels{"policy": policy})
 	}
 }

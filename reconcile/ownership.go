@@ -1,6 +1,8 @@
 package reconcile
 
 import (
+	"strings"
+
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/tools/cache"
 
@@ -62,8 +64,9 @@ func (c *Controller) claimedBy(key policyKey) func(triggerUID, id string) bool {
 
 // retainClaims drops the claims of a synchronizing policy on objects its
 // complete desired set (changes) no longer holds: pruned, or no longer
-// generated.
-func (c *Controller) retainClaims(key policyKey, changes inventory.ChangeSet) {
+// generated. Given triggers, changes are what those triggers desire, and
+// only their claims are looked at.
+func (c *Controller) retainClaims(key policyKey, changes inventory.ChangeSet, triggers sets.Set[string]) {
 	c.mu.RLock()
 	n := c.generated[key].Len()
 	c.mu.RUnlock()
@@ -77,7 +80,8 @@ func (c *Controller) retainClaims(key policyKey, changes inventory.ChangeSet) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for id := range c.generated[key] {
-		if !desired.Has(id) {
+		uid, _, _ := strings.Cut(id, " ")
+		if !desired.Has(id) && (triggers == nil || triggers.Has(uid)) {
 			c.generated[key].Delete(id)
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -30,6 +31,10 @@ type cacheReader struct {
 	// scope confines the informers it starts: a NamespacedGeneratingPolicy
 	// reads only in its namespace, and so only that namespace is watched.
 	scope string
+
+	// reads counts the reads, so that an evaluation that read none is
+	// told from one that did.
+	reads atomic.Int64
 
 	mu      sync.Mutex
 	read    sets.Set[schema.GroupVersionResource]
@@ -87,6 +92,7 @@ func (r *cacheReader) authorize(ctx context.Context, verb string, gvr schema.Gro
 
 // store returns the synced cache of gvr, starting its informer if needed.
 func (r *cacheReader) store(ctx context.Context, gvr schema.GroupVersionResource) (cache.Store, error) {
+	r.reads.Add(1)
 	r.mu.Lock()
 	r.read.Insert(gvr)
 	r.mu.Unlock()

@@ -43,6 +43,10 @@ type syncRun struct {
 	// unmatched are the triggers whose match failed, for matchErr.
 	unmatched []types.UID
 	matchErr  error
+	// incremental: the sync looks only at the triggers changed since the
+	// last (incremental.go); decisions are those its round decides with.
+	incremental bool
+	decisions   *inventory.Decisions
 }
 
 // sync makes the cluster hold what one policy wants, computed from the
@@ -59,6 +63,17 @@ func (c *Controller) sync(ctx context.Context, key policyKey) error {
 	ctx, end := c.beginSync(ctx, key, run.cp)
 	defer end()
 	c.markProgressing(key, run.cp)
+	if done, err := c.syncIncremental(ctx, outer, run); done {
+		return err
+	}
+	return c.syncFull(ctx, outer, run)
+}
+
+// syncFull computes the policy's whole desired set from every trigger.
+func (c *Controller) syncFull(ctx, outer context.Context, run *syncRun) error {
+	key := run.key
+	c.tallies.set(key, nil)
+	c.metrics.syncs.WithLabelValues(key.String(), "full").Inc()
 	if err := c.match(run); err != nil {
 		return err
 	}
@@ -89,7 +104,9 @@ func (c *Controller) sync(ctx context.Context, key policyKey) error {
 	changes, pruneErr := c.pruneUnwanted(ctx, run, w, g)
 	report := c.outcomeOf(ctx, run, g, changes, pruneErr)
 	recordErr := c.conclude(ctx, run, report)
-	return errors.Join(run.matchErr, report.evalErr, g.mapErr, g.applyErr, pruneErr, recordErr)
+	err = errors.Join(run.matchErr, report.evalErr, g.mapErr, g.applyErr, pruneErr, recordErr)
+	c.keepTally(run, g, changes, err)
+	return err
 }
 
 // snapshot reads the compiled policy of key and makes sure its triggers
@@ -183,7 +200,7 @@ func (c *Controller) pruneUnwanted(ctx context.Context, run *syncRun, w writer, 
 	changes := g.changes
 	var pruneErr error
 	if complete := c.complete(run.key, g); complete && run.cp.policy.PolicySpec().Synchronize() {
-		c.retainClaims(run.key, changes)
+		c.retainClaims(run.key, changes, nil)
 		var pruned inventory.ChangeSet
 		pruned, pruneErr = c.prune(ctx, w, run.key, run.cp, g.failed)
 		changes.Changes = append(changes.Changes, pruned.Changes...)

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apiserver/pkg/admission"
 
+	sproutv1alpha1 "github.com/sprout-gitops/sprout/api/sprout/v1alpha1"
 	"github.com/sprout-gitops/sprout/cluster"
 )
 
@@ -69,13 +70,7 @@ func (c *Controller) triggersSynced(cp *compiledPolicy) bool {
 // in the caches' order, which is none.
 func (c *Controller) matchingTriggers(cp *compiledPolicy) ([]trigger, []types.UID, error) {
 	key := keyOf(cp.policy)
-	// Settings the policy had before, whose admissions are not listed yet.
-	before, changed := c.admitted.derivedBy(key)
-	changed = changed && before != cp.derives
-	confined := ""
-	if cp.policy.IsNamespaced() {
-		confined = cp.policy.GetNamespace()
-	}
+	ms := c.matchSettingsOf(key, cp)
 	var out []trigger
 	var errs []error
 	var failed []types.UID // triggers whose match failed
@@ -93,37 +88,16 @@ func (c *Controller) matchingTriggers(cp *compiledPolicy) ([]trigger, []types.UI
 		for _, obj := range cached {
 			u := obj.(*cluster.Object)
 			m := cp.evaluations.of(u)
-			if confined != "" && m.namespace != confined {
-				continue
-			}
-			if m.deleting {
-				continue // being deleted: gone, as far as generation goes
-			}
-			derived := derives(cp.derives, m.created, cp.activated)
-			listed := c.admitted.admitted(key, m.uid)
-			derivedBefore := changed && derives(before, m.created, cp.activated)
-			if !derived && !listed && !derivedBefore {
-				continue
-			}
-			ok, err := c.selects(cp, gvr, u, m)
-			if err != nil {
-				errs = append(errs, fmt.Errorf("%s %s: match: %w", u.GetKind(), objectRef(u), err))
+			ok, isSelf, err := c.matchOne(key, cp, gvr, u, m, ms)
+			switch {
+			case err != nil:
+				errs = append(errs, err)
 				failed = append(failed, m.uid)
-				continue
+			case isSelf:
+				self++
+			case ok:
+				out = append(out, trigger{gvr: gvr, object: u, memo: m})
 			}
-			if !ok {
-				if m.self {
-					self++
-				}
-				continue
-			}
-			if derivedBefore && !derived && !listed {
-				// Admitted by settings the policy no longer has: listed, so
-				// it stays admitted while it exists, whatever becomes of
-				// generateExisting or the operations.
-				c.admitted.admit(key, m.uid)
-			}
-			out = append(out, trigger{gvr: gvr, object: u, memo: m})
 		}
 	}
 	exists := c.triggerExists(cp)
@@ -134,6 +108,53 @@ func (c *Controller) matchingTriggers(cp *compiledPolicy) ([]trigger, []types.UI
 		c.admitted.setDerivedBy(key, cp.derives)
 	}
 	return out, failed, joinSorted(errs)
+}
+
+// matchSettings are what deciding a policy's admissions needs beside the
+// trigger: the namespace it is confined to, and the settings it had
+// before (changed), whose admissions are not listed yet.
+type matchSettings struct {
+	confined string
+	before   sproutv1alpha1.DerivedAdmissions
+	changed  bool
+}
+
+func (c *Controller) matchSettingsOf(key policyKey, cp *compiledPolicy) matchSettings {
+	before, changed := c.admitted.derivedBy(key)
+	ms := matchSettings{before: before, changed: changed && before != cp.derives}
+	if cp.policy.IsNamespaced() {
+		ms.confined = cp.policy.GetNamespace()
+	}
+	return ms
+}
+
+// matchOne reports whether the policy has admitted trigger u and its match
+// constraints select it now; self, when they do not because the policy
+// generated u.
+func (c *Controller) matchOne(key policyKey, cp *compiledPolicy, gvr schema.GroupVersionResource, u *cluster.Object, m *triggerMemo, ms matchSettings) (ok, self bool, err error) {
+	if ms.confined != "" && m.namespace != ms.confined || m.deleting {
+		return false, false, nil // being deleted: gone, as far as generation goes
+	}
+	derived := derives(cp.derives, m.created, cp.activated)
+	listed := c.admitted.admitted(key, m.uid)
+	derivedBefore := ms.changed && derives(ms.before, m.created, cp.activated)
+	if !derived && !listed && !derivedBefore {
+		return false, false, nil
+	}
+	ok, err = c.selects(cp, gvr, u, m)
+	if err != nil {
+		return false, false, fmt.Errorf("%s %s: match: %w", u.GetKind(), objectRef(u), err)
+	}
+	if !ok {
+		return false, m.self, nil
+	}
+	if derivedBefore && !derived && !listed {
+		// Admitted by settings the policy no longer has: listed, so
+		// it stays admitted while it exists, whatever becomes of
+		// generateExisting or the operations.
+		c.admitted.admit(key, m.uid)
+	}
+	return true, false, nil
 }
 
 // joinSorted joins errors in the order of their messages: triggers come in

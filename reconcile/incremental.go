@@ -1,0 +1,308 @@
+package reconcile
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+
+	"github.com/sprout-gitops/sprout/cluster"
+	"github.com/sprout-gitops/sprout/inventory"
+)
+
+// An incremental sync looks only at the triggers events changed since the
+// policy's last sync (dirty.go): it matches, evaluates and applies them,
+// prunes what they own and no longer want, and adjusts the counts the last
+// full sync found, trigger by trigger. Whatever it cannot be sure of makes
+// it a full sync instead: the desired set is still what a full recompute
+// of the cluster as it is would give.
+
+// minFullEvery is the fewest triggers synced incrementally between two
+// full syncs: a full sync runs at the latest once as many triggers as the
+// policy has were synced, so its cost spreads over them, and what an
+// incremental sync leaves for it (memos of replaced objects, admissions
+// of deleted triggers) stays bounded.
+const minFullEvery = 1024
+
+// contribution is what one trigger, evaluated cleanly, adds to its
+// policy's counts, and where to find it again.
+type contribution struct {
+	uid     types.UID
+	gvr     schema.GroupVersionResource
+	key     string
+	objects int
+	matched bool
+	// volatile: its evaluation read the clock or the web, which no event
+	// announces.
+	volatile bool
+}
+
+// tally is, per trigger, what the policy's last syncs found, kept while
+// every one of them was clean: no error, no failed trigger, no refusal.
+type tally struct {
+	// evaluations and triggers identify the compiled policy it holds for.
+	evaluations *evaluations
+	triggers    []schema.GroupVersionResource
+	byUID       map[types.UID]contribution
+	matched     int
+	objects     int
+	volatile    int
+	// since counts the triggers synced incrementally since the last full sync.
+	since int
+}
+
+func newTally(cp *compiledPolicy, cs []contribution) *tally {
+	t := &tally{evaluations: cp.evaluations, triggers: cp.triggers, byUID: make(map[types.UID]contribution, len(cs))}
+	for _, c := range cs {
+		t.add(c)
+	}
+	return t
+}
+
+func (t *tally) add(c contribution) {
+	t.remove(c.uid)
+	t.byUID[c.uid] = c
+	t.objects += c.objects
+	if c.matched {
+		t.matched++
+	}
+	if c.volatile {
+		t.volatile++
+	}
+}
+
+func (t *tally) remove(uid types.UID) {
+	c, ok := t.byUID[uid]
+	if !ok {
+		return
+	}
+	delete(t.byUID, uid)
+	t.objects -= c.objects
+	if c.matched {
+		t.matched--
+	}
+	if c.volatile {
+		t.volatile--
+	}
+}
+
+// tallies keeps each policy's tally; only the policy's sync uses it.
+type tallies struct {
+	mu sync.Mutex
+	m  map[policyKey]*tally
+}
+
+func (ts *tallies) get(key policyKey) *tally {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	return ts.m[key]
+}
+
+// set keeps t for key; nil forgets it, and the next sync is a full one.
+func (ts *tallies) set(key policyKey, t *tally) {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	if ts.m == nil {
+		ts.m = map[policyKey]*tally{}
+	}
+	if t == nil {
+		delete(ts.m, key)
+		return
+	}
+	ts.m[key] = t
+}
+
+// clean reports whether a generation left nothing to retry or report: an
+// incremental sync may build on it.
+func (g *generation) clean() bool {
+	return len(g.evalErrs) == 0 && len(g.refuseErrs) == 0 && g.mapErr == nil && g.applyErr == nil &&
+		g.failed.Len() == 0 && g.verdicts.refused.Len() == 0
+}
+
+// keepTally keeps what a full sync found per trigger, if it was clean.
+func (c *Controller) keepTally(run *syncRun, g *generation, changes inventory.ChangeSet, err error) {
+	if err != nil || !g.clean() || changes.NotOwned() != "" || run.cp.resolveErr != nil || c.rebuilds.pending(run.key) {
+		return
+	}
+	c.tallies.set(run.key, newTally(run.cp, g.contributions))
+}
+
+// incrementalAllowed reports whether the policy may sync only the triggers
+// in p: nothing but trigger events queued it, and its last sync left a
+// clean tally for the same compiled policy, with nothing pending that
+// only a full sync settles.
+func (c *Controller) incrementalAllowed(run *syncRun, p *pending, t *tally) bool {
+	cp := run.cp
+	switch {
+	case p.full || t == nil || c.opts.DryRun:
+		return false
+	case t.evaluations != cp.evaluations || !slices.Equal(t.triggers, cp.triggers) || cp.resolveErr != nil:
+		return false
+	case t.volatile > 0 || t.since+len(p.triggers) > max(len(t.byUID), minFullEvery):
+		return false
+	case c.rebuilds.pending(run.key) || len(c.tombstones.pending(run.key)) > 0:
+		return false
+	}
+	if before, changed := c.admitted.derivedBy(run.key); changed && before != cp.derives {
+		return false
+	}
+	return true
+}
+
+// syncIncremental syncs only the triggers changed since the policy's last
+// sync, when it may. It reports whether it did; when it did not, nothing
+// it did is lost by a full sync after it.
+func (c *Controller) syncIncremental(ctx, outer context.Context, run *syncRun) (bool, error) {
+	p := c.queue.dirty.take(run.key)
+	if p == nil {
+		// Nothing changed since the last sync took what had: a key queued
+		// again while that sync ran.
+		p = &pending{}
+	}
+	t := c.tallies.get(run.key)
+	if !c.incrementalAllowed(run, p, t) {
+		return false, nil
+	}
+	run.phase = c.metrics.phases()
+	triggers, dirty, ok := c.matchDirty(run, p, t)
+	if ok {
+		c.metrics.syncs.WithLabelValues(run.key.String(), "incremental").Inc()
+	}
+	if !ok {
+		return false, nil
+	}
+	run.phase.done("match")
+	as, err := c.serviceAccountFor(run.cp.policy)
+	if err != nil {
+		return false, nil
+	}
+	w, err := c.writerFor(as)
+	if err != nil {
+		return false, nil
+	}
+	run.triggers, run.incremental = triggers, true
+	reader := newCacheReader(c, as, run.cp.scope())
+	g, err := c.generate(ctx, run, w, reader)
+	c.addDependencies(run.key, reader.resources())
+	if ctx.Err() != nil && outer.Err() == nil {
+		c.log.Info("sync stopped: policy deleted", "policy", run.key.String())
+		return true, nil
+	}
+	if err != nil || !g.clean() {
+		// What went wrong is reported, and retried, by a full sync.
+		run.triggers, run.incremental = nil, false
+		return false, nil
+	}
+	c.guard.remember(run.key, g.verdicts, false)
+	changes, pruneErr := c.pruneDirty(ctx, run, w, g, dirty)
+	changes.Changes = append(g.changes.Changes, changes.Changes...)
+	if changes.Written() {
+		c.log.Info("applied", "policy", run.key.String(), "changes", changes)
+	}
+	for _, uid := range dirty {
+		t.remove(uid)
+	}
+	for _, ct := range g.contributions {
+		t.add(ct)
+	}
+	t.since += len(dirty)
+	g.matched, g.objects = t.matched, t.objects
+	report := c.outcomeOf(ctx, run, g, changes, pruneErr)
+	recordErr := c.conclude(ctx, run, report)
+	err = errors.Join(pruneErr, recordErr)
+	if err != nil || changes.NotOwned() != "" {
+		c.tallies.set(run.key, nil)
+	}
+	return true, err
+}
+
+// matchDirty finds, from the caches, the changed triggers the policy has
+// admitted and selects now. It returns them, the UIDs of every changed
+// trigger, and false when a full sync must decide instead: a match failed,
+// or a trigger's resource is not one the policy watches now.
+func (c *Controller) matchDirty(run *syncRun, p *pending, t *tally) ([]trigger, []types.UID, bool) {
+	cp := run.cp
+	ms := c.matchSettingsOf(run.key, cp)
+	var out []trigger
+	dirty := make([]types.UID, 0, len(p.triggers))
+	for uid, d := range p.triggers {
+		dirty = append(dirty, uid)
+		if d.old != nil {
+			cp.evaluations.forget(d.old)
+		}
+		if d.key == "" {
+			// Known by an object it generated: a trigger the policy does
+			// not select now has no desired objects, and its objects go.
+			prev, ok := t.byUID[uid]
+			if !ok {
+				continue
+			}
+			d.gvr, d.key = prev.gvr, prev.key
+		}
+		if !slices.Contains(cp.triggers, d.gvr) {
+			return nil, nil, false
+		}
+		c.mu.RLock()
+		ti := c.informer[c.watchKeyOf(cp.scope(), d.gvr)]
+		c.mu.RUnlock()
+		if ti == nil {
+			return nil, nil, false
+		}
+		obj, exists, err := ti.informer.GetStore().GetByKey(d.key)
+		u, _ := obj.(*cluster.Object)
+		if err != nil || !exists || u == nil || u.GetUID() != uid {
+			continue // deleted, or another object by that name: its own event tells
+		}
+		m := cp.evaluations.keep(u)
+		ok, _, err := c.matchOne(run.key, cp, d.gvr, u, m, ms)
+		if err != nil {
+			return nil, nil, false
+		}
+		if ok {
+			out = append(out, trigger{gvr: d.gvr, object: u, memo: m})
+		}
+	}
+	return out, dirty, true
+}
+
+// pruneDirty deletes what the changed triggers of a synchronizing policy
+// own and no longer want: the objects of those triggers that the sync's
+// round does not hold.
+func (c *Controller) pruneDirty(ctx context.Context, run *syncRun, w writer, g *generation, dirty []types.UID) (inventory.ChangeSet, error) {
+	defer run.phase.done("prune")
+	if !run.cp.policy.PolicySpec().Synchronize() {
+		return inventory.ChangeSet{}, nil
+	}
+	uids := sets.New[string]()
+	for _, uid := range dirty {
+		uids.Insert(string(uid))
+	}
+	c.retainClaims(run.key, g.changes, uids)
+	owned, err := c.ownedBy(run.key, dirty)
+	if err != nil {
+		return inventory.ChangeSet{}, err
+	}
+	stale := run.decisions.Stale(owned)
+	if len(stale) == 0 {
+		return inventory.ChangeSet{}, nil
+	}
+	pruned, err := w.Prune(ctx, cluster.Decoded(stale))
+	c.own.note(run.key, pruned)
+	return pruned, err
+}
+
+// addDependencies adds the resources an incremental sync read to those the
+// policy's last full sync read.
+func (c *Controller) addDependencies(key policyKey, read sets.Set[schema.GroupVersionResource]) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.dependencies[key] == nil {
+		c.dependencies[key] = read
+		return
+	}
+	c.dependencies[key] = c.dependencies[key].Union(read)
+}
