@@ -79,7 +79,9 @@ func (d *dirtySets) markTrigger(key policyKey, uid types.UID, t dirtyTrigger) {
 		if t.key == "" {
 			t.key, t.gvr = prev.key, prev.gvr
 		}
-		t.old = prev.old
+		if prev.old != nil {
+			t.old = prev.old
+		}
 	}
 	p.triggers[uid] = t
 }

@@ -169,32 +169,21 @@ func (c *Controller) downstreamsSynced(gvrs sets.Set[schema.GroupVersionResource
 // owned lists, from the caches, the objects the policy generated in the
 // resources it has written to (in its namespace, for a namespaced one).
 func (c *Controller) owned(key policyKey) ([]*cluster.Object, error) {
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	var out []*cluster.Object
-	for gvr := range c.written[key] {
-		ti, ok := c.downstream[gvr]
-		if !ok {
-			return nil, fmt.Errorf("%s is not watched", resourceName(gvr))
-		}
-		objs, err := ti.informer.GetIndexer().ByIndex(byPolicy, key.String())
-		if err != nil {
-			return nil, err
-		}
-		for _, o := range objs {
-			// A NamespacedGeneratingPolicy writes only in its namespace:
-			// what carries its origin elsewhere was stamped by someone else.
-			if o := o.(*cluster.Object); key.Namespace == "" || o.GetNamespace() == key.Namespace {
-				out = append(out, o)
-			}
-		}
-	}
-	return out, nil
+	return c.ownedIn(key, byPolicy, key.String())
 }
 
 // ownedBy lists, from the caches, the objects the policy generated for the
 // triggers uids.
 func (c *Controller) ownedBy(key policyKey, uids []types.UID) ([]*cluster.Object, error) {
+	values := make([]string, 0, len(uids))
+	for _, uid := range uids {
+		values = append(values, triggerIndexKey(key, uid))
+	}
+	return c.ownedIn(key, byTrigger, values...)
+}
+
+// ownedIn lists the policy's cached objects that index holds under values.
+func (c *Controller) ownedIn(key policyKey, index string, values ...string) ([]*cluster.Object, error) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	var out []*cluster.Object
@@ -203,12 +192,14 @@ func (c *Controller) ownedBy(key policyKey, uids []types.UID) ([]*cluster.Object
 		if !ok {
 			return nil, fmt.Errorf("%s is not watched", resourceName(gvr))
 		}
-		for _, uid := range uids {
-			objs, err := ti.informer.GetIndexer().ByIndex(byTrigger, triggerIndexKey(key, uid))
+		for _, v := range values {
+			objs, err := ti.informer.GetIndexer().ByIndex(index, v)
 			if err != nil {
 				return nil, err
 			}
 			for _, o := range objs {
+				// A NamespacedGeneratingPolicy writes only in its namespace:
+				// what carries its origin elsewhere was stamped by someone else.
 				if o := o.(*cluster.Object); key.Namespace == "" || o.GetNamespace() == key.Namespace {
 					out = append(out, o)
 				}
