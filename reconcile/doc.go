@@ -17,12 +17,15 @@
 //     (Options.DryRun, Plan) has a reporter that keeps the plan and writes
 //     nothing.
 //
-// The loop is level-triggered. Informer events only do two things: remember
-// that an event admitted a trigger, and queue the key of every policy that
-// may care. A sync never looks at the event that queued it: it re-reads the
-// policy and every trigger from the informer caches and recomputes the
-// policy's whole desired set, so a burst of events for one policy coalesces
-// into one sync, and a re-queue repairs whatever an event missed.
+// The loop is level-triggered. Informer events only do three things:
+// remember that an event admitted a trigger, note which trigger changed,
+// and queue the key of every policy that may care. A sync never looks at
+// the event that queued it: it re-reads the policy and the triggers from
+// the informer caches. When only triggers changed since its last sync, it
+// recomputes the part of the desired set they contribute (incremental.go);
+// otherwise it recomputes the whole set. A burst of events for one policy
+// coalesces into one sync, and a full sync repairs whatever an event
+// missed.
 //
 // reconcile compiles no CEL and writes no generated object: sources
 // compile, celenv evaluates, cluster decodes the watches and is the form
