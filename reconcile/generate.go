@@ -281,7 +281,7 @@ func (c *Controller) desired(ctx context.Context, cp *compiledPolicy, triggers [
 		// which no event announces.
 		volatile := !kept && m != nil && m.evaluated == nil && reader.reads.Load() == reads
 		g.contributions = append(g.contributions, contribution{uid: t.object.GetUID(), gvr: t.gvr, key: objectRef(t.object),
-			objects: n, matched: ev.matched, volatile: volatile})
+			objects: n, matched: ev.matched, volatile: volatile, memo: m})
 		if ev.settled.Len() > 0 {
 			out.settled = append(out.settled, ev.settled)
 			continue

@@ -39,6 +39,19 @@ type contribution struct {
 	// volatile: its evaluation read the clock or the web, which no event
 	// announces.
 	volatile bool
+	// settled counts its objects settled once its sync ended (settle),
+	// read from memo, which is then let go.
+	settled int
+	memo    *triggerMemo
+}
+
+// settle reads, once the applies of its sync ended, how many of the
+// trigger's objects its kept evaluation holds settled.
+func (c *contribution) settle() {
+	if c.memo != nil && c.memo.evaluated != nil {
+		c.settled = c.memo.evaluated.settled.Len()
+	}
+	c.memo = nil
 }
 
 // tally is, per trigger, what the policy's last syncs found, kept while
@@ -50,6 +63,7 @@ type tally struct {
 	byUID       map[types.UID]contribution
 	matched     int
 	objects     int
+	settled     int
 	volatile    int
 	// since counts the triggers synced incrementally since the last full sync.
 	since int
@@ -65,8 +79,10 @@ func newTally(cp *compiledPolicy, cs []contribution) *tally {
 
 func (t *tally) add(c contribution) {
 	t.remove(c.uid)
+	c.settle()
 	t.byUID[c.uid] = c
 	t.objects += c.objects
+	t.settled += c.settled
 	if c.matched {
 		t.matched++
 	}
@@ -82,6 +98,7 @@ func (t *tally) remove(uid types.UID) {
 	}
 	delete(t.byUID, uid)
 	t.objects -= c.objects
+	t.settled -= c.settled
 	if c.matched {
 		t.matched--
 	}
@@ -211,6 +228,9 @@ func (c *Controller) syncIncremental(ctx, outer context.Context, run *syncRun) (
 	}
 	t.since += len(dirty)
 	g.matched, g.objects = t.matched, t.objects
+	if run.cp.policy.PolicySpec().Synchronize() {
+		c.metrics.settled.WithLabelValues(run.key.String()).Set(float64(t.settled))
+	}
 	report := c.outcomeOf(ctx, run, g, changes, pruneErr)
 	recordErr := c.conclude(ctx, run, report)
 	err = errors.Join(pruneErr, recordErr)
