@@ -96,13 +96,6 @@ func (d *dirtySets) take(key policyKey) *pending {
 	return p
 }
 
-// forget drops what was marked for a policy gone.
-func (d *dirtySets) forget(key policyKey) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	delete(d.m, key)
-}
-
 // policyQueue is the work queue of policy keys. Add, AddAfter and
 // AddRateLimited mark the policy for a full sync: a policy change, a
 // resync, a read resource's change, an RBAC change, a retry. Only a

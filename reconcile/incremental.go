@@ -171,8 +171,10 @@ func (c *Controller) incrementalAllowed(run *syncRun, p *pending, t *tally) bool
 }
 
 // syncIncremental syncs only the triggers changed since the policy's last
-// sync, when it may. It reports whether it did; when it did not, nothing
-// it did is lost by a full sync after it.
+// sync, when it may. It reports whether it did, and the sync's error. When
+// it did not, a full sync must follow: the error, if any, is what made it
+// give up, which the full sync meets again and reports, and nothing it did
+// is lost.
 func (c *Controller) syncIncremental(ctx, outer context.Context, run *syncRun) (bool, error) {
 	p := c.queue.dirty.take(run.key)
 	if p == nil {
@@ -186,20 +188,18 @@ func (c *Controller) syncIncremental(ctx, outer context.Context, run *syncRun) (
 	}
 	run.phase = c.metrics.phases()
 	triggers, dirty, ok := c.matchDirty(run, p, t)
-	if ok {
-		c.metrics.syncs.WithLabelValues(run.key.String(), "incremental").Inc()
-	}
 	if !ok {
 		return false, nil
 	}
+	c.metrics.syncs.WithLabelValues(run.key.String(), "incremental").Inc()
 	run.phase.done("match")
 	as, err := c.serviceAccountFor(run.cp.policy)
 	if err != nil {
-		return false, nil
+		return false, err
 	}
 	w, err := c.writerFor(as)
 	if err != nil {
-		return false, nil
+		return false, err
 	}
 	run.triggers, run.incremental = triggers, true
 	reader := newCacheReader(c, as, run.cp.scope())
@@ -210,9 +210,8 @@ func (c *Controller) syncIncremental(ctx, outer context.Context, run *syncRun) (
 		return true, nil
 	}
 	if err != nil || !g.clean() {
-		// What went wrong is reported, and retried, by a full sync.
 		run.triggers, run.incremental = nil, false
-		return false, nil
+		return false, err
 	}
 	c.guard.remember(run.key, g.verdicts, false)
 	changes, pruneErr := c.pruneDirty(ctx, run, w, g, dirty)
