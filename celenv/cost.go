@@ -105,7 +105,7 @@ func callCost(overloadID string, args []ref.Val, result ref.Val) (uint64, bool) 
 	case strings.HasPrefix(overloadID, "http_"):
 		// Reading the response and building its values.
 		return 1 + scaled(valueBytes(result, maxCharged), buildCostPerByte), true
-	case isResourceGet(overloadID):
+	case isResourceGet(overloadID), strings.HasPrefix(overloadID, "globalContext_"):
 		// The reader shares its objects: reading one is what costs.
 		return 1 + scaled(valueBytes(result, maxCharged), readCostPerByte), true
 	case isResourceList(overloadID):
@@ -216,7 +216,7 @@ func (c *costEstimator) EstimateCallCost(function, overloadID string, target *ch
 	if strings.HasPrefix(overloadID, "generator_") {
 		return byArg(len(args)-1, buildCostPerByte)
 	}
-	if isResourceGet(overloadID) || isResourceList(overloadID) {
+	if isResourceGet(overloadID) || isResourceList(overloadID) || strings.HasPrefix(overloadID, "globalContext_") {
 		return &checker.CallEstimate{CostEstimate: checker.CostEstimate{Min: 1, Max: math.MaxUint64}}
 	}
 	return c.CostEstimator.EstimateCallCost(function, overloadID, target, args)

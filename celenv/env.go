@@ -78,6 +78,7 @@ func baseOptions() []cel.EnvOption {
 		x509Library(),
 		transformLibrary(),
 		httpLibrary(),
+		globalContextLibrary(),
 		unsupportedLibrary(),
 	}
 }
@@ -124,7 +125,7 @@ func environments() (cluster, namespaced *cel.Env, err error) {
 		if envErr != nil {
 			return
 		}
-		namespacedEnv, envErr = base.Extend(generatorLibrary(true), namespacedResourceLibrary())
+		namespacedEnv, envErr = base.Extend(generatorLibrary(true), namespacedResourceLibrary(), namespacedGlobalContextLibrary())
 	})
 	return clusterEnv, namespacedEnv, envErr
 }

@@ -35,7 +35,7 @@ func TestBadInputNamesTheFieldPath(t *testing.T) {
 			path: "spec.generate[0].expression", want: "undefined variable variables.nsName"},
 		{name: "variable used before it is defined", variables: []string{"a", "variables.b", "b", "1"},
 			generate: `generator.Apply("x", [])`, path: "spec.variables[0].expression", want: "undefined variable variables.b"},
-		{name: "unsupported library", variables: []string{"a", `globalContext.Get("entry", "")`},
+		{name: "unsupported library", variables: []string{"a", `image.GetMetadata("nginx")`},
 			generate: `generator.Apply("x", [])`, path: "spec.variables[0].expression", want: "not supported"},
 		{name: "generate expression not bool", generate: `"done"`,
 			path: "spec.generate[0].expression", want: "must evaluate to bool or a list of bools, not string"},

@@ -41,6 +41,8 @@ type Input struct {
 	// HTTP makes http.Get, Post and Put, and caches them for its round;
 	// nil makes every call fail, as no host is allowed.
 	HTTP *HTTPRound
+	// GlobalContext serves globalContext.Get; nil finds no entry.
+	GlobalContext GlobalContext
 	// Exceptions are the PolicyExceptions that name the policy: a trigger
 	// one of them excepts generates nothing (Result.Excepted).
 	Exceptions []*Exception
@@ -122,7 +124,8 @@ func (p *Program) Evaluate(ctx context.Context, in Input) (Result, error) {
 	gen := &generation{namespace: p.namespace, reads: rd, scopes: in.Scopes, budget: evaluationBudget{cancel: cancel}}
 	clk := newClock(in.Now)
 	web := &httpCalls{ctx: ctx, round: in.HTTP, used: new(bool)}
-	reproducible := func() bool { return !rd.any && !*clk.read && !*web.used }
+	entries := &globalContextReads{ctx: ctx, source: in.GlobalContext, used: new(bool)}
+	reproducible := func() bool { return !rd.any && !*clk.read && !*web.used && !*entries.used }
 	vars := lazy.NewMapValue(types.NewMapType(types.StringType, types.DynType))
 	activation := map[string]any{
 		varObject:          orNull(in.Object),
@@ -134,6 +137,7 @@ func (p *Program) Evaluate(ctx context.Context, in Input) (Result, error) {
 		varResource:        rd,
 		varTime:            clk,
 		varHTTP:            web,
+		varGlobalContext:   entries,
 	}
 	for _, v := range p.variables {
 		v := v

@@ -30,9 +30,6 @@ type unsupportedFunction struct {
 // compile time with a message that names them; without the declarations a
 // policy using them would fail with "undeclared reference".
 var unsupportedVariables = []unsupportedVariable{
-	{name: "globalContext", typ: cel.OpaqueType("globalContext.Context"), functions: []unsupportedFunction{
-		{name: "Get", arities: []int{1, 2}},
-	}},
 	{name: "image", typ: cel.OpaqueType("image.Context"), functions: []unsupportedFunction{
 		{name: "GetMetadata", arities: []int{1}},
 	}},
