@@ -207,18 +207,42 @@ func (r *HTTPRound) do(ctx context.Context, req httpRequest) httpResult {
 }
 
 func (h *HTTP) call(ctx context.Context, req httpRequest) httpResult {
-	u, err := url.Parse(req.url)
+	raw, status, err := h.fetch(ctx, req)
 	if err != nil {
 		return httpResult{err: err}
 	}
+	return httpResult{value: responseValue(raw, status), size: len(raw)}
+}
+
+// HTTPCall is one request made outside an evaluation: a
+// GlobalContextEntry's apiCall, polled.
+type HTTPCall struct {
+	Method, URL string
+	Headers     map[string]string
+	Body        []byte // nil: none
+	CABundle    string // PEM; "" trusts the system's roots
+}
+
+// Fetch makes call under the same rules as http.Get: allowed hosts only,
+// the timeout and the response-size limit. It returns the body and the
+// status code.
+func (h *HTTP) Fetch(ctx context.Context, call HTTPCall) ([]byte, int, error) {
+	return h.fetch(ctx, httpRequest{method: call.Method, url: call.URL, headers: call.Headers, body: call.Body, caBundle: call.CABundle})
+}
+
+func (h *HTTP) fetch(ctx context.Context, req httpRequest) ([]byte, int, error) {
+	u, err := url.Parse(req.url)
+	if err != nil {
+		return nil, 0, err
+	}
 	if err := h.allowed(u); err != nil {
-		return httpResult{err: err}
+		return nil, 0, err
 	}
 	client := h.client
 	if req.caBundle != "" {
 		roots := x509.NewCertPool()
 		if len(req.caBundle) > maxCABundleBytes || !roots.AppendCertsFromPEM([]byte(req.caBundle)) {
-			return httpResult{err: fmt.Errorf("http.Client: the CA bundle is not PEM certificates of at most %d bytes", maxCABundleBytes)}
+			return nil, 0, fmt.Errorf("http.Client: the CA bundle is not PEM certificates of at most %d bytes", maxCABundleBytes)
 		}
 		client = h.newClient(roots)
 	}
@@ -230,24 +254,24 @@ func (h *HTTP) call(ctx context.Context, req httpRequest) httpResult {
 	}
 	hr, err := http.NewRequestWithContext(ctx, req.method, req.url, body)
 	if err != nil {
-		return httpResult{err: err}
+		return nil, 0, err
 	}
 	for k, v := range req.headers {
 		hr.Header.Add(k, v)
 	}
 	resp, err := client.Do(hr)
 	if err != nil {
-		return httpResult{err: err}
+		return nil, 0, err
 	}
 	defer func() { _ = resp.Body.Close() }()
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, int64(h.opts.MaxResponseBytes)+1))
 	if err != nil {
-		return httpResult{err: err}
+		return nil, 0, err
 	}
 	if len(raw) > h.opts.MaxResponseBytes {
-		return httpResult{err: fmt.Errorf("the response has more than %d bytes", h.opts.MaxResponseBytes)}
+		return nil, 0, fmt.Errorf("the response has more than %d bytes", h.opts.MaxResponseBytes)
 	}
-	return httpResult{value: responseValue(raw, resp.StatusCode), size: len(raw)}
+	return raw, resp.StatusCode, nil
 }
 
 // responseValue is what a call returns, as in Kyverno: a JSON object with

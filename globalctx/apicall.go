@@ -1,0 +1,112 @@
+package globalctx
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/sprout-gitops/sprout/api/kyverno/v2beta1"
+	"github.com/sprout-gitops/sprout/celenv"
+)
+
+// maxErrorBodyBytes bounds the part of a failed call's answer an error
+// quotes.
+const maxErrorBodyBytes = 256
+
+// callSource serves an apiCall entry: the service is called at the entry's
+// refresh interval through the http rules of policies (allowed hosts,
+// timeout, response size), each refresh tried up to its retry limit, as
+// Kyverno polls it. The data is the answer's JSON.
+type callSource struct {
+	http     *celenv.HTTP // nil: no host is allowed
+	call     celenv.HTTPCall
+	interval time.Duration
+	tries    int
+}
+
+func newCallSource(web *celenv.HTTP, c *v2beta1.ExternalAPICall) (callSource, error) {
+	call := celenv.HTTPCall{Method: c.Method, URL: c.Service.URL, CABundle: c.Service.CABundle, Headers: map[string]string{}}
+	if call.Method == "" {
+		call.Method = "GET"
+	}
+	for _, h := range c.Service.Headers {
+		call.Headers[h.Key] = h.Value
+	}
+	if len(c.Data) > 0 {
+		body := map[string]json.RawMessage{}
+		for _, d := range c.Data {
+			if d.Value != nil {
+				body[d.Key] = d.Value.Raw
+			}
+		}
+		raw, err := json.Marshal(body)
+		if err != nil {
+			return callSource{}, fmt.Errorf("spec.apiCall.data: %w", err)
+		}
+		call.Body = raw
+		call.Headers["Content-Type"] = "application/json"
+	}
+	return callSource{http: web, call: call, interval: c.Interval(), tries: c.Tries()}, nil
+}
+
+func (c callSource) run(ctx context.Context, s sink) {
+	var last []byte
+	var lastErr string
+	wait.UntilWithContext(ctx, func(ctx context.Context) {
+		raw, err := c.refresh(ctx)
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err != nil:
+			if err.Error() != lastErr {
+				last, lastErr = nil, err.Error()
+				s.loaded(nil, err)
+			}
+			return
+		}
+		if lastErr != "" || last == nil || !bytes.Equal(raw, last) {
+			var data any
+			if err := json.Unmarshal(raw, &data); err != nil {
+				last, lastErr = nil, "the answer is not JSON"
+				s.loaded(nil, fmt.Errorf("%s %s: the answer is not JSON: %w", c.call.Method, c.call.URL, err))
+				return
+			}
+			last, lastErr = raw, ""
+			s.loaded(data, nil)
+		}
+		s.refreshed()
+	}, c.interval)
+}
+
+// refresh makes the call, tried up to c.tries times with Kyverno's backoff.
+func (c callSource) refresh(ctx context.Context) ([]byte, error) {
+	if c.http == nil {
+		return nil, fmt.Errorf("%s %s: no host is allowed (the operator allows hosts with --http-allowed-hosts)", c.call.Method, c.call.URL)
+	}
+	var raw []byte
+	var err error
+	backoff := wait.Backoff{Duration: 10 * time.Millisecond, Factor: 1, Jitter: 0.1, Steps: c.tries}
+	_ = wait.ExponentialBackoffWithContext(ctx, backoff, func(ctx context.Context) (bool, error) {
+		var status int
+		raw, status, err = c.http.Fetch(ctx, c.call)
+		if err == nil && (status < 200 || status > 299) {
+			err = fmt.Errorf("HTTP %d: %s", status, truncate(raw))
+		}
+		return err == nil, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: %w", c.call.Method, c.call.URL, err)
+	}
+	return raw, nil
+}
+
+func truncate(raw []byte) string {
+	if len(raw) > maxErrorBodyBytes {
+		return string(raw[:maxErrorBodyBytes]) + "…"
+	}
+	return string(raw)
+}
