@@ -68,6 +68,10 @@ type Options struct {
 	// it allows; nil allows none. Each sync of a policy is one round of
 	// its cache.
 	HTTP *celenv.HTTP
+	// GlobalContext serves globalContext.Get; nil finds no entry. The
+	// caller runs it; a change of an entry re-syncs the policies that read
+	// it.
+	GlobalContext GlobalContext
 	// AllowedKinds, when not empty, are the only kinds Sprout generates;
 	// others are refused.
 	AllowedKinds []schema.GroupKind
@@ -186,6 +190,9 @@ type Controller struct {
 	informer map[watchKey]*triggerInformer
 	// dependencies are the resources each policy read in its last sync.
 	dependencies map[policyKey]sets.Set[schema.GroupVersionResource]
+	// entryDependencies are the GlobalContextEntries each policy read in
+	// its last sync.
+	entryDependencies map[policyKey]sets.Set[string]
 	// downstream are label-selected informers on the resources generated into.
 	downstream map[schema.GroupVersionResource]*triggerInformer
 	// written are the resources each policy has generated objects of.
@@ -309,6 +316,9 @@ func New(cfg *rest.Config, opts Options) (*Controller, error) {
 		generated:     map[policyKey]sets.Set[string]{},
 	}
 	c.writer = c.writerOf(applier)
+	if opts.GlobalContext != nil {
+		opts.GlobalContext.Notify(c.entryChanged)
+	}
 	c.reporter = liveReporter{c}
 	if opts.DryRun {
 		c.reporter = planReporter{c}

@@ -51,6 +51,7 @@ func (c *Controller) evaluate(ctx context.Context, cp *compiledPolicy, t trigger
 		return evaluation{}, m, false, err
 	}
 	in.Scopes, in.Reader, in.Timeout, in.HTTP = scopes{c}, reader, c.opts.EvaluationTimeout, reader.web
+	in.GlobalContext = reader.globalContext()
 	res, err := cp.program.Evaluate(ctx, in)
 	if err != nil {
 		return evaluation{}, m, false, err

@@ -93,6 +93,7 @@ func (h policyHandler) Delete(p sources.Policy) {
 	c.deleted[key] = gone
 	delete(c.policies, key)
 	delete(c.dependencies, key)
+	delete(c.entryDependencies, key)
 	c.mu.Unlock()
 	c.stopRunning(key)
 	c.tallies.set(key, nil)

@@ -45,6 +45,8 @@ type cacheReader struct {
 	// web is the sync's round of http calls: the same request, asked for
 	// every trigger, is made once.
 	web *celenv.HTTPRound
+	// entries serves globalContext.Get; nil when no store serves entries.
+	entries *entryReads
 }
 
 var _ celenv.Reader = (*cacheReader)(nil)
@@ -54,6 +56,9 @@ func newCacheReader(c *Controller, as *serviceAccount, scope string) *cacheReade
 		decoded: map[*cluster.Object]*unstructured.Unstructured{}}
 	if c.opts.HTTP != nil {
 		r.web = c.opts.HTTP.Round()
+	}
+	if c.opts.GlobalContext != nil {
+		r.entries = &entryReads{source: c.opts.GlobalContext, reader: r, read: sets.New[string]()}
 	}
 	return r
 }

@@ -90,6 +90,7 @@ func (c *Controller) syncFull(ctx, outer context.Context, run *syncRun) error {
 	reader := newCacheReader(c, as, run.cp.scope())
 	g, err := c.generate(ctx, run, w, reader)
 	c.setDependencies(key, reader.resources())
+	c.setEntryDependencies(key, reader.entries.names())
 	if ctx.Err() != nil && outer.Err() == nil {
 		// The policy was deleted: its last sync, queued, prunes what this
 		// one wrote; nothing more is written for it.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/robfig/cron/v3"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 
 	"github.com/spf13/cobra"
@@ -18,6 +19,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/sprout-gitops/sprout/celenv"
+	"github.com/sprout-gitops/sprout/globalctx"
 	"github.com/sprout-gitops/sprout/reconcile"
 )
 
@@ -27,6 +29,7 @@ type runOptions struct {
 	allowedKinds   []string
 	httpHosts      []string
 	httpTimeout    time.Duration
+	globalContext  globalctx.Options
 	metricsAddress string
 	probeAddress   string
 	pprofAddress   string
@@ -100,6 +103,8 @@ func registerRunFlags(f *pflag.FlagSet, g *globalFlags, opts *reconcile.Options,
 	f.DurationVar(&opts.EvaluationTimeout, "evaluation-timeout", opts.EvaluationTimeout, "how long one evaluation of a policy for one trigger may take; longer is an error")
 	f.StringSliceVar(&ro.httpHosts, "http-allowed-hosts", nil, `the hosts policies may call with http.Get, Post and Put: "api.example.com", with a port to allow that port only, or "*.example.com" for its subdomains (default: none, every call fails)`)
 	f.DurationVar(&ro.httpTimeout, "http-timeout", celenv.DefaultHTTPTimeout, "how long one http.Get, Post or Put of a policy may take")
+	f.BoolVar(&ro.globalContext.WriteStatus, "global-context-status", true, "write each GlobalContextEntry's status (Ready, lastRefreshTime) as Kyverno does; turn it off where Kyverno's controller also serves the entries")
+	f.IntVar(&ro.globalContext.MaxEntries, "global-context-max-entries", globalctx.DefaultMaxEntries, "the most GlobalContextEntries served: each kubernetesResource entry holds its resource's objects in memory")
 	f.StringSliceVar(&ro.allowedKinds, "allowed-kinds", nil, `the only kinds Sprout may generate, as Kind or Kind.group ("ConfigMap,NetworkPolicy.networking.k8s.io"); others are refused (default: any)`)
 	f.BoolVar(&opts.AllowWildcardBindings, "allow-wildcard-bindings", false, "allow generating bindings to roles the guard refuses: every verb on every resource (such as cluster-admin), escalate, bind, impersonate, and from a ClusterRoleBinding Secrets, tokens, exec, nodes/proxy or certificate approval")
 	registerAccounts(f, opts)
@@ -139,6 +144,11 @@ func runController(ctx context.Context, g *globalFlags, opts reconcile.Options, 
 		return err
 	}
 	reg := newRegistry()
+	gctx, err := newGlobalContext(cfg, opts, ro, log)
+	if err != nil {
+		return err
+	}
+	opts.GlobalContext = gctx
 	c, err := newRunController(ctx, cfg, opts, ro, reg, log)
 	if err != nil {
 		return err
@@ -151,10 +161,27 @@ func runController(ctx context.Context, g *globalFlags, opts reconcile.Options, 
 	if err := waitForAPIServer(ctx, cfg, log); err != nil {
 		return err
 	}
-	if err := elector.run(ctx, cfg, c.Run); err != nil && (ctx.Err() == nil || !errors.Is(err, context.Canceled)) {
+	// The entries are served, and their status written, by the leader.
+	lead := func(ctx context.Context) error {
+		go gctx.Run(ctx)
+		return c.Run(ctx)
+	}
+	if err := elector.run(ctx, cfg, lead); err != nil && (ctx.Err() == nil || !errors.Is(err, context.Canceled)) {
 		return err
 	}
 	return nil // stopped by a signal, even before the caches synced
+}
+
+// newGlobalContext makes the store of GlobalContextEntries policies read
+// with globalContext.Get, calling out through the policies' http rules.
+func newGlobalContext(cfg *rest.Config, opts reconcile.Options, ro runOptions, log *slog.Logger) (*globalctx.Store, error) {
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("dynamic client: %w", err)
+	}
+	o := ro.globalContext
+	o.Client, o.HTTP, o.Logger = dyn, opts.HTTP, log
+	return globalctx.New(o), nil
 }
 
 // newRunController makes the controller on the sources the flags name.
@@ -229,6 +256,9 @@ func validateRunFlags(opts *reconcile.Options, ro runOptions) error {
 			return fmt.Errorf("--http-allowed-hosts: %w", err)
 		}
 		opts.HTTP = web
+	}
+	if ro.globalContext.MaxEntries < 1 {
+		return fmt.Errorf("--global-context-max-entries %d: want at least 1", ro.globalContext.MaxEntries)
 	}
 	if ro.pollInterval <= 0 {
 		return fmt.Errorf("--poll-interval %s: want more than 0", ro.pollInterval)

@@ -1,0 +1,93 @@
+package reconcile
+
+import (
+	"context"
+	"sync"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/sets"
+
+	"github.com/sprout-gitops/sprout/celenv"
+)
+
+// GlobalContext serves globalContext.Get (the globalctx package's Store).
+type GlobalContext interface {
+	celenv.GlobalContext
+	// Resource returns the resource and namespace a kubernetesResource
+	// entry caches; ok is false for other entries.
+	Resource(name string) (gvr schema.GroupVersionResource, namespace string, ok bool)
+	// Notify adds f to the functions called with an entry's name when
+	// what it serves changes.
+	Notify(f func(name string))
+}
+
+// entryReads serves globalContext.Get for the syncs of one policy and
+// records the entries read, so that a change of one re-queues the policy.
+// A policy that runs as a ServiceAccount reads a kubernetesResource entry
+// only if the account may list what it caches: the entry's informer runs
+// with Sprout's rights, which the account must not gain through it.
+type entryReads struct {
+	source GlobalContext
+	reader *cacheReader
+
+	mu   sync.Mutex
+	read sets.Set[string]
+}
+
+var _ celenv.GlobalContext = (*entryReads)(nil)
+
+func (e *entryReads) Get(ctx context.Context, name, projection string) (any, bool, error) {
+	e.mu.Lock()
+	e.read.Insert(name)
+	e.mu.Unlock()
+	if gvr, namespace, ok := e.source.Resource(name); ok {
+		if err := e.reader.authorize(ctx, "list", gvr, namespace); err != nil {
+			return nil, true, err
+		}
+	}
+	return e.source.Get(ctx, name, projection)
+}
+
+// names returns the entries read.
+func (e *entryReads) names() sets.Set[string] {
+	if e == nil {
+		return nil
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.read.Clone()
+}
+
+// globalContext is what the reader's evaluations read entries through;
+// nil when no store serves entries.
+func (r *cacheReader) globalContext() celenv.GlobalContext {
+	if r.entries == nil {
+		return nil
+	}
+	return r.entries
+}
+
+// setEntryDependencies records the entries a policy's last sync read.
+func (c *Controller) setEntryDependencies(key policyKey, read sets.Set[string]) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if read.Len() == 0 {
+		delete(c.entryDependencies, key)
+		return
+	}
+	if c.entryDependencies == nil {
+		c.entryDependencies = map[policyKey]sets.Set[string]{}
+	}
+	c.entryDependencies[key] = read
+}
+
+// entryChanged queues every policy whose last sync read the entry.
+func (c *Controller) entryChanged(name string) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	for key, read := range c.entryDependencies {
+		if read.Has(name) {
+			c.queue.Add(key)
+		}
+	}
+}
