@@ -49,6 +49,11 @@ func StartWith(set CRDSet) (*ControlPlane, error) {
 	if err != nil {
 		return nil, err
 	}
+	gctx, err := KyvernoGlobalContextCRD()
+	if err != nil {
+		return nil, err
+	}
+	crds = append(crds, gctx)
 	// envtest makes new serving certificates in a new folder at every
 	// start of the API server unless given a folder: one of ours survives
 	// StopAPIServer.

@@ -95,3 +95,18 @@ func KyvernoPolicyCRDs() ([]*apiextensionsv1.CustomResourceDefinition, error) {
 	}
 	return out, nil
 }
+
+//go:embed testdata/kyverno-globalcontext/kyverno.io_globalcontextentries.yaml
+var kyvernoGlobalContext []byte
+
+// KyvernoGlobalContextCRD returns Kyverno's GlobalContextEntry CRD, as
+// Kyverno v1.19 ships it. Sprout does not ship it; the control plane
+// installs it under either set, as a cluster whose policies read entries
+// has it from Kyverno.
+func KyvernoGlobalContextCRD() (*apiextensionsv1.CustomResourceDefinition, error) {
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	if err := yaml.UnmarshalStrict(kyvernoGlobalContext, crd); err != nil {
+		return nil, fmt.Errorf("the GlobalContextEntry CRD: %w", err)
+	}
+	return crd, nil
+}
