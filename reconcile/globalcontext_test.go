@@ -27,14 +27,19 @@ import (
 
 // runGlobalContext runs a store of GlobalContextEntries, writing their
 // status, and a controller reading it, until the test ends.
-func runGlobalContext(t *testing.T, web *celenv.HTTP) {
+func runGlobalContext(t *testing.T, web *celenv.HTTP, edits ...func(*reconcile.Options)) {
 	t.Helper()
 	store := globalctx.New(globalctx.Options{Client: dynamic.NewForConfigOrDie(cfg), HTTP: web, WriteStatus: true})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); store.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
-	runController(t, func(o *reconcile.Options) { o.HTTP, o.GlobalContext = web, store })
+	runController(t, func(o *reconcile.Options) {
+		o.HTTP, o.GlobalContext = web, store
+		for _, edit := range edits {
+			edit(o)
+		}
+	})
 }
 
 // applyEntry creates or replaces a GlobalContextEntry, deleted when the

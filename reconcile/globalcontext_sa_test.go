@@ -1,0 +1,80 @@
+package reconcile_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/sprout-gitops/sprout/reconcile"
+)
+
+// A policy that runs as a ServiceAccount reads a kubernetesResource entry
+// only if the account may list what the entry caches: the entry's informer
+// runs with Sprout's rights, which must not leak to the account.
+func TestGlobalContextEntryReadAsThePolicyAccount(t *testing.T) {
+	runGlobalContext(t, nil, func(o *reconcile.Options) { o.ServiceAccountNamespaces = []string{"gctx-sa"} })
+	tb := newTable(t, "gctx-sa")
+	ctx := context.Background()
+	if _, err := tb.kube.CoreV1().ServiceAccounts("gctx-sa").Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "reader"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// ConfigMaps only: its triggers, the objects it writes, and an entry's.
+	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "gctx-sa-reader"}, Rules: []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list", "watch", "create", "patch", "delete"}},
+	}}
+	if _, err := tb.kube.RbacV1().ClusterRoles().Create(ctx, role, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tb.kube.RbacV1().ClusterRoles().Delete(context.Background(), role.Name, metav1.DeleteOptions{}) })
+	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "gctx-sa-reader"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
+		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: "reader", Namespace: "gctx-sa"}}}
+	if _, err := tb.kube.RbacV1().ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tb.kube.RbacV1().ClusterRoleBindings().Delete(context.Background(), binding.Name, metav1.DeleteOptions{}) })
+	if _, err := tb.kube.CoreV1().Secrets("gctx-sa").Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "token"},
+		StringData: map[string]string{"token": "s3cret"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, doc := range []string{`apiVersion: kyverno.io/v2beta1
+kind: GlobalContextEntry
+metadata:
+  name: gctx-sa-secrets
+spec:
+  kubernetesResource: {version: v1, resource: secrets, namespace: gctx-sa}
+`, `apiVersion: kyverno.io/v2beta1
+kind: GlobalContextEntry
+metadata:
+  name: gctx-sa-configmaps
+spec:
+  kubernetesResource: {version: v1, resource: configmaps, namespace: gctx-sa}
+`} {
+		applyEntry(t, doc)
+	}
+	asReader := func(name, expr string) string {
+		return strings.Replace(gctxPolicy(name, "gctx-sa", expr), "metadata:\n  name: "+name+"\n",
+			"metadata:\n  name: "+name+"\n  annotations: {\"sprout.dev/service-account\": \"gctx-sa/reader\"}\n", 1)
+	}
+
+	tb.applyPolicy(asReader("gctx-sa-allowed", `globalContext.Get("gctx-sa-configmaps", "").exists(o, o.metadata.name == "seen") ? "seen" : "not yet"`))
+	t.Cleanup(func() { tb.deletePolicy("gctx-sa-allowed") })
+	tb.trigger("seen", "gctx-sa-allowed", "x")
+	tb.waitFor("an entry the account may list", "seen-out", hasValue("seen"))
+
+	tb.applyPolicy(asReader("gctx-sa-refused", `globalContext.Get("gctx-sa-secrets", "")[0].data.token`))
+	t.Cleanup(func() { tb.deletePolicy("gctx-sa-refused") })
+	tb.trigger("steal", "gctx-sa-refused", "x")
+	poll(t, "the refused entry on the policy", func(ctx context.Context) (bool, error) {
+		c, err := policyCondition(ctx, "gctx-sa-refused")
+		return c != nil && c.Reason == reconcile.ReasonEvaluationFailed && strings.Contains(c.Message, `globalContext.Get("gctx-sa-secrets")`) &&
+			strings.Contains(c.Message, "ServiceAccount gctx-sa/reader may not list secrets.v1 in namespace gctx-sa"), err
+	})
+	if tb.get("steal-out") != nil {
+		t.Error("the account read a Secret through an entry")
+	}
+}
