@@ -100,10 +100,12 @@ func (s *Store) Run(ctx context.Context) {
 	}
 	informer.RunWithContext(ctx)
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	for name, e := range s.entries {
+	entries := s.entries
+	s.entries = map[string]*entry{}
+	s.mu.Unlock()
+	// Stopped unlocked: a source stopping may be reporting to the store.
+	for _, e := range entries {
 		e.stop()
-		delete(s.entries, name)
 	}
 }
 
@@ -154,15 +156,16 @@ func (s *Store) upsert(obj any) {
 		s.mu.Unlock()
 		return
 	}
-	if exists {
-		old.stop()
-	}
 	gce.Name, gce.Generation = u.GetName(), u.GetGeneration()
 	e := newEntry(gce)
 	s.entries[e.name] = e
 	full := !exists && len(s.entries) > s.opts.MaxEntries
 	ctx := s.ctx
 	s.mu.Unlock()
+	if exists {
+		// Stopped unlocked: a source stopping may be reporting to the store.
+		old.stop()
+	}
 
 	switch {
 	case err != nil:

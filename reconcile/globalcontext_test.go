@@ -236,3 +236,32 @@ spec:
 		t.Error("a trigger whose entry failed generated an object")
 	}
 }
+
+// An entry Sprout refuses (here a call to the API server) says why on its
+// status, naming the field, and fails the triggers that read it.
+func TestGlobalContextInvalidEntry(t *testing.T) {
+	runGlobalContext(t, nil)
+	applyEntry(t, `apiVersion: kyverno.io/v2beta1
+kind: GlobalContextEntry
+metadata:
+  name: gctx-urlpath
+spec:
+  apiCall:
+    urlPath: /api/v1/namespaces/kube-system/secrets
+    refreshInterval: 1m
+`)
+	poll(t, "the invalid entry's status", func(ctx context.Context) (bool, error) {
+		st, err := entryStatus(ctx, "gctx-urlpath")
+		c := meta.FindStatusCondition(st.Conditions, v2beta1.ConditionReady)
+		return c != nil && c.Status == metav1.ConditionFalse && strings.Contains(c.Message, "spec.apiCall.urlPath"), err
+	})
+	tb := newTable(t, "gctx-invalid")
+	tb.applyPolicy(gctxPolicy("gctx-invalid", "gctx-invalid", `string(size(globalContext.Get("gctx-urlpath", "")))`))
+	t.Cleanup(func() { tb.deletePolicy("gctx-invalid") })
+	tb.trigger("web", "gctx-invalid", "x")
+	poll(t, "the invalid entry's error on the policy", func(ctx context.Context) (bool, error) {
+		c, err := policyCondition(ctx, "gctx-invalid")
+		return c != nil && c.Reason == reconcile.ReasonEvaluationFailed && strings.Contains(c.Message, `globalContext.Get("gctx-urlpath")`) &&
+			strings.Contains(c.Message, "spec.apiCall.urlPath"), err
+	})
+}
