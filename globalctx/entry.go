@@ -40,6 +40,9 @@ type entry struct {
 	projections []projection
 	// resource is what a kubernetesResource entry caches; nil otherwise.
 	resource *v2beta1.KubernetesResource
+	// waiting holds an entry not loaded as the store was full, until
+	// another is deleted; nil otherwise. Guarded by the store's lock.
+	waiting *v2beta1.GlobalContextEntry
 
 	mu        sync.RWMutex
 	loaded    chan struct{} // closed at the first load, data or error

@@ -158,8 +158,15 @@ func (s *Store) upsert(obj any) {
 	}
 	gce.Name, gce.Generation = u.GetName(), u.GetGeneration()
 	e := newEntry(gce)
+	served := s.served()
+	if exists && old.waiting == nil {
+		served-- // replaced
+	}
+	full := err == nil && served >= s.opts.MaxEntries
+	if full {
+		e.waiting = gce
+	}
 	s.entries[e.name] = e
-	full := !exists && len(s.entries) > s.opts.MaxEntries
 	ctx := s.ctx
 	s.mu.Unlock()
 	if exists {
@@ -215,11 +222,42 @@ func (s *Store) remove(obj any) {
 	s.mu.Lock()
 	e, exists := s.entries[u.GetName()]
 	delete(s.entries, u.GetName())
+	next, gce := s.nextWaiting()
+	ctx := s.ctx
 	s.mu.Unlock()
 	if exists {
 		e.stop()
 		s.changed(u.GetName())
 	}
+	if next != nil {
+		s.start(ctx, next, gce)
+	}
+}
+
+// served counts the entries loaded or loading. Called locked.
+func (s *Store) served() int {
+	n := 0
+	for _, e := range s.entries {
+		if e.waiting == nil {
+			n++
+		}
+	}
+	return n
+}
+
+// nextWaiting takes one entry that waits for room, if there is room.
+// Called locked.
+func (s *Store) nextWaiting() (*entry, *v2beta1.GlobalContextEntry) {
+	if s.served() >= s.opts.MaxEntries {
+		return nil, nil
+	}
+	for _, e := range s.entries {
+		if gce := e.waiting; gce != nil {
+			e.waiting = nil
+			return e, gce
+		}
+	}
+	return nil, nil
 }
 
 // loaded keeps what e's source loaded, writes the status and tells the
