@@ -5,7 +5,9 @@ import (
 	"context"
 	"fmt"
 
-	"k8s.io/apimachinery/pkg/api/equality"
+	ssajsondiff "github.com/fluxcd/pkg/ssa/jsondiff"
+	ssanormalize "github.com/fluxcd/pkg/ssa/normalize"
+	"github.com/wI2L/jsondiff"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -13,14 +15,6 @@ import (
 	"sigs.k8s.io/structured-merge-diff/v6/typed"
 
 	"github.com/sprout-gitops/sprout/cluster"
-)
-
-// The masks that replace a Secret's values in dry-run output, as Flux masks
-// them: what changed shows, never what it holds.
-const (
-	secretMask       = "***"
-	secretMaskBefore = "*** (before)"
-	secretMaskAfter  = "*** (after)"
 )
 
 // DryRun answers what Apply and Prune would do, and writes nothing: an
@@ -38,11 +32,12 @@ func (d DryRun) Apply(ctx context.Context, objects []*unstructured.Unstructured,
 
 // diff asks the API server what applying obj would change: it reads the
 // object and sends obj as a server-side dry-run apply, forced as Apply's
-// applies are. No object means Created; labels, annotations or anything
-// outside metadata and status that differ mean Configured, with the object
-// as it is and as it would be; the rest is Unchanged. An object whose
-// fields a create still holds (handOff) loses, in the answer, the fields
-// the sync's hand-over and apply would remove (afterHandOver).
+// applies are. No object means Created, with the object as the API server
+// would create it; a drift (below) means Configured, with the object as it
+// is and as it would be; the rest is Unchanged. An object whose fields a
+// create still holds (handOff) loses, in the answer, the fields the sync's
+// hand-over and apply would remove (afterHandOver). A Secret's values are
+// masked as Flux masks them.
 func (d DryRun) diff(ctx context.Context, obj *unstructured.Unstructured, handOff bool) (Change, error) {
 	live := &unstructured.Unstructured{}
 	live.SetGroupVersionKind(obj.GroupVersionKind())
@@ -55,23 +50,110 @@ func (d DryRun) diff(ctx context.Context, obj *unstructured.Unstructured, handOf
 	if err != nil {
 		return Change{}, fmt.Errorf("%s dry-run apply failed: %w", ObjectID(obj), err)
 	}
-	if handOff && !absent {
+	var ch Change
+	switch {
+	case absent:
+		ch = changeOf(obj, Created, "")
+		ch.After = forDiff(applied)
+	case handOff:
 		if err := afterHandOver(applied, obj); err != nil {
 			return Change{}, fmt.Errorf("%s: the hand-over's fields: %w", ObjectID(obj), err)
 		}
+		fallthrough
+	default:
+		patch, err := drift(live, applied)
+		if err != nil {
+			return Change{}, fmt.Errorf("%s: comparing the dry run with the object: %w", ObjectID(obj), err)
+		}
+		if len(patch) == 0 {
+			return changeOf(obj, Unchanged, ""), nil
+		}
+		ch = changeOf(obj, Configured, "")
+		ch.Before, ch.After = forDiff(live), forDiff(applied)
 	}
-	switch {
-	case absent:
-		ch := changeOf(obj, Created, "")
-		ch.After = masked(obj.DeepCopy())
-		return ch, nil
-	case sameContent(live, applied):
-		return changeOf(obj, Unchanged, ""), nil
-	}
-	ch := changeOf(obj, Configured, "")
-	maskPair(live, applied)
-	ch.Before, ch.After = forDiff(live), forDiff(applied)
+	maskSecret(obj, &ch)
 	return ch, nil
+}
+
+// drift returns what applying would change in live, as the JSON patch from
+// live to applied (a dry run's answer), compared as Flux compares them:
+// labels, annotations and everything outside metadata and status, after
+// ssa's normalisation of dry-run answers. Unlike Flux's, a label or
+// annotation the apply removes counts: Sprout's apply owns the ones it
+// removes.
+func drift(live, applied *unstructured.Unstructured) (jsondiff.Patch, error) {
+	for _, o := range []*unstructured.Unstructured{live, applied} {
+		if err := ssanormalize.DryRunUnstructured(o); err != nil {
+			return nil, err
+		}
+	}
+	patch, err := jsondiff.Compare(labelsAndAnnotations(live), labelsAndAnnotations(applied))
+	if err != nil {
+		return nil, err
+	}
+	rest, err := ssajsondiff.DiffUnstructured(live, applied)
+	return append(patch, rest...), err
+}
+
+// labelsAndAnnotations returns obj's metadata as far as drift compares it.
+func labelsAndAnnotations(obj *unstructured.Unstructured) map[string]any {
+	meta := map[string]any{}
+	if l := obj.GetLabels(); len(l) > 0 {
+		meta["labels"] = l
+	}
+	if a := obj.GetAnnotations(); len(a) > 0 {
+		meta["annotations"] = a
+	}
+	return map[string]any{"metadata": meta}
+}
+
+// The masks that replace a Secret's values in dry-run output.
+const (
+	secretMask       = "***"
+	secretMaskBefore = "*** (before)"
+	secretMaskAfter  = "*** (after)"
+)
+
+// maskSecret hides the values of a Secret in ch (either side may be nil)
+// as Flux's ssa.SanitizeUnstructuredData does: a value that changes shows
+// as "*** (before)" and "*** (after)", any other as "***". It is Flux's
+// function written again: the root ssa package links kubectl and
+// cli-runtime, which cost the controller more resident memory than the
+// rest of ssa (docs/decisions.md). A Secret a dry run shows is the API
+// server's, which keeps no stringData.
+func maskSecret(obj *unstructured.Unstructured, ch *Change) {
+	if !isCoreSecret(obj) {
+		return
+	}
+	var before, after map[string]any
+	if ch.Before != nil {
+		before, _, _ = unstructured.NestedMap(ch.Before.Object, "data")
+	}
+	if ch.After != nil {
+		after, _, _ = unstructured.NestedMap(ch.After.Object, "data")
+	}
+	for k, v := range before {
+		w, ok := after[k]
+		switch {
+		case ok && v != w:
+			before[k], after[k] = secretMaskBefore, secretMaskAfter
+		case ok:
+			before[k], after[k] = secretMask, secretMask
+		default:
+			before[k] = secretMask
+		}
+	}
+	for k := range after {
+		if _, ok := before[k]; !ok {
+			after[k] = secretMask
+		}
+	}
+	if before != nil {
+		ch.Before.Object["data"] = before
+	}
+	if after != nil {
+		ch.After.Object["data"] = after
+	}
 }
 
 // afterHandOver removes from obj, a dry-run apply's answer, the fields that
@@ -144,87 +226,16 @@ func holdsUnder(s *fieldpath.Set, p fieldpath.Path) bool {
 	return true
 }
 
-// sameContent reports whether two states of an object agree in what an
-// apply can change: labels, annotations, and everything outside metadata
-// and status.
-func sameContent(a, b *unstructured.Unstructured) bool {
-	if !equality.Semantic.DeepEqual(a.GetLabels(), b.GetLabels()) ||
-		!equality.Semantic.DeepEqual(a.GetAnnotations(), b.GetAnnotations()) {
-		return false
-	}
-	for k, v := range a.Object {
-		if k != "metadata" && k != "status" && !equality.Semantic.DeepEqual(v, b.Object[k]) {
-			return false
-		}
-	}
-	for k := range b.Object {
-		if _, ok := a.Object[k]; !ok && k != "metadata" && k != "status" {
-			return false
-		}
-	}
-	return true
-}
-
 // Prune returns what Applier.Prune would do: every object deleted.
 func (d DryRun) Prune(_ context.Context, objects []*unstructured.Unstructured) (ChangeSet, error) {
 	var cs ChangeSet
 	for _, obj := range objects {
 		ch := changeOf(obj, Deleted, "")
-		ch.Before = forDiff(masked(obj.DeepCopy()))
+		ch.Before = forDiff(obj.DeepCopy())
+		maskSecret(obj, &ch)
 		cs.Changes = append(cs.Changes, ch)
 	}
 	return cs, nil
-}
-
-// masked hides a Secret's values.
-func masked(obj *unstructured.Unstructured) *unstructured.Unstructured {
-	if !isCoreSecret(obj) {
-		return obj
-	}
-	for _, field := range []string{"data", "stringData"} {
-		values, ok, _ := unstructured.NestedMap(obj.Object, field)
-		if !ok {
-			continue
-		}
-		for k := range values {
-			values[k] = secretMask
-		}
-		obj.Object[field] = values
-	}
-	return obj
-}
-
-// maskPair hides the values of a Secret as it is (before) and as it would be
-// (after): a value that changes shows as "*** (before)" and "*** (after)",
-// any other as "***". The server returns a Secret's stringData as data.
-func maskPair(before, after *unstructured.Unstructured) {
-	if !isCoreSecret(after) {
-		return
-	}
-	old, _, _ := unstructured.NestedMap(before.Object, "data")
-	now, _, _ := unstructured.NestedMap(after.Object, "data")
-	for k, v := range old {
-		w, ok := now[k]
-		switch {
-		case ok && v != w:
-			old[k], now[k] = secretMaskBefore, secretMaskAfter
-		case ok:
-			old[k], now[k] = secretMask, secretMask
-		default:
-			old[k] = secretMask
-		}
-	}
-	for k := range now {
-		if _, ok := old[k]; !ok {
-			now[k] = secretMask
-		}
-	}
-	if old != nil {
-		before.Object["data"] = old
-	}
-	if now != nil {
-		after.Object["data"] = now
-	}
 }
 
 // forDiff drops the metadata that changes with every write, which a
