@@ -38,7 +38,7 @@ func buildAt(t *testing.T, dir string) []*unstructured.Unstructured {
 }
 
 // TestOverlayWithoutPolicyCRDs: deploy/without-policy-crds is deploy/ less
-// the two policy CRDs, for a cluster that keeps Kyverno's; every other
+// the policy CRDs, for a cluster that keeps Kyverno's; every other
 // object is the base's, unchanged.
 func TestOverlayWithoutPolicyCRDs(t *testing.T) {
 	key := func(o *unstructured.Unstructured) string {
@@ -68,7 +68,7 @@ func TestOverlayWithoutPolicyCRDs(t *testing.T) {
 		t.Errorf("the overlay adds %s", k)
 	}
 	slices.Sort(dropped)
-	want := []string{"generatingpolicies." + apiv1.Group, "namespacedgeneratingpolicies." + apiv1.Group}
+	want := []string{"generatingpolicies." + apiv1.Group, "namespacedgeneratingpolicies." + apiv1.Group, "policyexceptions." + apiv1.Group}
 	if !slices.Equal(dropped, want) {
 		t.Errorf("the overlay drops the CRDs %v, want %v", dropped, want)
 	}

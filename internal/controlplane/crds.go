@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"slices"
 	"strings"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -62,9 +63,12 @@ func (s CRDSet) CRDs() ([]*apiextensionsv1.CustomResourceDefinition, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Kyverno's replace Sprout's of the same name; the vendored set holds
+	// only the CRDs whose schema Sprout's must follow (PolicyException's is
+	// not vendored), so Sprout's others stay.
 	out := policies
 	for _, crd := range crds {
-		if crd.Spec.Group != policyGroup {
+		if !slices.ContainsFunc(policies, func(k *apiextensionsv1.CustomResourceDefinition) bool { return k.Name == crd.Name }) {
 			out = append(out, crd)
 		}
 	}
