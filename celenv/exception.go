@@ -21,6 +21,17 @@ type Exception struct {
 	ReportResult string
 	conditions   []expression
 	readsEvent   bool
+	// err, when set, is why the exception does not compile: it fails
+	// every trigger it is checked for (FailingException).
+	err error
+}
+
+// FailingException stands for an exception that does not compile, err
+// (CompileException's, which names it): every trigger of the policies it
+// names fails with err until it is fixed, as Kyverno fails compiling those
+// policies, rather than generating for triggers it may have meant to except.
+func FailingException(name string, err error) *Exception {
+	return &Exception{Name: name, ReportResult: "skip", err: err}
 }
 
 // ReadsEvent reports whether the exception reads oldObject or request.
@@ -60,6 +71,9 @@ func CompileException(e *apiv1.PolicyException) (*Exception, error) {
 func excepted(ctx context.Context, exceptions []*Exception, activation map[string]any) ([]string, error) {
 	var names []string
 	for _, e := range exceptions {
+		if e.err != nil {
+			return nil, e.err
+		}
 		ok, err := matchAll(ctx, e.conditions, activation)
 		if err != nil {
 			return nil, fmt.Errorf("%s %s: %w", apiv1.PolicyExceptionKind, e.Name, err)

@@ -33,6 +33,8 @@ type Cluster struct {
 	selector labels.Selector
 	// programs are the policies compiled, by UID.
 	programs programs
+	// exceptions, if set, are the PolicyExceptions watched (ReadExceptions).
+	exceptions *clusterExceptions
 }
 
 var _ Source = (*Cluster)(nil)
@@ -42,8 +44,12 @@ func NewCluster(client dynamic.Interface) *Cluster {
 	return &Cluster{client: client}
 }
 
-// Start starts one informer per policy kind.
+// Start starts one informer per policy kind, and one on PolicyExceptions
+// if asked for (ReadExceptions).
 func (c *Cluster) Start(ctx context.Context, h Handler) error {
+	if err := c.startExceptions(ctx, h); err != nil {
+		return err
+	}
 	for _, gvr := range []schema.GroupVersionResource{apiv1.GeneratingPolicies, apiv1.NamespacedGeneratingPolicies} {
 		var tweak dynamicinformer.TweakListOptionsFunc
 		if c.selecting() {

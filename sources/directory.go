@@ -18,11 +18,11 @@ var _ Source = (*DirectorySource)(nil)
 // NewDirectory returns a source of the policies under dir, read every interval.
 func NewDirectory(dir string, interval time.Duration) *DirectorySource {
 	name := "dir:" + dir
-	return &DirectorySource{dir: dir, poller: newPoller(name, interval, func(_ context.Context, last string) ([]Policy, string, bool, error) {
-		policies, revision, err := LoadFolder(dir)
+	return &DirectorySource{dir: dir, poller: newPoller(name, interval, func(_ context.Context, last string) (contents, string, bool, error) {
+		c, revision, err := loadFolder(dir)
 		if err != nil {
-			return nil, "", false, err
+			return contents{}, "", false, err
 		}
-		return policies, revision, revision == last, nil
+		return c, revision, revision == last, nil
 	})}
 }

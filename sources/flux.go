@@ -170,25 +170,25 @@ func (f *FluxSource) loop(ctx context.Context, h Handler) {
 var errFluxWaiting = errors.New("waiting for the source to be reconciled")
 
 // fetch takes the object's artifact when it is ready and moved since last.
-func (f *FluxSource) fetch(ctx context.Context, last string) ([]Policy, string, bool, error) {
+func (f *FluxSource) fetch(ctx context.Context, last string) (contents, string, bool, error) {
 	artifact, err := f.artifact(ctx)
 	if errors.Is(err, errFluxWaiting) {
-		return nil, last, true, nil
+		return contents{}, last, true, nil
 	}
 	if err != nil {
-		return nil, "", false, err
+		return contents{}, "", false, err
 	}
 	if artifact.Revision == last && artifact.Digest == f.digest {
-		return nil, last, true, nil
+		return contents{}, last, true, nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, f.opts.Timeout)
 	defer cancel()
-	policies, err := fetchArtifact(ctx, artifact.URL, artifact.Digest, f.opts.Path)
+	got, err := fetchArtifact(ctx, artifact.URL, artifact.Digest, f.opts.Path)
 	if err != nil {
-		return nil, "", false, fmt.Errorf("%s at %s: %w", f.opts.Ref, artifact.Revision, err)
+		return contents{}, "", false, fmt.Errorf("%s at %s: %w", f.opts.Ref, artifact.Revision, err)
 	}
 	f.digest = artifact.Digest
-	return policies, artifact.Revision, false, nil
+	return got, artifact.Revision, false, nil
 }
 
 // fluxArtifact is what fetch needs of status.artifact.

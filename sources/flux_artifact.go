@@ -38,43 +38,43 @@ var digestAlgorithms = map[string]func() hash.Hash{
 // (status.artifact.digest, "<algorithm>:<hex>") and reads the policies
 // below dir in it. A digest that does not match, or a tarball that holds
 // what a Git revision may not, rejects it.
-func fetchArtifact(ctx context.Context, url, digest, dir string) ([]Policy, error) {
+func fetchArtifact(ctx context.Context, url, digest, dir string) (contents, error) {
 	algo, want, _ := strings.Cut(digest, ":")
 	newHash := digestAlgorithms[algo]
 	if newHash == nil {
-		return nil, &RejectedError{Err: fmt.Errorf("status.artifact.digest %q: want sha256, sha384 or sha512", digest)}
+		return contents{}, &RejectedError{Err: fmt.Errorf("status.artifact.digest %q: want sha256, sha384 or sha512", digest)}
 	}
 	file, err := os.CreateTemp("", "sprout-flux-*.tar.gz")
 	if err != nil {
-		return nil, err
+		return contents{}, err
 	}
 	defer os.Remove(file.Name())
 	defer file.Close()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return nil, fmt.Errorf("status.artifact.url %q: %w", url, err)
+		return contents{}, fmt.Errorf("status.artifact.url %q: %w", url, err)
 	}
 	resp, err := artifactClient.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("download: %w", err)
+		return contents{}, fmt.Errorf("download: %w", err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("download %s: %s", url, resp.Status)
+		return contents{}, fmt.Errorf("download %s: %s", url, resp.Status)
 	}
 	h := newHash()
 	n, err := io.Copy(io.MultiWriter(file, h), io.LimitReader(resp.Body, MaxArtifactSize+1))
 	if err != nil {
-		return nil, fmt.Errorf("download %s: %w", url, err)
+		return contents{}, fmt.Errorf("download %s: %w", url, err)
 	}
 	if n > MaxArtifactSize {
-		return nil, &RejectedError{Err: fmt.Errorf("%s: more than the %d bytes an artifact may have", url, MaxArtifactSize)}
+		return contents{}, &RejectedError{Err: fmt.Errorf("%s: more than the %d bytes an artifact may have", url, MaxArtifactSize)}
 	}
 	if got := hex.EncodeToString(h.Sum(nil)); got != want {
-		return nil, &RejectedError{Err: fmt.Errorf("%s: digest %s:%s, not %s (status.artifact.digest)", url, algo, got, digest)}
+		return contents{}, &RejectedError{Err: fmt.Errorf("%s: digest %s:%s, not %s (status.artifact.digest)", url, algo, got, digest)}
 	}
 	if _, err := file.Seek(0, io.SeekStart); err != nil {
-		return nil, err
+		return contents{}, err
 	}
 	return untarPolicies(ctxReader{ctx, file}, dir)
 }
@@ -85,11 +85,11 @@ func fetchArtifact(ctx context.Context, url, digest, dir string) ([]Policy, erro
 // Flux's Untar refuses names leaving the folder and an archive over
 // MaxArtifactSize; a policy file that is a link, or anything else not a
 // regular file, is refused here with its path, as in a Git revision.
-func untarPolicies(r io.Reader, dir string) ([]Policy, error) {
+func untarPolicies(r io.Reader, dir string) (contents, error) {
 	root := path.Clean(strings.TrimPrefix(dir, "/")) // "." when empty
 	out, err := os.MkdirTemp("", "sprout-flux-*")
 	if err != nil {
-		return nil, err
+		return contents{}, err
 	}
 	defer os.RemoveAll(out)
 	var refused []error
@@ -126,25 +126,25 @@ func untarPolicies(r io.Reader, dir string) ([]Policy, error) {
 		return false
 	}
 	if err := tar.Untar(r, out, tar.WithMaxUntarSize(MaxArtifactSize), tar.WithFilter(skip)); err != nil {
-		return nil, &RejectedError{Err: fmt.Errorf("artifact: %w", err)}
+		return contents{}, &RejectedError{Err: fmt.Errorf("artifact: %w", err)}
 	}
 	if len(refused) > 0 {
-		return nil, &RejectedError{Err: errors.Join(refused...)}
+		return contents{}, &RejectedError{Err: errors.Join(refused...)}
 	}
 	fsRoot, err := os.OpenRoot(out)
 	if err != nil {
-		return nil, err
+		return contents{}, err
 	}
 	defer fsRoot.Close()
 	if !found {
-		return nil, fmt.Errorf("%s: no such folder", root)
+		return contents{}, fmt.Errorf("%s: no such folder", root)
 	}
 	// A folder holding no policy file has had nothing unpacked into it.
 	if err := fsRoot.MkdirAll(root, 0o700); err != nil {
-		return nil, err
+		return contents{}, err
 	}
-	policies, _, err := loadTree(rootWalk(fsRoot), root)
-	return policies, err
+	c, _, err := loadTree(rootWalk(fsRoot), root)
+	return c, err
 }
 
 // hiddenBelow reports whether p lies in a hidden folder below root:

@@ -307,15 +307,15 @@ func TestUntarPoliciesFolders(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			data := fluxtest.Tarball(t, tt.entries...)
-			policies, err := untarPolicies(strings.NewReader(string(data)), tt.dir)
+			got, err := untarPolicies(strings.NewReader(string(data)), tt.dir)
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("error %v, want %q", err, tt.wantErr)
 				}
 				return
 			}
-			if err != nil || len(policies) != tt.want {
-				t.Fatalf("%d policies, %v; want %d", len(policies), err, tt.want)
+			if err != nil || len(got.policies) != tt.want {
+				t.Fatalf("%d policies, %v; want %d", len(got.policies), err, tt.want)
 			}
 		})
 	}

@@ -116,7 +116,7 @@ func (g *GitSource) validate() error {
 	return nil
 }
 
-func (g *GitSource) fetch(ctx context.Context, last string) ([]Policy, string, bool, error) {
+func (g *GitSource) fetch(ctx context.Context, last string) (contents, string, bool, error) {
 	if !g.commit.IsZero() {
 		return g.fetchCommit(ctx, last)
 	}
@@ -124,15 +124,15 @@ func (g *GitSource) fetch(ctx context.Context, last string) ([]Policy, string, b
 	defer cancel()
 	auth, err := g.auth(ctx)
 	if err != nil {
-		return nil, "", false, err
+		return contents{}, "", false, err
 	}
 	ref, hash, err := g.resolve(ctx, auth)
 	if err != nil {
-		return nil, "", false, err
+		return contents{}, "", false, err
 	}
 	revision := ref.Short() + "@sha1:" + hash.String()
 	if revision == last {
-		return nil, revision, true, nil
+		return contents{}, revision, true, nil
 	}
 	clone := &git.CloneOptions{
 		URL:           g.opts.URL,
@@ -143,7 +143,7 @@ func (g *GitSource) fetch(ctx context.Context, last string) ([]Policy, string, b
 		Tags:          git.NoTags,
 		NoCheckout:    true,
 	}
-	var policies []Policy
+	var got contents
 	err = g.withClone(ctx, clone, func(repo *git.Repository) error {
 		head, err := repo.Head()
 		if err != nil {
@@ -155,13 +155,13 @@ func (g *GitSource) fetch(ctx context.Context, last string) ([]Policy, string, b
 		if err != nil {
 			return err
 		}
-		policies, err = g.load(repo, commit, revision)
+		got, err = g.load(repo, commit, revision)
 		return err
 	})
 	if err != nil {
-		return nil, "", false, err
+		return contents{}, "", false, err
 	}
-	return policies, revision, false, nil
+	return got, revision, false, nil
 }
 
 // fetchCommit takes the pinned commit once; after that it is unchanged
@@ -169,19 +169,19 @@ func (g *GitSource) fetch(ctx context.Context, last string) ([]Policy, string, b
 // server to allow it (uploadpack.allowReachableSHA1InWant), so the branch is
 // cloned whole instead — every branch when none is given, as Flux does — and
 // the commit read.
-func (g *GitSource) fetchCommit(ctx context.Context, last string) ([]Policy, string, bool, error) {
+func (g *GitSource) fetchCommit(ctx context.Context, last string) (contents, string, bool, error) {
 	revision := "sha1:" + g.commit.String()
 	if g.opts.Branch != "" {
 		revision = g.opts.Branch + "@" + revision
 	}
 	if revision == last {
-		return nil, revision, true, nil
+		return contents{}, revision, true, nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, g.opts.Timeout)
 	defer cancel()
 	auth, err := g.auth(ctx)
 	if err != nil {
-		return nil, "", false, err
+		return contents{}, "", false, err
 	}
 	clone := &git.CloneOptions{URL: g.opts.URL, Auth: auth, NoCheckout: true, Tags: git.NoTags}
 	where := "any branch"
@@ -190,7 +190,7 @@ func (g *GitSource) fetchCommit(ctx context.Context, last string) ([]Policy, str
 		clone.SingleBranch = true
 		where = "branch " + g.opts.Branch
 	}
-	var policies []Policy
+	var got contents
 	err = g.withClone(ctx, clone, func(repo *git.Repository) error {
 		commit, err := repo.CommitObject(g.commit)
 		if errors.Is(err, plumbing.ErrObjectNotFound) {
@@ -198,13 +198,13 @@ func (g *GitSource) fetchCommit(ctx context.Context, last string) ([]Policy, str
 		} else if err != nil {
 			return err
 		}
-		policies, err = g.load(repo, commit, revision)
+		got, err = g.load(repo, commit, revision)
 		return err
 	})
 	if err != nil {
-		return nil, "", false, err
+		return contents{}, "", false, err
 	}
-	return policies, revision, false, nil
+	return got, revision, false, nil
 }
 
 // auth asks for the credentials of one check or fetch.
@@ -269,15 +269,15 @@ func (g *GitSource) withClone(ctx context.Context, opts *git.CloneOptions, read 
 
 // load reads the policies under Path of a commit, whole or not at all,
 // from its objects through readTree, as a folder is read.
-func (g *GitSource) load(repo *git.Repository, commit *object.Commit, revision string) ([]Policy, error) {
+func (g *GitSource) load(repo *git.Repository, commit *object.Commit, revision string) (contents, error) {
 	root := path.Clean(strings.TrimPrefix(g.opts.Path, "/")) // "." when empty
 	tree, err := commit.Tree()
 	if err != nil {
-		return nil, fmt.Errorf("%s at %s: %w", g.opts.URL, revision, err)
+		return contents{}, fmt.Errorf("%s at %s: %w", g.opts.URL, revision, err)
 	}
-	policies, _, err := loadTree(gitWalk(repo.Storer, tree), root)
+	c, _, err := loadTree(gitWalk(repo.Storer, tree), root)
 	if err != nil {
-		return nil, fmt.Errorf("%s at %s: %w", g.opts.URL, revision, err)
+		return contents{}, fmt.Errorf("%s at %s: %w", g.opts.URL, revision, err)
 	}
-	return policies, nil
+	return c, nil
 }

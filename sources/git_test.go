@@ -41,12 +41,12 @@ func TestGitFetch(t *testing.T) {
 	before := sproutGitDirs(t)
 	ctx := context.Background()
 
-	policies, rev, unchanged, err := g.fetch(ctx, "")
+	got, rev, unchanged, err := g.fetch(ctx, "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if unchanged || len(policies) != 1 || policies[0].GetName() != "a" || rev != "main@sha1:"+first.String() {
-		t.Fatalf("fetch: %d policies, revision %q, unchanged %v", len(policies), rev, unchanged)
+	if unchanged || len(got.policies) != 1 || got.policies[0].GetName() != "a" || rev != "main@sha1:"+first.String() {
+		t.Fatalf("fetch: %d policies, revision %q, unchanged %v", len(got.policies), rev, unchanged)
 	}
 	if _, _, unchanged, err := g.fetch(ctx, rev); err != nil || !unchanged {
 		t.Fatalf("an unmoved ref must not be fetched again: unchanged %v, %v", unchanged, err)
@@ -59,9 +59,9 @@ func TestGitFetch(t *testing.T) {
 
 	fixed := repo.Commit("fixed", map[string]string{"policies/b.yaml": policyNamed("b")})
 	repo.Tag("v1.0.0", fixed)
-	policies, _, _, err = g.fetch(ctx, rev)
-	if err != nil || len(policies) != 2 {
-		t.Fatalf("the fixed revision: %d policies, %v", len(policies), err)
+	got, _, _, err = g.fetch(ctx, rev)
+	if err != nil || len(got.policies) != 2 {
+		t.Fatalf("the fixed revision: %d policies, %v", len(got.policies), err)
 	}
 
 	tagged, err := NewGit(GitOptions{URL: repo.URL(), Tag: "v1.0.0", Path: "/policies/"})
@@ -69,9 +69,9 @@ func TestGitFetch(t *testing.T) {
 		t.Fatal(err)
 	}
 	repo.Commit("after the tag", map[string]string{"policies/a.yaml": ""})
-	policies, rev, _, err = tagged.fetch(ctx, "")
-	if err != nil || len(policies) != 2 || rev != "v1.0.0@sha1:"+fixed.String() {
-		t.Fatalf("the tag: %d policies, revision %q, %v", len(policies), rev, err)
+	got, rev, _, err = tagged.fetch(ctx, "")
+	if err != nil || len(got.policies) != 2 || rev != "v1.0.0@sha1:"+fixed.String() {
+		t.Fatalf("the tag: %d policies, revision %q, %v", len(got.policies), rev, err)
 	}
 	if after := sproutGitDirs(t); after != before {
 		t.Errorf("fetches left %d working trees behind", after-before)
@@ -176,9 +176,9 @@ func TestGitSemVer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	policies, rev, _, err := g.fetch(ctx, "")
-	if err != nil || len(policies) != 2 || rev != "1.1.0@sha1:"+two.String() {
-		t.Fatalf("the highest tag in range: %d policies, revision %q, %v", len(policies), rev, err)
+	got, rev, _, err := g.fetch(ctx, "")
+	if err != nil || len(got.policies) != 2 || rev != "1.1.0@sha1:"+two.String() {
+		t.Fatalf("the highest tag in range: %d policies, revision %q, %v", len(got.policies), rev, err)
 	}
 	if _, _, unchanged, err := g.fetch(ctx, rev); err != nil || !unchanged {
 		t.Fatalf("no new tag: unchanged %v, %v", unchanged, err)
@@ -187,9 +187,9 @@ func TestGitSemVer(t *testing.T) {
 	repo.Branch("release-1", two)
 	four := repo.Commit("d", map[string]string{"d.yaml": policyNamed("d")})
 	repo.Tag("v1.3.0", four)
-	policies, rev, _, err = g.fetch(ctx, rev)
-	if err != nil || len(policies) != 3 || rev != "v1.3.0@sha1:"+four.String() {
-		t.Fatalf("after v1.3.0 is pushed: %d policies, revision %q, %v", len(policies), rev, err)
+	got, rev, _, err = g.fetch(ctx, rev)
+	if err != nil || len(got.policies) != 3 || rev != "v1.3.0@sha1:"+four.String() {
+		t.Fatalf("after v1.3.0 is pushed: %d policies, revision %q, %v", len(got.policies), rev, err)
 	}
 
 	none, err := NewGit(GitOptions{URL: repo.URL(), SemVer: ">=3.0.0"})
@@ -241,9 +241,9 @@ func TestGitCommit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	policies, rev, _, err := anyBranch.fetch(ctx, "")
-	if err != nil || len(policies) != 2 || rev != "sha1:"+feature.String() {
-		t.Fatalf("a commit on another branch, no branch given: %d policies, revision %q, %v", len(policies), rev, err)
+	got, rev, _, err := anyBranch.fetch(ctx, "")
+	if err != nil || len(got.policies) != 2 || rev != "sha1:"+feature.String() {
+		t.Fatalf("a commit on another branch, no branch given: %d policies, revision %q, %v", len(got.policies), rev, err)
 	}
 
 	for name, opts := range map[string]GitOptions{

@@ -60,11 +60,11 @@ func TestGitRefusesCommittedLinks(t *testing.T) {
 			}
 			var before, after runtime.MemStats
 			runtime.ReadMemStats(&before)
-			policies, _, _, err := g.fetch(context.Background(), "")
+			got, _, _, err := g.fetch(context.Background(), "")
 			runtime.ReadMemStats(&after)
 			var rejected *RejectedError
 			if !errors.As(err, &rejected) || !strings.Contains(err.Error(), tt.wantErr) {
-				t.Fatalf("fetch: %d policies, error %T %v; want a rejection with %q", len(policies), err, err, tt.wantErr)
+				t.Fatalf("fetch: %d policies, error %T %v; want a rejection with %q", len(got.policies), err, err, tt.wantErr)
 			}
 			if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 64<<20 {
 				t.Errorf("the fetch allocated %d MiB", alloc>>20)

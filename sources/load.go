@@ -33,25 +33,40 @@ func (e *RejectedError) Unwrap() error { return e.Err }
 // The revision is a digest of the files read. A folder on disk is read
 // with LoadFolder, which cannot be led out of it.
 func Load(fsys fs.FS, dir string) (policies []Policy, revision string, err error) {
-	return loadTree(fsWalk(fsys), dir)
+	c, revision, err := loadTree(fsWalk(fsys), dir)
+	return c.policies, revision, err
 }
 
 // LoadFolder is Load of the folder dir on disk. dir itself may be a link
 // (a checkout switched by git-sync is one); nothing in it is read through
 // one.
 func LoadFolder(dir string) (policies []Policy, revision string, err error) {
+	c, revision, err := loadFolder(dir)
+	return c.policies, revision, err
+}
+
+func loadFolder(dir string) (contents, string, error) {
 	root, err := os.OpenRoot(dir)
 	if err != nil {
-		return nil, "", err
+		return contents{}, "", err
 	}
 	defer root.Close()
 	return loadTree(rootWalk(root), ".")
 }
 
-func loadTree(walk walkFunc, dir string) (policies []Policy, revision string, err error) {
+// contents are what a revision of a polled source holds.
+type contents struct {
+	policies   []Policy
+	exceptions []Exception
+}
+
+// loadTree is Load through walk; the PolicyExceptions of the files come
+// too, each compiled, and one that does not compile rejects the revision
+// as a policy does.
+func loadTree(walk walkFunc, dir string) (out contents, revision string, err error) {
 	files, err := readTree(walk, dir, isPolicyFile, PolicyLimits)
 	if err != nil {
-		return nil, "", err
+		return contents{}, "", err
 	}
 	digest := sha256.New()
 	var errs []error
@@ -59,11 +74,12 @@ func loadTree(walk walkFunc, dir string) (policies []Policy, revision string, er
 	for _, f := range files {
 		fmt.Fprintf(digest, "%s\x00%d\x00", f.Path, len(f.Data))
 		digest.Write(f.Data)
-		ps, err := apiv1.Decode(f.Data)
+		ps, es, err := apiv1.DecodeWithExceptions(f.Data)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", f.Path, err))
 			continue
 		}
+		errs = append(errs, out.addExceptions(f.Path, es, seen)...)
 		for _, p := range ps {
 			ref := celenv.PolicyRef(p)
 			if other, dup := seen[ref]; dup {
@@ -76,13 +92,34 @@ func loadTree(walk walkFunc, dir string) (policies []Policy, revision string, er
 				errs = append(errs, fmt.Errorf("%s: %w", f.Path, err))
 				continue
 			}
-			policies = append(policies, Policy{Policy: p, Program: prog})
+			out.policies = append(out.policies, Policy{Policy: p, Program: prog})
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
-		return nil, "", &RejectedError{Err: err}
+		return contents{}, "", &RejectedError{Err: err}
 	}
-	return policies, "sha256:" + hex.EncodeToString(digest.Sum(nil))[:16], nil
+	return out, "sha256:" + hex.EncodeToString(digest.Sum(nil))[:16], nil
+}
+
+// addExceptions compiles the exceptions of the file at path into c, and
+// returns what stops one: a name used twice, a compile error.
+func (c *contents) addExceptions(path string, es []*apiv1.PolicyException, seen map[string]string) []error {
+	var errs []error
+	for _, e := range es {
+		ref := apiv1.PolicyExceptionKind + "/" + e.Namespace + "/" + e.Name
+		if other, dup := seen[ref]; dup {
+			errs = append(errs, fmt.Errorf("%s: %s is also defined in %s", path, ref, other))
+			continue
+		}
+		seen[ref] = path
+		ex := compileException(e, "")
+		if ex.Err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", path, ex.Err))
+			continue
+		}
+		c.exceptions = append(c.exceptions, ex)
+	}
+	return errs
 }
 
 // identify gives a policy read from files the identity the cluster would

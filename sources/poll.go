@@ -38,9 +38,9 @@ type Status struct {
 	Fetched time.Time
 }
 
-// fetchFunc returns the policies of the source's current revision, or
-// unchanged when the revision is still last.
-type fetchFunc func(ctx context.Context, last string) (policies []Policy, revision string, unchanged bool, err error)
+// fetchFunc returns the policies and exceptions of the source's current
+// revision, or unchanged when the revision is still last.
+type fetchFunc func(ctx context.Context, last string) (got contents, revision string, unchanged bool, err error)
 
 // poller turns a fetch function into a Source: it polls, and hands over a
 // revision only whole (Load rejects a revision with any broken policy), as
@@ -107,7 +107,7 @@ func (p *poller) poll(ctx context.Context, h Handler) {
 	p.mu.Lock()
 	last := p.status.Revision
 	p.mu.Unlock()
-	policies, revision, unchanged, err := p.fetch(ctx, last)
+	got, revision, unchanged, err := p.fetch(ctx, last)
 	if err != nil && ctx.Err() != nil {
 		return // cut short by a shutdown: not a failed check
 	}
@@ -127,8 +127,14 @@ func (p *poller) poll(ctx context.Context, h Handler) {
 		h.SourceChecked(p.name, p.status)
 		return
 	}
+	// The exceptions first: a policy of the revision never runs without
+	// those that came with it.
+	for i := range got.exceptions {
+		got.exceptions[i].Source = p.name
+	}
+	handExceptions(h, p.name, got.exceptions)
 	next, unselected := map[string]Policy{}, map[string]bool{}
-	for _, pol := range policies {
+	for _, pol := range got.policies {
 		if !selects(p.selector, pol.GetLabels()) {
 			unselected[celenv.PolicyRef(pol.Policy)] = true
 			continue

@@ -128,8 +128,8 @@ func FuzzLoadTree(f *testing.F) {
 		})
 		store, tree := makeFuzzCommit(t, entries)
 		checkFuzzLoad(t, "Git", entries, func() error {
-			policies, _, err := loadTree(gitWalk(store, tree), ".")
-			return checkPolicies(policies, err)
+			got, _, err := loadTree(gitWalk(store, tree), ".")
+			return checkPolicies(got.policies, err)
 		})
 	})
 }

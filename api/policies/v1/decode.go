@@ -29,34 +29,63 @@ const MaxDocumentSize = 1 << 20
 // into a silently ignored setting. A document over MaxDocumentSize is an
 // error naming the document.
 func Decode(data []byte) ([]Policy, error) {
+	policies, _, err := decode(data, false)
+	return policies, err
+}
+
+// DecodeWithExceptions is Decode for files that may hold PolicyExceptions
+// beside the policies, as a source's revision may.
+func DecodeWithExceptions(data []byte) ([]Policy, []*PolicyException, error) {
+	return decode(data, true)
+}
+
+func decode(data []byte, exceptions bool) ([]Policy, []*PolicyException, error) {
 	if err := checkDocumentSizes(data); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	docs := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
 	var out []Policy
+	var excs []*PolicyException
 	for i := 0; ; i++ {
 		doc, err := docs.Read()
 		if err != nil {
 			if errors.Is(err, io.EOF) {
-				return out, nil
+				return out, excs, nil
 			}
-			return nil, fmt.Errorf("document %d: %w", i, err)
+			return nil, nil, fmt.Errorf("document %d: %w", i, err)
 		}
 		// Strict: a key written twice is an error, never a silent
 		// last-one-wins (JSON is YAML, so this reads both).
 		raw, err := yaml.YAMLToJSONStrict(doc)
 		if err != nil {
-			return nil, fmt.Errorf("document %d: %w", i, err)
+			return nil, nil, fmt.Errorf("document %d: %w", i, err)
 		}
 		if len(bytes.TrimSpace(raw)) == 0 || string(bytes.TrimSpace(raw)) == "null" {
 			continue
 		}
+		if exceptions && kindOf(raw) == PolicyExceptionKind {
+			e, err := DecodeException(raw)
+			if err != nil {
+				return nil, nil, fmt.Errorf("document %d: %w", i, err)
+			}
+			excs = append(excs, e)
+			continue
+		}
 		p, err := DecodeObject(raw)
 		if err != nil {
-			return nil, fmt.Errorf("document %d: %w", i, err)
+			return nil, nil, fmt.Errorf("document %d: %w", i, err)
 		}
 		out = append(out, p)
 	}
+}
+
+// kindOf is the kind a JSON document declares, "" if it declares none.
+func kindOf(raw []byte) string {
+	var tm metav1.TypeMeta
+	if err := json.Unmarshal(raw, &tm); err != nil {
+		return ""
+	}
+	return tm.Kind
 }
 
 // checkDocumentSizes splits data as the YAML decoder does, so the document

@@ -1,11 +1,15 @@
 package v1
 
 import (
+	"fmt"
 	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"sigs.k8s.io/yaml"
 )
 
 // PolicyExceptionKind is the kind of a CEL policy exception.
@@ -117,4 +121,29 @@ func policyKind(p Policy) string {
 		return NamespacedGeneratingPolicyKind
 	}
 	return GeneratingPolicyKind
+}
+
+// DecodeException decodes one PolicyException from JSON or YAML, at any
+// served version, strictly: an unknown field is an error naming its path.
+func DecodeException(data []byte) (*PolicyException, error) {
+	var obj map[string]any
+	if err := yaml.Unmarshal(data, &obj); err != nil {
+		return nil, err
+	}
+	return ExceptionFromUnstructured(&unstructured.Unstructured{Object: obj})
+}
+
+// ExceptionFromUnstructured converts a PolicyException read from the API
+// server or a file (any served version) into its Go type, rejecting
+// unknown fields.
+func ExceptionFromUnstructured(u *unstructured.Unstructured) (*PolicyException, error) {
+	name := PolicyExceptionKind + " " + u.GetNamespace() + "/" + u.GetName()
+	if _, err := runtimeGroupVersion(u.GetAPIVersion()); err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	e := &PolicyException{}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructuredWithValidation(u.Object, e, true); err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	return e, nil
 }
