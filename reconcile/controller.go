@@ -94,6 +94,12 @@ type Options struct {
 	// accounts are the cluster's (kube-system, Sprout's own): the binding
 	// guard judges a RoleBinding there as it judges a ClusterRoleBinding.
 	ProtectedNamespaces []string
+	// PolicyExceptions applies the PolicyExceptions of the sources, as
+	// Kyverno's --enablePolicyException: off, they are not read.
+	PolicyExceptions bool
+	// ExceptionNamespace is the only namespace whose PolicyExceptions
+	// count, as Kyverno's --exceptionNamespace; "" or "*" means every one.
+	ExceptionNamespace string
 	// TriggerEvents also emits an Event on each trigger for what was
 	// generated for it; off by default, as it costs a write per trigger.
 	TriggerEvents bool
@@ -139,6 +145,8 @@ type Controller struct {
 	resynced sync.Map
 	// downstreamEvents counts the changes to each policy's objects.
 	downstreamEvents downstreamEvents
+	// exceptions are the PolicyExceptions of the sources.
+	exceptions exceptionStore
 	applier          *inventory.Applier
 	// created pairs the versions every writer's creates made with the
 	// events of the generated objects' informers.
@@ -274,6 +282,13 @@ func New(cfg *rest.Config, opts Options) (*Controller, error) {
 	}
 	if len(opts.Sources) == 0 {
 		opts.Sources = []sources.Source{sources.NewCluster(dyn)}
+	}
+	if opts.PolicyExceptions {
+		for _, src := range opts.Sources {
+			if cs, ok := src.(*sources.Cluster); ok {
+				cs.ReadExceptions(opts.ExceptionNamespace)
+			}
+		}
 	}
 	m, err := newMetrics(opts.Metrics)
 	if err != nil {

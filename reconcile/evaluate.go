@@ -26,12 +26,13 @@ func (c *Controller) evaluate(ctx context.Context, cp *compiledPolicy, t trigger
 		m = cp.evaluations.of(t.object)
 	}
 	var nsObject *corev1.Namespace
+	exceptions := c.exceptionsFor(keyOf(cp.policy), cp.policy)
 	if m != nil {
 		nsObject = c.namespaceNamed(m.namespace)
 		// A tombstone has no memo: it is evaluated once, never kept. A
 		// settled evaluation whose objects changed in the cache is
 		// evaluated again, so that they are compared in full.
-		if ev := m.evaluated; ev != nil && ev.old == oldObject && ev.namespace == nsObject && ev.op == op && c.stillHolds(ev, epoch) {
+		if ev := m.evaluated; ev != nil && ev.old == oldObject && ev.namespace == nsObject && ev.op == op && ev.exceptions == exceptions && c.stillHolds(ev, epoch) {
 			return *ev, m, true, nil
 		}
 	} else {
@@ -52,11 +53,13 @@ func (c *Controller) evaluate(ctx context.Context, cp *compiledPolicy, t trigger
 	}
 	in.Scopes, in.Reader, in.Timeout, in.HTTP = scopes{c}, reader, c.opts.EvaluationTimeout, reader.web
 	in.GlobalContext = reader.globalContext()
+	in.Exceptions = exceptions.exceptionList()
 	res, err := cp.program.Evaluate(ctx, in)
 	if err != nil {
 		return evaluation{}, m, false, err
 	}
-	ev = evaluation{old: oldObject, namespace: nsObject, op: op, objects: c.labelled(cp, t, u, res), matched: res.Matched}
+	ev = evaluation{old: oldObject, namespace: nsObject, op: op, objects: c.labelled(cp, t, u, res), matched: res.Matched,
+		exceptions: exceptions, excepted: res.Excepted}
 	for _, o := range ev.objects {
 		ev.kinds = append(ev.kinds, cluster.KindOf(o))
 	}

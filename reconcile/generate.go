@@ -37,6 +37,9 @@ type generation struct {
 	// whose objects were refused: what they want is unknown or not
 	// written, so their objects are not pruned.
 	failed sets.Set[string]
+	// skipped are the triggers PolicyExceptions skipped: their objects are
+	// kept too.
+	skipped skipped
 	// verdicts are the guard's on the roles bindings refer to.
 	verdicts *verdicts
 	// rebuilt: the policy's admissions were rebuilt from its objects in
@@ -272,6 +275,10 @@ func (c *Controller) desired(ctx context.Context, cp *compiledPolicy, triggers [
 		if err != nil {
 			g.evalErrs = append(g.evalErrs, fmt.Errorf("trigger %s %s: %w", t.object.GetKind(), objectRef(t.object), err))
 			g.failed.Insert(string(t.object.GetUID()))
+			continue
+		}
+		if len(ev.excepted) > 0 {
+			g.skip(t, ev.excepted)
 			continue
 		}
 		if ev.matched {

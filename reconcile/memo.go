@@ -73,6 +73,10 @@ type evaluation struct {
 	// kinds are the objects' kinds, read once.
 	kinds   []schema.GroupVersionKind
 	matched bool
+	// exceptions are those the evaluation was made under; excepted, those
+	// of them that skipped the trigger.
+	exceptions *exceptionSet
+	excepted   []string
 }
 
 func newEvaluations() *evaluations {

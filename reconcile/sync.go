@@ -182,6 +182,7 @@ func (c *Controller) applied(run *syncRun, g *generation) {
 	for _, uid := range run.unmatched {
 		g.failed.Insert(string(uid))
 	}
+	c.skippedEvent(run.key, run.cp, g.skipped)
 	if g.applyErr == nil {
 		// Generated once, never again; one that failed is tried again.
 		c.tombstones.done(run.key, slices.DeleteFunc(run.tombstones, func(t trigger) bool { return g.failed.Has(string(t.object.GetUID())) }))
@@ -203,7 +204,7 @@ func (c *Controller) pruneUnwanted(ctx context.Context, run *syncRun, w writer, 
 	if complete := c.complete(run.key, g); complete && run.cp.policy.PolicySpec().Synchronize() {
 		c.retainClaims(run.key, changes, nil)
 		var pruned inventory.ChangeSet
-		pruned, pruneErr = c.prune(ctx, w, run.key, run.cp, g.failed)
+		pruned, pruneErr = c.prune(ctx, w, run.key, run.cp, g.held())
 		changes.Changes = append(changes.Changes, pruned.Changes...)
 		c.own.note(run.key, pruned)
 	}
