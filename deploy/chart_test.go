@@ -180,6 +180,7 @@ rbac:
     - apiGroups: [networking.k8s.io]
       resources: [networkpolicies]
       verbs: [get, list, watch, create, patch, delete]
+policyExceptions: {enabled: true, namespace: kyverno-exceptions}
 extraArgs: [--workers=8]
 `
 
@@ -235,6 +236,7 @@ func TestChartValues(t *testing.T) {
 		"--git-url=https://git.example.com/platform/policies.git", "--git-branch=main", "--git-path=policies",
 		"--git-secret-ref=policies-git/git-credentials", "--source-ref=GitRepository/flux-system/policies",
 		"--allowed-kinds=ConfigMap,NetworkPolicy.networking.k8s.io", "--service-account-namespaces=platform", "--workers=8",
+		"--enable-policy-exceptions", "--exception-namespace=kyverno-exceptions",
 	} {
 		if !slices.Contains(args, want) {
 			t.Errorf("the container's args %v lack %s", args, want)
