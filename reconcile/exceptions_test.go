@@ -214,3 +214,20 @@ func TestPolicyExceptionFromFolder(t *testing.T) {
 	write("policy.yaml", derivedPolicy("exc-dir", "exc-dir", "out", "one", true, false))
 	tb.waitFor("legacy to generate once the exception is gone from the folder", "legacy-out", exists)
 }
+
+// TestPolicyExceptionExpires: past its expiresAt an exception no longer
+// counts, and the trigger it skipped generates without another event.
+func TestPolicyExceptionExpires(t *testing.T) {
+	runController(t, withExceptions(""))
+	tb := newTable(t, "exc-expiry")
+	expires := time.Now().Add(15 * time.Second).UTC().Format(time.RFC3339)
+	applyException(t, exceptionDoc("exc-expiry", "soon", "exc-expiry")+"  expiresAt: "+expires+"\n")
+	tb.applyPolicy(derivedPolicy("exc-expiry", "exc-expiry", "out", "one", true, false))
+	t.Cleanup(func() { tb.deletePolicy("exc-expiry") })
+	tb.trigger("a", "exc-expiry", "a1")
+	waitSkipped(t, "exc-expiry", "ConfigMap exc-expiry/a (PolicyException exc-expiry/soon)")
+	if tb.get("a-out") != nil {
+		t.Fatal("the exception did not except a before it expired")
+	}
+	tb.waitFor("a to generate once the exception expired", "a-out", exists)
+}
