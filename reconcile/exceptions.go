@@ -143,8 +143,11 @@ func (c *Controller) exceptionsFor(key policyKey, p apiv1.Policy) *exceptionSet 
 		}
 	}
 	if !s.until.IsZero() {
-		// The policy evaluates again without the exception once it expires.
-		c.queue.AddAfter(key, time.Until(s.until)+time.Second)
+		// The policy evaluates again without the exception once it
+		// expires. A timer, not the queue's AddAfter: the queue keeps one
+		// delay per key, the soonest, and a back-off pending for the
+		// policy would drop this one.
+		time.AfterFunc(time.Until(s.until)+time.Second, func() { c.queue.Add(key) })
 	}
 	x.sets[key] = s
 	return s
