@@ -296,12 +296,18 @@ func (c *Controller) pruneDirty(ctx context.Context, run *syncRun, w writer, g *
 	if !run.cp.policy.PolicySpec().Synchronize() {
 		return inventory.ChangeSet{}, nil
 	}
+	// A trigger an exception skipped keeps its objects, as in a full sync.
+	held := g.held()
 	uids := sets.New[string]()
+	prunable := make([]types.UID, 0, len(dirty))
 	for _, uid := range dirty {
-		uids.Insert(string(uid))
+		if !held.Has(string(uid)) {
+			uids.Insert(string(uid))
+			prunable = append(prunable, uid)
+		}
 	}
 	c.retainClaims(run.key, g.changes, uids)
-	owned, err := c.ownedBy(run.key, dirty)
+	owned, err := c.ownedBy(run.key, prunable)
 	if err != nil {
 		return inventory.ChangeSet{}, err
 	}
