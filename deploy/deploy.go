@@ -6,6 +6,7 @@ import (
 	"embed"
 	"fmt"
 	"io/fs"
+	"path"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"sigs.k8s.io/yaml"
@@ -16,16 +17,21 @@ var crds embed.FS
 
 // CRDs returns the CustomResourceDefinitions in crds/.
 func CRDs() ([]*apiextensionsv1.CustomResourceDefinition, error) {
-	files, err := fs.Glob(crds, "crds/*.yaml")
+	return readCRDs(crds, "crds/*.yaml")
+}
+
+// readCRDs reads the CRDs of the files in fsys that pattern matches.
+func readCRDs(fsys embed.FS, pattern string) ([]*apiextensionsv1.CustomResourceDefinition, error) {
+	files, err := fs.Glob(fsys, pattern)
 	if err != nil {
 		return nil, err
 	}
 	var out []*apiextensionsv1.CustomResourceDefinition
 	for _, f := range files {
-		if f == "crds/kustomization.yaml" {
+		if path.Base(f) == "kustomization.yaml" {
 			continue // lists the CRDs for kustomize
 		}
-		data, err := crds.ReadFile(f)
+		data, err := fsys.ReadFile(f)
 		if err != nil {
 			return nil, err
 		}
@@ -36,4 +42,13 @@ func CRDs() ([]*apiextensionsv1.CustomResourceDefinition, error) {
 		out = append(out, crd)
 	}
 	return out, nil
+}
+
+//go:embed report-crds/*_*.yaml
+var reportCRDs embed.FS
+
+// ReportCRDs returns the PolicyReport and ClusterPolicyReport CRDs in
+// report-crds/, which Sprout installs only on demand.
+func ReportCRDs() ([]*apiextensionsv1.CustomResourceDefinition, error) {
+	return readCRDs(reportCRDs, "report-crds/*_*.yaml")
 }

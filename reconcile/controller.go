@@ -33,6 +33,7 @@ import (
 	"github.com/sprout-gitops/sprout/celenv"
 	"github.com/sprout-gitops/sprout/cluster"
 	"github.com/sprout-gitops/sprout/inventory"
+	"github.com/sprout-gitops/sprout/policyreport"
 	"github.com/sprout-gitops/sprout/sources"
 )
 
@@ -110,6 +111,10 @@ type Options struct {
 	// Metrics receives the controller's Prometheus series; nil keeps them
 	// unregistered.
 	Metrics prometheus.Registerer
+	// PolicyReports, when set, writes a PolicyReport for each trigger with
+	// the result of each policy, as Kyverno does; nil writes none.
+	// DefaultOptions sets it, as Kyverno reports by default.
+	PolicyReports *policyreport.Options
 	// OnSync, when set, is called after every sync of a policy with its key
 	// (Kind/[namespace/]name) and result. Tests wait on it instead of sleeping.
 	OnSync func(policy string, err error)
@@ -119,7 +124,7 @@ type Options struct {
 func DefaultOptions() Options {
 	return Options{Workers: 4, ResyncSchedule: "@hourly", MaxObjectsPerTrigger: DefaultMaxObjectsPerTrigger,
 		EvaluationTimeout: celenv.DefaultEvaluationTimeout, DefaultServiceAccount: DefaultServiceAccount,
-		ProtectedNamespaces: []string{"kube-system", "kube-public", "kube-node-lease"}}
+		ProtectedNamespaces: []string{"kube-system", "kube-public", "kube-node-lease"}, PolicyReports: new(policyreport.DefaultOptions())}
 }
 
 // Controller runs GeneratingPolicies and NamespacedGeneratingPolicies found
@@ -237,6 +242,8 @@ type Controller struct {
 	own          ownObjects
 	// syncs can stop the syncs under way of deleted policies.
 	syncs syncs
+	// policyReports writes PolicyReports; nil when they are off.
+	policyReports *policyreport.Writer
 }
 
 // complete fills in what the options leave unset, and checks the accounts
@@ -333,6 +340,9 @@ func New(cfg *rest.Config, opts Options) (*Controller, error) {
 	c.writer = c.writerOf(applier)
 	if opts.GlobalContext != nil {
 		opts.GlobalContext.Notify(c.entryChanged)
+	}
+	if c.policyReports, err = newPolicyReports(cfg, opts); err != nil {
+		return nil, err
 	}
 	c.reporter = liveReporter{c}
 	if opts.DryRun {

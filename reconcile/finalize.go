@@ -45,6 +45,7 @@ func (c *Controller) finalize(ctx context.Context, key policyKey, gone retired) 
 	if err := c.records.Delete(ctx, gone.ref); err != nil {
 		return err
 	}
+	c.policyReports.DropPolicy(key.reportName())
 	c.mu.Lock()
 	delete(c.deleted, key)
 	c.mu.Unlock()

@@ -272,6 +272,9 @@ func (c *Controller) desired(ctx context.Context, cp *compiledPolicy, triggers [
 		if err == nil && n > limit {
 			err = fmt.Errorf("generates %d objects, more than the %d one trigger may (--max-objects-per-trigger, or the policy's annotation %s)", n, limit, AnnotationMaxObjectsPerTrigger)
 		}
+		if !kept {
+			c.reportTrigger(cp, t, ev, err)
+		}
 		if err != nil {
 			g.evalErrs = append(g.evalErrs, fmt.Errorf("trigger %s %s: %w", t.object.GetKind(), objectRef(t.object), err))
 			g.failed.Insert(string(t.object.GetUID()))

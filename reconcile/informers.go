@@ -311,6 +311,9 @@ func (c *Controller) onTrigger(w watchKey, op admission.Operation, obj, old any)
 	ti := c.informer[w]
 	c.mu.RUnlock()
 	c.rememberUpdate(ti, interested, op, o, old)
+	if op == admission.Delete {
+		c.policyReports.Forget(o.GetUID())
+	}
 	var labelled *metav1.PartialObjectMetadata // decoded once, if a selector reads labels
 	for _, cp := range interested {
 		key := keyOf(cp.policy)

@@ -126,6 +126,9 @@ func (c *Controller) run(ctx context.Context) error {
 	wg.Go(func() { c.runSourceWorker(ctx) })
 	wg.Go(func() { c.watchRBAC(ctx) })
 	wg.Go(func() { c.runPermissionRechecks(ctx) })
+	if c.policyReports != nil {
+		wg.Go(func() { c.policyReports.Run(ctx) })
+	}
 	for range c.opts.Workers {
 		wg.Go(func() { wait.UntilWithContext(ctx, c.runWorker, time.Second) })
 	}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/sprout-gitops/sprout/celenv"
 	"github.com/sprout-gitops/sprout/globalctx"
+	"github.com/sprout-gitops/sprout/policyreport"
 	"github.com/sprout-gitops/sprout/reconcile"
 )
 
@@ -34,6 +35,8 @@ type runOptions struct {
 	probeAddress   string
 	pprofAddress   string
 	leader         leaderOptions
+	// reports: PolicyReports are written (--policy-reports).
+	reports bool
 }
 
 func newRunCommand(g *globalFlags) *cobra.Command {
@@ -112,6 +115,7 @@ func registerRunFlags(f *pflag.FlagSet, g *globalFlags, opts *reconcile.Options,
 	f.BoolVar(&opts.PolicyExceptions, "enable-policy-exceptions", false, "apply the PolicyExceptions of the policy sources (Kyverno's --enablePolicyException)")
 	f.StringVar(&opts.ExceptionNamespace, "exception-namespace", "", `the only namespace whose PolicyExceptions count (Kyverno's --exceptionNamespace); "" or "*" means every namespace`)
 	f.BoolVar(&opts.TriggerEvents, "trigger-events", false, "also emit an Event on each trigger for what was generated for it (a write per trigger)")
+	registerReportFlags(f, opts, ro)
 	f.StringVar(&ro.metricsAddress, "metrics-bind-address", ":8080", `the address /metrics (Prometheus) is served on; "0" turns it off`)
 	f.StringVar(&ro.probeAddress, "health-probe-bind-address", ":8081", `the address /healthz and /readyz are served on; "0" turns them off`)
 	f.StringVar(&ro.pprofAddress, "pprof-bind-address", "0", `the address Go's runtime profiles (/debug/pprof/) are served on, such as "127.0.0.1:6060"; "0" turns them off`)
@@ -201,6 +205,9 @@ func newRunController(ctx context.Context, cfg *rest.Config, opts reconcile.Opti
 	}
 	opts.Logger = log
 	opts.Metrics = reg
+	if !ro.reports {
+		opts.PolicyReports = nil
+	}
 	return reconcile.New(cfg, opts)
 }
 
@@ -307,4 +314,14 @@ func waitForAPIServer(ctx context.Context, cfg *rest.Config, log *slog.Logger) e
 		case <-time.After(delay):
 		}
 	}
+}
+
+// registerReportFlags adds the flags of PolicyReports: on by default, as
+// Kyverno writes them by default.
+func registerReportFlags(f *pflag.FlagSet, opts *reconcile.Options, ro *runOptions) {
+	if opts.PolicyReports == nil {
+		opts.PolicyReports = new(policyreport.DefaultOptions())
+	}
+	f.BoolVar(&ro.reports, "policy-reports", true, "write a wgpolicyk8s.io PolicyReport per trigger with each policy's result, as Kyverno does (needs the report CRDs: deploy/report-crds)")
+	f.Float64Var(&opts.PolicyReports.QPS, "policy-report-qps", opts.PolicyReports.QPS, "the most PolicyReport writes a second (burst: twice as many); reports wait, generation does not")
 }

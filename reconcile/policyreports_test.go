@@ -1,0 +1,282 @@
+package reconcile_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/sprout-gitops/sprout/deploy"
+	"github.com/sprout-gitops/sprout/policyreport"
+)
+
+// installReportCRDs installs the report CRDs Sprout ships until the test
+// ends: the controllers of later tests find none, and write no reports.
+func installReportCRDs(t *testing.T) {
+	t.Helper()
+	crds, err := deploy.ReportCRDs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := envtest.CRDInstallOptions{CRDs: crds}
+	if _, err := envtest.InstallCRDs(cfg, opts); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := envtest.UninstallCRDs(cfg, opts); err != nil {
+			t.Errorf("uninstall the report CRDs: %v", err)
+		}
+		crdClient := dynamic.NewForConfigOrDie(cfg).Resource(schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"})
+		poll(t, "the report CRDs gone", func(ctx context.Context) (bool, error) {
+			for _, crd := range crds {
+				if _, err := crdClient.Get(ctx, crd.Name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+					return false, notFoundIsNil(err)
+				}
+			}
+			return true, nil
+		})
+	})
+}
+
+// reportPolicy generates "<trigger>-out" for ConfigMaps labelled
+// app=reported whose value is not "quiet", from the integer in their value:
+// a value that is not one fails the evaluation.
+const reportPolicy = `apiVersion: policies.kyverno.io/v1
+kind: GeneratingPolicy
+metadata:
+  name: reported
+  annotations:
+    policies.kyverno.io/category: Multi-Tenancy
+    policies.kyverno.io/severity: medium
+spec:
+  evaluation:
+    synchronize: {enabled: true}
+  matchConstraints:
+    resourceRules:
+    - apiGroups: [""]
+      apiVersions: ["v1"]
+      operations: ["CREATE", "UPDATE"]
+      resources: ["configmaps"]
+    objectSelector:
+      matchLabels: {app: reported}
+  matchConditions:
+  - name: not-quiet
+    expression: object.data.value != "quiet"
+  generate:
+  - expression: >-
+      generator.Apply(object.metadata.namespace, [{"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": object.metadata.name + "-out"}, "data": {"n": string(int(object.data.value))}}])
+`
+
+// Each trigger gets one PolicyReport, as Kyverno 1.19 writes it for a
+// GeneratingPolicy (pkg/utils/report, its reports controller): named by
+// the trigger's UID, scoped to and owned by it, one result per policy:
+// pass with the objects generated, error with the evaluation's error,
+// none for a trigger the matchConditions skip. A report is updated in
+// place only when its results change, and loses the results of a deleted
+// policy.
+func TestPolicyReportsAsKyvernoWritesThem(t *testing.T) {
+	installReportCRDs(t)
+	runController(t, nil)
+	tb := newTable(t, "reported")
+	for name, value := range map[string]string{"good": "1", "bad": "one", "quiet": "quiet"} {
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: tb.ns, Labels: map[string]string{"app": "reported"}}, Data: map[string]string{"value": value}}
+		if _, err := tb.kube.CoreV1().ConfigMaps(tb.ns).Create(context.Background(), cm, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tb.applyPolicy(reportPolicy)
+	good, bad, quiet := tb.get("good"), tb.get("bad"), tb.get("quiet")
+
+	goodReport := waitReport(t, tb.ns, good.UID, func(*unstructured.Unstructured) bool { return true })
+	want := kyvernoReport(good, map[string]any{
+		"source": "KyvernoGeneratingPolicy", "policy": "reported", "rule": "reported", "result": "pass",
+		"message": "policy evaluated successfully", "scored": true, "category": "Multi-Tenancy", "severity": "medium",
+		"properties": map[string]any{"process": "admission review", "generated-resources": "/v1, Kind=ConfigMap Name=good-out Namespace=reported"},
+	})
+	checkReport(t, goodReport, want)
+
+	badReport := waitReport(t, tb.ns, bad.UID, func(*unstructured.Unstructured) bool { return true })
+	results, _, _ := unstructured.NestedSlice(badReport.Object, "results")
+	if len(results) != 1 {
+		t.Fatalf("bad's report holds %d results, want 1: %v", len(results), results)
+	}
+	msg, _ := results[0].(map[string]any)["message"].(string)
+	if !strings.HasPrefix(msg, "failed to evaluate policy: ") {
+		t.Errorf("bad's message %q: want Kyverno's \"failed to evaluate policy: <error>\"", msg)
+	}
+	results[0].(map[string]any)["message"] = "failed to evaluate policy: <error>"
+	_ = unstructured.SetNestedSlice(badReport.Object, results, "results")
+	checkReport(t, badReport, kyvernoReport(bad, map[string]any{
+		"source": "KyvernoGeneratingPolicy", "policy": "reported", "rule": "reported", "result": "error",
+		"message": "failed to evaluate policy: <error>", "scored": true, "category": "Multi-Tenancy", "severity": "medium",
+		"properties": map[string]any{"process": "admission review"},
+	}))
+	if _, err := reportClient(tb.ns).Get(context.Background(), string(quiet.UID), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("a trigger the matchConditions skip has a report (%v): Kyverno reports nothing for it", err)
+	}
+
+	// A change that leaves the result as it was writes nothing; one that
+	// changes it updates the report in place: the same object, written
+	// once more (a custom resource's generation counts its writes).
+	tb.edit("good", "value", "2")
+	tb.waitFor("the new value generated", "good-out", func(cm *corev1.ConfigMap) bool { return cm != nil && cm.Data["n"] == "2" })
+	tb.edit("good", "value", "two")
+	updated := waitReport(t, tb.ns, good.UID, func(u *unstructured.Unstructured) bool {
+		return firstResult(u)["result"] == "error"
+	})
+	if updated.GetUID() != goodReport.GetUID() || updated.GetGeneration() != 2 {
+		t.Errorf("good's report: uid %s generation %d, want the same object (%s) written twice: at creation and when its result changed",
+			updated.GetUID(), updated.GetGeneration(), goodReport.GetUID())
+	}
+
+	// A trigger the matchConditions now skip has no result: its report goes.
+	tb.edit("good", "value", "quiet")
+	waitNoReport(t, tb.ns, good.UID)
+
+	// The policy deleted, its results go with it: bad's report too.
+	tb.deletePolicy("reported")
+	waitNoReport(t, tb.ns, bad.UID)
+}
+
+// A cluster-scoped trigger's report is a ClusterPolicyReport, owned by it.
+func TestClusterScopedTriggersGetClusterPolicyReports(t *testing.T) {
+	installReportCRDs(t)
+	runController(t, nil)
+	tb := newTable(t, "reported-cluster")
+	createNamespace(t, "reported-cluster-trigger", map[string]string{"reported": "yes"})
+	tb.applyPolicy(`apiVersion: policies.kyverno.io/v1
+kind: GeneratingPolicy
+metadata:
+  name: reported-cluster
+spec:
+  matchConstraints:
+    resourceRules:
+    - apiGroups: [""]
+      apiVersions: ["v1"]
+      operations: ["CREATE", "UPDATE"]
+      resources: ["namespaces"]
+    objectSelector:
+      matchLabels: {reported: "yes"}
+  generate:
+  - expression: >-
+      generator.Apply("reported-cluster", [{"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": object.metadata.name}}])
+`)
+	t.Cleanup(func() { tb.deletePolicy("reported-cluster") })
+	ns, err := tb.kube.CoreV1().Namespaces().Get(context.Background(), "reported-cluster-trigger", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns.APIVersion, ns.Kind = "v1", "Namespace"
+	got := waitReport(t, "", ns.UID, func(*unstructured.Unstructured) bool { return true })
+	checkReport(t, got, kyvernoReport(ns, map[string]any{
+		"source": "KyvernoGeneratingPolicy", "policy": "reported-cluster", "rule": "reported-cluster", "result": "pass",
+		"message": "policy evaluated successfully", "scored": true,
+		"properties": map[string]any{"process": "admission review", "generated-resources": "/v1, Kind=ConfigMap Name=reported-cluster-trigger Namespace=reported-cluster"},
+	}))
+}
+
+// kyvernoReport is the report Kyverno's reports controller writes for
+// trigger with one result, less the result's timestamp.
+func kyvernoReport(trigger interface {
+	metav1.Object
+	GetObjectKind() schema.ObjectKind
+}, result map[string]any) *unstructured.Unstructured {
+	gvk := trigger.GetObjectKind().GroupVersionKind()
+	if gvk.Empty() {
+		gvk = schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"} // typed clients leave it out
+	}
+	ref := map[string]any{"apiVersion": gvk.GroupVersion().String(), "kind": gvk.Kind, "name": trigger.GetName(), "uid": string(trigger.GetUID())}
+	scope := map[string]any{"apiVersion": ref["apiVersion"], "kind": ref["kind"], "name": ref["name"], "uid": ref["uid"]}
+	meta := map[string]any{
+		"name": string(trigger.GetUID()), "labels": map[string]any{"app.kubernetes.io/managed-by": "sprout"},
+		"ownerReferences": []any{ref},
+	}
+	kind := "ClusterPolicyReport"
+	if ns := trigger.GetNamespace(); ns != "" {
+		meta["namespace"], scope["namespace"], kind = ns, ns, "PolicyReport"
+	}
+	summary := map[string]any{"pass": int64(0), "fail": int64(0), "warn": int64(0), "error": int64(0), "skip": int64(0)}
+	summary[result["result"].(string)] = int64(1)
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "wgpolicyk8s.io/v1alpha2", "kind": kind, "metadata": meta,
+		"scope": scope, "results": []any{result}, "summary": summary,
+	}}
+}
+
+// checkReport compares got with want, field by field, but for the server's
+// metadata and the result's timestamp, which must be set.
+func checkReport(t *testing.T, got, want *unstructured.Unstructured) {
+	t.Helper()
+	g := got.DeepCopy()
+	meta := map[string]any{}
+	for _, k := range []string{"name", "namespace", "labels", "ownerReferences"} {
+		if v, ok := g.Object["metadata"].(map[string]any)[k]; ok {
+			meta[k] = v
+		}
+	}
+	g.Object["metadata"] = meta
+	results, _, _ := unstructured.NestedSlice(g.Object, "results")
+	for _, r := range results {
+		ts, _ := r.(map[string]any)["timestamp"].(map[string]any)
+		if s, _ := ts["seconds"].(int64); s <= 0 {
+			t.Errorf("result without a timestamp: %v", r)
+		}
+		delete(r.(map[string]any), "timestamp")
+	}
+	_ = unstructured.SetNestedSlice(g.Object, results, "results")
+	if diff := cmp.Diff(want.Object, g.Object); diff != "" {
+		t.Errorf("report %s differs from Kyverno's (-want +got):\n%s", got.GetName(), diff)
+	}
+}
+
+func firstResult(u *unstructured.Unstructured) map[string]any {
+	results, _, _ := unstructured.NestedSlice(u.Object, "results")
+	if len(results) == 0 {
+		return nil
+	}
+	r, _ := results[0].(map[string]any)
+	return r
+}
+
+func reportClient(ns string) dynamic.ResourceInterface {
+	d := dynamic.NewForConfigOrDie(cfg)
+	if ns == "" {
+		return d.Resource(policyreport.ClusterPolicyReports)
+	}
+	return d.Resource(policyreport.PolicyReports).Namespace(ns)
+}
+
+// waitReport waits until the report of the trigger uid exists and cond
+// holds for it.
+func waitReport(t *testing.T, ns string, uid types.UID, cond func(*unstructured.Unstructured) bool) *unstructured.Unstructured {
+	t.Helper()
+	var got *unstructured.Unstructured
+	poll(t, "the report of "+string(uid), func(ctx context.Context) (bool, error) {
+		u, err := reportClient(ns).Get(ctx, string(uid), metav1.GetOptions{})
+		if err != nil {
+			return false, notFoundIsNil(err)
+		}
+		got = u
+		return cond(u), nil
+	})
+	return got
+}
+
+func waitNoReport(t *testing.T, ns string, uid types.UID) {
+	t.Helper()
+	poll(t, "no report of "+string(uid), func(ctx context.Context) (bool, error) {
+		_, err := reportClient(ns).Get(ctx, string(uid), metav1.GetOptions{})
+		return apierrors.IsNotFound(err), notFoundIsNil(err)
+	})
+}
