@@ -25,7 +25,9 @@ type Program struct {
 	matchConditions []expression
 	variables       []expression
 	generate        []generateEntry
-	err             error
+	// audit are the auditAnnotations, evaluated into Result.AuditAnnotations.
+	audit []expression
+	err   error
 	// readsEvent is set when an expression reads oldObject or request: the
 	// event a trigger was last seen in matters, not only its state.
 	readsEvent bool
@@ -124,6 +126,8 @@ func Compile(policy apiv1.Policy) *Program {
 			p.generate = append(p.generate, generateExpression{e})
 		}
 	}
+	audit, auditErrs := compileAuditAnnotations(env, b, spec, defined)
+	p.audit, errs = audit, append(errs, auditErrs...)
 	p.readsEvent = readsEvent(spec)
 	if len(errs) > 0 {
 		p.err = fmt.Errorf("%s: %w", p.policy, errs.ToAggregate())

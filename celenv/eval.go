@@ -95,6 +95,9 @@ type Result struct {
 	// the clones of a deleted source are no longer desired, so a
 	// synchronizing policy prunes them, as Kyverno deletes them.
 	MissingSources []string
+	// AuditAnnotations are the policy's auditAnnotations evaluated for a
+	// trigger it matched, by key; empty values left out.
+	AuditAnnotations map[string]string
 	// Excepted names the exceptions (namespace/name) that except the
 	// trigger; it is then neither matched nor evaluated, as in Kyverno.
 	Excepted []string
@@ -172,7 +175,11 @@ func (p *Program) Evaluate(ctx context.Context, in Input) (Result, error) {
 			missing = append(missing, rd.missing...)
 		}
 	}
-	return Result{Matched: true, Objects: gen.objects, MissingSources: missing, Reproducible: reproducible()}, nil
+	audit, err := p.auditAnnotations(ctx, activation)
+	if err != nil {
+		return Result{}, err
+	}
+	return Result{Matched: true, Objects: gen.objects, MissingSources: missing, AuditAnnotations: audit, Reproducible: reproducible()}, nil
 }
 
 // match runs the matchConditions as admission does: a condition that is

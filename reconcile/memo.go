@@ -74,9 +74,11 @@ type evaluation struct {
 	kinds   []schema.GroupVersionKind
 	matched bool
 	// exceptions are those the evaluation was made under; excepted, those
-	// of them that skipped the trigger.
+	// of them that skipped the trigger; audit are the policy's
+	// auditAnnotations evaluated.
 	exceptions *exceptionSet
 	excepted   []string
+	audit      map[string]string
 }
 
 func newEvaluations() *evaluations {

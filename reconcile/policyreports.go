@@ -47,7 +47,7 @@ func (c *Controller) reportTrigger(cp *compiledPolicy, t trigger, ev evaluation,
 	case !ev.matched:
 		c.policyReports.Set(tr, name, nil)
 	default:
-		c.policyReports.Set(tr, name, policyreport.Pass(cp.policy, nil, ev.objects))
+		c.policyReports.Set(tr, name, policyreport.Pass(cp.policy, ev.audit, ev.objects))
 	}
 }
 

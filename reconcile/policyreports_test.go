@@ -49,7 +49,8 @@ func installReportCRDs(t *testing.T) {
 
 // reportPolicy generates "<trigger>-out" for ConfigMaps labelled
 // app=reported whose value is not "quiet", from the integer in their value:
-// a value that is not one fails the evaluation.
+// a value that is not one fails the evaluation. Its auditAnnotation is a
+// property of the results that pass.
 const reportPolicy = `apiVersion: policies.kyverno.io/v1
 kind: GeneratingPolicy
 metadata:
@@ -68,6 +69,9 @@ spec:
       resources: ["configmaps"]
     objectSelector:
       matchLabels: {app: reported}
+  auditAnnotations:
+  - key: owner
+    valueExpression: '"team-" + object.metadata.name'
   matchConditions:
   - name: not-quiet
     expression: object.data.value != "quiet"
@@ -101,7 +105,10 @@ func TestPolicyReportsAsKyvernoWritesThem(t *testing.T) {
 	want := kyvernoReport(good, map[string]any{
 		"source": "KyvernoGeneratingPolicy", "policy": "reported", "rule": "reported", "result": "pass",
 		"message": "policy evaluated successfully", "scored": true, "category": "Multi-Tenancy", "severity": "medium",
-		"properties": map[string]any{"process": "admission review", "generated-resources": "/v1, Kind=ConfigMap Name=good-out Namespace=reported"},
+		"properties": map[string]any{
+			"process": "admission review", "owner": "team-good",
+			"generated-resources": "/v1, Kind=ConfigMap Name=good-out Namespace=reported",
+		},
 	})
 	checkReport(t, goodReport, want)
 

@@ -108,9 +108,9 @@ type GeneratingPolicySpec struct {
 	// +optional
 	UseServerSideApply bool `json:"useServerSideApply,omitempty"`
 
-	// AuditAnnotations are accepted for compatibility with Kyverno and
-	// ignored: Kyverno writes them into policy reports, which Sprout does not
-	// make.
+	// AuditAnnotations are evaluated for each trigger the policy matched,
+	// after its generate entries, into the properties of its result in the
+	// trigger's PolicyReport, as Kyverno does.
 	// +optional
 	AuditAnnotations []admissionregistrationv1.AuditAnnotation `json:"auditAnnotations,omitempty"`
 

@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/yaml"
 
 	"github.com/sprout-gitops/sprout/deploy"
@@ -98,8 +99,10 @@ func newCluster(dir string) (*cluster, error) {
 	return c, nil
 }
 
-// warmCRDs lists every resource of Sprout's CRDs from the API server's
-// watch cache once. A fresh API server builds the storage and watch cache
+// warmCRDs installs the PolicyReport CRDs, as a cluster that runs Kyverno
+// has them, so that sprout runs with its reports written, as it does by
+// default; then it lists every resource of those and Sprout's CRDs from
+// the API server's watch cache once. A fresh API server builds the storage and watch cache
 // of a custom resource on its first request and answers lists 429 (retry in
 // a second) until the cache is ready: a controller started on a fresh
 // cluster would spend a second per CRD waiting, which a cluster in use,
@@ -109,7 +112,14 @@ func (c *cluster) warmCRDs() error {
 	if err != nil {
 		return err
 	}
-	for _, crd := range crds {
+	reports, err := deploy.ReportCRDs()
+	if err != nil {
+		return err
+	}
+	if _, err := envtest.InstallCRDs(c.config, envtest.CRDInstallOptions{CRDs: reports}); err != nil {
+		return fmt.Errorf("install the report CRDs: %w", err)
+	}
+	for _, crd := range append(crds, reports...) {
 		for _, v := range crd.Spec.Versions {
 			if !v.Served {
 				continue
