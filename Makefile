@@ -167,6 +167,7 @@ generate:
 	$(GO) tool controller-gen crd paths=./api/... output:crd:dir=deploy/crds
 	$(GO) run ./hack/crdversions deploy/crds/policies.kyverno.io_*.yaml
 	rm -f charts/sprout/files/crds/*.yaml && cp deploy/crds/*_*.yaml charts/sprout/files/crds/
+	cp deploy/report-crds/*_*.yaml charts/sprout/files/report-crds/
 
 clean:
 	rm -rf $(BIN)
