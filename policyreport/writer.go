@@ -11,7 +11,6 @@ import (
 
 	"golang.org/x/time/rate"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
@@ -137,16 +136,11 @@ func (w *Writer) DropPolicy(policy string) {
 	}
 }
 
-// Run writes reports until ctx is done. Without the report CRDs in the
-// cluster it writes none, and says so.
+// Run writes reports until ctx is done; after Load turned the writer off,
+// it returns at once.
 func (w *Writer) Run(ctx context.Context) {
 	defer w.queue.ShutDown()
-	if err := w.probe(ctx); err != nil {
-		w.off.Store(true)
-		w.mu.Lock()
-		w.triggers = map[types.UID]*held{}
-		w.mu.Unlock()
-		w.log.Info("PolicyReports not written", "reason", err.Error())
+	if w.off.Load() {
 		return
 	}
 	var wg sync.WaitGroup
@@ -159,15 +153,6 @@ func (w *Writer) Run(ctx context.Context) {
 	<-ctx.Done()
 	w.queue.ShutDown()
 	wg.Wait()
-}
-
-// probe checks that the cluster serves the report resources.
-func (w *Writer) probe(ctx context.Context) error {
-	_, err := w.client.Resource(PolicyReports).List(ctx, metav1.ListOptions{Limit: 1})
-	if apierrors.IsNotFound(err) || meta.IsNoMatchError(err) {
-		return fmt.Errorf("%s: the report CRDs are not installed", PolicyReports.GroupResource())
-	}
-	return err
 }
 
 func (w *Writer) next(ctx context.Context) bool {

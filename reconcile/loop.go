@@ -127,6 +127,9 @@ func (c *Controller) run(ctx context.Context) error {
 	wg.Go(func() { c.watchRBAC(ctx) })
 	wg.Go(func() { c.runPermissionRechecks(ctx) })
 	if c.policyReports != nil {
+		// Before the first sync, so that a restart writes no report
+		// whose results did not change.
+		c.policyReports.Load(ctx)
 		wg.Go(func() { c.policyReports.Run(ctx) })
 	}
 	for range c.opts.Workers {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/sprout-gitops/sprout/deploy"
 	"github.com/sprout-gitops/sprout/policyreport"
+	"github.com/sprout-gitops/sprout/reconcile"
 )
 
 // installReportCRDs installs the report CRDs Sprout ships until the test
@@ -286,4 +288,39 @@ func waitNoReport(t *testing.T, ns string, uid types.UID) {
 		_, err := reportClient(ns).Get(ctx, string(uid), metav1.GetOptions{})
 		return apierrors.IsNotFound(err), notFoundIsNil(err)
 	})
+}
+
+// A restarted controller reads the reports it wrote and writes none whose
+// results did not change. A marker trigger created after the restart is
+// written after what the first sync queued: once its report exists, a
+// rewrite of the first would have been made.
+func TestARestartWritesNoUnchangedReport(t *testing.T) {
+	installReportCRDs(t)
+	opts := reconcile.DefaultOptions()
+	_, stop := launchController(t, cfg, opts)
+	tb := newTable(t, "reported-restart")
+	tb.trigger("first", "reported", "1")
+	tb.applyPolicy(strings.Replace(reportPolicy, "name: reported\n", "name: reported-restart\n", 1))
+	t.Cleanup(func() { tb.deletePolicy("reported-restart") })
+	first := tb.get("first")
+	before := waitReport(t, tb.ns, first.UID, func(*unstructured.Unstructured) bool { return true })
+	// A result given again is stamped with a later second: a rewrite
+	// would change the report.
+	stamp, _, _ := unstructured.NestedInt64(firstResult(before), "timestamp", "seconds")
+	poll(t, "a second after the result's timestamp", func(context.Context) (bool, error) { return time.Now().Unix() > stamp, nil })
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+
+	runController(t, nil)
+	tb.trigger("marker", "reported", "2")
+	waitReport(t, tb.ns, tb.get("marker").UID, func(*unstructured.Unstructured) bool { return true })
+	after, err := reportClient(tb.ns).Get(context.Background(), string(first.UID), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.GetResourceVersion() != before.GetResourceVersion() {
+		t.Errorf("the restarted controller rewrote an unchanged report: resourceVersion %s, then %s",
+			before.GetResourceVersion(), after.GetResourceVersion())
+	}
 }

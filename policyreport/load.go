@@ -1,0 +1,90 @@
+package policyreport
+
+import (
+	"context"
+	"fmt"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// loadPage is how many reports one list reads.
+const loadPage = 500
+
+// Load reads the reports Sprout wrote before it started, so that the
+// results that did not change since are not written again: a restart
+// writes no report. Call it before the first Set. Without the report CRDs
+// the writer turns off, and says so; so it does when it may not list them.
+func (w *Writer) Load(ctx context.Context) {
+	if err := w.load(ctx); err != nil {
+		w.off.Store(true)
+		w.mu.Lock()
+		w.triggers = map[types.UID]*held{}
+		w.mu.Unlock()
+		w.log.Info("PolicyReports not written", "reason", err.Error())
+	}
+}
+
+func (w *Writer) load(ctx context.Context) error {
+	for _, gvr := range []schema.GroupVersionResource{PolicyReports, ClusterPolicyReports} {
+		opts := metav1.ListOptions{LabelSelector: LabelManagedBy + "=" + ManagedBy, Limit: loadPage}
+		for {
+			list, err := w.client.Resource(gvr).List(ctx, opts)
+			if apierrors.IsNotFound(err) || meta.IsNoMatchError(err) {
+				return fmt.Errorf("%s: the report CRDs are not installed", gvr.GroupResource())
+			}
+			if err != nil {
+				return fmt.Errorf("%s: list: %w", gvr.GroupResource(), err)
+			}
+			for i := range list.Items {
+				w.keep(&list.Items[i])
+			}
+			if opts.Continue = list.GetContinue(); opts.Continue == "" {
+				break
+			}
+		}
+	}
+	return nil
+}
+
+// keep holds what report u holds, unless a result came first.
+func (w *Writer) keep(u *unstructured.Unstructured) {
+	scope, _, _ := unstructured.NestedStringMap(u.Object, "scope")
+	t := Trigger{APIVersion: scope["apiVersion"], Kind: scope["kind"], Namespace: scope["namespace"], Name: scope["name"], UID: types.UID(scope["uid"])}
+	if t.UID == "" || t.Name == "" || string(t.UID) != u.GetName() {
+		return // not a report of Sprout's form: rewritten at its trigger's next result
+	}
+	h := &held{trigger: t, results: map[string]stamped{}}
+	items, _, _ := unstructured.NestedSlice(u.Object, "results")
+	for _, item := range items {
+		if r, ok := item.(map[string]any); ok {
+			s := resultOf(r)
+			h.results[s.res.Policy] = s
+		}
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if _, ok := w.triggers[t.UID]; !ok {
+		w.triggers[t.UID] = h
+	}
+}
+
+// resultOf reads a result as resultObject wrote it.
+func resultOf(o map[string]any) stamped {
+	str := func(k string) string { s, _ := o[k].(string); return s }
+	r := &Result{Policy: str("policy"), Rule: str("rule"), Result: str("result"), Message: str("message"),
+		Category: str("category"), Severity: str("severity")}
+	r.Scored, _ = o["scored"].(bool)
+	if props, ok := o["properties"].(map[string]any); ok {
+		r.Properties = make(map[string]string, len(props))
+		for k, v := range props {
+			r.Properties[k], _ = v.(string)
+		}
+	}
+	seconds, _, _ := unstructured.NestedInt64(o, "timestamp", "seconds")
+	return stamped{res: r, at: seconds}
+}
