@@ -152,7 +152,7 @@ type Controller struct {
 	downstreamEvents downstreamEvents
 	// exceptions are the PolicyExceptions of the sources.
 	exceptions exceptionStore
-	applier          *inventory.Applier
+	applier    *inventory.Applier
 	// created pairs the versions every writer's creates made with the
 	// events of the generated objects' informers.
 	created *cluster.CreatedVersions
