@@ -29,14 +29,18 @@ func TestGlobalContextEntryReadAsThePolicyAccount(t *testing.T) {
 	if _, err := tb.kube.RbacV1().ClusterRoles().Create(ctx, role, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = tb.kube.RbacV1().ClusterRoles().Delete(context.Background(), role.Name, metav1.DeleteOptions{}) })
+	t.Cleanup(func() {
+		_ = tb.kube.RbacV1().ClusterRoles().Delete(context.Background(), role.Name, metav1.DeleteOptions{})
+	})
 	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "gctx-sa-reader"},
 		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
 		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: "reader", Namespace: "gctx-sa"}}}
 	if _, err := tb.kube.RbacV1().ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = tb.kube.RbacV1().ClusterRoleBindings().Delete(context.Background(), binding.Name, metav1.DeleteOptions{}) })
+	t.Cleanup(func() {
+		_ = tb.kube.RbacV1().ClusterRoleBindings().Delete(context.Background(), binding.Name, metav1.DeleteOptions{})
+	})
 	if _, err := tb.kube.CoreV1().Secrets("gctx-sa").Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "token"},
 		StringData: map[string]string{"token": "s3cret"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
