@@ -270,33 +270,16 @@ func New(cfg *rest.Config, opts Options) (*Controller, error) {
 	// controller-runtime's client logs through its own global logger; send
 	// it to ours.
 	ctrllog.SetLogger(logr.FromSlogHandler(opts.Logger.Handler()))
-	kube, err := kubernetes.NewForConfig(cfg)
+	kube, dyn, raw, err := clientsFor(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("kubernetes client: %w", err)
-	}
-	dyn, err := dynamic.NewForConfig(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("dynamic client: %w", err)
-	}
-	raw, err := cluster.NewRawClient(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("REST client: %w", err)
+		return nil, err
 	}
 	created := new(cluster.CreatedVersions)
 	applier, err := inventory.NewApplier(cfg, created)
 	if err != nil {
 		return nil, err
 	}
-	if len(opts.Sources) == 0 {
-		opts.Sources = []sources.Source{sources.NewCluster(dyn)}
-	}
-	if opts.PolicyExceptions {
-		for _, src := range opts.Sources {
-			if cs, ok := src.(*sources.Cluster); ok {
-				cs.ReadExceptions(opts.ExceptionNamespace)
-			}
-		}
-	}
+	opts.Sources = sourcesOf(opts, dyn)
 	m, err := newMetrics(opts.Metrics)
 	if err != nil {
 		return nil, fmt.Errorf("metrics: %w", err)
@@ -354,6 +337,40 @@ func New(cfg *rest.Config, opts Options) (*Controller, error) {
 		}
 	}
 	return c, nil
+}
+
+// clientsFor makes the clients the controller reads the cluster through.
+func clientsFor(cfg *rest.Config) (*kubernetes.Clientset, *dynamic.DynamicClient, rest.Interface, error) {
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("kubernetes client: %w", err)
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("dynamic client: %w", err)
+	}
+	raw, err := cluster.NewRawClient(cfg)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("REST client: %w", err)
+	}
+	return kube, dyn, raw, nil
+}
+
+// sourcesOf are the policy sources of opts, the cluster when none is
+// given; a cluster source reads PolicyExceptions too when they are on.
+func sourcesOf(opts Options, dyn dynamic.Interface) []sources.Source {
+	srcs := opts.Sources
+	if len(srcs) == 0 {
+		srcs = []sources.Source{sources.NewCluster(dyn)}
+	}
+	if opts.PolicyExceptions {
+		for _, src := range srcs {
+			if cs, ok := src.(*sources.Cluster); ok {
+				cs.ReadExceptions(opts.ExceptionNamespace)
+			}
+		}
+	}
+	return srcs
 }
 
 // writerOf is how the controller writes through applier: as it is, or, in
