@@ -101,6 +101,9 @@ type Result struct {
 	// Excepted names the exceptions (namespace/name) that except the
 	// trigger; it is then neither matched nor evaluated, as in Kyverno.
 	Excepted []string
+	// ExceptedResult is how the excepted trigger is reported: the
+	// ReportResult of the exception that decides it (skip or pass).
+	ExceptedResult string
 	// Reproducible is set when the result depends on the Input's objects
 	// and request alone: the evaluation read no other object and not the
 	// clock, so the same input gives the same result again, and a caller
@@ -153,8 +156,8 @@ func (p *Program) Evaluate(ctx context.Context, in Input) (Result, error) {
 		})
 	}
 
-	if names, err := excepted(ctx, in.Exceptions, activation); err != nil || len(names) > 0 {
-		return Result{Excepted: names, Reproducible: reproducible()}, err
+	if names, result, err := excepted(ctx, in.Exceptions, activation); err != nil || len(names) > 0 {
+		return Result{Excepted: names, ExceptedResult: result, Reproducible: reproducible()}, err
 	}
 	if matched, err := p.match(ctx, activation); err != nil || !matched {
 		return Result{Matched: false, Reproducible: reproducible()}, err

@@ -3,6 +3,7 @@ package celenv
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/google/cel-go/cel"
@@ -19,8 +20,12 @@ type Exception struct {
 	Name string
 	// ReportResult is how an excepted trigger is reported: skip or pass.
 	ReportResult string
-	conditions   []expression
-	readsEvent   bool
+	// Priority is the label polex.kyverno.io/priority: of the exceptions
+	// that except a trigger, the first with the highest decides its
+	// ReportResult, as in Kyverno.
+	Priority   int
+	conditions []expression
+	readsEvent bool
 	// err, when set, is why the exception does not compile: it fails
 	// every trigger it is checked for (FailingException).
 	err error
@@ -45,6 +50,9 @@ func CompileException(e *apiv1.PolicyException) (*Exception, error) {
 	if out.ReportResult == "" {
 		out.ReportResult = "skip"
 	}
+	if p, err := strconv.Atoi(e.Labels[LabelExceptionPriority]); err == nil {
+		out.Priority = p
+	}
 	errs := e.Validate()
 	cluster, _, err := environments()
 	if err != nil {
@@ -64,23 +72,34 @@ func CompileException(e *apiv1.PolicyException) (*Exception, error) {
 	return out, nil
 }
 
+// LabelExceptionPriority orders the exceptions that except one trigger, as
+// Kyverno orders them.
+const LabelExceptionPriority = "polex.kyverno.io/priority"
+
 // excepted returns the names of the exceptions whose conditions the trigger
 // all satisfies, as Kyverno checks them: before the policy's own
-// matchConditions. A condition that fails is the trigger's error, naming
-// the exception.
-func excepted(ctx context.Context, exceptions []*Exception, activation map[string]any) ([]string, error) {
+// matchConditions, and the ReportResult of the first of them with the
+// highest priority above zero, or else of the first. A condition that
+// fails is the trigger's error, naming the exception.
+func excepted(ctx context.Context, exceptions []*Exception, activation map[string]any) ([]string, string, error) {
 	var names []string
+	result, priority := "", 0
 	for _, e := range exceptions {
 		if e.err != nil {
-			return nil, e.err
+			return nil, "", e.err
 		}
 		ok, err := matchAll(ctx, e.conditions, activation)
 		if err != nil {
-			return nil, fmt.Errorf("%s %s: %w", apiv1.PolicyExceptionKind, e.Name, err)
+			return nil, "", fmt.Errorf("%s %s: %w", apiv1.PolicyExceptionKind, e.Name, err)
 		}
-		if ok {
-			names = append(names, e.Name)
+		if !ok {
+			continue
 		}
+		if len(names) == 0 || e.Priority > priority {
+			result = e.ReportResult
+			priority = max(priority, e.Priority)
+		}
+		names = append(names, e.Name)
 	}
-	return names, nil
+	return names, result, nil
 }

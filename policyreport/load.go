@@ -3,6 +3,7 @@ package policyreport
 import (
 	"context"
 	"fmt"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -10,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 // loadPage is how many reports one list reads.
@@ -19,14 +21,31 @@ const loadPage = 500
 // results that did not change since are not written again: a restart
 // writes no report. Call it before the first Set. Without the report CRDs
 // the writer turns off, and says so; so it does when it may not list them.
+//
+// An answer that may pass, as a fresh CRD's "retry later" while the API
+// server builds its cache, is asked again for a while first.
 func (w *Writer) Load(ctx context.Context) {
-	if err := w.load(ctx); err != nil {
+	var err error
+	_ = wait.ExponentialBackoffWithContext(ctx, loadBackoff, func(ctx context.Context) (bool, error) {
+		err = w.load(ctx)
+		return err == nil || !transient(err), nil
+	})
+	if err != nil {
 		w.off.Store(true)
 		w.mu.Lock()
 		w.triggers = map[types.UID]*held{}
 		w.mu.Unlock()
 		w.log.Info("PolicyReports not written", "reason", err.Error())
 	}
+}
+
+// loadBackoff spaces Load's tries over about half a minute.
+var loadBackoff = wait.Backoff{Duration: 250 * time.Millisecond, Factor: 2, Steps: 8, Cap: 8 * time.Second}
+
+// transient reports whether a list may succeed when asked again.
+func transient(err error) bool {
+	return apierrors.IsTooManyRequests(err) || apierrors.IsServiceUnavailable(err) || apierrors.IsServerTimeout(err) ||
+		apierrors.IsTimeout(err) || apierrors.IsInternalError(err)
 }
 
 func (w *Writer) load(ctx context.Context) error {

@@ -59,7 +59,7 @@ func (c *Controller) evaluate(ctx context.Context, cp *compiledPolicy, t trigger
 		return evaluation{}, m, false, err
 	}
 	ev = evaluation{old: oldObject, namespace: nsObject, op: op, objects: c.labelled(cp, t, u, res), matched: res.Matched,
-		exceptions: exceptions, excepted: res.Excepted, audit: res.AuditAnnotations}
+		exceptions: exceptions, excepted: res.Excepted, exceptedResult: res.ExceptedResult, audit: res.AuditAnnotations}
 	for _, o := range ev.objects {
 		ev.kinds = append(ev.kinds, cluster.KindOf(o))
 	}

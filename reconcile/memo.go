@@ -74,11 +74,12 @@ type evaluation struct {
 	kinds   []schema.GroupVersionKind
 	matched bool
 	// exceptions are those the evaluation was made under; excepted, those
-	// of them that skipped the trigger; audit are the policy's
-	// auditAnnotations evaluated.
-	exceptions *exceptionSet
-	excepted   []string
-	audit      map[string]string
+	// of them that skipped the trigger, and exceptedResult how it is
+	// reported; audit are the policy's auditAnnotations evaluated.
+	exceptions     *exceptionSet
+	excepted       []string
+	exceptedResult string
+	audit          map[string]string
 }
 
 func newEvaluations() *evaluations {

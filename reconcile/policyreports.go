@@ -43,7 +43,7 @@ func (c *Controller) reportTrigger(cp *compiledPolicy, t trigger, ev evaluation,
 	case err != nil:
 		c.policyReports.Set(tr, name, policyreport.Error(cp.policy, err))
 	case len(ev.excepted) > 0:
-		c.policyReports.Set(tr, name, policyreport.Excepted(cp.policy, ev.excepted, policyreport.StatusSkip))
+		c.policyReports.Set(tr, name, policyreport.Excepted(cp.policy, ev.excepted, ev.exceptedResult))
 	case !ev.matched:
 		c.policyReports.Set(tr, name, nil)
 	default:
