@@ -242,7 +242,8 @@ func (c *Controller) syncIncremental(ctx, outer context.Context, run *syncRun) (
 // matchDirty finds, from the caches, the changed triggers the policy has
 // admitted and selects now. It returns them, the UIDs of every changed
 // trigger, and false when a full sync must decide instead: a match failed,
-// or a trigger's resource is not one the policy watches now.
+// a trigger is one of the policy's own objects, or a trigger's resource is
+// not one the policy watches now.
 func (c *Controller) matchDirty(run *syncRun, p *pending, t *tally) ([]trigger, []types.UID, bool) {
 	cp := run.cp
 	ms := c.matchSettingsOf(run.key, cp)
@@ -277,8 +278,10 @@ func (c *Controller) matchDirty(run *syncRun, p *pending, t *tally) ([]trigger, 
 			continue // deleted, or another object by that name: its own event tells
 		}
 		m := cp.evaluations.keep(u)
-		ok, _, err := c.matchOne(run.key, cp, d.gvr, u, m, ms)
-		if err != nil {
+		ok, self, err := c.matchOne(run.key, cp, d.gvr, u, m, ms)
+		if err != nil || self {
+			// A failed match, or an object of the policy's own among its
+			// triggers, which only a full sync counts and reports.
 			return nil, nil, false
 		}
 		if ok {
