@@ -2,6 +2,7 @@ package deploy_test
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"os/exec"
 	"path/filepath"
@@ -373,6 +374,8 @@ func TestChartInstalls(t *testing.T) {
 	}
 	aggregate(t, kube, "sprout")
 
+	var refused []func(context.Context) (bool, error)
+	var refusedWhat []string
 	for _, c := range []struct {
 		attrs   authorizationv1.ResourceAttributes
 		allowed bool
@@ -384,17 +387,29 @@ func TestChartInstalls(t *testing.T) {
 		{authorizationv1.ResourceAttributes{Verb: "impersonate", Resource: "serviceaccounts", Namespace: "platform", Name: "builder"}, true},
 		{authorizationv1.ResourceAttributes{Verb: "impersonate", Resource: "serviceaccounts", Namespace: "kube-system", Name: "builder"}, false},
 	} {
-		review := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
-			User:               serviceAccount,
-			Groups:             []string{"system:serviceaccounts", "system:serviceaccounts:" + namespace, "system:authenticated"},
-			ResourceAttributes: &c.attrs,
-		}}
-		got, err := kube.AuthorizationV1().SubjectAccessReviews().Create(ctx, review, metav1.CreateOptions{})
-		if err != nil {
-			t.Fatal(err)
+		may := func(ctx context.Context) (bool, error) {
+			review := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+				User:               serviceAccount,
+				Groups:             []string{"system:serviceaccounts", "system:serviceaccounts:" + namespace, "system:authenticated"},
+				ResourceAttributes: &c.attrs,
+			}}
+			got, err := kube.AuthorizationV1().SubjectAccessReviews().Create(ctx, review, metav1.CreateOptions{})
+			return err == nil && got.Status.Allowed, err
 		}
-		if got.Status.Allowed != c.allowed {
-			t.Errorf("Sprout may %s %s %s/%s: %t, want %t", c.attrs.Verb, c.attrs.Resource, c.attrs.Namespace, c.attrs.Name, got.Status.Allowed, c.allowed)
+		what := fmt.Sprintf("Sprout may %s %s %s/%s", c.attrs.Verb, c.attrs.Resource, c.attrs.Namespace, c.attrs.Name)
+		if c.allowed {
+			// The authorizer reads Roles from a cache of its own, which
+			// catches up with the writes above a moment later.
+			poll(t, what, may)
+			continue
+		}
+		refused = append(refused, may)
+		refusedWhat = append(refusedWhat, what)
+	}
+	// Asked once every right granted has reached the authorizer.
+	for i, may := range refused {
+		if got, err := may(ctx); err != nil || got {
+			t.Errorf("%s: %t (%v), want false", refusedWhat[i], got, err)
 		}
 	}
 }
