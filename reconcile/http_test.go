@@ -16,7 +16,8 @@ import (
 )
 
 // A policy's http.Get reaches an allowed host, and one sync asks it once
-// however many triggers ask the same.
+// however many triggers ask the same: the triggers exist first, and the
+// policy's first sync generates for all of them (generateExisting).
 func TestPoliciesCallAllowedHostsOncePerSync(t *testing.T) {
 	var hits atomic.Int64
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
@@ -34,7 +35,7 @@ func TestPoliciesCallAllowedHostsOncePerSync(t *testing.T) {
 	for i := range triggers {
 		tb.trigger(fmt.Sprintf("web-%d", i), "web", "x")
 	}
-	tb.applyPolicy(fixtures.MustPolicyFile("http-get", fixtures.Params{Name: "http-calls", App: "web", Source: "http-calls", URL: srv.URL}))
+	tb.applyPolicy(fixtures.MustPolicyFile("http-get", fixtures.Params{Name: "http-calls", App: "web", Source: "http-calls", URL: srv.URL, GenerateExisting: true}))
 	t.Cleanup(func() { tb.deletePolicy("http-calls") })
 	for i := range triggers {
 		tb.waitFor("the tier from the service", fmt.Sprintf("web-%d-tier", i), func(cm *corev1.ConfigMap) bool {
