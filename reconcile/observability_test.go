@@ -126,11 +126,10 @@ func TestEvaluationsAreKept(t *testing.T) {
 	}
 	evaluated, reused := count("evaluated"), count("reused")
 
+	// The sync of a's update is incremental (b and c are not looked at) or
+	// full (their results are reused): either way only a is evaluated.
 	tb.trigger("a", "memo", "a2")
 	tb.waitFor("a's downstream updated", "a-out", func(cm *corev1.ConfigMap) bool { return cm != nil && cm.Data["from"] == "a2" })
-	poll(t, "b and c reused by the sync of a's update", func(context.Context) (bool, error) {
-		return count("reused") >= reused+2, nil
-	})
 	if n := count("evaluated") - evaluated; n != 1 {
 		t.Errorf("%v evaluations after one trigger changed, want 1 (metrics before: %v evaluated, %v reused)", n, evaluated, reused)
 	}
