@@ -51,7 +51,7 @@ spec:
 		return map[string]any{
 			"source": "KyvernoGeneratingPolicy", "policy": "reported", "rule": "exception", "result": status,
 			"message": "rule is " + verb + " due to policy exception: " + exceptions,
-			"scored": true, "category": "Multi-Tenancy", "severity": "medium",
+			"scored":  true, "category": "Multi-Tenancy", "severity": "medium",
 			"properties": map[string]any{"process": "admission review", "exceptions": names},
 		}
 	}
