@@ -150,6 +150,10 @@ func (r *result) print(w io.Writer) {
 		fmt.Fprintf(t, "%s\t%s\t%s\t%s\n", g.Figure, g.Want, g.Got, met)
 	}
 	_ = t.Flush()
+	if s := r.Restart; s.OwedReports+s.ResyncOwedReports > 0 {
+		fmt.Fprintf(w, "\nrestart and resync wrote %d and %d PolicyReports the cold run's rate-bounded report writer still owed (not rewrites; not in the writes above)\n",
+			s.OwedReports, s.ResyncOwedReports)
+	}
 	if s := r.Restart.WritesSeen; len(s) > 0 {
 		fmt.Fprintf(w, "\nrestart writes (first %d): %s\n", len(s), strings.Join(s, ", "))
 	}

@@ -189,6 +189,12 @@ type restart struct {
 	// resync that follows the restart.
 	ResyncCPUSeconds float64 `json:"resyncCPUSeconds"`
 	ResyncWrites     int64   `json:"resyncWrites"`
+	// OwedReports and ResyncOwedReports count first writes of PolicyReports
+	// that did not exist: the process before had not written them yet (its
+	// report writer is bounded in rate). Writes and ResyncWrites hold every
+	// other write, a report written again included.
+	OwedReports       int64 `json:"owedReports"`
+	ResyncOwedReports int64 `json:"resyncOwedReports"`
 }
 
 // drift is scenario 4: how fast each controller puts back what was changed

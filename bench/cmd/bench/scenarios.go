@@ -183,6 +183,9 @@ func (b *bench) noopRestart(ctx context.Context, c *cluster, dir string) error {
 		return err
 	}
 	defer px.close()
+	if err := px.knowReports(ctx, c.dynamic); err != nil {
+		return err
+	}
 	kc, err := px.kubeconfig(dir)
 	if err != nil {
 		return err
@@ -203,19 +206,21 @@ func (b *bench) noopRestart(ctx context.Context, c *cluster, dir string) error {
 	// Writes that follow the sync (record, status) would come now.
 	time.Sleep(3 * time.Second)
 	r.Writes, r.WritesSeen, r.PeakRSSMiB = px.writes.Load(), px.writeList(), p.peakRSSMiB()
-	logf("restart: %d writes (and %d access reviews), synced in %.2fs, %.2f CPU s, %d unchanged", r.Writes, px.reviews.Load(), r.Seconds, r.CPUSeconds, r.Unchanged)
+	r.OwedReports = px.firstReports.Load()
+	logf("restart: %d writes (and %d access reviews, %d reports owed by the process before), synced in %.2fs, %.2f CPU s, %d unchanged",
+		r.Writes, px.reviews.Load(), r.OwedReports, r.Seconds, r.CPUSeconds, r.Unchanged)
 	if !done {
 		return fmt.Errorf("sprout did not account for %d objects within %s after a restart", n, b.timeout)
 	}
 	// The next scheduled resync: the CPU from now until its sync ended
 	// (idle time before it included), and its writes.
 	syncs := func() float64 { return p.metricSum(ctx, "sprout_reconcile_duration_seconds_count{") }
-	before, cpu, writes, reviews := syncs(), p.cpuSeconds(), px.writes.Load(), px.reviews.Load()
+	before, cpu, writes, reviews, owed := syncs(), p.cpuSeconds(), px.writes.Load(), px.reviews.Load(), px.firstReports.Load()
 	if !pollUntil(3*resyncEvery*time.Second, func() bool { return syncs() > before }) {
 		return fmt.Errorf("no scheduled resync within %ds", 3*resyncEvery)
 	}
-	r.ResyncCPUSeconds, r.ResyncWrites = p.cpuSeconds()-cpu, px.writes.Load()-writes
-	logf("resync: %.2f CPU s, %d writes (and %d access reviews)", r.ResyncCPUSeconds, r.ResyncWrites, px.reviews.Load()-reviews)
+	r.ResyncCPUSeconds, r.ResyncWrites, r.ResyncOwedReports = p.cpuSeconds()-cpu, px.writes.Load()-writes, px.firstReports.Load()-owed
+	logf("resync: %.2f CPU s, %d writes (and %d access reviews, %d reports owed)", r.ResyncCPUSeconds, r.ResyncWrites, px.reviews.Load()-reviews, r.ResyncOwedReports)
 	return b.driftRepair(ctx, c, &px.writes, &b.res.Drift.Sprout)
 }
 
