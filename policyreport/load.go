@@ -77,12 +77,11 @@ func (w *Writer) keep(u *unstructured.Unstructured) {
 	if t.UID == "" || t.Name == "" || string(t.UID) != u.GetName() {
 		return // not a report of Sprout's form: rewritten at its trigger's next result
 	}
-	h := &held{trigger: t, results: map[string]stamped{}}
+	h := &held{trigger: t}
 	items, _, _ := unstructured.NestedSlice(u.Object, "results")
 	for _, item := range items {
 		if r, ok := item.(map[string]any); ok {
-			s := resultOf(r)
-			h.results[s.res.Policy] = s
+			h.results = h.results.set(resultOf(r))
 		}
 	}
 	w.mu.Lock()
@@ -93,7 +92,7 @@ func (w *Writer) keep(u *unstructured.Unstructured) {
 }
 
 // resultOf reads a result as resultObject wrote it.
-func resultOf(o map[string]any) stamped {
+func resultOf(o map[string]any) entry {
 	str := func(k string) string { s, _ := o[k].(string); return s }
 	r := &Result{Policy: str("policy"), Rule: str("rule"), Result: str("result"), Message: str("message"),
 		Category: str("category"), Severity: str("severity")}
@@ -105,5 +104,5 @@ func resultOf(o map[string]any) stamped {
 		}
 	}
 	seconds, _, _ := unstructured.NestedInt64(o, "timestamp", "seconds")
-	return stamped{res: r, at: seconds}
+	return entryOf(r, seconds)
 }

@@ -1,9 +1,6 @@
 package policyreport
 
 import (
-	"slices"
-	"strings"
-
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
@@ -28,12 +25,6 @@ const (
 	ManagedBy      = "sprout"
 )
 
-// stamped is a result with the time, in seconds, it was first given.
-type stamped struct {
-	res *Result
-	at  int64
-}
-
 // resourceOf is the report resource for trigger t.
 func resourceOf(t Trigger) schema.GroupVersionResource {
 	if t.Namespace == "" {
@@ -46,18 +37,12 @@ func resourceOf(t Trigger) schema.GroupVersionResource {
 // reports controller makes it: named by the trigger's UID, in its
 // namespace, scoped to and owned by it, its results sorted by policy and
 // rule and counted in its summary.
-func reportObject(t Trigger, results []stamped) *unstructured.Unstructured {
-	slices.SortFunc(results, func(a, b stamped) int {
-		if c := strings.Compare(a.res.Policy, b.res.Policy); c != 0 {
-			return c
-		}
-		return strings.Compare(a.res.Rule, b.res.Rule)
-	})
+func reportObject(t Trigger, results entries) *unstructured.Unstructured {
 	summary := map[string]any{"pass": int64(0), "fail": int64(0), "warn": int64(0), "error": int64(0), "skip": int64(0)}
 	items := make([]any, 0, len(results))
 	for _, r := range results {
-		summary[r.res.Result] = summary[r.res.Result].(int64) + 1
-		items = append(items, resultObject(r))
+		summary[r.status] = summary[r.status].(int64) + 1
+		items = append(items, resultObject(&r))
 	}
 	kind := "PolicyReport"
 	if t.Namespace == "" {
@@ -81,25 +66,24 @@ func reportObject(t Trigger, results []stamped) *unstructured.Unstructured {
 	}}
 }
 
-func resultObject(s stamped) map[string]any {
-	r := s.res
+func resultObject(r *entry) map[string]any {
 	o := map[string]any{
-		"source": Source, "policy": r.Policy, "rule": r.Rule, "result": r.Result, "scored": r.Scored,
-		"timestamp": map[string]any{"seconds": s.at, "nanos": int64(0)},
+		"source": Source, "policy": r.policy, "rule": r.rule, "result": r.status, "scored": r.scored,
+		"timestamp": map[string]any{"seconds": r.at, "nanos": int64(0)},
 	}
-	if r.Message != "" {
-		o["message"] = r.Message
+	if r.message != "" {
+		o["message"] = r.message
 	}
-	if r.Category != "" {
-		o["category"] = r.Category
+	if r.category != "" {
+		o["category"] = r.category
 	}
-	if r.Severity != "" {
-		o["severity"] = r.Severity
+	if r.severity != "" {
+		o["severity"] = r.severity
 	}
-	if len(r.Properties) > 0 {
-		props := make(map[string]any, len(r.Properties))
-		for k, v := range r.Properties {
-			props[k] = v
+	if len(r.props) > 0 {
+		props := make(map[string]any, len(r.props)/2)
+		for i := 0; i < len(r.props); i += 2 {
+			props[r.props[i]] = r.props[i+1]
 		}
 		o["properties"] = props
 	}

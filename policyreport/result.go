@@ -60,15 +60,6 @@ type Result struct {
 	Properties map[string]string
 }
 
-// Equal reports whether r and o are the same result.
-func (r *Result) Equal(o *Result) bool {
-	if r == nil || o == nil {
-		return r == o
-	}
-	return r.Policy == o.Policy && r.Rule == o.Rule && r.Result == o.Result && r.Message == o.Message &&
-		r.Category == o.Category && r.Severity == o.Severity && r.Scored == o.Scored && maps.Equal(r.Properties, o.Properties)
-}
-
 // Reported reports whether policy's results go in reports: not when it has
 // Kyverno's label that disables them.
 func Reported(policy metav1.Object) bool {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -53,7 +54,7 @@ type Writer struct {
 // held is what a trigger's report holds, or is about to.
 type held struct {
 	trigger Trigger
-	results map[string]stamped
+	results entries
 }
 
 // NewWriter returns a Writer that writes with client.
@@ -93,19 +94,19 @@ func (w *Writer) Set(t Trigger, policy string, r *Result) {
 		if h == nil {
 			return
 		}
-		if _, ok := h.results[policy]; !ok {
+		var dropped bool
+		if h.results, dropped = h.results.without(policy); !dropped {
 			return
 		}
-		delete(h.results, policy)
 	} else {
 		if h == nil {
-			h = &held{trigger: t, results: map[string]stamped{}}
+			h = &held{trigger: t}
 			w.triggers[t.UID] = h
 		}
-		if old, ok := h.results[policy]; ok && old.res.Equal(r) {
+		if i, ok := h.results.find(policy); ok && h.results[i].says(r) {
 			return
 		}
-		h.results[policy] = stamped{res: r, at: time.Now().Unix()}
+		h.results = h.results.set(entryOf(r, time.Now().Unix()))
 	}
 	w.queue.Add(t.UID)
 }
@@ -129,8 +130,8 @@ func (w *Writer) DropPolicy(policy string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for uid, h := range w.triggers {
-		if _, ok := h.results[policy]; ok {
-			delete(h.results, policy)
+		var dropped bool
+		if h.results, dropped = h.results.without(policy); dropped {
 			w.queue.Add(uid)
 		}
 	}
@@ -182,10 +183,7 @@ func (w *Writer) write(ctx context.Context, uid types.UID) error {
 		w.mu.Unlock()
 		return nil // forgotten: its trigger is gone
 	}
-	t, results := h.trigger, make([]stamped, 0, len(h.results))
-	for _, r := range h.results {
-		results = append(results, r)
-	}
+	t, results := h.trigger, slices.Clone(h.results)
 	w.mu.Unlock()
 	if err := w.limiter.Wait(ctx); err != nil {
 		return err
