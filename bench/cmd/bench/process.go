@@ -152,6 +152,11 @@ func (p *process) metricSum(ctx context.Context, prefix string) float64 {
 	return sum
 }
 
+// syncModes reads how many full and incremental syncs sprout has run.
+func (p *process) syncModes(ctx context.Context) (full, incremental float64) {
+	return p.metricSum(ctx, `sprout_syncs_total{mode="full"`), p.metricSum(ctx, `sprout_syncs_total{mode="incremental"`)
+}
+
 // phases reads the mean duration of each phase of sprout's syncs.
 func (p *process) phases(ctx context.Context) []phase {
 	var out []phase

@@ -236,6 +236,10 @@ type latencyRun struct {
 	// Phases is, for sprout, how long each phase of a sync took on average
 	// (sprout_reconcile_phase_duration_seconds): what a trigger waits for.
 	Phases []phase `json:"phases,omitempty"`
+	// FullSyncs and IncrementalSyncs are, for sprout, the syncs it ran by
+	// mode (sprout_syncs_total) during the measurement.
+	FullSyncs        int `json:"fullSyncs,omitempty"`
+	IncrementalSyncs int `json:"incrementalSyncs,omitempty"`
 }
 
 // phase is the mean duration of one phase of sprout's syncs.

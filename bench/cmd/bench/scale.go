@@ -92,6 +92,7 @@ func (b *bench) scaleRun(ctx context.Context, c *cluster, dir, name string, n in
 
 	profile := b.scaleProfile(ctx, name, n, p, dir)
 	cpu := p.cpuSeconds()
+	full, incremental := p.syncModes(ctx)
 	returned, err := c.createTriggersAt(ctx, "s", b.SteadyRate, time.Duration(b.ScaleSeconds*float64(time.Second)), b.ScaleNamespaces)
 	if err != nil {
 		return r, fmt.Errorf("create trigger ConfigMaps: %w", err)
@@ -110,6 +111,11 @@ func (b *bench) scaleRun(ctx context.Context, c *cluster, dir, name string, n in
 	}
 	logf("scale %d: %s: %d/%d copies at %.0f/s, p50 %.1f ms, p99 %.1f ms, %.2f CPU ms per event, peak RSS %.0f MiB",
 		n, name, r.Steady.Seen, steadyN, b.SteadyRate, r.Steady.Latency.P50Ms, r.Steady.Latency.P99Ms, r.CPUMsPerEvent, r.Steady.PeakRSSMiB)
+	if name == "sprout" {
+		f, i := p.syncModes(ctx)
+		r.Steady.FullSyncs, r.Steady.IncrementalSyncs = int(f-full), int(i-incremental)
+		logf("scale %d: sprout: %d full and %d incremental syncs while steady", n, r.Steady.FullSyncs, r.Steady.IncrementalSyncs)
+	}
 	if r.Steady.Seen < steadyN {
 		return r, fmt.Errorf("%s copied %d of the %d ConfigMaps created at a steady rate (log: %s)", name, r.Steady.Seen, steadyN, log)
 	}
