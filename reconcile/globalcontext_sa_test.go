@@ -9,6 +9,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/sprout-gitops/sprout/fixtures"
 	"github.com/sprout-gitops/sprout/reconcile"
 )
 
@@ -61,8 +62,8 @@ spec:
 		applyEntry(t, doc)
 	}
 	asReader := func(name, expr string) string {
-		return strings.Replace(gctxPolicy(name, "gctx-sa", expr), "metadata:\n  name: "+name+"\n",
-			"metadata:\n  name: "+name+"\n  annotations: {\"sprout.dev/service-account\": \"gctx-sa/reader\"}\n", 1)
+		return fixtures.MustPolicyFile("expression", fixtures.Params{Name: name, App: name, Source: "gctx-sa", Expression: expr,
+			Annotations: map[string]string{"sprout.dev/service-account": "gctx-sa/reader"}})
 	}
 
 	tb.applyPolicy(asReader("gctx-sa-allowed", `globalContext.Get("gctx-sa-configmaps", "").exists(o, o.metadata.name == "seen") ? "seen" : "not yet"`))

@@ -21,6 +21,7 @@ import (
 
 	"github.com/sprout-gitops/sprout/api/kyverno/v2beta1"
 	"github.com/sprout-gitops/sprout/celenv"
+	"github.com/sprout-gitops/sprout/fixtures"
 	"github.com/sprout-gitops/sprout/globalctx"
 	"github.com/sprout-gitops/sprout/reconcile"
 )
@@ -80,32 +81,7 @@ func entryStatus(ctx context.Context, name string) (v2beta1.GlobalContextEntrySt
 // gctxPolicy generates, for each ConfigMap labelled app: name in ns, a
 // ConfigMap <trigger>-out whose data.value is expr.
 func gctxPolicy(name, ns, expr string) string {
-	return `apiVersion: policies.kyverno.io/v1
-kind: GeneratingPolicy
-metadata:
-  name: ` + name + `
-spec:
-  matchConstraints:
-    resourceRules:
-    - apiGroups: [""]
-      apiVersions: ["v1"]
-      operations: ["CREATE", "UPDATE"]
-      resources: ["configmaps"]
-    namespaceSelector:
-      matchLabels: {kubernetes.io/metadata.name: ` + ns + `}
-    objectSelector:
-      matchLabels: {app: ` + name + `}
-  evaluation:
-    synchronize: {enabled: true}
-  variables:
-  - name: value
-    expression: >-
-      ` + expr + `
-  generate:
-  - expression: >-
-      generator.Apply(object.metadata.namespace, [{"apiVersion": "v1", "kind": "ConfigMap",
-        "metadata": {"name": object.metadata.name + "-out"}, "data": {"value": variables.value}}])
-`
+	return fixtures.MustPolicyFile("expression", fixtures.Params{Name: name, App: name, Source: ns, Expression: expr})
 }
 
 func hasValue(v string) func(*corev1.ConfigMap) bool {

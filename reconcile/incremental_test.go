@@ -25,6 +25,7 @@ import (
 
 	apiv1 "github.com/sprout-gitops/sprout/api/policies/v1"
 	sproutv1alpha1 "github.com/sprout-gitops/sprout/api/sprout/v1alpha1"
+	"github.com/sprout-gitops/sprout/fixtures"
 	"github.com/sprout-gitops/sprout/reconcile"
 )
 
@@ -32,64 +33,13 @@ import (
 // flip is not "off" (a matchCondition), a ConfigMap "<name>-d" holding the
 // trigger's value, the policy's version and its Namespace's tier label.
 func incrDerived(version string) string {
-	return fmt.Sprintf(`apiVersion: policies.kyverno.io/v1
-kind: GeneratingPolicy
-metadata:
-  name: incr-derived
-spec:
-  evaluation:
-    synchronize: {enabled: true}
-    generateExisting: {enabled: true}
-  matchConstraints:
-    resourceRules:
-    - apiGroups: [""]
-      apiVersions: ["v1"]
-      operations: ["CREATE", "UPDATE"]
-      resources: ["configmaps"]
-    objectSelector:
-      matchLabels: {app: incr}
-  matchConditions:
-  - name: not-off
-    expression: "object.metadata.?labels.?flip.orValue('') != 'off'"
-  generate:
-  - expression: >-
-      generator.Apply(object.metadata.namespace, [{
-        "apiVersion": "v1", "kind": "ConfigMap",
-        "metadata": {"name": object.metadata.name + "-d"},
-        "data": {"from": string(object.data.?value.orValue("")), "v": "%s",
-          "tier": string(namespaceObject.metadata.?labels.?tier.orValue(""))}
-      }])
-`, version)
+	return fixtures.MustPolicyFile("conditional-derived", fixtures.Params{Name: "incr-derived", App: "incr", Suffix: "d", Value: version})
 }
 
 // incrLookup generates, for every ConfigMap labelled app=incr and
 // lookup=yes, a ConfigMap "<name>-l" holding the trigger's value and an
 // annotation of the Secret incr-src/main, which it reads.
-const incrLookup = `apiVersion: policies.kyverno.io/v1
-kind: GeneratingPolicy
-metadata:
-  name: incr-lookup
-spec:
-  evaluation:
-    synchronize: {enabled: true}
-    generateExisting: {enabled: true}
-  matchConstraints:
-    resourceRules:
-    - apiGroups: [""]
-      apiVersions: ["v1"]
-      operations: ["CREATE", "UPDATE"]
-      resources: ["configmaps"]
-    objectSelector:
-      matchLabels: {app: incr, lookup: "yes"}
-  generate:
-  - expression: >-
-      generator.Apply(object.metadata.namespace, [{
-        "apiVersion": "v1", "kind": "ConfigMap",
-        "metadata": {"name": object.metadata.name + "-l"},
-        "data": {"from": string(object.data.?value.orValue("")),
-          "src": string(resource.Get("v1", "secrets", "incr-src", "main").metadata.annotations.v)}
-      }])
-`
+var incrLookup = fixtures.MustPolicyFile("lookup", fixtures.Params{Name: "incr-lookup", App: "incr", Suffix: "l", Source: "incr-src"})
 
 // incrTrigger is the model of one trigger ConfigMap.
 type incrTrigger struct {
