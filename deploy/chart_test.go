@@ -134,14 +134,21 @@ func imageRepository(image string) string {
 // security contexts. Only what withoutHelmParts drops may differ, and the
 // Namespace, which Helm users create with --create-namespace.
 func TestChartMatchesDeploy(t *testing.T) {
+	matchesKustomize(t, mustRender(t, ""), build(t), "deploy/")
+}
+
+// matchesKustomize holds a render of the chart to what kustomize built
+// from dir, as TestChartMatchesDeploy says.
+func matchesKustomize(t *testing.T, rendered, built []*unstructured.Unstructured, dir string) {
+	t.Helper()
 	chart := map[string]*unstructured.Unstructured{}
-	for _, o := range mustRender(t, "") {
+	for _, o := range rendered {
 		if _, dup := chart[objectKey(o)]; dup {
 			t.Errorf("the chart renders %s twice", objectKey(o))
 		}
 		chart[objectKey(o)] = o
 	}
-	for _, o := range build(t) {
+	for _, o := range built {
 		if o.GetKind() == "Namespace" {
 			continue
 		}
@@ -152,11 +159,11 @@ func TestChartMatchesDeploy(t *testing.T) {
 			continue
 		}
 		if diff := cmp.Diff(withoutHelmParts(o), withoutHelmParts(got)); diff != "" {
-			t.Errorf("the chart's %s differs from deploy/'s (-deploy +chart; CRDs: run make generate):\n%s", objectKey(o), diff)
+			t.Errorf("the chart's %s differs from %s's (-%s +chart; CRDs: run make generate):\n%s", objectKey(o), dir, dir, diff)
 		}
 	}
 	for k := range chart {
-		t.Errorf("the chart adds %s, which deploy/ lacks", k)
+		t.Errorf("the chart adds %s, which %s lacks", k, dir)
 	}
 }
 
@@ -183,6 +190,7 @@ rbac:
       verbs: [get, list, watch, create, patch, delete]
 policyExceptions: {enabled: true, namespace: kyverno-exceptions}
 extraArgs: [--workers=8]
+sharding: {shards: [shard1]}
 `
 
 // valueSets are the values TestChartLint and TestChartInstalls try.

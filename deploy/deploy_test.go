@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -25,8 +24,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
-	"sigs.k8s.io/kustomize/api/krusty"
-	"sigs.k8s.io/kustomize/kyaml/filesys"
 
 	apiv1 "github.com/sprout-gitops/sprout/api/policies/v1"
 	sproutv1alpha1 "github.com/sprout-gitops/sprout/api/sprout/v1alpha1"
@@ -55,23 +52,7 @@ const (
 // deploy/` does.
 func build(t *testing.T) []*unstructured.Unstructured {
 	t.Helper()
-	dir, err := filepath.Abs(".")
-	if err != nil {
-		t.Fatal(err)
-	}
-	resources, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), dir)
-	if err != nil {
-		t.Fatalf("kustomize build: %v", err)
-	}
-	data, err := resources.AsYaml()
-	if err != nil {
-		t.Fatal(err)
-	}
-	objs, err := manifest.Parse(data)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return objs
+	return buildAt(t, ".")
 }
 
 // ofKind returns the objects of the given kinds, in build order.

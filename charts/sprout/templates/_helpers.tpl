@@ -25,9 +25,24 @@ chart's name ("sprout" installs objects named as deploy/ names them).
 {{- end }}
 {{- end }}
 
+{{/*
+The labels that select the main Deployment's pods. Every object carries
+them (sprout.labels): the ServiceMonitor finds each shard's metrics Service
+by them.
+*/}}
 {{- define "sprout.selectorLabels" -}}
-app.kubernetes.io/name: {{ include "sprout.name" . }}
-app.kubernetes.io/instance: {{ .Release.Name }}
+{{ include "sprout.podSelectorLabels" (dict "root" . "shard" "") }}
+{{- end }}
+
+{{/*
+The labels that select the pods of one Deployment. A shard's name is
+<name>-<shard>, as deploy/sharding names it, so that no two Deployments
+select the same pods. Takes root (the chart's context) and shard ("" for
+the main Deployment).
+*/}}
+{{- define "sprout.podSelectorLabels" -}}
+app.kubernetes.io/name: {{ include "sprout.name" .root }}{{ with .shard }}-{{ . }}{{ end }}
+app.kubernetes.io/instance: {{ .root.Release.Name }}
 {{- end }}
 
 {{- define "sprout.labels" -}}
