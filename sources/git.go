@@ -143,25 +143,15 @@ func (g *GitSource) fetch(ctx context.Context, last string) (contents, string, b
 		Tags:          git.NoTags,
 		NoCheckout:    true,
 	}
-	var got contents
-	err = g.withClone(ctx, clone, func(repo *git.Repository) error {
+	return g.loadClone(ctx, clone, func(repo *git.Repository) (*object.Commit, string, error) {
 		head, err := repo.Head()
 		if err != nil {
-			return err
+			return nil, "", err
 		}
 		// The commit cloned, should the ref have moved since it was listed.
-		revision = ref.Short() + "@sha1:" + head.Hash().String()
 		commit, err := repo.CommitObject(head.Hash())
-		if err != nil {
-			return err
-		}
-		got, err = g.load(repo, commit, revision)
-		return err
+		return commit, ref.Short() + "@sha1:" + head.Hash().String(), err
 	})
-	if err != nil {
-		return contents{}, "", false, err
-	}
-	return got, revision, false, nil
 }
 
 // fetchCommit takes the pinned commit once; after that it is unchanged
@@ -190,14 +180,26 @@ func (g *GitSource) fetchCommit(ctx context.Context, last string) (contents, str
 		clone.SingleBranch = true
 		where = "branch " + g.opts.Branch
 	}
-	var got contents
-	err = g.withClone(ctx, clone, func(repo *git.Repository) error {
+	return g.loadClone(ctx, clone, func(repo *git.Repository) (*object.Commit, string, error) {
 		commit, err := repo.CommitObject(g.commit)
 		if errors.Is(err, plumbing.ErrObjectNotFound) {
-			return fmt.Errorf("%s has no commit %s on %s", g.opts.URL, g.commit, where)
-		} else if err != nil {
+			return nil, "", fmt.Errorf("%s has no commit %s on %s", g.opts.URL, g.commit, where)
+		}
+		return commit, revision, err
+	})
+}
+
+// loadClone clones as clone says and loads the commit pick chooses in it,
+// under the revision pick names.
+func (g *GitSource) loadClone(ctx context.Context, clone *git.CloneOptions, pick func(*git.Repository) (*object.Commit, string, error)) (contents, string, bool, error) {
+	var got contents
+	var revision string
+	err := g.withClone(ctx, clone, func(repo *git.Repository) error {
+		commit, rev, err := pick(repo)
+		if err != nil {
 			return err
 		}
+		revision = rev
 		got, err = g.load(repo, commit, revision)
 		return err
 	})

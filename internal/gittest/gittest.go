@@ -50,28 +50,36 @@ func (r *Repo) URL() string { return "file://" + r.Dir }
 // current branch.
 func (r *Repo) Commit(msg string, files map[string]string) plumbing.Hash {
 	r.t.Helper()
+	return r.commit(msg, func(wt *git.Worktree) {
+		for name, content := range files {
+			if content == "" {
+				if _, err := wt.Remove(name); err != nil {
+					r.t.Fatal(err)
+				}
+				continue
+			}
+			r.add(wt, name, func(p string) error { return os.WriteFile(p, []byte(content), 0o644) })
+		}
+	})
+}
+
+// CommitLink commits a symbolic link at name to target (relative or
+// absolute, it need not exist) on the current branch.
+func (r *Repo) CommitLink(msg, name, target string) plumbing.Hash {
+	r.t.Helper()
+	return r.commit(msg, func(wt *git.Worktree) {
+		r.add(wt, name, func(p string) error { return os.Symlink(target, p) })
+	})
+}
+
+// commit commits on the current branch what change stages.
+func (r *Repo) commit(msg string, change func(*git.Worktree)) plumbing.Hash {
+	r.t.Helper()
 	wt, err := r.repo.Worktree()
 	if err != nil {
 		r.t.Fatal(err)
 	}
-	for name, content := range files {
-		if content == "" {
-			if _, err := wt.Remove(name); err != nil {
-				r.t.Fatal(err)
-			}
-			continue
-		}
-		p := filepath.Join(r.Dir, name)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			r.t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-			r.t.Fatal(err)
-		}
-		if _, err := wt.Add(name); err != nil {
-			r.t.Fatal(err)
-		}
-	}
+	change(wt)
 	h, err := wt.Commit(msg, &git.CommitOptions{Author: signature()})
 	if err != nil {
 		r.t.Fatal(err)
@@ -79,29 +87,20 @@ func (r *Repo) Commit(msg string, files map[string]string) plumbing.Hash {
 	return h
 }
 
-// CommitLink commits a symbolic link at name to target (relative or
-// absolute, it need not exist) on the current branch.
-func (r *Repo) CommitLink(msg, name, target string) plumbing.Hash {
+// add makes the file name with write, which is given its path, and stages
+// it.
+func (r *Repo) add(wt *git.Worktree, name string, write func(path string) error) {
 	r.t.Helper()
-	wt, err := r.repo.Worktree()
-	if err != nil {
-		r.t.Fatal(err)
-	}
 	p := filepath.Join(r.Dir, name)
 	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 		r.t.Fatal(err)
 	}
-	if err := os.Symlink(target, p); err != nil {
+	if err := write(p); err != nil {
 		r.t.Fatal(err)
 	}
 	if _, err := wt.Add(name); err != nil {
 		r.t.Fatal(err)
 	}
-	h, err := wt.Commit(msg, &git.CommitOptions{Author: signature()})
-	if err != nil {
-		r.t.Fatal(err)
-	}
-	return h
 }
 
 // Tag tags h with an annotated tag.
