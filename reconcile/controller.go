@@ -185,6 +185,9 @@ type Controller struct {
 	// tallies keep what each policy's last clean syncs found per trigger,
 	// for its incremental syncs.
 	tallies tallies
+	// reads index what each trigger's evaluation read, so that a change of
+	// it queues that trigger alone (deps.go).
+	reads readIndex
 	// statusQueue holds the policies whose last outcome is not yet written
 	// to their status; reports holds the outcomes.
 	statusQueue workqueue.TypedRateLimitingInterface[policyKey]

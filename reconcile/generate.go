@@ -48,8 +48,10 @@ type generation struct {
 	// this sync did not match, or moved the policy's beginning, so its
 	// desired set is not whole.
 	rebuilt, relearnt bool
-	// contributions are, per trigger evaluated, what it adds to the counts.
+	// contributions are, per trigger evaluated, what it adds to the counts;
+	// reads, what those evaluated cleanly read.
 	contributions []contribution
+	reads         []triggerReads
 }
 
 func (g *generation) evalErr() error   { return joinSorted(g.evalErrs) }
@@ -261,8 +263,10 @@ func (c *Controller) desired(ctx context.Context, cp *compiledPolicy, triggers [
 	evaluated, reused := 0, 0
 	defer func() { c.metrics.observeEvaluations(key.String(), evaluated, reused) }()
 	for _, t := range triggers {
-		reads := reader.reads.Load()
+		reads, logged := reader.reads.Load(), c.reads.logged(key)
+		reader.record()
 		ev, m, kept, err := c.evaluate(ctx, cp, t, reader, out.epoch)
+		tape := reader.recorded()
 		if kept {
 			reused++
 		} else {
@@ -279,6 +283,10 @@ func (c *Controller) desired(ctx context.Context, cp *compiledPolicy, triggers [
 			g.evalErrs = append(g.evalErrs, fmt.Errorf("trigger %s %s: %w", t.object.GetKind(), objectRef(t.object), err))
 			g.failed.Insert(string(t.object.GetUID()))
 			continue
+		}
+		if (len(tape.reads) > 0 || tape.untracked) && !t.deleted {
+			g.reads = append(g.reads, triggerReads{uid: t.object.GetUID(), gvr: t.gvr, key: objectRef(t.object),
+				reads: tape.reads, untracked: tape.untracked, logged: logged})
 		}
 		if len(ev.excepted) > 0 {
 			g.skip(t, ev.excepted)

@@ -140,12 +140,14 @@ func (g *generation) clean() bool {
 		g.failed.Len() == 0 && g.verdicts.refused.Len() == 0
 }
 
-// keepTally keeps what a full sync found per trigger, if it was clean.
-func (c *Controller) keepTally(run *syncRun, g *generation, changes inventory.ChangeSet, err error) {
+// keepTally keeps what a full sync found per trigger, if it was clean,
+// and reports whether it did.
+func (c *Controller) keepTally(run *syncRun, g *generation, changes inventory.ChangeSet, err error) bool {
 	if err != nil || !g.clean() || changes.NotOwned() != "" || run.cp.resolveErr != nil || c.rebuilds.pending(run.key) {
-		return
+		return false
 	}
 	c.tallies.set(run.key, newTally(run.cp, g.contributions))
+	return true
 }
 
 // incrementalAllowed reports whether the policy may sync only the triggers
@@ -202,7 +204,7 @@ func (c *Controller) syncIncremental(ctx, outer context.Context, run *syncRun) (
 		return false, err
 	}
 	run.triggers, run.incremental = triggers, true
-	reader := newCacheReader(c, as, run.cp.scope())
+	reader := newCacheReader(c, run.key, as, run.cp.scope())
 	g, err := c.generate(ctx, run, w, reader)
 	c.addDependencies(run.key, reader.resources())
 	if ctx.Err() != nil && outer.Err() == nil {
@@ -233,9 +235,11 @@ func (c *Controller) syncIncremental(ctx, outer context.Context, run *syncRun) (
 	report := c.outcomeOf(ctx, run, g, changes, pruneErr)
 	recordErr := c.conclude(ctx, run, report)
 	err = errors.Join(pruneErr, recordErr)
-	if err != nil || changes.NotOwned() != "" {
+	kept := err == nil && changes.NotOwned() == ""
+	if !kept {
 		c.tallies.set(run.key, nil)
 	}
+	c.endReads(run, kept, dirty, g.reads)
 	return true, err
 }
 

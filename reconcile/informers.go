@@ -342,16 +342,21 @@ func (c *Controller) onTrigger(w watchKey, op admission.Operation, obj, old any)
 	}
 }
 
-// queueTrigger queues a policy for an event on o: for that trigger alone,
-// unless the policy's evaluations read gvr, when any object of it may
-// change what any trigger generates.
+// queueTrigger queues a policy for an event on o: for that trigger, and,
+// when the policy's evaluations read gvr, for the triggers that read o
+// (deps.go), or in full when those are not known.
 func (c *Controller) queueTrigger(key policyKey, cp *compiledPolicy, gvr schema.GroupVersionResource, read bool, op admission.Operation, o *cluster.Object, old any) {
-	if read || !slices.Contains(cp.triggers, gvr) {
+	prev, _ := old.(*cluster.Object)
+	isTrigger := slices.Contains(cp.triggers, gvr)
+	if read && !c.queueReaders(key, gvr, o, prev) || !read && !isTrigger {
 		c.queue.Add(key)
 		return
 	}
+	if !isTrigger {
+		return
+	}
 	d := dirtyTrigger{gvr: gvr, key: objectRef(o)}
-	switch prev, _ := old.(*cluster.Object); {
+	switch {
 	case op == admission.Delete:
 		d.old = o
 	case prev != nil:

@@ -19,11 +19,14 @@ import (
 
 // cacheReader serves resource.Get and resource.List for the syncs of one
 // policy from informer caches, starting an informer the first time a
-// resource is read. It records every resource read: a change to any object
-// of those resources re-queues the policy, so a clone follows its source
-// and a setting read from a ConfigMap takes effect.
+// resource is read. It records every resource read, which the policy's
+// informers then serve, and each evaluation's reads (deps.go): a change
+// to an object read re-queues the triggers that read it, so a clone
+// follows its source and a setting read from a ConfigMap takes effect.
 type cacheReader struct {
 	c *Controller
+	// key is the policy whose syncs read.
+	key policyKey
 	// as, when set, is the ServiceAccount the policy runs as: each kind of
 	// read is allowed only if the API server says it may (a
 	// SubjectAccessReview, asked once per sync).
@@ -47,12 +50,15 @@ type cacheReader struct {
 	web *celenv.HTTPRound
 	// entries serves globalContext.Get; nil when no store serves entries.
 	entries *entryReads
+	// tape records the reads of the evaluation under way, while one is
+	// recorded: a sync evaluates its triggers one at a time.
+	tape *readTape
 }
 
 var _ celenv.Reader = (*cacheReader)(nil)
 
-func newCacheReader(c *Controller, as *serviceAccount, scope string) *cacheReader {
-	r := &cacheReader{c: c, as: as, scope: scope, read: sets.New[schema.GroupVersionResource](), allowed: map[string]error{},
+func newCacheReader(c *Controller, key policyKey, as *serviceAccount, scope string) *cacheReader {
+	r := &cacheReader{c: c, key: key, as: as, scope: scope, read: sets.New[schema.GroupVersionResource](), allowed: map[string]error{},
 		decoded: map[*cluster.Object]*unstructured.Unstructured{}}
 	if c.opts.HTTP != nil {
 		r.web = c.opts.HTTP.Round()
@@ -99,8 +105,14 @@ func (r *cacheReader) authorize(ctx context.Context, verb string, gvr schema.Gro
 func (r *cacheReader) store(ctx context.Context, gvr schema.GroupVersionResource) (cache.Store, error) {
 	r.reads.Add(1)
 	r.mu.Lock()
+	first := !r.read.Has(gvr)
 	r.read.Insert(gvr)
 	r.mu.Unlock()
+	if first {
+		// At once, not once the sync ends: a change after this read is
+		// then routed to the triggers that read (deps.go).
+		r.c.addDependencies(r.key, sets.New(gvr))
+	}
 	// Its informer runs as Sprout: one that may not list would fail for
 	// ever. The read fails instead, and RBACPermissionsGranted says why.
 	if err := r.c.mayWatch(ctx, nil, gvr, r.c.watchKeyOf(r.scope, gvr).namespace); err != nil {
@@ -121,6 +133,7 @@ func (r *cacheReader) store(ctx context.Context, gvr schema.GroupVersionResource
 
 // Get returns the cached object.
 func (r *cacheReader) Get(ctx context.Context, gvr schema.GroupVersionResource, namespace, name string) (map[string]any, error) {
+	r.note(readDep{gvr: gvr, namespace: namespace, name: name})
 	if err := r.authorize(ctx, "get", gvr, namespace); err != nil {
 		return nil, err
 	}
@@ -141,6 +154,10 @@ func (r *cacheReader) Get(ctx context.Context, gvr schema.GroupVersionResource, 
 // List returns the cached objects of namespace ("" for all) that selector
 // selects, as celenv.ListOf orders them.
 func (r *cacheReader) List(ctx context.Context, gvr schema.GroupVersionResource, namespace string, selector labels.Selector) (map[string]any, error) {
+	if selector == nil {
+		selector = labels.Everything()
+	}
+	r.note(readDep{gvr: gvr, namespace: namespace, selector: selector, sel: selector.String()})
 	if err := r.authorize(ctx, "list", gvr, namespace); err != nil {
 		return nil, err
 	}
@@ -170,4 +187,33 @@ func (r *cacheReader) resources() sets.Set[schema.GroupVersionResource] {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.read.Clone()
+}
+
+// note records a read on the tape, if one records. A Get that finds
+// nothing is recorded too: the object's creation changes its result.
+func (r *cacheReader) note(d readDep) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.tape != nil {
+		r.tape.note(d)
+	}
+}
+
+// record starts recording the reads of an evaluation.
+func (r *cacheReader) record() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.tape = &readTape{}
+}
+
+// recorded stops recording and returns what the evaluation read.
+func (r *cacheReader) recorded() readTape {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	t := r.tape
+	r.tape = nil
+	if t == nil {
+		return readTape{}
+	}
+	return *t
 }

@@ -67,6 +67,7 @@ func (c *Controller) forgetPolicy(key policyKey) {
 	c.own.forget(key)
 	c.mu.Unlock()
 	c.access.forget(key)
+	c.reads.drop(key)
 	c.releaseInformers()
 }
 

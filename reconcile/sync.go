@@ -63,6 +63,9 @@ func (c *Controller) sync(ctx context.Context, key policyKey) error {
 	ctx, end := c.beginSync(ctx, key, run.cp)
 	defer end()
 	c.markProgressing(key, run.cp)
+	c.reads.begin(key)
+	// A sync that keeps no reads ends with them unknown.
+	defer c.endReads(run, false, nil, nil)
 	if done, err := c.syncIncremental(ctx, outer, run); done {
 		return err
 	}
@@ -87,7 +90,7 @@ func (c *Controller) syncFull(ctx, outer context.Context, run *syncRun) error {
 	if err != nil {
 		return err
 	}
-	reader := newCacheReader(c, as, run.cp.scope())
+	reader := newCacheReader(c, run.key, as, run.cp.scope())
 	g, err := c.generate(ctx, run, w, reader)
 	c.setDependencies(key, reader.resources())
 	c.setEntryDependencies(key, reader.entries.names())
@@ -106,7 +109,8 @@ func (c *Controller) syncFull(ctx, outer context.Context, run *syncRun) error {
 	report := c.outcomeOf(ctx, run, g, changes, pruneErr)
 	recordErr := c.conclude(ctx, run, report)
 	err = errors.Join(run.matchErr, report.evalErr, g.mapErr, g.applyErr, pruneErr, recordErr)
-	c.keepTally(run, g, changes, err)
+	kept := c.keepTally(run, g, changes, err)
+	c.endReads(run, kept, nil, g.reads)
 	return err
 }
 
