@@ -56,6 +56,7 @@ type incrModel struct {
 	source     string
 	version    string
 	created    int
+	deps       *incrDeps
 }
 
 // want returns the generated ConfigMaps the model calls for, by
@@ -91,7 +92,9 @@ type incrRun struct {
 // policy edits and drift of generated objects, in batches. After each
 // batch, once the controller is idle, the generated objects are those the
 // test computes from the triggers on its own, the policies' status counts
-// them, and a full sync of every policy writes and prunes nothing. Run
+// them, and a full sync of every policy writes and prunes nothing; then a
+// change of one source is synced incrementally and evaluates only the
+// triggers that read it (incremental_deps_test.go). Run
 // with SPROUT_INCREMENTAL_EVENTS=n for more events and
 // SPROUT_INCREMENTAL_SEED to repeat a run.
 func TestIncrementalSyncAgreesWithFullRecompute(t *testing.T) {
@@ -110,7 +113,7 @@ func TestIncrementalSyncAgreesWithFullRecompute(t *testing.T) {
 
 	ctx := context.Background()
 	kube := kubernetes.NewForConfigOrDie(cfg)
-	model := &incrModel{tier: map[string]string{}, triggers: map[types.NamespacedName]*incrTrigger{}, source: "s0", version: "v0"}
+	model := &incrModel{tier: map[string]string{}, triggers: map[types.NamespacedName]*incrTrigger{}, source: "s0", version: "v0", deps: newIncrDeps()}
 	for _, ns := range []string{"incr-a", "incr-b", "incr-c"} {
 		createNamespace(t, ns, nil)
 		model.namespaces = append(model.namespaces, ns)
@@ -127,6 +130,7 @@ func TestIncrementalSyncAgreesWithFullRecompute(t *testing.T) {
 		r.tb.deletePolicy("incr-derived")
 		r.tb.deletePolicy("incr-lookup")
 	})
+	r.setupDeps()
 
 	counted, counter := countingWrites(cfg)
 	reg := prometheus.NewRegistry()
@@ -152,6 +156,7 @@ func TestIncrementalSyncAgreesWithFullRecompute(t *testing.T) {
 		if w := counter.about("incr")[before:]; len(w) != 0 {
 			t.Fatalf("after %d events (seed %d), a full sync wrote what the incremental ones left: %v", done+batch, seed, w)
 		}
+		r.probeDeps(c, reg, done+batch)
 	}
 	if n := syncsOf(t, reg, "incremental"); n == 0 {
 		t.Errorf("no sync was incremental: the test compared full syncs with full syncs")
@@ -186,15 +191,16 @@ func waitIdle(t *testing.T, c *reconcile.Controller, cond func() bool) {
 func (r *incrRun) converged(c *reconcile.Controller, done int) {
 	r.t.Helper()
 	want, derived, lookups := r.model.want()
+	clones, picks := r.model.wantDeps(want)
 	var got map[string]map[string]string
-	var counts [2]int
+	var counts [4]int
 	match := func() bool {
 		var err error
 		if got, err = r.generated(); err != nil {
 			r.t.Fatal(err)
 		}
-		counts = [2]int{r.objectsCounted("incr-derived"), r.objectsCounted("incr-lookup")}
-		return maps.EqualFunc(got, want, maps.Equal) && counts == [2]int{derived, lookups}
+		counts = [4]int{r.objectsCounted("incr-derived"), r.objectsCounted("incr-lookup"), r.objectsCounted("incr-clone"), r.objectsCounted("incr-pick")}
+		return maps.EqualFunc(got, want, maps.Equal) && counts == [4]int{derived, lookups, clones, picks}
 	}
 	err := wait.PollUntilContextTimeout(r.ctx, 50*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
 		return match() && c.Idle(), nil
@@ -216,8 +222,8 @@ func (r *incrRun) converged(c *reconcile.Controller, done int) {
 		}
 		slices.Sort(missing)
 		slices.Sort(extra)
-		r.t.Fatalf("after %d events: generated objects missing %v, extra %v, differing %v; objects counted %v, want [%d %d]",
-			done, missing, extra, differ, counts, derived, lookups)
+		r.t.Fatalf("after %d events: generated objects missing %v, extra %v, differing %v; objects counted %v, want [%d %d %d %d]",
+			done, missing, extra, differ, counts, derived, lookups, clones, picks)
 	}
 }
 
@@ -261,6 +267,10 @@ func (r *incrRun) step() {
 	var pick types.NamespacedName
 	if len(names) > 0 {
 		pick = names[r.rng.IntN(len(names))]
+	}
+	if r.rng.IntN(100) < 20 {
+		r.stepDeps(pick, len(names) > 0)
+		return
 	}
 	switch {
 	case p < 30:
