@@ -51,6 +51,12 @@ func (e *entry) says(r *Result) bool {
 	return true
 }
 
+// same reports whether e and o say the same, their times aside.
+func (e *entry) same(o *entry) bool {
+	return e.policy == o.policy && e.rule == o.rule && e.status == o.status && e.message == o.message &&
+		e.category == o.category && e.severity == o.severity && e.scored == o.scored && slices.Equal(e.props, o.props)
+}
+
 // entries are a trigger's results, one per policy, sorted by policy.
 type entries []entry
 

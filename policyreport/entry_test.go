@@ -33,7 +33,7 @@ func TestEntriesKeepWhatResultsSay(t *testing.T) {
 		t.Fatalf("an entry says a result with fewer properties")
 	}
 
-	report := reportObject(Trigger{APIVersion: "v1", Kind: "ConfigMap", Namespace: "team", Name: "c", UID: "u1"}, es)
+	report := reportObject(WGPolicy, Trigger{APIVersion: "v1", Kind: "ConfigMap", Namespace: "team", Name: "c", UID: "u1"}, es)
 	items := report.Object["results"].([]any)
 	var back entries
 	for _, item := range items {

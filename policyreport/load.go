@@ -49,7 +49,8 @@ func transient(err error) bool {
 }
 
 func (w *Writer) load(ctx context.Context) error {
-	for _, gvr := range []schema.GroupVersionResource{PolicyReports, ClusterPolicyReports} {
+	namespaced, cluster := w.opts.API.resources()
+	for _, gvr := range []schema.GroupVersionResource{namespaced, cluster} {
 		opts := metav1.ListOptions{LabelSelector: LabelManagedBy + "=" + ManagedBy, Limit: loadPage}
 		for {
 			list, err := w.client.Resource(gvr).List(ctx, opts)
@@ -70,25 +71,32 @@ func (w *Writer) load(ctx context.Context) error {
 	return nil
 }
 
-// keep holds what report u holds, unless a result came first.
+// keep holds what report u holds, at its resourceVersion, unless a result
+// came first.
 func (w *Writer) keep(u *unstructured.Unstructured) {
 	scope, _, _ := unstructured.NestedStringMap(u.Object, "scope")
 	t := Trigger{APIVersion: scope["apiVersion"], Kind: scope["kind"], Namespace: scope["namespace"], Name: scope["name"], UID: types.UID(scope["uid"])}
 	if t.UID == "" || t.Name == "" || string(t.UID) != u.GetName() {
 		return // not a report of Sprout's form: rewritten at its trigger's next result
 	}
-	h := &held{trigger: t}
-	items, _, _ := unstructured.NestedSlice(u.Object, "results")
-	for _, item := range items {
-		if r, ok := item.(map[string]any); ok {
-			h.results = h.results.set(resultOf(r))
-		}
-	}
+	h := &held{trigger: t, results: resultsOf(u), version: u.GetResourceVersion()}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if _, ok := w.triggers[t.UID]; !ok {
 		w.triggers[t.UID] = h
 	}
+}
+
+// resultsOf reads the results of report u.
+func resultsOf(u *unstructured.Unstructured) entries {
+	items, _, _ := unstructured.NestedSlice(u.Object, "results")
+	var out entries
+	for _, item := range items {
+		if r, ok := item.(map[string]any); ok {
+			out = out.set(resultOf(r))
+		}
+	}
+	return out
 }
 
 // resultOf reads a result as resultObject wrote it.

@@ -2,17 +2,12 @@ package policyreport
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"log/slog"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"golang.org/x/time/rate"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/util/workqueue"
@@ -23,6 +18,9 @@ const FieldManager = "sprout-reports"
 
 // Options bound a Writer's writes.
 type Options struct {
+	// API is the report API written: wgpolicyk8s.io (the zero value) or
+	// openreports.io.
+	API API
 	// QPS bounds the report writes a second, Burst those at once (twice
 	// QPS when 0).
 	QPS   float64
@@ -38,6 +36,11 @@ func DefaultOptions() Options { return Options{QPS: 20, Workers: 2} }
 // Writer keeps, per trigger, the latest result of each policy and writes
 // the reports whose results changed. Its methods are safe for concurrent
 // use and never wait for a write.
+//
+// A report may hold the results of policies another Writer owns, as two
+// shards' policies on one trigger do: a Writer writes only the results it
+// changed, over the report as it is on the server, and leaves the others
+// as they are (write.go).
 type Writer struct {
 	client  dynamic.Interface
 	opts    Options
@@ -49,12 +52,22 @@ type Writer struct {
 
 	mu       sync.Mutex
 	triggers map[types.UID]*held
+	// changes numbers the changes to results, for held.changed.
+	changes uint64
 }
 
 // held is what a trigger's report holds, or is about to.
 type held struct {
 	trigger Trigger
+	// results are every policy's, as the report held them when last read
+	// or written, with the changes made since.
 	results entries
+	// changed are the policies whose results changed since the last write,
+	// each with the number of its latest change; only they are written.
+	changed map[string]uint64
+	// version is the report's resourceVersion when last read or written;
+	// "" when it is not known to exist.
+	version string
 }
 
 // NewWriter returns a Writer that writes with client.
@@ -91,24 +104,70 @@ func (w *Writer) Set(t Trigger, policy string, r *Result) {
 	defer w.mu.Unlock()
 	h := w.triggers[t.UID]
 	if r == nil {
-		if h == nil {
-			return
-		}
-		var dropped bool
-		if h.results, dropped = h.results.without(policy); !dropped {
-			return
-		}
-	} else {
-		if h == nil {
-			h = &held{trigger: t}
-			w.triggers[t.UID] = h
-		}
-		if i, ok := h.results.find(policy); ok && h.results[i].says(r) {
-			return
-		}
-		h.results = h.results.set(entryOf(r, time.Now().Unix()))
+		w.unset(h, policy)
+		return
 	}
-	w.queue.Add(t.UID)
+	if h == nil {
+		h = &held{trigger: t}
+		w.triggers[t.UID] = h
+	}
+	if i, ok := h.results.find(policy); ok && h.results[i].says(r) {
+		return
+	}
+	h.results = h.results.set(entryOf(r, time.Now().Unix()))
+	w.changed(h, policy)
+}
+
+// Retain removes policy's result from the reports of the triggers keep
+// does not keep: those the policy no longer matches.
+func (w *Writer) Retain(policy string, keep func(types.UID) bool) {
+	if w == nil {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for uid, h := range w.triggers {
+		if !keep(uid) {
+			w.unset(h, policy)
+		}
+	}
+}
+
+// Unset removes policy's result from the report of the trigger uid.
+func (w *Writer) Unset(uid types.UID, policy string) {
+	if w == nil {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.unset(w.triggers[uid], policy)
+}
+
+// DropPolicy removes a deleted policy's results from every report.
+func (w *Writer) DropPolicy(policy string) {
+	w.Retain(policy, func(types.UID) bool { return false })
+}
+
+// unset removes policy's result from h, if it holds one. Hold w.mu.
+func (w *Writer) unset(h *held, policy string) {
+	if h == nil {
+		return
+	}
+	var dropped bool
+	if h.results, dropped = h.results.without(policy); dropped {
+		w.changed(h, policy)
+	}
+}
+
+// changed notes a change to policy's result in h and queues its report.
+// Hold w.mu.
+func (w *Writer) changed(h *held, policy string) {
+	w.changes++
+	if h.changed == nil {
+		h.changed = map[string]uint64{}
+	}
+	h.changed[policy] = w.changes
+	w.queue.Add(h.trigger.UID)
 }
 
 // Forget drops what is held for a deleted trigger: the garbage collector
@@ -120,21 +179,6 @@ func (w *Writer) Forget(uid types.UID) {
 	w.mu.Lock()
 	delete(w.triggers, uid)
 	w.mu.Unlock()
-}
-
-// DropPolicy removes a deleted policy's results from every report.
-func (w *Writer) DropPolicy(policy string) {
-	if w == nil {
-		return
-	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	for uid, h := range w.triggers {
-		var dropped bool
-		if h.results, dropped = h.results.without(policy); dropped {
-			w.queue.Add(uid)
-		}
-	}
 }
 
 // Run writes reports until ctx is done; after Load turned the writer off,
@@ -172,60 +216,4 @@ func (w *Writer) next(ctx context.Context) bool {
 	}
 	w.queue.Forget(uid)
 	return true
-}
-
-// write makes the report of the trigger uid hold what is held for it, or
-// deletes it when nothing is.
-func (w *Writer) write(ctx context.Context, uid types.UID) error {
-	w.mu.Lock()
-	h := w.triggers[uid]
-	if h == nil {
-		w.mu.Unlock()
-		return nil // forgotten: its trigger is gone
-	}
-	t, results := h.trigger, slices.Clone(h.results)
-	w.mu.Unlock()
-	if err := w.limiter.Wait(ctx); err != nil {
-		return err
-	}
-	client := w.client.Resource(resourceOf(t)).Namespace(t.Namespace)
-	if len(results) == 0 {
-		err := client.Delete(ctx, string(uid), metav1.DeleteOptions{})
-		if err == nil || apierrors.IsNotFound(err) {
-			w.forgetEmpty(uid)
-			return nil
-		}
-		return fmt.Errorf("%s %s report: delete: %w", t.Kind, ref(t), err)
-	}
-	_, err := client.Apply(ctx, string(uid), reportObject(t, results), metav1.ApplyOptions{FieldManager: FieldManager, Force: true})
-	if apierrors.IsNotFound(err) || isTerminating(err) {
-		return nil // the trigger's namespace is gone
-	}
-	if err != nil {
-		return fmt.Errorf("%s %s report: apply: %w", t.Kind, ref(t), err)
-	}
-	return nil
-}
-
-// forgetEmpty drops the trigger uid once its report is deleted, unless a
-// result came meanwhile.
-func (w *Writer) forgetEmpty(uid types.UID) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if h := w.triggers[uid]; h != nil && len(h.results) == 0 {
-		delete(w.triggers, uid)
-	}
-}
-
-func isTerminating(err error) bool {
-	var status apierrors.APIStatus
-	return apierrors.IsForbidden(err) && errors.As(err, &status) &&
-		apierrors.HasStatusCause(err, "NamespaceTerminating")
-}
-
-func ref(t Trigger) string {
-	if t.Namespace == "" {
-		return t.Name
-	}
-	return t.Namespace + "/" + t.Name
 }

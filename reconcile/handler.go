@@ -35,6 +35,12 @@ func (h policyHandler) Upsert(p sources.Policy) {
 		requeue := c.dayTwoChanged(key, cur.policy, p.Policy)
 		next := *cur
 		next.policy = p.Policy
+		if reportsToggled(cur.policy, p.Policy) {
+			// Every trigger is evaluated anew, so that each result is
+			// reported again, or, in the full sync, dropped.
+			next.evaluations = newEvaluations()
+			requeue = true
+		}
 		c.policies[key] = &next
 		c.mu.Unlock()
 		if requeue {

@@ -193,6 +193,7 @@ func (c *Controller) syncIncremental(ctx, outer context.Context, run *syncRun) (
 	if !ok {
 		return false, nil
 	}
+	c.unreportDirty(run.cp, dirty, triggers)
 	c.metrics.syncs.WithLabelValues(run.key.String(), "incremental").Inc()
 	run.phase.done("match")
 	as, err := c.serviceAccountFor(run.cp.policy)

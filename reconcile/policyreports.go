@@ -3,6 +3,9 @@ package reconcile
 import (
 	"fmt"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 
@@ -48,6 +51,54 @@ func (c *Controller) reportTrigger(cp *compiledPolicy, t trigger, ev evaluation,
 		c.policyReports.Set(tr, name, nil)
 	default:
 		c.policyReports.Set(tr, name, policyreport.Pass(cp.policy, ev.audit, ev.objects))
+	}
+}
+
+// reportsToggled reports whether a policy's results were turned on or off
+// (Kyverno's label reports.kyverno.io/disabled) between two copies of one
+// generation: a label is no new generation.
+func reportsToggled(was, now metav1.Object) bool {
+	return policyreport.Reported(was) != policyreport.Reported(now)
+}
+
+// unreportUnmatched removes, once a full sync matched the policy's
+// triggers, its results from the reports of the triggers it no longer
+// matches, as Kyverno's reports hold results only for the policies that
+// match: a trigger whose labels or namespace left the policy's selectors,
+// or a policy whose match narrowed or that reports turned off. A trigger
+// whose match failed keeps its result; so do all when a trigger resource
+// could not be read, as which triggers match is then unknown.
+func (c *Controller) unreportUnmatched(run *syncRun) {
+	if c.policyReports == nil || run.cp.resolveErr != nil {
+		return
+	}
+	name := policyreport.PolicyName(run.cp.policy)
+	if !policyreport.Reported(run.cp.policy) {
+		c.policyReports.DropPolicy(name)
+		return
+	}
+	keep := sets.New(run.unmatched...)
+	for _, t := range run.triggers {
+		keep.Insert(t.object.GetUID())
+	}
+	c.policyReports.Retain(name, keep.Has)
+}
+
+// unreportDirty removes, in an incremental sync, the policy's results from
+// the reports of the changed triggers it no longer matches.
+func (c *Controller) unreportDirty(cp *compiledPolicy, dirty []types.UID, matched []trigger) {
+	if c.policyReports == nil {
+		return
+	}
+	keep := sets.New[types.UID]()
+	for _, t := range matched {
+		keep.Insert(t.object.GetUID())
+	}
+	name := policyreport.PolicyName(cp.policy)
+	for _, uid := range dirty {
+		if !keep.Has(uid) {
+			c.policyReports.Unset(uid, name)
+		}
 	}
 }
 

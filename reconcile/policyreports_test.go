@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -25,7 +26,13 @@ import (
 // ends: the controllers of later tests find none, and write no reports.
 func installReportCRDs(t *testing.T) {
 	t.Helper()
-	crds, err := deploy.ReportCRDs()
+	installCRDsOf(t, deploy.ReportCRDs)
+}
+
+// installCRDsOf installs the CRDs read until the test ends.
+func installCRDsOf(t *testing.T, read func() ([]*apiextensionsv1.CustomResourceDefinition, error)) {
+	t.Helper()
+	crds, err := read()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -270,9 +277,15 @@ func reportClient(ns string) dynamic.ResourceInterface {
 // holds for it.
 func waitReport(t *testing.T, ns string, uid types.UID, cond func(*unstructured.Unstructured) bool) *unstructured.Unstructured {
 	t.Helper()
+	return waitReportIn(t, reportClient(ns), uid, cond)
+}
+
+// waitReportIn is waitReport through client.
+func waitReportIn(t *testing.T, client dynamic.ResourceInterface, uid types.UID, cond func(*unstructured.Unstructured) bool) *unstructured.Unstructured {
+	t.Helper()
 	var got *unstructured.Unstructured
 	poll(t, "the report of "+string(uid), func(ctx context.Context) (bool, error) {
-		u, err := reportClient(ns).Get(ctx, string(uid), metav1.GetOptions{})
+		u, err := client.Get(ctx, string(uid), metav1.GetOptions{})
 		if err != nil {
 			return false, notFoundIsNil(err)
 		}
@@ -291,19 +304,27 @@ func waitNoReport(t *testing.T, ns string, uid types.UID) {
 }
 
 // A restarted controller reads the reports it wrote and writes none whose
-// results did not change. A marker trigger created after the restart is
-// written after what the first sync queued: once its report exists, a
-// rewrite of the first would have been made.
+// results did not change.
 func TestARestartWritesNoUnchangedReport(t *testing.T) {
 	installReportCRDs(t)
-	opts := reconcile.DefaultOptions()
+	restartWritesNoUnchangedReport(t, "reported-restart", reconcile.DefaultOptions(), reportClient)
+}
+
+// restartWritesNoUnchangedReport runs a controller with opts, then another:
+// the report the first wrote for a trigger is not written again. A marker
+// trigger created after the restart is written after what the first sync
+// queued: once its report exists, a rewrite of the first would have been
+// made. client is the reports' in a namespace.
+func restartWritesNoUnchangedReport(t *testing.T, ns string, opts reconcile.Options, client func(ns string) dynamic.ResourceInterface) {
+	t.Helper()
 	_, stop := launchController(t, cfg, opts)
-	tb := newTable(t, "reported-restart")
+	tb := newTable(t, ns)
 	tb.trigger("first", "reported", "1")
-	tb.applyPolicy(strings.Replace(reportPolicy, "name: reported\n", "name: reported-restart\n", 1))
-	t.Cleanup(func() { tb.deletePolicy("reported-restart") })
+	tb.applyPolicy(strings.Replace(reportPolicy, "name: reported\n", "name: "+ns+"\n", 1))
+	t.Cleanup(func() { tb.deletePolicy(ns) })
 	first := tb.get("first")
-	before := waitReport(t, tb.ns, first.UID, func(*unstructured.Unstructured) bool { return true })
+	anyReport := func(*unstructured.Unstructured) bool { return true }
+	before := waitReportIn(t, client(tb.ns), first.UID, anyReport)
 	// A result given again is stamped with a later second: a rewrite
 	// would change the report.
 	stamp, _, _ := unstructured.NestedInt64(firstResult(before), "timestamp", "seconds")
@@ -312,10 +333,10 @@ func TestARestartWritesNoUnchangedReport(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	runController(t, nil)
+	runController(t, func(o *reconcile.Options) { o.PolicyReports = opts.PolicyReports })
 	tb.trigger("marker", "reported", "2")
-	waitReport(t, tb.ns, tb.get("marker").UID, func(*unstructured.Unstructured) bool { return true })
-	after, err := reportClient(tb.ns).Get(context.Background(), string(first.UID), metav1.GetOptions{})
+	waitReportIn(t, client(tb.ns), tb.get("marker").UID, anyReport)
+	after, err := client(tb.ns).Get(context.Background(), string(first.UID), metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

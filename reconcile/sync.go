@@ -80,6 +80,7 @@ func (c *Controller) syncFull(ctx, outer context.Context, run *syncRun) error {
 	if err := c.match(run); err != nil {
 		return err
 	}
+	c.unreportUnmatched(run)
 	as, err := c.serviceAccountFor(run.cp.policy)
 	if err != nil {
 		// Terminal until the policy or the flag changes, like a compile error.

@@ -1,0 +1,200 @@
+package policyreport
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// maxConflicts bounds the tries of one write whose report other writers
+// keep changing; past it the report is queued again, rate limited.
+const maxConflicts = 5
+
+// snapshot is what one write sends: what was held when it began.
+type snapshot struct {
+	trigger Trigger
+	results entries
+	changed map[string]uint64
+	version string
+}
+
+// write makes the report of the trigger uid hold the results this writer
+// changed, over what the report holds: it creates the report, updates it
+// at the resourceVersion last seen, or deletes it, at that version, when
+// no result is left. When another writer changed it in between, the
+// request fails on the version: the report is read again and the write
+// tried again over what it now holds, at most maxConflicts times.
+func (w *Writer) write(ctx context.Context, uid types.UID) error {
+	var t Trigger
+	for range maxConflicts {
+		s := w.snapshot(uid)
+		if s == nil {
+			return nil // nothing left to write, or its trigger is gone
+		}
+		t = s.trigger
+		if err := w.limiter.Wait(ctx); err != nil {
+			return err
+		}
+		version, err := w.send(ctx, s)
+		if err == nil {
+			w.written(uid, s, version)
+			return nil
+		}
+		if !apierrors.IsConflict(err) && !apierrors.IsAlreadyExists(err) && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("%s %s report: %w", t.Kind, ref(t), err)
+		}
+		if err := w.refresh(ctx, uid, t); err != nil {
+			return err
+		}
+	}
+	return fmt.Errorf("%s %s report: changed by another writer at each of %d tries", t.Kind, ref(t), maxConflicts)
+}
+
+// snapshot returns what the report of the trigger uid must hold, or nil
+// when nothing changed since it was last written.
+func (w *Writer) snapshot(uid types.UID) *snapshot {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	h := w.triggers[uid]
+	if h == nil {
+		return nil
+	}
+	if len(h.changed) == 0 {
+		if len(h.results) == 0 {
+			delete(w.triggers, uid)
+		}
+		return nil
+	}
+	return &snapshot{trigger: h.trigger, results: slices.Clone(h.results), changed: maps.Clone(h.changed), version: h.version}
+}
+
+// send writes s, and returns the report's resourceVersion after it: ""
+// when it deleted it, or when the trigger's namespace is gone.
+func (w *Writer) send(ctx context.Context, s *snapshot) (string, error) {
+	t := s.trigger
+	client := w.client.Resource(w.opts.API.resourceOf(t)).Namespace(t.Namespace)
+	switch {
+	case len(s.results) == 0 && s.version == "":
+		return "", nil // no report of Sprout's results
+	case len(s.results) == 0:
+		err := client.Delete(ctx, string(t.UID), metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &s.version}})
+		if apierrors.IsNotFound(err) {
+			return "", nil
+		}
+		return "", err
+	case s.version == "":
+		u, err := client.Create(ctx, reportObject(w.opts.API, t, s.results), metav1.CreateOptions{FieldManager: FieldManager})
+		if apierrors.IsNotFound(err) || isTerminating(err) {
+			return "", nil // the trigger's namespace is gone
+		}
+		if err != nil {
+			return "", err
+		}
+		return u.GetResourceVersion(), nil
+	}
+	report := reportObject(w.opts.API, t, s.results)
+	report.SetResourceVersion(s.version)
+	u, err := client.Update(ctx, report, metav1.UpdateOptions{FieldManager: FieldManager})
+	if err != nil {
+		return "", err
+	}
+	return u.GetResourceVersion(), nil
+}
+
+// written notes that the report of the trigger uid holds s, at version:
+// the changes s wrote are done, unless a later one came meanwhile.
+func (w *Writer) written(uid types.UID, s *snapshot, version string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	h := w.triggers[uid]
+	if h == nil {
+		return
+	}
+	h.version = version
+	for policy, n := range s.changed {
+		if h.changed[policy] == n {
+			delete(h.changed, policy)
+		}
+	}
+	if len(h.changed) == 0 {
+		h.changed = nil
+		if len(h.results) == 0 {
+			delete(w.triggers, uid)
+		}
+	}
+}
+
+// refresh reads the report of trigger t again, after another writer
+// changed it, and merges what it holds.
+func (w *Writer) refresh(ctx context.Context, uid types.UID, t Trigger) error {
+	client := w.client.Resource(w.opts.API.resourceOf(t)).Namespace(t.Namespace)
+	u, err := client.Get(ctx, string(uid), metav1.GetOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("%s %s report: read again: %w", t.Kind, ref(t), err)
+	}
+	var server entries
+	version := ""
+	if err == nil {
+		server, version = resultsOf(u), u.GetResourceVersion()
+	}
+	w.merge(uid, server, version)
+	return nil
+}
+
+// merge takes, for the trigger uid, the results the report holds at
+// version for the policies this writer did not change; a change the
+// report already holds is done.
+func (w *Writer) merge(uid types.UID, server entries, version string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	h := w.triggers[uid]
+	if h == nil {
+		return
+	}
+	h.version = version
+	merged := make(entries, 0, len(server)+len(h.changed))
+	for _, e := range h.results {
+		if _, mine := h.changed[e.policy]; mine {
+			merged = append(merged, e)
+		}
+	}
+	for _, e := range server {
+		if _, mine := h.changed[e.policy]; !mine {
+			merged = merged.set(e)
+		}
+	}
+	h.results = merged
+	for policy := range h.changed {
+		i, held := h.results.find(policy)
+		j, onServer := server.find(policy)
+		if held != onServer {
+			continue
+		}
+		if held {
+			if !h.results[i].same(&server[j]) {
+				continue
+			}
+			h.results[i] = server[j]
+		}
+		delete(h.changed, policy)
+	}
+}
+
+func isTerminating(err error) bool {
+	var status apierrors.APIStatus
+	return apierrors.IsForbidden(err) && errors.As(err, &status) &&
+		apierrors.HasStatusCause(err, "NamespaceTerminating")
+}
+
+func ref(t Trigger) string {
+	if t.Namespace == "" {
+		return t.Name
+	}
+	return t.Namespace + "/" + t.Name
+}
