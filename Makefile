@@ -168,6 +168,7 @@ generate:
 	$(GO) run ./hack/crdversions deploy/crds/policies.kyverno.io_*.yaml
 	rm -f charts/sprout/files/crds/*.yaml && cp deploy/crds/*_*.yaml charts/sprout/files/crds/
 	cp deploy/report-crds/*_*.yaml charts/sprout/files/report-crds/
+	cp deploy/report-crds/openreports/*_*.yaml charts/sprout/files/openreports-crds/
 
 clean:
 	rm -rf $(BIN)

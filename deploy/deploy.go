@@ -52,3 +52,13 @@ var reportCRDs embed.FS
 func ReportCRDs() ([]*apiextensionsv1.CustomResourceDefinition, error) {
 	return readCRDs(reportCRDs, "report-crds/*_*.yaml")
 }
+
+//go:embed report-crds/openreports/*_*.yaml
+var openReportsCRDs embed.FS
+
+// OpenReportsCRDs returns the Report and ClusterReport CRDs in
+// report-crds/openreports/, the report API Sprout writes with
+// --openreports-enabled.
+func OpenReportsCRDs() ([]*apiextensionsv1.CustomResourceDefinition, error) {
+	return readCRDs(openReportsCRDs, "report-crds/openreports/*_*.yaml")
+}

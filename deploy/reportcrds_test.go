@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 
@@ -29,26 +30,27 @@ func TestChartPolicyReports(t *testing.T) {
 	if len(got) != len(want) {
 		t.Fatalf("policyReports.installCRDs renders %d CRDs, want the %d of deploy/report-crds", len(got), len(want))
 	}
+	sameCRDs(t, want, got, "deploy/report-crds")
+	args := argsOf(t, objs)
+	if !slices.Contains(args, "--policy-reports=false") {
+		t.Errorf("policyReports.enabled false: args %v lack --policy-reports=false", args)
+	}
+}
+
+// sameCRDs compares the CRDs the chart rendered with those of dir, which
+// make generate copies into it.
+func sameCRDs(t *testing.T, want []*apiextensionsv1.CustomResourceDefinition, got []*unstructured.Unstructured, dir string) {
+	t.Helper()
 	for i, crd := range want {
 		u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(crd)
 		if err != nil {
 			t.Fatal(err)
 		}
-		delete(u, "status")
-		delete(u["metadata"].(map[string]any), "creationTimestamp")
-		g := got[i].Object
-		delete(g, "status")
-		if diff := cmp.Diff(u["spec"], g["spec"]); diff != "" {
-			t.Errorf("the chart's %s differs from deploy/report-crds' (-deploy +chart; run make generate):\n%s", crd.Name, diff)
+		if got[i].GetName() != crd.Name {
+			t.Errorf("CRD %d: the chart renders %s, want %s", i, got[i].GetName(), crd.Name)
 		}
-	}
-	deployments := ofKind(objs, "Deployment")
-	if len(deployments) != 1 {
-		t.Fatalf("%d Deployments rendered, want 1", len(deployments))
-	}
-	containers, _, _ := unstructured.NestedSlice(deployments[0].Object, "spec", "template", "spec", "containers")
-	args, _, _ := unstructured.NestedStringSlice(containers[0].(map[string]any), "args")
-	if !slices.Contains(args, "--policy-reports=false") {
-		t.Errorf("policyReports.enabled false: args %v lack --policy-reports=false", args)
+		if diff := cmp.Diff(u["spec"], got[i].Object["spec"]); diff != "" {
+			t.Errorf("the chart's %s differs from %s' (-deploy +chart; run make generate):\n%s", crd.Name, dir, diff)
+		}
 	}
 }

@@ -35,8 +35,9 @@ type runOptions struct {
 	probeAddress   string
 	pprofAddress   string
 	leader         leaderOptions
-	// reports: PolicyReports are written (--policy-reports).
-	reports bool
+	// reports: PolicyReports are written (--policy-reports);
+	// openReports: in openreports.io's API (--openreports-enabled).
+	reports, openReports bool
 }
 
 func newRunCommand(g *globalFlags) *cobra.Command {
@@ -207,6 +208,10 @@ func newRunController(ctx context.Context, cfg *rest.Config, opts reconcile.Opti
 	opts.Metrics = reg
 	if !ro.reports {
 		opts.PolicyReports = nil
+	} else if ro.openReports {
+		o := *opts.PolicyReports
+		o.API = policyreport.OpenReports
+		opts.PolicyReports = &o
 	}
 	return reconcile.New(cfg, opts)
 }
@@ -323,5 +328,6 @@ func registerReportFlags(f *pflag.FlagSet, opts *reconcile.Options, ro *runOptio
 		opts.PolicyReports = new(policyreport.DefaultOptions())
 	}
 	f.BoolVar(&ro.reports, "policy-reports", true, "write a wgpolicyk8s.io PolicyReport per trigger with each policy's result, as Kyverno does (needs the report CRDs: deploy/report-crds)")
+	f.BoolVar(&ro.openReports, "openreports-enabled", false, "write the reports as openreports.io Reports and ClusterReports, as Kyverno does with --openreportsEnabled (needs their CRDs: deploy/report-crds/openreports)")
 	f.Float64Var(&opts.PolicyReports.QPS, "policy-report-qps", opts.PolicyReports.QPS, "the most PolicyReport writes a second (burst: twice as many); reports wait, generation does not")
 }
