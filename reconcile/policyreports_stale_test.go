@@ -19,6 +19,9 @@ import (
 
 // stalePolicy generates "<trigger>-<name>" for the ConfigMaps whose labels
 // hold every one of labels set to "yes".
+// stalePolicy generates for existing triggers too: the test creates its
+// triggers first, and whether they fall in the policy's first second must
+// not decide what it sees.
 func stalePolicy(name string, labels ...string) string {
 	sel := make([]string, 0, len(labels))
 	for _, l := range labels {
@@ -29,6 +32,9 @@ kind: GeneratingPolicy
 metadata:
   name: %[1]s
 spec:
+  evaluation:
+    generateExisting:
+      enabled: true
   matchConstraints:
     resourceRules:
     - apiGroups: [""]
