@@ -175,6 +175,9 @@ type Controller struct {
 	access      accessCache
 	rechecks    chan struct{}
 	rbacWatched atomic.Bool
+	// rechecked counts the permission rechecks done, the first of which
+	// follows the RBAC watch's start.
+	rechecked atomic.Int64
 	// namespacedResources says, per resource discovery listed, whether it
 	// is namespaced.
 	namespacedResources sync.Map

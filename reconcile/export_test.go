@@ -10,6 +10,10 @@ import (
 // server.
 func (c *Controller) AccessReviews() int64 { return c.access.reviews.Load() }
 
+// PermissionRechecks counts the permission rechecks done; the first follows
+// the start of the RBAC watch and asks every review again.
+func (c *Controller) PermissionRechecks() int64 { return c.rechecked.Load() }
+
 // CachedRelease reports whether the cache of the generated objects of gvr
 // holds namespace/name, and whether it keeps it released: its version was
 // paired with the create that made it as desired.

@@ -160,6 +160,9 @@ func TestClusterPolicyReportsSproutsOwnPermissions(t *testing.T) {
 		cond, ready, err := kyvernoCondition(ctx, apiv1.GeneratingPolicies, "", "perm-own", reconcile.ConditionRBACPermissionsGranted)
 		return granted(cond) && ready, err
 	})
+	// The recheck that follows the start of the RBAC watch asks every
+	// review again, once: what is counted starts after it.
+	poll(t, "the first permission recheck", func(context.Context) (bool, error) { return c.PermissionRechecks() > 0, nil })
 	before := c.AccessReviews()
 	for _, name := range []string{"b", "c", "d", "e"} {
 		tb.trigger(name, "perm-own", name)

@@ -111,6 +111,7 @@ func (c *Controller) runPermissionRechecks(ctx context.Context) {
 		default:
 		}
 		c.recheckPermissions(ctx)
+		c.rechecked.Add(1)
 	}
 }
 
