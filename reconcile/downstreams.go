@@ -86,6 +86,9 @@ func parsePolicyKey(s string) (policyKey, bool) {
 // a burst of creates are looked up by one sync.
 const confirmAfter = time.Second
 
+// generatedSelector selects the objects Sprout generated.
+const generatedSelector = sproutv1alpha1.LabelManagedBy + "=" + sproutv1alpha1.ManagedBy
+
 // ensureDownstreamInformers starts a label-selected informer (only Sprout's
 // objects, never every Secret of the cluster) for each resource not yet
 // watched, which holds them as cluster.Objects. A change to or deletion
@@ -101,7 +104,7 @@ func (c *Controller) ensureDownstreamInformers(gvrs sets.Set[schema.GroupVersion
 		}
 		ctx, cancel := context.WithCancel(c.ctx)
 		inf := cluster.NewInformer(c.dynamic, c.raw, cluster.Resource{GVR: gvr,
-			LabelSelector: sproutv1alpha1.LabelManagedBy + "=" + sproutv1alpha1.ManagedBy, Protobuf: builtIn[gvr]},
+			LabelSelector: generatedSelector, Protobuf: builtIn[gvr]},
 			cache.Indexers{byPolicy: ownerIndex, byTrigger: triggerIndex}, cluster.Generated(c.created))
 		requeue := func(obj any) {
 			if key, ok := ownerOf(obj); ok {

@@ -82,7 +82,7 @@ func (c *Controller) replayed(cp *compiledPolicy, t trigger) (admission.Operatio
 	case cp.program.ReadsEvent():
 		// The trigger's last event was an UPDATE: replay it with the state
 		// before it, as a webhook would have seen it.
-		if prev := c.lastUpdate(c.watchKeyOf(cp.scope(), t.gvr), t.object.GetUID()); prev != nil {
+		if prev := c.lastUpdate(c.triggerKeyOf(cp, t.gvr), t.object.GetUID()); prev != nil {
 			return admission.Update, prev
 		}
 	}

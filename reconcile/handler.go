@@ -73,7 +73,7 @@ func (h policyHandler) Upsert(p sources.Policy) {
 	c.policies[key] = cp
 	delete(c.deleted, key)
 	c.mu.Unlock()
-	c.ensureTriggerInformers(cp.scope(), cp.triggers)
+	c.ensureInformers(c.triggerKeys(cp)...)
 	if cur != nil {
 		c.releaseInformers() // the new generation may watch less
 	}

@@ -272,7 +272,7 @@ func (c *Controller) matchDirty(run *syncRun, p *pending, t *tally) ([]trigger, 
 			return nil, nil, false
 		}
 		c.mu.RLock()
-		ti := c.informer[c.watchKeyOf(cp.scope(), d.gvr)]
+		ti := c.informer[c.triggerKeyOf(cp, d.gvr)]
 		c.mu.RUnlock()
 		if ti == nil {
 			return nil, nil, false

@@ -23,13 +23,24 @@ import (
 
 // watchKey names one trigger informer: a resource in every namespace
 // (namespace ""), or in the one namespace the NamespacedGeneratingPolicies
-// of that namespace are confined to.
+// of that namespace are confined to, and the objects of it that a label
+// selector selects, all of them when it is "" (pushdown.go).
 type watchKey struct {
 	gvr       schema.GroupVersionResource
 	namespace string
+	selector  string
 }
 
 func (w watchKey) String() string {
+	s := w.resource()
+	if w.selector != "" {
+		s += " with " + w.selector
+	}
+	return s
+}
+
+// resource names what w watches, whatever its selector.
+func (w watchKey) resource() string {
 	if w.namespace == "" {
 		return resourceName(w.gvr)
 	}
@@ -45,8 +56,8 @@ func (cp *compiledPolicy) scope() string {
 	return ""
 }
 
-// watchKeyOf is the informer that serves gvr to policies of scope: a
-// cluster-scoped resource has one informer, whatever the scope.
+// watchKeyOf is the unfiltered informer that serves gvr to policies of
+// scope: a cluster-scoped resource has one, whatever the scope.
 func (c *Controller) watchKeyOf(scope string, gvr schema.GroupVersionResource) watchKey {
 	if scope == "" {
 		return watchKey{gvr: gvr} // every event asks for every policy
@@ -60,10 +71,7 @@ func (c *Controller) watchKeyOf(scope string, gvr schema.GroupVersionResource) w
 // watches reports whether the policy is served by informer w, for its
 // triggers or for what its last sync read. The caller holds c.mu.
 func (c *Controller) watches(key policyKey, cp *compiledPolicy, w watchKey) bool {
-	if c.watchKeyOf(cp.scope(), w.gvr) != w {
-		return false
-	}
-	return slices.Contains(cp.triggers, w.gvr) || c.dependencies[key].Has(w.gvr)
+	return c.triggeredBy(cp, w) || c.readsFrom(key, cp, w)
 }
 
 // triggerInformer watches one trigger resource, in every namespace or in
@@ -111,7 +119,7 @@ func (l *lastUpdates) get(uid types.UID) *cluster.Object {
 // JSON, though Sprout spent no more CPU decoding them
 // (docs/performance.md).
 func newInformer(client dynamic.Interface, raw rest.Interface, w watchKey) cache.SharedIndexInformer {
-	return cluster.NewInformer(client, raw, cluster.Resource{GVR: w.gvr, Namespace: w.namespace}, nil, cluster.Triggers)
+	return cluster.NewInformer(client, raw, cluster.Resource{GVR: w.gvr, Namespace: w.namespace, LabelSelector: w.selector}, nil, cluster.Triggers)
 }
 
 // needNamespaces starts the Namespace cache, which namespaced triggers
@@ -131,19 +139,17 @@ func (c *Controller) namespacesSynced(triggers []schema.GroupVersionResource) bo
 	return true
 }
 
-// ensureTriggerInformers starts an informer for every resource not yet
-// watched in scope (a namespace, or "" for every namespace).
-func (c *Controller) ensureTriggerInformers(scope string, gvrs []schema.GroupVersionResource) {
-	for _, gvr := range gvrs {
-		if namespaced, _ := c.namespacedResources.Load(gvr); namespaced != false {
+// ensureInformers starts the informers of keys not running yet.
+func (c *Controller) ensureInformers(keys ...watchKey) {
+	for _, w := range keys {
+		if namespaced, _ := c.namespacedResources.Load(w.gvr); namespaced != false {
 			c.needNamespaces() // namespaced, or not known to be cluster-scoped
 			break
 		}
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for _, gvr := range gvrs {
-		w := c.watchKeyOf(scope, gvr)
+	for _, w := range keys {
 		if _, ok := c.informer[w]; ok {
 			continue
 		}
@@ -228,9 +234,7 @@ func (c *Controller) releaseInformers() {
 	defer c.mu.Unlock()
 	needed := sets.New[watchKey]()
 	for key, cp := range c.policies {
-		for _, gvr := range cp.triggers {
-			needed.Insert(c.watchKeyOf(cp.scope(), gvr))
-		}
+		needed.Insert(c.triggerKeys(cp)...)
 		for gvr := range c.dependencies[key] {
 			needed.Insert(c.watchKeyOf(cp.scope(), gvr))
 		}
@@ -256,19 +260,20 @@ func (c *Controller) releaseInformers() {
 }
 
 // Watched lists the resources the controller watches for triggers and
-// clone sources, and for generated objects, as resource.version.group.
+// clone sources, each once whatever the selectors of its informers, and
+// for generated objects, as resource.version.group.
 func (c *Controller) Watched() (triggers, generated []string) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
+	watched := sets.New[string]()
 	for w := range c.informer {
-		triggers = append(triggers, w.String())
+		watched.Insert(w.resource())
 	}
 	for gvr := range c.downstream {
 		generated = append(generated, resourceName(gvr))
 	}
-	slices.Sort(triggers)
 	slices.Sort(generated)
-	return triggers, generated
+	return sets.List(watched), generated
 }
 
 func (c *Controller) stopTriggerInformers() {
@@ -286,8 +291,9 @@ func (c *Controller) stopTriggerInformers() {
 
 // onTrigger replays an informer event as the admission event a webhook would
 // have seen. A CREATE or UPDATE that a policy's rules select admits the
-// trigger for that policy; every event queues the policies watching gvr.
-// op is empty for objects that existed before Sprout started watching.
+// trigger for that policy, if w serves the policy's triggers; every event
+// queues the policies w serves. op is empty for objects that existed
+// before Sprout started watching.
 func (c *Controller) onTrigger(w watchKey, op admission.Operation, obj, old any) {
 	gvr := w.gvr
 	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
@@ -298,10 +304,14 @@ func (c *Controller) onTrigger(w watchKey, op admission.Operation, obj, old any)
 		return
 	}
 	c.mu.RLock()
-	var interested []*compiledPolicy
+	var interested, triggered []*compiledPolicy
 	read := sets.New[policyKey]() // the policies that read gvr
 	for key, cp := range c.policies {
-		if c.watches(key, cp, w) {
+		switch {
+		case c.triggeredBy(cp, w):
+			triggered = append(triggered, cp)
+			interested = append(interested, cp)
+		case c.readsFrom(key, cp, w):
 			interested = append(interested, cp)
 		}
 		if c.dependencies[key].Has(gvr) {
@@ -310,9 +320,9 @@ func (c *Controller) onTrigger(w watchKey, op admission.Operation, obj, old any)
 	}
 	ti := c.informer[w]
 	c.mu.RUnlock()
-	c.rememberUpdate(ti, interested, op, o, old)
+	c.rememberUpdate(ti, triggered, op, o, old)
 	if op == admission.Delete {
-		c.policyReports.Forget(o.GetUID())
+		c.forgetReported(w, triggered, o)
 	}
 	var labelled *metav1.PartialObjectMetadata // decoded once, if a selector reads labels
 	for _, cp := range interested {
@@ -320,7 +330,7 @@ func (c *Controller) onTrigger(w watchKey, op admission.Operation, obj, old any)
 		if cp.policy.IsNamespaced() && o.GetNamespace() != cp.policy.GetNamespace() {
 			continue // confined to its namespace: it never sees another's triggers
 		}
-		if op != "" && slices.Contains(cp.triggers, gvr) {
+		if op != "" && slices.Contains(triggered, cp) {
 			crit := cp.criteria.events
 			sel := labelled
 			if !crit.readsLabels() {
@@ -379,12 +389,12 @@ func (c *Controller) queueWatching(w watchKey) {
 
 // rememberUpdate keeps the state before an UPDATE for the policies that
 // read oldObject or request; any other event forgets it.
-func (c *Controller) rememberUpdate(ti *triggerInformer, interested []*compiledPolicy, op admission.Operation, o *cluster.Object, old any) {
+func (c *Controller) rememberUpdate(ti *triggerInformer, triggered []*compiledPolicy, op admission.Operation, o *cluster.Object, old any) {
 	if ti == nil {
 		return
 	}
 	prev, _ := old.(*cluster.Object)
-	if op != admission.Update || prev == nil || !slices.ContainsFunc(interested, func(cp *compiledPolicy) bool { return cp.program.ReadsEvent() }) {
+	if op != admission.Update || prev == nil || !slices.ContainsFunc(triggered, func(cp *compiledPolicy) bool { return cp.program.ReadsEvent() }) {
 		ti.updated.set(o.GetUID(), nil)
 		return
 	}

@@ -102,8 +102,8 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	return m, nil
 }
 
-// registerInformerGauges counts the controller's running informers when
-// scraped.
+// registerInformerGauges counts the controller's running informers, and
+// the objects each one's cache holds, when scraped.
 func (c *Controller) registerInformerGauges(reg prometheus.Registerer) error {
 	for _, kind := range []string{"trigger", "generated"} {
 		g := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
@@ -111,17 +111,34 @@ func (c *Controller) registerInformerGauges(reg prometheus.Registerer) error {
 			Help:        "Running informers: on trigger and clone-source resources, and label-selected ones on generated resources.",
 			ConstLabels: prometheus.Labels{"kind": kind},
 		}, func() float64 {
-			triggers, generated := c.Watched()
+			c.mu.RLock()
+			defer c.mu.RUnlock()
 			if kind == "trigger" {
-				return float64(len(triggers))
+				return float64(len(c.informer))
 			}
-			return float64(len(generated))
+			return float64(len(c.downstream))
 		})
 		if err := reg.Register(g); err != nil {
 			return err
 		}
 	}
-	return nil
+	return reg.Register(informerObjects{c: c, desc: prometheus.NewDesc("sprout_informer_objects",
+		"Objects an informer's cache holds: a trigger informer holds those its label selector (a policy's objectSelector) selects.",
+		[]string{"kind", "resource", "selector"}, nil)})
+}
+
+// informerObjects serves sprout_informer_objects, counted when scraped.
+type informerObjects struct {
+	c    *Controller
+	desc *prometheus.Desc
+}
+
+func (g informerObjects) Describe(ch chan<- *prometheus.Desc) { ch <- g.desc }
+
+func (g informerObjects) Collect(ch chan<- prometheus.Metric) {
+	for _, s := range g.c.informerSizes() {
+		ch <- prometheus.MustNewConstMetric(g.desc, prometheus.GaugeValue, float64(s.objects), s.kind, s.resource, s.selector)
+	}
 }
 
 // observeEvaluations counts one sync's evaluations.

@@ -149,7 +149,7 @@ func (c *Controller) recheckPermissions(ctx context.Context) {
 					c.policies[key] = &next
 				}
 				c.mu.Unlock()
-				c.ensureTriggerInformers(next.scope(), next.triggers)
+				c.ensureInformers(c.triggerKeys(&next)...)
 				c.log.Info("permissions changed: triggers resolved again", "policy", key.String(), "triggers", len(triggers), "refused", len(refused))
 				released = true
 				c.queue.Add(key)

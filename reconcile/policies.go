@@ -59,6 +59,9 @@ type compiledPolicy struct {
 	// activated is when the policy began: triggers created since are admitted.
 	activated time.Time
 	criteria  criteria
+	// selector is the label selector of its trigger informers
+	// (pushedSelector), "" when they hold every object.
+	selector string
 	// operations are the operations the resource rules list.
 	operations sets.Set[string]
 	// derives are the triggers the policy's settings admit without a
@@ -191,6 +194,7 @@ func (c *Controller) compile(p sources.Policy) *compiledPolicy {
 			Created: cp.operations.Has("*") || cp.operations.Has(string(admission.Create)),
 		}
 		cp.triggers, cp.refused, cp.resolveErr = c.resolveRules(p.Policy)
+		cp.selector = pushedSelector(cp)
 	}
 	return cp
 }

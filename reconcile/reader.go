@@ -118,7 +118,7 @@ func (r *cacheReader) store(ctx context.Context, gvr schema.GroupVersionResource
 	if err := r.c.mayWatch(ctx, nil, gvr, r.c.watchKeyOf(r.scope, gvr).namespace); err != nil {
 		return nil, err
 	}
-	r.c.ensureTriggerInformers(r.scope, []schema.GroupVersionResource{gvr})
+	r.c.ensureInformers(r.c.watchKeyOf(r.scope, gvr))
 	r.c.mu.RLock()
 	ti := r.c.informer[r.c.watchKeyOf(r.scope, gvr)]
 	r.c.mu.RUnlock()

@@ -43,7 +43,7 @@ func (c *Controller) resolveAgain(key policyKey, cp *compiledPolicy) *compiledPo
 		c.policies[key] = &next
 	}
 	c.mu.Unlock()
-	c.ensureTriggerInformers(next.scope(), next.triggers)
+	c.ensureInformers(c.triggerKeys(&next)...)
 	return &next
 }
 
@@ -56,7 +56,7 @@ func (c *Controller) triggersSynced(cp *compiledPolicy) bool {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	for _, gvr := range cp.triggers {
-		ti, ok := c.informer[c.watchKeyOf(cp.scope(), gvr)]
+		ti, ok := c.informer[c.triggerKeyOf(cp, gvr)]
 		if !ok || !ti.informer.HasSynced() {
 			return false
 		}
@@ -78,7 +78,7 @@ func (c *Controller) matchingTriggers(cp *compiledPolicy) ([]trigger, []types.UI
 	defer func() { c.reportSelfTriggers(key, cp, self) }()
 	for _, gvr := range cp.triggers {
 		c.mu.RLock()
-		ti := c.informer[c.watchKeyOf(cp.scope(), gvr)]
+		ti := c.informer[c.triggerKeyOf(cp, gvr)]
 		c.mu.RUnlock()
 		if ti == nil {
 			return nil, nil, errWaiting // released meanwhile by a policy change
@@ -223,7 +223,7 @@ func (c *Controller) eachCachedTrigger(cp *compiledPolicy, fn func(*cluster.Obje
 	defer c.mu.RUnlock()
 	all := true
 	for _, gvr := range cp.triggers {
-		ti := c.informer[c.watchKeyOf(cp.scope(), gvr)]
+		ti := c.informer[c.triggerKeyOf(cp, gvr)]
 		if ti == nil {
 			all = false
 			continue

@@ -1,0 +1,145 @@
+package reconcile
+
+import (
+	"slices"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/sets"
+
+	"github.com/sprout-gitops/sprout/cluster"
+	"github.com/sprout-gitops/sprout/policyreport"
+)
+
+// A policy's objectSelector is pushed into the list and watch of its
+// trigger informers, so that the API server sends only the objects it
+// selects: a policy on the ConfigMaps labelled role=trigger then caches
+// those alone, not every ConfigMap of the cluster (its own copies among
+// them), and the others' events never reach it. Label selectors have no
+// OR, so each selector has informers of its own, shared by the policies
+// that have the same one; a policy without one, or whose events a filtered
+// watch would misreport, is served by the unfiltered informer, as are
+// resource.Get and resource.List (docs/decisions.md, "Trigger informers
+// per objectSelector").
+
+// maxPushedSelector bounds the label selector an informer sends in the URL
+// of each list and watch: a longer one is matched by Sprout instead.
+const maxPushedSelector = 4 << 10
+
+// pushedSelector is the label selector cp's trigger informers list and
+// watch with, "" for all objects. A filtered watch tells an UPDATE that
+// takes an object into its selection as an ADDED event, and one that takes
+// it out as a DELETED event, which onTrigger replays as a CREATE and a
+// DELETE. The selector is pushed only where that replay decides what the
+// UPDATE would have:
+//   - the resource rules admit on CREATE and UPDATE alike, and never on
+//     DELETE (a DELETE leaves a tombstone to generate from);
+//   - the program reads neither oldObject nor request, which would show a
+//     CREATE where a webhook saw an UPDATE;
+//   - the policy synchronizes: a non-synchronizing one remembers what it
+//     generated for a trigger while the trigger exists, which a filtered
+//     cache cannot tell beyond its selection.
+func pushedSelector(cp *compiledPolicy) string {
+	spec := cp.policy.PolicySpec()
+	mc := spec.MatchConstraints
+	crit := cp.criteria.state
+	if mc == nil || mc.ObjectSelector == nil || crit.objErr != nil || crit.objects == nil || crit.objects.Empty() {
+		return ""
+	}
+	if !spec.Synchronize() || cp.program.ReadsEvent() || !admitsAlike(mc) {
+		return ""
+	}
+	s := crit.objects.String()
+	if len(s) > maxPushedSelector {
+		return ""
+	}
+	return s
+}
+
+// admitsAlike reports whether mc's rules decide a CREATE as they decide
+// an UPDATE, and admit no DELETE.
+func admitsAlike(mc *admissionregistrationv1.MatchResources) bool {
+	names := func(ops []admissionregistrationv1.OperationType) (create, update, del bool) {
+		s := sets.New(ops...)
+		all := s.Has(admissionregistrationv1.OperationAll)
+		return all || s.Has(admissionregistrationv1.Create), all || s.Has(admissionregistrationv1.Update), all || s.Has(admissionregistrationv1.Delete)
+	}
+	for _, r := range mc.ResourceRules {
+		if create, update, del := names(r.Operations); !create || !update || del {
+			return false
+		}
+	}
+	for _, r := range mc.ExcludeResourceRules {
+		if create, update, _ := names(r.Operations); create != update {
+			return false
+		}
+	}
+	return true
+}
+
+// triggerKeyOf is the informer that serves gvr to cp as a trigger
+// resource: the one of cp's pushed selector.
+func (c *Controller) triggerKeyOf(cp *compiledPolicy, gvr schema.GroupVersionResource) watchKey {
+	w := c.watchKeyOf(cp.scope(), gvr)
+	w.selector = cp.selector
+	return w
+}
+
+// triggerKeys are the informers of cp's trigger resources.
+func (c *Controller) triggerKeys(cp *compiledPolicy) []watchKey {
+	keys := make([]watchKey, 0, len(cp.triggers))
+	for _, gvr := range cp.triggers {
+		keys = append(keys, c.triggerKeyOf(cp, gvr))
+	}
+	return keys
+}
+
+// triggeredBy reports whether informer w serves cp's triggers. The caller
+// holds c.mu.
+func (c *Controller) triggeredBy(cp *compiledPolicy, w watchKey) bool {
+	return c.triggerKeyOf(cp, w.gvr) == w && slices.Contains(cp.triggers, w.gvr)
+}
+
+// readsFrom reports whether informer w serves what the policy's last sync
+// read: always an unfiltered one. The caller holds c.mu.
+func (c *Controller) readsFrom(key policyKey, cp *compiledPolicy, w watchKey) bool {
+	return c.watchKeyOf(cp.scope(), w.gvr) == w && c.dependencies[key].Has(w.gvr)
+}
+
+// forgetReported drops, at a DELETE, what the report writer holds for o.
+// A DELETE from a filtered informer may only say that o left the selection
+// of the policies it serves: their results go, and the others' stay.
+func (c *Controller) forgetReported(w watchKey, triggered []*compiledPolicy, o *cluster.Object) {
+	if w.selector == "" {
+		c.policyReports.Forget(o.GetUID())
+		return
+	}
+	if c.policyReports == nil {
+		return
+	}
+	for _, cp := range triggered {
+		if policyreport.Reported(cp.policy) {
+			c.policyReports.Set(policyreport.TriggerOf(o), policyreport.PolicyName(cp.policy), nil)
+		}
+	}
+}
+
+// informerSize is what one running informer's cache holds.
+type informerSize struct {
+	kind, resource, selector string
+	objects                  int
+}
+
+// informerSizes counts the objects of every running informer's cache.
+func (c *Controller) informerSizes() []informerSize {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	out := make([]informerSize, 0, len(c.informer)+len(c.downstream))
+	for w, ti := range c.informer {
+		out = append(out, informerSize{kind: "trigger", resource: w.resource(), selector: w.selector, objects: len(ti.informer.GetStore().ListKeys())})
+	}
+	for gvr, ti := range c.downstream {
+		out = append(out, informerSize{kind: "generated", resource: resourceName(gvr), selector: generatedSelector, objects: len(ti.informer.GetStore().ListKeys())})
+	}
+	return out
+}
