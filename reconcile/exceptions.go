@@ -130,18 +130,12 @@ func (c *Controller) exceptionsFor(key policyKey, p apiv1.Policy) *exceptionSet 
 	if x.sets == nil {
 		return nil
 	}
-	s := &exceptionSet{}
+	var all []sources.Exception
 	for _, source := range sortedKeys(x.bySource) {
-		for _, e := range x.bySource[source] {
-			if !e.AppliesTo(p) || e.Expired(now) {
-				continue
-			}
-			s.list = append(s.list, e.Compiled)
-			if at := e.Spec.ExpiresAt; at != nil && (s.until.IsZero() || at.Time.Before(s.until)) {
-				s.until = at.Time
-			}
-		}
+		all = append(all, x.bySource[source]...)
 	}
+	s := &exceptionSet{}
+	s.list, s.until = sources.Applying(all, p, now)
 	if !s.until.IsZero() {
 		// The policy evaluates again without the exception once it
 		// expires. A timer, not the queue's AddAfter: the queue keeps one

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
@@ -36,13 +37,33 @@ type ExceptionHandler interface {
 	Exceptions(source string, exceptions []Exception)
 }
 
-// compileException compiles e once, where it enters.
-func compileException(e *apiv1.PolicyException, source string) Exception {
+// CompileException compiles e once, where it enters. One that does not
+// compile comes with its error and a stand-in that fails every trigger it
+// is checked for.
+func CompileException(e *apiv1.PolicyException, source string) Exception {
 	c, err := celenv.CompileException(e)
 	if err != nil {
 		c = celenv.FailingException(e.Namespace+"/"+e.Name, err)
 	}
 	return Exception{PolicyException: e, Source: source, Compiled: c, Err: err}
+}
+
+// Applying returns the compiled exceptions of list that name p and have
+// not expired at now, in the order of list, and the soonest time one of
+// them expires (zero when none does), after which the set must be made
+// again. The controller and sprout render select a policy's exceptions
+// with it alike.
+func Applying(list []Exception, p apiv1.Policy, now time.Time) (applying []*celenv.Exception, until time.Time) {
+	for _, e := range list {
+		if !e.AppliesTo(p) || e.Expired(now) {
+			continue
+		}
+		applying = append(applying, e.Compiled)
+		if at := e.Spec.ExpiresAt; at != nil && (until.IsZero() || at.Time.Before(until)) {
+			until = at.Time
+		}
+	}
+	return applying, until
 }
 
 // handExceptions hands a source's exceptions to h, if h takes them.
@@ -114,7 +135,7 @@ func (ce *clusterExceptions) compile(objs []any, h Handler) []Exception {
 				h.Invalid(ClusterSourceName, apiv1.PolicyExceptionKind+"/"+u.GetNamespace()+"/"+u.GetName(), err)
 				continue
 			}
-			e = compileException(pe, ClusterSourceName)
+			e = CompileException(pe, ClusterSourceName)
 		}
 		next[u.GetUID()] = e
 		out = append(out, e)

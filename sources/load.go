@@ -112,7 +112,7 @@ func (c *contents) addExceptions(path string, es []*apiv1.PolicyException, seen 
 			continue
 		}
 		seen[ref] = path
-		ex := compileException(e, "")
+		ex := CompileException(e, "")
 		if ex.Err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", path, ex.Err))
 			continue
