@@ -76,7 +76,7 @@ func (e *entry) set(data any, err error) {
 	projected := map[string]any{}
 	if err == nil {
 		for _, p := range e.projections {
-			v, perr := p.jp.Search(data)
+			v, perr := search(p.jp, data)
 			if perr != nil {
 				err = fmt.Errorf("projection %q: %w", p.name, perr)
 				break
