@@ -129,6 +129,15 @@ func (s *Store) Get(ctx context.Context, name, projection string) (any, bool, er
 	return nil, false, nil
 }
 
+// Listed reports whether the entries have been listed, or, until they
+// are, why they could not be: a one-off reader (sprout diff) waits for
+// either before it evaluates.
+func (s *Store) Listed() (bool, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.synced(), s.listErr
+}
+
 // Resource returns the resource and namespace a kubernetesResource entry
 // caches; ok is false for any other entry.
 func (s *Store) Resource(name string) (gvr schema.GroupVersionResource, namespace string, ok bool) {
