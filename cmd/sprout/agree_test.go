@@ -185,7 +185,7 @@ func agree(t *testing.T, group []scenario) {
 		contextObjs = append(contextObjs, sc.context...)
 	}
 	triggers, contextObjs = unique(triggers), unique(contextObjs)
-	want, err := render(context.Background(), policies, triggers, contextObjs, admission.Create, nil)
+	want, err := render(context.Background(), policies, offlineInputs{triggers: triggers, objects: contextObjs}, admission.Create, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

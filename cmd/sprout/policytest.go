@@ -60,10 +60,14 @@ Two layouts are tests:
   object generated for those triggers; cloneSourceResource adds objects to
   read. Labels and annotations that record the trigger and policy
   (generate.kyverno.io/*, sprout.dev/*, app.kubernetes.io/managed-by) are
-  not compared.
+  not compared. exceptions names files of PolicyExceptions: a trigger one
+  excepts is reported as its reportResult (skip unless it says pass).
+  globalContextEntries give globalContext.Get its data as Kyverno mocks it
+  (data, resources or resourceFiles, then fieldPath and projections).
 - a fixture folder: policy.yaml (or a policies/ folder), triggers.yaml,
-  optionally context.yaml, and expected.yaml (every object render prints,
-  labels included) or error.txt (lines the error must contain).`,
+  optionally context.yaml and exceptions.yaml (PolicyExceptions), and
+  expected.yaml (every object render prints, labels included) or error.txt
+  (lines the error must contain).`,
 		Example: `  sprout test fixtures/
   sprout test policies/tests/`,
 		Args: cobra.MinimumNArgs(1),
@@ -131,16 +135,19 @@ func fixtureCase(dir string) (testCase, bool) {
 	if !isFile(triggers) || (!isFile(expected) && !isFile(errText)) {
 		return testCase{}, false
 	}
-	var contextFiles []string
+	o := renderOptions{policies: []string{policies}, resources: []string{triggers}}
 	if c := filepath.Join(dir, "context.yaml"); isFile(c) {
-		contextFiles = []string{c}
+		o.objects = []string{c}
+	}
+	if e := filepath.Join(dir, "exceptions.yaml"); isFile(e) {
+		o.exceptions = []string{e}
 	}
 	return testCase{name: dir, run: func(ctx context.Context) []testRow {
 		row := testRow{Case: dir, Policy: "*", Resource: "*", Want: "expected.yaml"}
 		if isFile(errText) {
 			row.Want = "error"
 		}
-		row.Got, row.Detail = runFixture(ctx, policies, triggers, contextFiles, expected, errText)
+		row.Got, row.Detail = runFixture(ctx, o, expected, errText)
 		row.Pass = row.Detail == ""
 		return []testRow{row}
 	}}, true
@@ -148,20 +155,16 @@ func fixtureCase(dir string) (testCase, bool) {
 
 // runFixture renders a fixture and says what it found ("expected.yaml",
 // "error" or "objects") and, when that is not what the fixture wants, why.
-func runFixture(ctx context.Context, policies, triggers string, contextFiles []string, expected, errText string) (string, string) {
-	ps, err := readPolicies([]string{policies})
+func runFixture(ctx context.Context, o renderOptions, expected, errText string) (string, string) {
+	ps, exceptions, err := readPolicies(o.policies)
 	if err != nil {
 		return "error", err.Error()
 	}
-	ts, err := readObjects([]string{triggers})
+	in, err := renderInputs(o, exceptions)
 	if err != nil {
 		return "error", err.Error()
 	}
-	cs, err := readObjects(contextFiles)
-	if err != nil {
-		return "error", err.Error()
-	}
-	objs, renderErr := render(ctx, ps, ts, cs, admission.Create, nil)
+	objs, renderErr := render(ctx, ps, in, admission.Create, nil)
 	if want, err := os.ReadFile(errText); err == nil {
 		if renderErr == nil {
 			return "objects", "rendered without error; error.txt wants one"

@@ -32,14 +32,19 @@ type renderOptions struct {
 	policies  []string
 	resources []string
 	objects   []string
-	operation string
-	output    string
+	// exceptions and exception are --exceptions and Kyverno's spelling,
+	// --exception: files of PolicyExceptions.
+	exceptions              []string
+	exception               []string
+	exceptionsWithResources bool
+	operation               string
+	output                  string
 }
 
 func newRenderCommand() *cobra.Command {
 	o := renderOptions{}
 	cmd := &cobra.Command{
-		Use:   "render -p POLICY -r TRIGGER [--context-objects OBJECTS]",
+		Use:   "render -p POLICY -r TRIGGER [--context-objects OBJECTS] [-e EXCEPTIONS]",
 		Short: "Print what policies would generate for trigger objects, offline",
 		Long: `Evaluate policies against trigger objects from files, without a cluster, and print
 every object they would generate, with the labels Sprout would set. resource.Get and
@@ -47,6 +52,14 @@ resource.List read the --context-objects objects (and the triggers). Files may h
 YAML documents; a folder is read recursively (*.yaml, *.yml, *.json) as Sprout
 reads a policy folder: hidden folders skipped, and a link, pipe or device among
 those files is an error.
+
+PolicyExceptions apply as the controller applies them: those among the policy
+files (as a Git or folder source carries them), those of --exceptions, and,
+with --exceptions-with-resources, those among the triggers. A trigger an
+exception skips generates nothing and is named on standard error.
+GlobalContextEntries among the triggers and context objects serve
+globalContext.Get: a kubernetesResource entry holds the objects given of its
+resource; an apiCall entry is not called, and reading it is an error.
 
 The last line, on standard error, counts the policies, triggers, objects and
 errors; on a terminal, standard error also shows how far render has got. Exits non-zero, naming the policy and field path, when a policy is
@@ -67,6 +80,9 @@ changes a policy.`,
 	f.StringSliceVarP(&o.policies, "policy", "p", nil, "policy files or folders (repeat or separate with commas)")
 	f.StringSliceVarP(&o.resources, "resource", "r", nil, "trigger object files or folders")
 	f.StringSliceVar(&o.objects, "context-objects", nil, "files or folders of objects that resource.Get and resource.List can read")
+	f.StringSliceVarP(&o.exceptions, "exceptions", "e", nil, "files or folders of PolicyExceptions to apply")
+	f.StringSliceVar(&o.exception, "exception", nil, "Kyverno's name for --exceptions")
+	f.BoolVar(&o.exceptionsWithResources, "exceptions-with-resources", false, "take the PolicyExceptions among the -r files as exceptions, not triggers (as Kyverno's CLI)")
 	f.StringVar(&o.operation, "operation", "CREATE", "the admission operation the triggers are replayed as: CREATE, UPDATE or DELETE")
 	f.StringVarP(&o.output, "output", "o", "yaml", "output format: yaml or json")
 	_ = cmd.MarkFlagRequired("policy")
@@ -82,25 +98,35 @@ func runRender(ctx context.Context, out, errOut io.Writer, o renderOptions) erro
 	if o.output != "yaml" && o.output != "json" {
 		return fmt.Errorf("--output: %q is neither yaml nor json", o.output)
 	}
-	policies, err := readPolicies(o.policies)
+	policies, exceptions, err := readPolicies(o.policies)
 	if err != nil {
 		return err
 	}
-	triggers, err := readObjects(o.resources)
-	if err != nil {
-		return err
-	}
-	contextObjs, err := readObjects(o.objects)
+	in, err := renderInputs(o, exceptions)
 	if err != nil {
 		return err
 	}
 	pr := newProgress(errOut)
-	objs, err := render(ctx, policies, triggers, contextObjs, op, renderProgress(pr, policies))
+	show := renderProgress(pr, policies)
+	var skipped []string
+	objs, err := render(ctx, policies, in, op, func(e evaluation) {
+		show(e)
+		if len(e.excepted) > 0 {
+			skipped = append(skipped, describeExcepted(e))
+		}
+	})
 	pr.done()
 	if perr := printObjects(out, objs, o.output); perr != nil {
 		return perr
 	}
-	fmt.Fprintln(errOut, summary("render", len(policies), len(triggers), len(objs), countErrors(err)))
+	for _, s := range skipped {
+		fmt.Fprintln(errOut, "render: "+s)
+	}
+	line := summary("render", len(policies), len(in.triggers), len(objs), countErrors(err))
+	if len(skipped) > 0 {
+		line += fmt.Sprintf(", %s skipped by PolicyExceptions", plural(len(skipped), "evaluation", "evaluations"))
+	}
+	fmt.Fprintln(errOut, line)
 	return err
 }
 
@@ -149,11 +175,11 @@ func countErrors(err error) int {
 // render evaluates every policy against every trigger it matches. It stops
 // at nothing: every invalid policy and failed evaluation is reported.
 // seen, when not nil, is called after each evaluation.
-func render(ctx context.Context, policies []apiv1.Policy, triggers, contextObjs []*unstructured.Unstructured, op admission.Operation,
+func render(ctx context.Context, policies []apiv1.Policy, in offlineInputs, op admission.Operation,
 	seen func(evaluation)) ([]*unstructured.Unstructured, error) {
 	var out []*unstructured.Unstructured
 	var errs []error
-	err := evaluate(ctx, policies, triggers, contextObjs, op, func(e evaluation) {
+	err := evaluate(ctx, policies, in, op, func(e evaluation) {
 		if seen != nil {
 			seen(e)
 		}
@@ -175,27 +201,33 @@ type evaluation struct {
 	// skipped is set when a matchCondition is false: the policy skips the
 	// trigger, as admission would.
 	skipped bool
-	err     error
+	// excepted names the PolicyExceptions that skipped the trigger, and
+	// exceptedResult is how it is reported: skip or pass.
+	excepted       []string
+	exceptedResult string
+	err            error
 }
 
 // evaluate calls fn for every policy that does not compile and for every
 // policy and trigger it matches, in order; a trigger a policy does not match
 // is not reported.
-func evaluate(ctx context.Context, policies []apiv1.Policy, triggers, contextObjs []*unstructured.Unstructured, op admission.Operation, fn func(evaluation)) error {
-	namespaces, err := namespaceLister(append(append([]*unstructured.Unstructured{}, contextObjs...), triggers...))
+func evaluate(ctx context.Context, policies []apiv1.Policy, in offlineInputs, op admission.Operation, fn func(evaluation)) error {
+	all := append(append([]*unstructured.Unstructured{}, in.objects...), in.triggers...)
+	namespaces, err := namespaceLister(all)
 	if err != nil {
 		return err
 	}
 	matcher := reconcile.NewMatcher(namespaces, nil)
-	reader := celenv.NewObjectReader(append(append([]*unstructured.Unstructured{}, contextObjs...), triggers...))
+	env := offlineEnv{namespaces: namespaces, reader: celenv.NewObjectReader(all), globalContext: in.globalContext}
 	for _, p := range policies {
 		prog := celenv.Compile(p)
 		if err := prog.Err(); err != nil {
 			fn(evaluation{policy: p, err: err})
 			continue
 		}
+		env.exceptions = in.exceptionsFor(p)
 		mr := p.PolicySpec().MatchConstraints
-		for _, t := range triggers {
+		for _, t := range in.triggers {
 			if p.IsNamespaced() && t.GetNamespace() != p.GetNamespace() {
 				continue
 			}
@@ -206,30 +238,44 @@ func evaluate(ctx context.Context, policies []apiv1.Policy, triggers, contextObj
 				continue
 			}
 			if ok {
-				fn(evaluateOne(ctx, prog, p, t, gvr, op, namespaces, reader))
+				fn(evaluateOne(ctx, prog, p, t, gvr, op, env))
 			}
 		}
 	}
 	return nil
 }
 
+// offlineEnv is what an offline evaluation of one policy reads besides its
+// trigger.
+type offlineEnv struct {
+	namespaces    listersv1.NamespaceLister
+	reader        celenv.Reader
+	globalContext celenv.GlobalContext
+	// exceptions are those that name the policy.
+	exceptions []*celenv.Exception
+}
+
 // evaluateOne evaluates a compiled policy for one trigger it matches.
 func evaluateOne(ctx context.Context, prog *celenv.Program, p apiv1.Policy, t *unstructured.Unstructured, gvr schema.GroupVersionResource,
-	op admission.Operation, namespaces listersv1.NamespaceLister, reader celenv.Reader) evaluation {
+	op admission.Operation, env offlineEnv) evaluation {
 	e := evaluation{policy: p, trigger: t}
 	event := celenv.Event{Operation: string(op), Object: t, Resource: gvr}
 	if t.GetNamespace() != "" {
-		event.Namespace, _ = namespaces.Get(t.GetNamespace()) // every one is listed
+		event.Namespace, _ = env.namespaces.Get(t.GetNamespace()) // every one is listed
 	}
 	in, err := celenv.NewInput(event)
 	if err != nil {
 		e.err = fmt.Errorf("%s: trigger %s %s: namespaceObject: %w", prog.Policy(), t.GetKind(), t.GetName(), err)
 		return e
 	}
-	in.Scopes, in.Reader = celenv.BuiltinScopes{}, reader
+	in.Scopes, in.Reader, in.GlobalContext, in.Exceptions = celenv.BuiltinScopes{}, env.reader, env.globalContext, env.exceptions
 	res, err := prog.Evaluate(ctx, in)
 	if err != nil {
 		e.err = fmt.Errorf("%s: trigger %s %s: %w", prog.Policy(), t.GetKind(), t.GetName(), err)
+		return e
+	}
+	if len(res.Excepted) > 0 {
+		e.excepted, e.exceptedResult = res.Excepted, res.ExceptedResult
 		return e
 	}
 	e.skipped = !res.Matched
@@ -270,18 +316,23 @@ func namespaceLister(objs []*unstructured.Unstructured) (listersv1.NamespaceList
 }
 
 // readPolicies decodes every policy in the files and folders named, read
-// as a policy folder is (sources.ReadFiles).
-func readPolicies(paths []string) ([]apiv1.Policy, error) {
+// as a policy folder is (sources.ReadFiles), and the PolicyExceptions among
+// them, compiled, as a folder source carries them.
+func readPolicies(paths []string) ([]apiv1.Policy, []sources.Exception, error) {
 	var out []apiv1.Policy
+	var exceptions []sources.Exception
 	err := eachFile(paths, sources.PolicyLimits, func(path string, data []byte) error {
-		ps, err := apiv1.Decode(data)
+		ps, es, err := apiv1.DecodeWithExceptions(data)
 		if err != nil {
 			return fmt.Errorf("%s: %w", path, err)
 		}
 		out = append(out, ps...)
+		for _, e := range es {
+			exceptions = append(exceptions, sources.CompileException(e, path))
+		}
 		return nil
 	})
-	return out, err
+	return out, exceptions, err
 }
 
 // objectLimits bound the trigger and context files render reads: looser
