@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -29,7 +30,8 @@ var errDifferences = errors.New("differences found")
 type diffOptions struct {
 	sourceFlags
 	output string
-	// accounts holds the ServiceAccount flags, as `sprout run` has them.
+	// accounts holds the ServiceAccount and PolicyException flags, as
+	// `sprout run` has them.
 	accounts reconcile.Options
 }
 
@@ -80,6 +82,7 @@ Exit status: 0 when nothing would change, 1 when something would, 2 on errors
 	f := cmd.Flags()
 	o.register(f, "plan")
 	registerAccounts(f, &o.accounts)
+	registerExceptionFlags(f, &o.accounts)
 	f.StringVarP(&o.output, "output", "o", "diff", "output format: diff (unified), table, yaml or json")
 	return cmd
 }
@@ -136,6 +139,7 @@ func planPolicies(cmd *cobra.Command, cfg *rest.Config, o diffOptions, filter *p
 	if len(srcs) == 0 {
 		return nil, nil, errors.New("no policies to plan: give --policy-dir, --git-url or --source-ref, or keep --cluster-policies")
 	}
+	readClusterExceptions(srcs, o.accounts)
 	pv, err := newPreviews(cmd.Context(), cfg)
 	if err != nil {
 		return nil, nil, err
@@ -146,12 +150,20 @@ func planPolicies(cmd *cobra.Command, cfg *rest.Config, o diffOptions, filter *p
 	}
 	opts := reconcile.DefaultOptions()
 	opts.DefaultServiceAccount, opts.ServiceAccountNamespaces = o.accounts.DefaultServiceAccount, o.accounts.ServiceAccountNamespaces
+	opts.PolicyExceptions, opts.ExceptionNamespace = o.accounts.PolicyExceptions, o.accounts.ExceptionNamespace
 	opts.DryRun, opts.Sources, opts.Logger, opts.ResyncSchedule = true, wrapped, log, ""
+	ctx, cancel := context.WithCancel(cmd.Context())
+	defer cancel()
+	entries, err := servePlanEntries(ctx, cfg, log)
+	if err != nil {
+		return nil, nil, err
+	}
+	opts.GlobalContext = entries
 	c, err := reconcile.New(cfg, opts)
 	if err != nil {
 		return nil, nil, err
 	}
-	plans, err := c.Plan(cmd.Context())
+	plans, err := c.Plan(ctx)
 	if err != nil {
 		return nil, nil, err
 	}

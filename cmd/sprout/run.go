@@ -113,8 +113,7 @@ func registerRunFlags(f *pflag.FlagSet, g *globalFlags, opts *reconcile.Options,
 	f.BoolVar(&opts.AllowWildcardBindings, "allow-wildcard-bindings", false, "allow generating bindings to roles the guard refuses: every verb on every resource (such as cluster-admin), escalate, bind, impersonate, and from a ClusterRoleBinding Secrets, tokens, exec, nodes/proxy or certificate approval")
 	registerAccounts(f, opts)
 	f.StringSliceVar(&opts.ProtectedNamespaces, "protected-namespaces", opts.ProtectedNamespaces, "namespaces where a generated RoleBinding is judged as a ClusterRoleBinding, as their Secrets and accounts are the cluster's; Sprout's own namespace is added")
-	f.BoolVar(&opts.PolicyExceptions, "enable-policy-exceptions", false, "apply the PolicyExceptions of the policy sources (Kyverno's --enablePolicyException)")
-	f.StringVar(&opts.ExceptionNamespace, "exception-namespace", "", `the only namespace whose PolicyExceptions count (Kyverno's --exceptionNamespace); "" or "*" means every namespace`)
+	registerExceptionFlags(f, opts)
 	f.BoolVar(&opts.TriggerEvents, "trigger-events", false, "also emit an Event on each trigger for what was generated for it (a write per trigger)")
 	registerReportFlags(f, opts, ro)
 	f.StringVar(&ro.metricsAddress, "metrics-bind-address", ":8080", `the address /metrics (Prometheus) is served on; "0" turns it off`)
@@ -236,6 +235,13 @@ func serveRunEndpoints(ctx context.Context, ro runOptions, reg *prometheus.Regis
 		return nil, fmt.Errorf("--health-probe-bind-address: %w", err)
 	}
 	return elector, nil
+}
+
+// registerExceptionFlags adds the flags that turn PolicyExceptions on:
+// `sprout diff` takes them too, to plan what run would do.
+func registerExceptionFlags(f *pflag.FlagSet, opts *reconcile.Options) {
+	f.BoolVar(&opts.PolicyExceptions, "enable-policy-exceptions", false, "apply the PolicyExceptions of the policy sources (Kyverno's --enablePolicyException)")
+	f.StringVar(&opts.ExceptionNamespace, "exception-namespace", "", `the only namespace whose PolicyExceptions count (Kyverno's --exceptionNamespace); "" or "*" means every namespace`)
 }
 
 // registerAccounts adds the flags that bound which ServiceAccounts policies
