@@ -219,7 +219,10 @@ type eventCounts map[string]int32
 // waiting up to eventsWait for the first.
 func (p *policyClient) events(ctx context.Context, before eventCounts) ([]corev1.Event, error) {
 	var events []corev1.Event
-	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, eventsWait, true, func(ctx context.Context) (bool, error) {
+	// The list is asked with ctx, not the poll's: near the end of
+	// eventsWait, the client's rate limiter would refuse a request the
+	// poll's deadline cannot wait for, and fail the command.
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, eventsWait, true, func(context.Context) (bool, error) {
 		all, err := p.changeEvents(ctx)
 		events = slices.DeleteFunc(all, func(e corev1.Event) bool { return e.Count <= before[e.Name] })
 		return len(events) > 0, err
