@@ -19,10 +19,6 @@ import (
 	"syscall"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -221,69 +217,21 @@ type proxy struct {
 	url     string
 	writes  atomic.Int64
 	reviews atomic.Int64
-	// firstReports counts writes of PolicyReports that neither existed
-	// when the proxy started counting nor were written through it before:
-	// reports the process before this one still owed (its writer is
-	// bounded in rate and lags generation), not rewrites. Every other
-	// write, a report rewritten included, is in writes.
+	// firstReports counts creates of PolicyReports: reports the process
+	// before this one still owed (its writer is bounded in rate and lags
+	// generation), not rewrites. Every other write, a report updated
+	// included, is in writes.
 	firstReports atomic.Int64
 	mu           sync.Mutex
 	// written names the first writes, to tell what a restart wrote.
 	written []string
-	// reports holds the paths of the reports that exist or were written.
-	reports map[string]bool
 }
 
-// reportPath reports whether path names one PolicyReport or
-// ClusterPolicyReport, as an apply of one does.
-func reportPath(path string) bool {
-	return strings.HasPrefix(path, "/apis/wgpolicyk8s.io/") &&
-		(strings.Contains(path, "/policyreports/") || strings.Contains(path, "/clusterpolicyreports/"))
-}
-
-// knowReports lists the reports that exist now, so that writing one of
-// them again counts as a write.
-func (p *proxy) knowReports(ctx context.Context, client dynamic.Interface) error {
-	known := map[string]bool{}
-	for _, resource := range []string{"policyreports", "clusterpolicyreports"} {
-		list, err := client.Resource(schema.GroupVersionResource{Group: "wgpolicyk8s.io", Version: "v1alpha2", Resource: resource}).
-			List(ctx, metav1.ListOptions{})
-		if apierrors.IsNotFound(err) {
-			continue
-		}
-		if err != nil {
-			return err
-		}
-		for _, r := range list.Items {
-			path := "/apis/wgpolicyk8s.io/v1alpha2/"
-			if ns := r.GetNamespace(); ns != "" {
-				path += "namespaces/" + ns + "/"
-			}
-			known[path+resource+"/"+r.GetName()] = true
-		}
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.reports = known
-	return nil
-}
-
-// firstReportWrite reports whether a write to path is the first of a
-// report that did not exist, and remembers it.
-func (p *proxy) firstReportWrite(path string) bool {
-	if !reportPath(path) {
-		return false
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.reports == nil {
-		p.reports = map[string]bool{}
-	}
-	if p.reports[path] {
-		return false
-	}
-	p.reports[path] = true
-	return true
+// reportCreate reports whether r creates a PolicyReport or
+// ClusterPolicyReport: a POST to their collection.
+func reportCreate(r *http.Request) bool {
+	return r.Method == http.MethodPost && strings.HasPrefix(r.URL.Path, "/apis/wgpolicyk8s.io/") &&
+		(strings.HasSuffix(r.URL.Path, "/policyreports") || strings.HasSuffix(r.URL.Path, "/clusterpolicyreports"))
 }
 
 func newProxy(cfg *rest.Config) (*proxy, error) {
@@ -309,7 +257,10 @@ func newProxy(cfg *rest.Config) (*proxy, error) {
 			p.reviews.Add(1)
 		}
 		write := r.Method != http.MethodGet && !strings.Contains(r.URL.Path, "/leases") && !r.URL.Query().Has("dryRun") && !review
-		if write && r.Method != http.MethodDelete && p.firstReportWrite(r.URL.Path) {
+		// A create of a report cannot write one that exists (it would
+		// conflict): it is a first write by definition. An update is
+		// a write.
+		if write && reportCreate(r) {
 			p.firstReports.Add(1)
 		} else if write {
 			if p.writes.Add(1) <= 20 {

@@ -183,9 +183,6 @@ func (b *bench) noopRestart(ctx context.Context, c *cluster, dir string) error {
 		return err
 	}
 	defer px.close()
-	if err := px.knowReports(ctx, c.dynamic); err != nil {
-		return err
-	}
 	kc, err := px.kubeconfig(dir)
 	if err != nil {
 		return err
