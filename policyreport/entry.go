@@ -3,26 +3,35 @@ package policyreport
 import (
 	"slices"
 	"strings"
+	"unique"
 )
 
 // entry is one policy's result as a held report keeps it: what a Result
 // says, properties as sorted key/value pairs rather than a map, and the time,
 // in seconds, it was first given. A report is held for as long as its
-// trigger lives, one for every trigger, so the form is kept small; the
-// strings a policy gives (its name, rule, message, category) are shared
-// with it, not copied.
+// trigger lives, one for every trigger, so the form is kept small: what
+// most triggers' results say alike is held once, behind a unique handle.
 type entry struct {
-	policy, rule, status, message, category, severity string
-	scored                                            bool
+	said unique.Handle[said]
 	// props are key, value, key, value…, sorted by key.
 	props []string
 	at    int64
 }
 
+// said is what a result says besides its properties and time.
+type said struct {
+	policy, rule, status, message, category, severity string
+	scored                                            bool
+}
+
+func saidOf(r *Result) unique.Handle[said] {
+	return unique.Make(said{policy: r.Policy, rule: r.Rule, status: r.Result, message: r.Message,
+		category: r.Category, severity: r.Severity, scored: r.Scored})
+}
+
 // entryOf is r as first given at second at.
 func entryOf(r *Result, at int64) entry {
-	e := entry{policy: r.Policy, rule: r.Rule, status: r.Result, message: r.Message,
-		category: r.Category, severity: r.Severity, scored: r.Scored, at: at}
+	e := entry{said: saidOf(r), at: at}
 	if len(r.Properties) > 0 {
 		keys := make([]string, 0, len(r.Properties))
 		for k := range r.Properties {
@@ -37,10 +46,11 @@ func entryOf(r *Result, at int64) entry {
 	return e
 }
 
+func (e *entry) policy() string { return e.said.Value().policy }
+
 // says reports whether e holds what r says, its time aside.
 func (e *entry) says(r *Result) bool {
-	if e.policy != r.Policy || e.rule != r.Rule || e.status != r.Result || e.message != r.Message ||
-		e.category != r.Category || e.severity != r.Severity || e.scored != r.Scored || len(e.props) != 2*len(r.Properties) {
+	if e.said != saidOf(r) || len(e.props) != 2*len(r.Properties) {
 		return false
 	}
 	for i := 0; i < len(e.props); i += 2 {
@@ -53,20 +63,19 @@ func (e *entry) says(r *Result) bool {
 
 // same reports whether e and o say the same, their times aside.
 func (e *entry) same(o *entry) bool {
-	return e.policy == o.policy && e.rule == o.rule && e.status == o.status && e.message == o.message &&
-		e.category == o.category && e.severity == o.severity && e.scored == o.scored && slices.Equal(e.props, o.props)
+	return e.said == o.said && slices.Equal(e.props, o.props)
 }
 
 // entries are a trigger's results, one per policy, sorted by policy.
 type entries []entry
 
 func (es entries) find(policy string) (int, bool) {
-	return slices.BinarySearchFunc(es, policy, func(e entry, p string) int { return strings.Compare(e.policy, p) })
+	return slices.BinarySearchFunc(es, policy, func(e entry, p string) int { return strings.Compare(e.policy(), p) })
 }
 
 // set makes e the result of its policy.
 func (es entries) set(e entry) entries {
-	i, ok := es.find(e.policy)
+	i, ok := es.find(e.policy())
 	if ok {
 		es[i] = e
 		return es

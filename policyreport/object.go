@@ -83,8 +83,9 @@ func reportObject(api API, t Trigger, results entries) *unstructured.Unstructure
 	summary := map[string]any{"pass": int64(0), "fail": int64(0), "warn": int64(0), "error": int64(0), "skip": int64(0)}
 	items := make([]any, 0, len(results))
 	for i := range results {
-		if n, ok := summary[results[i].status].(int64); ok {
-			summary[results[i].status] = n + 1
+		status := results[i].said.Value().status
+		if n, ok := summary[status].(int64); ok {
+			summary[status] = n + 1
 		}
 		items = append(items, resultObject(&results[i]))
 	}
@@ -115,10 +116,11 @@ func reportObject(api API, t Trigger, results entries) *unstructured.Unstructure
 	return report
 }
 
-func resultObject(r *entry) map[string]any {
+func resultObject(e *entry) map[string]any {
+	r := e.said.Value()
 	o := map[string]any{
 		"source": Source, "policy": r.policy, "rule": r.rule, "result": r.status,
-		"timestamp": map[string]any{"seconds": r.at, "nanos": int64(0)},
+		"timestamp": map[string]any{"seconds": e.at, "nanos": int64(0)},
 	}
 	if r.scored {
 		o["scored"] = true // omitted when false, as Kyverno's types omit it
@@ -132,10 +134,10 @@ func resultObject(r *entry) map[string]any {
 	if r.severity != "" {
 		o["severity"] = r.severity
 	}
-	if len(r.props) > 0 {
-		props := make(map[string]any, len(r.props)/2)
-		for i := 0; i < len(r.props); i += 2 {
-			props[r.props[i]] = r.props[i+1]
+	if len(e.props) > 0 {
+		props := make(map[string]any, len(e.props)/2)
+		for i := 0; i < len(e.props); i += 2 {
+			props[e.props[i]] = e.props[i+1]
 		}
 		o["properties"] = props
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -20,7 +19,7 @@ const maxConflicts = 5
 type snapshot struct {
 	trigger Trigger
 	results entries
-	changed map[string]uint64
+	changed changes
 	version string
 }
 
@@ -71,7 +70,7 @@ func (w *Writer) snapshot(uid types.UID) *snapshot {
 		}
 		return nil
 	}
-	return &snapshot{trigger: h.trigger, results: slices.Clone(h.results), changed: maps.Clone(h.changed), version: h.version}
+	return &snapshot{trigger: h.trigger, results: slices.Clone(h.results), changed: slices.Clone(h.changed), version: h.version}
 }
 
 // send writes s, and returns the report's resourceVersion after it: ""
@@ -117,13 +116,11 @@ func (w *Writer) written(uid types.UID, s *snapshot, version string) {
 		return
 	}
 	h.version = version
-	for policy, n := range s.changed {
-		if h.changed[policy] == n {
-			delete(h.changed, policy)
-		}
-	}
+	h.changed = h.changed.without(func(c change) bool {
+		n, ok := s.changed.of(c.policy)
+		return ok && n == c.n
+	})
 	if len(h.changed) == 0 {
-		h.changed = nil
 		if len(h.results) == 0 {
 			delete(w.triggers, uid)
 		}
@@ -160,30 +157,30 @@ func (w *Writer) merge(uid types.UID, server entries, version string) {
 	h.version = version
 	merged := make(entries, 0, len(server)+len(h.changed))
 	for _, e := range h.results {
-		if _, mine := h.changed[e.policy]; mine {
+		if h.changed.has(e.policy()) {
 			merged = append(merged, e)
 		}
 	}
 	for _, e := range server {
-		if _, mine := h.changed[e.policy]; !mine {
+		if !h.changed.has(e.policy()) {
 			merged = merged.set(e)
 		}
 	}
 	h.results = merged
-	for policy := range h.changed {
-		i, held := h.results.find(policy)
-		j, onServer := server.find(policy)
+	h.changed = h.changed.without(func(c change) bool {
+		i, held := h.results.find(c.policy)
+		j, onServer := server.find(c.policy)
 		if held != onServer {
-			continue
+			return false
 		}
 		if held {
 			if !h.results[i].same(&server[j]) {
-				continue
+				return false
 			}
 			h.results[i] = server[j]
 		}
-		delete(h.changed, policy)
-	}
+		return true
+	})
 }
 
 func isTerminating(err error) bool {

@@ -62,9 +62,9 @@ type held struct {
 	// results are every policy's, as the report held them when last read
 	// or written, with the changes made since.
 	results entries
-	// changed are the policies whose results changed since the last write,
-	// each with the number of its latest change; only they are written.
-	changed map[string]uint64
+	// changed are the policies whose results changed since the last write;
+	// only they are written.
+	changed changes
 	// version is the report's resourceVersion when last read or written;
 	// "" when it is not known to exist.
 	version string
@@ -163,10 +163,7 @@ func (w *Writer) unset(h *held, policy string) {
 // Hold w.mu.
 func (w *Writer) changed(h *held, policy string) {
 	w.changes++
-	if h.changed == nil {
-		h.changed = map[string]uint64{}
-	}
-	h.changed[policy] = w.changes
+	h.changed = h.changed.mark(policy, w.changes)
 	w.queue.Add(h.trigger.UID)
 }
 

@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/maphash"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -37,20 +40,34 @@ func ownerIndex(obj any) ([]string, error) {
 	return []string{key.String()}, nil
 }
 
-// byTrigger indexes Sprout's objects by policy and trigger UID: an
-// incremental sync prunes only the objects of the triggers it looked at.
+// byTrigger indexes Sprout's objects by a bucket of their trigger's UID:
+// an incremental sync prunes only the objects of the triggers it looked
+// at. Buckets rather than UIDs, shared by every policy, because client-go
+// keeps a set per index value: with one object per trigger, or a trigger
+// per policy, a set each would weigh more than the objects' own cache
+// entries.
 const byTrigger = "trigger"
 
+// triggerBuckets bounds the byTrigger sets.
+const triggerBuckets = 4096
+
+// bucketSeed hashes trigger UIDs into buckets; a process's index and its
+// lookups share it.
+var bucketSeed = maphash.MakeSeed()
+
 func triggerIndex(obj any) ([]string, error) {
-	key, ok := ownerOf(obj)
 	o, _ := obj.(*cluster.Object)
-	if !ok || o == nil || o.TriggerUID() == "" {
+	if o == nil || o.TriggerUID() == "" {
 		return nil, nil
 	}
-	return []string{triggerIndexKey(key, types.UID(o.TriggerUID()))}, nil
+	return []string{triggerBucket(o.TriggerUID())}, nil
 }
 
-func triggerIndexKey(key policyKey, uid types.UID) string { return key.String() + " " + string(uid) }
+// triggerBucket is the byTrigger value of the objects generated for the
+// trigger uid.
+func triggerBucket(uid string) string {
+	return strconv.FormatUint(maphash.String(bucketSeed, uid)%triggerBuckets, 16)
+}
 
 // ownerOf reads the policy key from a cached object's annotation, which
 // names the policy exactly (labels cut long names); a tombstone gives its
@@ -178,11 +195,19 @@ func (c *Controller) owned(key policyKey) ([]*cluster.Object, error) {
 // ownedBy lists, from the caches, the objects the policy generated for the
 // triggers uids.
 func (c *Controller) ownedBy(key policyKey, uids []types.UID) ([]*cluster.Object, error) {
+	wanted := make(sets.Set[string], len(uids))
 	values := make([]string, 0, len(uids))
 	for _, uid := range uids {
-		values = append(values, triggerIndexKey(key, uid))
+		wanted.Insert(string(uid))
+		values = append(values, triggerBucket(string(uid)))
 	}
-	return c.ownedIn(key, byTrigger, values...)
+	slices.Sort(values)
+	objs, err := c.ownedIn(key, byTrigger, slices.Compact(values)...)
+	// A bucket holds other triggers' objects too, and other policies'.
+	owner := key.String()
+	return slices.DeleteFunc(objs, func(o *cluster.Object) bool {
+		return !wanted.Has(o.TriggerUID()) || o.Owner() != owner
+	}), err
 }
 
 // ownedIn lists the policy's cached objects that index holds under values.

@@ -60,7 +60,7 @@ type tally struct {
 	// evaluations and triggers identify the compiled policy it holds for.
 	evaluations *evaluations
 	triggers    []schema.GroupVersionResource
-	byUID       map[types.UID]contribution
+	byUID       map[types.UID]counted
 	matched     int
 	objects     int
 	settled     int
@@ -69,8 +69,19 @@ type tally struct {
 	since int
 }
 
+// counted is what a tally keeps of a trigger's contribution: one per
+// trigger the policy matches, so no more than the counts and where to find
+// the trigger again.
+type counted struct {
+	key              string
+	objects, settled int32
+	// gvr indexes the tally's triggers.
+	gvr               int32
+	matched, volatile bool
+}
+
 func newTally(cp *compiledPolicy, cs []contribution) *tally {
-	t := &tally{evaluations: cp.evaluations, triggers: cp.triggers, byUID: make(map[types.UID]contribution, len(cs))}
+	t := &tally{evaluations: cp.evaluations, triggers: cp.triggers, byUID: make(map[types.UID]counted, len(cs))}
 	for _, c := range cs {
 		t.add(c)
 	}
@@ -80,7 +91,8 @@ func newTally(cp *compiledPolicy, cs []contribution) *tally {
 func (t *tally) add(c contribution) {
 	t.remove(c.uid)
 	c.settle()
-	t.byUID[c.uid] = c
+	t.byUID[c.uid] = counted{key: c.key, objects: int32(c.objects), settled: int32(c.settled),
+		gvr: int32(slices.Index(t.triggers, c.gvr)), matched: c.matched, volatile: c.volatile}
 	t.objects += c.objects
 	t.settled += c.settled
 	if c.matched {
@@ -97,8 +109,8 @@ func (t *tally) remove(uid types.UID) {
 		return
 	}
 	delete(t.byUID, uid)
-	t.objects -= c.objects
-	t.settled -= c.settled
+	t.objects -= int(c.objects)
+	t.settled -= int(c.settled)
 	if c.matched {
 		t.matched--
 	}
@@ -266,7 +278,10 @@ func (c *Controller) matchDirty(run *syncRun, p *pending, t *tally) ([]trigger, 
 			if !ok {
 				continue
 			}
-			d.gvr, d.key = prev.gvr, prev.key
+			if prev.gvr < 0 {
+				return nil, nil, false
+			}
+			d.gvr, d.key = t.triggers[prev.gvr], prev.key
 		}
 		if !slices.Contains(cp.triggers, d.gvr) {
 			return nil, nil, false
