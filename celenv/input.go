@@ -1,6 +1,8 @@
 package celenv
 
 import (
+	"sync"
+
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -22,6 +24,8 @@ type Event struct {
 	Resource schema.GroupVersionResource
 	// Namespace is the trigger's Namespace; nil for a cluster-scoped one.
 	Namespace *corev1.Namespace
+	// Namespaces, when set, converts Namespace once for every trigger in it.
+	Namespaces *NamespaceObjects
 }
 
 // NewInput builds the Input of ev. Scopes, Reader, Now and Timeout are the
@@ -47,7 +51,7 @@ func NewInput(ev Event) (Input, error) {
 		in.OldObject = ev.OldObject.Object
 	}
 	if ev.Namespace != nil {
-		ns, err := NamespaceObject(ev.Namespace)
+		ns, err := ev.Namespaces.Of(ev.Namespace)
 		if err != nil {
 			return Input{}, err
 		}
@@ -65,5 +69,42 @@ func NamespaceObject(ns *corev1.Namespace) (map[string]any, error) {
 	}
 	m["apiVersion"], m["kind"] = "v1", "Namespace"
 	unstructured.RemoveNestedField(m, "metadata", "managedFields")
+	return m, nil
+}
+
+// NamespaceObjects converts each version of a Namespace once: the triggers
+// in one Namespace share its namespaceObject, which programs only read.
+// Versions are told apart by pointer, as a lister returns one object for
+// each version it holds.
+type NamespaceObjects struct {
+	mu sync.Mutex
+	m  map[*corev1.Namespace]map[string]any
+}
+
+// namespaceObjectsMax bounds what NamespaceObjects holds.
+const namespaceObjectsMax = 256
+
+// Of is ns as namespaceObject holds it; a nil NamespaceObjects converts it
+// each time.
+func (n *NamespaceObjects) Of(ns *corev1.Namespace) (map[string]any, error) {
+	if n == nil {
+		return NamespaceObject(ns)
+	}
+	n.mu.Lock()
+	m, ok := n.m[ns]
+	n.mu.Unlock()
+	if ok {
+		return m, nil
+	}
+	m, err := NamespaceObject(ns)
+	if err != nil {
+		return nil, err
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.m == nil || len(n.m) >= namespaceObjectsMax {
+		n.m = make(map[*corev1.Namespace]map[string]any, namespaceObjectsMax)
+	}
+	n.m[ns] = m
 	return m, nil
 }

@@ -188,6 +188,8 @@ type Controller struct {
 	// tallies keep what each policy's last clean syncs found per trigger,
 	// for its incremental syncs.
 	tallies tallies
+	// namespaceObjects converts the Namespaces of triggers for evaluations.
+	namespaceObjects celenv.NamespaceObjects
 	// reads index what each trigger's evaluation read, so that a change of
 	// it queues that trigger alone (deps.go).
 	reads readIndex

@@ -43,7 +43,7 @@ func (c *Controller) evaluate(ctx context.Context, cp *compiledPolicy, t trigger
 	// and what it generates is made of new maps (celenv's conversion of its
 	// values), never of theirs.
 	u := t.object.Decode()
-	event := celenv.Event{Operation: string(op), Object: u, Resource: t.gvr, Namespace: nsObject}
+	event := celenv.Event{Operation: string(op), Object: u, Resource: t.gvr, Namespace: nsObject, Namespaces: &c.namespaceObjects}
 	if oldObject != nil {
 		event.OldObject = oldObject.Decode()
 	}
