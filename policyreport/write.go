@@ -21,6 +21,7 @@ type snapshot struct {
 	results entries
 	changed changes
 	version string
+	gone    bool
 }
 
 // write makes the report of the trigger uid hold the results this writer
@@ -64,6 +65,13 @@ func (w *Writer) snapshot(uid types.UID) *snapshot {
 	if h == nil {
 		return nil
 	}
+	if h.gone {
+		if h.version == "" {
+			delete(w.triggers, uid) // no report was written
+			return nil
+		}
+		return &snapshot{trigger: h.trigger, version: h.version, gone: true}
+	}
 	if len(h.changed) == 0 {
 		if len(h.results) == 0 {
 			delete(w.triggers, uid)
@@ -79,6 +87,14 @@ func (w *Writer) send(ctx context.Context, s *snapshot) (string, error) {
 	t := s.trigger
 	client := w.client.Resource(w.opts.API.resourceOf(t)).Namespace(t.Namespace)
 	switch {
+	case s.gone:
+		// The whole report goes, other writers' results too: its trigger
+		// is gone.
+		err := client.Delete(ctx, string(t.UID), metav1.DeleteOptions{})
+		if apierrors.IsNotFound(err) {
+			return "", nil
+		}
+		return "", err
 	case len(s.results) == 0 && s.version == "":
 		return "", nil // no report of Sprout's results
 	case len(s.results) == 0:
@@ -116,6 +132,14 @@ func (w *Writer) written(uid types.UID, s *snapshot, version string) {
 		return
 	}
 	h.version = version
+	if h.gone {
+		if version == "" {
+			delete(w.triggers, uid)
+		} else {
+			w.queue.Add(uid) // written before its trigger's deletion came: delete it now
+		}
+		return
+	}
 	h.changed = h.changed.without(func(c change) bool {
 		n, ok := s.changed.of(c.policy)
 		return ok && n == c.n
@@ -155,6 +179,9 @@ func (w *Writer) merge(uid types.UID, server entries, version string) {
 		return
 	}
 	h.version = version
+	if h.gone {
+		return
+	}
 	merged := make(entries, 0, len(server)+len(h.changed))
 	for _, e := range h.results {
 		if h.changed.has(e.policy()) {

@@ -68,6 +68,8 @@ type held struct {
 	// version is the report's resourceVersion when last read or written;
 	// "" when it is not known to exist.
 	version string
+	// gone is set when the trigger was deleted: its report is deleted.
+	gone bool
 }
 
 // NewWriter returns a Writer that writes with client.
@@ -103,6 +105,9 @@ func (w *Writer) Set(t Trigger, policy string, r *Result) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	h := w.triggers[t.UID]
+	if h != nil && h.gone {
+		return // a result of its deletion: the report goes with the trigger
+	}
 	if r == nil {
 		w.unset(h, policy)
 		return
@@ -167,15 +172,22 @@ func (w *Writer) changed(h *held, policy string) {
 	w.queue.Add(h.trigger.UID)
 }
 
-// Forget drops what is held for a deleted trigger: the garbage collector
-// removes its report.
+// Forget deletes the report of a deleted trigger. The garbage collector
+// would too, as the trigger owns it, but only once it gets to it: until
+// then the report would still say what a trigger that is no longer there
+// did.
 func (w *Writer) Forget(uid types.UID) {
 	if w == nil {
 		return
 	}
 	w.mu.Lock()
-	delete(w.triggers, uid)
-	w.mu.Unlock()
+	defer w.mu.Unlock()
+	h := w.triggers[uid]
+	if h == nil {
+		return
+	}
+	h.gone, h.results, h.changed = true, nil, nil
+	w.queue.Add(uid)
 }
 
 // Run writes reports until ctx is done; after Load turned the writer off,
