@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	sproutv1alpha1 "github.com/sprout-gitops/sprout/api/sprout/v1alpha1"
+	"github.com/sprout-gitops/sprout/cluster"
 )
 
 // RecordName is the name of a policy's PolicyInventory: gpol.<name> for a
@@ -56,6 +57,11 @@ type Records struct {
 	// profile while triggers arrived.
 	mu      sync.Mutex
 	decoded map[string]decodedRecord
+	// written keeps, per record name, what its last write returned, while
+	// the cache holds an older version: compared with the cache alone, a
+	// record changed and changed back before the cache saw the change
+	// would not be written back.
+	written map[string]*unstructured.Unstructured
 }
 
 // decodedRecord is a cached record and its decoding.
@@ -71,7 +77,7 @@ func NewRecords(client dynamic.Interface, store cache.Store, shardSize int) *Rec
 		shardSize = DefaultShardSize
 	}
 	return &Records{client: client.Resource(sproutv1alpha1.PolicyInventories), store: store, shardSize: shardSize,
-		decoded: map[string]decodedRecord{}}
+		decoded: map[string]decodedRecord{}, written: map[string]*unstructured.Unstructured{}}
 }
 
 // FromUnstructured decodes a cached PolicyInventory.
@@ -83,7 +89,9 @@ func FromUnstructured(u *unstructured.Unstructured) (*sproutv1alpha1.PolicyInven
 	return rec, nil
 }
 
-// cached returns the cached record of that name, or nil.
+// cached returns the record of that name as the cache holds it, or as
+// Records last wrote it when the cache has not seen that write yet; nil
+// when the cache holds none.
 func (r *Records) cached(name string) (*sproutv1alpha1.PolicyInventory, error) {
 	obj, ok, err := r.store.GetByKey(name)
 	if err != nil || !ok {
@@ -91,6 +99,13 @@ func (r *Records) cached(name string) (*sproutv1alpha1.PolicyInventory, error) {
 	}
 	u := obj.(*unstructured.Unstructured)
 	r.mu.Lock()
+	if w := r.written[name]; w != nil {
+		if cluster.Older(u.GetResourceVersion(), w.GetResourceVersion()) {
+			u = w
+		} else {
+			delete(r.written, name)
+		}
+	}
 	d, ok := r.decoded[name]
 	r.mu.Unlock()
 	if ok && d.from == u {
@@ -293,6 +308,9 @@ func (r *Records) Delete(ctx context.Context, ref sproutv1alpha1.PolicyReference
 }
 
 func (r *Records) deleteOne(ctx context.Context, name string) error {
+	r.mu.Lock()
+	delete(r.written, name)
+	r.mu.Unlock()
 	err := r.client.Delete(ctx, name, metav1.DeleteOptions{})
 	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("PolicyInventory %s: delete: %w", name, err)
@@ -346,15 +364,19 @@ func (r *Records) apply(ctx context.Context, rec *sproutv1alpha1.PolicyInventory
 		return err
 	}
 	opts := metav1.ApplyOptions{FieldManager: sproutv1alpha1.FieldManager, Force: true}
+	var out *unstructured.Unstructured
 	if status {
 		obj["status"] = part["status"]
-		_, err = r.client.ApplyStatus(ctx, rec.Name, &unstructured.Unstructured{Object: obj}, opts)
+		out, err = r.client.ApplyStatus(ctx, rec.Name, &unstructured.Unstructured{Object: obj}, opts)
 	} else {
 		obj["spec"] = part["spec"]
-		_, err = r.client.Apply(ctx, rec.Name, &unstructured.Unstructured{Object: obj}, opts)
+		out, err = r.client.Apply(ctx, rec.Name, &unstructured.Unstructured{Object: obj}, opts)
 	}
 	if err != nil {
 		return fmt.Errorf("PolicyInventory %s: save: %w", rec.Name, err)
 	}
+	r.mu.Lock()
+	r.written[rec.Name] = out
+	r.mu.Unlock()
 	return nil
 }
