@@ -3,16 +3,13 @@ package reconcile_test
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"testing"
 
-	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/sprout-gitops/sprout/fixtures"
-	"github.com/sprout-gitops/sprout/reconcile"
 )
 
 // TestDepsSourceChangeEvaluatesOnlyItsReaders: of a clone policy (resource.Get)
@@ -43,17 +40,7 @@ func TestDepsSourceChangeEvaluatesOnlyItsReaders(t *testing.T) {
 		}
 	}
 
-	counted, counter := countingWrites(cfg)
-	reg := prometheus.NewRegistry()
-	opts := reconcile.DefaultOptions()
-	opts.Logger = slog.New(slog.DiscardHandler)
-	opts.Metrics = reg
-	c, stop := launchController(t, counted, opts)
-	t.Cleanup(func() {
-		if err := stop(); err != nil {
-			t.Error(err)
-		}
-	})
+	h := startRecompute(t, "deps", []string{"deps", "deps-src"}, "deps-clone", "deps-pick")
 	tb.applyPolicy(fixtures.MustPolicyFile("clone-own-source", fixtures.Params{Name: "deps-clone", App: "deps", Source: "deps-src", Suffix: "c"}))
 	tb.applyPolicy(fixtures.MustPolicyFile("lookup-own-sources", fixtures.Params{Name: "deps-pick", App: "deps", Source: "deps-src", Suffix: "p"}))
 	t.Cleanup(func() {
@@ -62,7 +49,7 @@ func TestDepsSourceChangeEvaluatesOnlyItsReaders(t *testing.T) {
 	})
 	policies := []string{"GeneratingPolicy/deps-clone", "GeneratingPolicy/deps-pick"}
 	metric := func(policy, name, label, value string) float64 {
-		return max(metricValue(t, reg, name, map[string]string{"policy": policy, label: value}), 0)
+		return max(metricValue(t, h.reg, name, map[string]string{"policy": policy, label: value}), 0)
 	}
 	holds := func(key, want string) func(*corev1.ConfigMap) bool {
 		return func(cm *corev1.ConfigMap) bool { return cm != nil && cm.Data[key] == want }
@@ -95,24 +82,10 @@ func TestDepsSourceChangeEvaluatesOnlyItsReaders(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	fullRecomputeWritesNothing := func() {
-		t.Helper()
-		waitIdle(t, c, func() bool { return true })
-		before := len(counter.about("deps"))
-		fulls := metric(policies[0], "sprout_syncs_total", "mode", "full") + metric(policies[1], "sprout_syncs_total", "mode", "full")
-		c.ResyncAll()
-		waitIdle(t, c, func() bool {
-			return metric(policies[0], "sprout_syncs_total", "mode", "full")+metric(policies[1], "sprout_syncs_total", "mode", "full") >= fulls+2
-		})
-		if w := counter.about("deps")[before:]; len(w) != 0 {
-			t.Fatalf("a full sync wrote what the incremental ones left: %v", w)
-		}
-	}
-
 	// A full sync first: it takes the triggers whose new objects' arrival
 	// in the cache marked them for a look a second later, and the look
 	// then finds nothing to evaluate.
-	fullRecomputeWritesNothing()
+	h.fullSyncWritesNothing("after the first syncs")
 
 	// t0 alone reads c-0. Its evaluation is counted once, and once more
 	// when the update written for it comes back (twice if the event's
@@ -123,14 +96,14 @@ func TestDepsSourceChangeEvaluatesOnlyItsReaders(t *testing.T) {
 	patchSource("c-0", `{"data":{"v":"a2"}}`)
 	tb.waitFor("t0's clone updated", "t0-c", holds("v", "a2"))
 	tb.waitFor("t0's lookup updated", "t0-p", holds("picked", "c-0=a2"))
-	waitIdle(t, c, func() bool { return true })
+	h.settle()
 	fulls, evaluated := since()
 	for i, p := range policies {
 		if fulls[i] != 0 || evaluated[i] < 1 || evaluated[i] > 3 {
 			t.Errorf("%s: a change of the source one trigger reads made %v full syncs and %v evaluations, want none and t0's (1 to 3)", p, fulls[i], evaluated[i])
 		}
 	}
-	fullRecomputeWritesNothing()
+	h.fullSyncWritesNothing("after a change of c-0")
 
 	// c-1 leaves the List of t1..t4 (its labels before) and joins t0's
 	// (its labels after); the clones of t1..t4 copy its labels.
@@ -141,9 +114,9 @@ func TestDepsSourceChangeEvaluatesOnlyItsReaders(t *testing.T) {
 		tb.waitFor(name+"'s lookup loses c-1", name+"-p", holds("picked", ""))
 		tb.waitFor(name+"'s clone relabelled", name+"-c", func(cm *corev1.ConfigMap) bool { return cm != nil && cm.Labels["pick"] == "0" })
 	}
-	waitIdle(t, c, func() bool { return true })
+	h.settle()
 	if fulls, _ := since(); fulls != [2]float64{} {
 		t.Errorf("a relabelled source made full syncs %v, want none", fulls)
 	}
-	fullRecomputeWritesNothing()
+	h.fullSyncWritesNothing("after c-1 moved to t0's List")
 }

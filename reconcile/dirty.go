@@ -2,6 +2,7 @@ package reconcile
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -103,10 +104,26 @@ func (d *dirtySets) take(key policyKey) *pending {
 type policyQueue struct {
 	workqueue.TypedRateLimitingInterface[policyKey]
 	dirty *dirtySets
+	// taken counts the keys a worker took and is not done with, which the
+	// queue's length leaves out: a controller is idle only without any.
+	taken atomic.Int64
 }
 
 func newPolicyQueue(m *metrics) *policyQueue {
 	return &policyQueue{TypedRateLimitingInterface: newQueue[policyKey]("policies", m), dirty: &dirtySets{}}
+}
+
+func (q *policyQueue) Get() (policyKey, bool) {
+	key, shutdown := q.TypedRateLimitingInterface.Get()
+	if !shutdown {
+		q.taken.Add(1)
+	}
+	return key, shutdown
+}
+
+func (q *policyQueue) Done(key policyKey) {
+	q.taken.Add(-1)
+	q.TypedRateLimitingInterface.Done(key)
 }
 
 func (q *policyQueue) Add(key policyKey) {

@@ -1,17 +1,78 @@
 package reconcile
 
+import (
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	apiv1 "github.com/sprout-gitops/sprout/api/policies/v1"
+	sproutv1alpha1 "github.com/sprout-gitops/sprout/api/sprout/v1alpha1"
+	"github.com/sprout-gitops/sprout/cluster"
+)
+
 // Idle reports whether no policy is queued or syncing and no status waits
-// to be written.
+// to be written or is being written.
 func (c *Controller) Idle() bool {
 	c.syncs.mu.Lock()
 	syncing := len(c.syncs.cancel)
 	c.syncs.mu.Unlock()
 	c.reports.mu.Lock()
-	reporting := len(c.reports.pending)
+	reporting := len(c.reports.pending) + c.reports.writing
 	c.reports.mu.Unlock()
-	return syncing == 0 && reporting == 0 && c.queue.Len() == 0 && c.statusQueue.Len() == 0
+	return syncing == 0 && reporting == 0 && c.queue.Len() == 0 && c.queue.taken.Load() == 0 && c.statusQueue.Len() == 0
 }
 
 // ResyncAll queues every policy for a full sync, as a scheduled resync
 // does, without forgetting what was decided or settled.
 func (c *Controller) ResyncAll() { c.requeueAll() }
+
+// CachedVersions returns, by name, the resourceVersions the controller's
+// caches hold of the objects of gvr in namespace ("" for cluster-scoped
+// ones), which a sync compares with before it writes: the running copies
+// of GeneratingPolicies, the records, the Namespaces, or the objects in
+// every informer on gvr, one version per informer that holds the object.
+func (c *Controller) CachedVersions(gvr schema.GroupVersionResource, namespace string) map[string][]string {
+	out := map[string][]string{}
+	switch gvr {
+	case apiv1.GeneratingPolicies:
+		c.mu.RLock()
+		for key, cp := range c.policies {
+			if key.Kind == apiv1.GeneratingPolicyKind {
+				out[key.Name] = append(out[key.Name], cp.policy.GetResourceVersion())
+			}
+		}
+		c.mu.RUnlock()
+		return out
+	case sproutv1alpha1.PolicyInventories:
+		recs, _ := c.records.List()
+		for _, rec := range recs {
+			out[rec.Name] = append(out[rec.Name], rec.ResourceVersion)
+		}
+		return out
+	case corev1.SchemeGroupVersion.WithResource("namespaces"):
+		nss, _ := c.namespaces.List(labels.Everything())
+		for _, ns := range nss {
+			out[ns.Name] = append(out[ns.Name], ns.ResourceVersion)
+		}
+		return out
+	}
+	c.mu.RLock()
+	informers := []*triggerInformer{c.downstream[gvr]}
+	for wk, ti := range c.informer {
+		if wk.gvr == gvr {
+			informers = append(informers, ti)
+		}
+	}
+	c.mu.RUnlock()
+	for _, ti := range informers {
+		if ti == nil {
+			continue
+		}
+		for _, obj := range ti.informer.GetStore().List() {
+			if o, ok := obj.(*cluster.Object); ok && o.GetNamespace() == namespace {
+				out[o.GetName()] = append(out[o.GetName()], o.GetResourceVersion())
+			}
+		}
+	}
+	return out
+}

@@ -4,14 +4,12 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/sprout-gitops/sprout/fixtures"
-	"github.com/sprout-gitops/sprout/reconcile"
 )
 
 // The part of TestIncrementalSyncAgreesWithFullRecompute where each
@@ -140,7 +138,7 @@ func (r *incrRun) stepDeps(pick types.NamespacedName, some bool) {
 // took whatever the batch had marked. A policy that has generated nothing
 // yet is not checked: its record is still being rebuilt from its objects,
 // and all its syncs are full until it writes one.
-func (r *incrRun) probeDeps(c *reconcile.Controller, reg *prometheus.Registry, done int) {
+func (r *incrRun) probeDeps(h *recompute, done int) {
 	r.t.Helper()
 	d := r.model.deps
 	k := r.rng.IntN(incrSourceCount)
@@ -169,7 +167,7 @@ func (r *incrRun) probeDeps(c *reconcile.Controller, reg *prometheus.Registry, d
 		}
 	}
 	count := func(p, name, label, value string) float64 {
-		return max(metricValue(r.t, reg, name, map[string]string{"policy": p, label: value}), 0)
+		return max(metricValue(r.t, h.reg, name, map[string]string{"policy": p, label: value}), 0)
 	}
 	before := map[string][2]float64{}
 	for p := range policies {
@@ -177,7 +175,7 @@ func (r *incrRun) probeDeps(c *reconcile.Controller, reg *prometheus.Registry, d
 	}
 	d.sources[k].value = fmt.Sprintf("probe%d", done)
 	r.putSource(k)
-	r.converged(c, done)
+	r.converged(h.c, done)
 	for p, readers := range policies {
 		fulls := count(p, "sprout_syncs_total", "mode", "full") - before[p][0]
 		evaluated := count(p, "sprout_evaluations_total", "result", "evaluated") - before[p][1]

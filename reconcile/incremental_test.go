@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"fmt"
-	"log/slog"
 	"maps"
 	"math/rand/v2"
 	"os"
@@ -13,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -132,57 +130,19 @@ func TestIncrementalSyncAgreesWithFullRecompute(t *testing.T) {
 	})
 	r.setupDeps()
 
-	counted, counter := countingWrites(cfg)
-	reg := prometheus.NewRegistry()
-	opts := reconcile.DefaultOptions()
-	opts.Logger = slog.New(slog.DiscardHandler)
-	opts.Metrics = reg
-	c, stop := launchController(t, counted, opts)
-	t.Cleanup(func() {
-		if err := stop(); err != nil {
-			t.Error(err)
-		}
-	})
-
+	h := startRecompute(t, "incr", append(slices.Clone(model.namespaces), "incr-src"), "incr-derived", "incr-lookup", "incr-clone", "incr-pick")
 	for done := 0; done < events; done += batch {
 		for range min(batch, events-done) {
 			r.step()
 		}
-		r.converged(c, done)
-		before := len(counter.about("incr"))
-		fulls := syncsOf(t, reg, "full")
-		c.ResyncAll()
-		waitIdle(t, c, func() bool { return syncsOf(t, reg, "full") >= fulls+2 })
-		if w := counter.about("incr")[before:]; len(w) != 0 {
-			t.Fatalf("after %d events (seed %d), a full sync wrote what the incremental ones left: %v", done+batch, seed, w)
-		}
-		r.probeDeps(c, reg, done+batch)
+		r.converged(h.c, done)
+		h.fullSyncWritesNothing(fmt.Sprintf("after %d events (seed %d)", done+batch, seed))
+		r.probeDeps(h, done+batch)
 	}
-	if n := syncsOf(t, reg, "incremental"); n == 0 {
+	if n := h.syncsOfAll("incremental"); n == 0 {
 		t.Errorf("no sync was incremental: the test compared full syncs with full syncs")
 	} else {
-		t.Logf("%v incremental syncs, %v full", n, syncsOf(t, reg, "full"))
-	}
-}
-
-// syncsOf sums the syncs of the test's policies in mode.
-func syncsOf(t *testing.T, reg *prometheus.Registry, mode string) float64 {
-	t.Helper()
-	n := 0.0
-	for _, p := range []string{"GeneratingPolicy/incr-derived", "GeneratingPolicy/incr-lookup"} {
-		n += max(metricValue(t, reg, "sprout_syncs_total", map[string]string{"policy": p, "mode": mode}), 0)
-	}
-	return n
-}
-
-// waitIdle waits until cond holds and the controller is idle.
-func waitIdle(t *testing.T, c *reconcile.Controller, cond func() bool) {
-	t.Helper()
-	err := wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
-		return cond() && c.Idle(), nil
-	})
-	if err != nil {
-		t.Fatalf("waiting for the controller to be idle: %v", err)
+		t.Logf("%v incremental syncs, %v full", n, h.syncsOfAll("full"))
 	}
 }
 

@@ -16,6 +16,8 @@ type reports struct {
 	pending map[policyKey]pendingReport
 	// told is, per policy, the reason and error of the last outcome written.
 	told map[policyKey]string
+	// writing counts the outcomes taken and not yet written or put back.
+	writing int
 }
 
 type pendingReport struct {
@@ -61,6 +63,7 @@ func (o outcome) summary() string {
 func (r *reports) written(key policyKey, out outcome) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.writing--
 	if r.told == nil {
 		r.told = map[policyKey]string{}
 	}
@@ -87,6 +90,9 @@ func (r *reports) take(key policyKey) (pendingReport, bool) {
 	defer r.mu.Unlock()
 	p, ok := r.pending[key]
 	delete(r.pending, key)
+	if ok {
+		r.writing++
+	}
 	return p, ok
 }
 
@@ -94,6 +100,7 @@ func (r *reports) take(key policyKey) (pendingReport, bool) {
 func (r *reports) putBack(key policyKey, p pendingReport) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.writing--
 	if _, newer := r.pending[key]; !newer {
 		r.pending[key] = p
 	}
