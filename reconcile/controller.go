@@ -250,6 +250,8 @@ type Controller struct {
 	own          ownObjects
 	// syncs can stop the syncs under way of deleted policies.
 	syncs syncs
+	// statusWrites are the statuses last written that the cache lags.
+	statusWrites statusWrites
 	// policyReports writes PolicyReports; nil when they are off.
 	policyReports *policyreport.Writer
 }

@@ -1,6 +1,8 @@
 package reconcile
 
 import (
+	"context"
+
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -75,4 +77,17 @@ func (c *Controller) CachedVersions(gvr schema.GroupVersionResource, namespace s
 		}
 	}
 	return out
+}
+
+// StaleReporter takes the running copy of the cluster policy name as it is
+// now, and returns a function that writes the status of a sync that counted
+// triggers and objects, compared with that copy, as the status worker does
+// for a sync that began before the cache saw the last status write.
+func (c *Controller) StaleReporter(name string) func(ctx context.Context, triggers, objects int) error {
+	c.mu.RLock()
+	cp := c.policies[policyKey{Kind: apiv1.GeneratingPolicyKind, Name: name}]
+	c.mu.RUnlock()
+	return func(ctx context.Context, triggers, objects int) error {
+		return c.reportStatus(ctx, cp, outcome{triggers: triggers, objects: objects})
+	}
 }

@@ -103,6 +103,7 @@ func (h policyHandler) Delete(p sources.Policy) {
 	c.mu.Unlock()
 	c.stopRunning(key)
 	c.tallies.set(key, nil)
+	c.statusWrites.forget(key)
 	c.reads.drop(key)
 	c.log.Info("policy deleted", "policy", key.String(), "source", p.Source)
 	c.queue.Add(key)

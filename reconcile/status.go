@@ -68,7 +68,7 @@ func (c *Controller) reportStatus(ctx context.Context, cp *compiledPolicy, out o
 	if out.reason == ReasonProgressing {
 		return c.reportProgressing(ctx, cp)
 	}
-	live := cp.policy.PolicyStatus()
+	live := c.statusWrites.live(cp)
 	status := *live.DeepCopy()
 	cond := readyCondition(cp, out)
 	meta.SetStatusCondition(&status.Conditions, cond)
@@ -131,10 +131,11 @@ func (c *Controller) patchStatus(ctx context.Context, cp *compiledPolicy, body m
 		return err
 	}
 	gvr, ns := policyResource(cp.policy)
-	_, err = c.dynamic.Resource(gvr).Namespace(ns).Patch(ctx, cp.policy.GetName(), types.MergePatchType, patch, metav1.PatchOptions{FieldManager: "sprout"}, "status")
+	out, err := c.dynamic.Resource(gvr).Namespace(ns).Patch(ctx, cp.policy.GetName(), types.MergePatchType, patch, metav1.PatchOptions{FieldManager: "sprout"}, "status")
 	if err != nil {
 		return fmt.Errorf("%s: status: %w", keyOf(cp.policy), err)
 	}
+	c.statusWrites.written(keyOf(cp.policy), out)
 	return nil
 }
 
