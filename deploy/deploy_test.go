@@ -32,6 +32,7 @@ import (
 	"github.com/sprout-gitops/sprout/internal/controlplane"
 	"github.com/sprout-gitops/sprout/internal/fluxtest"
 	"github.com/sprout-gitops/sprout/internal/manifest"
+	"github.com/sprout-gitops/sprout/internal/syncbuf"
 	"github.com/sprout-gitops/sprout/reconcile"
 	"github.com/sprout-gitops/sprout/sources"
 )
@@ -448,9 +449,9 @@ func aggregate(t *testing.T, kube kubernetes.Interface, name string) {
 // of the cluster, of an empty folder and of the extra sources made with c,
 // until the test ends. The returned
 // log holds the controller's and client-go's (klog) messages.
-func runAs(t *testing.T, c *rest.Config, extra ...func(*rest.Config) sources.Source) *lockedBuffer {
+func runAs(t *testing.T, c *rest.Config, extra ...func(*rest.Config) sources.Source) *syncbuf.Buffer {
 	t.Helper()
-	logs := &lockedBuffer{}
+	logs := &syncbuf.Buffer{}
 	log := slog.New(slog.NewTextHandler(logs, nil))
 	// Reflectors report a refused list or watch through klog only.
 	klog.SetSlogLogger(log)
@@ -507,24 +508,6 @@ func ignoreNotFound(err error) error {
 		return nil
 	}
 	return err
-}
-
-// lockedBuffer collects a log written from many goroutines.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf strings.Builder
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // borrowingPolicy is a GeneratingPolicy whose author names a powerful

@@ -1,12 +1,10 @@
 package reconcile_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -24,6 +22,7 @@ import (
 	"github.com/sprout-gitops/sprout/fixtures"
 	"github.com/sprout-gitops/sprout/internal/controlplane"
 	"github.com/sprout-gitops/sprout/internal/manifest"
+	"github.com/sprout-gitops/sprout/internal/syncbuf"
 	"github.com/sprout-gitops/sprout/reconcile"
 )
 
@@ -31,26 +30,8 @@ var cfg *rest.Config
 
 func TestMain(m *testing.M) { controlplane.Main(m, &cfg) }
 
-// lockedBuffer collects the controller's log for assertions.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // startController runs a controller until the test ends and returns its log.
-func startController(t *testing.T) *lockedBuffer {
+func startController(t *testing.T) *syncbuf.Buffer {
 	t.Helper()
 	logs, _ := runController(t, nil)
 	return logs
@@ -58,15 +39,15 @@ func startController(t *testing.T) *lockedBuffer {
 
 // runController runs a controller, with options changed by edit, until the
 // test ends; its log is shown when the test fails.
-func runController(t *testing.T, edit func(*reconcile.Options)) (*lockedBuffer, *reconcile.Controller) {
+func runController(t *testing.T, edit func(*reconcile.Options)) (*syncbuf.Buffer, *reconcile.Controller) {
 	t.Helper()
 	return runControllerOn(t, cfg, edit)
 }
 
 // runControllerOn is runController through config.
-func runControllerOn(t *testing.T, config *rest.Config, edit func(*reconcile.Options)) (*lockedBuffer, *reconcile.Controller) {
+func runControllerOn(t *testing.T, config *rest.Config, edit func(*reconcile.Options)) (*syncbuf.Buffer, *reconcile.Controller) {
 	t.Helper()
-	logs := &lockedBuffer{}
+	logs := &syncbuf.Buffer{}
 	opts := reconcile.DefaultOptions()
 	opts.Logger = slog.New(slog.NewTextHandler(logs, nil))
 	if edit != nil {

@@ -17,6 +17,7 @@ import (
 
 	sproutv1alpha1 "github.com/sprout-gitops/sprout/api/sprout/v1alpha1"
 	"github.com/sprout-gitops/sprout/fixtures"
+	"github.com/sprout-gitops/sprout/internal/syncbuf"
 )
 
 // TestDemoOnceCleansUp runs the default demo, policies from Git: it prints
@@ -75,7 +76,7 @@ func TestDemoScenarioFromCluster(t *testing.T) {
 // the demo's repository). It returns what the demo printed.
 func runDemoOnce(t *testing.T, args ...string) string {
 	t.Helper()
-	var out, logs syncBuffer
+	var out, logs syncbuf.Buffer
 	root := newRootCommand()
 	root.SetArgs(append([]string{"demo", "--once", "--timeout", "60s"}, args...))
 	root.SetOut(&out)

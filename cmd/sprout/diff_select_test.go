@@ -1,12 +1,9 @@
 package main
 
 import (
-	"context"
 	"os"
 	"strings"
 	"testing"
-
-	"github.com/sprout-gitops/sprout/internal/manifest"
 )
 
 // TestDiffNamedPolicies: `sprout diff POLICY...` plans only the policies
@@ -19,30 +16,10 @@ func TestDiffNamedPolicies(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	triggers, err := manifest.Parse(data)
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, err := manifest.NewApplier(cp.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := a.Apply(context.Background(), triggers...); err != nil {
-		t.Fatal(err)
-	}
+	applyDocs(t, cp, string(data))
 	base := []string{"--kubeconfig", writeKubeconfig(t, cp), "--policy-dir", "testdata/diff-names/policies", "--default-service-account", "", "-o", "table"}
 	diff := func(names ...string) (string, string, int, error) {
-		var out, errOut syncBuffer
-		root := newRootCommand()
-		root.SetArgs(append(append([]string{"diff"}, base...), names...))
-		root.SetOut(&out)
-		root.SetErr(&errOut)
-		err := root.ExecuteContext(context.Background())
-		code := 0
-		if err != nil {
-			code = exitCode(err)
-		}
-		return out.String(), errOut.String(), code, err
+		return diffCmd(append(base, names...)...)
 	}
 	rows := map[string]string{
 		"welcome":  "created ConfigMap/team-red/welcome GeneratingPolicy/welcome",

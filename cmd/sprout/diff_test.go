@@ -12,7 +12,6 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/sprout-gitops/sprout/fixtures"
 	"github.com/sprout-gitops/sprout/internal/fluxtest"
@@ -22,16 +21,8 @@ import (
 // exit status and error.
 func runDiffCommand(t *testing.T, args ...string) (string, int, error) {
 	t.Helper()
-	var out, errOut syncBuffer
-	root := newRootCommand()
-	root.SetArgs(append([]string{"diff"}, args...))
-	root.SetOut(&out)
-	root.SetErr(&errOut)
-	err := root.ExecuteContext(context.Background())
-	if err == nil {
-		return out.String(), 0, nil
-	}
-	return out.String(), exitCode(err), err
+	out, _, code, err := diffCmd(args...)
+	return out, code, err
 }
 
 // TestDiff: `sprout diff` against the live cluster shows nothing for an
@@ -39,36 +30,19 @@ func runDiffCommand(t *testing.T, args ...string) (string, int, error) {
 // for a changed policy and the objects a narrower one would prune (exit 1),
 // exit 2 for a broken policy, and writes nothing.
 func TestDiff(t *testing.T) {
-	cp := startRun(t)
-	applyScenario(t, cp, "zk-kafka-address", "policy.yaml", "triggers.yaml")
-	kube := kubernetes.NewForConfigOrDie(cp.Config)
-	eventually(t, "the generated ConfigMap", func(ctx context.Context) bool {
-		_, err := kube.CoreV1().ConfigMaps("team-red").Get(ctx, "zk-kafka-address", metav1.GetOptions{})
-		return err == nil
-	})
+	cp, kube, policy := runZKKafka(t)
 	proxy := newAPIProxy(t, cp.Config)
 	kubeconfig := proxy.kubeconfig(t)
-	policy, err := fixtures.Read("zk-kafka-address", "policy.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	folder := func(content string) string {
-		dir := t.TempDir()
-		if err := os.WriteFile(filepath.Join(dir, "policy.yaml"), []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return dir
-	}
 
 	if out, code, _ := runDiffCommand(t, "--kubeconfig", kubeconfig); code != 0 || out != "" {
 		t.Errorf("the cluster's policies, unchanged: exit %d, output:\n%s", code, out)
 	}
-	if out, code, _ := runDiffCommand(t, "--kubeconfig", kubeconfig, "--policy-dir", folder(string(policy))); code != 0 || out != "" {
+	if out, code, _ := runDiffCommand(t, "--kubeconfig", kubeconfig, "--policy-dir", policyFolder(t, policy)); code != 0 || out != "" {
 		t.Errorf("the same policy from a folder: exit %d, output:\n%s", code, out)
 	}
 
-	changedPolicy := strings.Replace(string(policy), "192.168.10.10:2181", "10.0.0.1:2181", 1)
-	changed := folder(changedPolicy)
+	changedPolicy := strings.Replace(policy, "192.168.10.10:2181", "10.0.0.1:2181", 1)
+	changed := policyFolder(t, changedPolicy)
 	out, code, _ := runDiffCommand(t, "--kubeconfig", kubeconfig, "--policy-dir", changed)
 	if code != 1 {
 		t.Errorf("a changed policy: exit %d, want 1", code)
@@ -88,7 +62,7 @@ func TestDiff(t *testing.T) {
 		t.Errorf("the diff shows server bookkeeping:\n%s", out)
 	}
 
-	narrower := folder(strings.Replace(string(policy), "== 'red'", "== 'green'", 1))
+	narrower := policyFolder(t, strings.Replace(policy, "== 'red'", "== 'green'", 1))
 	out, code, _ = runDiffCommand(t, "--kubeconfig", kubeconfig, "--policy-dir", narrower, "-o", "json")
 	var listed []plannedObject
 	if err := json.Unmarshal([]byte(out), &listed); err != nil {
@@ -98,7 +72,7 @@ func TestDiff(t *testing.T) {
 		t.Errorf("a policy that no longer matches: exit %d, %+v", code, listed)
 	}
 
-	broken := folder(strings.Replace(string(policy), "generator.Apply(", "generator.Apply((", 1))
+	broken := policyFolder(t, strings.Replace(policy, "generator.Apply(", "generator.Apply((", 1))
 	if out, code, err := runDiffCommand(t, "--kubeconfig", kubeconfig, "--policy-dir", broken); code != 2 || out != "" || err == nil || !strings.Contains(err.Error(), "spec.generate[0].expression") {
 		t.Errorf("a broken policy: exit %d (want 2), error %v, output:\n%s", code, err, out)
 	}
@@ -116,7 +90,7 @@ func TestDiff(t *testing.T) {
 
 	// A Secret's values never show: created, the diff masks them.
 	secretPolicy := fixtures.MustPolicyFile("secret", fixtures.Params{Name: "secret-maker", Color: "red", Synchronize: true, GenerateExisting: true})
-	out, code, _ = runDiffCommand(t, "--kubeconfig", kubeconfig, "--policy-dir", folder(secretPolicy))
+	out, code, _ = runDiffCommand(t, "--kubeconfig", kubeconfig, "--policy-dir", policyFolder(t, secretPolicy))
 	if code != 1 || !strings.Contains(out, "# created Secret/team-red/creds") || !strings.Contains(out, "+  password: '***'") || strings.Contains(out, "hunter2") {
 		t.Errorf("a new Secret: exit %d, output:\n%s", code, out)
 	}
@@ -172,14 +146,11 @@ func silentServer(t *testing.T) string {
 // accepts connections but never answers, it fails once --request-timeout
 // has passed, as kubectl does, instead of waiting for ever.
 func TestDiffGivesUpOnAnUnreachableServer(t *testing.T) {
-	dir := t.TempDir()
 	policy, err := fixtures.Read("zk-kafka-address", "policy.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "p.yaml"), policy, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	dir := policyFolder(t, string(policy))
 	// A port nobody listens on: taken, then freed.
 	closed, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

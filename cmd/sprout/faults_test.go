@@ -33,7 +33,6 @@ import (
 	sproutv1alpha1 "github.com/sprout-gitops/sprout/api/sprout/v1alpha1"
 	"github.com/sprout-gitops/sprout/fixtures"
 	"github.com/sprout-gitops/sprout/internal/controlplane"
-	"github.com/sprout-gitops/sprout/internal/manifest"
 	"github.com/sprout-gitops/sprout/reconcile"
 )
 
@@ -480,19 +479,6 @@ func (h *heldApply) fault() *fault {
 	return &f
 }
 
-// exited waits up to limit for the process to exit and returns its error.
-func (p *process) exited(t *testing.T, limit time.Duration) error {
-	t.Helper()
-	select {
-	case err := <-p.done:
-		p.done <- err
-		return err
-	case <-time.After(limit):
-		t.Fatalf("sprout did not exit within %s", limit)
-		return nil
-	}
-}
-
 // tally counts the requests it forwards by method and path, the names of
 // triggers and downstreams (t-…) cut, for a failure message.
 type tally struct {
@@ -567,18 +553,8 @@ func newBulk(t *testing.T, cp *controlplane.ControlPlane, name string, synchroni
 	if _, err := s.kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	objs, err := manifest.Parse([]byte(fixtures.MustPolicyFile("derived", fixtures.Params{Name: name, App: name,
-		Suffix: "out", Value: "bulk", Synchronize: synchronize, GenerateExisting: true})))
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, err := manifest.NewApplier(cp.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := a.Apply(ctx, objs...); err != nil {
-		t.Fatal(err)
-	}
+	applyDocs(t, cp, fixtures.MustPolicyFile("derived", fixtures.Params{Name: name, App: name,
+		Suffix: "out", Value: "bulk", Synchronize: synchronize, GenerateExisting: true}))
 	return s
 }
 

@@ -19,8 +19,6 @@ import (
 	apiv1 "github.com/sprout-gitops/sprout/api/policies/v1"
 	sproutv1alpha1 "github.com/sprout-gitops/sprout/api/sprout/v1alpha1"
 	"github.com/sprout-gitops/sprout/fixtures"
-	"github.com/sprout-gitops/sprout/internal/controlplane"
-	"github.com/sprout-gitops/sprout/internal/manifest"
 )
 
 // Names longer than a label value: their labels hold them encoded.
@@ -56,13 +54,7 @@ data: {value: "7"}
 // inventoryCmd runs `sprout inventory` in-process against kubeconfig and
 // returns what it printed on stdout and stderr.
 func inventoryCmd(kubeconfig string, args ...string) (string, string, error) {
-	var out, errOut bytes.Buffer
-	root := newRootCommand()
-	root.SetArgs(append([]string{"inventory", "--kubeconfig", kubeconfig}, args...))
-	root.SetOut(&out)
-	root.SetErr(&errOut)
-	err := root.ExecuteContext(context.Background())
-	return out.String(), errOut.String(), err
+	return execute(append([]string{"inventory", "--kubeconfig", kubeconfig}, args...)...)
 }
 
 // parseTable reads a kubectl-style table by the columns of its header, so
@@ -301,22 +293,6 @@ func TestInventory(t *testing.T) {
 			t.Errorf("the triggers: %+v, want settings, not existing, then the other, existing", tr)
 		}
 	})
-}
-
-// applyDocs applies the objects of a YAML text to cp.
-func applyDocs(t *testing.T, cp *controlplane.ControlPlane, docs string) {
-	t.Helper()
-	objs, err := manifest.Parse([]byte(docs))
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, err := manifest.NewApplier(cp.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := a.Apply(context.Background(), objs...); err != nil {
-		t.Fatal(err)
-	}
 }
 
 // expectJSON checks that `sprout inventory args...` prints want (JSON), read

@@ -13,9 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/sprout-gitops/sprout/fixtures"
 	"github.com/sprout-gitops/sprout/internal/controlplane"
-	"github.com/sprout-gitops/sprout/internal/manifest"
 )
 
 // metricSum adds up the values of the series of a metric whose line
@@ -46,23 +44,6 @@ func startControlPlane(t *testing.T) *controlplane.ControlPlane {
 	}
 	t.Cleanup(func() { _ = cp.Stop() })
 	return cp
-}
-
-func applyScenario(t *testing.T, cp *controlplane.ControlPlane, scenario string, files ...string) {
-	t.Helper()
-	a, err := manifest.NewApplier(cp.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, file := range files {
-		objs, err := fixtures.Objects(scenario, file)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := a.Apply(context.Background(), objs...); err != nil {
-			t.Fatal(err)
-		}
-	}
 }
 
 // TestLeaderFailover: two sprout processes with --leader-elect; one leads,

@@ -17,9 +17,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/sprout-gitops/sprout/fixtures"
 	"github.com/sprout-gitops/sprout/internal/controlplane"
-	"github.com/sprout-gitops/sprout/internal/manifest"
+	"github.com/sprout-gitops/sprout/internal/syncbuf"
 )
 
 func TestHelpDescribesEveryFlag(t *testing.T) {
@@ -58,24 +57,6 @@ func TestHelpDescribesEveryFlag(t *testing.T) {
 	}
 }
 
-// syncBuffer is a bytes.Buffer safe for a writer and a reader at once.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // startRun starts a control plane for the test and `sprout run` against it
 // with its kubeconfig and args, both stopped when the test ends.
 func startRun(t *testing.T, args ...string) *controlplane.ControlPlane {
@@ -111,7 +92,7 @@ func runSprout(t *testing.T, kubeconfig string, args ...string) (stop func()) {
 		root := newRootCommand()
 		// Tests run side by side: never the default port.
 		root.SetArgs(append([]string{"run", "--kubeconfig", kubeconfig, "--metrics-bind-address", "0", "--health-probe-bind-address", "0"}, args...))
-		root.SetErr(&syncBuffer{})
+		root.SetErr(&syncbuf.Buffer{})
 		done <- root.ExecuteContext(ctx)
 	}()
 	stop = sync.OnceFunc(func() {
@@ -127,21 +108,9 @@ func runSprout(t *testing.T, kubeconfig string, args ...string) (stop func()) {
 func TestRunWatchesTheClusterOfItsKubeconfig(t *testing.T) {
 	cp := startRun(t, "--log-format", "json")
 
-	a, err := manifest.NewApplier(cp.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, file := range []string{"policy.yaml", "triggers.yaml"} {
-		objs, err := fixtures.Objects("zk-kafka-address", file)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := a.Apply(context.Background(), objs...); err != nil {
-			t.Fatal(err)
-		}
-	}
+	applyScenario(t, cp, "zk-kafka-address", "policy.yaml", "triggers.yaml")
 	kube := kubernetes.NewForConfigOrDie(cp.Config)
-	err = wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		_, err := kube.CoreV1().ConfigMaps("team-red").Get(ctx, "zk-kafka-address", metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return false, nil

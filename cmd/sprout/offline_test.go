@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"os"
 	"path/filepath"
@@ -13,13 +12,7 @@ import (
 // renderArgs runs `sprout render` in-process with args and returns its
 // standard output, standard error and error.
 func renderArgs(args ...string) (string, string, error) {
-	var out, errOut bytes.Buffer
-	root := newRootCommand()
-	root.SetArgs(append([]string{"render"}, args...))
-	root.SetOut(&out)
-	root.SetErr(&errOut)
-	err := root.ExecuteContext(context.Background())
-	return out.String(), errOut.String(), err
+	return execute(append([]string{"render"}, args...)...)
 }
 
 // copyToFolder copies files into a new folder, for --policy-dir.
@@ -170,20 +163,12 @@ spec:
 // generated when the exception's reportResult is pass. Before, both
 // generated and the skip failed.
 func TestSproutTestAppliesExceptions(t *testing.T) {
-	out, code := runTestCommand(t, "testdata/exceptions")
-	if code != 0 {
-		t.Fatalf("exit %d:\n%s", code, out)
-	}
-	for _, want := range []string{
+	testPasses(t, "testdata/exceptions",
 		"generate-cm  Namespace testing     skip  skip  PASS",
 		"generate-cm  Namespace audited     pass  pass  PASS",
 		"generate-cm  Namespace production  pass  pass  PASS",
 		"4 tests, 4 passing, 0 failing",
-	} {
-		if !strings.Contains(out, want) {
-			t.Errorf("no line %q in:\n%s", want, out)
-		}
-	}
+	)
 }
 
 // TestRenderServesGlobalContextEntries: GlobalContextEntries among the
@@ -256,10 +241,7 @@ spec:
 // resourceFiles entry through a projection that calls to_upper. Before,
 // the entry was not found and the policy failed.
 func TestSproutTestMocksGlobalContext(t *testing.T) {
-	out, code := runTestCommand(t, "testdata/globalcontext")
-	if code != 0 || !strings.Contains(out, "team-directory  Namespace shop  pass  pass  PASS") {
-		t.Fatalf("exit %d:\n%s", code, out)
-	}
+	testPasses(t, "testdata/globalcontext", "team-directory  Namespace shop  pass  pass  PASS")
 }
 
 // TestMockEntryValue: an entry's data as Kyverno's CLI resolves it: data
@@ -331,7 +313,5 @@ func TestSproutTestFixtureExceptions(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(fixture, "exceptions.yaml"), data, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if out, code := runTestCommand(t, fixture); code != 0 || !strings.Contains(out, "1 test, 1 passing, 0 failing") {
-		t.Fatalf("exit %d:\n%s", code, out)
-	}
+	testPasses(t, fixture, "1 test, 1 passing, 0 failing")
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -14,15 +13,26 @@ import (
 // exit status.
 func runTestCommand(t *testing.T, dirs ...string) (string, int) {
 	t.Helper()
-	var out bytes.Buffer
-	root := newRootCommand()
-	root.SetArgs(append([]string{"test"}, dirs...))
-	root.SetOut(&out)
-	root.SetErr(&bytes.Buffer{})
-	if err := root.ExecuteContext(context.Background()); err != nil {
-		return out.String(), exitCode(err)
+	out, _, err := execute(append([]string{"test"}, dirs...)...)
+	if err != nil {
+		return out, exitCode(err)
 	}
-	return out.String(), 0
+	return out, 0
+}
+
+// testPasses runs `sprout test dir`, which must pass, and checks that its
+// table holds every one of lines.
+func testPasses(t *testing.T, dir string, lines ...string) {
+	t.Helper()
+	out, code := runTestCommand(t, dir)
+	if code != 0 {
+		t.Fatalf("exit %d:\n%s", code, out)
+	}
+	for _, want := range lines {
+		if !strings.Contains(out, want) {
+			t.Errorf("the output has no %q:\n%s", want, out)
+		}
+	}
 }
 
 // TestSproutTestRunsTheFixtures: every fixture folder is a test, and all pass.
@@ -51,20 +61,12 @@ func TestSproutTestRunsTheFixtures(t *testing.T) {
 // labels recording the trigger), a trigger the matchConditions reject is a
 // skip, and a Context file's resources are what resource.Get reads.
 func TestSproutTestReadsKyvernoTests(t *testing.T) {
-	out, code := runTestCommand(t, "testdata/kyverno-test")
-	if code != 0 {
-		t.Fatalf("exit %d:\n%s", code, out)
-	}
-	for _, want := range []string{
+	testPasses(t, "testdata/kyverno-test",
 		"copy-pull-secret  Namespace shop      pass  pass  PASS",
 		"team-settings     Namespace payments  pass  pass  PASS",
 		"team-settings     Namespace scratch   skip  skip  PASS",
 		"3 tests, 3 passing, 0 failing",
-	} {
-		if !strings.Contains(out, want) {
-			t.Errorf("the output has no %q:\n%s", want, out)
-		}
-	}
+	)
 }
 
 // TestSproutTestFails: a fixture whose expected.yaml is wrong and a Kyverno

@@ -24,6 +24,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/sprout-gitops/sprout/internal/controlplane"
+	"github.com/sprout-gitops/sprout/internal/syncbuf"
 )
 
 var (
@@ -207,7 +208,7 @@ func (p *apiProxy) kubeconfig(t *testing.T) string {
 // process is a sprout process started by a test.
 type process struct {
 	cmd    *exec.Cmd
-	logs   *syncBuffer
+	logs   *syncbuf.Buffer
 	done   chan error
 	probes string
 	metric string
@@ -217,7 +218,7 @@ type process struct {
 // loopback ports; it is killed when the test ends if still running.
 func startProcess(t *testing.T, kubeconfig string, args ...string) *process {
 	t.Helper()
-	p := &process{logs: &syncBuffer{}, done: make(chan error, 1), probes: freeAddress(t), metric: freeAddress(t)}
+	p := &process{logs: &syncbuf.Buffer{}, done: make(chan error, 1), probes: freeAddress(t), metric: freeAddress(t)}
 	p.cmd = exec.Command(sproutBinary(t), append([]string{"run", "--kubeconfig", kubeconfig,
 		"--metrics-bind-address", p.metric, "--health-probe-bind-address", p.probes}, args...)...)
 	p.cmd.Stdout, p.cmd.Stderr = p.logs, p.logs
@@ -248,20 +249,26 @@ func (p *process) get(ctx context.Context, addr, path string) (int, string) {
 	return resp.StatusCode, string(body)
 }
 
+// exited waits up to limit for the process to exit and returns its error.
+func (p *process) exited(t *testing.T, limit time.Duration) error {
+	t.Helper()
+	select {
+	case err := <-p.done:
+		p.done <- err
+		return err
+	case <-time.After(limit):
+		t.Fatalf("sprout did not exit within %s", limit)
+		return nil
+	}
+}
+
 // stop sends SIGTERM and waits for the process to exit.
 func (p *process) stop(t *testing.T, within time.Duration) error {
 	t.Helper()
 	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case err := <-p.done:
-		p.done <- err
-		return err
-	case <-time.After(within):
-		t.Fatalf("sprout did not exit within %s of SIGTERM", within)
-		return nil
-	}
+	return p.exited(t, within)
 }
 
 // eventually polls cond for up to 30 seconds.

@@ -2,16 +2,13 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/sprout-gitops/sprout/fixtures"
-	"github.com/sprout-gitops/sprout/internal/manifest"
 )
 
 // TestPolicyStatusCounts: `kubectl get gpol -o wide` shows a policy's
@@ -26,33 +23,8 @@ func TestPolicyStatusCounts(t *testing.T) {
 		t.Fatal(err)
 	}
 	none := strings.Replace(strings.Replace(string(policy), "name: zk-kafka-address\n", "name: matches-nothing\n", 1), "== 'red'", "== 'no-such-color'", 1)
-	objs, err := manifest.Parse([]byte(none))
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, err := manifest.NewApplier(cp.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := a.Apply(context.Background(), objs...); err != nil {
-		t.Fatal(err)
-	}
+	applyDocs(t, cp, none)
 	kube := kubernetes.NewForConfigOrDie(cp.Config)
-	row := func(ctx context.Context, name string) map[string]string {
-		raw, err := kube.Discovery().RESTClient().Get().AbsPath("/apis/policies.kyverno.io/v1/generatingpolicies/"+name).
-			SetHeader("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io").Param("includeObject", "None").DoRaw(ctx)
-		var table metav1.Table
-		if err != nil || json.Unmarshal(raw, &table) != nil || len(table.Rows) != 1 {
-			return nil
-		}
-		out := map[string]string{}
-		for i, c := range table.ColumnDefinitions {
-			if i < len(table.Rows[0].Cells) && table.Rows[0].Cells[i] != nil {
-				out[c.Name] = fmt.Sprint(table.Rows[0].Cells[i])
-			}
-		}
-		return out
-	}
 	for _, want := range []struct {
 		name string
 		cols map[string]string
@@ -62,7 +34,7 @@ func TestPolicyStatusCounts(t *testing.T) {
 	} {
 		name, cols := want.name, want.cols
 		eventually(t, fmt.Sprintf("%s's row %v", name, cols), func(ctx context.Context) bool {
-			got := row(ctx, name)
+			got := tableRow(ctx, kube, "/apis/policies.kyverno.io/v1/generatingpolicies/"+name)
 			for k, v := range cols {
 				if got[k] != v {
 					return false

@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -82,19 +80,7 @@ func TestGitSourceStatusAndMetrics(t *testing.T) {
 
 	// kubectlGet returns the row `kubectl get psrc -o wide` prints, column by column.
 	kubectlGet := func(ctx context.Context) map[string]string {
-		raw, err := kube.Discovery().RESTClient().Get().AbsPath("/apis/sprout.dev/v1alpha1/policysources/"+source).
-			SetHeader("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io").DoRaw(ctx)
-		var table metav1.Table
-		if err != nil || json.Unmarshal(raw, &table) != nil || len(table.Rows) != 1 {
-			return nil
-		}
-		row := map[string]string{}
-		for i, c := range table.ColumnDefinitions {
-			if i < len(table.Rows[0].Cells) {
-				row[c.Name] = fmt.Sprint(table.Rows[0].Cells[i])
-			}
-		}
-		return row
+		return tableRow(ctx, kube, "/apis/sprout.dev/v1alpha1/policysources/"+source)
 	}
 	scrape := func(ctx context.Context) string {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+metrics+"/metrics", nil)
