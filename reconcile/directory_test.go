@@ -22,20 +22,7 @@ import (
 // edits, kept through a broken revision, and deleted with their file.
 func TestDirectorySource(t *testing.T) {
 	dir := t.TempDir()
-	// Files are replaced whole, as an editor or a checkout does: a poll
-	// between os.WriteFile's truncation and its write would read an empty
-	// file, whose policy is gone.
-	write := func(name, content string) {
-		t.Helper()
-		tmp := filepath.Join(t.TempDir(), name)
-		if err := os.WriteFile(tmp, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Rename(tmp, filepath.Join(dir, name)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	write("derived.yaml", derivedPolicy("from-dir", "dirsrc", "out", "one", true, false))
+	replaceFile(t, dir, "derived.yaml", derivedPolicy("from-dir", "dirsrc", "out", "one", true, false))
 
 	logs, _ := runController(t, func(o *reconcile.Options) {
 		o.Sources = []sources.Source{sources.NewDirectory(dir, 100*time.Millisecond)}
@@ -60,15 +47,15 @@ func TestDirectorySource(t *testing.T) {
 		t.Errorf("record revision = %q", rev)
 	}
 
-	write("derived.yaml", derivedPolicy("from-dir", "dirsrc", "out", "two", true, false))
+	replaceFile(t, dir, "derived.yaml", derivedPolicy("from-dir", "dirsrc", "out", "two", true, false))
 	tb.waitFor("the edit to reach the downstream", "a-out", func(cm *corev1.ConfigMap) bool { return cm != nil && cm.Data["policy"] == "two" })
 
 	// A revision with one broken policy is rejected whole: the good edit
 	// next to it does not apply, and the last good revision keeps running.
 	// The broken file goes first: a poll between the two writes must not
 	// find a good revision holding the edit.
-	write("broken.yaml", strings.Replace(derivedPolicy("broken", "dirsrc", "x", "one", true, false), "generator.Apply(", "generator.Apply((", 1))
-	write("derived.yaml", derivedPolicy("from-dir", "dirsrc", "out", "three", true, false))
+	replaceFile(t, dir, "broken.yaml", strings.Replace(derivedPolicy("broken", "dirsrc", "x", "one", true, false), "generator.Apply(", "generator.Apply((", 1))
+	replaceFile(t, dir, "derived.yaml", derivedPolicy("from-dir", "dirsrc", "out", "three", true, false))
 	poll(t, "the rejection in the log", func(context.Context) (bool, error) {
 		return strings.Contains(logs.String(), "source revision rejected") && strings.Contains(logs.String(), "broken.yaml"), nil
 	})

@@ -177,17 +177,7 @@ func TestBrokenPolicyExceptionHoldsItsPolicy(t *testing.T) {
 // folder, and a revision with a broken one is rejected whole.
 func TestPolicyExceptionFromFolder(t *testing.T) {
 	dir := t.TempDir()
-	write := func(name, content string) {
-		t.Helper()
-		tmp := filepath.Join(t.TempDir(), name)
-		if err := os.WriteFile(tmp, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Rename(tmp, filepath.Join(dir, name)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	write("policy.yaml", derivedPolicy("exc-dir", "exc-dir", "out", "one", true, false)+"---\n"+
+	replaceFile(t, dir, "policy.yaml", derivedPolicy("exc-dir", "exc-dir", "out", "one", true, false)+"---\n"+
 		exceptionDoc("exc-dir", "legacy", "exc-dir", `object.metadata.name == "legacy"`))
 	logs, _ := runController(t, func(o *reconcile.Options) {
 		withExceptions("")(o)
@@ -202,7 +192,7 @@ func TestPolicyExceptionFromFolder(t *testing.T) {
 		t.Fatal("the folder's exception did not except its trigger")
 	}
 
-	write("broken.yaml", exceptionDoc("exc-dir", "broken", "exc-dir", `object.metadata.name ==`))
+	replaceFile(t, dir, "broken.yaml", exceptionDoc("exc-dir", "broken", "exc-dir", `object.metadata.name ==`))
 	poll(t, "the rejection in the log", func(context.Context) (bool, error) {
 		return strings.Contains(logs.String(), "source revision rejected") && strings.Contains(logs.String(), "broken.yaml"), nil
 	})
@@ -212,7 +202,7 @@ func TestPolicyExceptionFromFolder(t *testing.T) {
 	if err := os.Remove(filepath.Join(dir, "broken.yaml")); err != nil {
 		t.Fatal(err)
 	}
-	write("policy.yaml", derivedPolicy("exc-dir", "exc-dir", "out", "one", true, false))
+	replaceFile(t, dir, "policy.yaml", derivedPolicy("exc-dir", "exc-dir", "out", "one", true, false))
 	tb.waitFor("legacy to generate once the exception is gone from the folder", "legacy-out", exists)
 }
 

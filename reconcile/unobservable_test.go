@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -55,25 +54,7 @@ func TestTriggerKindInstalledAfterThePolicy(t *testing.T) {
 		return c != nil && c.Reason == reconcile.ReasonUnobservableTrigger && strings.Contains(c.Message, "no served resource matches"), err
 	})
 
-	ctx := context.Background()
-	crd := &apiextensionsv1.CustomResourceDefinition{
-		ObjectMeta: metav1.ObjectMeta{Name: "gadgets.late.sprout.dev"},
-		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
-			Group: "late.sprout.dev",
-			Names: apiextensionsv1.CustomResourceDefinitionNames{Plural: "gadgets", Singular: "gadget", Kind: "Gadget", ListKind: "GadgetList"},
-			Scope: apiextensionsv1.NamespaceScoped,
-			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{
-				Name: "v1", Served: true, Storage: true,
-				Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{
-					Type: "object", XPreserveUnknownFields: ptrTo(true),
-				}},
-			}},
-		},
-	}
-	ext := apiextensionsclient.NewForConfigOrDie(cfg)
-	if _, err := ext.ApiextensionsV1().CustomResourceDefinitions().Create(ctx, crd, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	installCRD(t, "late.sprout.dev", "Gadget", &apiextensionsv1.JSONSchemaProps{Type: "object", XPreserveUnknownFields: ptrTo(true)})
 	gadgets := dynamic.NewForConfigOrDie(cfg).Resource(schema.GroupVersionResource{Group: "late.sprout.dev", Version: "v1", Resource: "gadgets"}).Namespace("late-crd")
 	gadget := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "late.sprout.dev/v1", "kind": "Gadget",
