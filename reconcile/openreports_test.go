@@ -54,7 +54,7 @@ func TestOpenReportsAsKyvernoWritesThem(t *testing.T) {
 	runController(t, func(o *reconcile.Options) { o.PolicyReports = openReportsOptions().PolicyReports })
 	tb := newTable(t, "openreports")
 	tb.trigger("good", "reported", "1")
-	tb.applyPolicy(strings.Replace(reportPolicy, "name: reported\n", "name: openreports\n", 1))
+	tb.applyPolicy(reportPolicy("openreports"))
 	t.Cleanup(func() { tb.deletePolicy("openreports") })
 	good := tb.get("good")
 	got := waitReportIn(t, openReportClient(tb.ns), good.UID, func(*unstructured.Unstructured) bool { return true })

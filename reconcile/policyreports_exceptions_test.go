@@ -40,7 +40,7 @@ spec:
 			t.Fatal(err)
 		}
 	}
-	tb.applyPolicy(reportPolicy)
+	tb.applyPolicy(reportPolicy("reported"))
 	t.Cleanup(func() { tb.deletePolicy("reported") })
 	first, second := tb.get("first"), tb.get("second")
 	if tb.get("first-out") != nil || tb.get("second-out") != nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -162,17 +161,15 @@ func TestTwoShardsShareReports(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	inShard := func(doc, shard string) string {
-		return strings.Replace(doc, "\nspec:", "\n  labels: {shard: "+shard+"}\nspec:", 1)
-	}
-	tb.applyPolicy(inShard(stalePolicy("shard-one", "a"), "one"))
-	tb.applyPolicy(inShard(stalePolicy("shard-two", "a"), "two"))
+	one, two := map[string]string{"shard": "one"}, map[string]string{"shard": "two"}
+	tb.applyPolicy(stalePolicy("shard-one", one, "a"))
+	tb.applyPolicy(stalePolicy("shard-two", two, "a"))
 	t.Cleanup(func() { tb.deletePolicy("shard-one"); tb.deletePolicy("shard-two") })
 	x, y, z := tb.get("x").UID, tb.get("y").UID, tb.get("z").UID
 	for _, uid := range []types.UID{x, y, z} {
 		waitReported(t, tb.ns, uid, "shard-one", "shard-two")
 	}
-	tb.applyPolicy(inShard(stalePolicy("shard-one", "a", "keep"), "one"))
+	tb.applyPolicy(stalePolicy("shard-one", one, "a", "keep"))
 	waitReported(t, tb.ns, z, "shard-two")
 	for _, uid := range []types.UID{x, y} {
 		waitReported(t, tb.ns, uid, "shard-one", "shard-two")

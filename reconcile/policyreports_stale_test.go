@@ -2,10 +2,8 @@ package reconcile_test
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"slices"
-	"strings"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -14,40 +12,17 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/sprout-gitops/sprout/fixtures"
 	"github.com/sprout-gitops/sprout/reconcile"
 )
 
 // stalePolicy generates "<trigger>-<name>" for the ConfigMaps whose labels
-// hold every one of labels set to "yes".
+// hold every one of selector set to "yes"; labels are the policy's own.
 // stalePolicy generates for existing triggers too: the test creates its
 // triggers first, and whether they fall in the policy's first second must
 // not decide what it sees.
-func stalePolicy(name string, labels ...string) string {
-	sel := make([]string, 0, len(labels))
-	for _, l := range labels {
-		sel = append(sel, l+`: "yes"`)
-	}
-	return fmt.Sprintf(`apiVersion: policies.kyverno.io/v1
-kind: GeneratingPolicy
-metadata:
-  name: %[1]s
-spec:
-  evaluation:
-    generateExisting:
-      enabled: true
-  matchConstraints:
-    resourceRules:
-    - apiGroups: [""]
-      apiVersions: ["v1"]
-      operations: ["CREATE", "UPDATE"]
-      resources: ["configmaps"]
-    objectSelector:
-      matchLabels: {%[2]s}
-  generate:
-  - expression: >-
-      generator.Apply(object.metadata.namespace, [{"apiVersion": "v1", "kind": "ConfigMap",
-        "metadata": {"name": object.metadata.name + "-%[1]s"}}])
-`, name, strings.Join(sel, ", "))
+func stalePolicy(name string, labels map[string]string, selector ...string) string {
+	return fixtures.MustPolicyFile("selected", fixtures.Params{Name: name, Labels: labels, Selector: selector})
 }
 
 // reportedPolicies are the policies report u holds a result of, sorted.
@@ -104,8 +79,8 @@ func TestStaleResultsLeaveReports(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	tb.applyPolicy(stalePolicy("stale-a", "a"))
-	tb.applyPolicy(stalePolicy("stale-b", "b"))
+	tb.applyPolicy(stalePolicy("stale-a", nil, "a"))
+	tb.applyPolicy(stalePolicy("stale-b", nil, "b"))
 	t.Cleanup(func() { tb.deletePolicy("stale-a"); tb.deletePolicy("stale-b") })
 	flip, narrow, kept := tb.get("flip").UID, tb.get("narrow").UID, tb.get("kept").UID
 	waitReported(t, tb.ns, flip, "stale-a", "stale-b")
@@ -128,7 +103,7 @@ func TestStaleResultsLeaveReports(t *testing.T) {
 	}
 
 	// stale-a narrowed: narrow's report goes, kept's keeps both results.
-	tb.applyPolicy(stalePolicy("stale-a", "a", "keep"))
+	tb.applyPolicy(stalePolicy("stale-a", nil, "a", "keep"))
 	waitReported(t, tb.ns, narrow)
 	waitReported(t, tb.ns, kept, "stale-a", "stale-b")
 
@@ -138,18 +113,18 @@ func TestStaleResultsLeaveReports(t *testing.T) {
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
-	tb.applyPolicy(stalePolicy("stale-a", "a", "keep", "never"))
+	tb.applyPolicy(stalePolicy("stale-a", nil, "a", "keep", "never"))
 	runController(t, nil)
 	waitReported(t, tb.ns, kept, "stale-b")
 
 	// stale-b's reports turned off: its results go, and the reports with them.
-	tb.applyPolicy(strings.Replace(stalePolicy("stale-b", "b"), "name: stale-b\n", "name: stale-b\n  labels: {reports.kyverno.io/disabled: \"true\"}\n", 1))
+	tb.applyPolicy(stalePolicy("stale-b", map[string]string{"reports.kyverno.io/disabled": "true"}, "b"))
 	waitReported(t, tb.ns, flip)
 	waitReported(t, tb.ns, kept)
 	// Turned on again, a label being no new generation: every trigger is
 	// evaluated anew and reported, though its evaluation's inputs did not
 	// change.
-	tb.applyPolicy(stalePolicy("stale-b", "b"))
+	tb.applyPolicy(stalePolicy("stale-b", nil, "b"))
 	waitReported(t, tb.ns, flip, "stale-b")
 	waitReported(t, tb.ns, kept, "stale-b")
 }

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/sprout-gitops/sprout/deploy"
+	"github.com/sprout-gitops/sprout/fixtures"
 	"github.com/sprout-gitops/sprout/policyreport"
 	"github.com/sprout-gitops/sprout/reconcile"
 )
@@ -56,39 +57,13 @@ func installCRDsOf(t *testing.T, read func() ([]*apiextensionsv1.CustomResourceD
 	})
 }
 
-// reportPolicy generates "<trigger>-out" for ConfigMaps labelled
-// app=reported whose value is not "quiet", from the integer in their value:
-// a value that is not one fails the evaluation. Its auditAnnotation is a
-// property of the results that pass.
-const reportPolicy = `apiVersion: policies.kyverno.io/v1
-kind: GeneratingPolicy
-metadata:
-  name: reported
-  annotations:
-    policies.kyverno.io/category: Multi-Tenancy
-    policies.kyverno.io/severity: medium
-spec:
-  evaluation:
-    synchronize: {enabled: true}
-  matchConstraints:
-    resourceRules:
-    - apiGroups: [""]
-      apiVersions: ["v1"]
-      operations: ["CREATE", "UPDATE"]
-      resources: ["configmaps"]
-    objectSelector:
-      matchLabels: {app: reported}
-  auditAnnotations:
-  - key: owner
-    valueExpression: '"team-" + object.metadata.name'
-  matchConditions:
-  - name: not-quiet
-    expression: object.data.value != "quiet"
-  generate:
-  - expression: >-
-      generator.Apply(object.metadata.namespace, [{"apiVersion": "v1", "kind": "ConfigMap",
-        "metadata": {"name": object.metadata.name + "-out"}, "data": {"n": string(int(object.data.value))}}])
-`
+// reportPolicy is the policy name that generates "<trigger>-out" for
+// ConfigMaps labelled app=reported whose value is not "quiet", from the
+// integer in their value: a value that is not one fails the evaluation.
+// Its auditAnnotation is a property of the results that pass.
+func reportPolicy(name string) string {
+	return fixtures.MustPolicyFile("reported", fixtures.Params{Name: name, App: "reported"})
+}
 
 // Each trigger gets one PolicyReport, as Kyverno 1.19 writes it for a
 // GeneratingPolicy (pkg/utils/report, its reports controller): named by
@@ -107,7 +82,7 @@ func TestPolicyReportsAsKyvernoWritesThem(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	tb.applyPolicy(reportPolicy)
+	tb.applyPolicy(reportPolicy("reported"))
 	good, bad, quiet := tb.get("good"), tb.get("bad"), tb.get("quiet")
 
 	goodReport := waitReport(t, tb.ns, good.UID, func(*unstructured.Unstructured) bool { return true })
@@ -169,25 +144,8 @@ func TestClusterScopedTriggersGetClusterPolicyReports(t *testing.T) {
 	installReportCRDs(t)
 	runController(t, nil)
 	tb := newTable(t, "reported-cluster")
-	createNamespace(t, "reported-cluster-trigger", map[string]string{"reported": "yes"})
-	tb.applyPolicy(`apiVersion: policies.kyverno.io/v1
-kind: GeneratingPolicy
-metadata:
-  name: reported-cluster
-spec:
-  matchConstraints:
-    resourceRules:
-    - apiGroups: [""]
-      apiVersions: ["v1"]
-      operations: ["CREATE", "UPDATE"]
-      resources: ["namespaces"]
-    objectSelector:
-      matchLabels: {reported: "yes"}
-  generate:
-  - expression: >-
-      generator.Apply("reported-cluster", [{"apiVersion": "v1", "kind": "ConfigMap",
-        "metadata": {"name": object.metadata.name}}])
-`)
+	createNamespace(t, "reported-cluster-trigger", map[string]string{"color": "reported-cluster"})
+	tb.applyPolicy(fixtures.MustPolicyFile("welcome", fixtures.Params{Name: "reported-cluster", Color: "reported-cluster"}))
 	t.Cleanup(func() { tb.deletePolicy("reported-cluster") })
 	ns, err := tb.kube.CoreV1().Namespaces().Get(context.Background(), "reported-cluster-trigger", metav1.GetOptions{})
 	if err != nil {
@@ -198,7 +156,7 @@ spec:
 	checkReport(t, got, kyvernoReport(ns, map[string]any{
 		"source": "KyvernoGeneratingPolicy", "policy": "reported-cluster", "rule": "reported-cluster", "result": "pass",
 		"message": "policy evaluated successfully", "scored": true,
-		"properties": map[string]any{"process": "admission review", "generated-resources": "/v1, Kind=ConfigMap Name=reported-cluster-trigger Namespace=reported-cluster"},
+		"properties": map[string]any{"process": "admission review", "generated-resources": "/v1, Kind=ConfigMap Name=welcome Namespace=reported-cluster-trigger"},
 	}))
 }
 
@@ -320,7 +278,7 @@ func restartWritesNoUnchangedReport(t *testing.T, ns string, opts reconcile.Opti
 	_, stop := launchController(t, cfg, opts)
 	tb := newTable(t, ns)
 	tb.trigger("first", "reported", "1")
-	tb.applyPolicy(strings.Replace(reportPolicy, "name: reported\n", "name: "+ns+"\n", 1))
+	tb.applyPolicy(reportPolicy(ns))
 	t.Cleanup(func() { tb.deletePolicy(ns) })
 	first := tb.get("first")
 	anyReport := func(*unstructured.Unstructured) bool { return true }
