@@ -94,19 +94,8 @@ func TestRejectedCloneKeepsTheLastGoodRevision(t *testing.T) {
 			saved := packLimits
 			packLimits = tt.lim
 			t.Cleanup(func() { packLimits = saved })
-			repo := gittest.NewRepo(t)
-			good := repo.Commit("good", map[string]string{"policies/a.yaml": policyNamed("a"), "policies/b.yaml": policyNamed("b")})
-			g, err := NewGit(GitOptions{URL: repo.URL(), Branch: "main", Path: "policies", Timeout: time.Minute})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Setenv("TMPDIR", t.TempDir())
-			h := &recorder{}
+			repo, good, g, h := sourceAtGoodRevision(t)
 			ctx := context.Background()
-			g.poll(ctx, h)
-			if len(h.upserts) != 2 || len(h.failures) != 0 {
-				t.Fatalf("the good revision: %+v", h)
-			}
 
 			repo.Commit("too large", tt.files)
 			g.poll(ctx, h)

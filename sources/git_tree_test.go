@@ -78,19 +78,8 @@ func TestGitRefusesCommittedLinks(t *testing.T) {
 // nothing and says why at each check; the next good commit is taken. Before,
 // the process died out of memory at each start, reading the link again.
 func TestGitLinkKeepsTheLastGoodRevision(t *testing.T) {
-	repo := gittest.NewRepo(t)
-	good := repo.Commit("good", map[string]string{"policies/a.yaml": policyNamed("a"), "policies/b.yaml": policyNamed("b")})
-	g, err := NewGit(GitOptions{URL: repo.URL(), Branch: "main", Path: "policies", Timeout: time.Minute})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Setenv("TMPDIR", t.TempDir())
-	h := &recorder{}
+	repo, good, g, h := sourceAtGoodRevision(t)
 	ctx := context.Background()
-	g.poll(ctx, h)
-	if len(h.upserts) != 2 || len(h.failures) != 0 {
-		t.Fatalf("the good revision: %+v", h)
-	}
 
 	repo.CommitLink("zero", "policies/zero.yaml", "../../../../../../../../../../dev/zero")
 	g.poll(ctx, h)
@@ -112,6 +101,27 @@ func TestGitLinkKeepsTheLastGoodRevision(t *testing.T) {
 	if st := g.Status(); st.Err != nil || st.Revision != "main@sha1:"+fixed.String() || st.Policies != 3 {
 		t.Fatalf("after the fix: %+v", st)
 	}
+}
+
+// sourceAtGoodRevision makes a repository whose first commit, good, holds
+// the policies a and b in policies/, and a Git source of that folder that
+// has taken it, reporting to h. Its clones go to a TMPDIR of the test's,
+// for sproutGitDirs to count.
+func sourceAtGoodRevision(t *testing.T) (repo *gittest.Repo, good plumbing.Hash, g *GitSource, h *recorder) {
+	t.Helper()
+	repo = gittest.NewRepo(t)
+	good = repo.Commit("good", map[string]string{"policies/a.yaml": policyNamed("a"), "policies/b.yaml": policyNamed("b")})
+	g, err := NewGit(GitOptions{URL: repo.URL(), Branch: "main", Path: "policies", Timeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("TMPDIR", t.TempDir())
+	h = &recorder{}
+	g.poll(context.Background(), h)
+	if len(h.upserts) != 2 || len(h.failures) != 0 {
+		t.Fatalf("the good revision: %+v", h)
+	}
+	return repo, good, g, h
 }
 
 // TestGitTreeOfSharedSubtreesIsBounded: Git trees share subtrees, so a few
