@@ -11,6 +11,31 @@ import (
 	"github.com/sprout-gitops/sprout/celenv"
 )
 
+// generatedCM is what the policies of these tests generate once their
+// variables have evaluated: the limits under test stop them before.
+const generatedCM = `{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm"}}`
+
+// evaluateOnce compiles policy, which must compile, and evaluates it once
+// for the ConfigMap team/cm holding data. It returns what the evaluation
+// allocated, garbage included, and its error.
+func evaluateOnce(t *testing.T, policy apiv1.Policy, data map[string]any) (uint64, error) {
+	t.Helper()
+	p := celenv.Compile(policy)
+	if err := p.Err(); err != nil {
+		t.Fatal(err)
+	}
+	trigger := object("v1", "ConfigMap", "team", "cm")
+	if data != nil {
+		trigger.Object["data"] = data
+	}
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	_, err := p.Evaluate(context.Background(), celenv.Input{Object: trigger.Object})
+	runtime.ReadMemStats(&after)
+	return after.TotalAlloc - before.TotalAlloc, err
+}
+
 // doubling returns variables that build unit*64 and then double it n
 // times, each variable under the cost limit of one expression: how a policy
 // builds a string of megabytes from a short source. The last one is
@@ -24,7 +49,6 @@ func doubling(unit string, n int) []string {
 }
 
 func TestParseOfAHugeStringIsRefused(t *testing.T) {
-	const cm = `{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm"}}`
 	for _, tc := range []struct{ name, unit, parse string }{
 		// 16 bytes × 64 × 2^12 = 4 MiB
 		{"yaml.parse", `- 0123456789abc\n`, "yaml.parse(variables.s12)"},
@@ -33,11 +57,7 @@ func TestParseOfAHugeStringIsRefused(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			vars := append(doubling(tc.unit, 12), "doc", tc.parse)
-			p := celenv.Compile(policyWith(false, `generator.Apply("x", variables.doc != null ? [`+cm+`] : [])`, vars...))
-			if err := p.Err(); err != nil {
-				t.Fatal(err)
-			}
-			_, err := p.Evaluate(context.Background(), celenv.Input{Object: object("v1", "ConfigMap", "team", "cm").Object})
+			_, err := evaluateOnce(t, policyWith(false, `generator.Apply("x", variables.doc != null ? [`+generatedCM+`] : [])`, vars...), nil)
 			want := fmt.Sprintf("spec.variables[13].expression: %s: the text has 4194", tc.name)
 			if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), fmt.Sprint(celenv.MaxParseBytes)) {
 				t.Fatalf("want an error naming %q and the limit %d, got %v", want, celenv.MaxParseBytes, err)
@@ -50,21 +70,11 @@ func TestParseOfAHugeStringIsRefused(t *testing.T) {
 // bounds what it allocates, garbage included: what one evaluation may make
 // Sprout's heap grow by.
 func TestOneEvaluationHasBoundedMemory(t *testing.T) {
-	const cm = `{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm"}}`
 	vars := append(doubling(`- 0123456789abc\n`, 12), "doc", "yaml.parse(variables.s12)")
-	p := celenv.Compile(policyWith(false, `generator.Apply("x", variables.doc != null ? [`+cm+`] : [])`, vars...))
-	if err := p.Err(); err != nil {
-		t.Fatal(err)
-	}
-	in := celenv.Input{Object: object("v1", "ConfigMap", "team", "cm").Object}
-	var before, after runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&before)
-	_, err := p.Evaluate(context.Background(), in)
-	runtime.ReadMemStats(&after)
+	alloc, err := evaluateOnce(t, policyWith(false, `generator.Apply("x", variables.doc != null ? [`+generatedCM+`] : [])`, vars...), nil)
 	const bound = 64 << 20
-	if got := after.TotalAlloc - before.TotalAlloc; got > bound {
-		t.Fatalf("one evaluation allocated %d MiB, more than %d MiB (err: %v)", got>>20, bound>>20, err)
+	if alloc > bound {
+		t.Fatalf("one evaluation allocated %d MiB, more than %d MiB (err: %v)", alloc>>20, bound>>20, err)
 	}
 	if err == nil {
 		t.Fatal("want the evaluation refused")
@@ -88,26 +98,15 @@ func TestYAMLAliasBombsAreRefused(t *testing.T) {
 	wide := "a: &a [" + strings.TrimSuffix(strings.Repeat("x,", 4000), ",") + "]\n" +
 		"b: [" + strings.TrimSuffix(strings.Repeat("*a,", 99), ",") + "]\n"
 	flow := "[&a [" + strings.TrimSuffix(strings.Repeat("x,", 4000), ",") + "], " + strings.TrimSuffix(strings.Repeat("*a,", 99), ",") + "]\n, \""
-	const cm = `{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm"}}`
 	for name, doc := range map[string]string{"billion laughs": laughs, "wide anchor": wide, "wide anchor the counter cannot read": flow} {
 		t.Run(name, func(t *testing.T) {
-			p := celenv.Compile(policyWith(false, `generator.Apply("x", variables.doc != null ? [`+cm+`] : [])`,
-				"text", "object.data.text", "doc", "yaml.parse(variables.text)"))
-			if err := p.Err(); err != nil {
-				t.Fatal(err)
-			}
-			trigger := object("v1", "ConfigMap", "team", "cm")
-			trigger.Object["data"] = map[string]any{"text": doc}
-			var before, after runtime.MemStats
-			runtime.GC()
-			runtime.ReadMemStats(&before)
-			_, err := p.Evaluate(context.Background(), celenv.Input{Object: trigger.Object})
-			runtime.ReadMemStats(&after)
+			alloc, err := evaluateOnce(t, policyWith(false, `generator.Apply("x", variables.doc != null ? [`+generatedCM+`] : [])`,
+				"text", "object.data.text", "doc", "yaml.parse(variables.text)"), map[string]any{"text": doc})
 			if err == nil || !strings.Contains(err.Error(), "spec.variables[1].expression: yaml.parse: its aliases ") {
 				t.Fatalf("want yaml.parse refused, naming spec.variables[1].expression, got %v", err)
 			}
-			if got := after.TotalAlloc - before.TotalAlloc; got > 16<<20 {
-				t.Fatalf("refusing it allocated %d MiB", got>>20)
+			if alloc > 16<<20 {
+				t.Fatalf("refusing it allocated %d MiB", alloc>>20)
 			}
 		})
 	}
@@ -118,7 +117,6 @@ func TestYAMLAliasBombsAreRefused(t *testing.T) {
 // template splice a variable into text more often than the budget pays for;
 // an expression that absorbs the error (|| true) does not escape it.
 func TestOneEvaluationHasOneCostBudget(t *testing.T) {
-	const cm = `{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm"}}`
 	vars := doubling(`- 0123456789abc\n`, 12) // 4 MiB, each step under the limit
 	var uses []string
 	for i := 1; i <= 12; i++ {
@@ -134,8 +132,8 @@ func TestOneEvaluationHasOneCostBudget(t *testing.T) {
 		template string
 		vars     []string
 	}{
-		{name: "many variables", generate: `generator.Apply("x", ` + all + ` ? [` + cm + `] : [])`, vars: vars},
-		{name: "error absorbed", generate: `generator.Apply("x", (` + all + ` || true) ? [` + cm + `] : [])`, vars: vars},
+		{name: "many variables", generate: `generator.Apply("x", ` + all + ` ? [` + generatedCM + `] : [])`, vars: vars},
+		{name: "error absorbed", generate: `generator.Apply("x", (` + all + ` || true) ? [` + generatedCM + `] : [])`, vars: vars},
 		{name: "template splices", template: spliced, vars: big},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -143,11 +141,7 @@ func TestOneEvaluationHasOneCostBudget(t *testing.T) {
 			if tc.template != "" {
 				policy.Spec.Generation[0] = apiv1.Generation{Template: &apiv1.Template{Interpolate: apiv1.InterpolateCEL, Value: tc.template}}
 			}
-			p := celenv.Compile(policy)
-			if err := p.Err(); err != nil {
-				t.Fatal(err)
-			}
-			_, err := p.Evaluate(context.Background(), celenv.Input{Object: object("v1", "ConfigMap", "team", "cm").Object})
+			_, err := evaluateOnce(t, policy, nil)
 			want := fmt.Sprintf("cost more than their limit of %d together", celenv.PerEvaluationCostLimit)
 			if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "spec.generate[0].") {
 				t.Fatalf("want an error naming spec.generate[0] and %q, got %.300v", want, err)
@@ -165,12 +159,7 @@ func TestLazyListsAreBoundedWhenBuilt(t *testing.T) {
 		vars = append(vars, fmt.Sprintf("l%d", i), fmt.Sprintf("variables.l%d + variables.l%d", i-1, i-1))
 	}
 	vars = append(vars, "text", "json.marshal(variables.l19)")
-	const cm = `{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm"}}`
-	p := celenv.Compile(policyWith(false, `generator.Apply("x", variables.text != "" ? [`+cm+`] : [])`, vars...))
-	if err := p.Err(); err != nil {
-		t.Fatal(err)
-	}
-	_, err := p.Evaluate(context.Background(), celenv.Input{Object: object("v1", "ConfigMap", "team", "cm").Object})
+	_, err := evaluateOnce(t, policyWith(false, `generator.Apply("x", variables.text != "" ? [`+generatedCM+`] : [])`, vars...), nil)
 	want := fmt.Sprintf("larger than the limit of %d bytes", celenv.MaxValueBytes)
 	if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "spec.variables[20].expression: json.marshal") {
 		t.Fatalf("want an error naming spec.variables[20].expression and %q, got %.300v", want, err)
@@ -186,7 +175,6 @@ func TestBuildersAreBoundedBeforeTheyRun(t *testing.T) {
 	for i := 1; i <= 10; i++ { // l10: 1024 times s6, 64 MiB joined
 		base = append(base, fmt.Sprintf("l%d", i), fmt.Sprintf("variables.l%d + variables.l%d", i-1, i-1))
 	}
-	const cm = `{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm"}}`
 	for name, expr := range map[string]string{
 		"replace": "variables.s0.replace('', variables.s6)",
 		"join":    "variables.l10.join()",
@@ -194,21 +182,13 @@ func TestBuildersAreBoundedBeforeTheyRun(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			vars := append(append([]string{}, base...), "out", expr)
-			p := celenv.Compile(policyWith(false, `generator.Apply("x", variables.out != "" ? [`+cm+`] : [])`, vars...))
-			if err := p.Err(); err != nil {
-				t.Fatal(err)
-			}
-			var before, after runtime.MemStats
-			runtime.GC()
-			runtime.ReadMemStats(&before)
-			_, err := p.Evaluate(context.Background(), celenv.Input{Object: object("v1", "ConfigMap", "team", "cm").Object})
-			runtime.ReadMemStats(&after)
+			alloc, err := evaluateOnce(t, policyWith(false, `generator.Apply("x", variables.out != "" ? [`+generatedCM+`] : [])`, vars...), nil)
 			want := fmt.Sprintf("spec.variables[18].expression: %s: the result would have", name)
 			if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), fmt.Sprintf("limit of %d", celenv.MaxValueBytes)) {
 				t.Fatalf("want an error naming %q and the limit, got %.300v", want, err)
 			}
-			if got := after.TotalAlloc - before.TotalAlloc; got > 16<<20 {
-				t.Fatalf("refusing it allocated %d MiB", got>>20)
+			if alloc > 16<<20 {
+				t.Fatalf("refusing it allocated %d MiB", alloc>>20)
 			}
 		})
 	}
@@ -222,7 +202,6 @@ func TestFlattenIsBoundedBeforeItRuns(t *testing.T) {
 	for i := 1; i <= 24; i++ {
 		vars = append(vars, fmt.Sprintf("l%d", i), fmt.Sprintf("[variables.l%d, variables.l%d]", i-1, i-1))
 	}
-	const cm = `{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm"}}`
 	for _, c := range []struct {
 		expr, err string
 	}{
@@ -230,23 +209,15 @@ func TestFlattenIsBoundedBeforeItRuns(t *testing.T) {
 		{"variables.l10.flatten(30)", ""}, // 1,024 elements
 	} {
 		vars := append(append([]string{}, vars...), "out", c.expr)
-		p := celenv.Compile(policyWith(false, `generator.Apply("x", size(variables.out) > 0 ? [`+cm+`] : [])`, vars...))
-		if err := p.Err(); err != nil {
-			t.Fatal(err)
-		}
-		var before, after runtime.MemStats
-		runtime.GC()
-		runtime.ReadMemStats(&before)
-		_, err := p.Evaluate(context.Background(), celenv.Input{Object: object("v1", "ConfigMap", "team", "cm").Object})
-		runtime.ReadMemStats(&after)
+		alloc, err := evaluateOnce(t, policyWith(false, `generator.Apply("x", size(variables.out) > 0 ? [`+generatedCM+`] : [])`, vars...), nil)
 		switch {
 		case c.err == "" && err != nil:
 			t.Errorf("%s: %v", c.expr, err)
 		case c.err != "" && (err == nil || !strings.Contains(err.Error(), c.err)):
 			t.Errorf("%s: want an error naming %q, got %.300v", c.expr, c.err, err)
 		}
-		if got := after.TotalAlloc - before.TotalAlloc; got > 64<<20 {
-			t.Errorf("%s allocated %d MiB", c.expr, got>>20)
+		if alloc > 64<<20 {
+			t.Errorf("%s allocated %d MiB", c.expr, alloc>>20)
 		}
 	}
 }
