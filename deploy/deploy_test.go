@@ -15,6 +15,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -298,37 +299,13 @@ func TestServiceAccountIsEnough(t *testing.T) {
 		return err == nil, ignoreNotFound(err)
 	})
 	poll(t, "the policy Ready", func(ctx context.Context) (bool, error) {
-		u, err := admin.Resource(apiv1.GeneratingPolicies).Get(ctx, "zk-kafka-address", metav1.GetOptions{})
-		if err != nil {
-			return false, err
-		}
-		p, err := apiv1.FromUnstructured(u)
-		if err != nil {
-			return false, err
-		}
-		for _, c := range p.PolicyStatus().Conditions {
-			if c.Type == reconcile.ConditionReady {
-				return c.Status == metav1.ConditionTrue, nil
-			}
-		}
-		return false, nil
+		st, err := policyStatus(ctx, admin, "zk-kafka-address")
+		return err == nil && meta.IsStatusConditionTrue(st.Conditions, reconcile.ConditionReady), err
 	})
 	// Sprout's own rights suffice, and it may ask.
 	poll(t, "the policy's RBACPermissionsGranted true", func(ctx context.Context) (bool, error) {
-		u, err := admin.Resource(apiv1.GeneratingPolicies).Get(ctx, "zk-kafka-address", metav1.GetOptions{})
-		if err != nil {
-			return false, err
-		}
-		p, err := apiv1.FromUnstructured(u)
-		if err != nil {
-			return false, err
-		}
-		for _, c := range p.PolicyStatus().ConditionStatus.Conditions {
-			if c.Type == reconcile.ConditionRBACPermissionsGranted {
-				return c.Status == metav1.ConditionTrue, nil
-			}
-		}
-		return false, nil
+		st, err := policyStatus(ctx, admin, "zk-kafka-address")
+		return err == nil && meta.IsStatusConditionTrue(st.ConditionStatus.Conditions, reconcile.ConditionRBACPermissionsGranted), err
 	})
 	poll(t, "the policy's PolicyInventory", func(ctx context.Context) (bool, error) {
 		_, err := admin.Resource(sproutv1alpha1.PolicyInventories).Get(ctx, "gpol.zk-kafka-address", metav1.GetOptions{})
@@ -495,6 +472,19 @@ func applyFixture(t *testing.T, file string) {
 	applyForReal(t, objs...)
 }
 
+// policyStatus reads the status of the GeneratingPolicy name.
+func policyStatus(ctx context.Context, client dynamic.Interface, name string) (*apiv1.GeneratingPolicyStatus, error) {
+	u, err := client.Resource(apiv1.GeneratingPolicies).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	p, err := apiv1.FromUnstructured(u)
+	if err != nil {
+		return nil, err
+	}
+	return p.PolicyStatus(), nil
+}
+
 // poll waits, with a bound, until cond holds.
 func poll(t *testing.T, what string, cond func(context.Context) (bool, error)) {
 	t.Helper()
@@ -595,15 +585,11 @@ func TestPolicyAuthorCannotBorrowAnAccount(t *testing.T) {
 
 	admin := dynamic.NewForConfigOrDie(cfg)
 	poll(t, "the refusal on the policy", func(ctx context.Context) (bool, error) {
-		u, err := admin.Resource(apiv1.GeneratingPolicies).Get(ctx, "borrow", metav1.GetOptions{})
+		st, err := policyStatus(ctx, admin, "borrow")
 		if err != nil {
 			return false, err
 		}
-		p, err := apiv1.FromUnstructured(u)
-		if err != nil {
-			return false, err
-		}
-		return slices.ContainsFunc(p.PolicyStatus().Conditions, func(c metav1.Condition) bool {
+		return slices.ContainsFunc(st.Conditions, func(c metav1.Condition) bool {
 			return c.Type == reconcile.ConditionReady && c.Status == metav1.ConditionFalse &&
 				strings.Contains(c.Message, `metadata.annotations[sprout.dev/service-account]: "kube-system/powerful"`) &&
 				strings.Contains(c.Message, "--service-account-namespaces")
