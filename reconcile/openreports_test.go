@@ -8,7 +8,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/client-go/dynamic"
 
 	"github.com/sprout-gitops/sprout/deploy"
 	"github.com/sprout-gitops/sprout/policyreport"
@@ -25,13 +24,8 @@ func openReportsOptions() reconcile.Options {
 	return opts
 }
 
-func openReportClient(ns string) dynamic.ResourceInterface {
-	d := dynamic.NewForConfigOrDie(cfg)
-	if ns == "" {
-		return d.Resource(policyreport.ClusterReports)
-	}
-	return d.Resource(policyreport.Reports).Namespace(ns)
-}
+// openReportClient is reportClient for openreports.io's reports.
+var openReportClient = reportsOf(policyreport.Reports, policyreport.ClusterReports)
 
 // asOpenReport is the wgpolicyk8s.io report want as Kyverno writes it with
 // --openreportsEnabled (pkg/utils/report NewPolicyReport, pkg/openreports):

@@ -223,12 +223,20 @@ func firstResult(u *unstructured.Unstructured) map[string]any {
 	return r
 }
 
-func reportClient(ns string) dynamic.ResourceInterface {
-	d := dynamic.NewForConfigOrDie(cfg)
-	if ns == "" {
-		return d.Resource(policyreport.ClusterPolicyReports)
+// reportClient returns a client of the PolicyReports of namespace ns, or
+// of the ClusterPolicyReports for "".
+var reportClient = reportsOf(policyreport.PolicyReports, policyreport.ClusterPolicyReports)
+
+// reportsOf makes a reportClient for the reports of namespaced and their
+// cluster-scoped kind, cluster.
+func reportsOf(namespaced, cluster schema.GroupVersionResource) func(ns string) dynamic.ResourceInterface {
+	return func(ns string) dynamic.ResourceInterface {
+		d := dynamic.NewForConfigOrDie(cfg)
+		if ns == "" {
+			return d.Resource(cluster)
+		}
+		return d.Resource(namespaced).Namespace(ns)
 	}
-	return d.Resource(policyreport.PolicyReports).Namespace(ns)
 }
 
 // waitReport waits until the report of the trigger uid exists and cond
