@@ -9,11 +9,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/client-go/dynamic"
 
-	sproutv1alpha1 "github.com/sprout-gitops/sprout/api/sprout/v1alpha1"
 	"github.com/sprout-gitops/sprout/reconcile"
 	"github.com/sprout-gitops/sprout/sources"
 )
@@ -28,15 +25,7 @@ func TestDirectorySource(t *testing.T) {
 		o.Sources = []sources.Source{sources.NewDirectory(dir, 100*time.Millisecond)}
 	})
 
-	// A policy from files is active from when Sprout first loads it: its
-	// record says so. Triggers older than that are existing ones.
-	records := dynamic.NewForConfigOrDie(cfg).Resource(sproutv1alpha1.PolicyInventories)
-	var rec *unstructured.Unstructured
-	poll(t, "the policy's record", func(ctx context.Context) (bool, error) {
-		var err error
-		rec, err = records.Get(ctx, "gpol.from-dir", metav1.GetOptions{})
-		return err == nil, nil
-	})
+	rec := policyRecord(t, "from-dir")
 	tb := newTable(t, "dirsrc")
 	tb.trigger("a", "dirsrc", "a1")
 	tb.waitFor("the downstream of a policy from a folder", "a-out", exists)

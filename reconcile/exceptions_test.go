@@ -183,6 +183,7 @@ func TestPolicyExceptionFromFolder(t *testing.T) {
 		withExceptions("")(o)
 		o.Sources = []sources.Source{sources.NewDirectory(dir, 100*time.Millisecond)}
 	})
+	policyRecord(t, "exc-dir")
 	tb := newTable(t, "exc-dir")
 	tb.trigger("legacy", "exc-dir", "x")
 	tb.trigger("a", "exc-dir", "a1")

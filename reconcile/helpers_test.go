@@ -7,10 +7,13 @@ import (
 	"strings"
 	"testing"
 
+	sproutv1alpha1 "github.com/sprout-gitops/sprout/api/sprout/v1alpha1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/dynamic"
 )
 
 // installCRD defines the namespaced kind Kind of group at version v1,
@@ -62,4 +65,20 @@ func replaceFile(t *testing.T, dir, name, content string) {
 	if err := os.Rename(tmp, filepath.Join(dir, name)); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// policyRecord waits for the PolicyInventory record of the GeneratingPolicy
+// name and returns it. A policy from files is active from when Sprout first
+// loads it, which its record marks: triggers created before are existing
+// ones, which a policy without generateExisting passes over.
+func policyRecord(t *testing.T, name string) *unstructured.Unstructured {
+	t.Helper()
+	records := dynamic.NewForConfigOrDie(cfg).Resource(sproutv1alpha1.PolicyInventories)
+	var rec *unstructured.Unstructured
+	poll(t, "the record of "+name, func(ctx context.Context) (bool, error) {
+		var err error
+		rec, err = records.Get(ctx, "gpol."+name, metav1.GetOptions{})
+		return err == nil, nil
+	})
+	return rec
 }
