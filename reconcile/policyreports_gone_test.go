@@ -2,41 +2,30 @@ package reconcile_test
 
 import (
 	"context"
-	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-)
 
-// unselectedReportPolicy is reportPolicy choosing its triggers by a
-// matchCondition rather than an objectSelector: its trigger informer
-// watches every ConfigMap, and a DELETE says the trigger is gone.
-var unselectedReportPolicy = strings.NewReplacer(`    objectSelector:
-      matchLabels: {app: reported}
-`, "", `  matchConditions:
-`, `  matchConditions:
-  - name: labelled
-    expression: object.metadata.?labels[?"app"].orValue("") == "reported"
-`).Replace(reportPolicy)
+	"github.com/sprout-gitops/sprout/fixtures"
+)
 
 // A deleted trigger's report goes with it, deleted by Sprout: the test
 // control plane runs no garbage collector, which would delete it later.
+// The policy does not synchronize, so its trigger informer watches every
+// ConfigMap, and a DELETE says the trigger is gone.
 func TestReportGoesWithItsTrigger(t *testing.T) {
-	if !strings.Contains(reportPolicy, "objectSelector") || strings.Contains(unselectedReportPolicy, "objectSelector") {
-		t.Fatal("reportPolicy's objectSelector moved: unselectedReportPolicy still has one")
-	}
 	installReportCRDs(t)
 	runController(t, nil)
 	tb := newTable(t, "report-gone")
 	for _, name := range []string{"kept", "deleted"} {
-		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: tb.ns, Labels: map[string]string{"app": "reported"}}, Data: map[string]string{"value": "1"}}
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: tb.ns, Labels: map[string]string{"report-gone": "yes"}}}
 		if _, err := tb.kube.CoreV1().ConfigMaps(tb.ns).Create(context.Background(), cm, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	tb.applyPolicy(unselectedReportPolicy)
+	tb.applyPolicy(fixtures.MustPolicyFile("selected", fixtures.Params{Name: "gone", Selector: []string{"report-gone"}}))
 	kept, deleted := tb.get("kept"), tb.get("deleted")
 	any := func(*unstructured.Unstructured) bool { return true }
 	waitReport(t, tb.ns, kept.UID, any)
