@@ -105,8 +105,8 @@ func (w *Writer) send(ctx context.Context, s *snapshot) (string, error) {
 		return "", err
 	case s.version == "":
 		u, err := client.Create(ctx, reportObject(w.opts.API, t, s.results), metav1.CreateOptions{FieldManager: FieldManager})
-		if apierrors.IsNotFound(err) || isTerminating(err) {
-			return "", nil // the trigger's namespace is gone
+		if namespaceGone(err) || isTerminating(err) {
+			return "", nil
 		}
 		if err != nil {
 			return "", err
@@ -208,6 +208,19 @@ func (w *Writer) merge(uid types.UID, server entries, version string) {
 		}
 		return true
 	})
+}
+
+// namespaceGone reports whether a create failed because the trigger's
+// namespace is gone. Any other NotFound, as the API server's "could not
+// find the requested resource" for a report CRD it does not serve (yet, or
+// any more), is an error: the write is tried again.
+func namespaceGone(err error) bool {
+	var status apierrors.APIStatus
+	if !apierrors.IsNotFound(err) || !errors.As(err, &status) {
+		return false
+	}
+	d := status.Status().Details
+	return d != nil && d.Kind == "namespaces" && d.Group == ""
 }
 
 func isTerminating(err error) bool {
