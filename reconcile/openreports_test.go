@@ -47,9 +47,9 @@ func TestOpenReportsAsKyvernoWritesThem(t *testing.T) {
 	installCRDsOf(t, deploy.OpenReportsCRDs)
 	runController(t, func(o *reconcile.Options) { o.PolicyReports = openReportsOptions().PolicyReports })
 	tb := newTable(t, "openreports")
-	tb.trigger("good", "reported", "1")
 	tb.applyPolicy(reportPolicy("openreports"))
 	t.Cleanup(func() { tb.deletePolicy("openreports") })
+	tb.trigger("good", "reported", "1")
 	good := tb.get("good")
 	got := waitReportIn(t, openReportClient(tb.ns), good.UID, func(*unstructured.Unstructured) bool { return true })
 	checkReport(t, got, asOpenReport(kyvernoReport(good, map[string]any{

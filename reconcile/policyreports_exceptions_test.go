@@ -1,11 +1,8 @@
 package reconcile_test
 
 import (
-	"context"
 	"testing"
 
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
@@ -34,14 +31,11 @@ spec:
   - name: first
     expression: object.metadata.name == "first"
 `)
-	for _, name := range []string{"first", "second"} {
-		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: tb.ns, Labels: map[string]string{"app": "reported"}}, Data: map[string]string{"value": "1"}}
-		if _, err := tb.kube.CoreV1().ConfigMaps(tb.ns).Create(context.Background(), cm, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	// The policy generates for triggers created after it only.
 	tb.applyPolicy(reportPolicy("reported"))
 	t.Cleanup(func() { tb.deletePolicy("reported") })
+	tb.trigger("first", "reported", "1")
+	tb.trigger("second", "reported", "1")
 	first, second := tb.get("first"), tb.get("second")
 	if tb.get("first-out") != nil || tb.get("second-out") != nil {
 		t.Error("an excepted trigger generated its object")

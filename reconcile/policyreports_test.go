@@ -76,13 +76,11 @@ func TestPolicyReportsAsKyvernoWritesThem(t *testing.T) {
 	installReportCRDs(t)
 	runController(t, nil)
 	tb := newTable(t, "reported")
-	for name, value := range map[string]string{"good": "1", "bad": "one", "quiet": "quiet"} {
-		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: tb.ns, Labels: map[string]string{"app": "reported"}}, Data: map[string]string{"value": value}}
-		if _, err := tb.kube.CoreV1().ConfigMaps(tb.ns).Create(context.Background(), cm, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	// The policy generates for triggers created after it only.
 	tb.applyPolicy(reportPolicy("reported"))
+	for name, value := range map[string]string{"good": "1", "bad": "one", "quiet": "quiet"} {
+		tb.trigger(name, "reported", value)
+	}
 	good, bad, quiet := tb.get("good"), tb.get("bad"), tb.get("quiet")
 
 	goodReport := waitReport(t, tb.ns, good.UID, func(*unstructured.Unstructured) bool { return true })
@@ -285,9 +283,9 @@ func restartWritesNoUnchangedReport(t *testing.T, ns string, opts reconcile.Opti
 	t.Helper()
 	_, stop := launchController(t, cfg, opts)
 	tb := newTable(t, ns)
-	tb.trigger("first", "reported", "1")
 	tb.applyPolicy(reportPolicy(ns))
 	t.Cleanup(func() { tb.deletePolicy(ns) })
+	tb.trigger("first", "reported", "1")
 	first := tb.get("first")
 	anyReport := func(*unstructured.Unstructured) bool { return true }
 	before := waitReportIn(t, client(tb.ns), first.UID, anyReport)
