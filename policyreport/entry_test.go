@@ -34,7 +34,7 @@ func TestEntriesKeepWhatResultsSay(t *testing.T) {
 		t.Fatalf("an entry says a result with fewer properties")
 	}
 
-	report := reportObject(WGPolicy, Trigger{APIVersion: "v1", Kind: "ConfigMap", Namespace: "team", Name: "c", UID: "u1"}, es)
+	report := sent(t, reportOf(WGPolicy, Trigger{APIVersion: "v1", Kind: "ConfigMap", Namespace: "team", Name: "c", UID: "u1"}, es))
 	items := report.Object["results"].([]any)
 	var back entries
 	for _, item := range items {

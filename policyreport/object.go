@@ -1,7 +1,8 @@
 package policyreport
 
 import (
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
@@ -72,74 +73,107 @@ const (
 	ManagedBy      = "sprout"
 )
 
-// reportObject is the report of trigger t with results in api, as
-// Kyverno's reports controller makes it: named by the trigger's UID, in
-// its namespace, scoped to and owned by it, its results sorted by policy
-// and counted in its summary. An openreports.io report has a
-// source, which Kyverno leaves empty (pkg/utils/report NewPolicyReport);
-// its results have the same fields as wgpolicyk8s.io's, message and
-// resources included (openreports' Description and Subjects).
-func reportObject(api API, t Trigger, results entries) *unstructured.Unstructured {
-	summary := map[string]any{"pass": int64(0), "fail": int64(0), "warn": int64(0), "error": int64(0), "skip": int64(0)}
-	items := make([]any, 0, len(results))
-	for i := range results {
-		status := results[i].said.Value().status
-		if n, ok := summary[status].(int64); ok {
-			summary[status] = n + 1
-		}
-		items = append(items, resultObject(&results[i]))
-	}
+// report is a report as it is sent: its JSON is the report Kyverno's
+// reports controller writes. It is encoded from Go types rather than from
+// an unstructured map, which costs a report write several times the CPU.
+type report struct {
+	APIVersion string            `json:"apiVersion"`
+	Kind       string            `json:"kind"`
+	Metadata   metav1.ObjectMeta `json:"metadata"`
+	// Scope is the trigger.
+	Scope corev1.ObjectReference `json:"scope"`
+	// Source is set, to "", in openreports.io reports only.
+	Source  *string        `json:"source,omitempty"`
+	Results []resultRecord `json:"results"`
+	Summary summary        `json:"summary"`
+}
+
+// resultRecord is one result as a report holds it; scored, message,
+// category, severity and properties are left out when empty, as Kyverno's
+// types leave them out.
+type resultRecord struct {
+	Source     string            `json:"source"`
+	Policy     string            `json:"policy"`
+	Rule       string            `json:"rule"`
+	Result     string            `json:"result"`
+	Scored     bool              `json:"scored,omitempty"`
+	Message    string            `json:"message,omitempty"`
+	Category   string            `json:"category,omitempty"`
+	Severity   string            `json:"severity,omitempty"`
+	Timestamp  timestamp         `json:"timestamp"`
+	Properties map[string]string `json:"properties,omitempty"`
+}
+
+type timestamp struct {
+	Seconds int64 `json:"seconds"`
+	Nanos   int64 `json:"nanos"`
+}
+
+type summary struct {
+	Pass  int `json:"pass"`
+	Fail  int `json:"fail"`
+	Warn  int `json:"warn"`
+	Error int `json:"error"`
+	Skip  int `json:"skip"`
+}
+
+// reportOf is the report of trigger t with results in api, as Kyverno's
+// reports controller makes it: named by the trigger's UID, in its
+// namespace, scoped to and owned by it, its results sorted by policy and
+// counted in its summary. An openreports.io report has a source, which
+// Kyverno leaves empty (pkg/utils/report NewPolicyReport); its results
+// have the same fields as wgpolicyk8s.io's, message and resources included
+// (openreports' Description and Subjects).
+func reportOf(api API, t Trigger, results entries) *report {
 	kind, clusterKind := api.kinds()
 	if t.Namespace == "" {
 		kind = clusterKind
 	}
-	meta := map[string]any{
-		"name":   string(t.UID),
-		"labels": map[string]any{LabelManagedBy: ManagedBy},
-		"ownerReferences": []any{map[string]any{
-			"apiVersion": t.APIVersion, "kind": t.Kind, "name": t.Name, "uid": string(t.UID),
-		}},
-	}
-	scope := map[string]any{"apiVersion": t.APIVersion, "kind": t.Kind, "name": t.Name, "uid": string(t.UID)}
-	if t.Namespace != "" {
-		meta["namespace"] = t.Namespace
-		scope["namespace"] = t.Namespace
-	}
 	gv, _ := api.resources()
-	report := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": gv.GroupVersion().String(), "kind": kind, "metadata": meta,
-		"scope": scope, "results": items, "summary": summary,
-	}}
-	if api == OpenReports {
-		report.Object["source"] = ""
+	r := &report{
+		APIVersion: gv.GroupVersion().String(), Kind: kind,
+		Metadata: metav1.ObjectMeta{
+			Name: string(t.UID), Namespace: t.Namespace,
+			Labels:          map[string]string{LabelManagedBy: ManagedBy},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: t.APIVersion, Kind: t.Kind, Name: t.Name, UID: t.UID}},
+		},
+		Scope:   corev1.ObjectReference{APIVersion: t.APIVersion, Kind: t.Kind, Namespace: t.Namespace, Name: t.Name, UID: t.UID},
+		Results: make([]resultRecord, 0, len(results)),
 	}
-	return report
+	if api == OpenReports {
+		r.Source = new(string)
+	}
+	for i := range results {
+		rec := recordOf(&results[i])
+		switch rec.Result {
+		case StatusPass:
+			r.Summary.Pass++
+		case StatusSkip:
+			r.Summary.Skip++
+		case StatusError:
+			r.Summary.Error++
+		case "fail":
+			r.Summary.Fail++
+		case "warn":
+			r.Summary.Warn++
+		}
+		r.Results = append(r.Results, rec)
+	}
+	return r
 }
 
-func resultObject(e *entry) map[string]any {
+func recordOf(e *entry) resultRecord {
 	r := e.said.Value()
-	o := map[string]any{
-		"source": Source, "policy": r.policy, "rule": r.rule, "result": r.status,
-		"timestamp": map[string]any{"seconds": e.at, "nanos": int64(0)},
-	}
-	if r.scored {
-		o["scored"] = true // omitted when false, as Kyverno's types omit it
-	}
-	if r.message != "" {
-		o["message"] = r.message
-	}
-	if r.category != "" {
-		o["category"] = r.category
-	}
-	if r.severity != "" {
-		o["severity"] = r.severity
+	rec := resultRecord{
+		Source: Source, Policy: r.policy, Rule: r.rule, Result: r.status, Scored: r.scored,
+		Message: r.message, Category: r.category, Severity: r.severity,
+		Timestamp: timestamp{Seconds: e.at},
 	}
 	if len(e.props) > 0 {
-		props := make(map[string]any, len(e.props)/2)
+		rec.Properties = make(map[string]string, len(e.props)/2)
 		for i := 0; i < len(e.props); i += 2 {
-			props[e.props[i]] = e.props[i+1]
+			rec.Properties[e.props[i]] = e.props[i+1]
 		}
-		o["properties"] = props
 	}
-	return o
+	return rec
 }

@@ -1,9 +1,11 @@
 package policyreport
 
 import (
+	"encoding/json"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
 // A report's kind and group follow the API and the trigger's scope; an
@@ -23,7 +25,7 @@ func TestReportObjectInEitherAPI(t *testing.T) {
 		{OpenReports, "ns", "openreports.io/v1alpha1", "Report", true},
 		{OpenReports, "", "openreports.io/v1alpha1", "ClusterReport", true},
 	} {
-		u := reportObject(tc.api, Trigger{APIVersion: "v1", Kind: "ConfigMap", Namespace: tc.namespace, Name: "t", UID: "u"}, res)
+		u := sent(t, reportOf(tc.api, Trigger{APIVersion: "v1", Kind: "ConfigMap", Namespace: tc.namespace, Name: "t", UID: "u"}, res))
 		if u.GetAPIVersion() != tc.apiVersion || u.GetKind() != tc.kind || u.GetNamespace() != tc.namespace {
 			t.Errorf("API %d, namespace %q: %s %s in %q, want %s %s", tc.api, tc.namespace, u.GetAPIVersion(), u.GetKind(), u.GetNamespace(), tc.apiVersion, tc.kind)
 		}
@@ -36,4 +38,18 @@ func TestReportObjectInEitherAPI(t *testing.T) {
 			t.Errorf("API %d: result (-want +got):\n%s", tc.api, diff)
 		}
 	}
+}
+
+// sent is r as the API server reads it.
+func sent(t *testing.T, r *report) *unstructured.Unstructured {
+	t.Helper()
+	body, err := json.Marshal(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := &unstructured.Unstructured{}
+	if err := u.UnmarshalJSON(body); err != nil {
+		t.Fatal(err)
+	}
+	return u
 }

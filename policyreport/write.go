@@ -2,6 +2,7 @@ package policyreport
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -85,41 +86,77 @@ func (w *Writer) snapshot(uid types.UID) *snapshot {
 // when it deleted it, or when the trigger's namespace is gone.
 func (w *Writer) send(ctx context.Context, s *snapshot) (string, error) {
 	t := s.trigger
-	client := w.client.Resource(w.opts.API.resourceOf(t)).Namespace(t.Namespace)
 	switch {
 	case s.gone:
 		// The whole report goes, other writers' results too: its trigger
 		// is gone.
-		err := client.Delete(ctx, string(t.UID), metav1.DeleteOptions{})
-		if apierrors.IsNotFound(err) {
-			return "", nil
-		}
-		return "", err
+		return "", w.delete(ctx, t, nil)
 	case len(s.results) == 0 && s.version == "":
 		return "", nil // no report of Sprout's results
 	case len(s.results) == 0:
-		err := client.Delete(ctx, string(t.UID), metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &s.version}})
-		if apierrors.IsNotFound(err) {
-			return "", nil
-		}
-		return "", err
-	case s.version == "":
-		u, err := client.Create(ctx, reportObject(w.opts.API, t, s.results), metav1.CreateOptions{FieldManager: FieldManager})
-		if namespaceGone(err) || isTerminating(err) {
-			return "", nil
-		}
-		if err != nil {
-			return "", err
-		}
-		return u.GetResourceVersion(), nil
+		return "", w.delete(ctx, t, &metav1.Preconditions{ResourceVersion: &s.version})
 	}
-	report := reportObject(w.opts.API, t, s.results)
-	report.SetResourceVersion(s.version)
-	u, err := client.Update(ctx, report, metav1.UpdateOptions{FieldManager: FieldManager})
+	r := reportOf(w.opts.API, t, s.results)
+	r.Metadata.ResourceVersion = s.version
+	version, err := w.put(ctx, r, s.version == "")
+	if s.version == "" && (namespaceGone(err) || isTerminating(err)) {
+		return "", nil
+	}
+	return version, err
+}
+
+// delete deletes the report of trigger t; one already gone is no error.
+func (w *Writer) delete(ctx context.Context, t Trigger, pre *metav1.Preconditions) error {
+	client := w.client.Resource(w.opts.API.resourceOf(t)).Namespace(t.Namespace)
+	err := client.Delete(ctx, string(t.UID), metav1.DeleteOptions{Preconditions: pre})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
+}
+
+// metadataOnly asks the API server to answer a write with the report's
+// metadata only: Sprout reads nothing else of it.
+const metadataOnly = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
+
+// put creates report r, or replaces it at the resourceVersion it holds, and
+// returns the resourceVersion the write made. It sends JSON it encoded
+// itself and reads only the version from the answer: the dynamic client's
+// unstructured encoding and decoding of both is most of a write's cost.
+func (w *Writer) put(ctx context.Context, r *report, create bool) (string, error) {
+	body, err := json.Marshal(r)
 	if err != nil {
 		return "", err
 	}
-	return u.GetResourceVersion(), nil
+	gvr := w.opts.API.resourceOf(Trigger{Namespace: r.Metadata.Namespace})
+	req := w.raw.Put()
+	if create {
+		req = w.raw.Post()
+	}
+	req = req.AbsPath("/apis", gvr.Group, gvr.Version).
+		NamespaceIfScoped(r.Metadata.Namespace, r.Metadata.Namespace != "").
+		Resource(gvr.Resource)
+	if !create {
+		req = req.Name(r.Metadata.Name)
+	}
+	res := req.Param("fieldManager", FieldManager).
+		SetHeader("Content-Type", "application/json").
+		SetHeader("Accept", metadataOnly).
+		Body(body).
+		Do(ctx)
+	if err := res.Error(); err != nil {
+		return "", err // Error, not Raw, reads the Status of a refusal
+	}
+	answer, _ := res.Raw()
+	var made struct {
+		Metadata struct {
+			ResourceVersion string `json:"resourceVersion"`
+		} `json:"metadata"`
+	}
+	if err := json.Unmarshal(answer, &made); err != nil {
+		return "", fmt.Errorf("read the answer: %w", err)
+	}
+	return made.Metadata.ResourceVersion, nil
 }
 
 // written notes that the report of the trigger uid holds s, at version:

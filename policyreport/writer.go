@@ -2,14 +2,18 @@ package policyreport
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"golang.org/x/time/rate"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/workqueue"
 )
 
@@ -43,6 +47,7 @@ func DefaultOptions() Options { return Options{QPS: 20, Workers: 2} }
 // as they are (write.go).
 type Writer struct {
 	client  dynamic.Interface
+	raw     rest.Interface
 	opts    Options
 	log     *slog.Logger
 	limiter *rate.Limiter
@@ -72,8 +77,22 @@ type held struct {
 	gone bool
 }
 
-// NewWriter returns a Writer that writes with client.
-func NewWriter(client dynamic.Interface, opts Options) *Writer {
+// NewWriter returns a Writer that writes through cfg, without cfg's
+// client-side rate limit: the writer bounds its rate itself, and its
+// writes take nothing from the limit of whoever else uses cfg.
+func NewWriter(cfg *rest.Config, opts Options) (*Writer, error) {
+	own := rest.CopyConfig(cfg)
+	own.QPS, own.RateLimiter = -1, nil
+	client, err := dynamic.NewForConfig(own)
+	if err != nil {
+		return nil, fmt.Errorf("PolicyReports: dynamic client: %w", err)
+	}
+	own.APIPath, own.GroupVersion = "/", &schema.GroupVersion{}
+	own.NegotiatedSerializer = clientgoscheme.Codecs.WithoutConversion()
+	raw, err := rest.RESTClientFor(own)
+	if err != nil {
+		return nil, fmt.Errorf("PolicyReports: REST client: %w", err)
+	}
 	d := DefaultOptions()
 	if opts.QPS <= 0 {
 		opts.QPS = d.QPS
@@ -89,11 +108,11 @@ func NewWriter(client dynamic.Interface, opts Options) *Writer {
 		log = slog.New(slog.DiscardHandler)
 	}
 	return &Writer{
-		client: client, opts: opts, log: log,
+		client: client, raw: raw, opts: opts, log: log,
 		limiter:  rate.NewLimiter(rate.Limit(opts.QPS), opts.Burst),
 		queue:    workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[types.UID](), workqueue.TypedRateLimitingQueueConfig[types.UID]{Name: "reports"}),
 		triggers: map[types.UID]*held{},
-	}
+	}, nil
 }
 
 // Set makes r policy's result for trigger t; nil removes policy's result.

@@ -1,12 +1,10 @@
 package reconcile
 
 import (
-	"fmt"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 
 	"github.com/sprout-gitops/sprout/policyreport"
@@ -14,22 +12,15 @@ import (
 
 // newPolicyReports returns the writer of the controller's PolicyReports, or
 // nil when they are off or the controller only plans. It writes with a
-// client of its own, without client-side limit (the writer bounds its
-// rate itself), so that its writes never take from the rate limit of the
-// generated objects'.
+// client of its own, so that its writes never take from the rate limit of
+// the generated objects'.
 func newPolicyReports(cfg *rest.Config, opts Options) (*policyreport.Writer, error) {
 	if opts.PolicyReports == nil || opts.DryRun {
 		return nil, nil
 	}
 	o := *opts.PolicyReports
 	o.Logger = opts.Logger
-	own := rest.CopyConfig(cfg)
-	own.QPS, own.RateLimiter = -1, nil
-	dyn, err := dynamic.NewForConfig(own)
-	if err != nil {
-		return nil, fmt.Errorf("PolicyReports: dynamic client: %w", err)
-	}
-	return policyreport.NewWriter(dyn, o), nil
+	return policyreport.NewWriter(cfg, o)
 }
 
 // reportTrigger hands the result of a policy's evaluation for trigger t to

@@ -43,7 +43,10 @@ func startWriter(t *testing.T, conflicts *atomic.Int64) *policyreport.Writer {
 	config := rest.CopyConfig(cfg)
 	config.QPS, config.RateLimiter = -1, nil
 	config.Wrap(func(rt http.RoundTripper) http.RoundTripper { return conflictCounter{rt: rt, n: conflicts} })
-	w := policyreport.NewWriter(dynamic.NewForConfigOrDie(config), policyreport.Options{QPS: 1000})
+	w, err := policyreport.NewWriter(config, policyreport.Options{QPS: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	w.Load(ctx)
 	var wg sync.WaitGroup

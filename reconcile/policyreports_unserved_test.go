@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 
 	"github.com/sprout-gitops/sprout/policyreport"
@@ -38,7 +37,10 @@ func TestAReportWrittenBeforeItsCRDIsServedIsWrittenAgain(t *testing.T) {
 			return resp, err
 		})
 	})
-	w := policyreport.NewWriter(dynamic.NewForConfigOrDie(own), policyreport.Options{})
+	w, err := policyreport.NewWriter(own, policyreport.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); w.Run(ctx) }()
