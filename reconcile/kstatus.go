@@ -128,7 +128,7 @@ func progressing(cp *compiledPolicy) bool {
 // sync is applying. The sync's outcome, when it comes first, replaces it
 // before it is written: a quick sync writes its status once.
 func (c *Controller) reportProgressing(ctx context.Context, cp *compiledPolicy) error {
-	live := c.statusWrites.live(cp)
+	live := c.liveStatus(cp)
 	if keepsOnlyKyvernoStatus(live) {
 		return nil // Kyverno's CRDs keep no Reconciling
 	}

@@ -68,7 +68,7 @@ func (c *Controller) reportStatus(ctx context.Context, cp *compiledPolicy, out o
 	if out.reason == ReasonProgressing {
 		return c.reportProgressing(ctx, cp)
 	}
-	live := c.statusWrites.live(cp)
+	live := c.liveStatus(cp)
 	status := *live.DeepCopy()
 	cond := readyCondition(cp, out)
 	meta.SetStatusCondition(&status.Conditions, cond)

@@ -25,19 +25,34 @@ type writtenStatus struct {
 	status  *apiv1.GeneratingPolicyStatus
 }
 
-// live returns the status of cp's policy as last written, or as the cache
-// holds it when the cache has seen that write.
-func (w *statusWrites) live(cp *compiledPolicy) *apiv1.GeneratingPolicyStatus {
-	key := keyOf(cp.policy)
+// live returns the status of policy as last written, or as policy holds it
+// when that copy has seen the write.
+func (w *statusWrites) live(policy apiv1.Policy) *apiv1.GeneratingPolicyStatus {
+	key := keyOf(policy)
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if s, ok := w.m[key]; ok {
-		if cluster.Older(cp.policy.GetResourceVersion(), s.version) {
+		if cluster.Older(policy.GetResourceVersion(), s.version) {
 			return s.status
 		}
 		delete(w.m, key)
 	}
-	return cp.policy.PolicyStatus()
+	return policy.PolicyStatus()
+}
+
+// liveStatus is the newest status of cp's policy Sprout knows: its own
+// last write, or the newest copy of the policy it holds. cp may be older
+// than that copy: a sync, or a report queued for later, keeps the copy it
+// began with while status writes come back to the cache; compared with
+// it, a status the server already holds would be written again.
+func (c *Controller) liveStatus(cp *compiledPolicy) *apiv1.GeneratingPolicyStatus {
+	newest := cp.policy
+	c.mu.RLock()
+	if cur := c.policies[keyOf(cp.policy)]; cur != nil && cluster.Older(newest.GetResourceVersion(), cur.policy.GetResourceVersion()) {
+		newest = cur.policy
+	}
+	c.mu.RUnlock()
+	return c.statusWrites.live(newest)
 }
 
 // written keeps the status the write of key's status returned; one that

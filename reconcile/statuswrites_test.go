@@ -51,3 +51,34 @@ func TestStatusWrittenBackOverALaggingCache(t *testing.T) {
 		t.Errorf("counts changed back before the cache saw the change: the status counts %d triggers and %d objects, want 0 and 0", triggers, objects)
 	}
 }
+
+// A status reported from a copy of the policy older than the controller's
+// newest (a sync, or a report queued for later, keeps the copy it began
+// with) is compared with the newest status Sprout knows: reporting what
+// the server already holds writes nothing. Compared with the old copy,
+// it was written again (the incremental equivalence test saw such a
+// PATCH once in about a dozen long runs).
+func TestStatusFromAnOldCopyComparedWithTheNewest(t *testing.T) {
+	ctx := context.Background()
+	tb := newTable(t, "lagged-copy")
+	h := startRecompute(t, "lagged-copy", []string{"lagged-copy"}, "lagged-copy-status")
+	tb.applyPolicy(fixtures.MustPolicyFile("conditional-derived", fixtures.Params{Name: "lagged-copy-status", App: "lagged-copy", Suffix: "d", Value: "v"}))
+	t.Cleanup(func() { tb.deletePolicy("lagged-copy-status") })
+	h.settleWhen(func() bool { return h.syncs("lagged-copy-status", "full") > 0 })
+
+	old := h.c.StaleReporter("lagged-copy-status")
+	if err := old(ctx, 2, 3); err != nil {
+		t.Fatal(err)
+	}
+	h.settle() // the controller's copy of the policy holds the write
+	if err := h.c.StaleReporter("lagged-copy-status")(ctx, 2, 3); err != nil {
+		t.Fatal(err)
+	}
+	from := h.log.len()
+	if err := old(ctx, 2, 3); err != nil {
+		t.Fatal(err)
+	}
+	if w := h.log.since(from); len(w) != 0 {
+		t.Errorf("reporting the status the server holds, from an old copy of the policy, wrote %d times: %v", len(w), w)
+	}
+}
