@@ -129,8 +129,10 @@ func (c *Controller) ensureDownstreamInformers(gvrs sets.Set[schema.GroupVersion
 				c.queueGenerated(key, obj, 0)
 			}
 		}
+		ti := &triggerInformer{informer: inf, cancel: cancel}
 		_, _ = inf.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
 			AddFunc: func(obj any, isInInitialList bool) {
+				ti.objects.Add(1)
 				if key, ok := ownerOf(obj); ok && !isInInitialList {
 					c.queueGenerated(key, obj, confirmAfter)
 				}
@@ -145,11 +147,12 @@ func (c *Controller) ensureDownstreamInformers(gvrs sets.Set[schema.GroupVersion
 				}
 			},
 			DeleteFunc: func(obj any) {
+				ti.objects.Add(-1)
 				c.departed(obj, nil) // deleted, or its managed-by label removed
 				requeue(obj)
 			},
 		})
-		c.downstream[gvr] = &triggerInformer{informer: inf, cancel: cancel}
+		c.downstream[gvr] = ti
 		go inf.RunWithContext(ctx)
 		c.log.Info("watching generated objects", "resource", resourceName(gvr))
 	}

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -79,6 +80,10 @@ func (c *Controller) watches(key policyKey, cp *compiledPolicy, w watchKey) bool
 type triggerInformer struct {
 	informer cache.SharedIndexInformer
 	cancel   context.CancelFunc
+	// objects counts what the cache holds, from its handler's events, for
+	// sprout_informer_objects: listing the keys at each scrape cost a copy
+	// of every key, many times a second under a tight scrape.
+	objects atomic.Int64
 	// updated holds, for triggers whose last event was an UPDATE, the state
 	// before it, kept only while a policy reads oldObject or request.
 	updated lastUpdates
@@ -155,8 +160,10 @@ func (c *Controller) ensureInformers(keys ...watchKey) {
 		}
 		ctx, cancel := context.WithCancel(c.ctx)
 		inf := newInformer(c.dynamic, c.raw, w)
+		ti := &triggerInformer{informer: inf, cancel: cancel}
 		_, _ = inf.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
 			AddFunc: func(obj any, isInInitialList bool) {
+				ti.objects.Add(1)
 				// An object listed at start-up already existed: it is not a
 				// CREATE, and admits nothing. The policies are queued once
 				// the whole list is in, not once per object.
@@ -177,9 +184,12 @@ func (c *Controller) ensureInformers(keys ...watchKey) {
 					c.onTrigger(w, admission.Update, obj, old)
 				}
 			},
-			DeleteFunc: func(obj any) { c.onTrigger(w, admission.Delete, obj, nil) },
+			DeleteFunc: func(obj any) {
+				ti.objects.Add(-1)
+				c.onTrigger(w, admission.Delete, obj, nil)
+			},
 		})
-		c.informer[w] = &triggerInformer{informer: inf, cancel: cancel}
+		c.informer[w] = ti
 		go inf.RunWithContext(ctx)
 		started := time.Now()
 		go func() {

@@ -136,10 +136,10 @@ func (c *Controller) informerSizes() []informerSize {
 	defer c.mu.RUnlock()
 	out := make([]informerSize, 0, len(c.informer)+len(c.downstream))
 	for w, ti := range c.informer {
-		out = append(out, informerSize{kind: "trigger", resource: w.resource(), selector: w.selector, objects: len(ti.informer.GetStore().ListKeys())})
+		out = append(out, informerSize{kind: "trigger", resource: w.resource(), selector: w.selector, objects: int(ti.objects.Load())})
 	}
 	for gvr, ti := range c.downstream {
-		out = append(out, informerSize{kind: "generated", resource: resourceName(gvr), selector: generatedSelector, objects: len(ti.informer.GetStore().ListKeys())})
+		out = append(out, informerSize{kind: "generated", resource: resourceName(gvr), selector: generatedSelector, objects: int(ti.objects.Load())})
 	}
 	return out
 }
