@@ -231,6 +231,11 @@ func (c *Controller) syncIncremental(ctx, outer context.Context, run *syncRun) (
 	c.guard.remember(run.key, g.verdicts, false)
 	changes, pruneErr := c.pruneDirty(ctx, run, w, g, dirty)
 	changes.Changes = append(g.changes.Changes, changes.Changes...)
+	if len(g.skipped) > 0 {
+		// The triggers an exception skipped among those evaluated again,
+		// as a trigger created after the last full sync.
+		c.skippedEvent(run.key, run.cp, g.skipped)
+	}
 	if changes.Written() {
 		c.log.Info("applied", "policy", run.key.String(), "changes", changes)
 	}
