@@ -142,9 +142,10 @@ func TestClusterScopedTriggersGetClusterPolicyReports(t *testing.T) {
 	installReportCRDs(t)
 	runController(t, nil)
 	tb := newTable(t, "reported-cluster")
-	createNamespace(t, "reported-cluster-trigger", map[string]string{"color": "reported-cluster"})
+	// The policy generates for triggers created after it only.
 	tb.applyPolicy(fixtures.MustPolicyFile("welcome", fixtures.Params{Name: "reported-cluster", Color: "reported-cluster"}))
 	t.Cleanup(func() { tb.deletePolicy("reported-cluster") })
+	createNamespace(t, "reported-cluster-trigger", map[string]string{"color": "reported-cluster"})
 	ns, err := tb.kube.CoreV1().Namespaces().Get(context.Background(), "reported-cluster-trigger", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
