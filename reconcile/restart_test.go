@@ -362,7 +362,10 @@ func TestTriggerRecreatedUnderItsName(t *testing.T) {
 		t.Fatal(err)
 	}
 	after := tb.get("a-out")
-	if after == nil || after.Labels["generate.kyverno.io/trigger-uid"] != string(trigger.UID) || after.Data["from"] != "v2" {
+	if after == nil {
+		t.Fatal("the downstream is gone after the trigger was created again")
+	}
+	if after.Labels["generate.kyverno.io/trigger-uid"] != string(trigger.UID) || after.Data["from"] != "v2" {
 		t.Errorf("the downstream was not taken over by the new trigger: %v %v", after.Labels, after.Data)
 	}
 	c, err := policyCondition(context.Background(), "recreated")
