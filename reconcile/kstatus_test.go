@@ -174,8 +174,10 @@ func TestKstatusWhileAGenerationIsApplied(t *testing.T) {
 	runControllerOn(t, gated, nil)
 	t.Cleanup(gate.open) // before the controller stops: cleanups run last first
 	tb := newTable(t, "ks-gen")
+	// The trigger is older than the policy: generateExisting admits it
+	// whichever second each was created in.
 	tb.trigger("a", "ks-gen", "a1")
-	tb.applyPolicy(derivedPolicy("ks-gen", "ks-gen", "out", "one", true, false))
+	tb.applyPolicy(generatingExisting(derivedPolicy("ks-gen", "ks-gen", "out", "one", true, false)))
 	t.Cleanup(func() { tb.deletePolicy("ks-gen") })
 	poll(t, "Reconciling on the policy whose objects are being written", func(ctx context.Context) (bool, error) {
 		u, err := dynamic.NewForConfigOrDie(cfg).Resource(apiv1.GeneratingPolicies).Get(ctx, "ks-gen", metav1.GetOptions{})
