@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -12,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -292,4 +294,39 @@ func (p *proxy) kubeconfig(dir string) (string, error) {
 	cfg.CurrentContext = "proxy"
 	path := filepath.Join(dir, "kubeconfig-proxy")
 	return path, clientcmd.WriteToFile(*cfg, path)
+}
+
+// logWatch reads a process's log as it grows, for a line that holds a
+// message.
+type logWatch struct {
+	path, message string
+	offset        int64
+	tail          []byte // an unfinished line, read again with what follows
+}
+
+func newLogWatch(path, message string) *logWatch {
+	w := &logWatch{path: path, message: message}
+	if fi, err := os.Stat(path); err == nil {
+		w.offset = fi.Size() // only lines written from now on
+	}
+	return w
+}
+
+// seen reports whether a line written since the watch began holds the
+// message.
+func (w *logWatch) seen() bool {
+	f, err := os.Open(w.path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	buf, err := io.ReadAll(io.NewSectionReader(f, w.offset, 1<<40))
+	if err != nil {
+		return false
+	}
+	w.offset += int64(len(buf))
+	buf = append(w.tail, buf...)
+	end := bytes.LastIndexByte(buf, '\n') + 1
+	w.tail = slices.Clone(buf[end:])
+	return bytes.Contains(buf[:end], []byte(w.message))
 }

@@ -190,7 +190,8 @@ func (b *bench) noopRestart(ctx context.Context, c *cluster, dir string) error {
 	// A scheduled full resync follows the restart (measured below); drift
 	// repair on this process may see one too.
 	args := append(b.sproutArgs(), "--resync-schedule", fmt.Sprintf("@every %ds", resyncEvery))
-	p, err := startSprout(b.sprout, kc, filepath.Join(dir, "sprout-restart.log"), args...)
+	logPath := filepath.Join(dir, "sprout-restart.log")
+	p, err := startSprout(b.sprout, kc, logPath, args...)
 	if err != nil {
 		return err
 	}
@@ -209,12 +210,26 @@ func (b *bench) noopRestart(ctx context.Context, c *cluster, dir string) error {
 	if !done {
 		return fmt.Errorf("sprout did not account for %d objects within %s after a restart", n, b.timeout)
 	}
-	// The next scheduled resync: the CPU from now until its sync ended
-	// (idle time before it included), and its writes.
+	// The next scheduled resync: the CPU from when it began until its sync
+	// ended, and the writes from now until then. Its beginning is its log
+	// line, read from the log file: scraping /metrics at 20 Hz through the
+	// seconds before it would count the bench's own scrapes as Sprout's.
 	syncs := func() float64 { return p.metricSum(ctx, "sprout_reconcile_duration_seconds_count{") }
-	before, cpu, writes, reviews, owed := syncs(), p.cpuSeconds(), px.writes.Load(), px.reviews.Load(), px.firstReports.Load()
+	before, writes, reviews, owed := syncs(), px.writes.Load(), px.reviews.Load(), px.firstReports.Load()
+	cpu, began := p.cpuSeconds(), newLogWatch(logPath, "resync: recomputing every policy")
+	if !pollUntil(3*resyncEvery*time.Second, func() bool {
+		// Read before the log: a line not there yet began after it.
+		now := p.cpuSeconds()
+		if began.seen() {
+			return true
+		}
+		cpu = now
+		return false
+	}) {
+		return fmt.Errorf("no scheduled resync began within %ds (log: %s)", 3*resyncEvery, logPath)
+	}
 	if !pollUntil(3*resyncEvery*time.Second, func() bool { return syncs() > before }) {
-		return fmt.Errorf("no scheduled resync within %ds", 3*resyncEvery)
+		return fmt.Errorf("no scheduled resync ended within %ds", 3*resyncEvery)
 	}
 	r.ResyncCPUSeconds, r.ResyncWrites, r.ResyncOwedReports = p.cpuSeconds()-cpu, px.writes.Load()-writes, px.firstReports.Load()-owed
 	logf("resync: %.2f CPU s, %d writes (and %d access reviews, %d reports owed)", r.ResyncCPUSeconds, r.ResyncWrites, px.reviews.Load()-reviews, r.ResyncOwedReports)
