@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -21,6 +20,7 @@ import (
 	sproutv1alpha1 "github.com/sprout-gitops/sprout/api/sprout/v1alpha1"
 	"github.com/sprout-gitops/sprout/internal/controlplane"
 
+	"github.com/sprout-gitops/sprout/internal/syncbuf"
 	"github.com/sprout-gitops/sprout/reconcile"
 )
 
@@ -115,10 +115,15 @@ func runUntilSyncedWith(t *testing.T, config *rest.Config, edit func(*reconcile.
 	t.Helper()
 	synced := make(chan string, 100)
 	opts := reconcile.DefaultOptions()
-	opts.Logger = slog.New(slog.DiscardHandler)
-	if os.Getenv("SPROUT_TEST_LOG") != "" {
-		opts.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
-	}
+	// Kept in memory, shown if the test fails: a failure that needs the
+	// timing of a CI run is told by its own log.
+	logs := &syncbuf.Buffer{}
+	opts.Logger = slog.New(slog.NewTextHandler(logs, nil))
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("the log of a controller run until %v synced:\n%s", policies, logs.String())
+		}
+	})
 	if edit != nil {
 		edit(&opts)
 	}
