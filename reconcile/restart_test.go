@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -376,6 +377,46 @@ func TestTriggerRecreatedUnderItsName(t *testing.T) {
 	c, err := policyCondition(context.Background(), "recreated")
 	if err != nil || c == nil || c.Status != metav1.ConditionTrue {
 		t.Errorf("policy not Ready: %+v %v", c, err)
+	}
+}
+
+// TestTakenOverDownstreamOutlivesItsOwnUpdate: the downstream a recreated
+// trigger took over changes hands in the cache too, and that update syncs
+// the policy again, the old trigger's UID among those it looks at. That
+// sync keeps the downstream: the old trigger claimed it, the new one wants
+// it.
+func TestTakenOverDownstreamOutlivesItsOwnUpdate(t *testing.T) {
+	tb := newTable(t, "taken-over")
+	tb.applyPolicy(derivedPolicy("taken-over", "taken-over", "out", "one", true, false))
+	t.Cleanup(func() { tb.deletePolicy("taken-over") })
+	tb.trigger("a", "taken-over", "v1")
+	runUntilSynced(t, cfg, "GeneratingPolicy/taken-over")
+	tb.delete("a")
+	tb.trigger("a", "taken-over", "v2")
+	trigger, err := tb.kube.CoreV1().ConfigMaps("taken-over").Get(context.Background(), "a", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, c := runController(t, nil)
+	poll(t, "the downstream taken over (or gone), its last version cached, the controller idle", func(ctx context.Context) (bool, error) {
+		out, err := tb.kube.CoreV1().ConfigMaps("taken-over").Get(ctx, "a-out", metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			return c.Idle(), nil
+		case err != nil:
+			return false, err
+		case out.Labels["generate.kyverno.io/trigger-uid"] != string(trigger.UID):
+			return false, nil
+		}
+		for _, v := range c.CachedVersions(corev1.SchemeGroupVersion.WithResource("configmaps"), "taken-over")["a-out"] {
+			if v != out.ResourceVersion {
+				return false, nil
+			}
+		}
+		return c.Idle(), nil
+	})
+	if tb.get("a-out") == nil {
+		t.Fatal("the downstream taken over by the recreated trigger was pruned by a sync that followed")
 	}
 }
 
