@@ -351,22 +351,8 @@ func TestLargeRecordsAreSharded(t *testing.T) {
 // and created again (a new UID) is taken over by the new trigger, not
 // reported as someone else's forever.
 func TestTriggerRecreatedUnderItsName(t *testing.T) {
-	tb := newTable(t, "recreated")
-	tb.applyPolicy(derivedPolicy("recreated", "recreated", "out", "one", true, false))
-	t.Cleanup(func() { tb.deletePolicy("recreated") })
-	tb.trigger("a", "recreated", "v1")
+	tb, trigger := recreatedWhileStopped(t, "recreated")
 	runUntilSynced(t, cfg, "GeneratingPolicy/recreated")
-	before := tb.get("a-out")
-	if before == nil {
-		t.Fatal("no downstream")
-	}
-	tb.delete("a")
-	tb.trigger("a", "recreated", "v2")
-	runUntilSynced(t, cfg, "GeneratingPolicy/recreated")
-	trigger, err := tb.kube.CoreV1().ConfigMaps("recreated").Get(context.Background(), "a", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	after := tb.get("a-out")
 	if after == nil {
 		t.Fatal("the downstream is gone after the trigger was created again")
@@ -386,17 +372,7 @@ func TestTriggerRecreatedUnderItsName(t *testing.T) {
 // sync keeps the downstream: the old trigger claimed it, the new one wants
 // it.
 func TestTakenOverDownstreamOutlivesItsOwnUpdate(t *testing.T) {
-	tb := newTable(t, "taken-over")
-	tb.applyPolicy(derivedPolicy("taken-over", "taken-over", "out", "one", true, false))
-	t.Cleanup(func() { tb.deletePolicy("taken-over") })
-	tb.trigger("a", "taken-over", "v1")
-	runUntilSynced(t, cfg, "GeneratingPolicy/taken-over")
-	tb.delete("a")
-	tb.trigger("a", "taken-over", "v2")
-	trigger, err := tb.kube.CoreV1().ConfigMaps("taken-over").Get(context.Background(), "a", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	tb, trigger := recreatedWhileStopped(t, "taken-over")
 	_, c := runController(t, nil)
 	poll(t, "the downstream taken over (or gone), its last version cached, the controller idle", func(ctx context.Context) (bool, error) {
 		out, err := tb.kube.CoreV1().ConfigMaps("taken-over").Get(ctx, "a-out", metav1.GetOptions{})
@@ -418,6 +394,29 @@ func TestTakenOverDownstreamOutlivesItsOwnUpdate(t *testing.T) {
 	if tb.get("a-out") == nil {
 		t.Fatal("the downstream taken over by the recreated trigger was pruned by a sync that followed")
 	}
+}
+
+// recreatedWhileStopped runs a synchronizing policy named name, labelled
+// app=name in Namespace name, until it generated a-out for trigger a, then,
+// with no controller running, deletes a and creates it again (v2, a new
+// UID), which it returns.
+func recreatedWhileStopped(t *testing.T, name string) (*table, *corev1.ConfigMap) {
+	t.Helper()
+	tb := newTable(t, name)
+	tb.applyPolicy(derivedPolicy(name, name, "out", "one", true, false))
+	t.Cleanup(func() { tb.deletePolicy(name) })
+	tb.trigger("a", name, "v1")
+	runUntilSynced(t, cfg, "GeneratingPolicy/"+name)
+	if tb.get("a-out") == nil {
+		t.Fatal("no downstream")
+	}
+	tb.delete("a")
+	tb.trigger("a", name, "v2")
+	trigger, err := tb.kube.CoreV1().ConfigMaps(name).Get(context.Background(), "a", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tb, trigger
 }
 
 // TestResyncWithNothingChangedWritesNothing: scheduled full recomputes run
