@@ -95,12 +95,33 @@ func TestCreatedVersionsAreCachedReleased(t *testing.T) {
 		t.Errorf("after the policy dropped b, data = %v, want only a", data)
 	}
 
-	// Pruned from what is kept of it.
+	// What is kept of the created version judges that version alone: the
+	// object changed since, and is not pruned from it.
 	cs, err = a.Prune(ctx, cluster.Decoded([]*cluster.Object{cachedCopy}))
+	if err != nil || cs.Count(Skipped) != 1 {
+		t.Fatalf("prune from the created version: %v %+v", err, cs.Changes)
+	}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(obj), full); err != nil {
+		t.Fatalf("pruned from a version it no longer has: %v", err)
+	}
+
+	// Another object, pruned from what is kept of it as created.
+	gone := generated("released", "zp", map[string]any{"a": "1"})
+	if cs, err := a.Apply(ctx, []*unstructured.Unstructured{gone.DeepCopy()}, cachedObjects{}, ApplyOptions{Synchronize: true}); err != nil || cs.Count(Created) != 1 {
+		t.Fatalf("create: %v %+v", err, cs.Changes)
+	}
+	released, err := form.FromJSON(watchedJSON(t, c, gone))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := released.Released(); !ok {
+		t.Fatal("the created version is not cached released")
+	}
+	cs, err = a.Prune(ctx, cluster.Decoded([]*cluster.Object{released}))
 	if err != nil || cs.Count(Deleted) != 1 || cs.Changes[0].TriggerUID != "uid-released" {
 		t.Fatalf("prune: %v %+v", err, cs.Changes)
 	}
-	if err := c.Get(ctx, client.ObjectKeyFromObject(obj), full); !apierrors.IsNotFound(err) {
+	if err := c.Get(ctx, client.ObjectKeyFromObject(gone), full); !apierrors.IsNotFound(err) {
 		t.Errorf("after the prune, get: %v, want NotFound", err)
 	}
 }

@@ -34,7 +34,13 @@ func (c *Controller) finalize(ctx context.Context, key policyKey, gone retired) 
 		if err != nil {
 			return err
 		}
-		changes, err := w.Prune(ctx, cluster.Decoded(inventory.Data(owned)))
+		objs := cluster.Decoded(inventory.Data(owned))
+		for _, o := range objs {
+			// Listed live, and all of it goes whatever its version: the
+			// policy that would judge a newer one is gone.
+			o.SetResourceVersion("")
+		}
+		changes, err := w.Prune(ctx, objs)
 		if changes.Written() {
 			c.log.Info("pruned after policy deletion", "policy", key.String(), "changes", changes)
 		}
