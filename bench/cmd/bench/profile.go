@@ -93,6 +93,16 @@ func (p *process) cpuProfile(ctx context.Context, seconds int, file string) (*pr
 	return summarise(raw, "cpu", file)
 }
 
+// allocsProfile summarises what sprout allocated over the next seconds
+// (the delta of two heap profiles, which pprof takes itself).
+func (p *process) allocsProfile(ctx context.Context, seconds int, file string) (*profileSummary, error) {
+	raw, err := p.fetchProfile(ctx, "allocs", fmt.Sprintf("seconds=%d", seconds), file)
+	if err != nil {
+		return nil, err
+	}
+	return summarise(raw, "alloc_space", file)
+}
+
 // summarise adds up the samples of type sample by function and by package,
 // as `go tool pprof -top -sample_index=<sample>` does.
 func summarise(raw []byte, sample, file string) (*profileSummary, error) {

@@ -297,6 +297,9 @@ type profiles struct {
 	// ScaleCPU is one taken during scenario 10's steady creation at its
 	// largest size.
 	ScaleCPU *profileSummary `json:"scaleCPU,omitempty"`
+	// ScaleAllocs is what was allocated during that CPU profile: the
+	// garbage whose collection is most of the CPU at a large heap.
+	ScaleAllocs *profileSummary `json:"scaleAllocs,omitempty"`
 	// ColdHeap and PoliciesHeap are what is in use at the end of scenarios
 	// 1 and 5, after a garbage collection; the Allocs are all that was
 	// allocated until then, the garbage that drives peak RSS and GC CPU.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -128,12 +129,18 @@ func (b *bench) scaleProfile(ctx context.Context, name string, n int, p *process
 	if name != "sprout" || n != b.ScaleSizes[len(b.ScaleSizes)-1] {
 		return func() error { return nil }
 	}
-	done := make(chan error, 1)
+	done := make(chan error, 2)
 	go func() {
 		time.Sleep(time.Duration(b.ScaleSeconds/2*float64(time.Second)) - time.Duration(b.CPUProfileSeconds)*time.Second/2)
+		allocs := make(chan error, 1)
+		go func() {
+			s, err := p.allocsProfile(ctx, b.CPUProfileSeconds, filepath.Join(dir, "scale-allocs.pprof"))
+			b.res.Profiles.ScaleAllocs = s
+			allocs <- err
+		}()
 		s, err := p.cpuProfile(ctx, b.CPUProfileSeconds, filepath.Join(dir, "scale-cpu.pprof"))
 		b.res.Profiles.ScaleCPU = s
-		done <- err
+		done <- errors.Join(err, <-allocs)
 	}()
 	return func() error { return <-done }
 }
