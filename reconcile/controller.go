@@ -248,6 +248,9 @@ type Controller struct {
 	rebuilds     rebuilds
 	selfTriggers selfTriggers
 	own          ownObjects
+	// confirms are the objects of policies first cached at a version not
+	// known then as created by Sprout, to look at again (confirm.go).
+	confirms firstSeen
 	// syncs can stop the syncs under way of deleted policies.
 	syncs syncs
 	// statusWrites are the statuses last written that the cache lags.

@@ -95,14 +95,6 @@ func parsePolicyKey(s string) (policyKey, bool) {
 	return policyKey{}, false
 }
 
-// confirmAfter is how long after an object it created shows up in the cache
-// a policy syncs again. Objects settled at their create are looked up by
-// that sync: a cached copy of the version created is adopted, and one of
-// another version (changed before the cache first showed it: an edit in a
-// relist's gap, with no update event) is compared in full. The objects of
-// a burst of creates are looked up by one sync.
-const confirmAfter = time.Second
-
 // generatedSelector selects the objects Sprout generated.
 const generatedSelector = sproutv1alpha1.LabelManagedBy + "=" + sproutv1alpha1.ManagedBy
 
@@ -134,7 +126,7 @@ func (c *Controller) ensureDownstreamInformers(gvrs sets.Set[schema.GroupVersion
 			AddFunc: func(obj any, isInInitialList bool) {
 				ti.objects.Add(1)
 				if key, ok := ownerOf(obj); ok && !isInInitialList {
-					c.queueGenerated(key, obj, confirmAfter)
+					c.confirmLater(inf.GetStore(), key, obj)
 				}
 			},
 			UpdateFunc: func(old, obj any) {

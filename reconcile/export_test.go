@@ -2,6 +2,7 @@ package reconcile
 
 import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/sprout-gitops/sprout/cluster"
 )
@@ -30,4 +31,19 @@ func (c *Controller) CachedRelease(gvr schema.GroupVersionResource, namespace, n
 	}
 	_, released = obj.(*cluster.Object).Released()
 	return true, released
+}
+
+// Dirty returns the triggers of policy (Kind/name or Kind/namespace/name)
+// that events marked changed since its last sync.
+func (c *Controller) Dirty(policy string) []types.UID {
+	key, _ := parsePolicyKey(policy)
+	c.queue.dirty.mu.Lock()
+	defer c.queue.dirty.mu.Unlock()
+	var out []types.UID
+	if p := c.queue.dirty.m[key]; p != nil {
+		for uid := range p.triggers {
+			out = append(out, uid)
+		}
+	}
+	return out
 }

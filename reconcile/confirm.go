@@ -1,0 +1,82 @@
+package reconcile
+
+import (
+	"sync"
+	"time"
+
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/sprout-gitops/sprout/cluster"
+)
+
+// confirmAfter is how long after an object of a policy first shows up in
+// a cache it is looked at again. By then the answer of the create that
+// made it has come too, whichever of the two came first: a version Sprout
+// created as desired is cached released (cluster.CreatedVersions), and the
+// next sync of its trigger adopts it (inventory.Settled.Holds) with no
+// sync of its own. Any other version (changed before the cache first
+// showed it, an edit in a relist's gap with no update event, or another
+// writer's) syncs its policy for its trigger, which compares it in full.
+// Queueing every created object for a sync instead made a cold generation
+// of more triggers than a policy marks one by one (maxDirty) end with a
+// second full sync of all of them.
+const confirmAfter = time.Second
+
+// firstSeen holds the objects first cached since the last look, which one
+// timer looks at together.
+type firstSeen struct {
+	mu      sync.Mutex
+	objects []firstSighting
+	armed   bool
+}
+
+type firstSighting struct {
+	store cache.Store
+	key   policyKey
+	obj   *cluster.Object
+}
+
+// confirmLater looks at obj, an object of the policy key that store has
+// just cached, after confirmAfter.
+func (c *Controller) confirmLater(store cache.Store, key policyKey, obj any) {
+	o, ok := obj.(*cluster.Object)
+	if !ok {
+		c.queueGenerated(key, obj, confirmAfter)
+		return
+	}
+	c.confirms.mu.Lock()
+	defer c.confirms.mu.Unlock()
+	c.confirms.objects = append(c.confirms.objects, firstSighting{store: store, key: key, obj: o})
+	if !c.confirms.armed {
+		c.confirms.armed = true
+		time.AfterFunc(confirmAfter, c.confirm)
+	}
+}
+
+// confirm queues the policies of the objects first seen that are not a
+// version Sprout created as desired and are still cached as first seen:
+// one changed or deleted since had its own event, which queued its policy.
+func (c *Controller) confirm() {
+	c.confirms.mu.Lock()
+	seen := c.confirms.objects
+	c.confirms.objects, c.confirms.armed = nil, false
+	c.confirms.mu.Unlock()
+	for _, s := range seen {
+		cur, ok, err := s.store.Get(s.obj)
+		o, _ := cur.(*cluster.Object)
+		if err != nil || !ok || o == nil || o.GetResourceVersion() != s.obj.GetResourceVersion() {
+			continue
+		}
+		if createdAsDesired(s.obj) || createdAsDesired(o) {
+			continue // a relist may have cached the version again
+		}
+		c.queueGenerated(s.key, s.obj, 0)
+	}
+}
+
+// createdAsDesired reports whether o is a version a create of Sprout's
+// made as desired, which the cache keeps released.
+func createdAsDesired(o *cluster.Object) bool {
+	_, released := o.Released()
+	return released
+}
