@@ -231,10 +231,10 @@ func (o *Object) Left(next *Object) bool {
 	return next == nil || !next.intact || next.owner != o.owner || next.triggerUID != o.triggerUID
 }
 
-// GetObjectMeta serves the informer's key functions (meta.Accessor).
-func (o *Object) GetObjectMeta() metav1.Object {
-	return &metav1.ObjectMeta{Namespace: o.namespace, Name: o.name, UID: o.uid, ResourceVersion: o.resourceVersion}
-}
+// GetObjectMeta serves the informer's key functions (meta.Accessor), which
+// call it several times for every event: the view it returns is o itself,
+// so a call allocates nothing.
+func (o *Object) GetObjectMeta() metav1.Object { return (*metaView)(o) }
 
 // GetObjectKind serves runtime.Object: a watch event carries an Object.
 func (o *Object) GetObjectKind() schema.ObjectKind { return fixedKind{o.kind.Value()} }

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
@@ -393,4 +394,31 @@ func runtimeConvert(obj *unstructured.Unstructured, typed k8sruntime.Object) err
 	}
 	typed.GetObjectKind().SetGroupVersionKind(obj.GroupVersionKind())
 	return nil
+}
+
+// The informers ask every event's key through meta.Accessor, several times
+// over: it must answer from the Object without allocating.
+func TestKeysOfAnObjectAllocateNothing(t *testing.T) {
+	raw, err := json.Marshal(generatedConfigMap().Object)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, err := Generated(nil).FromJSON(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := meta.Accessor(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.GetNamespace() != "team-00000" || m.GetName() != "zk-00000" || m.GetUID() != o.GetUID() || m.GetResourceVersion() != o.GetResourceVersion() {
+		t.Errorf("meta.Accessor gives %s/%s %s %s, want the Object's", m.GetNamespace(), m.GetName(), m.GetUID(), m.GetResourceVersion())
+	}
+	if n := testing.AllocsPerRun(100, func() {
+		if _, err := meta.Accessor(o); err != nil {
+			t.Fatal(err)
+		}
+	}); n != 0 {
+		t.Errorf("meta.Accessor allocates %v times, want 0", n)
+	}
 }
