@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -190,4 +191,65 @@ func TestCreatedVersionsArePairedWithTheirEvents(t *testing.T) {
 	created.Created(obj, "11")
 	o, err = Generated(nil).FromJSON(raw)
 	check("a cache that pairs nothing", o, err, false)
+}
+
+// A version created and not cached yet is invisible to a sync that reads
+// the cache. Once a later sync of its policy has looked for its trigger's
+// objects (Overlook), the version is cached unreleased, so that its
+// trigger is looked at again; a version of another policy or trigger, or
+// made after that sync began, is released as before.
+func TestOverlookedVersionsAreCachedUnreleased(t *testing.T) {
+	version := func(rv, policy, trigger string) (*unstructured.Unstructured, []byte, *corev1.ConfigMap) {
+		t.Helper()
+		obj := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "v1", "kind": "ConfigMap",
+			"metadata": map[string]any{"name": "zk-" + rv, "namespace": "team-red", "resourceVersion": rv,
+				"labels":      map[string]any{sproutv1alpha1.LabelTriggerUID: trigger},
+				"annotations": map[string]any{sproutv1alpha1.AnnotationApplied: stamp, sproutv1alpha1.AnnotationPolicy: policy}},
+			"data": map[string]any{"a": "1"},
+		}}
+		raw, err := obj.MarshalJSON()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cm := &corev1.ConfigMap{}
+		if err := runtimeConvert(obj, cm); err != nil {
+			t.Fatal(err)
+		}
+		return obj, raw, cm
+	}
+	created := new(CreatedVersions)
+	form := Generated(created)
+	made := map[string][]byte{}
+	typed := map[string]*corev1.ConfigMap{}
+	for _, v := range []struct{ rv, policy, trigger string }{
+		{"1", "GeneratingPolicy/zk", "t1"}, {"2", "GeneratingPolicy/zk", "t1"}, {"3", "GeneratingPolicy/zk", "t2"},
+		{"4", "GeneratingPolicy/other", "t1"},
+	} {
+		obj, raw, cm := version(v.rv, v.policy, v.trigger)
+		created.Created(obj, v.rv)
+		made[v.rv], typed[v.rv] = raw, cm
+	}
+	since := time.Now()
+	obj, raw, _ := version("5", "GeneratingPolicy/zk", "t1")
+	created.Created(obj, "5")
+	made["5"] = raw
+	created.Overlook("GeneratingPolicy/zk", func(uid string) bool { return uid == "t1" }, since)
+
+	for rv, released := range map[string]bool{"1": false, "3": true, "4": true, "5": true} {
+		o, err := form.FromJSON(made[rv])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := o.Released(); ok != released {
+			t.Errorf("version %s: released %v, want %v", rv, ok, released)
+		}
+	}
+	o, err := form.fromTyped(typed["2"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := o.Released(); ok || o.body.Load().content == nil {
+		t.Errorf("version 2, overlooked, from protobuf: released %v; want it cached whole", ok)
+	}
 }

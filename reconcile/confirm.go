@@ -15,8 +15,11 @@ import (
 // created as desired is cached released (cluster.CreatedVersions), and the
 // next sync of its trigger adopts it (inventory.Settled.Holds) with no
 // sync of its own. Any other version (changed before the cache first
-// showed it, an edit in a relist's gap with no update event, or another
-// writer's) syncs its policy for its trigger, which compares it in full.
+// showed it, an edit in a relist's gap with no update event, another
+// writer's, or one a later sync of its policy looked for before it was
+// cached, which cluster.CreatedVersions.Overlook keeps unreleased) syncs
+// its policy for its trigger, which compares it in full and prunes it if
+// it is no longer wanted.
 // Queueing every created object for a sync instead made a cold generation
 // of more triggers than a policy marks one by one (maxDirty) end with a
 // second full sync of all of them.

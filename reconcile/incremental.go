@@ -335,6 +335,7 @@ func (c *Controller) pruneDirty(ctx context.Context, run *syncRun, w writer, g *
 		}
 	}
 	c.retainClaims(run.key, g.changes, uids)
+	c.created.Overlook(run.key.String(), uids.Has, run.start)
 	owned, err := c.ownedBy(run.key, prunable)
 	if err != nil {
 		return inventory.ChangeSet{}, err

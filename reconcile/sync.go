@@ -208,6 +208,9 @@ func (c *Controller) pruneUnwanted(ctx context.Context, run *syncRun, w writer, 
 	var pruneErr error
 	if complete := c.complete(run.key, g); complete && run.cp.policy.PolicySpec().Synchronize() {
 		c.retainClaims(run.key, changes, nil)
+		// What an earlier sync created that the cache does not show yet
+		// cannot be pruned now: it is looked at once it is cached.
+		c.created.Overlook(run.key.String(), nil, run.start)
 		var pruned inventory.ChangeSet
 		pruned, pruneErr = c.prune(ctx, w, run.key, run.cp, g.held())
 		changes.Changes = append(changes.Changes, pruned.Changes...)
