@@ -323,7 +323,7 @@ func New(cfg *rest.Config, opts Options) (*Controller, error) {
 		sourceStates:  sourceStates{checks: map[string]sources.Status{}, live: map[string]*sproutv1alpha1.PolicySource{}},
 		broadcaster:   broadcaster,
 		eventSink:     kube.CoreV1().Events(""),
-		events:        broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "sprout"}),
+		events:        newSparingRecorder(broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "sprout"})),
 		metrics:       m,
 		policies:      map[policyKey]*compiledPolicy{},
 		informer:      map[watchKey]*triggerInformer{},
