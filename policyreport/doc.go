@@ -9,8 +9,9 @@
 // The reconciler hands results over as its evaluations give them (Writer.Set)
 // and goes on: a Writer keeps the latest result of each policy for each
 // trigger and writes the reports whose results changed from a queue of its
-// own, coalescing per trigger and bounded in rate, so that reports never
-// slow generation. It writes only the results it changed, over the report
+// own, coalescing per trigger, bounded in rate and held back while the
+// controller generates (Options.Yield), so that reports never slow
+// generation. It writes only the results it changed, over the report
 // as the server holds it, so that writers of disjoint policies (shards)
 // share a trigger's report.
 package policyreport

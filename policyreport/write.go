@@ -39,6 +39,9 @@ func (w *Writer) write(ctx context.Context, uid types.UID) error {
 			return nil // nothing left to write, or its trigger is gone
 		}
 		t = s.trigger
+		if w.opts.Yield != nil {
+			w.opts.Yield(ctx)
+		}
 		if err := w.limiter.Wait(ctx); err != nil {
 			return err
 		}

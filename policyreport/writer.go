@@ -32,6 +32,10 @@ type Options struct {
 	// Workers is how many reports are written at once.
 	Workers int
 	Logger  *slog.Logger
+	// Yield, when set, is called before each write and may hold it back:
+	// the controller holds report writes while it generates, so that they
+	// take nothing from the API server a generation is waiting on.
+	Yield func(context.Context)
 }
 
 // DefaultOptions are `sprout run`'s.

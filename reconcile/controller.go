@@ -337,7 +337,7 @@ func New(cfg *rest.Config, opts Options) (*Controller, error) {
 	if opts.GlobalContext != nil {
 		opts.GlobalContext.Notify(c.entryChanged)
 	}
-	if c.policyReports, err = newPolicyReports(cfg, opts); err != nil {
+	if c.policyReports, err = newPolicyReports(cfg, opts, func(ctx context.Context) { c.syncs.quiet(ctx, reportsYield) }); err != nil {
 		return nil, err
 	}
 	c.reporter = liveReporter{c}

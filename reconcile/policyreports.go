@@ -1,6 +1,8 @@
 package reconcile
 
 import (
+	"context"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -12,13 +14,14 @@ import (
 // newPolicyReports returns the writer of the controller's PolicyReports, or
 // nil when they are off or the controller only plans. It writes with a
 // client of its own, so that its writes never take from the rate limit of
-// the generated objects'.
-func newPolicyReports(cfg *rest.Config, opts Options) (*policyreport.Writer, error) {
+// the generated objects', and between syncs (yield).
+func newPolicyReports(cfg *rest.Config, opts Options, yield func(context.Context)) (*policyreport.Writer, error) {
 	if opts.PolicyReports == nil || opts.DryRun {
 		return nil, nil
 	}
 	o := *opts.PolicyReports
 	o.Logger = opts.Logger
+	o.Yield = yield
 	return policyreport.NewWriter(cfg, o)
 }
 

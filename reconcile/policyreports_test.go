@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/sprout-gitops/sprout/deploy"
@@ -309,4 +310,53 @@ func restartWritesNoUnchangedReport(t *testing.T, ns string, opts reconcile.Opti
 		t.Errorf("the restarted controller rewrote an unchanged report: resourceVersion %s, then %s",
 			before.GetResourceVersion(), after.GetResourceVersion())
 	}
+}
+
+// A report write waits for Options.Yield, which the controller holds while
+// a sync is under way: nothing reaches the API server before it returns.
+func TestReportWritesWaitForTheirYield(t *testing.T) {
+	installReportCRDs(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ns := "yield-reports"
+	createNamespace(t, ns, nil)
+	cm, err := kubernetes.NewForConfigOrDie(cfg).CoreV1().ConfigMaps(ns).Create(ctx,
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "trigger"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	yielding, release := make(chan struct{}, 1), make(chan struct{})
+	w, err := policyreport.NewWriter(cfg, policyreport.Options{Yield: func(ctx context.Context) {
+		select {
+		case yielding <- struct{}{}:
+		default:
+		}
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Load(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		w.Run(ctx)
+	}()
+	defer func() { cancel(); <-done }()
+	policy := &metav1.ObjectMeta{Name: "yielding"}
+	w.Set(policyreport.Trigger{APIVersion: "v1", Kind: "ConfigMap", Namespace: ns, Name: cm.Name, UID: cm.UID},
+		"yielding", policyreport.Pass(policy, nil, nil))
+	select {
+	case <-yielding:
+	case <-time.After(time.Minute):
+		t.Fatal("no write asked its yield in a minute")
+	}
+	if _, err := reportClient(ns).Get(ctx, string(cm.UID), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("the report was written before its yield returned (%v)", err)
+	}
+	close(release)
+	waitReport(t, ns, cm.UID, func(*unstructured.Unstructured) bool { return true })
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -23,25 +24,70 @@ import (
 type syncs struct {
 	mu     sync.Mutex
 	cancel map[policyKey]context.CancelFunc
+	// idle is closed when the last sync under way ends.
+	idle chan struct{}
+}
+
+// reportsYield is the longest a report write waits for the syncs under
+// way to end: a controller that is never idle still writes its reports.
+const reportsYield = 5 * time.Second
+
+// quiet returns once no sync is under way, after longest at most, or when
+// ctx ends. PolicyReports are written between syncs: a cold generation's
+// creates do not share the API server with them.
+func (s *syncs) quiet(ctx context.Context, longest time.Duration) {
+	s.mu.Lock()
+	idle := s.idle
+	s.mu.Unlock()
+	if idle == nil {
+		return
+	}
+	t := time.NewTimer(longest)
+	defer t.Stop()
+	select {
+	case <-idle:
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}
+
+// started notes a sync of key under way, cancelled by cancel.
+func (s *syncs) started(key policyKey, cancel context.CancelFunc) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cancel == nil {
+		s.cancel = map[policyKey]context.CancelFunc{}
+	}
+	if len(s.cancel) == 0 {
+		s.idle = make(chan struct{})
+	}
+	s.cancel[key] = cancel
+}
+
+// ended notes the end of the sync of key.
+func (s *syncs) ended(key policyKey) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.cancel[key]; !ok {
+		return
+	}
+	delete(s.cancel, key)
+	if len(s.cancel) == 0 {
+		close(s.idle)
+		s.idle = nil
+	}
 }
 
 // begin returns the context of a sync of cp's policy, cancelled when the
 // policy is deleted, and the function that ends it.
 func (c *Controller) beginSync(ctx context.Context, key policyKey, cp *compiledPolicy) (context.Context, func()) {
 	ctx, cancel := context.WithCancel(ctx)
-	c.syncs.mu.Lock()
-	if c.syncs.cancel == nil {
-		c.syncs.cancel = map[policyKey]context.CancelFunc{}
-	}
-	c.syncs.cancel[key] = cancel
-	c.syncs.mu.Unlock()
+	c.syncs.started(key, cancel)
 	if !c.running(key, cp) {
 		cancel() // deleted between the read of the policy and now
 	}
 	return ctx, func() {
-		c.syncs.mu.Lock()
-		delete(c.syncs.cancel, key)
-		c.syncs.mu.Unlock()
+		c.syncs.ended(key)
 		cancel()
 	}
 }
