@@ -28,10 +28,22 @@ type retired struct {
 // read from its cache and written only when what they hold changed.
 func (c *Controller) startRecords(ctx context.Context) cache.DoneChecker {
 	inf := dynamicinformer.NewFilteredDynamicInformer(c.dynamic, sproutv1alpha1.PolicyInventories, metav1.NamespaceAll, 0, cache.Indexers{}, nil).Informer()
+	// Nothing reads a record's managed fields, and each read copies the
+	// record: a sync reads its policy's twice.
+	_ = inf.SetTransform(withoutManagedFields)
 	c.records = inventory.NewRecords(c.dynamic, inf.GetStore(), c.opts.RecordShardSize)
 	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{DeleteFunc: c.recordDeleted})
 	go inf.RunWithContext(ctx)
 	return inf.HasSyncedChecker()
+}
+
+// withoutManagedFields drops an object's managed fields before a cache
+// keeps it.
+func withoutManagedFields(obj any) (any, error) {
+	if m, err := meta.Accessor(obj); err == nil {
+		m.SetManagedFields(nil)
+	}
+	return obj, nil
 }
 
 func refOf(key policyKey) sproutv1alpha1.PolicyReference {
