@@ -111,6 +111,15 @@ type Result struct {
 	Reproducible bool
 }
 
+// timeLimitExceeded is the cause of an evaluation's context past its time
+// limit. It is made for every evaluation, so its message is only formatted
+// when read.
+type timeLimitExceeded time.Duration
+
+func (t timeLimitExceeded) Error() string {
+	return fmt.Sprintf("evaluation took longer than its time limit of %s", time.Duration(t))
+}
+
 // Evaluate runs the policy against one trigger: matchConditions first, then
 // every generate entry, with variables evaluated lazily on first use. Errors
 // name the failing expression's field path.
@@ -124,7 +133,7 @@ func (p *Program) Evaluate(ctx context.Context, in Input) (Result, error) {
 	}
 	// CEL checks the context every 100 steps of a comprehension
 	// (InterruptCheckFrequency) and reads check it too.
-	ctx, cancel := context.WithTimeoutCause(ctx, timeout, fmt.Errorf("evaluation took longer than its time limit of %s", timeout))
+	ctx, cancel := context.WithTimeoutCause(ctx, timeout, timeLimitExceeded(timeout))
 	defer cancel()
 	rd := &reads{ctx: ctx, reader: in.Reader, namespace: p.namespace}
 	gen := &generation{namespace: p.namespace, reads: rd, scopes: in.Scopes, budget: evaluationBudget{cancel: cancel}}
