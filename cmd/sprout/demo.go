@@ -81,7 +81,7 @@ With --once the demo stops by itself once the scenario's expected objects exist
 			if err != nil {
 				return err
 			}
-			klog.SetSlogLogger(log)
+			klog.SetSlogLogger(clientLogger(log))
 			return runDemo(cmd.Context(), cmd.OutOrStdout(), log, o)
 		},
 	}

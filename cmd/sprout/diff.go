@@ -98,7 +98,7 @@ func runDiff(cmd *cobra.Command, g *globalFlags, o diffOptions, names []string) 
 	if err != nil {
 		return err
 	}
-	klog.SetSlogLogger(log)
+	klog.SetSlogLogger(clientLogger(log))
 	if o.output != "diff" && o.output != "table" && o.output != "yaml" && o.output != "json" {
 		return fmt.Errorf("-o %q: want diff, table, yaml or json", o.output)
 	}

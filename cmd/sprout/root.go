@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -108,4 +109,49 @@ func (g *globalFlags) logger(w io.Writer) (*slog.Logger, error) {
 		return slog.New(slog.NewJSONHandler(w, opts)), nil
 	}
 	return nil, fmt.Errorf("--log-format: %q is neither text nor json", g.logFormat)
+}
+
+// clientLogger is log for client-go's own messages (klog). client-go logs
+// at Error a response it could not read because its request's context was
+// cancelled; Sprout cancels requests itself when it stops, or stops the
+// sync of a deleted policy, so those are told at Info.
+func clientLogger(log *slog.Logger) *slog.Logger {
+	return slog.New(cancelledNotError{log.Handler()})
+}
+
+type cancelledNotError struct{ slog.Handler }
+
+func (h cancelledNotError) Handle(ctx context.Context, r slog.Record) error {
+	if r.Level >= slog.LevelError && cancelled(r) {
+		info := slog.NewRecord(r.Time, slog.LevelInfo, r.Message, r.PC)
+		r.Attrs(func(a slog.Attr) bool {
+			info.AddAttrs(a)
+			return true
+		})
+		r = info
+		if !h.Enabled(ctx, r.Level) {
+			return nil
+		}
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h cancelledNotError) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return cancelledNotError{h.Handler.WithAttrs(attrs)}
+}
+
+func (h cancelledNotError) WithGroup(name string) slog.Handler {
+	return cancelledNotError{h.Handler.WithGroup(name)}
+}
+
+// cancelled reports whether r carries an error that is a cancelled context.
+func cancelled(r slog.Record) bool {
+	found := false
+	r.Attrs(func(a slog.Attr) bool {
+		if err, ok := a.Value.Any().(error); ok && errors.Is(err, context.Canceled) {
+			found = true
+		}
+		return !found
+	})
+	return found
 }

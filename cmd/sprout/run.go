@@ -136,7 +136,7 @@ func runController(ctx context.Context, g *globalFlags, opts reconcile.Options, 
 	if err != nil {
 		return err
 	}
-	klog.SetSlogLogger(log)
+	klog.SetSlogLogger(clientLogger(log))
 	if err := validateRunFlags(&opts, ro); err != nil {
 		return err
 	}
