@@ -230,6 +230,9 @@ func (c *Controller) syncIncremental(ctx, outer context.Context, run *syncRun) (
 	}
 	c.guard.remember(run.key, g.verdicts, false)
 	changes, pruneErr := c.pruneDirty(ctx, run, w, g, dirty)
+	if stopping(outer) {
+		return true, nil
+	}
 	changes.Changes = append(g.changes.Changes, changes.Changes...)
 	if len(g.skipped) > 0 {
 		// The triggers an exception skipped among those evaluated again,

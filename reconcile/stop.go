@@ -20,6 +20,11 @@ import (
 // under way (Applier.Apply starts no object once its context ends), and
 // the policy's last sync, queued by the deletion, prunes what it wrote.
 
+// stopping reports whether Sprout is stopping (outer is the controller's
+// context): a sync it interrupted reports nothing, for a request it
+// cancelled is no failure of the policy's, and the next start syncs again.
+func stopping(outer context.Context) bool { return outer.Err() != nil }
+
 // syncs holds the cancel functions of the syncs under way, by policy.
 type syncs struct {
 	mu     sync.Mutex

@@ -107,6 +107,9 @@ func (c *Controller) syncFull(ctx, outer context.Context, run *syncRun) error {
 	}
 	c.applied(run, g)
 	changes, pruneErr := c.pruneUnwanted(ctx, run, w, g)
+	if stopping(outer) {
+		return nil
+	}
 	report := c.outcomeOf(ctx, run, g, changes, pruneErr)
 	recordErr := c.conclude(ctx, run, report)
 	err = errors.Join(run.matchErr, report.evalErr, g.mapErr, g.applyErr, pruneErr, recordErr)
