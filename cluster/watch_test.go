@@ -140,14 +140,7 @@ func TestCreatedVersionsArePairedWithTheirEvents(t *testing.T) {
 				"annotations": map[string]any{sproutv1alpha1.AnnotationApplied: stamp}},
 			"data": map[string]any{"a": "1"},
 		}}
-		raw, err := obj.MarshalJSON()
-		if err != nil {
-			t.Fatal(err)
-		}
-		cm := &corev1.ConfigMap{}
-		if err := runtimeConvert(obj, cm); err != nil {
-			t.Fatal(err)
-		}
+		raw, cm := asWatched(t, obj)
 		return obj, raw, cm
 	}
 	check := func(how string, o *Object, err error, released bool) {
@@ -208,14 +201,7 @@ func TestOverlookedVersionsAreCachedUnreleased(t *testing.T) {
 				"annotations": map[string]any{sproutv1alpha1.AnnotationApplied: stamp, sproutv1alpha1.AnnotationPolicy: policy}},
 			"data": map[string]any{"a": "1"},
 		}}
-		raw, err := obj.MarshalJSON()
-		if err != nil {
-			t.Fatal(err)
-		}
-		cm := &corev1.ConfigMap{}
-		if err := runtimeConvert(obj, cm); err != nil {
-			t.Fatal(err)
-		}
+		raw, cm := asWatched(t, obj)
 		return obj, raw, cm
 	}
 	created := new(CreatedVersions)
@@ -252,4 +238,19 @@ func TestOverlookedVersionsAreCachedUnreleased(t *testing.T) {
 	if _, ok := o.Released(); ok || o.body.Load().content == nil {
 		t.Errorf("version 2, overlooked, from protobuf: released %v; want it cached whole", ok)
 	}
+}
+
+// asWatched returns a generated ConfigMap as the two watches give it: its
+// JSON and its typed object.
+func asWatched(t *testing.T, obj *unstructured.Unstructured) ([]byte, *corev1.ConfigMap) {
+	t.Helper()
+	raw, err := obj.MarshalJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm := &corev1.ConfigMap{}
+	if err := runtimeConvert(obj, cm); err != nil {
+		t.Fatal(err)
+	}
+	return raw, cm
 }
