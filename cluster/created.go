@@ -20,10 +20,14 @@ import (
 //
 // A version created and not cached yet is one a sync that reads the cache
 // cannot see. A later sync of its policy that prunes marks those of its
-// triggers it looked for (Overlook): they are cached unreleased, as any
-// version Sprout did not create is, so that their trigger is looked at
-// again once they are (reconcile's confirmation) and what that sync no
-// longer wanted is pruned then.
+// triggers it looked for (Overlook), so that their trigger is looked at
+// again once they are cached and what that sync no longer wanted is
+// pruned then. A version whose create's answer was not paired yet is
+// cached unreleased, as any version Sprout did not create is, and
+// reconcile's confirmation looks at it. One released already, on its way
+// from the watch to the cache, is reported once the cache holds it
+// (Cached): the watch decodes an event before the cache stores it, and
+// a sync may look in between.
 //
 // Every writer of Sprout's reports to the one CreatedVersions the caches
 // of generated objects read through (Generated), whoever it writes as: a
@@ -36,11 +40,22 @@ type CreatedVersions struct {
 	// not been read yet. Each has the entries of the last createdMemory
 	// and of the one before.
 	made, madeBefore       map[versionKey]*madeVersion
-	watched, watchedBefore map[versionKey]*Object
+	watched, watchedBefore map[versionKey]*watchedVersion
+	// transit are the versions released and not yet in the cache.
+	transit, transitBefore map[versionKey]*madeVersion
 	rotated                time.Time
 }
 
 type versionKey struct{ namespace, name, resourceVersion string }
+
+func keyOf(o *Object) versionKey { return versionKey{o.namespace, o.name, o.resourceVersion} }
+
+// watchedVersion is a cached copy waiting for its create's answer, and
+// whether the cache holds it yet.
+type watchedVersion struct {
+	o      *Object
+	cached bool
+}
 
 // madeVersion is a version a create made, waiting for the watch.
 type madeVersion struct {
@@ -50,7 +65,8 @@ type madeVersion struct {
 	policy, trigger string
 	at              time.Time
 	// overlooked: a sync of its policy looked for its trigger's objects
-	// after it was made and before it was cached.
+	// after it was made and before it was cached, or, in transit, released
+	// before it was cached.
 	overlooked bool
 }
 
@@ -63,7 +79,8 @@ const createdMemory = time.Minute
 func (v *CreatedVersions) rotate() {
 	if now := time.Now(); v.made == nil || now.Sub(v.rotated) > createdMemory {
 		v.madeBefore, v.made = v.made, map[versionKey]*madeVersion{}
-		v.watchedBefore, v.watched = v.watched, map[versionKey]*Object{}
+		v.watchedBefore, v.watched = v.watched, map[versionKey]*watchedVersion{}
+		v.transitBefore, v.transit = v.transit, map[versionKey]*madeVersion{}
 		v.rotated = now
 	}
 }
@@ -82,15 +99,19 @@ func (v *CreatedVersions) Created(obj *unstructured.Unstructured, resourceVersio
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	v.rotate()
-	for _, w := range []map[versionKey]*Object{v.watched, v.watchedBefore} {
-		if o, ok := w[k]; ok {
+	mv := &madeVersion{stamp: stamp, policy: str(annotations, sproutv1alpha1.AnnotationPolicy),
+		trigger: str(labels, sproutv1alpha1.LabelTriggerUID), at: time.Now()}
+	for _, w := range []map[versionKey]*watchedVersion{v.watched, v.watchedBefore} {
+		if wv, ok := w[k]; ok {
 			delete(w, k)
-			o.Release(stamp)
+			wv.o.Release(stamp)
+			if !wv.cached {
+				v.transit[k] = mv
+			}
 			return
 		}
 	}
-	v.made[k] = &madeVersion{stamp: stamp, policy: str(annotations, sproutv1alpha1.AnnotationPolicy),
-		trigger: str(labels, sproutv1alpha1.LabelTriggerUID), at: time.Now()}
+	v.made[k] = mv
 }
 
 // Overlook marks the versions of policy (an AnnotationPolicy) whose
@@ -104,7 +125,7 @@ func (v *CreatedVersions) Overlook(policy string, trigger func(string) bool, sin
 	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	for _, m := range []map[versionKey]*madeVersion{v.made, v.madeBefore} {
+	for _, m := range []map[versionKey]*madeVersion{v.made, v.madeBefore, v.transit, v.transitBefore} {
 		for _, mv := range m {
 			if mv.policy == policy && mv.at.Before(since) && (trigger == nil || trigger(mv.trigger)) {
 				mv.overlooked = true
@@ -124,7 +145,7 @@ func (v *CreatedVersions) watch(o *Object) {
 		o.Release(stamp)
 		return
 	}
-	v.watched[versionKey{o.namespace, o.name, o.resourceVersion}] = o
+	v.watched[keyOf(o)] = &watchedVersion{o: o}
 }
 
 // claim takes the stamp of o's version when a create made it and its
@@ -139,15 +160,45 @@ func (v *CreatedVersions) claim(o *Object) (string, bool) {
 }
 
 // takeMade takes the stamp of o's version when a create made it, and no
-// sync overlooked it. Called with mu held.
+// sync overlooked it: o is released, and in transit until Cached. Called
+// with mu held.
 func (v *CreatedVersions) takeMade(o *Object) (string, bool) {
-	k := versionKey{o.namespace, o.name, o.resourceVersion}
+	k := keyOf(o)
 	v.rotate()
 	for _, m := range []map[versionKey]*madeVersion{v.made, v.madeBefore} {
 		if mv, ok := m[k]; ok {
 			delete(m, k)
-			return mv.stamp, !mv.overlooked
+			if mv.overlooked {
+				return "", false
+			}
+			v.transit[k] = mv
+			return mv.stamp, true
 		}
 	}
 	return "", false
+}
+
+// Cached takes o, a version the cache has just added, and reports whether
+// it was released on its way there and a sync of its policy overlooked
+// it meanwhile: its trigger must be looked at again.
+func (v *CreatedVersions) Cached(o *Object) bool {
+	if v == nil {
+		return false
+	}
+	k := keyOf(o)
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.rotate()
+	for _, m := range []map[versionKey]*madeVersion{v.transit, v.transitBefore} {
+		if mv, ok := m[k]; ok {
+			delete(m, k)
+			return mv.overlooked
+		}
+	}
+	for _, w := range []map[versionKey]*watchedVersion{v.watched, v.watchedBefore} {
+		if wv, ok := w[k]; ok {
+			wv.cached = true
+		}
+	}
+	return false
 }

@@ -240,6 +240,78 @@ func TestOverlookedVersionsAreCachedUnreleased(t *testing.T) {
 	}
 }
 
+// A version released on its way from the watch to the cache (its create's
+// answer paired with the event before the cache stored it) is invisible
+// to a sync that looks in between, and no longer waits for anything that
+// would show it to the sync's policy again. Once the cache holds it,
+// Cached reports it when such a sync of its policy looked for its
+// trigger's objects, whichever of the answer and the event came first,
+// and only then.
+func TestReleasedVersionsOverlookedOnTheirWayAreReported(t *testing.T) {
+	version := func(rv, trigger string) (*unstructured.Unstructured, []byte) {
+		t.Helper()
+		obj := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "v1", "kind": "ConfigMap",
+			"metadata": map[string]any{"name": "zk-" + rv, "namespace": "team-red", "resourceVersion": rv,
+				"labels":      map[string]any{sproutv1alpha1.LabelTriggerUID: trigger},
+				"annotations": map[string]any{sproutv1alpha1.AnnotationApplied: stamp, sproutv1alpha1.AnnotationPolicy: "GeneratingPolicy/zk"}},
+			"data": map[string]any{"a": "1"},
+		}}
+		raw, _ := asWatched(t, obj)
+		return obj, raw
+	}
+	decode := func(form Form, raw []byte) *Object {
+		t.Helper()
+		o, err := form.FromJSON(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return o
+	}
+	created := new(CreatedVersions)
+	form := Generated(created)
+	inTransit := map[string]*Object{}
+	// 1: the answer, then the event; 2: the event, then the answer; 3: the
+	// event, cached, then the answer; 4: another trigger's.
+	obj, raw := version("1", "t1")
+	created.Created(obj, "1")
+	inTransit["1"] = decode(form, raw)
+	obj, raw = version("2", "t1")
+	inTransit["2"] = decode(form, raw)
+	created.Created(obj, "2")
+	obj, raw = version("3", "t1")
+	cachedFirst := decode(form, raw)
+	if created.Cached(cachedFirst) {
+		t.Error("version 3, cached before its answer came: reported")
+	}
+	created.Created(obj, "3")
+	obj, raw = version("4", "t2")
+	created.Created(obj, "4")
+	inTransit["4"] = decode(form, raw)
+	since := time.Now()
+	// 5: made once the sync that overlooks began.
+	obj, raw = version("5", "t1")
+	created.Created(obj, "5")
+	inTransit["5"] = decode(form, raw)
+
+	created.Overlook("GeneratingPolicy/zk", func(uid string) bool { return uid == "t1" }, since)
+	for rv, want := range map[string]bool{"1": true, "2": true, "4": false, "5": false} {
+		o := inTransit[rv]
+		if _, ok := o.Released(); !ok {
+			t.Errorf("version %s: not released", rv)
+		}
+		if got := created.Cached(o); got != want {
+			t.Errorf("version %s: reported %v once cached, want %v", rv, got, want)
+		}
+		if created.Cached(o) {
+			t.Errorf("version %s: reported twice", rv)
+		}
+	}
+	if _, ok := cachedFirst.Released(); !ok || created.Cached(cachedFirst) {
+		t.Errorf("version 3, cached before its answer came: released %v, want released and not reported", ok)
+	}
+}
+
 // asWatched returns a generated ConfigMap as the two watches give it: its
 // JSON and its typed object.
 func asWatched(t *testing.T, obj *unstructured.Unstructured) ([]byte, *corev1.ConfigMap) {

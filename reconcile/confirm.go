@@ -19,7 +19,9 @@ import (
 // writer's, or one a later sync of its policy looked for before it was
 // cached, which cluster.CreatedVersions.Overlook keeps unreleased) syncs
 // its policy for its trigger, which compares it in full and prunes it if
-// it is no longer wanted.
+// it is no longer wanted. A version released already when such a sync
+// looked, on its way from the watch to the cache, syncs its trigger as
+// soon as the cache holds it (cluster.CreatedVersions.Cached).
 // Queueing every created object for a sync instead made a cold generation
 // of more triggers than a policy marks one by one (maxDirty) end with a
 // second full sync of all of them.

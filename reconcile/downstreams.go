@@ -125,7 +125,16 @@ func (c *Controller) ensureDownstreamInformers(gvrs sets.Set[schema.GroupVersion
 		_, _ = inf.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
 			AddFunc: func(obj any, isInInitialList bool) {
 				ti.objects.Add(1)
-				if key, ok := ownerOf(obj); ok && !isInInitialList {
+				o, _ := obj.(*cluster.Object)
+				overlooked := o != nil && c.created.Cached(o)
+				key, ok := ownerOf(obj)
+				switch {
+				case !ok || isInInitialList:
+				case overlooked:
+					// A sync of its trigger looked for it while it was on
+					// its way here: it is looked at now.
+					c.queueGenerated(key, obj, 0)
+				default:
 					c.confirmLater(inf.GetStore(), key, obj)
 				}
 			},
