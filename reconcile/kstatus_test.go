@@ -161,6 +161,41 @@ func TestKstatusOfPolicies(t *testing.T) {
 	waitHealth(t, "ks-ready", health{policy: status.FailedStatus, record: status.FailedStatus, argo: "Degraded"})
 }
 
+// TestKyvernoMessageGoesWithTheFailure: Kyverno's conditionStatus.message
+// says what keeps a policy from being ready; once it is ready again, the
+// message is gone from the policy as the server holds it. A merge patch
+// leaves a field it does not name as it was, so the message must be
+// removed in so many words, or it stays, and every later report writes
+// the status again to remove it.
+func TestKyvernoMessageGoesWithTheFailure(t *testing.T) {
+	runController(t, nil)
+	tb := newTable(t, "ks-heal")
+	doc := derivedPolicy("ks-heal", "ks-heal", "out", "one", true, false)
+	tb.applyPolicy(replaceOnce(t, doc, "generator.Apply(", "generator.Apply(no_such_variable, "))
+	t.Cleanup(func() { tb.deletePolicy("ks-heal") })
+	message := func() (string, bool) {
+		t.Helper()
+		p, err := dynamic.NewForConfigOrDie(cfg).Resource(apiv1.GeneratingPolicies).Get(context.Background(), "ks-heal", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, ok, _ := unstructured.NestedString(p.Object, "status", "conditionStatus", "message")
+		return m, ok
+	}
+	waitHealth(t, "ks-heal", health{policy: status.FailedStatus, record: status.FailedStatus, argo: "Degraded"})
+	if m, _ := message(); !strings.Contains(m, "no_such_variable") {
+		t.Fatalf("a policy that does not compile: conditionStatus.message %q, want it to name the error", m)
+	}
+
+	tb.applyPolicy(doc)
+	tb.trigger("a", "ks-heal", "a1")
+	tb.waitFor("the policy's object", "a-out", exists)
+	waitHealth(t, "ks-heal", health{policy: status.CurrentStatus, record: status.CurrentStatus, argo: "Healthy"})
+	if m, ok := message(); ok {
+		t.Errorf("a policy ready again: conditionStatus.message %q, want none", m)
+	}
+}
+
 // TestKstatusWhileAGenerationIsApplied: while a sync applies a new
 // generation, the policy says Reconciling, and kstatus reads it in
 // progress; once applied, it is current.

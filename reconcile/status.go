@@ -111,17 +111,35 @@ func (c *Controller) reportStatus(ctx context.Context, cp *compiledPolicy, out o
 		keepsOnlyKyvernoStatus(live) && equality.Semantic.DeepEqual(status.ConditionStatus, live.ConditionStatus) {
 		return nil
 	}
-	body := map[string]any{"status": status}
-	if out.counted() {
-		// The API type omits a count of 0, which kubectl shows blank and a
-		// merge patch leaves at its old value: send the counts always.
-		body["status"] = struct {
-			apiv1.GeneratingPolicyStatus
-			Triggers int `json:"triggers"`
-			Objects  int `json:"objects"`
-		}{status, out.triggers, out.objects}
+	patch := statusPatch{GeneratingPolicyStatus: status, ConditionStatus: conditionStatusPatch{
+		Ready: status.ConditionStatus.Ready, Conditions: status.ConditionStatus.Conditions}}
+	if m := status.ConditionStatus.Message; m != "" {
+		patch.ConditionStatus.Message = &m
 	}
-	return c.patchStatus(ctx, cp, body)
+	if out.counted() {
+		patch.Triggers, patch.Objects = &out.triggers, &out.objects
+	}
+	return c.patchStatus(ctx, cp, map[string]any{"status": patch})
+}
+
+// statusPatch is a policy's status as a merge patch sends it. The API
+// type omits empty fields, which a merge patch leaves at their old value:
+// a count of 0 (which kubectl would show blank) and a message gone are
+// sent as such.
+type statusPatch struct {
+	apiv1.GeneratingPolicyStatus
+	ConditionStatus conditionStatusPatch `json:"conditionStatus"`
+	// Triggers and Objects are sent when the sync counted them.
+	Triggers *int `json:"triggers,omitempty"`
+	Objects  *int `json:"objects,omitempty"`
+}
+
+// conditionStatusPatch is Kyverno's conditionStatus, its message null,
+// which removes it, when the policy is ready.
+type conditionStatusPatch struct {
+	Ready      *bool              `json:"ready,omitempty"`
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	Message    *string            `json:"message"`
 }
 
 // patchStatus merges body into the policy's status.
