@@ -175,6 +175,10 @@ func (a *Applier) each(ctx context.Context, objects []*unstructured.Unstructured
 		defer p.requests.stop()
 	}
 	var wg sync.WaitGroup
+	// The last request runs on this goroutine, which would only wait: a
+	// sync that writes one object, as most syncs of one trigger's event
+	// do, starts no goroutine whose stack grows to a request's depth.
+	var last func()
 	for i, obj := range objects {
 		// What the cache shows needs no request is decided here, without
 		// a goroutine: on a sync that changes nothing, that is every object.
@@ -183,11 +187,14 @@ func (a *Applier) each(ctx context.Context, objects []*unstructured.Unstructured
 		if decided {
 			continue
 		}
-		wg.Add(1)
-		p.requests.do(func() {
-			defer wg.Done()
-			p.request(ctx, i, obj, cached, inCache, d)
-		})
+		if run := last; run != nil {
+			wg.Add(1)
+			p.requests.do(func() { defer wg.Done(); run() })
+		}
+		last = func() { p.request(ctx, i, obj, cached, inCache, d) }
+	}
+	if last != nil {
+		last()
 	}
 	wg.Wait()
 	err := errors.Join(p.errs...)
@@ -295,8 +302,9 @@ func unavailable(err error) bool {
 }
 
 // applyParallelism bounds the requests one apply, or one round's applies
-// together, have in flight: for a policy with many objects the API server,
-// not a queue of sequential round trips in Sprout, should set the pace.
+// together, have in flight on their workers, beside the one each apply
+// runs itself: for a policy with many objects the API server, not a queue
+// of sequential round trips in Sprout, should set the pace.
 const applyParallelism = 16
 
 // finishGrace is how long the requests for an object under way may outlive

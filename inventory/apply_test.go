@@ -160,6 +160,29 @@ func TestApplyFinishesTheObjectsUnderWay(t *testing.T) {
 	}
 }
 
+// TestApplyRunsItsLastRequestItself: an apply's last request runs on the
+// goroutine that called it, so a round that writes one object starts no
+// worker, and one that writes n starts at most n-1.
+func TestApplyRunsItsLastRequestItself(t *testing.T) {
+	for _, n := range []int{1, 3} {
+		objects, live := drifted(n)
+		var written atomic.Int64
+		write := func(_ context.Context, obj *unstructured.Unstructured, _ bool) (Change, error) {
+			written.Add(1)
+			return changeOf(obj, Configured, ""), nil
+		}
+		round := NewDecisions().Begin()
+		cs, err := (&Applier{}).each(context.Background(), objects, live, ApplyOptions{Synchronize: true, Round: round}, writes{apply: write})
+		if err != nil || cs.Count(Configured) != n || written.Load() != int64(n) {
+			t.Fatalf("%d objects: %d configured, %d written, error %v", n, cs.Count(Configured), written.Load(), err)
+		}
+		if started := len(round.requests.started); started > n-1 {
+			t.Errorf("%d objects written: %d workers started, want at most %d", n, started, n-1)
+		}
+		round.End()
+	}
+}
+
 // generatedForm makes cached objects as the caches of Sprout's objects do,
 // pairing nothing.
 var generatedForm = cluster.Generated(nil)
