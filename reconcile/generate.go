@@ -122,7 +122,7 @@ func (c *Controller) generate(ctx context.Context, run *syncRun, w writer, reade
 		}
 		part := triggers[start:min(start+size, len(triggers))]
 		start += max(len(part), 1)
-		if err := c.generatePart(ctx, ps, part); err != nil {
+		if err := c.generatePart(ctx, ps, part, start >= len(triggers)); err != nil {
 			return g, err
 		}
 	}
@@ -130,8 +130,11 @@ func (c *Controller) generate(ctx context.Context, run *syncRun, w writer, reade
 }
 
 // generatePart evaluates one part of the triggers, records the resources
-// it writes to and starts its apply.
-func (c *Controller) generatePart(ctx context.Context, ps *parts, part []trigger) error {
+// it writes to and starts its apply. The last part's apply runs on the
+// sync's goroutine, which has nothing left to evaluate: a sync of one
+// trigger's event starts no goroutine, whose stack would grow to a
+// request's depth each time.
+func (c *Controller) generatePart(ctx context.Context, ps *parts, part []trigger, last bool) error {
 	g, run := ps.g, ps.run
 	want := c.desired(ctx, run.cp, part, ps.reader, ps.limit, g)
 	desired, kinds, refused, err := c.refuse(ctx, want.objects, want.kinds, g.verdicts, g.failed)
@@ -159,10 +162,15 @@ func (c *Controller) generatePart(ctx context.Context, ps *parts, part []trigger
 		opts.Claimed = c.claimedBy(run.key)
 	}
 	p := &partApply{want: want, done: make(chan struct{})}
-	go func() {
+	apply := func() {
 		defer close(p.done)
 		p.changes, p.err = ps.w.Apply(ctx, toWrite, liveObjects{c}, opts)
-	}()
+	}
+	if last {
+		apply()
+	} else {
+		go apply()
+	}
 	ps.applying = append(ps.applying, p)
 	g.objects += len(desired) + want.settledLen()
 	return nil
