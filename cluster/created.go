@@ -99,19 +99,21 @@ func (v *CreatedVersions) Created(obj *unstructured.Unstructured, resourceVersio
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	v.rotate()
-	mv := &madeVersion{stamp: stamp, policy: str(annotations, sproutv1alpha1.AnnotationPolicy),
-		trigger: str(labels, sproutv1alpha1.LabelTriggerUID), at: time.Now()}
+	made := func() *madeVersion {
+		return &madeVersion{stamp: stamp, policy: str(annotations, sproutv1alpha1.AnnotationPolicy),
+			trigger: str(labels, sproutv1alpha1.LabelTriggerUID), at: time.Now()}
+	}
 	for _, w := range []map[versionKey]*watchedVersion{v.watched, v.watchedBefore} {
 		if wv, ok := w[k]; ok {
 			delete(w, k)
 			wv.o.Release(stamp)
 			if !wv.cached {
-				v.transit[k] = mv
+				v.transit[k] = made()
 			}
 			return
 		}
 	}
-	v.made[k] = mv
+	v.made[k] = made()
 }
 
 // Overlook marks the versions of policy (an AnnotationPolicy) whose
