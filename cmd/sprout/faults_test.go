@@ -192,14 +192,25 @@ func TestBrokenWatchesExpireAndRelist(t *testing.T) {
 	s := newBulk(t, cp, "relist", true)
 	s.createTriggers(0, 5, "v1")
 	proxy := newAPIProxy(t, cp.Config)
-	breaker := &watchBreaker{open: map[*http.Request]context.CancelFunc{}}
+	breaker := &watchBreaker{open: map[*http.Request]openWatch{}}
 	proxy.fault.Store(breaker.fault())
+	t.Cleanup(func() {
+		if t.Failed() {
+			breaker.mu.Lock()
+			defer breaker.mu.Unlock()
+			t.Logf("watches after the cut at %d:\n%s", breaker.before, strings.Join(breaker.seen, "\n"))
+		}
+	})
 	startProcess(t, proxy.kubeconfig(t))
 	within(t, "the first downstreams", 30*time.Second, func(context.Context) bool {
 		return s.mismatch(s.triggers()) == nil
 	})
 
-	cut := breaker.cut(t, s.currentVersion())
+	var cut map[string]int
+	within(t, "every watch open for over a second, to cut", 30*time.Second, func(context.Context) bool {
+		cut = breaker.cut(t, s.currentVersion())
+		return cut != nil
+	})
 	if cut["/api/v1/configmaps"] < 2 {
 		t.Fatalf("cut %v: want the watches of triggers and of downstreams (both configmaps)", cut)
 	}
@@ -265,12 +276,13 @@ func (s *bulk) currentVersion() int64 {
 // after the cut.
 type watchBreaker struct {
 	mu      sync.Mutex
-	open    map[*http.Request]context.CancelFunc
+	open    map[*http.Request]openWatch
 	before  int64         // resume watches from here or earlier expire
 	gate    chan struct{} // closed by expire
 	held    map[string]int
 	lists   map[string]int
 	expired atomic.Int64
+	seen    []string // the watches asked for after the cut, for a failure's log
 }
 
 func (b *watchBreaker) fault() *fault {
@@ -282,6 +294,9 @@ func (b *watchBreaker) fault() *fault {
 		b.mu.Lock()
 		if b.gate != nil && listing {
 			b.lists[r.URL.Path]++
+		}
+		if b.gate != nil && watching {
+			b.seen = append(b.seen, fmt.Sprintf("%s rv=%d sendInitialEvents=%s", r.URL.Path, rv, q.Get("sendInitialEvents")))
 		}
 		if !watching {
 			b.mu.Unlock()
@@ -305,7 +320,7 @@ func (b *watchBreaker) fault() *fault {
 			return
 		}
 		ctx, cancel := context.WithCancel(r.Context())
-		b.open[r] = cancel
+		b.open[r] = openWatch{cancel: cancel, since: time.Now()}
 		b.mu.Unlock()
 		defer func() {
 			b.mu.Lock()
@@ -318,16 +333,34 @@ func (b *watchBreaker) fault() *fault {
 	return &f
 }
 
-// cut ends every watch under way, and returns how many per path.
+// openWatch is a watch under way: its end, and when it began.
+type openWatch struct {
+	cancel context.CancelFunc
+	since  time.Time
+}
+
+// settled is how long every watch must have been open for cut to end it.
+// A reflector whose watch ends within a second of its start, before any
+// event, lists again rather than resume (client-go's "very short watch"),
+// and never asks to resume from where it was.
+const settled = 1500 * time.Millisecond
+
+// cut ends every watch under way, and returns how many per path; nil,
+// ending none, while one has been open less than settled.
 func (b *watchBreaker) cut(t *testing.T, before int64) map[string]int {
 	t.Helper()
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	for _, w := range b.open {
+		if time.Since(w.since) < settled {
+			return nil
+		}
+	}
 	b.before, b.gate = before, make(chan struct{})
 	b.held, b.lists = map[string]int{}, map[string]int{}
 	cut := map[string]int{}
-	for r, cancel := range b.open {
-		cancel()
+	for r, w := range b.open {
+		w.cancel()
 		cut[r.URL.Path]++
 	}
 	t.Logf("cut watches %v at resourceVersion %d", cut, before)
