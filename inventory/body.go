@@ -50,8 +50,11 @@ func protobufBody(obj *unstructured.Unstructured) ([]byte, bool) {
 	if err != nil {
 		return nil, false
 	}
+	// Unvalidated: a field unknown to the type is dropped, and the round
+	// trip below then misses it (one that is null asks for absence, which
+	// it gets either way). Validating cost a record of every key.
 	conv := runtime.DefaultUnstructuredConverter
-	if conv.FromUnstructuredWithValidation(obj.Object, typed, true) != nil {
+	if conv.FromUnstructured(obj.Object, typed) != nil {
 		return nil, false
 	}
 	back, err := conv.ToUnstructured(typed)
