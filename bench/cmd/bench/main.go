@@ -59,6 +59,7 @@ type params struct {
 	ScaleSizes      []int   `json:"scaleSizes"`
 	ScaleNamespaces int     `json:"scaleNamespaces"`
 	ScaleSeconds    float64 `json:"scaleSeconds"`
+	ScaleRounds     int     `json:"scaleRounds"`
 }
 
 // part is a part of the benchmark: the scenarios of issue #10 measured
@@ -99,7 +100,8 @@ func main() {
 	flag.Float64Var(&p.ControllerQPS, "controller-qps", 1000, "--kube-api-qps of sprout and the baseline")
 	flag.IntVar(&p.ControllerBurst, "controller-burst", 2000, "--kube-api-burst of sprout and the baseline")
 	flag.DurationVar(&timeout, "timeout", 5*time.Minute, "how long one measurement may wait for its objects")
-	flag.StringVar(&scaleSizes, "scale-sizes", "1000,10000,100000", "scenario 10: how many trigger ConfigMaps exist before the controller starts, one run each")
+	flag.StringVar(&scaleSizes, "scale-sizes", "1000,10000,100000", "scenario 10: how many trigger ConfigMaps exist before the controller starts, one size after the other")
+	flag.IntVar(&p.ScaleRounds, "scale-rounds", 3, "scenario 10: how many times each controller runs at the sizes up to 10,000, interleaved; the figures are each one's median round by CPU per event")
 	flag.IntVar(&p.ScaleNamespaces, "scale-namespaces", 10, "scenario 10: how many Namespaces the trigger ConfigMaps are spread over")
 	flag.DurationVar(&scaleDuration, "scale-duration", 30*time.Second, "scenario 10: how long trigger ConfigMaps are created for at -steady-rate")
 	flag.StringVar(&p.Scenarios, "scenarios", "cold,growth,steady,policies,burst,scale", "the parts to run: cold (scenarios 1, 3, 4, 6), growth (7), steady (2), policies (5, 6), burst (8, 9), scale (10)")

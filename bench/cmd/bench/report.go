@@ -138,6 +138,7 @@ func (r *result) print(w io.Writer) {
 		fmt.Fprintln(w)
 	}
 	r.printComparison(w)
+	r.printScaleRounds(w)
 	r.printProfiles(w)
 	fmt.Fprintln(w)
 	t := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
@@ -252,6 +253,33 @@ func (r *result) printRounds(w io.Writer) {
 	_ = t.Flush()
 	fmt.Fprintf(w, "each round runs (a), (b), (c) and sprout one after the other on fresh clusters; scenario 1's rows above are\n")
 	fmt.Fprintf(w, "each one's median round (by objects/s), their ratios the medians' ratios; round 1's sprout carries the CPU profile.\n")
+}
+
+// printScaleRounds is scenario 10's CPU per event round by round, at the
+// sizes that ran more than once.
+func (r *result) printScaleRounds(w io.Writer) {
+	var lines []string
+	for _, z := range r.Scale {
+		if len(z.EachRound) < 2 {
+			continue
+		}
+		var base, spr []string
+		for _, e := range z.EachRound {
+			base = append(base, fmt.Sprintf("%.2f", e.Baseline.CPUMsPerEvent))
+			spr = append(spr, fmt.Sprintf("%.2f", e.Sprout.CPUMsPerEvent))
+		}
+		lines = append(lines, fmt.Sprintf("10 scale %d, CPU ms per event in each round: (c) %s; sprout %s",
+			z.Triggers, strings.Join(base, ", "), strings.Join(spr, ", ")))
+	}
+	if len(lines) == 0 {
+		return
+	}
+	fmt.Fprintln(w)
+	for _, l := range lines {
+		fmt.Fprintln(w, l)
+	}
+	fmt.Fprintln(w, "each round runs the baseline, then sprout, on fresh clusters; scenario 10's rows above are each one's")
+	fmt.Fprintln(w, "median round by CPU per event.")
 }
 
 // printComparison is the table of the figures measured for the baseline

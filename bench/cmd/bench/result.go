@@ -345,11 +345,38 @@ func (r *result) ran(name string) bool {
 	return slices.ContainsFunc(r.Scenarios, func(s scenarioTime) bool { return s.Name == name })
 }
 
-// scaleSize is scenario 10 at one size.
+// scaleSize is scenario 10 at one size: each controller's median round,
+// and every round.
 type scaleSize struct {
-	Triggers int      `json:"triggers"`
+	Triggers int `json:"triggers"`
+	scaleRound
+	EachRound []scaleRound `json:"eachRound"`
+}
+
+// scaleRound is one run of each controller at one size, one after the
+// other.
+type scaleRound struct {
 	Baseline scaleRun `json:"baseline"`
 	Sprout   scaleRun `json:"sprout"`
+}
+
+// median sets each controller's figures to those of its median round by
+// CPU per event: a whole run, so that its latency and RSS stay those of
+// one process.
+func (s *scaleSize) median() {
+	if len(s.EachRound) == 0 {
+		return
+	}
+	pick := func(get func(scaleRound) scaleRun) scaleRun {
+		rs := make([]scaleRun, 0, len(s.EachRound))
+		for _, r := range s.EachRound {
+			rs = append(rs, get(r))
+		}
+		slices.SortStableFunc(rs, func(x, y scaleRun) int { return cmp.Compare(x.CPUMsPerEvent, y.CPUMsPerEvent) })
+		return rs[len(rs)/2]
+	}
+	s.Baseline = pick(func(r scaleRound) scaleRun { return r.Baseline })
+	s.Sprout = pick(func(r scaleRound) scaleRun { return r.Sprout })
 }
 
 // scaleRun is one controller in scenario 10.

@@ -97,3 +97,22 @@ func TestColdMedian(t *testing.T) {
 		t.Errorf("peak RSS over the rounds = %v, want 125", m)
 	}
 }
+
+func TestScaleMedian(t *testing.T) {
+	run := func(cpu, p99, rss float64) scaleRun {
+		return scaleRun{CPUMsPerEvent: cpu, Steady: latencyRun{Latency: latency{P99Ms: p99}, PeakRSSMiB: rss}}
+	}
+	z := scaleSize{Triggers: 10000, EachRound: []scaleRound{
+		{Baseline: run(1.2, 9, 80), Sprout: run(3.1, 14, 120)},
+		{Baseline: run(1.7, 12, 85), Sprout: run(2.8, 13, 118)},
+		{Baseline: run(1.5, 10, 82), Sprout: run(3.4, 15, 125)},
+	}}
+	z.median()
+	if z.Baseline.CPUMsPerEvent != 1.5 || z.Sprout.CPUMsPerEvent != 3.1 {
+		t.Errorf("medians = %v, %v; want 1.5, 3.1", z.Baseline.CPUMsPerEvent, z.Sprout.CPUMsPerEvent)
+	}
+	if z.Baseline.Steady.Latency.P99Ms != 10 || z.Sprout.Steady.PeakRSSMiB != 120 {
+		t.Errorf("the median runs' p99 and RSS = %v, %v; want those of the same runs, 10 and 120",
+			z.Baseline.Steady.Latency.P99Ms, z.Sprout.Steady.PeakRSSMiB)
+	}
+}
