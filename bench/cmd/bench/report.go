@@ -371,6 +371,13 @@ func (r *result) printProfiles(w io.Writer) {
 			total += fmt.Sprintf(", %.2f cores on average", p.s.Total/float64(r.Params.CPUProfileSeconds))
 		}
 		fmt.Fprintf(w, "\n%s: %s\n", p.what, total)
+		if p.s.Total == 0 && p.s.Sample != "cpu" {
+			// Go's heap profile counts allocations as of the last
+			// garbage collection: at the largest size none may end
+			// within the profile.
+			fmt.Fprintln(w, "  none counted: no garbage collection ended in that time")
+			continue
+		}
 		list := func(title string, es []topEntry) {
 			var parts []string
 			for _, e := range es[:min(6, len(es))] {
