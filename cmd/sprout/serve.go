@@ -22,10 +22,12 @@ func newRegistry() *prometheus.Registry {
 	return reg
 }
 
-// metricsHandler serves reg at /metrics.
+// metricsHandler serves reg at /metrics, uncompressed: the page is small,
+// and a gzip compressor, kept for the next scrape, held about a MiB of the
+// process's live heap (docs/decisions.md).
 func metricsHandler(reg *prometheus.Registry) http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg, DisableCompression: true}))
 	return mux
 }
 

@@ -3,6 +3,7 @@ package main
 import (
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 )
 
@@ -23,5 +24,24 @@ func TestProfilesOnlyOnThePprofHandler(t *testing.T) {
 				t.Errorf("GET /debug/pprof/heap: %d, want %d", rec.Code, tc.want)
 			}
 		})
+	}
+}
+
+// TestMetricsUncompressed: /metrics answers a scraper that accepts gzip
+// (Prometheus, Go's HTTP client) uncompressed, so that no compressor is
+// kept for it.
+func TestMetricsUncompressed(t *testing.T) {
+	rec := httptest.NewRecorder()
+	req := httptest.NewRequest(http.MethodGet, "/metrics", nil)
+	req.Header.Set("Accept-Encoding", "gzip")
+	metricsHandler(newRegistry()).ServeHTTP(rec, req)
+	if rec.Code != http.StatusOK {
+		t.Fatalf("GET /metrics: %d", rec.Code)
+	}
+	if enc := rec.Header().Get("Content-Encoding"); enc != "" {
+		t.Errorf("GET /metrics with Accept-Encoding gzip: Content-Encoding %q, want none", enc)
+	}
+	if !strings.Contains(rec.Body.String(), "go_goroutines") {
+		t.Errorf("GET /metrics: no go_goroutines series in\n%.300s", rec.Body.String())
 	}
 }
