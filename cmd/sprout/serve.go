@@ -23,8 +23,8 @@ func newRegistry() *prometheus.Registry {
 }
 
 // metricsHandler serves reg at /metrics, uncompressed: the page is small,
-// and a gzip compressor, kept for the next scrape, held about a MiB of the
-// process's live heap (docs/decisions.md).
+// and a gzip compressor, kept between scrapes, holds far more memory than
+// the page saves on the wire (docs/decisions.md).
 func metricsHandler(reg *prometheus.Registry) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg, DisableCompression: true}))
