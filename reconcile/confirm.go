@@ -2,6 +2,7 @@ package reconcile
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"k8s.io/client-go/tools/cache"
@@ -33,6 +34,9 @@ type firstSeen struct {
 	mu      sync.Mutex
 	objects []firstSighting
 	armed   bool
+	// looks counts the looks taken, each at every object first seen
+	// before it.
+	looks atomic.Int64
 }
 
 type firstSighting struct {
@@ -77,6 +81,7 @@ func (c *Controller) confirm() {
 		}
 		c.queueGenerated(s.key, s.obj, 0)
 	}
+	c.confirms.looks.Add(1)
 }
 
 // createdAsDesired reports whether o is a version a create of Sprout's

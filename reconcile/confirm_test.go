@@ -8,7 +8,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
 )
 
 // TestCreatedAsDesiredQueuesNoConfirmation: the watch event of an object a
@@ -31,8 +30,9 @@ func TestCreatedAsDesiredQueuesNoConfirmation(t *testing.T) {
 	})
 
 	// A generated object of another policy's, first seen at a version no
-	// create of this controller made, is confirmed: its trigger is marked,
+	// create of this controller made, is looked at again (confirmed),
 	// after a-out's sighting was looked at (an earlier look, or the same).
+	looks := c.ConfirmationLooks()
 	marker := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "marker", Namespace: "confirm",
 		Labels:      map[string]string{"app.kubernetes.io/managed-by": "sprout", "generate.kyverno.io/trigger-uid": "marker-uid"},
 		Annotations: map[string]string{"sprout.dev/policy": "GeneratingPolicy/confirm-marker"},
@@ -40,8 +40,8 @@ func TestCreatedAsDesiredQueuesNoConfirmation(t *testing.T) {
 	if _, err := tb.kube.CoreV1().ConfigMaps("confirm").Create(context.Background(), marker, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	poll(t, "the marker's event handled", func(context.Context) (bool, error) {
-		return slices.Contains(c.Dirty("GeneratingPolicy/confirm-marker"), types.UID("marker-uid")), nil
+	poll(t, "the marker looked at again", func(context.Context) (bool, error) {
+		return c.ConfirmationLooks() > looks, nil
 	})
 	trigger, err := tb.kube.CoreV1().ConfigMaps("confirm").Get(context.Background(), "a", metav1.GetOptions{})
 	if err != nil {

@@ -26,7 +26,6 @@ import (
 	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
-
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	sproutv1alpha1 "github.com/sprout-gitops/sprout/api/sprout/v1alpha1"
@@ -34,6 +33,8 @@ import (
 	"github.com/sprout-gitops/sprout/cluster"
 	"github.com/sprout-gitops/sprout/inventory"
 	"github.com/sprout-gitops/sprout/policyreport"
+	"github.com/sprout-gitops/sprout/reconcile/access"
+	"github.com/sprout-gitops/sprout/reconcile/report"
 	"github.com/sprout-gitops/sprout/sources"
 )
 
@@ -137,7 +138,6 @@ type Controller struct {
 	raw       rest.Interface
 	kube      kubernetes.Interface
 	cfg       *rest.Config
-	accounts  accounts
 	discovery discovery.CachedDiscoveryInterface
 	mapper    meta.ResettableRESTMapper
 	// mappings keeps restMapping's answers, by kind, until the mapper is
@@ -148,8 +148,6 @@ type Controller struct {
 	// resync), a kind known before maps as it did, instead of every lookup
 	// asking discovery again.
 	resynced sync.Map
-	// downstreamEvents counts the changes to each policy's objects.
-	downstreamEvents downstreamEvents
 	// exceptions are the PolicyExceptions of the sources.
 	exceptions exceptionStore
 	applier    *inventory.Applier
@@ -165,19 +163,13 @@ type Controller struct {
 	planned plans
 
 	kubeInformers informers.SharedInformerFactory
-	// rbacInformers watch roles and bindings, for the binding guard and
-	// for permission rechecks, apart from kubeInformers so that starting
-	// them starts nothing else.
-	rbacInformers informers.SharedInformerFactory
-	// access keeps access reviews' answers until RBAC changes; rechecks
-	// asks for the policies' permissions to be checked again, once
-	// rbacWatched says RBAC changes are seen.
-	access      accessCache
-	rechecks    chan struct{}
-	rbacWatched atomic.Bool
-	// rechecked counts the permission rechecks done, the first of which
-	// follows the RBAC watch's start.
-	rechecked atomic.Int64
+	// reviews keeps access reviews' answers until rbac says RBAC changed;
+	// writers impersonate the accounts policies act as; guard judges the
+	// roles generated bindings refer to.
+	reviews *access.Reviews
+	rbac    *access.RBAC
+	writers *access.Writers[writer]
+	guard   *access.Guard
 	// namespacedResources says, per resource discovery listed, whether it
 	// is namespaced.
 	namespacedResources sync.Map
@@ -185,9 +177,6 @@ type Controller struct {
 	matcher             *Matcher
 
 	queue *policyQueue
-	// tallies keep what each policy's last clean syncs found per trigger,
-	// for its incremental syncs.
-	tallies tallies
 	// namespaceObjects converts the Namespaces of triggers for evaluations.
 	namespaceObjects celenv.NamespaceObjects
 	// reads index what each trigger's evaluation read, so that a change of
@@ -197,14 +186,13 @@ type Controller struct {
 	// to their status; reports holds the outcomes.
 	statusQueue workqueue.TypedRateLimitingInterface[policyKey]
 	reports     reports
-	progressed  progressed
 	// sourceQueue holds the names of sources whose PolicySource may be stale.
 	sourceQueue  workqueue.TypedRateLimitingInterface[string]
 	sourceStates sourceStates
 	events       record.EventRecorder
 	broadcaster  record.EventBroadcaster
 	eventSink    typedcorev1.EventInterface
-	metrics      *metrics
+	metrics      *report.Metrics
 
 	mu       sync.RWMutex
 	policies map[policyKey]*compiledPolicy
@@ -235,26 +223,18 @@ type Controller struct {
 	synced atomic.Bool
 
 	admitted   admissions
-	failures   failures
 	conflicts  seen
 	tombstones tombstones
 	claims     claims
-	waits      waits
-	// guard judges the roles generated bindings refer to.
-	guard roleGuard
 
-	// rebuilds are the policies whose records are rebuilt from their
-	// objects; selfTriggers, how many of its own objects each passed over.
-	rebuilds     rebuilds
-	selfTriggers selfTriggers
-	own          ownObjects
+	// states are what is kept of each policy between its syncs.
+	states states
+	own    ownObjects
 	// confirms are the objects of policies first cached at a version not
 	// known then as created by Sprout, to look at again (confirm.go).
 	confirms firstSeen
 	// syncs can stop the syncs under way of deleted policies.
 	syncs syncs
-	// statusWrites are the statuses last written that the cache lags.
-	statusWrites statusWrites
 	// policyReports writes PolicyReports; nil when they are off.
 	policyReports *policyreport.Writer
 }
@@ -293,7 +273,7 @@ func New(cfg *rest.Config, opts Options) (*Controller, error) {
 		return nil, err
 	}
 	opts.Sources = sourcesOf(opts, dyn)
-	m, err := newMetrics(opts.Metrics)
+	m, err := report.NewMetrics(opts.Metrics)
 	if err != nil {
 		return nil, fmt.Errorf("metrics: %w", err)
 	}
@@ -301,6 +281,8 @@ func New(cfg *rest.Config, opts Options) (*Controller, error) {
 	disco := memory.NewMemCacheClient(kube.Discovery())
 	factory := informers.NewSharedInformerFactory(kube, 0)
 	nsInformer := factory.Core().V1().Namespaces()
+	reviews := access.NewReviews(kube.AuthorizationV1())
+	rbac := access.NewRBAC(kube, reviews, opts.Logger)
 	c := &Controller{
 		kube:          kube,
 		cfg:           cfg,
@@ -313,8 +295,8 @@ func New(cfg *rest.Config, opts Options) (*Controller, error) {
 		applier:       applier,
 		created:       created,
 		kubeInformers: factory,
-		rbacInformers: informers.NewSharedInformerFactory(kube, 0),
-		rechecks:      make(chan struct{}, 1),
+		reviews:       reviews,
+		rbac:          rbac,
 		namespaces:    nsInformer.Lister(),
 		matcher:       NewMatcher(nsInformer.Lister(), kube),
 		queue:         newPolicyQueue(m),
@@ -323,7 +305,7 @@ func New(cfg *rest.Config, opts Options) (*Controller, error) {
 		sourceStates:  sourceStates{checks: map[string]sources.Status{}, live: map[string]*sproutv1alpha1.PolicySource{}},
 		broadcaster:   broadcaster,
 		eventSink:     kube.CoreV1().Events(""),
-		events:        newSparingRecorder(broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "sprout"})),
+		events:        report.NewSparingRecorder(broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "sprout"})),
 		metrics:       m,
 		policies:      map[policyKey]*compiledPolicy{},
 		informer:      map[watchKey]*triggerInformer{},
@@ -334,6 +316,14 @@ func New(cfg *rest.Config, opts Options) (*Controller, error) {
 		generated:     map[policyKey]sets.Set[string]{},
 	}
 	c.writer = c.writerOf(applier)
+	c.writers = access.NewWriters(cfg, c.writer, func(cfg *rest.Config) (writer, error) {
+		a, err := inventory.NewApplier(cfg, created)
+		if err != nil {
+			return nil, err
+		}
+		return c.writerOf(a), nil
+	})
+	c.guard = access.NewGuard(rbac, c.roleChanged)
 	if opts.GlobalContext != nil {
 		opts.GlobalContext.Notify(c.entryChanged)
 	}
@@ -345,7 +335,7 @@ func New(cfg *rest.Config, opts Options) (*Controller, error) {
 		c.reporter = planReporter{c}
 	}
 	if opts.Metrics != nil {
-		if err := c.registerInformerGauges(opts.Metrics); err != nil {
+		if err := report.RegisterInformerGauges(opts.Metrics, c.runningInformers, c.informerSizes); err != nil {
 			return nil, fmt.Errorf("metrics: %w", err)
 		}
 	}

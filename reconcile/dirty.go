@@ -10,6 +10,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/sprout-gitops/sprout/cluster"
+	"github.com/sprout-gitops/sprout/reconcile/report"
 )
 
 // maxDirty bounds the triggers a policy remembers as changed: past it,
@@ -109,7 +110,7 @@ type policyQueue struct {
 	taken atomic.Int64
 }
 
-func newPolicyQueue(m *metrics) *policyQueue {
+func newPolicyQueue(m *report.Metrics) *policyQueue {
 	return &policyQueue{TypedRateLimitingInterface: newQueue[policyKey]("policies", m), dirty: &dirtySets{}}
 }
 

@@ -8,8 +8,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -335,37 +333,21 @@ func (l liveObjects) informer(gvk schema.GroupVersionKind) (*triggerInformer, bo
 	return ti, ok
 }
 
-// downstreamEvents counts, per policy, the updates and deletions the
-// downstream informers delivered of its objects: a settled evaluation
-// confirmed at the same count has had none of its cached copies replaced,
-// and needs no lookup to know it (evaluation.settledAt). Every count is
-// followed by a sync of the policy, which checks in full.
-type downstreamEvents struct{ m sync.Map } // policyKey → *atomic.Uint64
-
-func (d *downstreamEvents) counter(key policyKey) *atomic.Uint64 {
-	if n, ok := d.m.Load(key); ok {
-		return n.(*atomic.Uint64)
-	}
-	n, _ := d.m.LoadOrStore(key, new(atomic.Uint64))
-	return n.(*atomic.Uint64)
-}
-
-// downstreamChanged counts an update or deletion of one of key's objects.
-func (c *Controller) downstreamChanged(key policyKey) { c.downstreamEvents.counter(key).Add(1) }
+// downstreamChanged counts an update or deletion of one of key's objects:
+// a settled evaluation confirmed at the same count has had none of its
+// cached copies replaced, and needs no lookup to know it
+// (evaluation.settledAt). Every count is followed by a sync of the
+// policy, which checks in full.
+func (c *Controller) downstreamChanged(key policyKey) { c.states.of(key).downstreamChanged() }
 
 // downstreamEpoch is the count for key now.
-func (c *Controller) downstreamEpoch(key policyKey) uint64 {
-	return c.downstreamEvents.counter(key).Load()
-}
+func (c *Controller) downstreamEpoch(key policyKey) uint64 { return c.states.of(key).epoch() }
 
 // forgetSettledChecks makes every settled evaluation check its objects in
 // full at its next sync: a scheduled resync compares everything, in case
 // an informer missed an event.
 func (c *Controller) forgetSettledChecks() {
-	c.downstreamEvents.m.Range(func(_, n any) bool {
-		n.(*atomic.Uint64).Add(1)
-		return true
-	})
+	c.states.each(func(_ policyKey, st *policyState) { st.downstreamChanged() })
 }
 
 // track records that the policy writes to gvrs and makes sure each is

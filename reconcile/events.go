@@ -62,11 +62,11 @@ func (c *Controller) policyEvents(key policyKey, cp *compiledPolicy, before *met
 	if len(deleted) > 0 {
 		c.events.Event(ref, corev1.EventTypeNormal, ReasonPruned, describeChanges(deleted))
 	}
-	if out.reason != "" && out.err != nil && c.failures.changed(key, before, out.reason+": "+out.err.Error()) {
-		c.events.Event(ref, corev1.EventTypeWarning, out.reason, out.err.Error())
+	if out.Reason != "" && out.Err != nil && c.failureChanged(key, before, out.Reason+": "+out.Err.Error()) {
+		c.events.Event(ref, corev1.EventTypeWarning, out.Reason, out.Err.Error())
 	}
-	if out.reason == "" {
-		c.failures.changed(key, nil, "")
+	if out.Reason == "" {
+		c.failureChanged(key, nil, "")
 	}
 	c.conflictEvents(key, changes)
 	if c.opts.TriggerEvents && len(written) > 0 {
@@ -135,31 +135,6 @@ func (c *Controller) triggerEvents(policy string, written []inventory.Change, tr
 	}
 }
 
-// failures remembers, per policy, the failure last told in an Event. The
-// cache may not hold the status a sync just wrote when a quick retry reads
-// it, so the policy's condition alone would tell the same failure twice.
-type failures struct {
-	mu   sync.Mutex
-	last map[policyKey]string
-}
-
-// changed records failure (reason: message; "" for none) and reports
-// whether it differs from the last one, or, after a restart, from the one
-// the policy's Ready condition shows.
-func (f *failures) changed(key policyKey, before *metav1.Condition, failure string) bool {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	last, ok := f.last[key]
-	if !ok && before != nil && before.Status == metav1.ConditionFalse {
-		last = before.Reason + ": " + before.Message
-	}
-	if f.last == nil {
-		f.last = map[policyKey]string{}
-	}
-	f.last[key] = failure
-	return last != failure
-}
-
 // policyReference is the object a policy's Events are about.
 func (c *Controller) policyReference(key policyKey, cp *compiledPolicy) *corev1.ObjectReference {
 	if cp.source == sources.ClusterSourceName {
@@ -200,4 +175,22 @@ func describeChanges(chs []inventory.Change) string {
 		ids = ids[:eventObjects]
 	}
 	return strings.Join(parts, ", ") + ": " + strings.Join(ids, ", ") + more
+}
+
+// failureChanged records failure (reason: message; "" for none) as the
+// last told in an Event of the policy, and reports whether it differs from
+// the one told before or, after a restart, from the one its Ready
+// condition shows. The cache may not hold the status a sync just wrote
+// when a quick retry reads it, so the condition alone would tell the same
+// failure twice.
+func (c *Controller) failureChanged(key policyKey, before *metav1.Condition, failure string) bool {
+	last := c.states.of(key).fail(failure)
+	prev := ""
+	switch {
+	case last != nil:
+		prev = *last
+	case before != nil && before.Status == metav1.ConditionFalse:
+		prev = before.Reason + ": " + before.Message
+	}
+	return prev != failure
 }

@@ -88,6 +88,6 @@ func (c *Controller) StaleReporter(name string) func(ctx context.Context, trigge
 	cp := c.policies[policyKey{Kind: apiv1.GeneratingPolicyKind, Name: name}]
 	c.mu.RUnlock()
 	return func(ctx context.Context, triggers, objects int) error {
-		return c.reportStatus(ctx, cp, outcome{triggers: triggers, objects: objects})
+		return c.reportStatus(ctx, cp, outcome{Triggers: triggers, Objects: objects})
 	}
 }

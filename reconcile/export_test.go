@@ -1,6 +1,9 @@
 package reconcile
 
 import (
+	"context"
+	"sync"
+
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -9,11 +12,11 @@ import (
 
 // AccessReviews counts the access reviews the controller asked of the API
 // server.
-func (c *Controller) AccessReviews() int64 { return c.access.reviews.Load() }
+func (c *Controller) AccessReviews() int64 { return c.reviews.Asked() }
 
 // PermissionRechecks counts the permission rechecks done; the first follows
 // the start of the RBAC watch and asks every review again.
-func (c *Controller) PermissionRechecks() int64 { return c.rechecked.Load() }
+func (c *Controller) PermissionRechecks() int64 { return c.rbac.Rechecks() }
 
 // CachedRelease reports whether the cache of the generated objects of gvr
 // holds namespace/name, and whether it keeps it released: its version was
@@ -33,6 +36,9 @@ func (c *Controller) CachedRelease(gvr schema.GroupVersionResource, namespace, n
 	return true, released
 }
 
+// ConfirmationLooks counts the looks at objects first seen (confirm.go).
+func (c *Controller) ConfirmationLooks() int64 { return c.confirms.looks.Load() }
+
 // Dirty returns the triggers of policy (Kind/name or Kind/namespace/name)
 // that events marked changed since its last sync.
 func (c *Controller) Dirty(policy string) []types.UID {
@@ -45,5 +51,59 @@ func (c *Controller) Dirty(policy string) []types.UID {
 			out = append(out, uid)
 		}
 	}
+	return out
+}
+
+// RecheckAfterStatusWrite rechecks policy's permissions as a recheck does
+// whose snapshot a status write of the policy replaced before its answer
+// came: the copy the write made is what the recheck must update. It reports
+// whether the snapshot already watched resource, in which case nothing
+// was left to find.
+func (c *Controller) RecheckAfterStatusWrite(ctx context.Context, policy, resource string) (snapshotWatched bool) {
+	key, _ := parsePolicyKey(policy)
+	c.reviews.Invalidate()
+	c.mu.Lock()
+	cp := c.policies[key]
+	if cp != nil {
+		written := *cp
+		c.policies[key] = &written
+	}
+	c.mu.Unlock()
+	if cp == nil {
+		return false
+	}
+	for _, gvr := range cp.triggers {
+		if gvr.Resource == resource {
+			return true
+		}
+	}
+	if c.recheckPolicy(ctx, key, cp) {
+		c.releaseInformers()
+	}
+	return false
+}
+
+// PolicyStateLeft counts, in each store the controller keeps by policy,
+// the policies it holds: after every policy has left, each is 0.
+func (c *Controller) PolicyStateLeft() map[string]int {
+	out := map[string]int{"states": c.states.len()}
+	c.mu.RLock()
+	out["policies"], out["deleted"], out["dependencies"] = len(c.policies), len(c.deleted), len(c.dependencies)
+	out["entryDependencies"], out["written"], out["generated"] = len(c.entryDependencies), len(c.written), len(c.generated)
+	c.mu.RUnlock()
+	count := func(name string, mu sync.Locker, n func() int) {
+		mu.Lock()
+		defer mu.Unlock()
+		out[name] = n()
+	}
+	count("admitted", &c.admitted.mu, func() int { return len(c.admitted.set) + len(c.admitted.derived) })
+	count("tombstones", &c.tombstones.mu, func() int { return len(c.tombstones.set) })
+	count("claims", &c.claims.mu, func() int { return len(c.claims.copies) })
+	count("own", &c.own.mu, func() int { return len(c.own.ids) })
+	count("reads", &c.reads.mu, func() int { return len(c.reads.m) })
+	count("syncs", &c.syncs.mu, func() int { return len(c.syncs.cancel) })
+	count("dirty", &c.queue.dirty.mu, func() int { return len(c.queue.dirty.m) })
+	count("plans", &c.planned.mu, func() int { return len(c.planned.byKey) })
+	count("reports", &c.reports.mu, func() int { return len(c.reports.pending) })
 	return out
 }

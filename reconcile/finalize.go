@@ -5,6 +5,7 @@ import (
 
 	"github.com/sprout-gitops/sprout/cluster"
 	"github.com/sprout-gitops/sprout/inventory"
+	"github.com/sprout-gitops/sprout/reconcile/access"
 )
 
 // finalize is the last sync of a deleted policy. A synchronizing policy that
@@ -26,11 +27,11 @@ func (c *Controller) finalize(ctx context.Context, key policyKey, gone retired) 
 			return err
 		}
 		// It prunes as it wrote: a tenant's policy with its account's rights.
-		var as *serviceAccount
-		if gone.account != (serviceAccount{}) {
+		var as *access.Account
+		if gone.account != (access.Account{}) {
 			as = &gone.account
 		}
-		w, err := c.writerFor(as)
+		w, err := c.writers.For(as)
 		if err != nil {
 			return err
 		}

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 
 	"github.com/sprout-gitops/sprout/inventory"
+	"github.com/sprout-gitops/sprout/reconcile/access"
 )
 
 // Triggers are evaluated and applied a part at a time: the first part is
@@ -41,7 +42,7 @@ type generation struct {
 	// kept too.
 	skipped skipped
 	// verdicts are the guard's on the roles bindings refer to.
-	verdicts *verdicts
+	verdicts *access.Verdicts
 	// rebuilt: the policy's admissions were rebuilt from its objects in
 	// the resources it writes to (rebuildAdmissions), and the sync's
 	// policy is the one rebuilt; relearnt: that rebuild admitted triggers
@@ -91,7 +92,7 @@ type parts struct {
 func (c *Controller) generate(ctx context.Context, run *syncRun, w writer, reader *cacheReader) (*generation, error) {
 	cp, triggers := run.cp, run.triggers
 	// Most policies generate one object a trigger.
-	g := &generation{changes: inventory.ChangeSet{Changes: make([]inventory.Change, 0, len(triggers))}, verdicts: newVerdicts(), failed: sets.New[string]()}
+	g := &generation{changes: inventory.ChangeSet{Changes: make([]inventory.Change, 0, len(triggers))}, verdicts: access.NewVerdicts(), failed: sets.New[string]()}
 	run.decisions = cp.decisions
 	if run.incremental {
 		// The policy's decisions stand for its whole desired set: an
@@ -114,7 +115,7 @@ func (c *Controller) generate(ctx context.Context, run *syncRun, w writer, reade
 		for _, p := range ps.applying {
 			c.finish(p, ps)
 		}
-		run.phase.done("apply")
+		run.phase.Done("apply")
 	}()
 	for start, size := 0, firstPart; start == 0 || start < len(triggers); size = min(2*size, maxPart) {
 		if err := ctx.Err(); err != nil {
@@ -144,11 +145,11 @@ func (c *Controller) generatePart(ctx context.Context, ps *parts, part []trigger
 	g.refuseErrs = append(g.refuseErrs, refused...)
 	gvrs, mapErr := c.resourcesOf(desired, kinds, ps.mapped)
 	g.mapErr = errors.Join(g.mapErr, mapErr)
-	run.phase.done("evaluate")
+	run.phase.Done("evaluate")
 	if len(ps.applying) == maxApplying {
 		c.finish(ps.applying[0], ps)
 		ps.applying = ps.applying[1:]
-		run.phase.done("apply")
+		run.phase.Done("apply")
 	}
 	if err := c.recordAhead(ctx, ps, gvrs); err != nil {
 		return err
@@ -182,7 +183,7 @@ func (c *Controller) generatePart(ctx context.Context, ps *parts, part []trigger
 func (c *Controller) recordAhead(ctx context.Context, ps *parts, gvrs sets.Set[schema.GroupVersionResource]) error {
 	run := ps.run
 	written, ready := c.track(ctx, run.key, gvrs)
-	if ready && written != ps.rebuiltAt && c.rebuilds.pending(run.key) {
+	if ready && written != ps.rebuiltAt && c.states.of(run.key).rebuildPending() {
 		// Before the record is written from what this sync knows. A
 		// resource's objects are all in its cache once it is ready:
 		// only a part that writes to a new resource can find more.
@@ -202,7 +203,7 @@ func (c *Controller) recordAhead(ctx context.Context, ps *parts, gvrs sets.Set[s
 		}
 		ps.recorded = written
 	}
-	run.phase.done("record")
+	run.phase.Done("record")
 	if !ready {
 		return errWaiting
 	}
@@ -269,7 +270,7 @@ func (c *Controller) desired(ctx context.Context, cp *compiledPolicy, triggers [
 	key := keyOf(cp.policy)
 	out.epoch = c.downstreamEpoch(key)
 	evaluated, reused := 0, 0
-	defer func() { c.metrics.observeEvaluations(key.String(), evaluated, reused) }()
+	defer func() { c.metrics.ObserveEvaluations(key.String(), evaluated, reused) }()
 	for _, t := range triggers {
 		reads, logged := reader.reads.Load(), c.reads.logged(key)
 		reader.record()

@@ -67,6 +67,20 @@ func (r *cacheReader) globalContext() celenv.GlobalContext {
 	return r.entries
 }
 
+// addEntryDependencies adds the entries an incremental sync read to those
+// recorded.
+func (c *Controller) addEntryDependencies(key policyKey, read sets.Set[string]) {
+	if read.Len() == 0 {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.entryDependencies == nil {
+		c.entryDependencies = map[policyKey]sets.Set[string]{}
+	}
+	c.entryDependencies[key] = c.entryDependencies[key].Union(read)
+}
+
 // setEntryDependencies records the entries a policy's last sync read.
 func (c *Controller) setEntryDependencies(key policyKey, read sets.Set[string]) {
 	c.mu.Lock()

@@ -241,3 +241,34 @@ spec:
 			strings.Contains(c.Message, "spec.apiCall.urlPath"), err
 	})
 }
+
+// An entry that only an incremental sync read (a new trigger's evaluation
+// reads it, the triggers before read none) is a dependency of the policy
+// as one a full sync read is: a change of it updates what was generated.
+// Only the full sync used to record the entries read.
+func TestGlobalContextEntryReadIncrementally(t *testing.T) {
+	runGlobalContext(t, nil)
+	src := newTable(t, "gctx-incr-src")
+	src.trigger("team-a", "team", "alpha")
+	applyEntry(t, `apiVersion: kyverno.io/v2beta1
+kind: GlobalContextEntry
+metadata:
+  name: gctx-incr
+spec:
+  kubernetesResource: {version: v1, resource: configmaps, namespace: gctx-incr-src}
+  projections:
+  - name: values
+    jmesPath: "[*].data.value"
+`)
+	tb := newTable(t, "gctx-incr")
+	tb.applyPolicy(gctxPolicy("gctx-incr", "gctx-incr",
+		`object.data.?value.orValue("") == "read" ? globalContext.Get("gctx-incr", "values").join(",") : "none"`))
+	t.Cleanup(func() { tb.deletePolicy("gctx-incr") })
+	tb.trigger("first", "gctx-incr", "skip")
+	tb.waitFor("the first trigger's object, reading no entry", "first-out", hasValue("none"))
+	tb.trigger("second", "gctx-incr", "read")
+	tb.waitFor("the second trigger's object, reading the entry", "second-out", hasValue("alpha"))
+
+	src.edit("team-a", "value", "gamma")
+	tb.waitFor("the entry's new data", "second-out", hasValue("gamma"))
+}

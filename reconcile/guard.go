@@ -15,6 +15,8 @@ import (
 	sproutv1alpha1 "github.com/sprout-gitops/sprout/api/sprout/v1alpha1"
 	"github.com/sprout-gitops/sprout/cluster"
 	"github.com/sprout-gitops/sprout/inventory"
+	"github.com/sprout-gitops/sprout/reconcile/access"
+	"github.com/sprout-gitops/sprout/reconcile/report"
 )
 
 // AnnotationMaxObjectsPerTrigger on a policy overrides
@@ -27,7 +29,7 @@ const DefaultMaxObjectsPerTrigger = 1000
 // ReasonRefused is the Ready reason of a policy that generates objects
 // Sprout must not write: kinds not allowed, bindings to roles that grant
 // too much (guardedGrants).
-const ReasonRefused = "Refused"
+const ReasonRefused = report.ReasonRefused
 
 // maxObjects is the cap on the objects one trigger may generate for a policy.
 func (c *Controller) maxObjects(cp *compiledPolicy) (int, error) {
@@ -49,10 +51,10 @@ func (c *Controller) maxObjects(cp *compiledPolicy) (int, error) {
 // join failed, whose objects are not pruned, but the bindings refused for
 // their role, which v lists, are (pruneRefused). v keeps the verdict on each role, judged once per sync.
 // An error is the caches of roles not ready: the sync waits.
-func (c *Controller) refuse(ctx context.Context, desired []*unstructured.Unstructured, kinds []schema.GroupVersionKind, v *verdicts, failed sets.Set[string]) ([]*unstructured.Unstructured, []schema.GroupVersionKind, []error, error) {
-	if !c.opts.AllowWildcardBindings && slices.ContainsFunc(kinds, func(k schema.GroupVersionKind) bool { return isBinding(k.GroupKind()) }) {
-		if err := c.roleCaches(ctx); err != nil {
-			return nil, nil, nil, err
+func (c *Controller) refuse(ctx context.Context, desired []*unstructured.Unstructured, kinds []schema.GroupVersionKind, v *access.Verdicts, failed sets.Set[string]) ([]*unstructured.Unstructured, []schema.GroupVersionKind, []error, error) {
+	if !c.opts.AllowWildcardBindings && slices.ContainsFunc(kinds, func(k schema.GroupVersionKind) bool { return access.IsBinding(k.GroupKind()) }) {
+		if err := c.guard.Caches(ctx, c.ctx.Done()); err != nil {
+			return nil, nil, nil, errWaiting
 		}
 	}
 	var errs []error
@@ -69,11 +71,11 @@ func (c *Controller) refuse(ctx context.Context, desired []*unstructured.Unstruc
 }
 
 // mayWrite says why obj must not be written, or nil.
-func (c *Controller) mayWrite(obj *unstructured.Unstructured, gk schema.GroupKind, v *verdicts) error {
+func (c *Controller) mayWrite(obj *unstructured.Unstructured, gk schema.GroupKind, v *access.Verdicts) error {
 	if len(c.opts.AllowedKinds) > 0 && !slices.Contains(c.opts.AllowedKinds, gk) {
 		return fmt.Errorf("kind %s is not in --allowed-kinds", gk)
 	}
-	if !isBinding(gk) || c.opts.AllowWildcardBindings {
+	if !access.IsBinding(gk) || c.opts.AllowWildcardBindings {
 		return nil
 	}
 	var binding struct {
@@ -88,20 +90,21 @@ func (c *Controller) mayWrite(obj *unstructured.Unstructured, gk schema.GroupKin
 	ns := obj.GetNamespace()
 	crb := gk.Kind == "ClusterRoleBinding"
 	protected := !crb && slices.Contains(c.opts.ProtectedNamespaces, ns)
-	err := c.judge(binding.RoleRef, crb, crb || protected, ns, v)
+	err := c.guard.Judge(binding.RoleRef, obj.GetName(), crb, crb || protected, ns, v)
 	if err != nil && protected {
 		err = fmt.Errorf("%w; in namespace %s, one of --protected-namespaces, a RoleBinding is judged as a ClusterRoleBinding", err, ns)
-	}
-	if err != nil {
-		v.refused.Insert(bindingKey{gk.Kind, obj.GetNamespace(), obj.GetName()})
 	}
 	return err
 }
 
-// isBinding reports whether gk is a RoleBinding or ClusterRoleBinding,
-// which mayWrite checks against the role it binds.
-func isBinding(gk schema.GroupKind) bool {
-	return gk.Group == rbacv1.GroupName && (gk.Kind == "RoleBinding" || gk.Kind == "ClusterRoleBinding")
+// roleChanged queues the policies whose bindings referred to the role, or
+// to an aggregated ClusterRole it may join.
+func (c *Controller) roleChanged(role string, clusterRole bool) {
+	c.states.each(func(key policyKey, st *policyState) {
+		if st.boundTo(role, clusterRole) {
+			c.queue.Add(key)
+		}
+	})
 }
 
 // settles reports whether objects of kinds may settle (Controller.settle):
@@ -109,7 +112,7 @@ func isBinding(gk schema.GroupKind) bool {
 // have changed.
 func settles(kinds []schema.GroupVersionKind) bool {
 	for _, k := range kinds {
-		if isBinding(k.GroupKind()) {
+		if access.IsBinding(k.GroupKind()) {
 			return false
 		}
 	}
@@ -120,8 +123,8 @@ func settles(kinds []schema.GroupVersionKind) bool {
 // for the role they bind: a role widened after its binding was made must
 // not keep its binding until someone notices. Only those: the policy's
 // other objects stay, as any refusal keeps its prune from running.
-func (c *Controller) pruneRefused(ctx context.Context, w writer, key policyKey, v *verdicts) (inventory.ChangeSet, error) {
-	if v.refused.Len() == 0 {
+func (c *Controller) pruneRefused(ctx context.Context, w writer, key policyKey, v *access.Verdicts) (inventory.ChangeSet, error) {
+	if !v.AnyRefused() {
 		return inventory.ChangeSet{}, nil
 	}
 	owned, err := c.owned(key)
@@ -131,7 +134,7 @@ func (c *Controller) pruneRefused(ctx context.Context, w writer, key policyKey, 
 	var refused []*cluster.Object
 	for _, o := range owned {
 		gk := o.GroupVersionKind().GroupKind()
-		if isBinding(gk) && v.refused.Has(bindingKey{gk.Kind, o.GetNamespace(), o.GetName()}) {
+		if access.IsBinding(gk) && v.Refused(gk.Kind, o.GetNamespace(), o.GetName()) {
 			refused = append(refused, o)
 		}
 	}

@@ -29,6 +29,7 @@ func (h policyHandler) Upsert(p sources.Policy) {
 			"policy", key.String(), "source", p.Source, "holder", c.claims.holder(key))
 		return
 	}
+	c.states.enter(key)
 	c.mu.Lock()
 	cur := c.policies[key]
 	if cur != nil && cur.policy.GetUID() == p.GetUID() && cur.policy.GetGeneration() == p.GetGeneration() {
@@ -93,7 +94,7 @@ func (h policyHandler) Delete(p sources.Policy) {
 	// A suspended policy deleted leaves its objects, as a suspended Flux
 	// Kustomization deleted does: suspended, it prunes nothing.
 	gone := retired{ref: refOf(key), synchronize: spec.Synchronize(), orphan: spec.OrphanDownstreamOnPolicyDelete() || suspended(p.Policy)}
-	if sa, err := c.serviceAccountFor(p.Policy); sa != nil && err == nil {
+	if sa, err := c.accountOf(p.Policy); sa != nil && err == nil {
 		gone.account = *sa
 	}
 	c.deleted[key] = gone
@@ -102,8 +103,9 @@ func (h policyHandler) Delete(p sources.Policy) {
 	delete(c.entryDependencies, key)
 	c.mu.Unlock()
 	c.stopRunning(key)
-	c.tallies.set(key, nil)
-	c.statusWrites.forget(key)
+	st := c.states.of(key)
+	st.setTally(nil)
+	st.forgetStatus()
 	c.reads.drop(key)
 	c.log.Info("policy deleted", "policy", key.String(), "source", p.Source)
 	c.queue.Add(key)

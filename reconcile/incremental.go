@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"slices"
-	"sync"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -119,46 +118,20 @@ func (t *tally) remove(uid types.UID) {
 	}
 }
 
-// tallies keeps each policy's tally; only the policy's sync uses it.
-type tallies struct {
-	mu sync.Mutex
-	m  map[policyKey]*tally
-}
-
-func (ts *tallies) get(key policyKey) *tally {
-	ts.mu.Lock()
-	defer ts.mu.Unlock()
-	return ts.m[key]
-}
-
-// set keeps t for key; nil forgets it, and the next sync is a full one.
-func (ts *tallies) set(key policyKey, t *tally) {
-	ts.mu.Lock()
-	defer ts.mu.Unlock()
-	if ts.m == nil {
-		ts.m = map[policyKey]*tally{}
-	}
-	if t == nil {
-		delete(ts.m, key)
-		return
-	}
-	ts.m[key] = t
-}
-
 // clean reports whether a generation left nothing to retry or report: an
 // incremental sync may build on it.
 func (g *generation) clean() bool {
 	return len(g.evalErrs) == 0 && len(g.refuseErrs) == 0 && g.mapErr == nil && g.applyErr == nil &&
-		g.failed.Len() == 0 && g.verdicts.refused.Len() == 0
+		g.failed.Len() == 0 && !g.verdicts.AnyRefused()
 }
 
 // keepTally keeps what a full sync found per trigger, if it was clean,
 // and reports whether it did.
 func (c *Controller) keepTally(run *syncRun, g *generation, changes inventory.ChangeSet, err error) bool {
-	if err != nil || !g.clean() || changes.NotOwned() != "" || run.cp.resolveErr != nil || c.rebuilds.pending(run.key) {
+	if err != nil || !g.clean() || changes.NotOwned() != "" || run.cp.resolveErr != nil || c.states.of(run.key).rebuildPending() {
 		return false
 	}
-	c.tallies.set(run.key, newTally(run.cp, g.contributions))
+	c.states.of(run.key).setTally(newTally(run.cp, g.contributions))
 	return true
 }
 
@@ -175,7 +148,7 @@ func (c *Controller) incrementalAllowed(run *syncRun, p *pending, t *tally) bool
 		return false
 	case t.volatile > 0 || t.since+len(p.triggers) > max(len(t.byUID), minFullEvery):
 		return false
-	case c.rebuilds.pending(run.key) || len(c.tombstones.pending(run.key)) > 0:
+	case c.states.of(run.key).rebuildPending() || len(c.tombstones.pending(run.key)) > 0:
 		return false
 	}
 	if before, changed := c.admitted.derivedBy(run.key); changed && before != cp.derives {
@@ -196,30 +169,30 @@ func (c *Controller) syncIncremental(ctx, outer context.Context, run *syncRun) (
 		// again while that sync ran.
 		p = &pending{}
 	}
-	t := c.tallies.get(run.key)
+	t := c.states.of(run.key).getTally()
 	if !c.incrementalAllowed(run, p, t) {
 		return false, nil
 	}
-	run.phase = c.metrics.phases()
+	run.phase = c.metrics.Phases()
 	triggers, dirty, ok := c.matchDirty(run, p, t)
 	if !ok {
 		return false, nil
 	}
 	c.unreportDirty(run.cp, dirty, triggers)
-	c.metrics.syncs.WithLabelValues(run.key.String(), "incremental").Inc()
-	run.phase.done("match")
-	as, err := c.serviceAccountFor(run.cp.policy)
+	c.metrics.Syncs.WithLabelValues(run.key.String(), "incremental").Inc()
+	run.phase.Done("match")
+	as, err := c.accountOf(run.cp.policy)
 	if err != nil {
 		return false, err
 	}
-	w, err := c.writerFor(as)
+	w, err := c.writers.For(as)
 	if err != nil {
 		return false, err
 	}
 	run.triggers, run.incremental = triggers, true
 	reader := newCacheReader(c, run.key, as, run.cp.scope())
 	g, err := c.generate(ctx, run, w, reader)
-	c.addDependencies(run.key, reader.resources())
+	c.recordReads(run, reader)
 	if ctx.Err() != nil && outer.Err() == nil {
 		c.log.Info("sync stopped: policy deleted", "policy", run.key.String())
 		return true, nil
@@ -228,7 +201,7 @@ func (c *Controller) syncIncremental(ctx, outer context.Context, run *syncRun) (
 		run.triggers, run.incremental = nil, false
 		return false, err
 	}
-	c.guard.remember(run.key, g.verdicts, false)
+	c.states.of(run.key).bound(g.verdicts.Refs(), false)
 	changes, pruneErr := c.pruneDirty(ctx, run, w, g, dirty)
 	if stopping(outer) {
 		return true, nil
@@ -251,14 +224,14 @@ func (c *Controller) syncIncremental(ctx, outer context.Context, run *syncRun) (
 	t.since += len(dirty)
 	g.matched, g.objects = t.matched, t.objects
 	if run.cp.policy.PolicySpec().Synchronize() {
-		c.metrics.settled.WithLabelValues(run.key.String()).Set(float64(t.settled))
+		c.metrics.Settled.WithLabelValues(run.key.String()).Set(float64(t.settled))
 	}
 	report := c.outcomeOf(ctx, run, g, changes, pruneErr)
 	recordErr := c.conclude(ctx, run, report)
 	err = errors.Join(pruneErr, recordErr)
 	kept := err == nil && changes.NotOwned() == ""
 	if !kept {
-		c.tallies.set(run.key, nil)
+		c.states.of(run.key).setTally(nil)
 	}
 	c.endReads(run, kept, dirty, g.reads)
 	return true, err
@@ -323,7 +296,7 @@ func (c *Controller) matchDirty(run *syncRun, p *pending, t *tally) ([]trigger, 
 // own and no longer want: the objects of those triggers that the sync's
 // round does not hold.
 func (c *Controller) pruneDirty(ctx context.Context, run *syncRun, w writer, g *generation, dirty []types.UID) (inventory.ChangeSet, error) {
-	defer run.phase.done("prune")
+	defer run.phase.Done("prune")
 	if !run.cp.policy.PolicySpec().Synchronize() {
 		return inventory.ChangeSet{}, nil
 	}
@@ -350,6 +323,20 @@ func (c *Controller) pruneDirty(ctx context.Context, run *syncRun, w writer, g *
 	pruned, err := w.Prune(ctx, cluster.Decoded(stale))
 	c.own.note(run.key, pruned)
 	return pruned, err
+}
+
+// recordReads records what a sync read, the resources and the
+// GlobalContextEntries, whose changes queue the policy: a full sync's reads
+// replace those recorded, an incremental sync's add to them, since the
+// triggers it did not evaluate read what they read before.
+func (c *Controller) recordReads(run *syncRun, reader *cacheReader) {
+	if !run.incremental {
+		c.setDependencies(run.key, reader.resources())
+		c.setEntryDependencies(run.key, reader.entries.names())
+		return
+	}
+	c.addDependencies(run.key, reader.resources())
+	c.addEntryDependencies(run.key, reader.entries.names())
 }
 
 // addDependencies adds the resources an incremental sync read to those the

@@ -15,15 +15,17 @@ import (
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
+
+	"github.com/sprout-gitops/sprout/reconcile/report"
 )
 
 // The loop: the work queues, the workers that take policies from them,
 // and the start and stop of the informers and sources that feed them.
 
 // newQueue makes a rate-limited work queue whose metrics are named name.
-func newQueue[T comparable](name string, m *metrics) workqueue.TypedRateLimitingInterface[T] {
+func newQueue[T comparable](name string, m *report.Metrics) workqueue.TypedRateLimitingInterface[T] {
 	return workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[T](),
-		workqueue.TypedRateLimitingQueueConfig[T]{Name: name, MetricsProvider: m.queue})
+		workqueue.TypedRateLimitingQueueConfig[T]{Name: name, MetricsProvider: m.Queue})
 }
 
 // Run starts the informers and workers and blocks until ctx is done.
@@ -102,7 +104,7 @@ func (c *Controller) start(ctx context.Context) error {
 func (c *Controller) stop() {
 	c.stopTriggerInformers()
 	c.kubeInformers.Shutdown()
-	c.rbacInformers.Shutdown()
+	c.rbac.Shutdown()
 	for _, src := range c.opts.Sources {
 		src.Wait()
 	}
@@ -124,8 +126,8 @@ func (c *Controller) run(ctx context.Context) error {
 	// Sources' states are written once each has delivered what it held at
 	// start, so a restart does not write a partial count.
 	wg.Go(func() { c.runSourceWorker(ctx) })
-	wg.Go(func() { c.watchRBAC(ctx) })
-	wg.Go(func() { c.runPermissionRechecks(ctx) })
+	wg.Go(func() { c.rbac.Watch(ctx, c.ctx.Done()) })
+	wg.Go(func() { c.rbac.RunRechecks(ctx, c.recheckPermissions) })
 	if c.policyReports != nil {
 		// Before the first sync, so that a restart writes no report
 		// whose results did not change.
@@ -179,14 +181,14 @@ func (c *Controller) processNextWorkItem(ctx context.Context) bool {
 		// Backs off (100 ms doubling to at most 3.2 s) and says so once it
 		// has lasted: a cache that never syncs (RBAC forbids the list, a CRD
 		// was removed) must not be a silent hot loop.
-		n := c.waits.add(key)
+		n := c.states.of(key).waited()
 		if n%20 == 0 {
 			c.log.Warn("still waiting for caches to sync", "policy", key.String(), "attempts", n)
 		}
 		c.queue.AddAfter(key, 100*time.Millisecond<<min(n-1, 5))
 		return true
 	}
-	c.waits.reset(key)
+	c.states.of(key).done()
 	if c.opts.OnSync != nil {
 		c.opts.OnSync(key.String(), err)
 	}
@@ -225,33 +227,11 @@ func (c *Controller) scheduleResync(spec string) (stop func(), err error) {
 		c.mappings.Range(func(k, v any) bool { c.resynced.Store(k, v); return true })
 		c.resetMapper() // and discovery with it
 		c.forgetSettledChecks()
-		c.rbacChanged() // and permissions, if RBAC changes were missed
+		c.rbac.Changed() // and permissions, if RBAC changes were missed
 		c.requeueAll()
 	}))
 	cr.Start()
 	return func() { <-cr.Stop().Done() }, nil
-}
-
-// waits counts, per policy, the syncs in a row that had to wait for a cache.
-type waits struct {
-	mu sync.Mutex
-	n  map[policyKey]int
-}
-
-func (w *waits) add(k policyKey) int {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.n == nil {
-		w.n = map[policyKey]int{}
-	}
-	w.n[k]++
-	return w.n[k]
-}
-
-func (w *waits) reset(k policyKey) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	delete(w.n, k)
 }
 
 // syncPollPeriod is how often waitSynced looks: client-go's

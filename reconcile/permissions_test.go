@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -143,6 +144,51 @@ func TestWildcardPicksUpResourceGrantedLater(t *testing.T) {
 		got, _ := c.Watched()
 		return slices.Equal(got, []string{"configmaps.v1 in perm-wild", "serviceaccounts.v1 in perm-wild"}), nil
 	})
+}
+
+// TestRecheckKeepsItsAnswerOverAStatusWrite: a permission recheck whose
+// policy a status write replaced (with a copy of the same compilation)
+// while its access reviews were asked keeps what it resolved on that copy:
+// the resource granted is watched at once, not started and stopped by the
+// release that follows the recheck (TestWildcardPicksUpResourceGrantedLater
+// failed so, and nothing watched the resource until the next resync).
+func TestRecheckKeepsItsAnswerOverAStatusWrite(t *testing.T) {
+	_, c := runController(t, nil)
+	tb := newTable(t, "perm-race")
+	sa := reconcile.DefaultServiceAccount
+	bindRole(t, tb.kube, tb.ns, "configmaps", sa, []string{"list", "watch"}, "configmaps")
+	doc := fixtures.MustPolicyFile("wildcard", fixtures.Params{Name: "wild", Namespace: "perm-race"})
+	tb.applyPolicy(doc)
+	t.Cleanup(func() {
+		_ = dynamic.NewForConfigOrDie(cfg).Resource(apiv1.NamespacedGeneratingPolicies).Namespace(tb.ns).Delete(context.Background(), "wild", metav1.DeleteOptions{})
+	})
+	poll(t, "the policy's watches", func(context.Context) (bool, error) {
+		got, _ := c.Watched()
+		return slices.Equal(got, []string{"configmaps.v1 in perm-race"}), nil
+	})
+	bindRole(t, tb.kube, tb.ns, "serviceaccounts", sa, []string{"list", "watch"}, "serviceaccounts")
+	poll(t, "the API server granting the account serviceaccounts", func(ctx context.Context) (bool, error) {
+		return mayList(ctx, tb.kube, tb.ns, sa, "serviceaccounts")
+	})
+	if c.RecheckAfterStatusWrite(context.Background(), "NamespacedGeneratingPolicy/perm-race/wild", "serviceaccounts") {
+		t.Skip("a recheck the RBAC watch asked for came first: nothing left to race")
+	}
+	if got, _ := c.Watched(); !slices.Equal(got, []string{"configmaps.v1 in perm-race", "serviceaccounts.v1 in perm-race"}) {
+		t.Errorf("watched right after the recheck: %v, want the resource granted too", got)
+	}
+}
+
+// mayList asks the API server whether ServiceAccount ns/sa may list
+// resource (core group) in ns.
+func mayList(ctx context.Context, kube kubernetes.Interface, ns, sa, resource string) (bool, error) {
+	review := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+		User:               "system:serviceaccount:" + ns + ":" + sa,
+		ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: ns, Verb: "list", Resource: resource}}}
+	got, err := kube.AuthorizationV1().SubjectAccessReviews().Create(ctx, review, metav1.CreateOptions{})
+	if err != nil {
+		return false, err
+	}
+	return got.Status.Allowed, nil
 }
 
 // TestClusterPolicyReportsSproutsOwnPermissions: a GeneratingPolicy that

@@ -9,6 +9,7 @@ import (
 
 	"github.com/sprout-gitops/sprout/cluster"
 	"github.com/sprout-gitops/sprout/policyreport"
+	"github.com/sprout-gitops/sprout/reconcile/report"
 )
 
 // A policy's objectSelector is pushed into the list and watch of its
@@ -124,22 +125,27 @@ func (c *Controller) forgetReported(w watchKey, triggered []*compiledPolicy, o *
 	}
 }
 
-// informerSize is what one running informer's cache holds.
-type informerSize struct {
-	kind, resource, selector string
-	objects                  int
-}
-
 // informerSizes counts the objects of every running informer's cache.
-func (c *Controller) informerSizes() []informerSize {
+func (c *Controller) informerSizes() []report.InformerSize {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	out := make([]informerSize, 0, len(c.informer)+len(c.downstream))
+	out := make([]report.InformerSize, 0, len(c.informer)+len(c.downstream))
 	for w, ti := range c.informer {
-		out = append(out, informerSize{kind: "trigger", resource: w.resource(), selector: w.selector, objects: int(ti.objects.Load())})
+		out = append(out, report.InformerSize{Kind: "trigger", Resource: w.resource(), Selector: w.selector, Objects: int(ti.objects.Load())})
 	}
 	for gvr, ti := range c.downstream {
-		out = append(out, informerSize{kind: "generated", resource: resourceName(gvr), selector: generatedSelector, objects: int(ti.objects.Load())})
+		out = append(out, report.InformerSize{Kind: "generated", Resource: resourceName(gvr), Selector: generatedSelector, Objects: int(ti.objects.Load())})
 	}
 	return out
+}
+
+// runningInformers counts the running informers of kind: "trigger" (on
+// triggers and what expressions read) or "generated".
+func (c *Controller) runningInformers(kind string) int {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if kind == "trigger" {
+		return len(c.informer)
+	}
+	return len(c.downstream)
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/sprout-gitops/sprout/celenv"
 	"github.com/sprout-gitops/sprout/cluster"
+	"github.com/sprout-gitops/sprout/reconcile/access"
 )
 
 // cacheReader serves resource.Get and resource.List for the syncs of one
@@ -30,7 +31,7 @@ type cacheReader struct {
 	// as, when set, is the ServiceAccount the policy runs as: each kind of
 	// read is allowed only if the API server says it may (a
 	// SubjectAccessReview, asked once per sync).
-	as *serviceAccount
+	as *access.Account
 	// scope confines the informers it starts: a NamespacedGeneratingPolicy
 	// reads only in its namespace, and so only that namespace is watched.
 	scope string
@@ -57,7 +58,7 @@ type cacheReader struct {
 
 var _ celenv.Reader = (*cacheReader)(nil)
 
-func newCacheReader(c *Controller, key policyKey, as *serviceAccount, scope string) *cacheReader {
+func newCacheReader(c *Controller, key policyKey, as *access.Account, scope string) *cacheReader {
 	r := &cacheReader{c: c, key: key, as: as, scope: scope, read: sets.New[schema.GroupVersionResource](), allowed: map[string]error{},
 		decoded: map[*cluster.Object]*unstructured.Unstructured{}}
 	if c.opts.HTTP != nil {
@@ -94,7 +95,7 @@ func (r *cacheReader) authorize(ctx context.Context, verb string, gvr schema.Gro
 	if ok {
 		return err
 	}
-	err = r.c.mayRead(ctx, *r.as, verb, gvr, namespace)
+	err = r.c.reviews.May(ctx, r.as, verb, gvr, namespace)
 	r.mu.Lock()
 	r.allowed[key] = err
 	r.mu.Unlock()
@@ -115,7 +116,7 @@ func (r *cacheReader) store(ctx context.Context, gvr schema.GroupVersionResource
 	}
 	// Its informer runs as Sprout: one that may not list would fail for
 	// ever. The read fails instead, and RBACPermissionsGranted says why.
-	if err := r.c.mayWatch(ctx, nil, gvr, r.c.watchKeyOf(r.scope, gvr).namespace); err != nil {
+	if err := r.c.reviews.MayWatch(ctx, nil, gvr, r.c.watchKeyOf(r.scope, gvr).namespace); err != nil {
 		return nil, err
 	}
 	r.c.ensureInformers(r.c.watchKeyOf(r.scope, gvr))

@@ -1,7 +1,6 @@
 package reconcile
 
 import (
-	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -28,33 +27,6 @@ import (
 // LabelRebuilding marks the record of a policy whose admissions are being
 // rebuilt from its objects; it prunes nothing meanwhile.
 const LabelRebuilding = "sprout.dev/rebuilding"
-
-// rebuilds holds the policies whose records are being rebuilt.
-type rebuilds struct {
-	mu  sync.Mutex
-	set map[policyKey]bool
-}
-
-func (r *rebuilds) start(k policyKey) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.set == nil {
-		r.set = map[policyKey]bool{}
-	}
-	r.set[k] = true
-}
-
-func (r *rebuilds) pending(k policyKey) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.set[k]
-}
-
-func (r *rebuilds) done(k policyKey) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	delete(r.set, k)
-}
 
 // rebuildAdmissions reads, from the objects the policy owns in the
 // resources it has written to so far, the triggers it generated for, and

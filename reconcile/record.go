@@ -12,6 +12,8 @@ import (
 
 	sproutv1alpha1 "github.com/sprout-gitops/sprout/api/sprout/v1alpha1"
 	"github.com/sprout-gitops/sprout/inventory"
+	"github.com/sprout-gitops/sprout/reconcile/access"
+	"github.com/sprout-gitops/sprout/reconcile/report"
 )
 
 // retired is a policy gone from its source whose objects may still need
@@ -21,7 +23,7 @@ type retired struct {
 	synchronize, orphan bool
 	// account is the ServiceAccount the policy ran as, which prunes what
 	// it leaves; zero for Sprout's own.
-	account serviceAccount
+	account access.Account
 }
 
 // startRecords starts the informer on PolicyInventory records. Records are
@@ -71,7 +73,7 @@ func (c *Controller) record(key policyKey) *sproutv1alpha1.PolicyInventory {
 func (c *Controller) restore(key policyKey, uid string) {
 	rec := c.record(key)
 	if rec == nil || rec.Labels[LabelRebuilding] != "" {
-		c.rebuilds.start(key)
+		c.states.of(key).rebuild(true)
 	}
 	if rec == nil {
 		return
@@ -104,7 +106,7 @@ func (c *Controller) saveRecord(ctx context.Context, key policyKey, cp *compiled
 	rec := &sproutv1alpha1.PolicyInventory{}
 	spec := cp.policy.PolicySpec()
 	rec.Labels = map[string]string{sproutv1alpha1.LabelManagedBy: sproutv1alpha1.ManagedBy}
-	if c.rebuilds.pending(key) {
+	if c.states.of(key).rebuildPending() {
 		rec.Labels[LabelRebuilding] = "true"
 	}
 	rec.Spec = sproutv1alpha1.PolicyInventorySpec{
@@ -133,21 +135,18 @@ func (c *Controller) saveRecord(ctx context.Context, key policyKey, cp *compiled
 // saveRecordStatus writes the outcome of a sync to the record's status if
 // it changed.
 func (c *Controller) saveRecordStatus(ctx context.Context, key policyKey, cp *compiledPolicy, out outcome) error {
-	if out.reason == ReasonProgressing && c.record(key) == nil {
+	if out.Reason == ReasonProgressing && c.record(key) == nil {
 		return nil // a first sync under way has no record yet
 	}
 	return c.records.UpdateStatus(ctx, refOf(key), func(status *sproutv1alpha1.PolicyInventoryStatus) {
-		if out.reason == ReasonProgressing {
-			setProgressing(&status.Conditions, cp.policy.GetGeneration())
+		report.SetConditions(&status.Conditions, cp.policy.GetGeneration(), out)
+		if out.Reason == ReasonProgressing {
 			return
 		}
-		if out.counted() {
-			status.Triggers, status.Objects = out.triggers, out.objects
+		if out.Counted() {
+			status.Triggers, status.Objects = out.Triggers, out.Objects
 		}
-		ready := readyCondition(cp, out)
-		meta.SetStatusCondition(&status.Conditions, ready)
-		setProgress(&status.Conditions, ready, out)
-		if request := reconcileRequest(cp.policy); request != "" && out.reason != ReasonSuspended {
+		if request := reconcileRequest(cp.policy); request != "" && out.Reason != ReasonSuspended {
 			status.LastHandledReconcileAt = request
 		}
 	})

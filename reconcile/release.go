@@ -51,8 +51,6 @@ func (h policyHandler) unclaim(key policyKey, p sources.Policy) bool {
 func (c *Controller) stopRunning(key policyKey) {
 	c.admitted.forget(key)
 	c.tombstones.forget(key)
-	c.rebuilds.done(key)
-	c.progressed.m.Delete(key)
 	c.stopSync(key)
 }
 
@@ -60,13 +58,13 @@ func (c *Controller) stopRunning(key policyKey) {
 // runs: its metrics, what it wrote, its caches' interest. Should the
 // policy come back, its record tells it all again.
 func (c *Controller) forgetPolicy(key policyKey) {
-	c.metrics.forget(key.String())
+	c.metrics.Forget(key.String())
 	c.mu.Lock()
 	delete(c.written, key)
 	delete(c.generated, key)
 	c.own.forget(key)
 	c.mu.Unlock()
-	c.access.forget(key)
+	c.states.drop(key)
 	c.reads.drop(key)
 	c.releaseInformers()
 }

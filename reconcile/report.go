@@ -14,8 +14,6 @@ import (
 type reports struct {
 	mu      sync.Mutex
 	pending map[policyKey]pendingReport
-	// told is, per policy, the reason and error of the last outcome written.
-	told map[policyKey]string
 	// writing counts the outcomes taken and not yet written or put back.
 	writing int
 }
@@ -32,9 +30,8 @@ func (c *Controller) reportLater(key policyKey, cp *compiledPolicy, out outcome)
 		c.reports.pending = map[policyKey]pendingReport{}
 	}
 	c.reports.pending[key] = pendingReport{cp: cp, out: out}
-	told, ok := c.reports.told[key]
 	c.reports.mu.Unlock()
-	if ok && told == out.summary() {
+	if told := c.states.of(key).lastTold(); told != nil && *told == out.Summary() {
 		// Only the counts changed: written a little later, with whatever
 		// comes meanwhile, so that a burst of triggers costs the API
 		// server one status write a second, not one per sync.
@@ -47,27 +44,11 @@ func (c *Controller) reportLater(key policyKey, cp *compiledPolicy, out outcome)
 // countsDelay is how long a status write that only changes counts waits.
 const countsDelay = time.Second
 
-// summary is what of an outcome is written at once when it changes.
-func (o outcome) summary() string {
-	s := o.reason
-	if o.err != nil {
-		s += ": " + o.err.Error()
-	}
-	if o.granted != nil {
-		s += "; " + verdictString(o.granted.err)
-	}
-	return s
-}
-
-// written records the outcome last written for key.
-func (r *reports) written(key policyKey, out outcome) {
+// written ends the write of an outcome taken.
+func (r *reports) written() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.writing--
-	if r.told == nil {
-		r.told = map[policyKey]string{}
-	}
-	r.told[key] = out.summary()
 }
 
 // writePending writes every outcome not yet written, delayed or not: a
@@ -128,7 +109,8 @@ func (c *Controller) runStatusWorker(ctx context.Context) {
 				c.reports.putBack(key, p)
 				c.statusQueue.AddRateLimited(key)
 			} else {
-				c.reports.written(key, p.out)
+				c.reports.written()
+				c.states.of(key).tell(p.out.Summary())
 				c.statusQueue.Forget(key)
 			}
 		}

@@ -47,10 +47,10 @@ func (l liveReporter) report(r *syncReport) {
 	before := c.previousReady(key, cp)
 	c.reportLater(key, cp, r.out)
 	if p := r.run.phase; p != nil {
-		p.done("report")
-		p.observe()
+		p.Done("report")
+		p.Observe()
 	}
-	c.metrics.observeSync(key.String(), time.Since(r.run.start).Seconds(), r.out, r.changes, r.evalErr)
+	c.metrics.ObserveSync(key.String(), time.Since(r.run.start).Seconds(), r.out.Reason, r.changes, r.evalErr)
 	c.policyEvents(key, cp, before, r.out, r.changes, r.triggers)
 }
 
@@ -60,5 +60,5 @@ type planReporter struct{ c *Controller }
 func (planReporter) record(context.Context, policyKey, *compiledPolicy) error { return nil }
 
 func (p planReporter) report(r *syncReport) {
-	p.c.plan(r.run.key, r.changes, r.out.err)
+	p.c.plan(r.run.key, r.changes, r.out.Err)
 }

@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/discovery"
 
 	apiv1 "github.com/sprout-gitops/sprout/api/policies/v1"
+	"github.com/sprout-gitops/sprout/reconcile/access"
 )
 
 // discoveryError marks a failure to resolve rules that is the API server's,
@@ -23,6 +24,9 @@ type discoveryError struct{ err error }
 
 func (e *discoveryError) Error() string { return "discovery: " + e.err.Error() }
 func (e *discoveryError) Unwrap() error { return e.err }
+
+// Stalls is false: discovery coming back cures it (report.Stalling).
+func (e *discoveryError) Stalls() bool { return false }
 
 // permissionError marks trigger resources Sprout, or the ServiceAccount a
 // policy runs as, may not list and watch. Like a discovery failure it
@@ -37,6 +41,9 @@ type permissionError struct {
 
 func (e *permissionError) Error() string { return e.err.Error() }
 func (e *permissionError) Unwrap() error { return e.err }
+
+// Stalls is true: only a change to RBAC cures it (report.Stalling).
+func (e *permissionError) Stalls() bool { return true }
 
 // resolveRules lists the resources p's rules name, expanding "*" through
 // discovery. Subresources (pods/exec, */status) exist only as admission
@@ -67,7 +74,7 @@ func (c *Controller) resolveRules(p apiv1.Policy) (triggers, refused []schema.Gr
 // wildcard: refusing one of them is an error, and it is returned in
 // refused.
 func (c *Controller) readable(p apiv1.Policy, gvrs []schema.GroupVersionResource, named sets.Set[schema.GroupVersionResource]) (kept, refused []schema.GroupVersionResource, _ error) {
-	sa, err := c.serviceAccountFor(p)
+	sa, err := c.accountOf(p)
 	if err != nil {
 		// Nothing is watched for a policy whose account is wrong: its
 		// sync reports the account.
@@ -80,8 +87,8 @@ func (c *Controller) readable(p apiv1.Policy, gvrs []schema.GroupVersionResource
 	var errs []error
 	failed := false
 	for _, gvr := range gvrs {
-		err := c.mayWatch(c.ctx, sa, gvr, c.watchKeyOf(scope, gvr).namespace)
-		var denied *deniedError
+		err := c.reviews.MayWatch(c.ctx, sa, gvr, c.watchKeyOf(scope, gvr).namespace)
+		var denied *access.DeniedError
 		switch {
 		case err == nil:
 			kept = append(kept, gvr)

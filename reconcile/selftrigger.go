@@ -119,25 +119,6 @@ func (c *Controller) mayTriggerItself(key policyKey) bool {
 	return false
 }
 
-// selfTriggers remembers, per policy, how many of its own objects its last
-// sync passed over as triggers, so that the policy says so when it changes.
-type selfTriggers struct {
-	mu   sync.Mutex
-	last map[policyKey]int
-}
-
-// changed records n for k and reports whether it differs from the last.
-func (s *selfTriggers) changed(k policyKey, n int) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.last == nil {
-		s.last = map[policyKey]int{}
-	}
-	before := s.last[k]
-	s.last[k] = n
-	return before != n
-}
-
 // ReasonSelfTrigger is the reason of the Event that tells that objects a
 // policy generated match its own rules, and are not its triggers.
 const ReasonSelfTrigger = "SelfTrigger"
@@ -146,7 +127,7 @@ const ReasonSelfTrigger = "SelfTrigger"
 // how many of its own objects a sync of it passed over as triggers, each
 // time that count changes.
 func (c *Controller) reportSelfTriggers(key policyKey, cp *compiledPolicy, n int) {
-	if !c.selfTriggers.changed(key, n) || n == 0 || c.opts.DryRun {
+	if !c.states.of(key).passedOver(n) || n == 0 || c.opts.DryRun {
 		return
 	}
 	msg := fmt.Sprintf("%d objects this policy generated match its own rules: they are not its triggers, so it does not generate from what it generated", n)

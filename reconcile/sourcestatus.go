@@ -40,8 +40,8 @@ type sourceStates struct {
 
 // sourceChecked keeps a polled source's last check for its status and counts it.
 func (c *Controller) sourceChecked(source string, st sources.Status) {
-	c.metrics.sourceChecks.WithLabelValues(source, string(st.Check)).Inc()
-	c.metrics.sourceLastCheck.WithLabelValues(source).Set(float64(st.Fetched.Unix()))
+	c.metrics.SourceChecks.WithLabelValues(source, string(st.Check)).Inc()
+	c.metrics.SourceLastCheck.WithLabelValues(source).Set(float64(st.Fetched.Unix()))
 	c.mu.Lock()
 	prev, seen := c.sourceStates.checks[source]
 	c.sourceStates.checks[source] = st
@@ -198,13 +198,13 @@ func (c *Controller) sourceMetrics(name string, before, after *sproutv1alpha1.Po
 	if cond := meta.FindStatusCondition(after.Status.Conditions, ConditionReady); cond != nil && cond.Status == metav1.ConditionTrue {
 		ready = 1
 	}
-	c.metrics.sourceReady.WithLabelValues(name).Set(ready)
-	c.metrics.sourcePolicies.WithLabelValues(name).Set(float64(after.Status.Policies))
+	c.metrics.SourceReady.WithLabelValues(name).Set(ready)
+	c.metrics.SourcePolicies.WithLabelValues(name).Set(float64(after.Status.Policies))
 	if before.Status.Revision != after.Status.Revision {
-		c.metrics.sourceRevision.DeleteLabelValues(name, before.Status.Revision)
+		c.metrics.SourceRevision.DeleteLabelValues(name, before.Status.Revision)
 	}
 	if after.Status.Revision != "" {
-		c.metrics.sourceRevision.WithLabelValues(name, after.Status.Revision).Set(1)
+		c.metrics.SourceRevision.WithLabelValues(name, after.Status.Revision).Set(1)
 	}
 }
 

@@ -1,8 +1,6 @@
 package reconcile
 
 import (
-	"sync"
-
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 
@@ -10,34 +8,14 @@ import (
 	"github.com/sprout-gitops/sprout/cluster"
 )
 
-// statusWrites keeps, per policy, the status its last write returned while
-// the running copy of the policy, from the cache, is older: compared with
-// the cache alone, a status changed and changed back before the cache saw
-// the change (a count up then down) would not be written back, and the
-// policy would show the change until its next one.
-type statusWrites struct {
-	mu sync.Mutex
-	m  map[policyKey]writtenStatus
-}
-
+// writtenStatus is the status a write of the policy's status returned,
+// kept until the cache holds a copy of the policy that has seen it: the
+// running copy of the policy, from the cache, may be older, and compared
+// with the cache alone, a status changed and changed back before the cache
+// saw the change (a count up then down) would not be written back.
 type writtenStatus struct {
 	version string
 	status  *apiv1.GeneratingPolicyStatus
-}
-
-// live returns the status of policy as last written, or as policy holds it
-// when that copy has seen the write.
-func (w *statusWrites) live(policy apiv1.Policy) *apiv1.GeneratingPolicyStatus {
-	key := keyOf(policy)
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if s, ok := w.m[key]; ok {
-		if cluster.Older(policy.GetResourceVersion(), s.version) {
-			return s.status
-		}
-		delete(w.m, key)
-	}
-	return policy.PolicyStatus()
 }
 
 // liveStatus is the newest status of cp's policy Sprout knows: its own
@@ -52,28 +30,40 @@ func (c *Controller) liveStatus(cp *compiledPolicy) *apiv1.GeneratingPolicyStatu
 		newest = cur.policy
 	}
 	c.mu.RUnlock()
-	return c.statusWrites.live(newest)
+	written := c.states.of(keyOf(newest)).writtenStatus(newest.GetResourceVersion())
+	if written != nil {
+		return written
+	}
+	return newest.PolicyStatus()
 }
 
-// written keeps the status the write of key's status returned; one that
-// does not decode is not kept, and the cache is compared with.
-func (w *statusWrites) written(key policyKey, out *unstructured.Unstructured) {
+// writtenStatus returns the status last written when the copy of the
+// policy at version has not seen it, else nil (and it is forgotten).
+func (st *policyState) writtenStatus(version string) (status *apiv1.GeneratingPolicyStatus) {
+	st.with(func(st *policyState) {
+		if st.status.status == nil {
+			return
+		}
+		if cluster.Older(version, st.status.version) {
+			status = st.status.status
+			return
+		}
+		st.status = writtenStatus{}
+	})
+	return status
+}
+
+// statusWritten keeps the status the write of the policy's status
+// returned; one that does not decode is not kept, and the cache is
+// compared with.
+func (st *policyState) statusWritten(out *unstructured.Unstructured) {
 	status := &apiv1.GeneratingPolicyStatus{}
 	raw, _ := out.Object["status"].(map[string]any)
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(raw, status); err != nil {
 		return
 	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.m == nil {
-		w.m = map[policyKey]writtenStatus{}
-	}
-	w.m[key] = writtenStatus{version: out.GetResourceVersion(), status: status}
+	st.with(func(st *policyState) { st.status = writtenStatus{version: out.GetResourceVersion(), status: status} })
 }
 
-// forget drops what was written for a deleted policy.
-func (w *statusWrites) forget(key policyKey) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	delete(w.m, key)
-}
+// forgetStatus drops the status written, of a deleted policy.
+func (st *policyState) forgetStatus() { st.with(func(st *policyState) { st.status = writtenStatus{} }) }

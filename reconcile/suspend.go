@@ -6,6 +6,7 @@ import (
 	fluxmeta "github.com/fluxcd/pkg/apis/meta"
 
 	apiv1 "github.com/sprout-gitops/sprout/api/policies/v1"
+	"github.com/sprout-gitops/sprout/reconcile/report"
 )
 
 // AnnotationSuspend set to "true" on a policy suspends it, as
@@ -20,7 +21,7 @@ const AnnotationSuspend = "sprout.dev/suspend"
 const AnnotationReconcileRequest = fluxmeta.ReconcileRequestAnnotation
 
 // ReasonSuspended is the reason of a suspended policy's conditions.
-const ReasonSuspended = "Suspended"
+const ReasonSuspended = report.ReasonSuspended
 
 // errSuspended is a suspended policy's outcome.
 var errSuspended = errors.New("suspended by the annotation " + AnnotationSuspend + `: "true"; nothing is written or pruned until it is removed`)

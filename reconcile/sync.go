@@ -13,6 +13,7 @@ import (
 
 	"github.com/sprout-gitops/sprout/cluster"
 	"github.com/sprout-gitops/sprout/inventory"
+	"github.com/sprout-gitops/sprout/reconcile/report"
 )
 
 // errWaiting ends a sync that cannot run before a cache has synced; the
@@ -37,7 +38,7 @@ type syncRun struct {
 	key   policyKey
 	cp    *compiledPolicy
 	start time.Time
-	phase *phases
+	phase *report.Phases
 	// triggers are the admitted, matching triggers, then the tombstones.
 	triggers, tombstones []trigger
 	// unmatched are the triggers whose match failed, for matchErr.
@@ -57,6 +58,7 @@ type syncRun struct {
 func (c *Controller) sync(ctx context.Context, key policyKey) error {
 	run, err := c.snapshot(ctx, key)
 	if run == nil {
+		c.forgetChanges(key)
 		return err
 	}
 	outer := ctx
@@ -72,36 +74,49 @@ func (c *Controller) sync(ctx context.Context, key policyKey) error {
 	return c.syncFull(ctx, outer, run)
 }
 
+// forgetChanges drops what events marked changed for a policy that is
+// neither running nor being cleaned up after: the events of its own
+// objects' deletion queue it once it is gone, and nothing else would take
+// them.
+func (c *Controller) forgetChanges(key policyKey) {
+	c.mu.RLock()
+	_, running := c.policies[key]
+	_, leaving := c.deleted[key]
+	c.mu.RUnlock()
+	if !running && !leaving {
+		c.queue.dirty.take(key)
+	}
+}
+
 // syncFull computes the policy's whole desired set from every trigger.
 func (c *Controller) syncFull(ctx, outer context.Context, run *syncRun) error {
 	key := run.key
-	c.tallies.set(key, nil)
-	c.metrics.syncs.WithLabelValues(key.String(), "full").Inc()
+	c.states.of(key).setTally(nil)
+	c.metrics.Syncs.WithLabelValues(key.String(), "full").Inc()
 	if err := c.match(run); err != nil {
 		return err
 	}
 	c.unreportUnmatched(run)
-	as, err := c.serviceAccountFor(run.cp.policy)
+	as, err := c.accountOf(run.cp.policy)
 	if err != nil {
 		// Terminal until the policy or the flag changes, like a compile error.
-		out := outcome{reason: ReasonInvalidServiceAccount, err: err, granted: &grantVerdict{err: err}}
+		out := outcome{Reason: ReasonInvalidServiceAccount, Err: err, Granted: &grantVerdict{Err: err}}
 		return c.conclude(ctx, run, &syncReport{out: out})
 	}
-	w, err := c.writerFor(as)
+	w, err := c.writers.For(as)
 	if err != nil {
 		return err
 	}
 	reader := newCacheReader(c, run.key, as, run.cp.scope())
 	g, err := c.generate(ctx, run, w, reader)
-	c.setDependencies(key, reader.resources())
-	c.setEntryDependencies(key, reader.entries.names())
+	c.recordReads(run, reader)
 	if ctx.Err() != nil && outer.Err() == nil {
 		// The policy was deleted: its last sync, queued, prunes what this
 		// one wrote; nothing more is written for it.
 		c.log.Info("sync stopped: policy deleted", "policy", key.String())
 		return nil
 	}
-	c.guard.remember(key, g.verdicts, err == nil)
+	c.states.of(key).bound(g.verdicts.Refs(), err == nil)
 	if err != nil {
 		return err
 	}
@@ -136,13 +151,13 @@ func (c *Controller) snapshot(ctx context.Context, key policyKey) (*syncRun, err
 	if suspended(cp.policy) {
 		// Only the status is written. What the informers admit meanwhile
 		// is remembered: the first sync after resuming catches up.
-		c.reporter.report(&syncReport{run: run, out: outcome{reason: ReasonSuspended, err: errSuspended}})
+		c.reporter.report(&syncReport{run: run, out: outcome{Reason: ReasonSuspended, Err: errSuspended}})
 		return nil, nil
 	}
 	if err := cp.program.Err(); err != nil {
 		// Terminal until the policy changes: retrying cannot fix a typo. The
 		// record carries it too: for a policy from files it is the only status.
-		return nil, c.conclude(ctx, run, &syncReport{out: outcome{reason: ReasonCompileFailed, err: err}})
+		return nil, c.conclude(ctx, run, &syncReport{out: outcome{Reason: ReasonCompileFailed, Err: err}})
 	}
 	if blocked(cp.resolveErr) || (len(cp.triggers) == 0 && cp.resolveErr != nil) {
 		// Discovery failed, the account may not read a trigger, or nothing
@@ -152,7 +167,7 @@ func (c *Controller) snapshot(ctx context.Context, key policyKey) (*syncRun, err
 		run.cp = cp
 		if blocked(cp.resolveErr) {
 			// Which triggers exist is unknown: nothing can be decided.
-			c.reporter.report(&syncReport{run: run, out: outcome{reason: ReasonMatchFailed, err: cp.resolveErr, granted: c.verdict(ctx, key, cp)}})
+			c.reporter.report(&syncReport{run: run, out: outcome{Reason: ReasonMatchFailed, Err: cp.resolveErr, Granted: c.verdict(ctx, key, cp)}})
 			if c.waitsForPermission(cp.resolveErr) {
 				// Not retried: an RBAC change queues it (recheckPermissions).
 				return nil, nil
@@ -169,12 +184,12 @@ func (c *Controller) snapshot(ctx context.Context, key policyKey) (*syncRun, err
 // match lists the policy's admitted, matching triggers, then the
 // tombstones it has yet to replay.
 func (c *Controller) match(run *syncRun) error {
-	run.phase = c.metrics.phases()
+	run.phase = c.metrics.Phases()
 	triggers, unmatched, err := c.matchingTriggers(run.cp)
 	if errors.Is(err, errWaiting) {
 		return errWaiting
 	}
-	run.phase.done("match")
+	run.phase.Done("match")
 	run.tombstones = c.tombstones.pending(run.key)
 	run.triggers = append(triggers, run.tombstones...)
 	run.unmatched, run.matchErr = unmatched, err
@@ -185,7 +200,7 @@ func (c *Controller) match(run *syncRun) error {
 // objects, and the tombstones generated from are done with.
 func (c *Controller) applied(run *syncRun, g *generation) {
 	if run.cp.policy.PolicySpec().Synchronize() {
-		c.metrics.settled.WithLabelValues(run.key.String()).Set(float64(g.settled))
+		c.metrics.Settled.WithLabelValues(run.key.String()).Set(float64(g.settled))
 	}
 	for _, uid := range run.unmatched {
 		g.failed.Insert(string(uid))
@@ -222,7 +237,7 @@ func (c *Controller) pruneUnwanted(ctx context.Context, run *syncRun, w writer, 
 	// A binding refused for its role goes whatever else the sync found.
 	pruned, refusedErr := c.pruneRefused(ctx, w, run.key, g.verdicts)
 	changes.Changes = append(changes.Changes, pruned.Changes...)
-	run.phase.done("prune")
+	run.phase.Done("prune")
 	if changes.Written() {
 		c.log.Info("applied", "policy", run.key.String(), "changes", changes)
 	}
@@ -234,7 +249,7 @@ func (c *Controller) pruneUnwanted(ctx context.Context, run *syncRun, w writer, 
 // the objects, whose triggers a sync has matched since.
 func (c *Controller) complete(key policyKey, g *generation) bool {
 	complete := errors.Join(g.mapErr, g.applyErr) == nil
-	if !c.rebuilds.pending(key) {
+	if !c.states.of(key).rebuildPending() {
 		return complete
 	}
 	switch {
@@ -242,7 +257,7 @@ func (c *Controller) complete(key policyKey, g *generation) bool {
 		c.queue.Add(key)
 		return false
 	case g.rebuilt && complete:
-		c.rebuilds.done(key)
+		c.states.of(key).rebuild(false)
 		return true
 	}
 	return false
@@ -269,24 +284,24 @@ func (c *Controller) outcomeOf(ctx context.Context, run *syncRun, g *generation,
 	if s := changes.NotOwned(); s != "" {
 		notOwned = fmt.Errorf("not written, not Sprout's for this policy and trigger: %s", s)
 	}
-	out := outcome{triggers: g.matched, objects: g.objects, failed: g.failed.Len(),
-		err:     errors.Join(run.cp.resolveErr, run.matchErr, evalErr, refuseErr, g.mapErr, g.applyErr, pruneErr, notOwned),
-		granted: c.verdict(ctx, run.key, run.cp)}
+	out := outcome{Triggers: g.matched, Objects: g.objects, Failed: g.failed.Len(),
+		Err:     errors.Join(run.cp.resolveErr, run.matchErr, evalErr, refuseErr, g.mapErr, g.applyErr, pruneErr, notOwned),
+		Granted: c.verdict(ctx, run.key, run.cp)}
 	switch {
 	case run.matchErr != nil:
-		out.reason = ReasonMatchFailed
+		out.Reason = ReasonMatchFailed
 	case g.applyErr != nil || g.mapErr != nil:
-		out.reason = ReasonApplyFailed
+		out.Reason = ReasonApplyFailed
 	case pruneErr != nil:
-		out.reason = ReasonPruneFailed
+		out.Reason = ReasonPruneFailed
 	case evalErr != nil:
-		out.reason = ReasonEvaluationFailed
+		out.Reason = ReasonEvaluationFailed
 	case refuseErr != nil:
-		out.reason = ReasonRefused
+		out.Reason = ReasonRefused
 	case notOwned != nil:
-		out.reason = ReasonNotOwned
+		out.Reason = ReasonNotOwned
 	case run.cp.resolveErr != nil:
-		out.reason = ReasonUnobservableTrigger
+		out.Reason = ReasonUnobservableTrigger
 	}
 	return &syncReport{out: out, changes: changes, evalErr: evalErr, triggers: run.triggers}
 }

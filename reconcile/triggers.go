@@ -30,7 +30,7 @@ func blocked(resolveErr error) bool {
 func (c *Controller) waitsForPermission(resolveErr error) bool {
 	var discoveryErr *discoveryError
 	var permErr *permissionError
-	return c.rbacWatched.Load() && !errors.As(resolveErr, &discoveryErr) &&
+	return c.rbac.Watched() && !errors.As(resolveErr, &discoveryErr) &&
 		errors.As(resolveErr, &permErr) && !permErr.failed
 }
 

@@ -1,4 +1,4 @@
-package reconcile
+package report
 
 import (
 	"fmt"
@@ -14,6 +14,8 @@ import (
 // A policy that syncs many times a second tells each sync that wrote in an
 // Event. The sparing recorder passes on what client-go's own correlator
 // would send and no more: the Events it drops are never made.
+const reasonGenerated = "Generated"
+
 func TestSparingRecorderPassesWhatClientGoWouldSend(t *testing.T) {
 	policy := &corev1.ObjectReference{APIVersion: "policies.kyverno.io/v1", Kind: "GeneratingPolicy", Name: "copy", UID: "p1"}
 	other := &corev1.ObjectReference{APIVersion: "policies.kyverno.io/v1", Kind: "GeneratingPolicy", Name: "other", UID: "p2"}
@@ -36,14 +38,14 @@ func TestSparingRecorderPassesWhatClientGoWouldSend(t *testing.T) {
 		"trigger": {APIVersion: "v1", Kind: "Namespace", Name: trigger.Name, UID: trigger.UID}}
 
 	inner := record.NewFakeRecorder(len(events))
-	r := newSparingRecorder(inner)
+	r := NewSparingRecorder(inner)
 	correlator := record.NewEventCorrelator(clocktesting.NewFakeClock(time.Now()))
 	want := map[sent]int{}
 	for i, e := range events {
 		ref := objects[e.obj]
 		ev := &corev1.Event{
 			ObjectMeta:     metav1.ObjectMeta{Name: fmt.Sprintf("e%d", i), Namespace: "default"},
-			InvolvedObject: *ref, Type: e.eventtype, Reason: ReasonGenerated, Message: fmt.Sprintf("created 1: ConfigMap/ns/x-%d", i),
+			InvolvedObject: *ref, Type: e.eventtype, Reason: "Generated", Message: fmt.Sprintf("created 1: ConfigMap/ns/x-%d", i),
 			Source: corev1.EventSource{Component: "sprout"},
 		}
 		if res, err := correlator.EventCorrelate(ev); err != nil {
@@ -52,9 +54,9 @@ func TestSparingRecorderPassesWhatClientGoWouldSend(t *testing.T) {
 			want[e]++
 		}
 		if e.obj == "trigger" {
-			r.Eventf(trigger, e.eventtype, ReasonGenerated, "created 1: ConfigMap/ns/x-%d", i)
+			r.Eventf(trigger, e.eventtype, reasonGenerated, "created 1: ConfigMap/ns/x-%d", i)
 		} else {
-			r.Event(ref, e.eventtype, ReasonGenerated, fmt.Sprintf("created 1: ConfigMap/ns/x-%d", i))
+			r.Event(ref, e.eventtype, reasonGenerated, fmt.Sprintf("created 1: ConfigMap/ns/x-%d", i))
 		}
 	}
 	if len(inner.Events) != want[sent{"policy", corev1.EventTypeNormal}]+want[sent{"other", corev1.EventTypeNormal}]+

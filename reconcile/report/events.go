@@ -1,4 +1,4 @@
-package reconcile
+package report
 
 import (
 	"sync"
@@ -32,7 +32,8 @@ type sparingRecorder struct {
 	buckets *lru.Cache
 }
 
-func newSparingRecorder(r record.EventRecorder) *sparingRecorder {
+// NewSparingRecorder passes r the Events client-go's spam filter would send.
+func NewSparingRecorder(r record.EventRecorder) record.EventRecorder {
 	return &sparingRecorder{EventRecorder: r, buckets: lru.New(eventSpamKeys)}
 }
 

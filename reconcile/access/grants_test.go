@@ -1,13 +1,10 @@
-package reconcile
+package access
 
 import (
 	"slices"
 	"testing"
 
 	rbacv1 "k8s.io/api/rbac/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/util/workqueue"
 )
 
 func rule(groups, resources, verbs []string) rbacv1.PolicyRule {
@@ -124,57 +121,5 @@ func TestResourceMatches(t *testing.T) {
 		if got := resourceMatches(tc.res, tc.want); got != tc.ok {
 			t.Errorf("resourceMatches(%q, %q) = %v", tc.res, tc.want, got)
 		}
-	}
-}
-
-// TestRoleChangeQueuesItsPolicies: a change to a role queues the policies
-// whose bindings referred to it at their last sync, and any ClusterRole's
-// change those that bind an aggregated one; others, and policies gone,
-// are not queued.
-func TestRoleChangeQueuesItsPolicies(t *testing.T) {
-	byName, byRole, aggregating, other, gone := policyKey{Name: "by-name"}, policyKey{Name: "by-role"},
-		policyKey{Name: "aggregating"}, policyKey{Name: "other"}, policyKey{Name: "gone"}
-	c := &Controller{
-		queue:    &policyQueue{TypedRateLimitingInterface: workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[policyKey]()), dirty: &dirtySets{}},
-		policies: map[policyKey]*compiledPolicy{byName: {}, byRole: {}, aggregating: {}, other: {}},
-	}
-	defer c.queue.ShutDown()
-	refer := func(key policyKey, aggregated bool, names ...string) {
-		v := newVerdicts()
-		v.refs.names.Insert(names...)
-		v.refs.anyClusterRole = aggregated
-		c.guard.remember(key, v, true)
-	}
-	refer(byName, false, "ClusterRole/widened")
-	refer(byRole, false, "Role/ns/widened")
-	refer(aggregating, true, "ClusterRole/aggregated")
-	refer(other, false, "ClusterRole/other", "Role/other-ns/widened")
-	refer(gone, false, "ClusterRole/widened")
-	queued := func() []string {
-		var out []string
-		for c.queue.Len() > 0 {
-			k, _ := c.queue.Get()
-			c.queue.Done(k)
-			c.queue.Forget(k)
-			out = append(out, k.Name)
-		}
-		slices.Sort(out)
-		return out
-	}
-
-	c.roleChanged(&rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "widened"}})
-	if got := queued(); !slices.Equal(got, []string{"aggregating", "by-name"}) {
-		t.Errorf("a ClusterRole's change queued %q", got)
-	}
-	c.roleChanged(cache.DeletedFinalStateUnknown{Obj: &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "widened"}}})
-	if got := queued(); !slices.Equal(got, []string{"by-role"}) {
-		t.Errorf("a Role's deletion queued %q", got)
-	}
-	if _, ok := c.guard.refs[gone]; ok {
-		t.Error("the roles of a policy gone are still remembered")
-	}
-	refer(byName, false)
-	if _, ok := c.guard.refs[byName]; ok {
-		t.Error("a policy that binds no role any more is still remembered")
 	}
 }

@@ -1,4 +1,4 @@
-package reconcile
+package report
 
 import (
 	"time"
@@ -9,29 +9,30 @@ import (
 	"github.com/sprout-gitops/sprout/inventory"
 )
 
-// metrics are the Prometheus series of one Controller. docs/metrics.md
+// Metrics are the Prometheus series of one reconcile.Controller. docs/metrics.md
 // lists them; they are registered on Options.Metrics.
-type metrics struct {
+type Metrics struct {
 	syncDuration     *prometheus.HistogramVec
 	phaseDuration    *prometheus.HistogramVec
 	syncErrors       *prometheus.CounterVec
 	objects          *prometheus.CounterVec
 	evaluationErrors *prometheus.CounterVec
 	evaluations      *prometheus.CounterVec
-	settled          *prometheus.GaugeVec
-	syncs            *prometheus.CounterVec
+	Settled          *prometheus.GaugeVec
+	Syncs            *prometheus.CounterVec
 
-	queue queueMetrics
+	Queue QueueMetrics
 
-	sourceChecks    *prometheus.CounterVec
-	sourceLastCheck *prometheus.GaugeVec
-	sourceReady     *prometheus.GaugeVec
-	sourcePolicies  *prometheus.GaugeVec
-	sourceRevision  *prometheus.GaugeVec
+	SourceChecks    *prometheus.CounterVec
+	SourceLastCheck *prometheus.GaugeVec
+	SourceReady     *prometheus.GaugeVec
+	SourcePolicies  *prometheus.GaugeVec
+	SourceRevision  *prometheus.GaugeVec
 }
 
-func newMetrics(reg prometheus.Registerer) (*metrics, error) {
-	m := &metrics{
+// NewMetrics makes the series, registered on reg when it is not nil.
+func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
+	m := &Metrics{
 		syncDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "sprout_reconcile_duration_seconds",
 			Help:    "How long one sync of a policy took: match, evaluate, apply, prune, record.",
@@ -58,33 +59,33 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "sprout_evaluations_total",
 			Help: "Evaluations of a policy for one trigger, by result: evaluated, or reused (kept from an earlier sync for the same trigger, Namespace and policy versions).",
 		}, []string{"policy", "result"}),
-		settled: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Settled: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "sprout_settled_objects",
 			Help: "Desired objects of a policy that its kept evaluations hold settled, after its last sync: as their identity and version, without a copy of their own.",
 		}, []string{"policy"}),
-		syncs: prometheus.NewCounterVec(prometheus.CounterOpts{
+		Syncs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sprout_syncs_total",
 			Help: "Syncs of a policy that got past its snapshot, by mode: full (every trigger), or incremental (only the triggers changed since the last).",
 		}, []string{"policy", "mode"}),
-		queue: newQueueMetrics(),
+		Queue: newQueueMetrics(),
 
-		sourceChecks: prometheus.NewCounterVec(prometheus.CounterOpts{
+		SourceChecks: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sprout_source_checks_total",
 			Help: "Checks of polled policy sources, by result: taken (a new revision), unchanged, failed (unreachable or rejected).",
 		}, []string{"source", "result"}),
-		sourceLastCheck: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		SourceLastCheck: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "sprout_source_last_check_timestamp_seconds",
 			Help: "When a polled policy source was last checked, in Unix seconds.",
 		}, []string{"source"}),
-		sourceReady: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		SourceReady: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "sprout_source_ready",
 			Help: "1 when the source's last check succeeded, 0 while it fails (its last good revision keeps running).",
 		}, []string{"source"}),
-		sourcePolicies: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		SourcePolicies: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "sprout_source_policies",
 			Help: "Policies the source delivers, running or shadowed by a source of higher precedence.",
 		}, []string{"source"}),
-		sourceRevision: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		SourceRevision: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "sprout_source_revision_info",
 			Help: "The revision whose policies run, as a label; the value is always 1.",
 		}, []string{"source", "revision"}),
@@ -92,9 +93,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	if reg == nil {
 		return m, nil
 	}
-	collectors := []prometheus.Collector{m.syncDuration, m.phaseDuration, m.syncErrors, m.objects, m.evaluationErrors, m.evaluations, m.settled, m.syncs,
-		m.sourceChecks, m.sourceLastCheck, m.sourceReady, m.sourcePolicies, m.sourceRevision}
-	for _, c := range append(collectors, m.queue.collectors()...) {
+	collectors := []prometheus.Collector{m.syncDuration, m.phaseDuration, m.syncErrors, m.objects, m.evaluationErrors, m.evaluations, m.Settled, m.Syncs,
+		m.SourceChecks, m.SourceLastCheck, m.SourceReady, m.SourcePolicies, m.SourceRevision}
+	for _, c := range append(collectors, m.Queue.collectors()...) {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -102,57 +103,58 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	return m, nil
 }
 
-// registerInformerGauges counts the controller's running informers, and
-// the objects each one's cache holds, when scraped.
-func (c *Controller) registerInformerGauges(reg prometheus.Registerer) error {
+// InformerSize is what one running informer's cache holds.
+type InformerSize struct {
+	Kind, Resource, Selector string
+	Objects                  int
+}
+
+// RegisterInformerGauges counts the running informers of each kind
+// ("trigger", "generated"), and the objects each one's cache holds, when
+// scraped: running counts them, sizes lists them.
+func RegisterInformerGauges(reg prometheus.Registerer, running func(kind string) int, sizes func() []InformerSize) error {
 	for _, kind := range []string{"trigger", "generated"} {
 		g := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name:        "sprout_informers",
 			Help:        "Running informers: on trigger and clone-source resources, and label-selected ones on generated resources.",
 			ConstLabels: prometheus.Labels{"kind": kind},
-		}, func() float64 {
-			c.mu.RLock()
-			defer c.mu.RUnlock()
-			if kind == "trigger" {
-				return float64(len(c.informer))
-			}
-			return float64(len(c.downstream))
-		})
+		}, func() float64 { return float64(running(kind)) })
 		if err := reg.Register(g); err != nil {
 			return err
 		}
 	}
-	return reg.Register(informerObjects{c: c, desc: prometheus.NewDesc("sprout_informer_objects",
+	return reg.Register(informerObjects{sizes: sizes, desc: prometheus.NewDesc("sprout_informer_objects",
 		"Objects an informer's cache holds: a trigger informer holds those its label selector (a policy's objectSelector) selects.",
 		[]string{"kind", "resource", "selector"}, nil)})
 }
 
 // informerObjects serves sprout_informer_objects, counted when scraped.
 type informerObjects struct {
-	c    *Controller
-	desc *prometheus.Desc
+	sizes func() []InformerSize
+	desc  *prometheus.Desc
 }
 
 func (g informerObjects) Describe(ch chan<- *prometheus.Desc) { ch <- g.desc }
 
 func (g informerObjects) Collect(ch chan<- prometheus.Metric) {
-	for _, s := range g.c.informerSizes() {
-		ch <- prometheus.MustNewConstMetric(g.desc, prometheus.GaugeValue, float64(s.objects), s.kind, s.resource, s.selector)
+	for _, s := range g.sizes() {
+		ch <- prometheus.MustNewConstMetric(g.desc, prometheus.GaugeValue, float64(s.Objects), s.Kind, s.Resource, s.Selector)
 	}
 }
 
-// observeEvaluations counts one sync's evaluations.
-func (m *metrics) observeEvaluations(policy string, evaluated, reused int) {
+// ObserveEvaluations counts one sync's evaluations.
+func (m *Metrics) ObserveEvaluations(policy string, evaluated, reused int) {
 	m.evaluations.WithLabelValues(policy, "evaluated").Add(float64(evaluated))
 	m.evaluations.WithLabelValues(policy, "reused").Add(float64(reused))
 }
 
-// observeSync counts one sync of a policy: its duration, its error, what
-// it did to each object and how many evaluations failed.
-func (m *metrics) observeSync(policy string, seconds float64, out outcome, changes inventory.ChangeSet, evalErr error) {
+// ObserveSync counts one sync of a policy: its duration, the reason of
+// its failure (none: ""), what it did to each object and how many
+// evaluations failed.
+func (m *Metrics) ObserveSync(policy string, seconds float64, reason string, changes inventory.ChangeSet, evalErr error) {
 	m.syncDuration.WithLabelValues(policy).Observe(seconds)
-	if out.reason != "" {
-		m.syncErrors.WithLabelValues(policy, out.reason).Inc()
+	if reason != "" {
+		m.syncErrors.WithLabelValues(policy, reason).Inc()
 	}
 	counts := map[inventory.Action]int{}
 	for _, ch := range changes.Changes {
@@ -170,22 +172,22 @@ func (m *metrics) observeSync(policy string, seconds float64, out outcome, chang
 	}
 }
 
-// phases times the phases of one sync, one after the other. A phase may
-// come back, once per part of the triggers (Controller.generate): its
-// times add up.
-type phases struct {
-	m     *metrics
+// Phases times the phases of one sync, one after the other. A phase may
+// come back, once per part of the triggers: its times add up.
+type Phases struct {
+	m     *Metrics
 	last  time.Time
 	names []string
 	spent map[string]time.Duration
 }
 
-func (m *metrics) phases() *phases {
-	return &phases{m: m, last: time.Now(), spent: map[string]time.Duration{}}
+// Phases starts timing a sync's phases.
+func (m *Metrics) Phases() *Phases {
+	return &Phases{m: m, last: time.Now(), spent: map[string]time.Duration{}}
 }
 
-// done ends the current phase, named, and starts the next.
-func (p *phases) done(phase string) {
+// Done ends the current phase, named, and starts the next.
+func (p *Phases) Done(phase string) {
 	now := time.Now()
 	if _, ok := p.spent[phase]; !ok {
 		p.names = append(p.names, phase)
@@ -194,33 +196,33 @@ func (p *phases) done(phase string) {
 	p.last = now
 }
 
-// observe records the time each phase took.
-func (p *phases) observe() {
+// Observe records the time each phase took.
+func (p *Phases) Observe() {
 	for _, name := range p.names {
 		p.m.phaseDuration.WithLabelValues(name).Observe(p.spent[name].Seconds())
 	}
 }
 
-// forget drops the series of a policy that is gone.
-func (m *metrics) forget(policy string) {
+// Forget drops the series of a policy that is gone.
+func (m *Metrics) Forget(policy string) {
 	for _, v := range []interface {
 		DeletePartialMatch(prometheus.Labels) int
-	}{m.syncDuration, m.syncErrors, m.objects, m.evaluationErrors, m.evaluations, m.settled, m.syncs} {
+	}{m.syncDuration, m.syncErrors, m.objects, m.evaluationErrors, m.evaluations, m.Settled, m.Syncs} {
 		v.DeletePartialMatch(prometheus.Labels{"policy": policy})
 	}
 }
 
-// queueMetrics serve client-go's work-queue metrics as sprout_workqueue_*,
+// QueueMetrics serve client-go's work-queue metrics as sprout_workqueue_*,
 // labelled by queue name ("policies", "sources").
-type queueMetrics struct {
+type QueueMetrics struct {
 	depth, longest, unfinished *prometheus.GaugeVec
 	adds, retries              *prometheus.CounterVec
 	latency, work              *prometheus.HistogramVec
 }
 
-var _ workqueue.MetricsProvider = queueMetrics{}
+var _ workqueue.MetricsProvider = QueueMetrics{}
 
-func newQueueMetrics() queueMetrics {
+func newQueueMetrics() QueueMetrics {
 	gauge := func(name, help string) *prometheus.GaugeVec {
 		return prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "sprout_workqueue_" + name, Help: help}, []string{"name"})
 	}
@@ -231,7 +233,7 @@ func newQueueMetrics() queueMetrics {
 		return prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "sprout_workqueue_" + name, Help: help,
 			Buckets: prometheus.ExponentialBuckets(0.0001, 4, 12)}, []string{"name"})
 	}
-	return queueMetrics{
+	return QueueMetrics{
 		depth:      gauge("depth", "Keys waiting in the queue."),
 		longest:    gauge("longest_running_processor_seconds", "How long the longest running sync has been running."),
 		unfinished: gauge("unfinished_work_seconds", "Seconds of work in progress not yet observed by work_duration."),
@@ -242,28 +244,28 @@ func newQueueMetrics() queueMetrics {
 	}
 }
 
-func (q queueMetrics) collectors() []prometheus.Collector {
+func (q QueueMetrics) collectors() []prometheus.Collector {
 	return []prometheus.Collector{q.depth, q.longest, q.unfinished, q.adds, q.retries, q.latency, q.work}
 }
 
-func (q queueMetrics) NewDepthMetric(name string) workqueue.GaugeMetric {
+func (q QueueMetrics) NewDepthMetric(name string) workqueue.GaugeMetric {
 	return q.depth.WithLabelValues(name)
 }
-func (q queueMetrics) NewAddsMetric(name string) workqueue.CounterMetric {
+func (q QueueMetrics) NewAddsMetric(name string) workqueue.CounterMetric {
 	return q.adds.WithLabelValues(name)
 }
-func (q queueMetrics) NewLatencyMetric(name string) workqueue.HistogramMetric {
+func (q QueueMetrics) NewLatencyMetric(name string) workqueue.HistogramMetric {
 	return q.latency.WithLabelValues(name)
 }
-func (q queueMetrics) NewWorkDurationMetric(name string) workqueue.HistogramMetric {
+func (q QueueMetrics) NewWorkDurationMetric(name string) workqueue.HistogramMetric {
 	return q.work.WithLabelValues(name)
 }
-func (q queueMetrics) NewUnfinishedWorkSecondsMetric(name string) workqueue.SettableGaugeMetric {
+func (q QueueMetrics) NewUnfinishedWorkSecondsMetric(name string) workqueue.SettableGaugeMetric {
 	return q.unfinished.WithLabelValues(name)
 }
-func (q queueMetrics) NewLongestRunningProcessorSecondsMetric(name string) workqueue.SettableGaugeMetric {
+func (q QueueMetrics) NewLongestRunningProcessorSecondsMetric(name string) workqueue.SettableGaugeMetric {
 	return q.longest.WithLabelValues(name)
 }
-func (q queueMetrics) NewRetriesMetric(name string) workqueue.CounterMetric {
+func (q QueueMetrics) NewRetriesMetric(name string) workqueue.CounterMetric {
 	return q.retries.WithLabelValues(name)
 }
