@@ -20,9 +20,10 @@ import (
 const parityDir = "testdata/kyverno-parity"
 
 // TestSproutTestKyvernoParity: every result holds as kyverno test computes
-// it. team-setup clones a Secret found only in clusterResources and keeps
-// the ownerReferences of the ConfigMap it builds (generatedResource files
-// hold them); shop is large by its exception's allowedValues; sandbox is
+// it. team-setup clones a Secret found only in clusterResources, keeps the
+// ownerReferences of the ConfigMap it builds (generatedResource files hold
+// them) and writes a Team with no namespace, cluster-scoped by the CRD the
+// ClusterResource names; shop is large by its exception's allowedValues; sandbox is
 // skipped by the exception without values; gold-quota runs in shop alone,
 // the Namespace the values label tier: gold; owner-label fails: error.
 func TestSproutTestKyvernoParity(t *testing.T) {
@@ -44,6 +45,7 @@ func TestSproutTestKyvernoParity(t *testing.T) {
 func TestSproutTestKyvernoParityFails(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "parity")
 	copyDir(t, parityDir, dir)
+	copyDir(t, filepath.Join(parityDir, "crds"), filepath.Join(dir, "crds"))
 	edit := func(file, from, to string) {
 		t.Helper()
 		path := filepath.Join(dir, file)
@@ -121,5 +123,27 @@ func TestRenderKeepsOwnerReferences(t *testing.T) {
 	}
 	if refs := find("Secret", "shop", "registry-credentials").GetOwnerReferences(); len(refs) != 0 {
 		t.Errorf("the clone kept its source's ownerReferences: %+v", refs)
+	}
+}
+
+// TestSproutTestRefusesChecks: a kyverno-test.yaml's checks (assertions on
+// Kyverno's rule responses) fail its test, naming them, rather than pass
+// unrun.
+func TestSproutTestRefusesChecks(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "checks")
+	copyDir(t, "testdata/kyverno-test/data", dir)
+	f, err := os.OpenFile(filepath.Join(dir, "kyverno-test.yaml"), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString("checks:\n- match: {policy: {name: team-settings}}\n  assert: {status: pass}\n"); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	out, code := runTestCommand(t, dir)
+	if code != 1 || !strings.Contains(out, "checks: 1 assertions on Kyverno's rule responses, which sprout test cannot run") {
+		t.Errorf("exit %d, want 1 and the checks named:\n%s", code, out)
 	}
 }
