@@ -48,7 +48,9 @@ func newRenderCommand() *cobra.Command {
 		Short: "Print what policies would generate for trigger objects, offline",
 		Long: `Evaluate policies against trigger objects from files, without a cluster, and print
 every object they would generate, with the labels Sprout would set. resource.Get and
-resource.List read the --context-objects objects (and the triggers). Files may hold several
+resource.List read the --context-objects objects (and the triggers); Kyverno's CLI
+Context and ClusterResource files there stand for the objects they hold, and a
+ClusterResource's CRDs say which custom kinds are cluster-scoped. Files may hold several
 YAML documents; a folder is read recursively (*.yaml, *.yml, *.json) as Sprout
 reads a policy folder: hidden folders skipped, and a link, pipe or device among
 those files is an error.
