@@ -172,6 +172,10 @@ func TestExceptionsVariable(t *testing.T) {
 			compile("values", matches, nil, []string{"a"}),
 			compile("all", matches, nil, nil),
 		}, excepted: "exceptions/values,exceptions/all"},
+		{name: "an exception that fails after one skipped the trigger does not take it back", exceptions: []*celenv.Exception{
+			compile("all", matches, nil, nil),
+			compile("broken", `object.spec.missing == 1`, nil, []string{"a"}),
+		}, excepted: "exceptions/all"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
