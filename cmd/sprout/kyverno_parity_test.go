@@ -147,3 +147,35 @@ func TestSproutTestRefusesChecks(t *testing.T) {
 		t.Errorf("exit %d, want 1 and the checks named:\n%s", code, out)
 	}
 }
+
+// TestSproutTestInlineValues: a test's inline values take the place of its
+// variables file, as in Kyverno: its namespaces label lab tier: gold, and
+// shop, which only the file labels, is gold no more.
+func TestSproutTestInlineValues(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "values")
+	copyDir(t, parityDir, dir)
+	copyDir(t, filepath.Join(parityDir, "crds"), filepath.Join(dir, "crds"))
+	f, err := os.OpenFile(filepath.Join(dir, "kyverno-test.yaml"), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString("values:\n  namespaces:\n  - metadata: {name: lab, labels: {tier: gold}}\n"); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	out, code := runTestCommand(t, dir)
+	if code != 1 {
+		t.Fatalf("exit %d, want 1:\n%s", code, out)
+	}
+	for _, re := range []string{
+		`gold-quota +ConfigMap shop/settings +pass +skip +FAIL`,
+		`gold-quota +ConfigMap lab/settings +skip +pass +FAIL`,
+		`6 tests, 4 passing, 2 failing`,
+	} {
+		if !regexp.MustCompile(re).MatchString(out) {
+			t.Errorf("the output does not match %q:\n%s", re, out)
+		}
+	}
+}
