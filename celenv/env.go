@@ -19,6 +19,9 @@ const (
 	varNamespaceObject = "namespaceObject"
 	varVariables       = "variables"
 	varGenerator       = "generator"
+	// varExceptions holds what the matching PolicyExceptions allow
+	// (exceptionValues); set by excepted for every evaluation.
+	varExceptions = "exceptions"
 )
 
 // PerCallCostLimit bounds the work of one expression evaluation, with the
@@ -65,6 +68,11 @@ func baseOptions() []cel.EnvOption {
 		cel.Variable(varRequest, cel.DynType),
 		cel.Variable(varNamespaceObject, cel.DynType),
 		cel.Variable(varVariables, cel.MapType(cel.StringType, cel.DynType)),
+		// Kyverno declares an object type; a map is as cheap to evaluate as
+		// the other variables (a native type's provider costs every
+		// evaluation), and checkVariableRefs refuses any key but
+		// allowedImages and allowedValues, so a typo still fails to compile.
+		cel.Variable(varExceptions, cel.MapType(cel.StringType, cel.ListType(cel.StringType))),
 
 		resourceLibrary(),
 		setFieldLibrary(),

@@ -3,6 +3,7 @@ package celenv
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -23,9 +24,15 @@ type Exception struct {
 	// Priority is the label polex.kyverno.io/priority: of the exceptions
 	// that except a trigger, the first with the highest decides its
 	// ReportResult, as in Kyverno.
-	Priority   int
-	conditions []expression
-	readsEvent bool
+	Priority int
+	// images and allowedValues are the exception's spec.images and
+	// spec.allowedValues: an exception that names either does not skip the
+	// policy but lets it read them (the exceptions variable), as Kyverno's
+	// fine-grained exceptions do.
+	images        []string
+	allowedValues []string
+	conditions    []expression
+	readsEvent    bool
 	// err, when set, is why the exception does not compile: it fails
 	// every trigger it is checked for (FailingException).
 	err error
@@ -46,7 +53,8 @@ func (e *Exception) ReadsEvent() bool { return e.readsEvent }
 // bounds as a policy's. Its errors name the exception and each field path.
 func CompileException(e *apiv1.PolicyException) (*Exception, error) {
 	name := e.Namespace + "/" + e.Name
-	out := &Exception{Name: name, ReportResult: e.Spec.ReportResult}
+	out := &Exception{Name: name, ReportResult: e.Spec.ReportResult,
+		images: slices.Clone(e.Spec.Images), allowedValues: slices.Clone(e.Spec.AllowedValues)}
 	if out.ReportResult == "" {
 		out.ReportResult = "skip"
 	}
@@ -76,20 +84,44 @@ func CompileException(e *apiv1.PolicyException) (*Exception, error) {
 // Kyverno orders them.
 const LabelExceptionPriority = "polex.kyverno.io/priority"
 
-// excepted returns the names of the exceptions whose conditions the trigger
-// all satisfies, as Kyverno checks them: before the policy's own
-// matchConditions, and the ReportResult of the first of them with the
-// highest priority above zero, or else of the first. A condition that
-// fails is the trigger's error, naming the exception.
+// Keys of the exceptions variable: the images and values the matching
+// exceptions allow, as Kyverno's CEL policies read them.
+const (
+	keyAllowedImages = "allowedImages"
+	keyAllowedValues = "allowedValues"
+)
+
+// noExceptions is the exceptions variable when no exception allows
+// anything: one shared value, never written, so that an evaluation no
+// exception applies to allocates nothing for it.
+var noExceptions = map[string]any{keyAllowedImages: []string{}, keyAllowedValues: []string{}}
+
+// excepted checks the exceptions as Kyverno checks them, before the
+// policy's own matchConditions, and sets the exceptions variable in
+// activation. A matching exception that names neither images nor
+// allowedValues skips the trigger: excepted returns the names of every
+// matching exception and the ReportResult of the first of them with the
+// highest priority above zero, or else of the first. Matching exceptions
+// that all name images or allowedValues skip nothing: the policy runs, and
+// exceptions.allowedImages and exceptions.allowedValues hold what they
+// name, in order. A condition that fails is the trigger's error, naming the
+// exception, unless an exception that skips the trigger matched before it.
 func excepted(ctx context.Context, exceptions []*Exception, activation map[string]any) ([]string, string, error) {
+	activation[varExceptions] = noExceptions
 	var names []string
-	result, priority := "", 0
+	images, values := []string{}, []string{}
+	result, priority, full := "", 0, false
 	for _, e := range exceptions {
 		if e.err != nil {
 			return nil, "", e.err
 		}
 		ok, err := matchAll(ctx, e.conditions, activation)
 		if err != nil {
+			if full {
+				// Kyverno keeps an exception granted: a broken later one
+				// does not take it back.
+				continue
+			}
 			return nil, "", fmt.Errorf("%s %s: %w", apiv1.PolicyExceptionKind, e.Name, err)
 		}
 		if !ok {
@@ -100,6 +132,17 @@ func excepted(ctx context.Context, exceptions []*Exception, activation map[strin
 			priority = max(priority, e.Priority)
 		}
 		names = append(names, e.Name)
+		if len(e.images) == 0 && len(e.allowedValues) == 0 {
+			full = true
+		}
+		images = append(images, e.images...)
+		values = append(values, e.allowedValues...)
 	}
-	return names, result, nil
+	if full {
+		return names, result, nil
+	}
+	if len(names) > 0 {
+		activation[varExceptions] = map[string]any{keyAllowedImages: images, keyAllowedValues: values}
+	}
+	return nil, "", nil
 }

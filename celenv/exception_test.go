@@ -123,3 +123,83 @@ func TestExceptionNamesItsPoliciesAndExpires(t *testing.T) {
 		t.Error("expiresAt: want in force at the instant, expired after")
 	}
 }
+
+// TestExceptionsVariable: the exceptions variable of Kyverno's CEL policies
+// is declared, and holds the spec.images and spec.allowedValues of the
+// exceptions that match the trigger; an exception that names either lets
+// the policy run instead of skipping it, unless another matching one names
+// neither.
+func TestExceptionsVariable(t *testing.T) {
+	const gen = `generator.Apply("team", [{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "out"},
+		"data": {"images": variables.images.join(","), "values": variables.values.join(",")}}])`
+	prog := celenv.Compile(policyWith(false, gen,
+		"images", `exceptions.allowedImages`,
+		"values", `exceptions.allowedValues`))
+	if err := prog.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := celenv.Compile(policyWith(false, gen, "images", `exceptions.allowed`, "values", `[]`)).Err(); err == nil ||
+		!strings.Contains(err.Error(), "exceptions has no field allowed") {
+		t.Errorf("a field exceptions does not have: want a compile error, got %v", err)
+	}
+	trigger := object("v1", "ConfigMap", "team", "trigger")
+	trigger.SetLabels(map[string]string{"tier": "legacy"})
+	compile := func(name, condition string, images, values []string) *celenv.Exception {
+		t.Helper()
+		e := exception(name, condition)
+		e.Spec.Images, e.Spec.AllowedValues = images, values
+		c, err := celenv.CompileException(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	matches, misses := `object.metadata.labels.tier == "legacy"`, `object.metadata.labels.tier == "prod"`
+	tests := []struct {
+		name           string
+		exceptions     []*celenv.Exception
+		images, values string
+		excepted       string
+	}{
+		{name: "no exception"},
+		{name: "an exception that does not match", exceptions: []*celenv.Exception{compile("prod", misses, []string{"nginx:1"}, []string{"x"})}},
+		{name: "the matching exceptions, in order", exceptions: []*celenv.Exception{
+			compile("values", matches, nil, []string{"a", "b"}),
+			compile("prod", misses, []string{"busybox:1"}, []string{"z"}),
+			compile("images", matches, []string{"nginx:latest"}, []string{"c"}),
+		}, images: "nginx:latest", values: "a,b,c"},
+		{name: "a matching exception without images or values skips the trigger", exceptions: []*celenv.Exception{
+			compile("values", matches, nil, []string{"a"}),
+			compile("all", matches, nil, nil),
+		}, excepted: "exceptions/values,exceptions/all"},
+		{name: "an exception that fails after one skipped the trigger does not take it back", exceptions: []*celenv.Exception{
+			compile("all", matches, nil, nil),
+			compile("broken", `object.spec.missing == 1`, nil, []string{"a"}),
+		}, excepted: "exceptions/all"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			res, err := prog.Evaluate(context.Background(), celenv.Input{Object: trigger.Object, Exceptions: tt.exceptions,
+				Request: celenv.Request{Operation: "CREATE", Name: "trigger", Namespace: "team"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := strings.Join(res.Excepted, ","); got != tt.excepted {
+				t.Fatalf("excepted %q, want %q", got, tt.excepted)
+			}
+			if tt.excepted != "" {
+				if len(res.Objects) != 0 {
+					t.Fatalf("an excepted trigger generated %d objects", len(res.Objects))
+				}
+				return
+			}
+			if len(res.Objects) != 1 {
+				t.Fatalf("generated %d objects, want 1", len(res.Objects))
+			}
+			data := res.Objects[0].Object.Object["data"].(map[string]any)
+			if data["images"] != tt.images || data["values"] != tt.values {
+				t.Errorf("exceptions.allowedImages %q, allowedValues %q; want %q and %q", data["images"], data["values"], tt.images, tt.values)
+			}
+		})
+	}
+}

@@ -152,6 +152,9 @@ func (g *generation) add(namespace string, v any, path string) error {
 		}
 		out.ClonedFrom = &src
 		dropTracking(u)
+		// The source's owners are not the clone's: in another namespace
+		// the garbage collector takes them for absent and deletes it.
+		unstructured.RemoveNestedField(u.Object, "metadata", "ownerReferences")
 	}
 	sanitize(u)
 	if g.namespace != "" && u.GetNamespace() != "" && u.GetNamespace() != g.namespace {
@@ -216,10 +219,12 @@ func (g *generation) scope(u *unstructured.Unstructured) error {
 }
 
 // sanitize removes what the API server sets on an object, so a clone of a
-// cluster object can be applied as a new one.
+// cluster object can be applied as a new one. ownerReferences an object
+// the policy builds are kept, as Kyverno keeps them: a policy names the
+// trigger as owner so that deleting it deletes what it generated.
 func sanitize(u *unstructured.Unstructured) {
 	for _, f := range []string{"uid", "resourceVersion", "generation", "creationTimestamp", "deletionTimestamp",
-		"deletionGracePeriodSeconds", "managedFields", "ownerReferences", "selfLink", "finalizers"} {
+		"deletionGracePeriodSeconds", "managedFields", "selfLink", "finalizers"} {
 		unstructured.RemoveNestedField(u.Object, "metadata", f)
 	}
 	delete(u.Object, "status")

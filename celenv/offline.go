@@ -107,6 +107,21 @@ func (BuiltinScopes) IsNamespaced(gvk schema.GroupVersionKind) (bool, error) {
 	return !clusterScoped[gvk.GroupKind()], nil
 }
 
+// KindScopes answers for the kinds it holds (true: namespaced) and leaves
+// every other kind to BuiltinScopes: offline, a custom resource's scope
+// comes from its CustomResourceDefinition, when one is given.
+type KindScopes map[schema.GroupKind]bool
+
+var _ Scopes = KindScopes{}
+
+// IsNamespaced reports whether gvk is namespaced.
+func (k KindScopes) IsNamespaced(gvk schema.GroupVersionKind) (bool, error) {
+	if namespaced, ok := k[gvk.GroupKind()]; ok {
+		return namespaced, nil
+	}
+	return BuiltinScopes{}.IsNamespaced(gvk)
+}
+
 // clusterScoped lists the cluster-scoped kinds of Kubernetes' built-in APIs.
 var clusterScoped = map[schema.GroupKind]bool{
 	{Kind: "Namespace"}:        true,

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 
@@ -29,6 +30,13 @@ type offlineInputs struct {
 	exceptions []sources.Exception
 	// globalContext serves globalContext.Get; nil finds no entry.
 	globalContext celenv.GlobalContext
+	// namespaces, when set, are the Namespaces of the triggers, as a
+	// kyverno-test.yaml's values give them: they take the place of those
+	// among the objects and triggers.
+	namespaces []*corev1.Namespace
+	// scopes, when set, tells namespaced kinds from cluster-scoped ones
+	// (with the CustomResourceDefinitions given); else BuiltinScopes.
+	scopes celenv.Scopes
 }
 
 // exceptionsFor selects the exceptions that name p and have not expired,
@@ -149,9 +157,14 @@ func renderInputs(o renderOptions, policyExceptions []sources.Exception) (offlin
 	if err != nil {
 		return in, err
 	}
-	objects, err := readObjects(o.objects)
+	// Kyverno's CLI gives objects to read in a Context or ClusterResource:
+	// unwrapped, so that a test's files serve render as they are.
+	objects, scopes, err := readContextObjects(o.objects, "")
 	if err != nil {
 		return in, err
+	}
+	if len(scopes) > 0 {
+		in.scopes = scopes
 	}
 	given, err := readExceptions(append(append([]string{}, o.exceptions...), o.exception...))
 	if err != nil {

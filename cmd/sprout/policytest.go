@@ -52,18 +52,22 @@ evaluates policies, then print a table of results. Exits 1 when a test fails.
 Two layouts are tests:
 
 - a folder with a kyverno-test.yaml (cli.kyverno.io/v1alpha1 Test), as
-  kyverno test reads it: policies, resources (the triggers), context and
-  clusterResources (objects resource.Get and resource.List read), and results
-  naming a policy, the trigger kind and names, the result (pass: the policy
-  matched and evaluated; skip: it did not match; fail or error: the
-  evaluation failed) and, for pass, the generatedResource file holding every
-  object generated for those triggers; cloneSourceResource adds objects to
-  read. Labels and annotations that record the trigger and policy
-  (generate.kyverno.io/*, sprout.dev/*, app.kubernetes.io/managed-by) are
-  not compared. exceptions names files of PolicyExceptions: a trigger one
-  excepts is reported as its reportResult (skip unless it says pass).
+  kyverno test reads it: policies, resources (the triggers), context (a
+  Context) and clusterResources (ClusterResources, whose crds give custom
+  kinds their scope): objects resource.Get and resource.List read;
+  variables or values, whose namespaces and namespaceSelector label the
+  triggers' Namespaces; and results naming a policy, the trigger kind and
+  names, the result (pass: the policy matched and evaluated; skip: it did
+  not match; error: the evaluation failed; fail: an error or objects other
+  than generatedResource holds) and, for pass, the generatedResource file
+  holding every object generated for those triggers; cloneSourceResource
+  adds objects to read. Labels and annotations that record the trigger and
+  policy (generate.kyverno.io/*, sprout.dev/*, app.kubernetes.io/managed-by)
+  are not compared. exceptions names files of PolicyExceptions: a trigger
+  one excepts is reported as its reportResult (skip unless it says pass).
   globalContextEntries give globalContext.Get its data as Kyverno mocks it
   (data, resources or resourceFiles, then fieldPath and projections).
+  checks cannot run and fail the test.
 - a fixture folder: policy.yaml (or a policies/ folder), triggers.yaml,
   optionally context.yaml and exceptions.yaml (PolicyExceptions), and
   expected.yaml (every object render prints, labels included) or error.txt

@@ -5,15 +5,20 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/pmezard/go-difflib/difflib"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apiserver/pkg/admission"
 	"sigs.k8s.io/yaml"
 
 	apiv1 "github.com/sprout-gitops/sprout/api/policies/v1"
+	"github.com/sprout-gitops/sprout/celenv"
 	"github.com/sprout-gitops/sprout/internal/manifest"
 )
 
@@ -32,6 +37,26 @@ type kyvernoTest struct {
 	Exceptions []string `json:"exceptions"`
 	// GlobalContextEntries are the data globalContext.Get reads.
 	GlobalContextEntries []kyvernoEntry `json:"globalContextEntries"`
+	// Variables names a values file; Values, when set, is one inline and
+	// the file is not read, as in Kyverno.
+	Variables string         `json:"variables"`
+	Values    *kyvernoValues `json:"values"`
+	// Checks are kyverno-json assertions on Kyverno's rule responses,
+	// which Sprout does not have: each test that holds some fails, rather
+	// than passing without them.
+	Checks []any `json:"checks"`
+}
+
+// kyvernoValues is the part of Kyverno's values (cli.kyverno.io Value, or
+// a test's values) that generating policies read: the labels of the
+// triggers' Namespaces. The rest (globalValues, policies, subresources)
+// feeds JMESPath variables, which CEL policies do not have.
+type kyvernoValues struct {
+	NamespaceSelectors []struct {
+		Name   string            `json:"name"`
+		Labels map[string]string `json:"labels"`
+	} `json:"namespaceSelector"`
+	Namespaces []corev1.Namespace `json:"namespaces"`
 }
 
 type kyvernoResult struct {
@@ -101,11 +126,29 @@ func runKyvernoTest(ctx context.Context, dir, file string) ([]testRow, error) {
 	if err != nil {
 		return nil, err
 	}
+	run := kyvernoRun{file: file, dir: dir, triggers: in.triggers, outcomes: outcomes, compileErrs: compileErrs, byName: map[string][]string{}}
+	for _, p := range policies {
+		run.byName[p.GetName()] = append(run.byName[p.GetName()], policyName(p))
+	}
 	var rows []testRow
 	for i, r := range t.Results {
-		rows = append(rows, kyvernoRows(file, dir, i, r, in.triggers, outcomes, compileErrs)...)
+		rows = append(rows, run.rows(i, r)...)
+	}
+	if len(t.Checks) > 0 {
+		rows = append(rows, testRow{Case: file, Policy: "*", Resource: "*", Want: "checks", Got: "-",
+			Detail: fmt.Sprintf("checks: %d assertions on Kyverno's rule responses, which sprout test cannot run: state them as results", len(t.Checks))})
 	}
 	return rows, nil
+}
+
+// kyvernoRun is what a kyverno-test.yaml's results are checked against.
+type kyvernoRun struct {
+	file, dir   string
+	triggers    []*unstructured.Unstructured
+	outcomes    map[outcomeKey]evaluation
+	compileErrs map[string]error
+	// byName lists the policies of each name, as results name them.
+	byName map[string][]string
 }
 
 // kyvernoInputs reads the policies of a test and what they are evaluated
@@ -125,8 +168,19 @@ func kyvernoInputs(t kyvernoTest, dir string, rel func(...string) []string) ([]a
 	if in.triggers, err = readObjects(rel(t.Resources...)); err != nil {
 		return nil, in, fmt.Errorf("resources: %w", err)
 	}
-	if in.objects, err = readContextObjects(rel(append([]string{t.Context}, t.ClusterResources...)...)); err != nil {
+	if in.objects, _, err = readContextObjects(rel(t.Context), dir); err != nil {
 		return nil, in, fmt.Errorf("context: %w", err)
+	}
+	cluster, scopes, err := readContextObjects(rel(t.ClusterResources...), dir)
+	if err != nil {
+		return nil, in, fmt.Errorf("clusterResources: %w", err)
+	}
+	in.objects = append(in.objects, cluster...)
+	if len(scopes) > 0 {
+		in.scopes = scopes
+	}
+	if in.namespaces, err = readValues(t, dir); err != nil {
+		return nil, in, err
 	}
 	for i, r := range t.Results {
 		objs, err := readObjects(rel(r.CloneSourceResource))
@@ -141,29 +195,117 @@ func kyvernoInputs(t kyvernoTest, dir string, rel func(...string) []string) ([]a
 	return policies, in, nil
 }
 
-// readContextObjects reads object files, unwrapping Kyverno's Context
-// (cli.kyverno.io/v1alpha1, spec.resources) into the objects it holds.
-func readContextObjects(paths []string) ([]*unstructured.Unstructured, error) {
-	objs, err := readObjects(paths)
+// readContextObjects reads object files, unwrapping Kyverno's Context and
+// ClusterResource (cli.kyverno.io/v1alpha1, spec.resources) into the
+// objects they hold. The CustomResourceDefinitions among them, and those a
+// ClusterResource names in spec.crds (files relative to dir, as Kyverno
+// reads them from the test's folder; "": the ClusterResource's own), are
+// objects too and give the scope of their kinds.
+func readContextObjects(paths []string, dir string) ([]*unstructured.Unstructured, celenv.KindScopes, error) {
+	var out []*unstructured.Unstructured
+	err := eachFile(paths, objectLimits, func(path string, data []byte) error {
+		objs, err := manifest.Parse(data)
+		if err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		base := dir
+		if base == "" {
+			base = filepath.Dir(path)
+		}
+		unwrapped, err := unwrapContext(objs, base)
+		if err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		out = append(out, unwrapped...)
+		return nil
+	})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
+	scopes := celenv.KindScopes{}
+	for _, o := range out {
+		if o.GetKind() != "CustomResourceDefinition" || o.GroupVersionKind().Group != "apiextensions.k8s.io" {
+			continue
+		}
+		group, _, _ := unstructured.NestedString(o.Object, "spec", "group")
+		kind, _, _ := unstructured.NestedString(o.Object, "spec", "names", "kind")
+		scope, _, _ := unstructured.NestedString(o.Object, "spec", "scope")
+		if kind != "" {
+			scopes[schema.GroupKind{Group: group, Kind: kind}] = scope != "Cluster"
+		}
+	}
+	return out, scopes, nil
+}
+
+// unwrapContext replaces each Context and ClusterResource among objs with
+// the objects it holds, and the CRD files it names, relative to dir.
+func unwrapContext(objs []*unstructured.Unstructured, dir string) ([]*unstructured.Unstructured, error) {
 	var out []*unstructured.Unstructured
 	for _, o := range objs {
-		if o.GetKind() != "Context" || !strings.HasPrefix(o.GetAPIVersion(), "cli.kyverno.io/") {
+		kind := o.GetKind()
+		if (kind != "Context" && kind != "ClusterResource") || !strings.HasPrefix(o.GetAPIVersion(), "cli.kyverno.io/") {
 			out = append(out, o)
 			continue
 		}
 		items, _, err := unstructured.NestedSlice(o.Object, "spec", "resources")
 		if err != nil {
-			return nil, fmt.Errorf("the Context %s: spec.resources: %w", o.GetName(), err)
+			return nil, fmt.Errorf("the %s %s: spec.resources: %w", kind, o.GetName(), err)
 		}
 		for j, item := range items {
 			m, ok := item.(map[string]any)
 			if !ok {
-				return nil, fmt.Errorf("the Context %s: spec.resources[%d] is not an object", o.GetName(), j)
+				return nil, fmt.Errorf("the %s %s: spec.resources[%d] is not an object", kind, o.GetName(), j)
 			}
 			out = append(out, &unstructured.Unstructured{Object: m})
+		}
+		crdFiles, _, err := unstructured.NestedStringSlice(o.Object, "spec", "crds")
+		if err != nil {
+			return nil, fmt.Errorf("the %s %s: spec.crds: %w", kind, o.GetName(), err)
+		}
+		for _, f := range crdFiles {
+			crds, err := readObjects([]string{filepath.Join(dir, f)})
+			if err != nil {
+				return nil, fmt.Errorf("the %s %s: spec.crds: %w", kind, o.GetName(), err)
+			}
+			out = append(out, crds...)
+		}
+	}
+	return out, nil
+}
+
+// readValues returns the Namespaces a test's values give (its values, or
+// else its variables file), as Kyverno's CLI resolves a trigger's
+// Namespace: namespaces first, then namespaceSelector, which gives labels
+// only.
+func readValues(t kyvernoTest, dir string) ([]*corev1.Namespace, error) {
+	v := t.Values
+	if v == nil && t.Variables != "" {
+		path := filepath.Join(dir, t.Variables)
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return nil, fmt.Errorf("variables: %w", err)
+		}
+		v = &kyvernoValues{}
+		if err := yaml.Unmarshal(data, v); err != nil {
+			return nil, fmt.Errorf("variables: %s: %w", path, err)
+		}
+	}
+	if v == nil {
+		return nil, nil
+	}
+	var out []*corev1.Namespace
+	named := map[string]bool{}
+	for i := range v.Namespaces {
+		ns := v.Namespaces[i].DeepCopy()
+		if !named[ns.Name] {
+			named[ns.Name] = true
+			out = append(out, ns)
+		}
+	}
+	for _, sel := range v.NamespaceSelectors {
+		if !named[sel.Name] {
+			named[sel.Name] = true
+			out = append(out, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: sel.Name, Labels: sel.Labels}})
 		}
 	}
 	return out, nil
@@ -187,9 +329,8 @@ func triggerName(t *unstructured.Unstructured) string {
 	return t.GetKind() + " " + t.GetName()
 }
 
-// kyvernoRows checks one result entry, one row per resource it names.
-func kyvernoRows(file, dir string, i int, r kyvernoResult, triggers []*unstructured.Unstructured,
-	outcomes map[outcomeKey]evaluation, compileErrs map[string]error) []testRow {
+// rows checks one result entry, one row per resource it names.
+func (k kyvernoRun) rows(i int, r kyvernoResult) []testRow {
 	want := strings.ToLower(r.Result)
 	if want == "" {
 		want = strings.ToLower(r.Status)
@@ -204,16 +345,24 @@ func kyvernoRows(file, dir string, i int, r kyvernoResult, triggers []*unstructu
 	}
 	var rows []testRow
 	for _, name := range names {
-		row := testRow{Case: file, Policy: policy, Resource: r.Kind + " " + name, Want: want}
-		got, objs, detail := kyvernoOutcome(r, policy, name, triggers, outcomes, compileErrs)
+		row := testRow{Case: k.file, Policy: policy, Resource: r.Kind + " " + name, Want: want}
+		got, objs, detail := k.outcome(r, policy, name)
 		row.Got = got
+		var diff string
+		if got == "pass" && r.GeneratedResource != "" && detail == "" {
+			diff = compareGenerated(filepath.Join(k.dir, r.GeneratedResource), objs)
+		}
 		switch {
 		case detail != "":
 			row.Detail = detail
-		case want != got && !(want == "fail" && got == "error"):
+		case want == "fail" && (got == "error" || diff != ""):
+			// Kyverno's CLI counts a failing case as expected when fail is
+			// what the result wants: for a generating policy, an error, or
+			// objects other than the generatedResource file holds.
+		case want != got:
 			row.Detail = fmt.Sprintf("results[%d]: want %s, got %s", i, want, got)
-		case got == "pass" && r.GeneratedResource != "":
-			row.Detail = compareGenerated(filepath.Join(dir, r.GeneratedResource), objs)
+		case diff != "":
+			row.Detail = diff
 		}
 		row.Pass = row.Detail == ""
 		rows = append(rows, row)
@@ -221,29 +370,23 @@ func kyvernoRows(file, dir string, i int, r kyvernoResult, triggers []*unstructu
 	return rows
 }
 
-// kyvernoOutcome finds what the policy did for the resource named: pass
-// (it matched and evaluated, with the objects), skip (it did not match) or
-// error; detail is set when the test itself is wrong.
-func kyvernoOutcome(r kyvernoResult, policy, name string, triggers []*unstructured.Unstructured,
-	outcomes map[outcomeKey]evaluation, compileErrs map[string]error) (string, []*unstructured.Unstructured, string) {
-	var trigger *unstructured.Unstructured
-	for _, t := range triggers {
-		n := t.GetName()
-		if strings.Contains(name, "/") {
-			n = t.GetNamespace() + "/" + n
-		}
-		if n == name && (r.Kind == "" || t.GetKind() == r.Kind) {
-			trigger = t
-			break
-		}
-	}
+// outcome finds what the policy did for the resource named: pass (it
+// matched and evaluated, with the objects), skip (it did not match, or an
+// exception skipped it), an excepted trigger's reportResult, or error;
+// detail is set when the test itself is wrong.
+func (k kyvernoRun) outcome(r kyvernoResult, policy, name string) (string, []*unstructured.Unstructured, string) {
+	trigger := findTrigger(k.triggers, r.Kind, name)
 	if trigger == nil {
 		return "-", nil, fmt.Sprintf("no resource %s named %s in the test's resources", r.Kind, name)
 	}
-	if err, ok := compileErrs[policy]; ok {
+	full, detail := k.resolve(policy)
+	if detail != "" {
+		return "-", nil, detail
+	}
+	if err, ok := k.compileErrs[full]; ok {
 		return "error", nil, errorDetail(r, err)
 	}
-	e, ok := outcomes[outcomeKey{policy, triggerName(trigger)}]
+	e, ok := k.outcomes[outcomeKey{full, triggerName(trigger)}]
 	switch {
 	case ok && len(e.excepted) > 0:
 		// Kyverno reports an excepted trigger as its exception says.
@@ -254,6 +397,46 @@ func kyvernoOutcome(r kyvernoResult, policy, name string, triggers []*unstructur
 		return "error", nil, errorDetail(r, e.err)
 	}
 	return "pass", e.objects, ""
+}
+
+// findTrigger finds the resource a result names, name or namespace/name:
+// of the kind the result gives, or else of any kind, as Kyverno's CLI,
+// which names resources without their kind, finds it.
+func findTrigger(triggers []*unstructured.Unstructured, kind, name string) *unstructured.Unstructured {
+	var anyKind *unstructured.Unstructured
+	for _, t := range triggers {
+		n := t.GetName()
+		if strings.Contains(name, "/") {
+			n = t.GetNamespace() + "/" + n
+		}
+		if n != name {
+			continue
+		}
+		if kind == "" || t.GetKind() == kind {
+			return t
+		}
+		if anyKind == nil {
+			anyKind = t
+		}
+	}
+	return anyKind
+}
+
+// resolve finds the policy a result names: name, or namespace/name for a
+// NamespacedGeneratingPolicy; a name alone also names the one namespaced
+// policy of that name, as Kyverno's CLI compares names alone.
+func (k kyvernoRun) resolve(policy string) (string, string) {
+	if strings.Contains(policy, "/") {
+		return policy, ""
+	}
+	switch found := k.byName[policy]; {
+	case len(found) == 0 || slices.Contains(found, policy):
+		return policy, ""
+	case len(found) == 1:
+		return found[0], ""
+	default:
+		return "", fmt.Sprintf("policy %s names %s: give namespace/name", policy, strings.Join(found, ", "))
+	}
 }
 
 // errorDetail is the failure an evaluation error is, unless the result
@@ -290,6 +473,10 @@ func compareObjects(want, got []*unstructured.Unstructured, ignoreBookkeeping bo
 			o = o.DeepCopy()
 			if ignoreBookkeeping {
 				dropBookkeeping(o)
+				// As kyverno test compares: an empty map or list, or a
+				// null, is as good as none.
+				m, _ := tidy(o.Object).(map[string]any)
+				o.Object = m
 			}
 			m[testObjectID(o)] = o
 		}
@@ -313,6 +500,36 @@ func compareObjects(want, got []*unstructured.Unstructured, ignoreBookkeeping bo
 		}
 	}
 	return strings.Join(diffs, "\n")
+}
+
+// tidy returns v without its empty maps, empty lists and nulls, at any
+// depth; nil when nothing is left.
+func tidy(v any) any {
+	switch x := v.(type) {
+	case map[string]any:
+		out := map[string]any{}
+		for k, e := range x {
+			if e = tidy(e); e != nil {
+				out[k] = e
+			}
+		}
+		if len(out) == 0 {
+			return nil
+		}
+		return out
+	case []any:
+		var out []any
+		for _, e := range x {
+			if e = tidy(e); e != nil {
+				out = append(out, e)
+			}
+		}
+		if len(out) == 0 {
+			return nil
+		}
+		return out
+	}
+	return v
 }
 
 // dropBookkeeping removes the labels and annotations Sprout and Kyverno set

@@ -48,7 +48,9 @@ func newRenderCommand() *cobra.Command {
 		Short: "Print what policies would generate for trigger objects, offline",
 		Long: `Evaluate policies against trigger objects from files, without a cluster, and print
 every object they would generate, with the labels Sprout would set. resource.Get and
-resource.List read the --context-objects objects (and the triggers). Files may hold several
+resource.List read the --context-objects objects (and the triggers); Kyverno's CLI
+Context and ClusterResource files there stand for the objects they hold, and a
+ClusterResource's CRDs say which custom kinds are cluster-scoped. Files may hold several
 YAML documents; a folder is read recursively (*.yaml, *.yml, *.json) as Sprout
 reads a policy folder: hidden folders skipped, and a link, pipe or device among
 those files is an error.
@@ -213,12 +215,15 @@ type evaluation struct {
 // is not reported.
 func evaluate(ctx context.Context, policies []apiv1.Policy, in offlineInputs, op admission.Operation, fn func(evaluation)) error {
 	all := append(append([]*unstructured.Unstructured{}, in.objects...), in.triggers...)
-	namespaces, err := namespaceLister(all)
+	namespaces, err := namespaceLister(all, in.namespaces)
 	if err != nil {
 		return err
 	}
 	matcher := reconcile.NewMatcher(namespaces, nil)
-	env := offlineEnv{namespaces: namespaces, reader: celenv.NewObjectReader(all), globalContext: in.globalContext}
+	env := offlineEnv{namespaces: namespaces, reader: celenv.NewObjectReader(all), globalContext: in.globalContext, scopes: in.scopes}
+	if env.scopes == nil {
+		env.scopes = celenv.BuiltinScopes{}
+	}
 	for _, p := range policies {
 		prog := celenv.Compile(p)
 		if err := prog.Err(); err != nil {
@@ -253,6 +258,7 @@ type offlineEnv struct {
 	globalContext celenv.GlobalContext
 	// exceptions are those that name the policy.
 	exceptions []*celenv.Exception
+	scopes     celenv.Scopes
 }
 
 // evaluateOne evaluates a compiled policy for one trigger it matches.
@@ -268,7 +274,7 @@ func evaluateOne(ctx context.Context, prog *celenv.Program, p apiv1.Policy, t *u
 		e.err = fmt.Errorf("%s: trigger %s %s: namespaceObject: %w", prog.Policy(), t.GetKind(), t.GetName(), err)
 		return e
 	}
-	in.Scopes, in.Reader, in.GlobalContext, in.Exceptions = celenv.BuiltinScopes{}, env.reader, env.globalContext, env.exceptions
+	in.Scopes, in.Reader, in.GlobalContext, in.Exceptions = env.scopes, env.reader, env.globalContext, env.exceptions
 	res, err := prog.Evaluate(ctx, in)
 	if err != nil {
 		e.err = fmt.Errorf("%s: trigger %s %s: %w", prog.Policy(), t.GetKind(), t.GetName(), err)
@@ -290,13 +296,21 @@ func evaluateOne(ctx context.Context, prog *celenv.Program, p apiv1.Policy, t *u
 	return e
 }
 
-// namespaceLister holds the Namespaces among objs, plus an empty one for every
-// other namespace an object is in, so the matcher never needs a cluster.
-func namespaceLister(objs []*unstructured.Unstructured) (listersv1.NamespaceLister, error) {
+// namespaceLister holds given, then the Namespaces among objs that given
+// does not name, plus an empty one for every other namespace an object is
+// in, so the matcher never needs a cluster.
+func namespaceLister(objs []*unstructured.Unstructured, given []*corev1.Namespace) (listersv1.NamespaceLister, error) {
 	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
-	seen := map[string]bool{}
+	seen, named := map[string]bool{}, map[string]bool{}
+	for _, ns := range given {
+		seen[ns.Name], named[ns.Name] = true, true
+		_ = indexer.Add(ns)
+	}
 	for _, o := range objs {
 		if o.GetKind() != "Namespace" || o.GetAPIVersion() != "v1" {
+			continue
+		}
+		if named[o.GetName()] {
 			continue
 		}
 		ns := &corev1.Namespace{}

@@ -49,10 +49,12 @@ type PolicyExceptionSpec struct {
 	// excepted; with none, every trigger of the policies is.
 	// +optional
 	MatchConditions []admissionregistrationv1.MatchCondition `json:"matchConditions,omitempty"`
-	// Images are container images excepted from image policies (not read by Sprout).
+	// Images are container images the exception allows: the policies it
+	// names run and read them as exceptions.allowedImages.
 	// +optional
 	Images []string `json:"images,omitempty"`
-	// AllowedValues are values validating policies may read (not read by Sprout).
+	// AllowedValues are values the exception allows: the policies it names
+	// run and read them as exceptions.allowedValues.
 	// +optional
 	AllowedValues []string `json:"allowedValues,omitempty"`
 	// ReportResult is how an excepted trigger is reported: skip or pass.

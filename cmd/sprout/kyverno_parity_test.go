@@ -1,0 +1,181 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/sprout-gitops/sprout/internal/manifest"
+)
+
+// parityDir is a kyverno-test.yaml that uses what Kyverno's CLI reads for
+// generating policies: a clone source only its clusterResources (a
+// ClusterResource) hold, a Context, a values file labelling the triggers'
+// Namespaces, and exceptions, one of which lets the policy run and read
+// exceptions.allowedValues.
+const parityDir = "testdata/kyverno-parity"
+
+// TestSproutTestKyvernoParity: every result holds as kyverno test computes
+// it. team-setup clones a Secret found only in clusterResources, keeps the
+// ownerReferences of the ConfigMap it builds (generatedResource files hold
+// them) and writes a Team with no namespace, cluster-scoped by the CRD the
+// ClusterResource names; shop is large by its exception's allowedValues; sandbox is
+// skipped by the exception without values; gold-quota runs in shop alone,
+// the Namespace the values label tier: gold; owner-label fails: error.
+func TestSproutTestKyvernoParity(t *testing.T) {
+	testPasses(t, parityDir,
+		"team-setup   Namespace shop           pass   pass   PASS",
+		"team-setup   Namespace lab            pass   pass   PASS",
+		"team-setup   Namespace sandbox        skip   skip   PASS",
+		"gold-quota   ConfigMap shop/settings  pass   pass   PASS",
+		"gold-quota   ConfigMap lab/settings   skip   skip   PASS",
+		"owner-label  ConfigMap shop/settings  error  error  PASS",
+		"6 tests, 6 passing, 0 failing",
+	)
+}
+
+// TestSproutTestKyvernoParityFails: a generatedResource file without the
+// ownerReferences Kyverno keeps fails with a diff naming them; a result that
+// wants fail holds for an evaluation that errs, as in kyverno test, and one
+// that wants error for a trigger that passes fails.
+func TestSproutTestKyvernoParityFails(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "parity")
+	copyDir(t, parityDir, dir)
+	copyDir(t, filepath.Join(parityDir, "crds"), filepath.Join(dir, "crds"))
+	edit := func(file, from, to string) {
+		t.Helper()
+		path := filepath.Join(dir, file)
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(data), from) {
+			t.Fatalf("%s has no %q", file, from)
+		}
+		if err := os.WriteFile(path, []byte(strings.Replace(string(data), from, to, 1)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	edit("generated-shop.yaml", `  ownerReferences:
+  - apiVersion: v1
+    kind: Namespace
+    name: shop
+    uid: 7f1c7b4e-0000-4000-8000-000000000001
+`, "")
+	edit("kyverno-test.yaml", "result: error", "result: fail")
+	edit("kyverno-test.yaml", "resources: [lab/settings]\n  result: skip", "resources: [lab/settings]\n  result: error")
+
+	out, code := runTestCommand(t, dir)
+	if code != 1 {
+		t.Fatalf("exit %d, want 1:\n%s", code, out)
+	}
+	for _, re := range []string{
+		`team-setup +Namespace shop +pass +pass +FAIL`,
+		`(?s)FAIL \S+ team-setup Namespace shop:\nv1 ConfigMap/shop/team-info differs:.*\n\+  ownerReferences:`,
+		`owner-label +ConfigMap shop/settings +fail +error +PASS`,
+		`gold-quota +ConfigMap lab/settings +error +skip +FAIL`,
+		`6 tests, 4 passing, 2 failing`,
+	} {
+		if !regexp.MustCompile(re).MatchString(out) {
+			t.Errorf("the output does not match %q:\n%s", re, out)
+		}
+	}
+}
+
+// TestRenderKeepsOwnerReferences: render prints the ownerReferences a
+// policy writes on an object it builds, as Kyverno's CLI does, and drops
+// those of a clone's source, which are not the clone's; its
+// --context-objects take Kyverno's Context and ClusterResource files.
+func TestRenderKeepsOwnerReferences(t *testing.T) {
+	out, errOut, err := execute("render", "-p", filepath.Join(parityDir, "policies.yaml"),
+		"-r", filepath.Join(parityDir, "resources.yaml"), "-e", filepath.Join(parityDir, "exceptions.yaml"),
+		"--context-objects", filepath.Join(parityDir, "context.yaml")+","+filepath.Join(parityDir, "clusterresources.yaml"))
+	// owner-label fails for the ConfigMaps without an owner label, and for
+	// nothing else.
+	if err == nil || !strings.Contains(err.Error(), "owner-label") || strings.Contains(err.Error(), "team-setup") {
+		t.Fatalf("want owner-label's errors alone, got %v\n%s", err, errOut)
+	}
+	objs, perr := manifest.Parse([]byte(out))
+	if perr != nil {
+		t.Fatal(perr)
+	}
+	find := func(kind, namespace, name string) *unstructured.Unstructured {
+		t.Helper()
+		for _, o := range objs {
+			if o.GetKind() == kind && o.GetNamespace() == namespace && o.GetName() == name {
+				return o
+			}
+		}
+		t.Fatalf("render printed no %s %s/%s:\n%s", kind, namespace, name, out)
+		return nil
+	}
+	info := find("ConfigMap", "shop", "team-info")
+	refs := info.GetOwnerReferences()
+	if len(refs) != 1 || refs[0].Kind != "Namespace" || refs[0].Name != "shop" || refs[0].UID != "7f1c7b4e-0000-4000-8000-000000000001" {
+		t.Errorf("team-info's ownerReferences: %+v, want the Namespace shop", refs)
+	}
+	if size, _, _ := unstructured.NestedString(info.Object, "data", "size"); size != "large" {
+		t.Errorf("team-info's size %q, want large, from the exception's allowedValues", size)
+	}
+	if refs := find("Secret", "shop", "registry-credentials").GetOwnerReferences(); len(refs) != 0 {
+		t.Errorf("the clone kept its source's ownerReferences: %+v", refs)
+	}
+}
+
+// TestSproutTestRefusesChecks: a kyverno-test.yaml's checks (assertions on
+// Kyverno's rule responses) fail its test, naming them, rather than pass
+// unrun.
+func TestSproutTestRefusesChecks(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "checks")
+	copyDir(t, "testdata/kyverno-test/data", dir)
+	f, err := os.OpenFile(filepath.Join(dir, "kyverno-test.yaml"), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString("checks:\n- match: {policy: {name: team-settings}}\n  assert: {status: pass}\n"); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	out, code := runTestCommand(t, dir)
+	if code != 1 || !strings.Contains(out, "checks: 1 assertions on Kyverno's rule responses, which sprout test cannot run") {
+		t.Errorf("exit %d, want 1 and the checks named:\n%s", code, out)
+	}
+}
+
+// TestSproutTestInlineValues: a test's inline values take the place of its
+// variables file, as in Kyverno: its namespaces label lab tier: gold, and
+// shop, which only the file labels, is gold no more.
+func TestSproutTestInlineValues(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "values")
+	copyDir(t, parityDir, dir)
+	copyDir(t, filepath.Join(parityDir, "crds"), filepath.Join(dir, "crds"))
+	f, err := os.OpenFile(filepath.Join(dir, "kyverno-test.yaml"), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString("values:\n  namespaces:\n  - metadata: {name: lab, labels: {tier: gold}}\n"); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	out, code := runTestCommand(t, dir)
+	if code != 1 {
+		t.Fatalf("exit %d, want 1:\n%s", code, out)
+	}
+	for _, re := range []string{
+		`gold-quota +ConfigMap shop/settings +pass +skip +FAIL`,
+		`gold-quota +ConfigMap lab/settings +skip +pass +FAIL`,
+		`6 tests, 4 passing, 2 failing`,
+	} {
+		if !regexp.MustCompile(re).MatchString(out) {
+			t.Errorf("the output does not match %q:\n%s", re, out)
+		}
+	}
+}
