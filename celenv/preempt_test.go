@@ -101,3 +101,44 @@ func TestWalksOverSharedValuesStopWithTheEvaluation(t *testing.T) {
 		stopsWithin(t, policyWith(false, last, nested("a", "[true]", "[%[1]s, %[1]s]", depth)...), limit)
 	})
 }
+
+// cancelling is a GlobalContext whose entry, once read, cancels the
+// evaluation's parent context: the controller deleting the policy while one
+// of its evaluations runs.
+type cancelling struct{ cancel context.CancelFunc }
+
+func (c cancelling) Get(context.Context, string, string) (any, bool, error) {
+	c.cancel()
+	return "read", true, nil
+}
+
+// TestCancellingStopsAWalkUnderWay: the controller cancels the context of
+// a deleted policy's sync. An evaluation then walking a value stops at
+// once, with the cancellation as its error, rather than when its own time
+// limit (or the walk) ends.
+func TestCancellingStopsAWalkUnderWay(t *testing.T) {
+	const limit = 2 * time.Second
+	vars := append(nested("a", "['x']", "[%[1]s, %[1]s]", 40), nested("b", "['x']", "[%[1]s, %[1]s]", 40)...)
+	// The variables are evaluated first: the walk is what runs when the
+	// context is cancelled.
+	vars = append(vars, "out", `size(variables.a40) + size(variables.b40) > 0 && globalContext.Get("e", "") != null && variables.a40 == variables.b40`)
+	p := celenv.Compile(policyWith(false, `generator.Apply("x", variables.out ? [`+generatedCM+`] : [])`, vars...))
+	if err := p.Err(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := p.Evaluate(ctx, celenv.Input{Object: object("v1", "ConfigMap", "team", "cm").Object, Timeout: limit, GlobalContext: cancelling{cancel}})
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "spec.variables[82].expression: context canceled") {
+			t.Fatalf("want the evaluation stopped by its cancellation in spec.variables[82], got %v", err)
+		}
+	case <-time.After(2 * limit):
+		t.Fatalf("the evaluation still runs %v after it started, its time limit is %v", 2*limit, limit)
+	}
+}
