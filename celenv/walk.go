@@ -14,10 +14,11 @@ import (
 // its logical size, not its memory, is what equality, `in`, sorting or
 // converting it costs. CEL charges such calls after they return and checks
 // its context only between comprehension steps, so one call over such a
-// value would run for hours. Every walk Sprout makes over a value goes
-// through visit instead: it charges the evaluation's budget for the
-// elements and bytes visited, and checks the evaluation's context as it
-// goes, so a walk stops within the evaluation's time limit and its budget.
+// value would run far past any time limit. Every walk Sprout makes over a
+// value goes through visit instead: it charges the evaluation's budget for
+// the elements and bytes visited, and checks the evaluation's context as
+// it goes, so a walk stops within the evaluation's time limit and its
+// budget.
 
 // walkCheckEvery is how many elements a walk visits between two looks at
 // the evaluation's context: often enough to stop within a small part of any
