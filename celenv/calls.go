@@ -199,12 +199,23 @@ type walkedCall struct {
 }
 
 func (c *walkedCall) Exec(frame *interpreter.ExecutionFrame) ref.Val {
+	// Arguments are evaluated as CEL's own calls evaluate them: a unary or
+	// binary call all of them before looking for an error, a call of more
+	// up to the first error.
 	args := make([]ref.Val, len(c.args))
 	for i, a := range c.args {
 		args[i] = a.Exec(frame)
-		if types.IsUnknownOrError(args[i]) {
+		if len(args) > 2 && types.IsUnknownOrError(args[i]) {
 			return args[i]
 		}
+	}
+	for _, v := range args {
+		if types.IsUnknownOrError(v) {
+			return v
+		}
+	}
+	if len(args) == 0 {
+		return types.LabelErrNode(c.ID(), invoke(c.impl, args))
 	}
 	if c.impl.OperandTrait != 0 && !args[0].Type().HasTrait(c.impl.OperandTrait) {
 		if r, ok := args[0].(traits.Receiver); ok && args[0].Type().HasTrait(traits.ReceiverType) {
