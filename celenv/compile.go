@@ -9,8 +9,6 @@ import (
 
 	"github.com/google/cel-go/cel"
 	"github.com/google/cel-go/common/types"
-	"github.com/google/cel-go/common/types/ref"
-	"github.com/google/cel-go/common/types/traits"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	apiv1 "github.com/sprout-gitops/sprout/api/policies/v1"
@@ -229,7 +227,7 @@ func compileExpression(env *cel.Env, name, src string, path *field.Path, want *c
 		return e, field.ErrorList{field.Invalid(path, field.OmitValueType{},
 			fmt.Sprintf("must evaluate to %s, not %s", what, ast.OutputType()))}
 	}
-	prog, err := env.Program(ast, programOptions()...)
+	prog, err := env.Program(ast, programOptions(env)...)
 	if err != nil {
 		return e, field.ErrorList{field.Invalid(path, field.OmitValueType{}, err.Error())}
 	}
@@ -247,31 +245,21 @@ var generateResult = cel.OpaqueType("sprout.generateResult")
 // generates through generator.Apply and returns a bool or a list of bools.
 type generateExpression struct{ expression }
 
-func (g generateExpression) run(ctx context.Context, activation map[string]any, _ *generation) error {
+func (g generateExpression) run(ctx context.Context, activation map[string]any, gen *generation) error {
 	out, err := g.eval(ctx, activation)
 	if err != nil {
 		return err
 	}
-	if !isBools(out) {
+	// The result is walked like any value: a list of lists of bools that
+	// share their elements may be far larger than it looks.
+	ok, err := allBools(&gen.budget, out)
+	if err != nil {
+		return interrupted(cause(ctx, activation), g.path, err)
+	}
+	if !ok {
 		return fmt.Errorf("%s: must evaluate to bool or a list of bools, got %s", g.path, out.Type().TypeName())
 	}
 	return nil
-}
-
-func isBools(v ref.Val) bool {
-	switch v := v.(type) {
-	case types.Bool:
-		return true
-	case traits.Lister:
-		it := v.Iterator()
-		for it.HasNext() == types.True {
-			if !isBools(it.Next()) {
-				return false
-			}
-		}
-		return true
-	}
-	return false
 }
 
 // resultIs reports whether an expression of type t can yield want: exactly,

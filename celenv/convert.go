@@ -15,23 +15,31 @@ import (
 // hold: map[string]any, []any, string, int64, float64, bool or nil. A value
 // JSON cannot hold (an infinite or NaN double, a uint past int64) is an
 // error here, not a failed apply later.
+//
+// It is bounded by MaxValueBytes alone: the functions that call it during
+// an expression copy at most that much. Results of an evaluation are
+// converted with toJSONSized, which also walks through its budget.
 func toJSON(v ref.Val) (any, error) {
-	out, _, err := toJSONSized(v)
+	out, _, err := toJSONSized(nil, v)
 	return out, err
 }
 
 // toJSONSized is toJSON that also returns about how many bytes the value
 // has as JSON. It refuses a value over MaxValueBytes as soon as it has
 // copied that much: a list CEL concatenated lazily may stand for far more
-// than memory holds.
-func toJSONSized(v ref.Val) (any, uint64, error) {
-	c := converter{left: MaxValueBytes}
+// than memory holds. With a budget (the evaluation's), each value copied is
+// also visited through it, so the copy stops with the evaluation.
+func toJSONSized(b *evaluationBudget, v ref.Val) (any, uint64, error) {
+	c := converter{left: MaxValueBytes, budget: b}
 	out, err := c.convert(v)
 	return out, uint64(MaxValueBytes - c.left), err
 }
 
 // converter counts what toJSONSized has copied.
-type converter struct{ left int64 }
+type converter struct {
+	left   int64
+	budget *evaluationBudget // nil: bounded by left alone
+}
 
 // take spends n bytes, failing past MaxValueBytes.
 func (c *converter) take(n int) error {
@@ -52,6 +60,9 @@ func (c *converter) convert(v ref.Val) (any, error) {
 	}
 	if err := c.take(size); err != nil {
 		return nil, err
+	}
+	if c.budget != nil && !c.budget.visit(uint64(size)) {
+		return nil, errWalkStopped
 	}
 	switch v := v.(type) {
 	case types.Null:

@@ -65,7 +65,63 @@ func (c *costEstimator) CallCost(function, overloadID string, args []ref.Val, re
 	if cost, ok := callCost(overloadID, args, result); ok {
 		return costPointer(cost)
 	}
+	switch function {
+	case "isSorted", "sum", "max", "min", "indexOf", "lastIndexOf", "includes":
+		if types.IsError(result) {
+			// Refused, or stopped by the evaluation: what the call
+			// walked was charged as it walked (walkedCall).
+			return costPointer(1)
+		}
+		if len(args) > 0 {
+			return costPointer(traversalCost(args[0]))
+		}
+	}
 	return c.CostEstimator.CallCost(function, overloadID, args, result)
+}
+
+// traversalCost is the Kubernetes libraries' charge for the list functions
+// that read every element (isSorted, sum, indexOf, …): a unit per element
+// that is no list or map, a tenth per byte of a string. Theirs walks the
+// whole value after the call, however large its elements' logical size;
+// this one stops once it has visited PerCallCostLimit elements, past which
+// the expression is over its limit anyway, and charges that. Below it the
+// two charge the same.
+func traversalCost(v ref.Val) uint64 {
+	t := traversal{left: PerCallCostLimit}
+	cost := t.cost(v)
+	if t.left < 0 {
+		return PerCallCostLimit + 1
+	}
+	return cost
+}
+
+// traversal counts the elements traversalCost has left to visit.
+type traversal struct{ left int64 }
+
+func (t *traversal) cost(v ref.Val) uint64 {
+	if t.left--; t.left < 0 {
+		return 0
+	}
+	switch x := v.(type) {
+	case types.String:
+		return uint64(float64(len(x)) * common.StringTraversalCostFactor)
+	case types.Bytes:
+		return uint64(float64(len(x)) * common.StringTraversalCostFactor)
+	case traits.Lister:
+		var cost uint64
+		for it := x.Iterator(); t.left >= 0 && it.HasNext() == types.True; {
+			cost += t.cost(it.Next())
+		}
+		return cost
+	case traits.Mapper:
+		var cost uint64
+		for it := x.Iterator(); t.left >= 0 && it.HasNext() == types.True; {
+			k := it.Next()
+			cost += t.cost(k) + t.cost(x.Get(k))
+		}
+		return cost
+	}
+	return 1
 }
 
 func callCost(overloadID string, args []ref.Val, result ref.Val) (uint64, bool) {
@@ -327,16 +383,25 @@ func (m *measure) native(v any) {
 
 // evaluationBudget is what one evaluation of a policy has left to spend: each
 // expression it runs (variables, matchConditions, generate entries,
-// template placeholders) and each text a template builds is charged to it.
-// Spending it all cancels the evaluation, so an expression under way stops
-// at its next check and a value that was computed is not used.
+// template placeholders), each text a template builds and each walk over a
+// value (visit) is charged to it. Spending it all cancels the evaluation, so
+// an expression under way stops at its next check and a value that was
+// computed is not used.
 //
 // It rides on the generation, which every activation of the evaluation
 // holds, and cancels the evaluation's own context: no context of its own.
+// One evaluation runs on one goroutine, so it needs no lock.
 type evaluationBudget struct {
 	spent  uint64
 	cancel context.CancelFunc // the evaluation's
 	err    error              // why it cancelled, once it has
+	// done is the evaluation's context's: walks look at it (settle).
+	done <-chan struct{}
+	// walked counts what walks visited since they last settled.
+	walked uint64
+	// stopped is set once a walk saw the budget spent or the context
+	// ended: every walk after it stops at once.
+	stopped bool
 }
 
 // charge spends cost from the budget of the evaluation whose activation
@@ -348,8 +413,26 @@ func charge(activation map[string]any, cost uint64) {
 	}
 	b := &g.budget
 	b.spent += cost
-	if b.spent > PerEvaluationCostLimit && b.err == nil {
-		b.err = fmt.Errorf("the expressions of one evaluation cost more than their limit of %d together", PerEvaluationCostLimit)
+	if b.spent > PerEvaluationCostLimit {
+		b.exceeded()
+	}
+}
+
+// activationBudget is the budget of the evaluation whose activation this is.
+func activationBudget(activation map[string]any) *evaluationBudget {
+	if g, _ := activation[varGenerator].(*generation); g != nil {
+		return &g.budget
+	}
+	return &evaluationBudget{}
+}
+
+// exceeded records that the budget is spent and cancels the evaluation, once.
+func (b *evaluationBudget) exceeded() {
+	if b.err != nil {
+		return
+	}
+	b.err = fmt.Errorf("the expressions of one evaluation cost more than their limit of %d together", PerEvaluationCostLimit)
+	if b.cancel != nil {
 		b.cancel()
 	}
 }

@@ -22,7 +22,7 @@ func actualCost(t *testing.T, expr string, obj map[string]any, reader Reader) ui
 	if iss.Err() != nil {
 		t.Fatalf("%.80s: %v", expr, iss.Err())
 	}
-	prog, err := env.Program(ast, programOptions()...)
+	prog, err := env.Program(ast, programOptions(env)...)
 	if err != nil {
 		t.Fatal(err)
 	}

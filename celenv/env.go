@@ -93,10 +93,14 @@ func baseOptions() []cel.EnvOption {
 
 // programOptions bound and meter every evaluation: every program Sprout runs
 // (matchConditions, variables, generate expressions, template placeholders)
-// is planned with them.
-func programOptions() []cel.ProgramOption {
+// is planned with them, in env, one of the two environments.
+func programOptions(env *cel.Env) []cel.ProgramOption {
+	walks := clusterWalks
+	if env == namespacedEnv {
+		walks = namespacedWalks
+	}
 	return []cel.ProgramOption{
-		sizeGuard,
+		walks,
 		cel.EvalOptions(cel.OptOptimize, cel.OptTrackCost),
 		cel.CostLimit(PerCallCostLimit),
 		cel.CostTracking(&costEstimator{}),
@@ -110,9 +114,10 @@ var (
 	clusterEnv    *cel.Env
 	namespacedEnv *cel.Env
 	envErr        error
-	// sizeGuard checks the size of what replace, join and format would
-	// build before they build it (sizeGuards).
-	sizeGuard cel.ProgramOption
+	// clusterWalks and namespacedWalks plan the calls of each environment
+	// that walk values (walkOption), with that environment's
+	// implementations: the two differ in what a policy may read and write.
+	clusterWalks, namespacedWalks cel.ProgramOption
 )
 
 // environments returns the two shared environments, built once: one for
@@ -125,15 +130,18 @@ func environments() (cluster, namespaced *cel.Env, err error) {
 		if envErr != nil {
 			return
 		}
-		sizeGuard, envErr = sizeGuardOption(base)
-		if envErr != nil {
-			return
-		}
 		clusterEnv, envErr = base.Extend(generatorLibrary(false))
 		if envErr != nil {
 			return
 		}
 		namespacedEnv, envErr = base.Extend(generatorLibrary(true), namespacedResourceLibrary(), namespacedGlobalContextLibrary())
+		if envErr != nil {
+			return
+		}
+		if clusterWalks, envErr = walkOption(clusterEnv); envErr != nil {
+			return
+		}
+		namespacedWalks, envErr = walkOption(namespacedEnv)
 	})
 	return clusterEnv, namespacedEnv, envErr
 }

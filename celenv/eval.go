@@ -132,11 +132,13 @@ func (p *Program) Evaluate(ctx context.Context, in Input) (Result, error) {
 		timeout = DefaultEvaluationTimeout
 	}
 	// CEL checks the context every 100 steps of a comprehension
-	// (InterruptCheckFrequency) and reads check it too.
+	// (InterruptCheckFrequency), reads check it too, and so does every walk
+	// over a value (evaluationBudget.visit): what one call does between
+	// comprehension steps.
 	ctx, cancel := context.WithTimeoutCause(ctx, timeout, timeLimitExceeded(timeout))
 	defer cancel()
 	rd := &reads{ctx: ctx, reader: in.Reader, namespace: p.namespace}
-	gen := &generation{namespace: p.namespace, reads: rd, scopes: in.Scopes, budget: evaluationBudget{cancel: cancel}}
+	gen := &generation{namespace: p.namespace, reads: rd, scopes: in.Scopes, budget: evaluationBudget{cancel: cancel, done: ctx.Done()}}
 	clk := newClock(in.Now)
 	web := &httpCalls{ctx: ctx, round: in.HTTP, used: new(bool)}
 	entries := &globalContextReads{ctx: ctx, source: in.GlobalContext, used: new(bool)}

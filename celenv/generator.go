@@ -92,7 +92,7 @@ var _ ref.Val = (*generation)(nil)
 // object or a list whose elements are objects or List objects (as
 // resource.List returns them), which are expanded into their items.
 func (g *generation) record(namespace string, v ref.Val) ref.Val {
-	value, size, err := toJSONSized(v)
+	value, size, err := toJSONSized(&g.budget, v)
 	g.lastBytes = size
 	if err != nil {
 		return types.NewErr("generator.Apply: %v", err)

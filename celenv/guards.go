@@ -5,12 +5,9 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/google/cel-go/cel"
-	"github.com/google/cel-go/common/functions"
 	"github.com/google/cel-go/common/types"
 	"github.com/google/cel-go/common/types/ref"
 	"github.com/google/cel-go/common/types/traits"
-	"github.com/google/cel-go/interpreter"
 )
 
 // sizeGuards are the library functions whose result can be far larger than
@@ -23,58 +20,6 @@ var sizeGuards = map[string]func(args []ref.Val) error{
 	"join":    guardJoin,
 	"format":  guardFormat,
 	"flatten": guardFlatten,
-}
-
-// sizeGuardOption plans every call of a guarded function as its check
-// followed by the function's own binding, taken from env.
-func sizeGuardOption(env *cel.Env) (cel.ProgramOption, error) {
-	impls := map[string]*functions.Overload{}
-	for name := range sizeGuards {
-		bindings, err := env.Functions()[name].Bindings()
-		if err != nil {
-			return nil, err
-		}
-		for _, b := range bindings {
-			impls[name+"/"+b.Operator] = b
-		}
-	}
-	return cel.CustomDecoratorV2(func(i interpreter.InterpretableV2) (interpreter.InterpretableV2, error) {
-		call, ok := i.(interpreter.InterpretableCall)
-		if !ok {
-			return i, nil
-		}
-		check, ok := sizeGuards[call.Function()]
-		if !ok {
-			return i, nil
-		}
-		// On dyn arguments the overload is chosen at run time: the
-		// binding named after the function dispatches.
-		impl := impls[call.Function()+"/"+call.OverloadID()]
-		if impl == nil {
-			impl = impls[call.Function()+"/"+call.Function()]
-		}
-		if impl == nil {
-			return i, nil
-		}
-		return interpreter.NewCall(call.ID(), call.Function(), call.OverloadID(), call.Args(), func(args ...ref.Val) ref.Val {
-			if err := check(args); err != nil {
-				return types.WrapErr(fmt.Errorf("%s: %w", call.Function(), err))
-			}
-			return invoke(impl, args)
-		}), nil
-	}), nil
-}
-
-func invoke(o *functions.Overload, args []ref.Val) ref.Val {
-	switch {
-	case len(args) == 1 && o.Unary != nil:
-		return o.Unary(args[0])
-	case len(args) == 2 && o.Binary != nil:
-		return o.Binary(args[0], args[1])
-	case o.Function != nil:
-		return o.Function(args...)
-	}
-	return types.NewErr("no such overload")
 }
 
 func tooLarge(size int64) error {

@@ -128,7 +128,10 @@ func (p placeholder) value(ctx context.Context, activation map[string]any) (any,
 	if err != nil {
 		return nil, err
 	}
-	v, size, err := toJSONSized(out)
+	v, size, err := toJSONSized(activationBudget(activation), out)
+	if errors.Is(err, errWalkStopped) {
+		return nil, interrupted(cause(ctx, activation), p.path, nil)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", p.path, err)
 	}
