@@ -13,9 +13,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/util/sets"
-	"k8s.io/client-go/discovery"
-	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
@@ -23,18 +20,18 @@ import (
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	listersv1 "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
-	sproutv1alpha1 "github.com/sprout-gitops/sprout/api/sprout/v1alpha1"
 	"github.com/sprout-gitops/sprout/celenv"
 	"github.com/sprout-gitops/sprout/cluster"
 	"github.com/sprout-gitops/sprout/inventory"
 	"github.com/sprout-gitops/sprout/policyreport"
 	"github.com/sprout-gitops/sprout/reconcile/access"
+	"github.com/sprout-gitops/sprout/reconcile/kinds"
 	"github.com/sprout-gitops/sprout/reconcile/report"
+	"github.com/sprout-gitops/sprout/reconcile/watches"
 	"github.com/sprout-gitops/sprout/sources"
 )
 
@@ -135,22 +132,13 @@ type Controller struct {
 	log     *slog.Logger
 	dynamic dynamic.Interface
 	// raw watches triggers and Sprout's objects (see eventDecoder).
-	raw       rest.Interface
-	kube      kubernetes.Interface
-	cfg       *rest.Config
-	discovery discovery.CachedDiscoveryInterface
-	mapper    meta.ResettableRESTMapper
-	// mappings keeps restMapping's answers, by kind, until the mapper is
-	// reset: a sync maps every object it writes.
-	mappings sync.Map
-	// resynced keeps, after a resync forgot them, the mappings known
-	// before: while discovery cannot answer (the API server down at the
-	// resync), a kind known before maps as it did, instead of every lookup
-	// asking discovery again.
-	resynced sync.Map
+	raw  rest.Interface
+	kube kubernetes.Interface
+	cfg  *rest.Config
+	// kinds answers what discovery knows of kinds and resources.
+	kinds *kinds.Kinds
 	// exceptions are the PolicyExceptions of the sources.
 	exceptions exceptionStore
-	applier    *inventory.Applier
 	// created pairs the versions every writer's creates made with the
 	// events of the generated objects' informers.
 	created *cluster.CreatedVersions
@@ -166,50 +154,37 @@ type Controller struct {
 	// reviews keeps access reviews' answers until rbac says RBAC changed;
 	// writers impersonate the accounts policies act as; guard judges the
 	// roles generated bindings refer to.
-	reviews *access.Reviews
-	rbac    *access.RBAC
-	writers *access.Writers[writer]
-	guard   *access.Guard
-	// namespacedResources says, per resource discovery listed, whether it
-	// is namespaced.
-	namespacedResources sync.Map
-	namespaces          listersv1.NamespaceLister
-	matcher             *Matcher
+	reviews    *access.Reviews
+	rbac       *access.RBAC
+	writers    *access.Writers[writer]
+	guard      *access.Guard
+	namespaces listersv1.NamespaceLister
+	matcher    *Matcher
 
 	queue *policyQueue
 	// namespaceObjects converts the Namespaces of triggers for evaluations.
 	namespaceObjects celenv.NamespaceObjects
 	// reads index what each trigger's evaluation read, so that a change of
 	// it queues that trigger alone (deps.go).
-	reads readIndex
+	reads watches.ReadIndex[policyKey]
 	// statusQueue holds the policies whose last outcome is not yet written
 	// to their status; reports holds the outcomes.
 	statusQueue workqueue.TypedRateLimitingInterface[policyKey]
 	reports     reports
-	// sourceQueue holds the names of sources whose PolicySource may be stale.
-	sourceQueue  workqueue.TypedRateLimitingInterface[string]
-	sourceStates sourceStates
+	// sourceStatus writes the sources' PolicySources.
+	sourceStatus *report.Sources
 	events       record.EventRecorder
 	broadcaster  record.EventBroadcaster
 	eventSink    typedcorev1.EventInterface
 	metrics      *report.Metrics
 
+	// triggerInformers watch triggers and what expressions read;
+	// generatedInformers, the objects Sprout generated.
+	triggerInformers   *watches.Triggers
+	generatedInformers *watches.Generated
+
 	mu       sync.RWMutex
 	policies map[policyKey]*compiledPolicy
-	informer map[watchKey]*triggerInformer
-	// dependencies are the resources each policy read in its last sync.
-	dependencies map[policyKey]sets.Set[schema.GroupVersionResource]
-	// entryDependencies are the GlobalContextEntries each policy read in
-	// its last sync.
-	entryDependencies map[policyKey]sets.Set[string]
-	// downstream are label-selected informers on the resources generated into.
-	downstream map[schema.GroupVersionResource]*triggerInformer
-	// written are the resources each policy has generated objects of.
-	written map[policyKey]sets.Set[schema.GroupVersionResource]
-	// generated are the objects (per trigger) each non-synchronizing policy
-	// has created or found: they are never generated again; for a
-	// synchronizing policy, the objects it claims (ownership.go).
-	generated map[policyKey]sets.Set[string]
 	// deleted holds policies gone from their source until their sync has
 	// cleaned up after them.
 	deleted map[policyKey]retired
@@ -222,14 +197,11 @@ type Controller struct {
 	// at start: before that the controller cannot tell what is missing.
 	synced atomic.Bool
 
-	admitted   admissions
-	conflicts  seen
-	tombstones tombstones
-	claims     claims
+	conflicts seen
+	claims    claims
 
 	// states are what is kept of each policy between its syncs.
 	states states
-	own    ownObjects
 	// confirms are the objects of policies first cached at a version not
 	// known then as created by Sprout, to look at again (confirm.go).
 	confirms firstSeen
@@ -278,7 +250,6 @@ func New(cfg *rest.Config, opts Options) (*Controller, error) {
 		return nil, fmt.Errorf("metrics: %w", err)
 	}
 	broadcaster := record.NewBroadcaster()
-	disco := memory.NewMemCacheClient(kube.Discovery())
 	factory := informers.NewSharedInformerFactory(kube, 0)
 	nsInformer := factory.Core().V1().Namespaces()
 	reviews := access.NewReviews(kube.AuthorizationV1())
@@ -290,9 +261,7 @@ func New(cfg *rest.Config, opts Options) (*Controller, error) {
 		log:           opts.Logger,
 		dynamic:       dyn,
 		raw:           raw,
-		discovery:     disco,
-		mapper:        restmapper.NewDeferredDiscoveryRESTMapper(disco),
-		applier:       applier,
+		kinds:         kinds.New(kube.Discovery()),
 		created:       created,
 		kubeInformers: factory,
 		reviews:       reviews,
@@ -301,20 +270,15 @@ func New(cfg *rest.Config, opts Options) (*Controller, error) {
 		matcher:       NewMatcher(nsInformer.Lister(), kube),
 		queue:         newPolicyQueue(m),
 		statusQueue:   newQueue[policyKey]("status", m),
-		sourceQueue:   newQueue[string]("sources", m),
-		sourceStates:  sourceStates{checks: map[string]sources.Status{}, live: map[string]*sproutv1alpha1.PolicySource{}},
 		broadcaster:   broadcaster,
 		eventSink:     kube.CoreV1().Events(""),
 		events:        report.NewSparingRecorder(broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "sprout"})),
 		metrics:       m,
 		policies:      map[policyKey]*compiledPolicy{},
-		informer:      map[watchKey]*triggerInformer{},
-		dependencies:  map[policyKey]sets.Set[schema.GroupVersionResource]{},
-		downstream:    map[schema.GroupVersionResource]*triggerInformer{},
-		written:       map[policyKey]sets.Set[schema.GroupVersionResource]{},
 		deleted:       map[policyKey]retired{},
-		generated:     map[policyKey]sets.Set[string]{},
 	}
+	c.sourceStatus = report.NewSources(report.SourcesOptions{Client: dyn, Sources: opts.Sources, Shard: opts.Shard,
+		Census: c.claims.ofSource, Events: c.events, Metrics: m, Log: opts.Logger})
 	c.writer = c.writerOf(applier)
 	c.writers = access.NewWriters(cfg, c.writer, func(cfg *rest.Config) (writer, error) {
 		a, err := inventory.NewApplier(cfg, created)
@@ -324,6 +288,8 @@ func New(cfg *rest.Config, opts Options) (*Controller, error) {
 		return c.writerOf(a), nil
 	})
 	c.guard = access.NewGuard(rbac, c.roleChanged)
+	c.triggerInformers = watches.NewTriggers(dyn, raw, opts.Logger, triggerEvents{c})
+	c.generatedInformers = watches.NewGenerated(dyn, raw, created, c.servedInProtobuf, opts.Logger, generatedEvents{c})
 	if opts.GlobalContext != nil {
 		opts.GlobalContext.Notify(c.entryChanged)
 	}
@@ -385,30 +351,7 @@ func (c *Controller) writerOf(applier *inventory.Applier) writer {
 	return applier
 }
 
-// restMapping maps a kind to its resource. A kind the cached discovery does
-// not know (a CRD installed since) resets the cache once and asks again.
+// restMapping maps a kind to its resource (kinds.Kinds.Mapping).
 func (c *Controller) restMapping(gvk schema.GroupVersionKind) (*meta.RESTMapping, error) {
-	if m, ok := c.mappings.Load(gvk); ok {
-		return m.(*meta.RESTMapping), nil
-	}
-	m, err := c.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
-	if meta.IsNoMatchError(err) {
-		c.resetMapper()
-		m, err = c.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
-	}
-	if err != nil && !meta.IsNoMatchError(err) {
-		if known, ok := c.resynced.Load(gvk); ok {
-			m, err = known.(*meta.RESTMapping), nil
-		}
-	}
-	if err == nil {
-		c.mappings.Store(gvk, m)
-	}
-	return m, err
-}
-
-// resetMapper forgets what discovery found, so that it is asked again.
-func (c *Controller) resetMapper() {
-	c.mapper.Reset()
-	c.mappings.Clear()
+	return c.kinds.Mapping(gvk)
 }

@@ -11,12 +11,13 @@ import (
 
 	"github.com/sprout-gitops/sprout/cluster"
 	"github.com/sprout-gitops/sprout/reconcile/report"
+	"github.com/sprout-gitops/sprout/reconcile/watches"
 )
 
 // maxDirty bounds the triggers a policy remembers as changed: past it,
 // its next sync is a full one, which costs no more than that many
 // incremental ones.
-const maxDirty = 4096
+const maxDirty = watches.MaxCovered
 
 // dirtyTrigger is a trigger an event changed since its policy's last sync.
 type dirtyTrigger struct {

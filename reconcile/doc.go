@@ -3,19 +3,26 @@
 // name conflicts between sources, resolves each policy's trigger resources,
 // watches them, the Namespaces, the resources expressions read and the
 // objects policies generated, replays watch events as the admission events
-// a webhook would have seen, and syncs each policy. It has three parts:
+// a webhook would have seen, and syncs each policy. It is the core over
+// parts that own their state and never import it: access (accounts,
+// access reviews, the RBAC watch, the binding guard), watches (the
+// informers, which hand their events to the core, and the index of what
+// evaluations read), kinds (discovery) and report (conditions, status
+// patches, Events, metrics, PolicySources). The core keeps:
 //
 //   - the loop (loop.go): the work queue of policy keys, the workers, the
 //     resync schedule, and the start and stop of the informers and sources;
-//   - the sync (sync.go): one policy at a time, in phases: snapshot the
+//   - each policy's state between its syncs (state.go): one value per
+//     policy, entered with it and dropped in one place when it leaves;
+//   - the sync (sync.go): one policy at a time, one pipeline of phases for
+//     a full and an incremental sync alike (runPhases): snapshot the
 //     compiled policy, match its admitted triggers (triggers.go), evaluate
 //     (evaluate.go) and apply them a part at a time (generate.go), prune,
 //     record, report; a deleted policy's last sync is finalize.go;
 //   - the reporter (reporter.go): where a sync's outcome goes, the policy's
 //     record, then its status (status.go, written by status workers,
-//     report.go), Events (events.go) and metrics (metrics.go). A dry run
-//     (Options.DryRun, Plan) has a reporter that keeps the plan and writes
-//     nothing.
+//     report.go) and Events (events.go). A dry run (Options.DryRun, Plan)
+//     has a reporter that keeps the plan and writes nothing.
 //
 // The loop is level-triggered. Informer events only do three things:
 // remember that an event admitted a trigger, note which trigger changed,

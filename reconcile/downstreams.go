@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/maphash"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -15,57 +13,14 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/resourceversion"
 	"k8s.io/apimachinery/pkg/util/sets"
-	"k8s.io/apimachinery/pkg/util/wait"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/cache"
 
 	apiv1 "github.com/sprout-gitops/sprout/api/policies/v1"
-	sproutv1alpha1 "github.com/sprout-gitops/sprout/api/sprout/v1alpha1"
 	"github.com/sprout-gitops/sprout/cluster"
 	"github.com/sprout-gitops/sprout/inventory"
+	"github.com/sprout-gitops/sprout/reconcile/watches"
 )
-
-// byPolicy indexes Sprout's objects by the policy that generated them.
-const byPolicy = "policy"
-
-// ownerIndex is the byPolicy index value of a cached object: the key of
-// the policy that generated it.
-func ownerIndex(obj any) ([]string, error) {
-	key, ok := ownerOf(obj)
-	if !ok {
-		return nil, nil
-	}
-	return []string{key.String()}, nil
-}
-
-// byTrigger indexes Sprout's objects by a bucket of their trigger's UID:
-// an incremental sync prunes only the objects of the triggers it looked
-// at. Buckets rather than UIDs, shared by every policy, because client-go
-// keeps a set per index value: with one object per trigger, or a trigger
-// per policy, a set each would weigh more than the objects' own cache
-// entries.
-const byTrigger = "trigger"
-
-// triggerBuckets bounds the byTrigger sets.
-const triggerBuckets = 4096
-
-// bucketSeed hashes trigger UIDs into buckets; a process's index and its
-// lookups share it.
-var bucketSeed = maphash.MakeSeed()
-
-func triggerIndex(obj any) ([]string, error) {
-	o, _ := obj.(*cluster.Object)
-	if o == nil || o.TriggerUID() == "" {
-		return nil, nil
-	}
-	return []string{triggerBucket(o.TriggerUID())}, nil
-}
-
-// triggerBucket is the byTrigger value of the objects generated for the
-// trigger uid.
-func triggerBucket(uid string) string {
-	return strconv.FormatUint(maphash.String(bucketSeed, uid)%triggerBuckets, 16)
-}
 
 // ownerOf reads the policy key from a cached object's annotation, which
 // names the policy exactly (labels cut long names); a tombstone gives its
@@ -93,105 +48,55 @@ func parsePolicyKey(s string) (policyKey, bool) {
 	return policyKey{}, false
 }
 
-// generatedSelector selects the objects Sprout generated.
-const generatedSelector = sproutv1alpha1.LabelManagedBy + "=" + sproutv1alpha1.ManagedBy
+// generatedEvents hands the generated objects' informers' events to the
+// controller: a change to or deletion of one of those objects queues the
+// policy that generated it, so drift is seen without polling.
+type generatedEvents struct{ c *Controller }
 
-// ensureDownstreamInformers starts a label-selected informer (only Sprout's
-// objects, never every Secret of the cluster) for each resource not yet
-// watched, which holds them as cluster.Objects. A change to or deletion
-// of one of those objects re-queues the policy that generated it, so drift
-// is seen without polling.
-func (c *Controller) ensureDownstreamInformers(gvrs sets.Set[schema.GroupVersionResource]) {
-	builtIn := c.builtIn(gvrs)
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for gvr := range gvrs {
-		if _, ok := c.downstream[gvr]; ok {
-			continue
-		}
-		ctx, cancel := context.WithCancel(c.ctx)
-		inf := cluster.NewInformer(c.dynamic, c.raw, cluster.Resource{GVR: gvr,
-			LabelSelector: generatedSelector, Protobuf: builtIn[gvr]},
-			cache.Indexers{byPolicy: ownerIndex, byTrigger: triggerIndex}, cluster.Generated(c.created))
-		requeue := func(obj any) {
-			if key, ok := ownerOf(obj); ok {
-				c.downstreamChanged(key)
-				c.queueGenerated(key, obj, 0)
-			}
-		}
-		ti := &triggerInformer{informer: inf, cancel: cancel}
-		_, _ = inf.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
-			AddFunc: func(obj any, isInInitialList bool) {
-				ti.objects.Add(1)
-				o, _ := obj.(*cluster.Object)
-				overlooked := o != nil && c.created.Cached(o)
-				key, ok := ownerOf(obj)
-				switch {
-				case !ok || isInInitialList:
-				case overlooked:
-					// A sync of its trigger looked for it while it was on
-					// its way here: it is looked at now.
-					c.queueGenerated(key, obj, 0)
-				default:
-					c.confirmLater(inf.GetStore(), key, obj)
-				}
-			},
-			UpdateFunc: func(old, obj any) {
-				o, _ := old.(*cluster.Object)
-				n, _ := obj.(*cluster.Object)
-				if o == nil || n == nil || o.GetResourceVersion() != n.GetResourceVersion() {
-					c.departed(old, obj)
-					requeue(old) // an edit may have changed its owner
-					requeue(obj)
-				}
-			},
-			DeleteFunc: func(obj any) {
-				ti.objects.Add(-1)
-				c.departed(obj, nil) // deleted, or its managed-by label removed
-				requeue(obj)
-			},
-		})
-		c.downstream[gvr] = ti
-		go inf.RunWithContext(ctx)
-		c.log.Info("watching generated objects", "resource", resourceName(gvr))
+func (e generatedEvents) Added(o *cluster.Object, initial bool, store cache.Store) {
+	c := e.c
+	overlooked := c.created.Cached(o)
+	key, ok := ownerOf(o)
+	switch {
+	case !ok || initial:
+	case overlooked:
+		// A sync of its trigger looked for it while it was on its way
+		// here: it is looked at now.
+		c.queueGenerated(key, o, 0)
+	default:
+		c.confirmLater(store, key, o)
 	}
 }
 
-// builtIn reports, for each of gvrs not watched yet, whether its kind is
-// one client-go's scheme knows, which the API server serves in protobuf.
-// Asked before c.mu is held: the mapper may ask discovery.
-func (c *Controller) builtIn(gvrs sets.Set[schema.GroupVersionResource]) map[schema.GroupVersionResource]bool {
-	out := map[schema.GroupVersionResource]bool{}
-	for gvr := range gvrs {
-		c.mu.RLock()
-		_, watched := c.downstream[gvr]
-		c.mu.RUnlock()
-		if watched {
-			continue
-		}
-		gvk, err := c.mapper.KindFor(gvr)
-		out[gvr] = err == nil && clientgoscheme.Scheme.Recognizes(gvk)
-	}
-	return out
+func (e generatedEvents) Changed(old, obj any) {
+	e.c.departed(old, obj)
+	e.requeue(old) // an edit may have changed its owner
+	e.requeue(obj)
 }
 
-// downstreamsSynced reports whether the informers of gvrs have listed.
-func (c *Controller) downstreamsSynced(gvrs sets.Set[schema.GroupVersionResource]) bool {
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	for gvr := range gvrs {
-		ti, ok := c.downstream[gvr]
-		if !ok || !ti.informer.HasSynced() {
-			return false
-		}
+func (e generatedEvents) Deleted(obj any) {
+	e.c.departed(obj, nil) // deleted, or its managed-by label removed
+	e.requeue(obj)
+}
+
+func (e generatedEvents) requeue(obj any) {
+	if key, ok := ownerOf(obj); ok {
+		e.c.downstreamChanged(key)
+		e.c.queueGenerated(key, obj, 0)
 	}
-	return true
+}
+
+// servedInProtobuf reports whether gvr's kind is one client-go's scheme
+// knows, which the API server serves in protobuf.
+func (c *Controller) servedInProtobuf(gvr schema.GroupVersionResource) bool {
+	gvk, err := c.kinds.KindFor(gvr)
+	return err == nil && clientgoscheme.Scheme.Recognizes(gvk)
 }
 
 // owned lists, from the caches, the objects the policy generated in the
 // resources it has written to (in its namespace, for a namespaced one).
 func (c *Controller) owned(key policyKey) ([]*cluster.Object, error) {
-	return c.ownedIn(key, byPolicy, key.String())
+	return c.ownedIn(key, watches.ByOwner, key.String())
 }
 
 // ownedBy lists, from the caches, the objects the policy generated for the
@@ -201,10 +106,10 @@ func (c *Controller) ownedBy(key policyKey, uids []types.UID) ([]*cluster.Object
 	values := make([]string, 0, len(uids))
 	for _, uid := range uids {
 		wanted.Insert(string(uid))
-		values = append(values, triggerBucket(string(uid)))
+		values = append(values, watches.TriggerBucket(string(uid)))
 	}
 	slices.Sort(values)
-	objs, err := c.ownedIn(key, byTrigger, slices.Compact(values)...)
+	objs, err := c.ownedIn(key, watches.ByTrigger, slices.Compact(values)...)
 	// A bucket holds other triggers' objects too, and other policies'.
 	owner := key.String()
 	return slices.DeleteFunc(objs, func(o *cluster.Object) bool {
@@ -214,16 +119,11 @@ func (c *Controller) ownedBy(key policyKey, uids []types.UID) ([]*cluster.Object
 
 // ownedIn lists the policy's cached objects that index holds under values.
 func (c *Controller) ownedIn(key policyKey, index string, values ...string) ([]*cluster.Object, error) {
-	c.mu.RLock()
-	defer c.mu.RUnlock()
+	written := c.states.of(key).writtenTo().UnsortedList()
 	var out []*cluster.Object
-	for gvr := range c.written[key] {
-		ti, ok := c.downstream[gvr]
-		if !ok {
-			return nil, fmt.Errorf("%s is not watched", resourceName(gvr))
-		}
+	for _, gvr := range written {
 		for _, v := range values {
-			objs, err := ti.informer.GetIndexer().ByIndex(index, v)
+			objs, err := c.generatedInformers.ByIndex(gvr, index, v)
 			if err != nil {
 				return nil, err
 			}
@@ -288,11 +188,11 @@ type liveObjects struct{ c *Controller }
 var _ inventory.Live = liveObjects{}
 
 func (l liveObjects) Get(gvk schema.GroupVersionKind, namespace, name string) (*cluster.Object, bool) {
-	ti, ok := l.informer(gvk)
+	inf, ok := l.informer(gvk)
 	if !ok {
 		return nil, false
 	}
-	cached, ok, err := ti.informer.GetStore().GetByKey(cache.NewObjectName(namespace, name).String())
+	cached, ok, err := inf.GetStore().GetByKey(cache.NewObjectName(namespace, name).String())
 	if err != nil || !ok {
 		return nil, false
 	}
@@ -309,28 +209,25 @@ func (l liveObjects) Get(gvk schema.GroupVersionKind, namespace, name string) (*
 // seem deleted since and be created again. Without client-go's AtomicFIFO
 // the store keeps no version, and the watch's is all there is.
 func (l liveObjects) Seen(gvk schema.GroupVersionKind, resourceVersion string) bool {
-	ti, ok := l.informer(gvk)
+	inf, ok := l.informer(gvk)
 	if !ok {
 		return true // not watched: nothing is cached, so nothing will be
 	}
-	stored := ti.informer.GetStore().LastStoreSyncResourceVersion()
+	stored := inf.GetStore().LastStoreSyncResourceVersion()
 	if stored == "" {
-		stored = ti.informer.LastSyncResourceVersion()
+		stored = inf.LastSyncResourceVersion()
 	}
 	c, err := resourceversion.CompareResourceVersion(stored, resourceVersion)
 	return err != nil || c >= 0
 }
 
 // informer returns the informer of the resource of kind gvk.
-func (l liveObjects) informer(gvk schema.GroupVersionKind) (*triggerInformer, bool) {
+func (l liveObjects) informer(gvk schema.GroupVersionKind) (cache.SharedIndexInformer, bool) {
 	m, err := l.c.restMapping(gvk)
 	if err != nil {
 		return nil, false
 	}
-	l.c.mu.RLock()
-	defer l.c.mu.RUnlock()
-	ti, ok := l.c.downstream[m.Resource]
-	return ti, ok
+	return l.c.generatedInformers.Informer(m.Resource)
 }
 
 // downstreamChanged counts an update or deletion of one of key's objects:
@@ -358,18 +255,9 @@ func (c *Controller) forgetSettledChecks() {
 // which takes milliseconds: the sync waits for it up to downstreamSyncWait
 // rather than going back to the queue and coming back in 100 ms.
 func (c *Controller) track(ctx context.Context, key policyKey, gvrs sets.Set[schema.GroupVersionResource]) (int, bool) {
-	c.mu.Lock()
-	if c.written[key] == nil {
-		c.written[key] = sets.New[schema.GroupVersionResource]()
-	}
-	c.written[key].Insert(gvrs.UnsortedList()...)
-	all := c.written[key].Clone()
-	c.mu.Unlock()
-	c.ensureDownstreamInformers(all)
-	err := wait.PollUntilContextTimeout(ctx, 5*time.Millisecond, downstreamSyncWait, true, func(context.Context) (bool, error) {
-		return c.downstreamsSynced(all), nil
-	})
-	return len(all), err == nil
+	all := c.states.of(key).writesTo(gvrs)
+	c.generatedInformers.Ensure(all)
+	return len(all), c.generatedInformers.WaitSynced(ctx, all, downstreamSyncWait)
 }
 
 // downstreamSyncWait bounds how long a sync waits for the informers of the

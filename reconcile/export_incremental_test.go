@@ -6,6 +6,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/tools/cache"
 
 	apiv1 "github.com/sprout-gitops/sprout/api/policies/v1"
 	sproutv1alpha1 "github.com/sprout-gitops/sprout/api/sprout/v1alpha1"
@@ -22,6 +23,15 @@ func (c *Controller) Idle() bool {
 	reporting := len(c.reports.pending) + c.reports.writing
 	c.reports.mu.Unlock()
 	return syncing == 0 && reporting == 0 && c.queue.Len() == 0 && c.queue.taken.Load() == 0 && c.statusQueue.Len() == 0
+}
+
+// SyncsIdle reports whether no policy is queued or syncing, whatever
+// waits to be written to status.
+func (c *Controller) SyncsIdle() bool {
+	c.syncs.mu.Lock()
+	syncing := len(c.syncs.cancel)
+	c.syncs.mu.Unlock()
+	return syncing == 0 && c.queue.Len() == 0 && c.queue.taken.Load() == 0
 }
 
 // ResyncAll queues every policy for a full sync, as a scheduled resync
@@ -58,19 +68,17 @@ func (c *Controller) CachedVersions(gvr schema.GroupVersionResource, namespace s
 		}
 		return out
 	}
-	c.mu.RLock()
-	informers := []*triggerInformer{c.downstream[gvr]}
-	for wk, ti := range c.informer {
-		if wk.gvr == gvr {
-			informers = append(informers, ti)
+	var stores []cache.Store
+	if inf, ok := c.generatedInformers.Informer(gvr); ok {
+		stores = append(stores, inf.GetStore())
+	}
+	for _, wk := range c.triggerInformers.Keys() {
+		if store, _ := c.triggerInformers.Store(wk); wk.GVR == gvr && store != nil {
+			stores = append(stores, store)
 		}
 	}
-	c.mu.RUnlock()
-	for _, ti := range informers {
-		if ti == nil {
-			continue
-		}
-		for _, obj := range ti.informer.GetStore().List() {
+	for _, store := range stores {
+		for _, obj := range store.List() {
 			if o, ok := obj.(*cluster.Object); ok && o.GetNamespace() == namespace {
 				out[o.GetName()] = append(out[o.GetName()], o.GetResourceVersion())
 			}

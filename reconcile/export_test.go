@@ -22,13 +22,11 @@ func (c *Controller) PermissionRechecks() int64 { return c.rbac.Rechecks() }
 // holds namespace/name, and whether it keeps it released: its version was
 // paired with the create that made it as desired.
 func (c *Controller) CachedRelease(gvr schema.GroupVersionResource, namespace, name string) (cached, released bool) {
-	c.mu.RLock()
-	ti := c.downstream[gvr]
-	c.mu.RUnlock()
-	if ti == nil {
+	inf, ok := c.generatedInformers.Informer(gvr)
+	if !ok {
 		return false, false
 	}
-	obj, ok, err := ti.informer.GetStore().GetByKey(namespace + "/" + name)
+	obj, ok, err := inf.GetStore().GetByKey(namespace + "/" + name)
 	if err != nil || !ok {
 		return false, false
 	}
@@ -88,19 +86,15 @@ func (c *Controller) RecheckAfterStatusWrite(ctx context.Context, policy, resour
 func (c *Controller) PolicyStateLeft() map[string]int {
 	out := map[string]int{"states": c.states.len()}
 	c.mu.RLock()
-	out["policies"], out["deleted"], out["dependencies"] = len(c.policies), len(c.deleted), len(c.dependencies)
-	out["entryDependencies"], out["written"], out["generated"] = len(c.entryDependencies), len(c.written), len(c.generated)
+	out["policies"], out["deleted"] = len(c.policies), len(c.deleted)
 	c.mu.RUnlock()
 	count := func(name string, mu sync.Locker, n func() int) {
 		mu.Lock()
 		defer mu.Unlock()
 		out[name] = n()
 	}
-	count("admitted", &c.admitted.mu, func() int { return len(c.admitted.set) + len(c.admitted.derived) })
-	count("tombstones", &c.tombstones.mu, func() int { return len(c.tombstones.set) })
 	count("claims", &c.claims.mu, func() int { return len(c.claims.copies) })
-	count("own", &c.own.mu, func() int { return len(c.own.ids) })
-	count("reads", &c.reads.mu, func() int { return len(c.reads.m) })
+	out["reads"] = c.reads.Len()
 	count("syncs", &c.syncs.mu, func() int { return len(c.syncs.cancel) })
 	count("dirty", &c.queue.dirty.mu, func() int { return len(c.queue.dirty.m) })
 	count("plans", &c.planned.mu, func() int { return len(c.planned.byKey) })

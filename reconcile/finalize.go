@@ -16,9 +16,7 @@ func (c *Controller) finalize(ctx context.Context, key policyKey, gone retired) 
 		return nil // a plan covers the policies it was given, not retired ones
 	}
 	if gone.synchronize && !gone.orphan {
-		c.mu.RLock()
-		written := c.written[key].Clone()
-		c.mu.RUnlock()
+		written := c.states.of(key).writtenTo()
 		if _, ready := c.track(ctx, key, written); !ready {
 			return errWaiting
 		}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/sprout-gitops/sprout/inventory"
 	"github.com/sprout-gitops/sprout/reconcile/access"
+	"github.com/sprout-gitops/sprout/reconcile/watches"
 )
 
 // Triggers are evaluated and applied a part at a time: the first part is
@@ -52,7 +53,7 @@ type generation struct {
 	// contributions are, per trigger evaluated, what it adds to the counts;
 	// reads, what those evaluated cleanly read.
 	contributions []contribution
-	reads         []triggerReads
+	reads         []watches.TriggerReads
 }
 
 func (g *generation) evalErr() error   { return joinSorted(g.evalErrs) }
@@ -228,7 +229,7 @@ func (c *Controller) finish(p *partApply, ps *parts) {
 	g.changes.Changes = append(g.changes.Changes, p.changes.Changes...)
 	g.applyErr = errors.Join(g.applyErr, p.err)
 	if c.mayTriggerItself(key) {
-		c.own.note(key, p.changes)
+		c.states.of(key).noteOwn(p.changes)
 	}
 	if ps.sync {
 		g.settled += p.want.settledLen() + c.settle(ps.round, p.want.settling, p.want.epoch)
@@ -272,7 +273,7 @@ func (c *Controller) desired(ctx context.Context, cp *compiledPolicy, triggers [
 	evaluated, reused := 0, 0
 	defer func() { c.metrics.ObserveEvaluations(key.String(), evaluated, reused) }()
 	for _, t := range triggers {
-		reads, logged := reader.reads.Load(), c.reads.logged(key)
+		reads, logged := reader.reads.Load(), c.reads.Logged(key)
 		reader.record()
 		ev, m, kept, err := c.evaluate(ctx, cp, t, reader, out.epoch)
 		tape := reader.recorded()
@@ -293,9 +294,8 @@ func (c *Controller) desired(ctx context.Context, cp *compiledPolicy, triggers [
 			g.failed.Insert(string(t.object.GetUID()))
 			continue
 		}
-		if (len(tape.reads) > 0 || tape.untracked) && !t.deleted {
-			g.reads = append(g.reads, triggerReads{uid: t.object.GetUID(), gvr: t.gvr, key: objectRef(t.object),
-				reads: tape.reads, untracked: tape.untracked, logged: logged})
+		if !tape.Empty() && !t.deleted {
+			g.reads = append(g.reads, tape.Of(t.object.GetUID(), t.gvr, objectRef(t.object), logged))
 		}
 		if len(ev.excepted) > 0 {
 			g.skip(t, ev.excepted)

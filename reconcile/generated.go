@@ -14,9 +14,7 @@ import (
 // generated: it generates once per trigger, so a downstream a user deleted
 // stays deleted.
 func (c *Controller) notYetGenerated(key policyKey, desired []*unstructured.Unstructured) []*unstructured.Unstructured {
-	c.mu.RLock()
-	done := c.generated[key]
-	c.mu.RUnlock()
+	done := c.states.of(key).generatedIDs()
 	var out []*unstructured.Unstructured
 	for _, o := range desired {
 		if !done.Has(generatedID(inventory.ObjectID(o), o.GetLabels()[sproutv1alpha1.LabelTriggerUID])) {
@@ -28,16 +26,13 @@ func (c *Controller) notYetGenerated(key policyKey, desired []*unstructured.Unst
 
 // noteGenerated remembers the objects created, or found already there.
 func (c *Controller) noteGenerated(key policyKey, changes inventory.ChangeSet) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.generated[key] == nil {
-		c.generated[key] = sets.New[string]()
-	}
+	var ids []string
 	for _, ch := range changes.Changes {
 		if ch.Action == inventory.Created || ch.Action == inventory.Unchanged || ch.Present() {
-			c.generated[key].Insert(generatedID(ch.ID, ch.TriggerUID))
+			ids = append(ids, generatedID(ch.ID, ch.TriggerUID))
 		}
 	}
+	c.states.of(key).noteGenerated(ids...)
 }
 
 func generatedID(objectID, triggerUID string) string { return triggerUID + " " + objectID }
@@ -48,14 +43,12 @@ func generatedID(objectID, triggerUID string) string { return triggerUID + " " +
 // grows with the live triggers, not with history. exists is asked without
 // the lock held: it takes it.
 func (c *Controller) retainGenerated(key policyKey, exists func(string) bool) {
-	c.mu.RLock()
-	ids := c.generated[key].UnsortedList()
-	c.mu.RUnlock()
+	ids := c.states.of(key).generatedIDs().UnsortedList()
 	if len(ids) == 0 {
 		return
 	}
 	pending := sets.New[string]()
-	for _, t := range c.tombstones.pending(key) {
+	for _, t := range c.states.of(key).pendingTombstones() {
 		pending.Insert(string(t.object.GetUID()))
 	}
 	var gone []string
@@ -68,7 +61,5 @@ func (c *Controller) retainGenerated(key policyKey, exists func(string) bool) {
 	if len(gone) == 0 {
 		return
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.generated[key].Delete(gone...)
+	c.states.of(key).forgetGenerated(gone...)
 }

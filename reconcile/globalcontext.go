@@ -67,41 +67,11 @@ func (r *cacheReader) globalContext() celenv.GlobalContext {
 	return r.entries
 }
 
-// addEntryDependencies adds the entries an incremental sync read to those
-// recorded.
-func (c *Controller) addEntryDependencies(key policyKey, read sets.Set[string]) {
-	if read.Len() == 0 {
-		return
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.entryDependencies == nil {
-		c.entryDependencies = map[policyKey]sets.Set[string]{}
-	}
-	c.entryDependencies[key] = c.entryDependencies[key].Union(read)
-}
-
-// setEntryDependencies records the entries a policy's last sync read.
-func (c *Controller) setEntryDependencies(key policyKey, read sets.Set[string]) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if read.Len() == 0 {
-		delete(c.entryDependencies, key)
-		return
-	}
-	if c.entryDependencies == nil {
-		c.entryDependencies = map[policyKey]sets.Set[string]{}
-	}
-	c.entryDependencies[key] = read
-}
-
-// entryChanged queues every policy whose last sync read the entry.
+// entryChanged queues every policy whose syncs read the entry.
 func (c *Controller) entryChanged(name string) {
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	for key, read := range c.entryDependencies {
-		if read.Has(name) {
+	c.states.each(func(key policyKey, st *policyState) {
+		if st.readsEntry(name) {
 			c.queue.Add(key)
 		}
-	}
+	})
 }

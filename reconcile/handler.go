@@ -99,14 +99,13 @@ func (h policyHandler) Delete(p sources.Policy) {
 	}
 	c.deleted[key] = gone
 	delete(c.policies, key)
-	delete(c.dependencies, key)
-	delete(c.entryDependencies, key)
 	c.mu.Unlock()
 	c.stopRunning(key)
 	st := c.states.of(key)
+	st.forgetReads()
 	st.setTally(nil)
 	st.forgetStatus()
-	c.reads.drop(key)
+	c.reads.Drop(key)
 	c.log.Info("policy deleted", "policy", key.String(), "source", p.Source)
 	c.queue.Add(key)
 }
@@ -114,7 +113,7 @@ func (h policyHandler) Delete(p sources.Policy) {
 // SourceChecked keeps what a polled source found for its PolicySource and
 // metrics, and logs a failure once per distinct error.
 func (h policyHandler) SourceChecked(source string, st sources.Status) {
-	h.c.sourceChecked(source, st)
+	h.c.sourceStatus.Checked(source, st)
 }
 
 // SourceComplete is called once a source has delivered its first whole

@@ -7,13 +7,14 @@ import (
 	"strings"
 	"testing"
 
-	sproutv1alpha1 "github.com/sprout-gitops/sprout/api/sprout/v1alpha1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
+
+	sproutv1alpha1 "github.com/sprout-gitops/sprout/api/sprout/v1alpha1"
 )
 
 // installCRD defines the namespaced kind Kind of group at version v1,

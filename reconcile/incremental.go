@@ -2,7 +2,6 @@ package reconcile
 
 import (
 	"context"
-	"errors"
 	"slices"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -148,64 +147,65 @@ func (c *Controller) incrementalAllowed(run *syncRun, p *pending, t *tally) bool
 		return false
 	case t.volatile > 0 || t.since+len(p.triggers) > max(len(t.byUID), minFullEvery):
 		return false
-	case c.states.of(run.key).rebuildPending() || len(c.tombstones.pending(run.key)) > 0:
+	case c.states.of(run.key).rebuildPending() || len(c.states.of(run.key).pendingTombstones()) > 0:
 		return false
 	}
-	if before, changed := c.admitted.derivedBy(run.key); changed && before != cp.derives {
+	if before, changed := c.states.of(run.key).derivedBy(); changed && before != cp.derives {
 		return false
 	}
 	return true
 }
 
-// syncIncremental syncs only the triggers changed since the policy's last
-// sync, when it may. It reports whether it did, and the sync's error. When
-// it did not, a full sync must follow: the error, if any, is what made it
-// give up, which the full sync meets again and reports, and nothing it did
-// is lost.
-func (c *Controller) syncIncremental(ctx, outer context.Context, run *syncRun) (bool, error) {
+// incrementalSync syncs only the triggers changed since the policy's last
+// sync, when it may: whatever it cannot be sure of gives way to a full
+// sync, which meets again what made it give up, and nothing it did is
+// lost.
+type incrementalSync struct {
+	c     *Controller
+	tally *tally
+	dirty []types.UID
+}
+
+func (s *incrementalSync) match(run *syncRun) (bool, error) {
+	c := s.c
 	p := c.queue.dirty.take(run.key)
 	if p == nil {
 		// Nothing changed since the last sync took what had: a key queued
 		// again while that sync ran.
 		p = &pending{}
 	}
-	t := c.states.of(run.key).getTally()
-	if !c.incrementalAllowed(run, p, t) {
+	s.tally = c.states.of(run.key).getTally()
+	if !c.incrementalAllowed(run, p, s.tally) {
 		return false, nil
 	}
 	run.phase = c.metrics.Phases()
-	triggers, dirty, ok := c.matchDirty(run, p, t)
+	triggers, dirty, ok := c.matchDirty(run, p, s.tally)
 	if !ok {
 		return false, nil
 	}
+	s.dirty = dirty
 	c.unreportDirty(run.cp, dirty, triggers)
 	c.metrics.Syncs.WithLabelValues(run.key.String(), "incremental").Inc()
 	run.phase.Done("match")
-	as, err := c.accountOf(run.cp.policy)
-	if err != nil {
-		return false, err
-	}
-	w, err := c.writers.For(as)
-	if err != nil {
-		return false, err
-	}
 	run.triggers, run.incremental = triggers, true
-	reader := newCacheReader(c, run.key, as, run.cp.scope())
-	g, err := c.generate(ctx, run, w, reader)
-	c.recordReads(run, reader)
-	if ctx.Err() != nil && outer.Err() == nil {
-		c.log.Info("sync stopped: policy deleted", "policy", run.key.String())
-		return true, nil
-	}
+	return true, nil
+}
+
+// accept gives way to a full sync on any failure: only a clean generation
+// adjusts the tally trigger by trigger.
+func (s *incrementalSync) accept(run *syncRun, g *generation, err error) bool {
 	if err != nil || !g.clean() {
 		run.triggers, run.incremental = nil, false
-		return false, err
+		return false
 	}
-	c.states.of(run.key).bound(g.verdicts.Refs(), false)
-	changes, pruneErr := c.pruneDirty(ctx, run, w, g, dirty)
-	if stopping(outer) {
-		return true, nil
-	}
+	return true
+}
+
+// prune deletes what the changed triggers own and no longer want, and
+// adjusts the counts the last full sync found, trigger by trigger.
+func (s *incrementalSync) prune(ctx context.Context, run *syncRun, w writer, g *generation) (inventory.ChangeSet, error) {
+	c, t := s.c, s.tally
+	changes, pruneErr := c.pruneDirty(ctx, run, w, g, s.dirty)
 	changes.Changes = append(g.changes.Changes, changes.Changes...)
 	if len(g.skipped) > 0 {
 		// The triggers an exception skipped among those evaluated again,
@@ -215,26 +215,26 @@ func (c *Controller) syncIncremental(ctx, outer context.Context, run *syncRun) (
 	if changes.Written() {
 		c.log.Info("applied", "policy", run.key.String(), "changes", changes)
 	}
-	for _, uid := range dirty {
+	for _, uid := range s.dirty {
 		t.remove(uid)
 	}
 	for _, ct := range g.contributions {
 		t.add(ct)
 	}
-	t.since += len(dirty)
+	t.since += len(s.dirty)
 	g.matched, g.objects = t.matched, t.objects
 	if run.cp.policy.PolicySpec().Synchronize() {
 		c.metrics.Settled.WithLabelValues(run.key.String()).Set(float64(t.settled))
 	}
-	report := c.outcomeOf(ctx, run, g, changes, pruneErr)
-	recordErr := c.conclude(ctx, run, report)
-	err = errors.Join(pruneErr, recordErr)
+	return changes, pruneErr
+}
+
+func (s *incrementalSync) keep(run *syncRun, _ *generation, changes inventory.ChangeSet, err error) (bool, []types.UID) {
 	kept := err == nil && changes.NotOwned() == ""
 	if !kept {
-		c.states.of(run.key).setTally(nil)
+		s.c.states.of(run.key).setTally(nil)
 	}
-	c.endReads(run, kept, dirty, g.reads)
-	return true, err
+	return kept, s.dirty
 }
 
 // matchDirty finds, from the caches, the changed triggers the policy has
@@ -267,13 +267,11 @@ func (c *Controller) matchDirty(run *syncRun, p *pending, t *tally) ([]trigger, 
 		if !slices.Contains(cp.triggers, d.gvr) {
 			return nil, nil, false
 		}
-		c.mu.RLock()
-		ti := c.informer[c.triggerKeyOf(cp, d.gvr)]
-		c.mu.RUnlock()
-		if ti == nil {
+		store, _ := c.triggerInformers.Store(c.triggerKeyOf(cp, d.gvr))
+		if store == nil {
 			return nil, nil, false
 		}
-		obj, exists, err := ti.informer.GetStore().GetByKey(d.key)
+		obj, exists, err := store.GetByKey(d.key)
 		u, _ := obj.(*cluster.Object)
 		if err != nil || !exists || u == nil || u.GetUID() != uid {
 			continue // deleted, or another object by that name: its own event tells
@@ -321,7 +319,7 @@ func (c *Controller) pruneDirty(ctx context.Context, run *syncRun, w writer, g *
 		return inventory.ChangeSet{}, nil
 	}
 	pruned, err := w.Prune(ctx, cluster.Decoded(stale))
-	c.own.note(run.key, pruned)
+	c.states.of(run.key).noteOwn(pruned)
 	return pruned, err
 }
 
@@ -330,23 +328,5 @@ func (c *Controller) pruneDirty(ctx context.Context, run *syncRun, w writer, g *
 // replace those recorded, an incremental sync's add to them, since the
 // triggers it did not evaluate read what they read before.
 func (c *Controller) recordReads(run *syncRun, reader *cacheReader) {
-	if !run.incremental {
-		c.setDependencies(run.key, reader.resources())
-		c.setEntryDependencies(run.key, reader.entries.names())
-		return
-	}
-	c.addDependencies(run.key, reader.resources())
-	c.addEntryDependencies(run.key, reader.entries.names())
-}
-
-// addDependencies adds the resources an incremental sync read to those the
-// policy's last full sync read.
-func (c *Controller) addDependencies(key policyKey, read sets.Set[schema.GroupVersionResource]) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.dependencies[key] == nil {
-		c.dependencies[key] = read
-		return
-	}
-	c.dependencies[key] = c.dependencies[key].Union(read)
+	c.states.of(run.key).setReads(reader.resources(), reader.entries.names(), run.incremental)
 }

@@ -35,7 +35,7 @@ func (c *Controller) Run(ctx context.Context) error {
 	}
 	defer utilruntime.HandleCrash()
 	defer c.queue.ShutDown()
-	defer c.sourceQueue.ShutDown()
+	defer c.sourceStatus.ShutDown()
 	defer c.statusQueue.ShutDown()
 	c.broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: c.eventSink})
 	defer c.broadcaster.Shutdown()
@@ -57,6 +57,8 @@ func (c *Controller) start(ctx context.Context) error {
 	c.mu.Lock()
 	c.ctx = ctx
 	c.mu.Unlock()
+	c.triggerInformers.Start(ctx)
+	c.generatedInformers.Start(ctx)
 
 	// A Namespace's labels decide namespaceSelector matches and are read as
 	// namespaceObject: when they change, every policy is recomputed.
@@ -91,7 +93,7 @@ func (c *Controller) start(ctx context.Context) error {
 		}
 		synced = append(synced, src.HasSynced)
 		if !c.opts.DryRun {
-			c.sourceQueue.Add(src.Name())
+			c.sourceStatus.Queue(src.Name())
 		}
 	}
 	if !waitSynced(ctx, synced...) {
@@ -125,7 +127,7 @@ func (c *Controller) run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	// Sources' states are written once each has delivered what it held at
 	// start, so a restart does not write a partial count.
-	wg.Go(func() { c.runSourceWorker(ctx) })
+	wg.Go(func() { c.sourceStatus.Run(ctx) })
 	wg.Go(func() { c.rbac.Watch(ctx, c.ctx.Done()) })
 	wg.Go(func() { c.rbac.RunRechecks(ctx, c.recheckPermissions) })
 	if c.policyReports != nil {
@@ -146,7 +148,7 @@ func (c *Controller) run(ctx context.Context) error {
 	}
 	<-ctx.Done()
 	c.queue.ShutDown()
-	c.sourceQueue.ShutDown()
+	c.sourceStatus.ShutDown()
 	wg.Wait()
 	c.statusQueue.ShutDown()
 	statusWG.Wait()
@@ -223,9 +225,7 @@ func (c *Controller) scheduleResync(spec string) (stop func(), err error) {
 	cr := cron.New()
 	cr.Schedule(schedule, cron.FuncJob(func() {
 		c.log.Info("resync: recomputing every policy")
-		c.resynced.Clear()
-		c.mappings.Range(func(k, v any) bool { c.resynced.Store(k, v); return true })
-		c.resetMapper() // and discovery with it
+		c.kinds.Resync() // discovery asked again
 		c.forgetSettledChecks()
 		c.rbac.Changed() // and permissions, if RBAC changes were missed
 		c.requeueAll()

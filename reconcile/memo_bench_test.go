@@ -13,6 +13,7 @@ import (
 	"github.com/sprout-gitops/sprout/celenv"
 	"github.com/sprout-gitops/sprout/cluster"
 	"github.com/sprout-gitops/sprout/fixtures"
+	"github.com/sprout-gitops/sprout/reconcile/kinds"
 )
 
 // staticMapper maps the kinds the benchmark policy generates.
@@ -35,7 +36,7 @@ func BenchmarkEvaluateTrigger(b *testing.B) {
 	}
 	mapper := meta.NewDefaultRESTMapper(nil)
 	mapper.Add(schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}, meta.RESTScopeNamespace)
-	c := &Controller{mapper: staticMapper{mapper}}
+	c := &Controller{kinds: kinds.FromMapper(staticMapper{mapper})}
 	cp := &compiledPolicy{policy: policy, program: celenv.Compile(policy), evaluations: newEvaluations()}
 	if err := cp.program.Err(); err != nil {
 		b.Fatal(err)

@@ -16,7 +16,7 @@ import (
 // be judged someone else's, never written again. So when one of a running
 // synchronizing policy's objects leaves its origin (its labels or owner
 // annotation changed or removed, or the object deleted), the policy claims
-// its name for its trigger: the claim is kept in c.generated, saved in the
+// its name for its trigger: the claim is kept in the policy's state (policyState.generated), saved in the
 // record's spec.generated, and a claimed object is written back, labels
 // and content, whatever labels it carries (inventory.ApplyOptions.Claimed).
 // A claim lasts while the policy wants the object.
@@ -46,19 +46,14 @@ func (c *Controller) departed(old, next any) {
 	if cp == nil || !cp.policy.PolicySpec().Synchronize() {
 		return // a policy that does not synchronize never writes it again anyway
 	}
-	if c.generated[key] == nil {
-		c.generated[key] = sets.New[string]()
-	}
-	c.generated[key].Insert(generatedID(o.ID(), o.TriggerUID()))
+	c.states.of(key).noteGenerated(generatedID(o.ID(), o.TriggerUID()))
 }
 
 // claimedBy answers inventory's question for a policy: does its record
 // claim the object id for the trigger?
 func (c *Controller) claimedBy(key policyKey) func(triggerUID, id string) bool {
 	return func(triggerUID, id string) bool {
-		c.mu.RLock()
-		defer c.mu.RUnlock()
-		return c.generated[key].Has(generatedID(id, triggerUID))
+		return c.states.of(key).hasGenerated(generatedID(id, triggerUID))
 	}
 }
 
@@ -67,22 +62,21 @@ func (c *Controller) claimedBy(key policyKey) func(triggerUID, id string) bool {
 // generated. Given triggers, changes are what those triggers desire, and
 // only their claims are looked at.
 func (c *Controller) retainClaims(key policyKey, changes inventory.ChangeSet, triggers sets.Set[string]) {
-	c.mu.RLock()
-	n := c.generated[key].Len()
-	c.mu.RUnlock()
-	if n == 0 {
+	st := c.states.of(key)
+	claimed := st.generatedIDs()
+	if claimed.Len() == 0 {
 		return // the usual case: nothing built
 	}
 	desired := sets.New[string]()
 	for _, ch := range changes.Changes {
 		desired.Insert(generatedID(ch.ID, ch.TriggerUID))
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for id := range c.generated[key] {
+	var dropped []string
+	for id := range claimed {
 		uid, _, _ := strings.Cut(id, " ")
 		if !desired.Has(id) && (triggers == nil || triggers.Has(uid)) {
-			c.generated[key].Delete(id)
+			dropped = append(dropped, id)
 		}
 	}
+	st.forgetGenerated(dropped...)
 }

@@ -22,18 +22,17 @@ func (c *Controller) permissionVerdict(ctx context.Context, key policyKey, cp *c
 		return err
 	}
 	scope := cp.scope()
-	c.mu.RLock()
-	read := sets.New(cp.triggers...).Insert(cp.refused...).Union(c.dependencies[key])
-	written := c.written[key].Clone()
-	c.mu.RUnlock()
+	st := c.states.of(key)
+	read := sets.New(cp.triggers...).Insert(cp.refused...).Union(st.reads())
+	written := st.writtenTo()
 	needs := make([]access.Need, 0, read.Len()+written.Len())
 	for gvr := range read {
-		ns := c.watchKeyOf(scope, gvr).namespace
+		ns := c.watchKeyOf(scope, gvr).Namespace
 		needs = append(needs, access.Need{GVR: gvr, Namespace: ns, Verbs: access.ReadVerbs, SproutNamespace: &ns})
 	}
 	everywhere := "" // generated objects are watched everywhere
 	for gvr := range written {
-		needs = append(needs, access.Need{GVR: gvr, Namespace: c.watchKeyOf(scope, gvr).namespace, Verbs: access.WriteVerbs, SproutNamespace: &everywhere})
+		needs = append(needs, access.Need{GVR: gvr, Namespace: c.watchKeyOf(scope, gvr).Namespace, Verbs: access.WriteVerbs, SproutNamespace: &everywhere})
 	}
 	return c.reviews.Check(ctx, sa, needs)
 }

@@ -87,9 +87,7 @@ func (c *Controller) Plan(ctx context.Context) ([]PolicyPlan, error) {
 		if src.Complete() {
 			continue
 		}
-		c.mu.RLock()
-		st := c.sourceStates.checks[src.Name()]
-		c.mu.RUnlock()
+		st := c.sourceStatus.LastCheck(src.Name())
 		if st.Err != nil {
 			return nil, fmt.Errorf("%s: %w", src.Name(), st.Err)
 		}

@@ -2,12 +2,10 @@ package reconcile
 
 import (
 	"fmt"
-	"sync"
 	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apiserver/pkg/admission"
 
@@ -73,101 +71,10 @@ type compiledPolicy struct {
 	decisions *inventory.Decisions
 }
 
-// admissions remembers, per policy, the admitted triggers its settings do
-// not derive: those whose events admitted them after the policy was
-// activated, and those settings since changed admitted: a trigger stays
-// admitted while it exists. It survives policy updates.
-type admissions struct {
-	mu  sync.Mutex
-	set map[policyKey]sets.Set[types.UID]
-	// derived are, per policy, the settings whose admissions the listed
-	// ones complete: the record's, until a sync has listed the triggers
-	// they admitted and new settings do not.
-	derived map[policyKey]sproutv1alpha1.DerivedAdmissions
-}
-
 // derives reports whether settings d admit, without a record of it, a
 // trigger created at created of a policy activated at activated.
 func derives(d sproutv1alpha1.DerivedAdmissions, created, activated time.Time) bool {
 	return d.GenerateExisting || d.Created && !created.Before(activated)
-}
-
-// derivedBy returns the settings the policy's listed admissions complete;
-// ok is false when none are known (nothing derived yet, or a record that
-// lists every admission).
-func (a *admissions) derivedBy(k policyKey) (d sproutv1alpha1.DerivedAdmissions, ok bool) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	d, ok = a.derived[k]
-	return d, ok
-}
-
-// setDerivedBy records that the listed admissions now complete d.
-func (a *admissions) setDerivedBy(k policyKey, d sproutv1alpha1.DerivedAdmissions) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.derived == nil {
-		a.derived = map[policyKey]sproutv1alpha1.DerivedAdmissions{}
-	}
-	a.derived[k] = d
-}
-
-func (a *admissions) admit(k policyKey, uid types.UID) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.set == nil {
-		a.set = map[policyKey]sets.Set[types.UID]{}
-	}
-	if a.set[k] == nil {
-		a.set[k] = sets.New[types.UID]()
-	}
-	a.set[k].Insert(uid)
-}
-
-// admitUID admits a trigger by its UID as written in a record.
-func (a *admissions) admitUID(k policyKey, uid string) { a.admit(k, types.UID(uid)) }
-
-// list returns the admitted UIDs of a policy, for its record.
-func (a *admissions) list(k policyKey) []string {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	out := make([]string, 0, a.set[k].Len())
-	for uid := range a.set[k] {
-		out = append(out, string(uid))
-	}
-	return out
-}
-
-func (a *admissions) admitted(k policyKey, uid types.UID) bool {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.set[k].Has(uid)
-}
-
-// retain forgets the admitted triggers that no longer exist.
-// exists is asked without the lock held: it may take the controller's.
-func (a *admissions) retain(k policyKey, exists func(types.UID) bool) {
-	a.mu.Lock()
-	uids := a.set[k].UnsortedList()
-	a.mu.Unlock()
-	var gone []types.UID
-	for _, uid := range uids {
-		if !exists(uid) {
-			gone = append(gone, uid)
-		}
-	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	for _, uid := range gone {
-		a.set[k].Delete(uid)
-	}
-}
-
-func (a *admissions) forget(k policyKey) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	delete(a.set, k)
-	delete(a.derived, k)
 }
 
 // compile turns a policy, with the program its source compiled, into a
@@ -212,51 +119,6 @@ func operationsFor(rules []admissionregistrationv1.NamedRuleWithOperations) sets
 
 func (cp *compiledPolicy) String() string {
 	return fmt.Sprintf("%s (generation %d)", celenv.PolicyRef(cp.policy), cp.policy.GetGeneration())
-}
-
-// tombstones holds, per policy, the last state of deleted triggers whose
-// DELETE the policy's rules select, until a sync has generated from them.
-// They are not persisted: a deletion while Sprout is stopped cannot be
-// replayed (docs/decisions.md).
-type tombstones struct {
-	mu  sync.Mutex
-	set map[policyKey]map[types.UID]trigger
-}
-
-func (t *tombstones) add(k policyKey, tr trigger) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.set == nil {
-		t.set = map[policyKey]map[types.UID]trigger{}
-	}
-	if t.set[k] == nil {
-		t.set[k] = map[types.UID]trigger{}
-	}
-	t.set[k][tr.object.GetUID()] = tr
-}
-
-func (t *tombstones) pending(k policyKey) []trigger {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	var out []trigger
-	for _, tr := range t.set[k] {
-		out = append(out, tr)
-	}
-	return out
-}
-
-func (t *tombstones) done(k policyKey, trs []trigger) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	for _, tr := range trs {
-		delete(t.set[k], tr.object.GetUID())
-	}
-}
-
-func (t *tombstones) forget(k policyKey) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	delete(t.set, k)
 }
 
 // activation is when a policy began: its creationTimestamp in the cluster;

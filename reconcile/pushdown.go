@@ -10,6 +10,7 @@ import (
 	"github.com/sprout-gitops/sprout/cluster"
 	"github.com/sprout-gitops/sprout/policyreport"
 	"github.com/sprout-gitops/sprout/reconcile/report"
+	"github.com/sprout-gitops/sprout/reconcile/watches"
 )
 
 // A policy's objectSelector is pushed into the list and watch of its
@@ -82,7 +83,7 @@ func admitsAlike(mc *admissionregistrationv1.MatchResources) bool {
 // resource: the one of cp's pushed selector.
 func (c *Controller) triggerKeyOf(cp *compiledPolicy, gvr schema.GroupVersionResource) watchKey {
 	w := c.watchKeyOf(cp.scope(), gvr)
-	w.selector = cp.selector
+	w.Selector = cp.selector
 	return w
 }
 
@@ -98,20 +99,20 @@ func (c *Controller) triggerKeys(cp *compiledPolicy) []watchKey {
 // triggeredBy reports whether informer w serves cp's triggers. The caller
 // holds c.mu.
 func (c *Controller) triggeredBy(cp *compiledPolicy, w watchKey) bool {
-	return c.triggerKeyOf(cp, w.gvr) == w && slices.Contains(cp.triggers, w.gvr)
+	return c.triggerKeyOf(cp, w.GVR) == w && slices.Contains(cp.triggers, w.GVR)
 }
 
 // readsFrom reports whether informer w serves what the policy's last sync
 // read: always an unfiltered one. The caller holds c.mu.
 func (c *Controller) readsFrom(key policyKey, cp *compiledPolicy, w watchKey) bool {
-	return c.watchKeyOf(cp.scope(), w.gvr) == w && c.dependencies[key].Has(w.gvr)
+	return c.watchKeyOf(cp.scope(), w.GVR) == w && c.states.of(key).readsFrom(w.GVR)
 }
 
 // forgetReported drops, at a DELETE, what the report writer holds for o.
 // A DELETE from a filtered informer may only say that o left the selection
 // of the policies it serves: their results go, and the others' stay.
 func (c *Controller) forgetReported(w watchKey, triggered []*compiledPolicy, o *cluster.Object) {
-	if w.selector == "" {
+	if w.Selector == "" {
 		c.policyReports.Forget(o.GetUID())
 		return
 	}
@@ -127,14 +128,12 @@ func (c *Controller) forgetReported(w watchKey, triggered []*compiledPolicy, o *
 
 // informerSizes counts the objects of every running informer's cache.
 func (c *Controller) informerSizes() []report.InformerSize {
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	out := make([]report.InformerSize, 0, len(c.informer)+len(c.downstream))
-	for w, ti := range c.informer {
-		out = append(out, report.InformerSize{Kind: "trigger", Resource: w.resource(), Selector: w.selector, Objects: int(ti.objects.Load())})
+	var out []report.InformerSize
+	for w, n := range c.triggerInformers.Sizes() {
+		out = append(out, report.InformerSize{Kind: "trigger", Resource: w.Resource(), Selector: w.Selector, Objects: n})
 	}
-	for gvr, ti := range c.downstream {
-		out = append(out, report.InformerSize{Kind: "generated", Resource: resourceName(gvr), Selector: generatedSelector, Objects: int(ti.objects.Load())})
+	for gvr, n := range c.generatedInformers.Sizes() {
+		out = append(out, report.InformerSize{Kind: "generated", Resource: resourceName(gvr), Selector: watches.GeneratedSelector, Objects: n})
 	}
 	return out
 }
@@ -142,10 +141,8 @@ func (c *Controller) informerSizes() []report.InformerSize {
 // runningInformers counts the running informers of kind: "trigger" (on
 // triggers and what expressions read) or "generated".
 func (c *Controller) runningInformers(kind string) int {
-	c.mu.RLock()
-	defer c.mu.RUnlock()
 	if kind == "trigger" {
-		return len(c.informer)
+		return len(c.triggerInformers.Sizes())
 	}
-	return len(c.downstream)
+	return len(c.generatedInformers.Sizes())
 }

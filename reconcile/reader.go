@@ -16,6 +16,7 @@ import (
 	"github.com/sprout-gitops/sprout/celenv"
 	"github.com/sprout-gitops/sprout/cluster"
 	"github.com/sprout-gitops/sprout/reconcile/access"
+	"github.com/sprout-gitops/sprout/reconcile/watches"
 )
 
 // cacheReader serves resource.Get and resource.List for the syncs of one
@@ -53,7 +54,7 @@ type cacheReader struct {
 	entries *entryReads
 	// tape records the reads of the evaluation under way, while one is
 	// recorded: a sync evaluates its triggers one at a time.
-	tape *readTape
+	tape *watches.Tape
 }
 
 var _ celenv.Reader = (*cacheReader)(nil)
@@ -112,29 +113,28 @@ func (r *cacheReader) store(ctx context.Context, gvr schema.GroupVersionResource
 	if first {
 		// At once, not once the sync ends: a change after this read is
 		// then routed to the triggers that read (deps.go).
-		r.c.addDependencies(r.key, sets.New(gvr))
+		r.c.states.of(r.key).setReads(sets.New(gvr), nil, true)
 	}
 	// Its informer runs as Sprout: one that may not list would fail for
 	// ever. The read fails instead, and RBACPermissionsGranted says why.
-	if err := r.c.reviews.MayWatch(ctx, nil, gvr, r.c.watchKeyOf(r.scope, gvr).namespace); err != nil {
+	if err := r.c.reviews.MayWatch(ctx, nil, gvr, r.c.watchKeyOf(r.scope, gvr).Namespace); err != nil {
 		return nil, err
 	}
-	r.c.ensureInformers(r.c.watchKeyOf(r.scope, gvr))
-	r.c.mu.RLock()
-	ti := r.c.informer[r.c.watchKeyOf(r.scope, gvr)]
-	r.c.mu.RUnlock()
-	if ti == nil {
-		return nil, fmt.Errorf("%s: informer released while reading", resourceName(gvr))
-	}
-	if !cache.WaitFor(ctx, "", ti.informer.HasSyncedChecker()) {
+	w := r.c.watchKeyOf(r.scope, gvr)
+	r.c.ensureInformers(w)
+	store, ok := r.c.triggerInformers.WaitListed(ctx, w)
+	switch {
+	case ok:
+		return store, nil
+	case ctx.Err() != nil:
 		return nil, fmt.Errorf("%s: cache did not sync: %w", resourceName(gvr), ctx.Err())
 	}
-	return ti.informer.GetStore(), nil
+	return nil, fmt.Errorf("%s: informer released while reading", resourceName(gvr))
 }
 
 // Get returns the cached object.
 func (r *cacheReader) Get(ctx context.Context, gvr schema.GroupVersionResource, namespace, name string) (map[string]any, error) {
-	r.note(readDep{gvr: gvr, namespace: namespace, name: name})
+	r.note(watches.GetRead(gvr, namespace, name))
 	if err := r.authorize(ctx, "get", gvr, namespace); err != nil {
 		return nil, err
 	}
@@ -158,7 +158,7 @@ func (r *cacheReader) List(ctx context.Context, gvr schema.GroupVersionResource,
 	if selector == nil {
 		selector = labels.Everything()
 	}
-	r.note(readDep{gvr: gvr, namespace: namespace, selector: selector, sel: selector.String()})
+	r.note(watches.ListRead(gvr, namespace, selector))
 	if err := r.authorize(ctx, "list", gvr, namespace); err != nil {
 		return nil, err
 	}
@@ -192,11 +192,11 @@ func (r *cacheReader) resources() sets.Set[schema.GroupVersionResource] {
 
 // note records a read on the tape, if one records. A Get that finds
 // nothing is recorded too: the object's creation changes its result.
-func (r *cacheReader) note(d readDep) {
+func (r *cacheReader) note(d watches.Read) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.tape != nil {
-		r.tape.note(d)
+		r.tape.Note(d)
 	}
 }
 
@@ -204,17 +204,17 @@ func (r *cacheReader) note(d readDep) {
 func (r *cacheReader) record() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.tape = &readTape{}
+	r.tape = &watches.Tape{}
 }
 
 // recorded stops recording and returns what the evaluation read.
-func (r *cacheReader) recorded() readTape {
+func (r *cacheReader) recorded() watches.Tape {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	t := r.tape
 	r.tape = nil
 	if t == nil {
-		return readTape{}
+		return watches.Tape{}
 	}
 	return *t
 }

@@ -67,8 +67,8 @@ func (c *Controller) rebuildAdmissions(key policyKey, cp *compiledPolicy) (*comp
 	}
 	admitted := 0
 	for _, uid := range named {
-		if !derives(cp.derives, created[uid], cp.activated) && !c.admitted.admitted(key, uid) {
-			c.admitted.admit(key, uid)
+		if !derives(cp.derives, created[uid], cp.activated) && !c.states.of(key).isAdmitted(uid) {
+			c.states.of(key).admit(uid)
 			admitted++
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/tools/cache"
@@ -78,26 +79,17 @@ func (c *Controller) restore(key policyKey, uid string) {
 	if rec == nil {
 		return
 	}
-	written := sets.New[schema.GroupVersionResource]()
-	for _, r := range rec.Spec.Resources {
-		written.Insert(schema.GroupVersionResource{Group: r.Group, Version: r.Version, Resource: r.Resource})
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.written[key] == nil {
-		c.written[key] = written
-	}
+	st := c.states.of(key)
+	st.restoreWritten(recordedResources(rec))
 	if rec.Spec.Policy.UID != uid {
 		return
 	}
-	if c.generated[key] == nil {
-		c.generated[key] = sets.New(rec.Spec.Generated...)
-	}
+	st.restoreGenerated(rec.Spec.Generated)
 	for _, t := range rec.Spec.Admitted {
-		c.admitted.admitUID(key, t)
+		c.states.of(key).admit(types.UID(t))
 	}
 	if rec.Spec.Derived != nil {
-		c.admitted.setDerivedBy(key, *rec.Spec.Derived)
+		c.states.of(key).setDerivedBy(*rec.Spec.Derived)
 	}
 }
 
@@ -116,19 +108,18 @@ func (c *Controller) saveRecord(ctx context.Context, key policyKey, cp *compiled
 		Synchronize: spec.Synchronize(),
 		Orphan:      spec.OrphanDownstreamOnPolicyDelete(),
 		Activated:   &metav1.Time{Time: cp.activated},
-		Admitted:    c.admitted.list(key),
+		Admitted:    c.states.of(key).admittedList(),
 	}
-	derived, ok := c.admitted.derivedBy(key)
+	derived, ok := c.states.of(key).derivedBy()
 	if !ok {
 		derived = cp.derives // nothing was derived before
 	}
 	rec.Spec.Derived = &derived
-	c.mu.RLock()
-	for gvr := range c.written[key] {
+	st := c.states.of(key)
+	for gvr := range st.writtenTo() {
 		rec.Spec.Resources = append(rec.Spec.Resources, sproutv1alpha1.Resource{Group: gvr.Group, Version: gvr.Version, Resource: gvr.Resource})
 	}
-	rec.Spec.Generated = c.generated[key].UnsortedList()
-	c.mu.RUnlock()
+	rec.Spec.Generated = st.generatedIDs().UnsortedList()
 	return c.records.Save(ctx, rec)
 }
 
@@ -174,12 +165,14 @@ func (c *Controller) retireOrphanRecords(source string) {
 		if !running && c.otherShards(source, key) {
 			continue
 		}
-		c.mu.Lock()
 		if !running {
+			// It enters to leave: its last sync prunes what the record
+			// says it wrote to.
+			c.states.enter(key).restoreWritten(recordedResources(rec))
+			c.mu.Lock()
 			c.deleted[key] = retired{ref: p, synchronize: rec.Spec.Synchronize, orphan: rec.Spec.Orphan}
-			c.restoreWrittenLocked(key, rec)
+			c.mu.Unlock()
 		}
-		c.mu.Unlock()
 		if !running {
 			c.log.Info("policy gone while Sprout was stopped", "policy", key.String())
 			c.queue.Add(key)
@@ -187,12 +180,11 @@ func (c *Controller) retireOrphanRecords(source string) {
 	}
 }
 
-func (c *Controller) restoreWrittenLocked(key policyKey, rec *sproutv1alpha1.PolicyInventory) {
-	if c.written[key] != nil {
-		return
-	}
-	c.written[key] = sets.New[schema.GroupVersionResource]()
+// recordedResources are the resources a record names as written to.
+func recordedResources(rec *sproutv1alpha1.PolicyInventory) sets.Set[schema.GroupVersionResource] {
+	written := sets.New[schema.GroupVersionResource]()
 	for _, r := range rec.Spec.Resources {
-		c.written[key].Insert(schema.GroupVersionResource{Group: r.Group, Version: r.Version, Resource: r.Resource})
+		written.Insert(schema.GroupVersionResource{Group: r.Group, Version: r.Version, Resource: r.Resource})
 	}
+	return written
 }

@@ -21,7 +21,6 @@ func (h policyHandler) Release(p sources.Policy) {
 	}
 	c.mu.Lock()
 	delete(c.policies, key)
-	delete(c.dependencies, key)
 	c.mu.Unlock()
 	c.stopRunning(key)
 	c.forgetPolicy(key)
@@ -49,8 +48,7 @@ func (h policyHandler) unclaim(key policyKey, p sources.Policy) bool {
 // stopRunning forgets what events taught about a policy that no longer
 // runs and stops its sync under way, which then writes nothing more.
 func (c *Controller) stopRunning(key policyKey) {
-	c.admitted.forget(key)
-	c.tombstones.forget(key)
+	c.states.of(key).forgetEvents()
 	c.stopSync(key)
 }
 
@@ -59,13 +57,8 @@ func (c *Controller) stopRunning(key policyKey) {
 // policy come back, its record tells it all again.
 func (c *Controller) forgetPolicy(key policyKey) {
 	c.metrics.Forget(key.String())
-	c.mu.Lock()
-	delete(c.written, key)
-	delete(c.generated, key)
-	c.own.forget(key)
-	c.mu.Unlock()
 	c.states.drop(key)
-	c.reads.drop(key)
+	c.reads.Drop(key)
 	c.releaseInformers()
 }
 

@@ -15,7 +15,7 @@ func TestStatusWritesCoalesce(t *testing.T) {
 	tb.applyPolicy(derivedPolicy("coalesce", "coalesce", "out", "one", true, false))
 	t.Cleanup(func() { tb.deletePolicy("coalesce") })
 
-	counter, syncs, stop := runCounting(t, "GeneratingPolicy/coalesce", nil)
+	counter, syncs, c, stop := runCountingController(t, "GeneratingPolicy/coalesce", nil)
 
 	const triggers = 20
 	for i := range triggers {
@@ -23,7 +23,10 @@ func TestStatusWritesCoalesce(t *testing.T) {
 		tb.trigger(name, "coalesce", name)
 		tb.waitFor("its downstream", name+"-out", exists) // one sync at least per trigger
 	}
-	// Stopped at once: the counts not yet written are written on the way out.
+	// Stopped once the last trigger's sync has ended (its object exists
+	// before its outcome is handed over), and at once: the counts not yet
+	// written are written on the way out.
+	poll(t, "the syncs ended", func(context.Context) (bool, error) { return c.SyncsIdle(), nil })
 	stop()
 	want := fmt.Sprintf("%d triggers, %d objects", triggers, triggers)
 	if c, err := policyCondition(context.Background(), "coalesce"); err != nil || c == nil || c.Message != want {

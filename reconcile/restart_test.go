@@ -20,7 +20,6 @@ import (
 
 	sproutv1alpha1 "github.com/sprout-gitops/sprout/api/sprout/v1alpha1"
 	"github.com/sprout-gitops/sprout/internal/controlplane"
-
 	"github.com/sprout-gitops/sprout/internal/syncbuf"
 	"github.com/sprout-gitops/sprout/reconcile"
 )
@@ -67,6 +66,12 @@ func countingWrites(config *rest.Config) (*rest.Config, *writeCounter) {
 // are counted and which counts the error-free syncs of policy; stop ends it
 // and waits for it.
 func runCounting(t *testing.T, policy string, edit func(*reconcile.Options)) (counter *writeCounter, syncs *atomic.Int64, stop func()) {
+	counter, syncs, _, stop = runCountingController(t, policy, edit)
+	return counter, syncs, stop
+}
+
+// runCountingController is runCounting, with the controller.
+func runCountingController(t *testing.T, policy string, edit func(*reconcile.Options)) (counter *writeCounter, syncs *atomic.Int64, c *reconcile.Controller, stop func()) {
 	t.Helper()
 	counted, counter := countingWrites(cfg)
 	syncs = &atomic.Int64{}
@@ -80,8 +85,8 @@ func runCounting(t *testing.T, policy string, edit func(*reconcile.Options)) (co
 			syncs.Add(1)
 		}
 	}
-	_, stopController := launchController(t, counted, opts)
-	return counter, syncs, func() {
+	c, stopController := launchController(t, counted, opts)
+	return counter, syncs, c, func() {
 		t.Helper()
 		if err := stopController(); err != nil {
 			t.Fatal(err)

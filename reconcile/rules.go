@@ -58,7 +58,7 @@ func (c *Controller) resolveRules(p apiv1.Policy) (triggers, refused []schema.Gr
 	out, named, err := c.resolveRulesOnce(p, rules)
 	if len(out) == 0 {
 		// Perhaps a CRD installed since discovery was cached: look again.
-		c.discovery.Invalidate()
+		c.kinds.Invalidate()
 		out, named, err = c.resolveRulesOnce(p, rules)
 	}
 	var discoveryErr *discoveryError
@@ -87,7 +87,7 @@ func (c *Controller) readable(p apiv1.Policy, gvrs []schema.GroupVersionResource
 	var errs []error
 	failed := false
 	for _, gvr := range gvrs {
-		err := c.reviews.MayWatch(c.ctx, sa, gvr, c.watchKeyOf(scope, gvr).namespace)
+		err := c.reviews.MayWatch(c.ctx, sa, gvr, c.watchKeyOf(scope, gvr).Namespace)
 		var denied *access.DeniedError
 		switch {
 		case err == nil:
@@ -108,7 +108,7 @@ func (c *Controller) readable(p apiv1.Policy, gvrs []schema.GroupVersionResource
 
 func (c *Controller) resolveRulesOnce(p apiv1.Policy, rules []admissionregistrationv1.NamedRuleWithOperations) (out []schema.GroupVersionResource, named sets.Set[schema.GroupVersionResource], _ error) {
 	named = sets.New[schema.GroupVersionResource]()
-	_, lists, err := c.discovery.ServerGroupsAndResources()
+	lists, err := c.kinds.Resources()
 	if err != nil && (len(lists) == 0 || failedGroupMatters(err, rules)) {
 		// A group the rules name did not answer: its kinds would be
 		// missing, and their downstreams pruned.
@@ -141,7 +141,6 @@ func (c *Controller) resolveRulesOnce(p apiv1.Policy, rules []admissionregistrat
 					continue
 				}
 				gvr := gv.WithResource(res.Name)
-				c.namespacedResources.Store(gvr, res.Namespaced)
 				if !res.Namespaced && p.IsNamespaced() {
 					if slices.Contains(r.Resources, res.Name) {
 						errs = append(errs, fmt.Errorf("spec.matchConstraints.resourceRules[%d]: %s is cluster-scoped and can never trigger a NamespacedGeneratingPolicy", i, resourceName(gvr)))

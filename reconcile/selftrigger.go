@@ -2,14 +2,12 @@ package reconcile
 
 import (
 	"fmt"
-	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 
 	sproutv1alpha1 "github.com/sprout-gitops/sprout/api/sprout/v1alpha1"
 	"github.com/sprout-gitops/sprout/celenv"
 	"github.com/sprout-gitops/sprout/cluster"
-	"github.com/sprout-gitops/sprout/inventory"
 )
 
 // An object a policy generated is never a trigger of that same policy: a
@@ -50,69 +48,24 @@ func labelledBy(cp *compiledPolicy, u *cluster.Object) bool {
 // it generated for the trigger u's label names.
 func (c *Controller) generatedBy(key policyKey, u *cluster.Object) bool {
 	id := u.ID()
-	if c.own.has(key, id) {
+	if c.states.of(key).owns(id) {
 		return true
 	}
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	return c.generated[key].Has(generatedID(id, u.TriggerUID()))
-}
-
-// ownObjects are, per policy whose generated resources are among its
-// trigger resources, the objects it wrote while Sprout runs, by ID: what
-// tells its own objects from triggers labelled as if they were. Other
-// policies keep none, as they cannot trigger themselves.
-type ownObjects struct {
-	mu  sync.Mutex
-	ids map[policyKey]map[string]struct{}
-}
-
-func (o *ownObjects) has(k policyKey, id string) bool {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	_, ok := o.ids[k][id]
-	return ok
-}
-
-// note adds the objects changes show present, and takes out those deleted.
-func (o *ownObjects) note(k policyKey, changes inventory.ChangeSet) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if o.ids == nil {
-		o.ids = map[policyKey]map[string]struct{}{}
-	}
-	set := o.ids[k]
-	if set == nil {
-		set = map[string]struct{}{}
-		o.ids[k] = set
-	}
-	for _, ch := range changes.Changes {
-		switch {
-		case ch.Action == inventory.Deleted:
-			delete(set, ch.ID)
-		case ch.Action == inventory.Created || ch.Action == inventory.Unchanged || ch.Present():
-			set[ch.ID] = struct{}{}
-		}
-	}
-}
-
-func (o *ownObjects) forget(k policyKey) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	delete(o.ids, k)
+	return c.states.of(key).hasGenerated(generatedID(id, u.TriggerUID()))
 }
 
 // mayTriggerItself reports whether a policy writes to a resource it
 // triggers on: only then can its objects be its triggers.
 func (c *Controller) mayTriggerItself(key policyKey) bool {
 	c.mu.RLock()
-	defer c.mu.RUnlock()
 	cp := c.policies[key]
+	c.mu.RUnlock()
 	if cp == nil {
 		return false
 	}
+	written := c.states.of(key).writtenTo()
 	for _, gvr := range cp.triggers {
-		if c.written[key].Has(gvr) {
+		if written.Has(gvr) {
 			return true
 		}
 	}

@@ -4,6 +4,12 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+
+	sproutv1alpha1 "github.com/sprout-gitops/sprout/api/sprout/v1alpha1"
+	"github.com/sprout-gitops/sprout/inventory"
 	"github.com/sprout-gitops/sprout/reconcile/access"
 )
 
@@ -38,9 +44,41 @@ type policyState struct {
 	// status is the status last written, until the cache holds it.
 	status writtenStatus
 
+	// admitted are the admitted triggers its settings do not derive: those
+	// whose events admitted them after the policy was activated, and those
+	// settings since changed admitted: a trigger stays admitted while it
+	// exists. derived are the settings whose admissions the listed ones
+	// complete: the record's, until a sync has listed the triggers they
+	// admitted and new settings do not.
+	admitted sets.Set[types.UID]
+	derived  *sproutv1alpha1.DerivedAdmissions
+	// tombstones are the last states of deleted triggers whose DELETE the
+	// policy's rules select, until a sync has generated from them. They
+	// are not persisted: a deletion while Sprout is stopped cannot be
+	// replayed (docs/decisions.md).
+	tombstones map[types.UID]trigger
+	// own are, for a policy whose generated resources are among its
+	// trigger resources, the objects it wrote while Sprout runs, by ID:
+	// what tells its own objects from triggers labelled as if they were.
+	own sets.Set[string]
+
+	// written are the resources the policy has generated objects of, from
+	// its record and its syncs: the informers that find its objects.
+	written sets.Set[schema.GroupVersionResource]
+	// generated are the objects (per trigger) a non-synchronizing policy
+	// has created or found: they are never generated again; for a
+	// synchronizing policy, the objects it claims (ownership.go).
+	generated sets.Set[string]
+
 	// downstreamEpoch counts the updates and deletions the downstream
 	// informers delivered of the policy's objects (settledAt).
 	downstreamEpoch atomic.Uint64
+	// readResources and readEntries are the resources and
+	// GlobalContextEntries its syncs read (recordReads), whose changes
+	// queue it. Each set is replaced, never changed, so that a watch event
+	// asks it without a lock.
+	readResources atomic.Pointer[sets.Set[schema.GroupVersionResource]]
+	readEntries   atomic.Pointer[sets.Set[string]]
 }
 
 // states holds the state of every policy this replica runs.
@@ -208,4 +246,231 @@ func (st *policyState) epoch() uint64 {
 		return 0
 	}
 	return st.downstreamEpoch.Load()
+}
+
+// reads returns the resources the policy's syncs read; nil for none.
+func (st *policyState) reads() sets.Set[schema.GroupVersionResource] {
+	if st == nil {
+		return nil
+	}
+	if p := st.readResources.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// readsFrom reports whether the policy's syncs read gvr.
+func (st *policyState) readsFrom(gvr schema.GroupVersionResource) bool { return st.reads().Has(gvr) }
+
+// setReads records what a full sync read: it replaces what was recorded.
+// add, what an incremental one read: it adds to it.
+func (st *policyState) setReads(resources sets.Set[schema.GroupVersionResource], entries sets.Set[string], add bool) {
+	st.with(func(st *policyState) {
+		if add {
+			resources = st.reads().Union(resources)
+			if p := st.readEntries.Load(); p != nil {
+				entries = p.Union(entries)
+			}
+		}
+		st.readResources.Store(&resources)
+		st.readEntries.Store(&entries)
+	})
+}
+
+// forgetReads forgets what the policy's syncs read.
+func (st *policyState) forgetReads() { st.setReads(nil, nil, false) }
+
+// readsEntry reports whether the policy's syncs read GlobalContextEntry
+// name.
+func (st *policyState) readsEntry(name string) bool {
+	if st == nil {
+		return false
+	}
+	p := st.readEntries.Load()
+	return p != nil && p.Has(name)
+}
+
+// writesTo records that the policy writes to gvrs and returns every
+// resource it has written to.
+func (st *policyState) writesTo(gvrs sets.Set[schema.GroupVersionResource]) (all sets.Set[schema.GroupVersionResource]) {
+	st.with(func(st *policyState) {
+		if st.written == nil {
+			st.written = sets.New[schema.GroupVersionResource]()
+		}
+		st.written.Insert(gvrs.UnsortedList()...)
+		all = st.written.Clone()
+	})
+	return all
+}
+
+// writtenTo returns the resources the policy has written to.
+func (st *policyState) writtenTo() (out sets.Set[schema.GroupVersionResource]) {
+	st.with(func(st *policyState) { out = st.written.Clone() })
+	return out
+}
+
+// restoreWritten takes the resources a record names, unless the policy's
+// syncs have recorded its own.
+func (st *policyState) restoreWritten(written sets.Set[schema.GroupVersionResource]) {
+	st.with(func(st *policyState) {
+		if st.written == nil {
+			st.written = written
+		}
+	})
+}
+
+// generatedIDs returns what the policy generated or claims.
+func (st *policyState) generatedIDs() (out sets.Set[string]) {
+	st.with(func(st *policyState) { out = st.generated.Clone() })
+	return out
+}
+
+// hasGenerated reports whether the policy generated or claims id.
+func (st *policyState) hasGenerated(id string) (yes bool) {
+	st.with(func(st *policyState) { yes = st.generated.Has(id) })
+	return yes
+}
+
+// noteGenerated adds ids to what the policy generated or claims.
+func (st *policyState) noteGenerated(ids ...string) {
+	st.with(func(st *policyState) {
+		if st.generated == nil {
+			st.generated = sets.New[string]()
+		}
+		st.generated.Insert(ids...)
+	})
+}
+
+// forgetGenerated removes ids from what the policy generated or claims.
+func (st *policyState) forgetGenerated(ids ...string) {
+	st.with(func(st *policyState) { st.generated.Delete(ids...) })
+}
+
+// restoreGenerated takes what a record names as generated, unless the
+// policy's syncs have recorded their own.
+func (st *policyState) restoreGenerated(ids []string) {
+	st.with(func(st *policyState) {
+		if st.generated == nil {
+			st.generated = sets.New(ids...)
+		}
+	})
+}
+
+// admit admits the trigger uid.
+func (st *policyState) admit(uid types.UID) {
+	st.with(func(st *policyState) {
+		if st.admitted == nil {
+			st.admitted = sets.New[types.UID]()
+		}
+		st.admitted.Insert(uid)
+	})
+}
+
+// isAdmitted reports whether an event admitted the trigger uid.
+func (st *policyState) isAdmitted(uid types.UID) (yes bool) {
+	st.with(func(st *policyState) { yes = st.admitted.Has(uid) })
+	return yes
+}
+
+// admittedList returns the admitted UIDs, for the record.
+func (st *policyState) admittedList() (out []string) {
+	st.with(func(st *policyState) {
+		out = make([]string, 0, st.admitted.Len())
+		for uid := range st.admitted {
+			out = append(out, string(uid))
+		}
+	})
+	return out
+}
+
+// retainAdmitted forgets the admitted triggers that no longer exist.
+// exists is asked without the lock held: it may take the controller's.
+func (st *policyState) retainAdmitted(exists func(types.UID) bool) {
+	var uids []types.UID
+	st.with(func(st *policyState) { uids = st.admitted.UnsortedList() })
+	var gone []types.UID
+	for _, uid := range uids {
+		if !exists(uid) {
+			gone = append(gone, uid)
+		}
+	}
+	st.with(func(st *policyState) { st.admitted.Delete(gone...) })
+}
+
+// derivedBy returns the settings the policy's listed admissions complete;
+// ok is false when none are known (nothing derived yet, or a record that
+// lists every admission).
+func (st *policyState) derivedBy() (d sproutv1alpha1.DerivedAdmissions, ok bool) {
+	st.with(func(st *policyState) {
+		if st.derived != nil {
+			d, ok = *st.derived, true
+		}
+	})
+	return d, ok
+}
+
+// setDerivedBy records that the listed admissions now complete d.
+func (st *policyState) setDerivedBy(d sproutv1alpha1.DerivedAdmissions) {
+	st.with(func(st *policyState) { st.derived = &d })
+}
+
+// addTombstone keeps a deleted trigger's last state.
+func (st *policyState) addTombstone(tr trigger) {
+	st.with(func(st *policyState) {
+		if st.tombstones == nil {
+			st.tombstones = map[types.UID]trigger{}
+		}
+		st.tombstones[tr.object.GetUID()] = tr
+	})
+}
+
+// pendingTombstones returns the deleted triggers not generated from yet.
+func (st *policyState) pendingTombstones() (out []trigger) {
+	st.with(func(st *policyState) {
+		for _, tr := range st.tombstones {
+			out = append(out, tr)
+		}
+	})
+	return out
+}
+
+// tombstonesDone forgets the tombstones generated from.
+func (st *policyState) tombstonesDone(trs []trigger) {
+	st.with(func(st *policyState) {
+		for _, tr := range trs {
+			delete(st.tombstones, tr.object.GetUID())
+		}
+	})
+}
+
+// owns reports whether the policy wrote the object id while Sprout runs.
+func (st *policyState) owns(id string) (yes bool) {
+	st.with(func(st *policyState) { yes = st.own.Has(id) })
+	return yes
+}
+
+// noteOwn adds the objects changes show present, and takes out those
+// deleted.
+func (st *policyState) noteOwn(changes inventory.ChangeSet) {
+	st.with(func(st *policyState) {
+		if st.own == nil {
+			st.own = sets.New[string]()
+		}
+		for _, ch := range changes.Changes {
+			switch {
+			case ch.Action == inventory.Deleted:
+				st.own.Delete(ch.ID)
+			case ch.Action == inventory.Created || ch.Action == inventory.Unchanged || ch.Present():
+				st.own.Insert(ch.ID)
+			}
+		}
+	})
+}
+
+// forgetEvents forgets what events taught about the policy: the triggers
+// they admitted and the tombstones they left. A policy that stops running
+// and comes back under the same name is another: what it admits, its
+// record says.
+func (st *policyState) forgetEvents() {
+	st.with(func(st *policyState) { st.admitted, st.derived, st.tombstones = nil, nil, nil })
 }

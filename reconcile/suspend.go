@@ -47,7 +47,7 @@ func (c *Controller) dayTwoChanged(key policyKey, was, now apiv1.Policy) bool {
 	requested := request != "" && request != reconcileRequest(was)
 	if requested {
 		c.downstreamChanged(key)
-		c.resetMapper()
+		c.kinds.Reset()
 	}
 	return requested || suspended(was) != suspended(now)
 }

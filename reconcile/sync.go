@@ -65,13 +65,14 @@ func (c *Controller) sync(ctx context.Context, key policyKey) error {
 	ctx, end := c.beginSync(ctx, key, run.cp)
 	defer end()
 	c.markProgressing(key, run.cp)
-	c.reads.begin(key)
+	c.reads.Begin(key)
 	// A sync that keeps no reads ends with them unknown.
 	defer c.endReads(run, false, nil, nil)
-	if done, err := c.syncIncremental(ctx, outer, run); done {
+	if done, err := c.runPhases(ctx, outer, run, &incrementalSync{c: c}); done {
 		return err
 	}
-	return c.syncFull(ctx, outer, run)
+	_, err = c.runPhases(ctx, outer, run, fullSync{c})
+	return err
 }
 
 // forgetChanges drops what events marked changed for a policy that is
@@ -88,24 +89,45 @@ func (c *Controller) forgetChanges(key policyKey) {
 	}
 }
 
-// syncFull computes the policy's whole desired set from every trigger.
-func (c *Controller) syncFull(ctx, outer context.Context, run *syncRun) error {
-	key := run.key
-	c.states.of(key).setTally(nil)
-	c.metrics.Syncs.WithLabelValues(key.String(), "full").Inc()
-	if err := c.match(run); err != nil {
-		return err
+// scope is what tells a full sync from an incremental one: which triggers
+// it looks at, what it prunes, and what it keeps for the next. Every
+// other phase is the one pipeline, runPhases, the same for both.
+type scope interface {
+	// match finds the triggers the sync looks at. Not ok: the scope
+	// cannot decide, and a full sync must, meeting err again if any.
+	match(run *syncRun) (ok bool, err error)
+	// accept reports whether what generate found may be applied in this
+	// scope; not: a full sync must decide.
+	accept(run *syncRun, g *generation, err error) bool
+	// prune deletes what the triggers looked at own and no longer want,
+	// and returns every change of the sync.
+	prune(ctx context.Context, run *syncRun, w writer, g *generation) (inventory.ChangeSet, error)
+	// keep keeps what the sync found per trigger, for the syncs after it,
+	// and reports whether its reads may be kept; dirty are the triggers
+	// whose reads it replaces.
+	keep(run *syncRun, g *generation, changes inventory.ChangeSet, err error) (ok bool, dirty []types.UID)
+}
+
+// runPhases runs one sync of run's policy in s: match → account → generate
+// (evaluate, record ahead, apply) → what was read → prune → outcome →
+// record and report → what is kept. It reports whether the sync was done;
+// not done, a full sync must follow, and nothing this one did is lost.
+func (c *Controller) runPhases(ctx, outer context.Context, run *syncRun, s scope) (bool, error) {
+	if ok, err := s.match(run); !ok {
+		return false, err
 	}
-	c.unreportUnmatched(run)
 	as, err := c.accountOf(run.cp.policy)
 	if err != nil {
+		if run.incremental {
+			return false, err
+		}
 		// Terminal until the policy or the flag changes, like a compile error.
 		out := outcome{Reason: ReasonInvalidServiceAccount, Err: err, Granted: &grantVerdict{Err: err}}
-		return c.conclude(ctx, run, &syncReport{out: out})
+		return true, c.conclude(ctx, run, &syncReport{out: out})
 	}
 	w, err := c.writers.For(as)
 	if err != nil {
-		return err
+		return !run.incremental, err
 	}
 	reader := newCacheReader(c, run.key, as, run.cp.scope())
 	g, err := c.generate(ctx, run, w, reader)
@@ -113,24 +135,50 @@ func (c *Controller) syncFull(ctx, outer context.Context, run *syncRun) error {
 	if ctx.Err() != nil && outer.Err() == nil {
 		// The policy was deleted: its last sync, queued, prunes what this
 		// one wrote; nothing more is written for it.
-		c.log.Info("sync stopped: policy deleted", "policy", key.String())
-		return nil
+		c.log.Info("sync stopped: policy deleted", "policy", run.key.String())
+		return true, nil
 	}
-	c.states.of(key).bound(g.verdicts.Refs(), err == nil)
+	if !s.accept(run, g, err) {
+		return false, err
+	}
+	c.states.of(run.key).bound(g.verdicts.Refs(), err == nil && !run.incremental)
 	if err != nil {
-		return err
+		return true, err
 	}
-	c.applied(run, g)
-	changes, pruneErr := c.pruneUnwanted(ctx, run, w, g)
+	changes, pruneErr := s.prune(ctx, run, w, g)
 	if stopping(outer) {
-		return nil
+		return true, nil
 	}
 	report := c.outcomeOf(ctx, run, g, changes, pruneErr)
 	recordErr := c.conclude(ctx, run, report)
 	err = errors.Join(run.matchErr, report.evalErr, g.mapErr, g.applyErr, pruneErr, recordErr)
-	kept := c.keepTally(run, g, changes, err)
-	c.endReads(run, kept, nil, g.reads)
-	return err
+	kept, dirty := s.keep(run, g, changes, err)
+	c.endReads(run, kept, dirty, g.reads)
+	return true, err
+}
+
+// fullSync computes the policy's whole desired set from every trigger.
+type fullSync struct{ c *Controller }
+
+func (f fullSync) match(run *syncRun) (bool, error) {
+	f.c.states.of(run.key).setTally(nil)
+	f.c.metrics.Syncs.WithLabelValues(run.key.String(), "full").Inc()
+	if err := f.c.match(run); err != nil {
+		return false, err
+	}
+	f.c.unreportUnmatched(run)
+	return true, nil
+}
+
+func (fullSync) accept(*syncRun, *generation, error) bool { return true }
+
+func (f fullSync) prune(ctx context.Context, run *syncRun, w writer, g *generation) (inventory.ChangeSet, error) {
+	f.c.applied(run, g)
+	return f.c.pruneUnwanted(ctx, run, w, g)
+}
+
+func (f fullSync) keep(run *syncRun, g *generation, changes inventory.ChangeSet, err error) (bool, []types.UID) {
+	return f.c.keepTally(run, g, changes, err), nil
 }
 
 // snapshot reads the compiled policy of key and makes sure its triggers
@@ -190,7 +238,7 @@ func (c *Controller) match(run *syncRun) error {
 		return errWaiting
 	}
 	run.phase.Done("match")
-	run.tombstones = c.tombstones.pending(run.key)
+	run.tombstones = c.states.of(run.key).pendingTombstones()
 	run.triggers = append(triggers, run.tombstones...)
 	run.unmatched, run.matchErr = unmatched, err
 	return nil
@@ -208,7 +256,7 @@ func (c *Controller) applied(run *syncRun, g *generation) {
 	c.skippedEvent(run.key, run.cp, g.skipped)
 	if g.applyErr == nil {
 		// Generated once, never again; one that failed is tried again.
-		c.tombstones.done(run.key, slices.DeleteFunc(run.tombstones, func(t trigger) bool { return g.failed.Has(string(t.object.GetUID())) }))
+		c.states.of(run.key).tombstonesDone(slices.DeleteFunc(run.tombstones, func(t trigger) bool { return g.failed.Has(string(t.object.GetUID())) }))
 	}
 }
 
@@ -232,7 +280,7 @@ func (c *Controller) pruneUnwanted(ctx context.Context, run *syncRun, w writer, 
 		var pruned inventory.ChangeSet
 		pruned, pruneErr = c.prune(ctx, w, run.key, run.cp, g.held())
 		changes.Changes = append(changes.Changes, pruned.Changes...)
-		c.own.note(run.key, pruned)
+		c.states.of(run.key).noteOwn(pruned)
 	}
 	// A binding refused for its role goes whatever else the sync found.
 	pruned, refusedErr := c.pruneRefused(ctx, w, run.key, g.verdicts)

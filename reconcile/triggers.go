@@ -53,11 +53,8 @@ func (c *Controller) triggersSynced(cp *compiledPolicy) bool {
 	if !c.namespacesSynced(cp.triggers) {
 		return false
 	}
-	c.mu.RLock()
-	defer c.mu.RUnlock()
 	for _, gvr := range cp.triggers {
-		ti, ok := c.informer[c.triggerKeyOf(cp, gvr)]
-		if !ok || !ti.informer.HasSynced() {
+		if store, synced := c.triggerInformers.Store(c.triggerKeyOf(cp, gvr)); store == nil || !synced {
 			return false
 		}
 	}
@@ -77,13 +74,11 @@ func (c *Controller) matchingTriggers(cp *compiledPolicy) ([]trigger, []types.UI
 	self := 0              // the policy's own objects, passed over
 	defer func() { c.reportSelfTriggers(key, cp, self) }()
 	for _, gvr := range cp.triggers {
-		c.mu.RLock()
-		ti := c.informer[c.triggerKeyOf(cp, gvr)]
-		c.mu.RUnlock()
-		if ti == nil {
+		store, _ := c.triggerInformers.Store(c.triggerKeyOf(cp, gvr))
+		if store == nil {
 			return nil, nil, errWaiting // released meanwhile by a policy change
 		}
-		cached := ti.informer.GetStore().List()
+		cached := store.List()
 		out = slices.Grow(out, len(cached))
 		for _, obj := range cached {
 			u := obj.(*cluster.Object)
@@ -101,11 +96,11 @@ func (c *Controller) matchingTriggers(cp *compiledPolicy) ([]trigger, []types.UI
 		}
 	}
 	exists := c.triggerExists(cp)
-	c.admitted.retain(key, func(uid types.UID) bool { return exists(string(uid)) })
+	c.states.of(key).retainAdmitted(func(uid types.UID) bool { return exists(string(uid)) })
 	c.retainGenerated(key, exists)
 	if len(errs) == 0 {
 		// Every trigger the old settings admitted is listed now.
-		c.admitted.setDerivedBy(key, cp.derives)
+		c.states.of(key).setDerivedBy(cp.derives)
 	}
 	return out, failed, joinSorted(errs)
 }
@@ -120,7 +115,7 @@ type matchSettings struct {
 }
 
 func (c *Controller) matchSettingsOf(key policyKey, cp *compiledPolicy) matchSettings {
-	before, changed := c.admitted.derivedBy(key)
+	before, changed := c.states.of(key).derivedBy()
 	ms := matchSettings{before: before, changed: changed && before != cp.derives}
 	if cp.policy.IsNamespaced() {
 		ms.confined = cp.policy.GetNamespace()
@@ -136,7 +131,7 @@ func (c *Controller) matchOne(key policyKey, cp *compiledPolicy, gvr schema.Grou
 		return false, false, nil // being deleted: gone, as far as generation goes
 	}
 	derived := derives(cp.derives, m.created, cp.activated)
-	listed := c.admitted.admitted(key, m.uid)
+	listed := c.states.of(key).isAdmitted(m.uid)
 	derivedBefore := ms.changed && derives(ms.before, m.created, cp.activated)
 	if !derived && !listed && !derivedBefore {
 		return false, false, nil
@@ -152,7 +147,7 @@ func (c *Controller) matchOne(key policyKey, cp *compiledPolicy, gvr schema.Grou
 		// Admitted by settings the policy no longer has: listed, so
 		// it stays admitted while it exists, whatever becomes of
 		// generateExisting or the operations.
-		c.admitted.admit(key, m.uid)
+		c.states.of(key).admit(m.uid)
 	}
 	return true, false, nil
 }
@@ -219,16 +214,14 @@ func (c *Controller) triggerExists(cp *compiledPolicy) func(string) bool {
 // eachCachedTrigger calls fn with every cached object of the policy's
 // trigger resources, and reports whether every one of them is watched.
 func (c *Controller) eachCachedTrigger(cp *compiledPolicy, fn func(*cluster.Object)) bool {
-	c.mu.RLock()
-	defer c.mu.RUnlock()
 	all := true
 	for _, gvr := range cp.triggers {
-		ti := c.informer[c.triggerKeyOf(cp, gvr)]
-		if ti == nil {
+		store, _ := c.triggerInformers.Store(c.triggerKeyOf(cp, gvr))
+		if store == nil {
 			all = false
 			continue
 		}
-		for _, obj := range ti.informer.GetStore().List() {
+		for _, obj := range store.List() {
 			if o, ok := obj.(*cluster.Object); ok {
 				fn(o)
 			}

@@ -1,4 +1,4 @@
-package reconcile
+package watches
 
 import (
 	"encoding/json"
@@ -39,15 +39,15 @@ func depObject(t *testing.T, namespace, name string, lbls map[string]string) *cl
 	return o
 }
 
-func depList(gvr schema.GroupVersionResource, namespace string, set labels.Set) readDep {
+func depList(gvr schema.GroupVersionResource, namespace string, set labels.Set) Read {
 	s := labels.SelectorFromSet(set)
-	return readDep{gvr: gvr, namespace: namespace, selector: s, sel: s.String()}
+	return Read{gvr: gvr, namespace: namespace, selector: s, sel: s.String()}
 }
 
-func uidsOf(trs []triggerReads) []types.UID {
+func uidsOf(trs []TriggerReads) []types.UID {
 	var out []types.UID
 	for _, tr := range trs {
-		out = append(out, tr.uid)
+		out = append(out, tr.UID)
 	}
 	slices.Sort(out)
 	return out
@@ -57,14 +57,14 @@ func uidsOf(trs []triggerReads) []types.UID {
 // of its namespace (every namespace for "") its selector selects before
 // or after the change.
 func TestDepsIndexCovers(t *testing.T) {
-	key := policyKey{Kind: "GeneratingPolicy", Name: "p"}
-	var x readIndex
-	x.begin(key)
-	x.end(key, true, true, nil, []triggerReads{
-		{uid: "a", reads: []readDep{{gvr: depConfigMaps, namespace: "src", name: "c-0"}}},
-		{uid: "b", reads: []readDep{depList(depConfigMaps, "src", labels.Set{"pick": "1"})}},
-		{uid: "c", reads: []readDep{depList(depConfigMaps, "", labels.Set{"pick": "2"})}},
-		{uid: "d", reads: []readDep{{gvr: depNamespaces, name: "team"}}},
+	key := "GeneratingPolicy/p"
+	var x ReadIndex[string]
+	x.Begin(key)
+	x.End(key, true, true, nil, []TriggerReads{
+		{UID: "a", reads: []Read{{gvr: depConfigMaps, namespace: "src", name: "c-0"}}},
+		{UID: "b", reads: []Read{depList(depConfigMaps, "src", labels.Set{"pick": "1"})}},
+		{UID: "c", reads: []Read{depList(depConfigMaps, "", labels.Set{"pick": "2"})}},
+		{UID: "d", reads: []Read{{gvr: depNamespaces, name: "team"}}},
 	})
 	obj := func(namespace, name string, lbls map[string]string) *cluster.Object {
 		return depObject(t, namespace, name, lbls)
@@ -87,7 +87,7 @@ func TestDepsIndexCovers(t *testing.T) {
 		{"a cluster-scoped Get", depNamespaces, obj("", "team", nil), nil, []types.UID{"d"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			got, full := x.covered(key, readEvent{gvr: tt.gvr, obj: tt.obj, old: tt.old})
+			got, full := x.Covered(key, ReadEvent{GVR: tt.gvr, Obj: tt.obj, Old: tt.old})
 			if full || !slices.Equal(uidsOf(got), tt.want) {
 				t.Errorf("covered: %v (full %v), want %v", uidsOf(got), full, tt.want)
 			}
@@ -102,57 +102,57 @@ func TestDepsIndexCovers(t *testing.T) {
 // is not clean, or an evaluation past maxReadsPerTrigger, makes them
 // unknown; an object too many triggers read makes the sync full.
 func TestDepsIndexAcrossSyncs(t *testing.T) {
-	key := policyKey{Kind: "GeneratingPolicy", Name: "p"}
-	source := readDep{gvr: depConfigMaps, namespace: "src", name: "c-0"}
-	change := readEvent{gvr: depConfigMaps, obj: depObject(t, "src", "c-0", nil)}
-	var x readIndex
-	if _, full := x.covered(key, change); !full {
+	key := "GeneratingPolicy/p"
+	source := Read{gvr: depConfigMaps, namespace: "src", name: "c-0"}
+	change := ReadEvent{GVR: depConfigMaps, Obj: depObject(t, "src", "c-0", nil)}
+	var x ReadIndex[string]
+	if _, full := x.Covered(key, change); !full {
 		t.Fatal("a change before any sync did not ask for a full one")
 	}
 
-	x.begin(key)
-	if got, full := x.covered(key, change); full || got != nil {
+	x.Begin(key)
+	if got, full := x.Covered(key, change); full || got != nil {
 		t.Fatalf("a change during the first sync: %v (full %v), want it logged", uidsOf(got), full)
 	}
 	// a began before the change, b after it: b read c-0 as changed.
-	readers, full := x.end(key, true, true, nil, []triggerReads{
-		{uid: "a", reads: []readDep{source}, logged: 0},
-		{uid: "b", reads: []readDep{source}, logged: 1},
+	readers, full := x.End(key, true, true, nil, []TriggerReads{
+		{UID: "a", reads: []Read{source}, logged: 0},
+		{UID: "b", reads: []Read{source}, logged: 1},
 	})
 	if full || !slices.Equal(uidsOf(readers), []types.UID{"a"}) {
 		t.Errorf("after the sync: %v (full %v), want a", uidsOf(readers), full)
 	}
 
-	x.begin(key)
-	if _, full := x.end(key, true, false, []types.UID{"a"}, nil); full {
+	x.Begin(key)
+	if _, full := x.End(key, true, false, []types.UID{"a"}, nil); full {
 		t.Error("an incremental sync with nothing changed meanwhile asked for a full one")
 	}
-	if got, _ := x.covered(key, change); !slices.Equal(uidsOf(got), []types.UID{"b"}) {
+	if got, _ := x.Covered(key, change); !slices.Equal(uidsOf(got), []types.UID{"b"}) {
 		t.Errorf("after a's reads went: %v, want b", uidsOf(got))
 	}
 
-	x.begin(key)
-	x.covered(key, change)
-	if _, full := x.end(key, false, false, nil, nil); !full {
+	x.Begin(key)
+	x.Covered(key, change)
+	if _, full := x.End(key, false, false, nil, nil); !full {
 		t.Error("a sync that was not clean, with a change meanwhile, did not ask for a full one")
 	}
-	if _, full := x.covered(key, change); !full {
+	if _, full := x.Covered(key, change); !full {
 		t.Error("reads still known after a sync that was not clean")
 	}
 
-	x.begin(key)
-	x.end(key, true, true, nil, []triggerReads{{uid: "a", reads: []readDep{source}}, {uid: "c", untracked: true}})
-	if _, full := x.covered(key, change); !full {
+	x.Begin(key)
+	x.End(key, true, true, nil, []TriggerReads{{UID: "a", reads: []Read{source}}, {UID: "c", untracked: true}})
+	if _, full := x.Covered(key, change); !full {
 		t.Error("reads still known after an evaluation past maxReadsPerTrigger")
 	}
 
-	many := make([]triggerReads, maxDirty+1)
+	many := make([]TriggerReads, MaxCovered+1)
 	for i := range many {
-		many[i] = triggerReads{uid: types.UID(fmt.Sprint(i)), reads: []readDep{source}}
+		many[i] = TriggerReads{UID: types.UID(fmt.Sprint(i)), reads: []Read{source}}
 	}
-	x.begin(key)
-	x.end(key, true, true, nil, many)
-	if _, full := x.covered(key, change); !full {
+	x.Begin(key)
+	x.End(key, true, true, nil, many)
+	if _, full := x.Covered(key, change); !full {
 		t.Errorf("a change %d triggers read did not ask for a full sync", len(many))
 	}
 }
@@ -160,15 +160,15 @@ func TestDepsIndexAcrossSyncs(t *testing.T) {
 // TestDepsTapeBound: a tape keeps each distinct read once, and at most
 // maxReadsPerTrigger of them, past which the evaluation is untracked.
 func TestDepsTapeBound(t *testing.T) {
-	var tape readTape
+	var tape Tape
 	for i := range maxReadsPerTrigger {
-		tape.note(readDep{gvr: depConfigMaps, namespace: "src", name: fmt.Sprint(i)})
-		tape.note(readDep{gvr: depConfigMaps, namespace: "src", name: fmt.Sprint(i)})
+		tape.Note(Read{gvr: depConfigMaps, namespace: "src", name: fmt.Sprint(i)})
+		tape.Note(Read{gvr: depConfigMaps, namespace: "src", name: fmt.Sprint(i)})
 	}
 	if len(tape.reads) != maxReadsPerTrigger || tape.untracked {
 		t.Fatalf("%d reads, untracked %v, want %d and tracked", len(tape.reads), tape.untracked, maxReadsPerTrigger)
 	}
-	tape.note(readDep{gvr: depConfigMaps, namespace: "src", name: "one-more"})
+	tape.Note(Read{gvr: depConfigMaps, namespace: "src", name: "one-more"})
 	if !tape.untracked {
 		t.Error("a read past the bound left the evaluation tracked")
 	}

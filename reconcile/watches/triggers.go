@@ -1,0 +1,302 @@
+package watches
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apiserver/pkg/admission"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/sprout-gitops/sprout/cluster"
+)
+
+// Key names one trigger informer: a resource in every namespace (Namespace
+// ""), or in one, and the objects of it that a label selector selects, all
+// of them when Selector is "".
+type Key struct {
+	GVR       schema.GroupVersionResource
+	Namespace string
+	Selector  string
+}
+
+func (k Key) String() string {
+	s := k.Resource()
+	if k.Selector != "" {
+		s += " with " + k.Selector
+	}
+	return s
+}
+
+// Resource names what k watches, whatever its selector.
+func (k Key) Resource() string {
+	if k.Namespace == "" {
+		return ResourceName(k.GVR)
+	}
+	return ResourceName(k.GVR) + " in " + k.Namespace
+}
+
+// ResourceName spells a resource as kubectl does: resource.version.group.
+func ResourceName(gvr schema.GroupVersionResource) string {
+	return strings.TrimSuffix(gvr.Resource+"."+gvr.Version+"."+gvr.Group, ".")
+}
+
+// TriggerHandler receives the events of the trigger informers.
+type TriggerHandler interface {
+	// Event is an event of informer w on obj: op is Create, Update or
+	// Delete, or "" for an update that changed status alone; old is the
+	// object an update replaced. Objects listed when an informer starts
+	// existed before: they are no event.
+	Event(w Key, op admission.Operation, obj, old *cluster.Object)
+	// Listed says that w has listed what exists.
+	Listed(w Key)
+}
+
+// Triggers runs the trigger informers.
+type Triggers struct {
+	client  dynamic.Interface
+	raw     rest.Interface
+	log     *slog.Logger
+	handler TriggerHandler
+
+	mu        sync.RWMutex
+	ctx       context.Context
+	informers map[Key]*informer
+}
+
+// informer is one running informer.
+type informer struct {
+	informer cache.SharedIndexInformer
+	cancel   context.CancelFunc
+	// objects counts what the cache holds, from its handler's events:
+	// listing the keys at each scrape cost a copy of every key, many times
+	// a second under a tight scrape.
+	objects atomic.Int64
+	// updated holds, for objects whose last event was an update, the state
+	// before it, for as long as whoever runs the informers asks.
+	updated lastUpdates
+}
+
+// NewTriggers runs trigger informers through client and raw, handing their
+// events to handler, once Start has given them a context.
+func NewTriggers(client dynamic.Interface, raw rest.Interface, log *slog.Logger, handler TriggerHandler) *Triggers {
+	return &Triggers{client: client, raw: raw, log: log, handler: handler, informers: map[Key]*informer{}}
+}
+
+// Start sets the context every informer runs under.
+func (t *Triggers) Start(ctx context.Context) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.ctx = ctx
+}
+
+// Ensure starts an informer for each of keys not running yet. Its cache
+// holds cluster.Objects, made from its watch events' bytes.
+//
+// Triggers are watched in JSON, even built-in ones: watched in protobuf,
+// as generated objects are, the Namespaces of make bench's burst were
+// created with a higher Create p99 against the baseline's than in JSON,
+// though Sprout spent no more CPU decoding them (docs/performance.md).
+func (t *Triggers) Ensure(keys ...Key) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, w := range keys {
+		if _, ok := t.informers[w]; ok {
+			continue
+		}
+		ctx, cancel := context.WithCancel(t.ctx)
+		inf := cluster.NewInformer(t.client, t.raw, cluster.Resource{GVR: w.GVR, Namespace: w.Namespace, LabelSelector: w.Selector}, nil, cluster.Triggers)
+		ti := &informer{informer: inf, cancel: cancel}
+		_, _ = inf.AddEventHandler(t.events(w, ti))
+		t.informers[w] = ti
+		go inf.RunWithContext(ctx)
+		started := time.Now()
+		go func() {
+			// A sync before the list is in waits: its policies go at once
+			// when it is.
+			if cache.WaitFor(ctx, "", inf.HasSyncedChecker()) {
+				t.log.Info("triggers listed", "resource", w.String(), "objects", len(inf.GetStore().ListKeys()), "duration", time.Since(started))
+				t.handler.Listed(w)
+			}
+		}()
+		t.log.Info("watching triggers", "resource", w.String())
+	}
+}
+
+// events hands the informer's events to the handler, as admission events.
+func (t *Triggers) events(w Key, ti *informer) cache.ResourceEventHandler {
+	return cache.ResourceEventHandlerDetailedFuncs{
+		AddFunc: func(obj any, isInInitialList bool) {
+			ti.objects.Add(1)
+			if o, ok := obj.(*cluster.Object); ok && !isInInitialList {
+				t.handler.Event(w, admission.Create, o, nil)
+			}
+		},
+		UpdateFunc: func(old, obj any) {
+			o, ok1 := old.(*cluster.Object)
+			n, ok2 := obj.(*cluster.Object)
+			switch {
+			case !ok1 || !ok2:
+			case o.GetResourceVersion() == n.GetResourceVersion():
+				// A re-list, not a change.
+			case onlyStatusChanged(o, n):
+				// A webhook on the resource never sees a status write (it
+				// goes to the status subresource).
+				t.handler.Event(w, "", n, o)
+			default:
+				t.handler.Event(w, admission.Update, n, o)
+			}
+		},
+		DeleteFunc: func(obj any) {
+			ti.objects.Add(-1)
+			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = d.Obj
+			}
+			if o, ok := obj.(*cluster.Object); ok {
+				t.handler.Event(w, admission.Delete, o, nil)
+			}
+		},
+	}
+}
+
+// onlyStatusChanged reports whether an update changed nothing but status
+// (and the metadata every write changes).
+func onlyStatusChanged(oc, nc *cluster.Object) bool {
+	o, n := oc.Decode(), nc.Decode()
+	strip := func(u *unstructured.Unstructured) map[string]any {
+		m := make(map[string]any, len(u.Object))
+		for k, v := range u.Object {
+			if k != "status" && k != "metadata" {
+				m[k] = v
+			}
+		}
+		meta := u // decoded for this comparison alone
+		meta.SetResourceVersion("")
+		meta.SetManagedFields(nil)
+		meta.SetGeneration(0)
+		m["metadata"] = meta.Object["metadata"]
+		return m
+	}
+	return equality.Semantic.DeepEqual(strip(o), strip(n))
+}
+
+// Release stops every informer needed does not hold. The caller holds what
+// decides which are needed steady meanwhile, so that an informer a newer
+// decision started is not stopped by an older one.
+func (t *Triggers) Release(needed sets.Set[Key]) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for w, ti := range t.informers {
+		if !needed.Has(w) {
+			ti.cancel()
+			delete(t.informers, w)
+			t.log.Info("stopped watching triggers", "resource", w.String())
+		}
+	}
+}
+
+// StopAll stops every informer.
+func (t *Triggers) StopAll() { t.Release(nil) }
+
+// Store returns the cache of w, and whether it has listed; nil when w is
+// not watched.
+func (t *Triggers) Store(w Key) (store cache.Store, synced bool) {
+	t.mu.RLock()
+	ti := t.informers[w]
+	t.mu.RUnlock()
+	if ti == nil {
+		return nil, false
+	}
+	return ti.informer.GetStore(), ti.informer.HasSynced()
+}
+
+// WaitListed waits until w has listed what exists, or ctx is done; false
+// when it is not watched or ctx ended first.
+func (t *Triggers) WaitListed(ctx context.Context, w Key) (cache.Store, bool) {
+	t.mu.RLock()
+	ti := t.informers[w]
+	t.mu.RUnlock()
+	if ti == nil || !cache.WaitFor(ctx, "", ti.informer.HasSyncedChecker()) {
+		return nil, false
+	}
+	return ti.informer.GetStore(), true
+}
+
+// Keys are the informers running.
+func (t *Triggers) Keys() []Key {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	out := make([]Key, 0, len(t.informers))
+	for w := range t.informers {
+		out = append(out, w)
+	}
+	return out
+}
+
+// Sizes counts what each running informer's cache holds.
+func (t *Triggers) Sizes() map[Key]int {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	out := make(map[Key]int, len(t.informers))
+	for w, ti := range t.informers {
+		out[w] = int(ti.objects.Load())
+	}
+	return out
+}
+
+// SetLastUpdate keeps old as the state of object uid before its last
+// update, in w's informer; nil forgets it.
+func (t *Triggers) SetLastUpdate(w Key, uid types.UID, old *cluster.Object) {
+	t.mu.RLock()
+	ti := t.informers[w]
+	t.mu.RUnlock()
+	if ti != nil {
+		ti.updated.set(uid, old)
+	}
+}
+
+// LastUpdate returns what SetLastUpdate kept of uid in w, or nil.
+func (t *Triggers) LastUpdate(w Key, uid types.UID) *cluster.Object {
+	t.mu.RLock()
+	ti := t.informers[w]
+	t.mu.RUnlock()
+	if ti == nil {
+		return nil
+	}
+	return ti.updated.get(uid)
+}
+
+// lastUpdates maps an object's UID to its state before its last update.
+type lastUpdates struct {
+	mu  sync.Mutex
+	old map[types.UID]*cluster.Object
+}
+
+func (l *lastUpdates) set(uid types.UID, old *cluster.Object) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if old == nil {
+		delete(l.old, uid)
+		return
+	}
+	if l.old == nil {
+		l.old = map[types.UID]*cluster.Object{}
+	}
+	l.old[uid] = old
+}
+
+func (l *lastUpdates) get(uid types.UID) *cluster.Object {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.old[uid]
+}
