@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	apiv1 "github.com/sprout-gitops/sprout/api/policies/v1"
+	"github.com/sprout-gitops/sprout/internal/yamlbudget"
 )
 
 // generateTemplate is a generate entry written as YAML: one object per
@@ -181,6 +182,7 @@ func compileTemplate(env *cel.Env, b *budget, t *apiv1.Template, path *field.Pat
 	}
 
 	var g generateTemplate
+	aliases := yamlbudget.StringMayHaveAliases(t.Value)
 	dec := yaml.NewDecoder(strings.NewReader(t.Value))
 	for c.doc = 0; ; c.doc++ {
 		var n yaml.Node
@@ -188,9 +190,15 @@ func compileTemplate(env *cel.Env, b *budget, t *apiv1.Template, path *field.Pat
 		if errors.Is(err, io.EOF) {
 			break
 		}
+		if err == nil && aliases {
+			// Counted in bytes before anything expands the aliases: the
+			// decoder's own guard counts values, and an anchor naming a
+			// long string passes it. No object larger can be written.
+			err = yamlbudget.CheckNode(&n, MaxValueBytes)
+		}
 		if err == nil {
 			// Decoding checks what walking the nodes does not: duplicate keys,
-			// aliases that contain themselves or expand without bound.
+			// aliases that contain themselves.
 			var discard any
 			err = n.Decode(&discard)
 		}

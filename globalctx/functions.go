@@ -18,6 +18,8 @@ import (
 	"github.com/blang/semver/v4"
 	"github.com/kyverno/go-jmespath"
 	"sigs.k8s.io/yaml"
+
+	"github.com/sprout-gitops/sprout/internal/yamlbudget"
 )
 
 // kyvernoFunctions are Kyverno's JMESPath functions (its
@@ -209,6 +211,11 @@ func jpParseYAML(arguments []any) (any, error) {
 	s, err := stringArgs("parse_yaml", arguments, 1)
 	if err != nil {
 		return nil, err
+	}
+	// Counted before the parser expands the aliases: its own guard counts
+	// values, and an anchor naming a long string passes it.
+	if err := yamlbudget.CheckString(s[0], yamlbudget.ForText(len(s[0]))); err != nil {
+		return nil, fmt.Errorf("parse_yaml: %w", err)
 	}
 	data, err := yaml.YAMLToJSON([]byte(s[0]))
 	if err != nil {

@@ -20,6 +20,7 @@ import (
 	apiv1 "github.com/sprout-gitops/sprout/api/policies/v1"
 	"github.com/sprout-gitops/sprout/celenv"
 	"github.com/sprout-gitops/sprout/internal/manifest"
+	"github.com/sprout-gitops/sprout/internal/yamlbudget"
 )
 
 // kyvernoTest is the part of Kyverno's Test (cli.kyverno.io/v1alpha1) that
@@ -95,6 +96,9 @@ func runKyvernoTest(ctx context.Context, dir, file string) ([]testRow, error) {
 		return nil, err
 	}
 	var t kyvernoTest
+	if err := yamlbudget.Check(data, yamlbudget.ForText(len(data))); err != nil {
+		return nil, fmt.Errorf("%s: %w", file, err)
+	}
 	if err := yaml.Unmarshal(data, &t); err != nil {
 		return nil, fmt.Errorf("%s: %w", file, err)
 	}

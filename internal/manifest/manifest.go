@@ -3,6 +3,7 @@
 package manifest
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -20,10 +21,17 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
+
+	"github.com/sprout-gitops/sprout/internal/yamlbudget"
 )
 
-// Parse reads every object of a multi-document YAML or JSON stream.
+// Parse reads every object of a multi-document YAML or JSON stream. A
+// document whose aliases expand it past yamlbudget.ForText of its size is
+// an error naming it, before anything is expanded.
 func Parse(data []byte) ([]*unstructured.Unstructured, error) {
+	if err := checkAliases(data); err != nil {
+		return nil, err
+	}
 	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
 	var out []*unstructured.Unstructured
 	for i := 0; ; i++ {
@@ -43,6 +51,30 @@ func Parse(data []byte) ([]*unstructured.Unstructured, error) {
 			return nil, fmt.Errorf("document %d: %w", i, err)
 		}
 		out = append(out, u)
+	}
+}
+
+// checkAliases counts what each document of data expands to through its
+// aliases, split as the YAML decoder splits them, so the indices in its
+// errors are the decoder's. The files read here (triggers, context objects,
+// expected results) may be far larger than a policy, so each document's
+// limit grows with its size. Data without an alias is not split.
+func checkAliases(data []byte) error {
+	if !yamlbudget.MayHaveAliases(data) {
+		return nil
+	}
+	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
+	for i := 0; ; i++ {
+		doc, err := r.Read()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err == nil {
+			err = yamlbudget.Check(doc, yamlbudget.ForText(len(doc)))
+		}
+		if err != nil {
+			return fmt.Errorf("document %d: %w", i, err)
+		}
 	}
 }
 

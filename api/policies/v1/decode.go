@@ -13,21 +13,32 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
+
+	"github.com/sprout-gitops/sprout/internal/yamlbudget"
 )
 
 // MaxDocumentSize bounds one document of a policy file. YAML dense in nodes
 // takes many times its size in memory to decode, and a document of a few MiB
 // can take more than Sprout's memory limit (docs/performance.md has the
 // figures), so a larger document is refused before it is parsed. A policy is far smaller: the API server stores no object over
-// 1.5 MiB. Aliases and nesting need no bound here: the YAML decoder refuses
-// excessive aliasing and nesting deeper than 10,000 (issue #8, item 11).
+// 1.5 MiB. Nesting needs no bound here: the YAML decoder refuses nesting
+// deeper than 10,000 (issue #8, item 11).
 const MaxDocumentSize = 1 << 20
+
+// MaxExpandedDocumentSize bounds what one document of a policy file may
+// expand to through its aliases, in bytes as yamlbudget counts them, before
+// the decoder expands them: the decoder's own guard counts values, and an
+// anchor naming a long string passes it with gigabytes. It is as much as a
+// whole policy file may hold (four documents of MaxDocumentSize), so
+// aliases make no document larger than text could.
+const MaxExpandedDocumentSize = 4 * MaxDocumentSize
 
 // Decode reads every policy from YAML or JSON (one or several documents).
 // Documents of other kinds are an error: a policy file holds policies. Unknown
 // fields are an error naming the document and field, so a typo never turns
-// into a silently ignored setting. A document over MaxDocumentSize is an
-// error naming the document.
+// into a silently ignored setting. A document over MaxDocumentSize, or
+// whose aliases expand it past MaxExpandedDocumentSize, is an error naming
+// the document.
 func Decode(data []byte) ([]Policy, error) {
 	policies, _, err := decode(data, false)
 	return policies, err
@@ -52,6 +63,9 @@ func decode(data []byte, exceptions bool) ([]Policy, []*PolicyException, error) 
 			if errors.Is(err, io.EOF) {
 				return out, excs, nil
 			}
+			return nil, nil, fmt.Errorf("document %d: %w", i, err)
+		}
+		if err := yamlbudget.Check(doc, MaxExpandedDocumentSize); err != nil {
 			return nil, nil, fmt.Errorf("document %d: %w", i, err)
 		}
 		// Strict: a key written twice is an error, never a silent
@@ -108,6 +122,9 @@ func checkDocumentSizes(data []byte) error {
 
 // DecodeObject decodes one policy from JSON or YAML, strictly.
 func DecodeObject(data []byte) (Policy, error) {
+	if err := yamlbudget.Check(data, MaxExpandedDocumentSize); err != nil {
+		return nil, err
+	}
 	var tm metav1.TypeMeta
 	if err := yaml.Unmarshal(data, &tm); err != nil {
 		return nil, err

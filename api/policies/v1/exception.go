@@ -10,6 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/yaml"
+
+	"github.com/sprout-gitops/sprout/internal/yamlbudget"
 )
 
 // PolicyExceptionKind is the kind of a CEL policy exception.
@@ -128,6 +130,9 @@ func policyKind(p Policy) string {
 // DecodeException decodes one PolicyException from JSON or YAML, at any
 // served version, strictly: an unknown field is an error naming its path.
 func DecodeException(data []byte) (*PolicyException, error) {
+	if err := yamlbudget.Check(data, MaxExpandedDocumentSize); err != nil {
+		return nil, err
+	}
 	var obj map[string]any
 	if err := yaml.Unmarshal(data, &obj); err != nil {
 		return nil, err
