@@ -113,3 +113,49 @@ func TestCopiedOriginIsNeverWrittenNorPruned(t *testing.T) {
 		t.Error("labels applied as field manager sprout are not taken for Sprout's: the documented limit changed")
 	}
 }
+
+// TestHandOverWritesTheOriginAsSprout: an object another controller made
+// (Kyverno's, labelled with the policy's name and trigger) is handed over
+// as docs/migrating.md says: its origin labels applied server-side as
+// field manager sprout. Relabelled with kubectl's own field manager it
+// stays NotOwned; handed over, the policy writes it.
+func TestHandOverWritesTheOriginAsSprout(t *testing.T) {
+	ctx := context.Background()
+	a, _, c := countingApplier(t)
+	namespace(t, c, "hand-over")
+	desired := generated("hand-over", "zk", map[string]any{"a": "1"})
+	labels := desired.GetLabels()
+	kyvernos := generated("hand-over", "zk", map[string]any{"a": "kyverno"})
+	kyvernos.SetLabels(map[string]string{sproutv1alpha1.LabelManagedBy: "kyverno",
+		sproutv1alpha1.LabelPolicyName: labels[sproutv1alpha1.LabelPolicyName], sproutv1alpha1.LabelTriggerUID: labels[sproutv1alpha1.LabelTriggerUID]})
+	kyvernos.SetAnnotations(nil)
+	if err := c.Create(ctx, kyvernos, client.FieldOwner("kyverno")); err != nil {
+		t.Fatal(err)
+	}
+	sync := ApplyOptions{Synchronize: true}
+
+	// kubectl label --overwrite app.kubernetes.io/managed-by=sprout
+	relabel := []byte(`{"metadata":{"labels":{"` + sproutv1alpha1.LabelManagedBy + `":"sprout"}}}`)
+	if err := c.Patch(ctx, kyvernos.DeepCopy(), client.RawPatch("application/merge-patch+json", relabel), client.FieldOwner("kubectl-label")); err != nil {
+		t.Fatal(err)
+	}
+	if cs, err := a.Apply(ctx, []*unstructured.Unstructured{desired.DeepCopy()}, cachedObjects{}, sync); err != nil || cs.NotOwned() == "" {
+		t.Fatalf("relabelled with kubectl's field manager: %v %+v", err, cs.Changes)
+	}
+
+	// kubectl apply --server-side --force-conflicts --field-manager=sprout
+	handOver := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
+		"metadata": map[string]any{"name": "zk", "namespace": "hand-over", "labels": map[string]any{
+			sproutv1alpha1.LabelManagedBy:  sproutv1alpha1.ManagedBy,
+			sproutv1alpha1.LabelPolicyName: labels[sproutv1alpha1.LabelPolicyName], sproutv1alpha1.LabelTriggerUID: labels[sproutv1alpha1.LabelTriggerUID],
+		}}}}
+	if err := c.Patch(ctx, handOver, client.Apply, client.FieldOwner(sproutv1alpha1.FieldManager), client.ForceOwnership); err != nil {
+		t.Fatal(err)
+	}
+	if cs, err := a.Apply(ctx, []*unstructured.Unstructured{desired.DeepCopy()}, cachedObjects{}, sync); err != nil || cs.Count(Configured) != 1 {
+		t.Fatalf("handed over: %v %+v", err, cs.Changes)
+	}
+	if _, now := cached(t, c, desired); now.Object["data"].(map[string]any)["a"] != "1" {
+		t.Errorf("the handed-over object holds %v, want the policy's data", now.Object["data"])
+	}
+}
