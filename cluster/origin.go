@@ -149,7 +149,7 @@ func OriginWritten(entries []metav1.ManagedFieldsEntry, labels, annotations map[
 			continue
 		}
 		var f fieldsOrigin
-		if sigsjson.UnmarshalCaseSensitivePreserveInts(e.FieldsV1.Raw, &f) == nil {
+		if sigsjson.UnmarshalCaseSensitivePreserveInts(e.FieldsV1.GetRawBytes(), &f) == nil {
 			written |= f.fields()
 		}
 	}

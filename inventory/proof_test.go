@@ -106,7 +106,7 @@ func TestCopiedOriginIsNeverWrittenNorPruned(t *testing.T) {
 
 	// Rewritten as field manager sprout, the labels are taken for Sprout's.
 	forged := generated("copied-origin", "theirs", map[string]any{"a": "theirs"})
-	if err := c.Patch(ctx, forged, client.Apply, client.FieldOwner(sproutv1alpha1.FieldManager), client.ForceOwnership); err != nil {
+	if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(forged), client.FieldOwner(sproutv1alpha1.FieldManager), client.ForceOwnership); err != nil {
 		t.Fatal(err)
 	}
 	if forgedLive, _ := cached(t, c, theirs); !forgedLive[theirs.GetName()].OriginWritten() {
@@ -149,7 +149,7 @@ func TestHandOverWritesTheOriginAsSprout(t *testing.T) {
 			sproutv1alpha1.LabelManagedBy:  sproutv1alpha1.ManagedBy,
 			sproutv1alpha1.LabelPolicyName: labels[sproutv1alpha1.LabelPolicyName], sproutv1alpha1.LabelTriggerUID: labels[sproutv1alpha1.LabelTriggerUID],
 		}}}}
-	if err := c.Patch(ctx, handOver, client.Apply, client.FieldOwner(sproutv1alpha1.FieldManager), client.ForceOwnership); err != nil {
+	if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(handOver), client.FieldOwner(sproutv1alpha1.FieldManager), client.ForceOwnership); err != nil {
 		t.Fatal(err)
 	}
 	if cs, err := a.Apply(ctx, []*unstructured.Unstructured{desired.DeepCopy()}, cachedObjects{}, sync); err != nil || cs.Count(Configured) != 1 {
