@@ -49,6 +49,12 @@ func generatedConfigMap() *unstructured.Unstructured {
 	}}
 }
 
+// originFieldsV1 is the fieldsV1 of an entry that holds every label and
+// annotation naming an object's origin.
+const originFieldsV1 = `{"f:metadata":{"f:annotations":{".":{},"f:sprout.dev/policy":{}},"f:labels":{".":{},` +
+	`"f:app.kubernetes.io/managed-by":{},"f:generate.kyverno.io/policy-name":{},"f:generate.kyverno.io/trigger-uid":{},` +
+	`"f:sprout.dev/policy-namespace":{}}}}`
+
 func managedBy(manager string, op metav1.ManagedFieldsOperationType, fields string) metav1.ManagedFieldsEntry {
 	f := &metav1.FieldsV1{}
 	f.SetRawBytes([]byte(fields))

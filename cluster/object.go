@@ -51,6 +51,9 @@ type Object struct {
 	// Sprout's, its create's or an apply's. The managed fields are read
 	// for generated objects only.
 	onDelete, clone, createHeld, written bool
+	// originWritten: Sprout wrote the labels and annotation that name its
+	// origin (OriginWritten); read with the managed fields.
+	originWritten bool
 	// intact: its policy labels name the policy its owner annotation does.
 	// One that stops being intact, or leaves the label-selected cache
 	// while its object stays, had its labels edited.
@@ -212,6 +215,14 @@ func (o *Object) CreateHeld() bool { return o.createHeld }
 // hold an entry of Sprout's (IsSproutEntry).
 func (o *Object) Written() bool { return o.written }
 
+// OriginWritten reports whether Sprout wrote the labels and annotation
+// that name the object's origin: its managed fields give every one of them
+// it carries, the managed-by label among them, to an entry of Sprout's
+// (OriginWritten). Only such an object is a policy's to prune or to take
+// as its own: the labels alone may have been copied by anyone who may
+// patch it.
+func (o *Object) OriginWritten() bool { return o.originWritten }
+
 // ID names the object as Kind/namespace/name, or Kind/name.
 func (o *Object) ID() string {
 	if o.namespace != "" {
@@ -224,8 +235,10 @@ func (o *Object) ID() string {
 // (nil: gone from it), no longer carries the origin o did: its owner
 // annotation, trigger label or policy labels were changed or removed. A
 // label-selected cache loses an object whose managed-by label is removed.
+// Only an origin Sprout wrote can be left: one copied onto the object by
+// someone else never made it the policy's.
 func (o *Object) Left(next *Object) bool {
-	if !o.intact {
+	if !o.intact || !o.originWritten {
 		return false
 	}
 	return next == nil || !next.intact || next.owner != o.owner || next.triggerUID != o.triggerUID

@@ -342,27 +342,37 @@ func subresource(e metav1.ManagedFieldsEntry) metav1.ManagedFieldsEntry {
 }
 
 // TestLeft: an object leaves its origin when the labels or the annotation
-// that name its policy and trigger change, or when it leaves the cache.
+// that name its policy and trigger change, or when it leaves the cache;
+// an origin Sprout did not write (copied onto the object) is never left.
 func TestLeft(t *testing.T) {
-	cached := func(edit func(labels, annotations map[string]any)) *Object {
+	byManager := func(manager string, edit func(labels, annotations map[string]any)) *Object {
 		t.Helper()
 		labels := map[string]any{sproutv1alpha1.LabelManagedBy: sproutv1alpha1.ManagedBy, sproutv1alpha1.LabelPolicyName: "p", sproutv1alpha1.LabelPolicyNamespace: "team", sproutv1alpha1.LabelTriggerUID: "u1"}
 		annotations := map[string]any{sproutv1alpha1.AnnotationPolicy: "NamespacedGeneratingPolicy/team/p"}
 		if edit != nil {
 			edit(labels, annotations)
 		}
-		c, err := Generated(nil).FromList(&unstructured.Unstructured{Object: map[string]any{
+		obj := &unstructured.Unstructured{Object: map[string]any{
 			"apiVersion": "v1", "kind": "ConfigMap",
 			"metadata": map[string]any{"name": "x", "namespace": "team", "labels": labels, "annotations": annotations},
-		}})
+		}}
+		obj.SetManagedFields([]metav1.ManagedFieldsEntry{managedBy(manager, metav1.ManagedFieldsOperationUpdate, originFieldsV1)})
+		c, err := Generated(nil).FromList(obj)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return c
 	}
+	cached := func(edit func(labels, annotations map[string]any)) *Object {
+		t.Helper()
+		return byManager(sproutv1alpha1.FieldManager, edit)
+	}
 	was := cached(nil)
-	if !was.intact || was.ID() != "ConfigMap/team/x" || was.TriggerUID() != "u1" {
-		t.Fatalf("intact %v, ID %q, trigger %q", was.intact, was.ID(), was.TriggerUID())
+	if !was.intact || !was.OriginWritten() || was.ID() != "ConfigMap/team/x" || was.TriggerUID() != "u1" {
+		t.Fatalf("intact %v, origin written %v, ID %q, trigger %q", was.intact, was.OriginWritten(), was.ID(), was.TriggerUID())
+	}
+	if copied := byManager("tenant", nil); copied.Left(nil) {
+		t.Error("an object whose origin someone else wrote left it")
 	}
 	for name, c := range map[string]struct {
 		next *Object

@@ -68,6 +68,8 @@ func (f Form) FromList(u *unstructured.Unstructured) (*Object, error) {
 		entries := listedEntries(md)
 		o.createHeld = slices.ContainsFunc(entries, managedEntry.isCreate)
 		o.written = slices.ContainsFunc(entries, managedEntry.isSprouts)
+		o.originWritten = originWritten(carriedOrigin(str(labels, sproutv1alpha1.LabelManagedBy) != "", str(labels, sproutv1alpha1.LabelPolicyName),
+			str(labels, sproutv1alpha1.LabelPolicyNamespace), str(labels, sproutv1alpha1.LabelTriggerUID), policy), writtenBySprout(entries))
 	}
 	delete(md, "managedFields")
 	content, err := json.Marshal(u.Object)
@@ -126,6 +128,8 @@ func (f Form) FromJSON(raw []byte) (*Object, error) {
 		}
 		o.createHeld = slices.ContainsFunc(entries, managedEntry.isCreate)
 		o.written = slices.ContainsFunc(entries, managedEntry.isSprouts)
+		o.originWritten = originWritten(carriedOrigin(bool(md.Labels.ManagedBy), md.Labels.PolicyName, md.Labels.PolicyNamespace,
+			md.Labels.TriggerUID, md.Annotations.Policy), writtenBySprout(entries))
 	}
 	f.setContent(o, content)
 	f.created.watch(o)
@@ -189,6 +193,7 @@ func identityOf(obj runtime.Object) (*Object, error) {
 		clone:           clone,
 		createHeld:      slices.ContainsFunc(m.GetManagedFields(), IsCreateEntry),
 		written:         slices.ContainsFunc(m.GetManagedFields(), IsSproutEntry),
+		originWritten:   OriginWritten(m.GetManagedFields(), labels, annotations),
 		intact:          originIntact(policy, labels[sproutv1alpha1.LabelPolicyName], labels[sproutv1alpha1.LabelPolicyNamespace]),
 	}, nil
 }
@@ -232,8 +237,9 @@ func originIntact(policy, label, namespace string) bool {
 
 // metadata is what FromJSON decodes of an object's metadata. The tags are
 // LabelGeneratedOnDelete, LabelSourceUID, LabelTriggerUID, LabelPolicyName,
-// LabelPolicyNamespace and AnnotationPolicy (TestFromJSONAgreesWithFromList
-// holds them to each other).
+// LabelPolicyNamespace, LabelManagedBy and AnnotationPolicy
+// (TestFromJSONAgreesWithFromList and TestOriginWrittenAgreesEverywhere
+// hold them to each other).
 type metadata struct {
 	Name              string    `json:"name"`
 	Namespace         string    `json:"namespace"`
@@ -247,6 +253,7 @@ type metadata struct {
 		TriggerUID        string  `json:"generate.kyverno.io/trigger-uid"`
 		PolicyName        string  `json:"generate.kyverno.io/policy-name"`
 		PolicyNamespace   string  `json:"sprout.dev/policy-namespace"`
+		ManagedBy         present `json:"app.kubernetes.io/managed-by"` // only whether it is there
 	} `json:"labels"`
 	Annotations struct {
 		Policy string `json:"sprout.dev/policy"`
@@ -277,11 +284,13 @@ func (t *timestamp) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// managedEntry is what FromJSON decodes of a managed-fields entry.
+// managedEntry is what FromJSON decodes of a managed-fields entry: of its
+// fields, only the origin's.
 type managedEntry struct {
 	Manager     string                            `json:"manager"`
 	Operation   metav1.ManagedFieldsOperationType `json:"operation"`
 	Subresource string                            `json:"subresource"`
+	FieldsV1    fieldsOrigin                      `json:"fieldsV1"`
 }
 
 func (e managedEntry) isCreate() bool  { return IsCreateEntry(e.entry()) }
@@ -299,8 +308,10 @@ func listedEntries(md map[string]any) []managedEntry {
 	entries := make([]managedEntry, 0, len(listed))
 	for _, e := range listed {
 		m, _ := e.(map[string]any)
+		fields, _ := m["fieldsV1"].(map[string]any)
 		entries = append(entries, managedEntry{Manager: str(m, "manager"),
-			Operation: metav1.ManagedFieldsOperationType(str(m, "operation")), Subresource: str(m, "subresource")})
+			Operation: metav1.ManagedFieldsOperationType(str(m, "operation")), Subresource: str(m, "subresource"),
+			FieldsV1: fieldsOriginOf(fields)})
 	}
 	return entries
 }

@@ -46,7 +46,7 @@ func TestAdoptOnlyWhatNamesNoOtherOrigin(t *testing.T) {
 			existing := &unstructured.Unstructured{}
 			existing.SetLabels(tt.labels)
 			existing.SetAnnotations(tt.annotations)
-			d := decideOwner(desired, metadataStrings(existing, "labels"), metadataStrings(existing, "annotations"), tt.written, tt.opts)
+			d := decideOwner(desired, metadataStrings(existing, "labels"), metadataStrings(existing, "annotations"), sproutWrote{object: tt.written}, tt.opts)
 			if adopted := d.action == "" && d.reclaim; adopted != tt.adopt {
 				t.Errorf("adopted %v (decision %+v), want %v", adopted, d, tt.adopt)
 			}

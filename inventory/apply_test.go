@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
@@ -107,9 +108,24 @@ func (c cachedObjects) Get(_ schema.GroupVersionKind, _, name string) (*cluster.
 // has been deleted.
 func (c cachedObjects) Seen(schema.GroupVersionKind, string) bool { return true }
 
-// toCache returns obj as a cache holds it, leaving obj as it is.
+// toCache returns obj as a cache holds it, leaving obj as it is. Unless
+// obj says who wrote it (its managed fields), it is as a create of
+// Sprout's left it: labelled managed-by, which the caches select, and with
+// the create's entry holding its origin.
 func toCache(obj *unstructured.Unstructured) *cluster.Object {
-	c, err := generatedForm.FromList(obj.DeepCopy())
+	obj = obj.DeepCopy()
+	if len(obj.GetManagedFields()) == 0 {
+		labels := obj.GetLabels()
+		if labels == nil {
+			labels = map[string]string{}
+		}
+		if labels[sproutv1alpha1.LabelManagedBy] == "" {
+			labels[sproutv1alpha1.LabelManagedBy] = sproutv1alpha1.ManagedBy
+		}
+		obj.SetLabels(labels)
+		obj.SetManagedFields([]metav1.ManagedFieldsEntry{originEntry(sproutv1alpha1.FieldManager)})
+	}
+	c, err := generatedForm.FromList(obj)
 	if err != nil {
 		panic(err)
 	}
@@ -181,6 +197,16 @@ func TestApplyRunsItsLastRequestItself(t *testing.T) {
 		}
 		round.End()
 	}
+}
+
+// originEntry is an Update entry of manager holding every label and
+// annotation that may name an object's origin, as a create leaves it.
+func originEntry(manager string) metav1.ManagedFieldsEntry {
+	f := &metav1.FieldsV1{}
+	f.SetRawBytes([]byte(`{"f:metadata":{"f:annotations":{".":{},"f:sprout.dev/policy":{}},"f:labels":{".":{},` +
+		`"f:app.kubernetes.io/managed-by":{},"f:generate.kyverno.io/policy-name":{},"f:generate.kyverno.io/trigger-uid":{},` +
+		`"f:sprout.dev/policy-namespace":{}}}}`))
+	return metav1.ManagedFieldsEntry{Manager: manager, Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "v1", FieldsType: "FieldsV1", FieldsV1: f}
 }
 
 // generatedForm makes cached objects as the caches of Sprout's objects do,

@@ -39,8 +39,9 @@ func (a *Applier) decideRead(ctx context.Context, obj *unstructured.Unstructured
 		return decision{}, err
 	}
 	annotations := stringsOf(existing.GetAnnotations())
-	written := slices.ContainsFunc(existing.GetManagedFields(), cluster.IsSproutEntry)
-	d := decideOwner(obj, stringsOf(existing.GetLabels()), annotations, written, opts)
+	wrote := sproutWrote{object: slices.ContainsFunc(existing.GetManagedFields(), cluster.IsSproutEntry),
+		origin: cluster.OriginWritten(existing.GetManagedFields(), existing.GetLabels(), existing.GetAnnotations())}
+	d := decideOwner(obj, stringsOf(existing.GetLabels()), annotations, wrote, opts)
 	if d.action != "" {
 		return d, nil
 	}
@@ -57,11 +58,12 @@ func (a *Applier) decideRead(ctx context.Context, obj *unstructured.Unstructured
 
 // decideCached decides from the cached state of obj.
 func decideCached(obj *unstructured.Unstructured, cached *cluster.Object, opts ApplyOptions) decision {
+	wrote := sproutWrote{object: cached.Written(), origin: cached.OriginWritten()}
 	if holds, ok := cached.Released(); ok {
-		return decideReleased(obj, holds, opts)
+		return decideReleased(obj, holds, wrote, opts)
 	}
 	live := cached.Decode()
-	if d := decideOwner(obj, metadataStrings(live, "labels"), metadataStrings(live, "annotations"), cached.Written(), opts); d.action != "" {
+	if d := decideOwner(obj, metadataStrings(live, "labels"), metadataStrings(live, "annotations"), wrote, opts); d.action != "" {
 		return d
 	}
 	if covers(live, obj) {
@@ -75,12 +77,14 @@ func decideCached(obj *unstructured.Unstructured, cached *cluster.Object, opts A
 // that stamp, is that state, found as it was (and, for a policy that does
 // not synchronize, left as it is). Any other state is decided from a read,
 // as an object not cached is: what is needed to compare it was released.
-func decideReleased(obj *unstructured.Unstructured, holds string, opts ApplyOptions) decision {
+// Its managed fields were read before (wrote): a version is released only
+// once Sprout's create made it or a decision found it the policy's.
+func decideReleased(obj *unstructured.Unstructured, holds string, wrote sproutWrote, opts ApplyOptions) decision {
 	annotations := metadataStrings(obj, "annotations")
 	if annotations.get(sproutv1alpha1.AnnotationApplied) != holds {
 		return decision{read: true}
 	}
-	if d := decideOwner(obj, metadataStrings(obj, "labels"), annotations, true, opts); d.action != "" {
+	if d := decideOwner(obj, metadataStrings(obj, "labels"), annotations, wrote, opts); d.action != "" {
 		return d
 	}
 	return decision{action: Unchanged}
@@ -100,25 +104,37 @@ func mayDrop(applied string, obj *unstructured.Unstructured) bool {
 	return applied != metadataStrings(obj, "annotations").get(sproutv1alpha1.AnnotationApplied)
 }
 
+// sproutWrote is what an object's managed fields say of Sprout's writes:
+// object, that they hold an entry of Sprout's (cluster.IsSproutEntry);
+// origin, that Sprout's entries hold the labels and annotation naming its
+// origin (cluster.OriginWritten).
+type sproutWrote struct{ object, origin bool }
+
 // decideOwner returns the decision for an object that exists with labels
 // and annotations when it must not be written: another owner's, or, for a
-// policy that does not synchronize, any that exists. written says that its
-// managed fields hold an entry of Sprout's (cluster.IsSproutEntry).
+// policy that does not synchronize, any that exists. wrote says what its
+// managed fields tell of Sprout's writes.
 //
-// The labels are not the last word: anyone who may edit an object may
+// The labels are not the last word. They make an object the policy's only
+// where Sprout wrote them (wrote.origin): anyone who may patch an object
+// may copy them onto it (proof.go). And anyone who may edit an object may
 // remove a label, and would otherwise turn synchronization off for it. An
 // object the policy's record claims (ApplyOptions.Claimed) is the policy's
 // whatever its labels say; so, for a synchronizing policy, is one Sprout
 // wrote that names no other origin (adoptable): its labels were removed
 // where nobody saw them go, while Sprout was stopped.
-func decideOwner(obj *unstructured.Unstructured, labels, annotations stringMap, written bool, opts ApplyOptions) decision {
+func decideOwner(obj *unstructured.Unstructured, labels, annotations stringMap, wrote sproutWrote, opts ApplyOptions) decision {
 	desired := metadataStrings(obj, "labels")
-	own := sameOrigin(labels, desired) || orphanedByTrigger(labels, desired, opts.Alive)
+	labelled := sameOrigin(labels, desired) || orphanedByTrigger(labels, desired, opts.Alive)
+	own := labelled && wrote.origin
 	reclaim := !own && (opts.Claimed != nil && opts.Claimed(desired.get(sproutv1alpha1.LabelTriggerUID), ObjectID(obj)) ||
-		opts.Synchronize && written && adoptable(obj, labels, annotations, opts.Alive))
+		opts.Synchronize && wrote.object && adoptable(obj, labels, annotations, opts.Alive))
 	switch {
 	case !own && !reclaim:
 		d := decision{action: Skipped, reason: notOwnedReason(labels)}
+		if labelled {
+			d.reason = reasonCopiedOrigin
+		}
 		if labels.get(sproutv1alpha1.LabelManagedBy) == sproutv1alpha1.ManagedBy && annotations.get(sproutv1alpha1.AnnotationPolicy) != metadataStrings(obj, "annotations").get(sproutv1alpha1.AnnotationPolicy) {
 			d.owner = annotations.get(sproutv1alpha1.AnnotationPolicy)
 		}
@@ -149,6 +165,10 @@ func (a *Applier) metadata(ctx context.Context, obj *unstructured.Unstructured) 
 	}
 	return m, nil
 }
+
+// reasonCopiedOrigin names an object that carries the policy's origin
+// labels, which Sprout did not write.
+const reasonCopiedOrigin = "carries the policy's labels, which Sprout did not write"
 
 // originLabels identify who generated an object.
 var originLabels = []string{sproutv1alpha1.LabelManagedBy, sproutv1alpha1.LabelPolicyName, sproutv1alpha1.LabelPolicyNamespace, sproutv1alpha1.LabelTriggerUID}

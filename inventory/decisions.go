@@ -330,7 +330,8 @@ func (r *Round) End() {
 }
 
 // Stale returns the owned objects that the last round's objects do not
-// hold, as stale does; before any round, none. A cached object paired then is
+// hold and whose origin Sprout wrote, as stale does; before any round,
+// none. A cached object paired then is
 // desired without a comparison; the others are compared with the objects
 // not paired and those created in the round (on a sync that changed
 // little, the few it wrote), and only those still unmatched, a cached
@@ -343,7 +344,7 @@ func (d *Decisions) Stale(owned []*cluster.Object) []*cluster.Object {
 	}
 	var unpaired []*cluster.Object
 	for _, o := range owned {
-		if _, ok := d.claimed[o]; !ok {
+		if _, ok := d.claimed[o]; !ok && o.OriginWritten() {
 			unpaired = append(unpaired, o)
 		}
 	}

@@ -26,7 +26,9 @@ func cachedKey(o *cluster.Object) objectKey {
 // stale returns the owned objects that are not desired: what a
 // synchronizing policy prunes. Objects are the same when kind, namespace
 // and name are; the API version does not count. Objects generated from a
-// trigger's DELETE are never stale: their trigger is gone by design.
+// trigger's DELETE are never stale: their trigger is gone by design; nor
+// are objects whose origin Sprout did not write (proof.go): labels copied
+// onto them never made them the policy's.
 // Decisions.Stale finds the same for a round's objects with less work;
 // the tests hold the two to each other.
 func stale(owned []*cluster.Object, desired []*unstructured.Unstructured) []*cluster.Object {
@@ -36,19 +38,20 @@ func stale(owned []*cluster.Object, desired []*unstructured.Unstructured) []*clu
 	}
 	var out []*cluster.Object
 	for _, o := range owned {
-		if !want[cachedKey(o)] && !o.OnDelete() {
+		if !want[cachedKey(o)] && !o.OnDelete() && o.OriginWritten() {
 			out = append(out, o)
 		}
 	}
 	return out
 }
 
-// Data returns the objects that are not clones: a deleted policy takes its
-// data objects with it but leaves clones, as Kyverno does.
+// Data returns what a deleted policy takes with it of objs, its objects:
+// those that are not clones (it leaves clones, as Kyverno does) and whose
+// origin Sprout wrote (proof.go).
 func Data(objs []*cluster.Object) []*cluster.Object {
 	var out []*cluster.Object
 	for _, o := range objs {
-		if !o.Clone() {
+		if !o.Clone() && o.OriginWritten() {
 			out = append(out, o)
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/sprout-gitops/sprout/cluster"
+	"github.com/sprout-gitops/sprout/inventory"
 )
 
 // A policy's record holds what Sprout cannot see in the cluster: which
@@ -42,7 +43,7 @@ func (c *Controller) rebuildAdmissions(key policyKey, cp *compiledPolicy) (*comp
 	created := c.triggerCreation(cp)
 	var named []types.UID
 	earliest := cp.activated
-	for _, o := range owned {
+	for _, o := range inventory.Proven(owned) { // copied labels tell nothing
 		uid := types.UID(o.TriggerUID())
 		t, ok := created[uid]
 		if !ok {

@@ -1,0 +1,149 @@
+package cluster
+
+import (
+	"encoding/json"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+
+	sproutv1alpha1 "github.com/sprout-gitops/sprout/api/sprout/v1alpha1"
+)
+
+// TestOriginWrittenAgreesEverywhere: an object's origin counts as Sprout's
+// only when Sprout's managed-fields entries (its create's Update entry,
+// its Apply entry) hold every label and annotation naming it that the
+// object carries, managed-by among them. Labels copied on by another
+// writer, or a Sprout entry missing one of them, do not. Every way a cache
+// makes an Object, and a read's metadata, agree.
+func TestOriginWrittenAgreesEverywhere(t *testing.T) {
+	const (
+		managedByField = `"f:app.kubernetes.io/managed-by":{}`
+		policyField    = `"f:generate.kyverno.io/policy-name":{}`
+		triggerField   = `"f:generate.kyverno.io/trigger-uid":{}`
+		namespaceField = `"f:sprout.dev/policy-namespace":{}`
+		annotation     = `"f:annotations":{".":{},"f:sprout.dev/policy":{}}`
+	)
+	fields := func(annotations string, labels ...string) string {
+		s := `{"f:data":{".":{},"f:ZK":{}},"f:metadata":{`
+		if annotations != "" {
+			s += annotations + ","
+		}
+		s += `"f:labels":{".":{}`
+		for _, l := range labels {
+			s += "," + l
+		}
+		return s + `}}}`
+	}
+	all := fields(annotation, managedByField, policyField, triggerField, namespaceField)
+	sprout := func(op metav1.ManagedFieldsOperationType, f string) metav1.ManagedFieldsEntry {
+		return managedBy(sproutv1alpha1.FieldManager, op, f)
+	}
+	dataOnly := `{"f:data":{".":{},"f:ZK":{}}}`
+	withoutNamespace := func(l, _ map[string]any) { delete(l, sproutv1alpha1.LabelPolicyNamespace) }
+	for name, tt := range map[string]struct {
+		entries []metav1.ManagedFieldsEntry
+		edit    func(labels, annotations map[string]any)
+		want    bool
+	}{
+		"created by Sprout": {[]metav1.ManagedFieldsEntry{sprout(metav1.ManagedFieldsOperationUpdate, all)}, nil, true},
+		"applied by Sprout": {[]metav1.ManagedFieldsEntry{sprout(metav1.ManagedFieldsOperationApply, all)}, nil, true},
+		"created, then applied in part": {[]metav1.ManagedFieldsEntry{
+			sprout(metav1.ManagedFieldsOperationUpdate, fields("", managedByField, policyField)),
+			sprout(metav1.ManagedFieldsOperationApply, fields(annotation, triggerField, namespaceField)),
+		}, nil, true},
+		"edited by kubectl besides": {[]metav1.ManagedFieldsEntry{
+			managedBy("kubectl-edit", metav1.ManagedFieldsOperationUpdate, `{"f:data":{"f:extra":{}}}`),
+			sprout(metav1.ManagedFieldsOperationApply, all),
+		}, nil, true},
+		"a cluster policy's, no namespace label": {[]metav1.ManagedFieldsEntry{
+			sprout(metav1.ManagedFieldsOperationUpdate, fields(annotation, managedByField, policyField, triggerField)),
+		}, withoutNamespace, true},
+		"stamped by a tenant": {[]metav1.ManagedFieldsEntry{
+			managedBy("tenant", metav1.ManagedFieldsOperationUpdate, all),
+		}, nil, false},
+		"tenant's object, stamped as another update": {[]metav1.ManagedFieldsEntry{
+			managedBy("tenant", metav1.ManagedFieldsOperationUpdate, dataOnly),
+			managedBy("kubectl-label", metav1.ManagedFieldsOperationUpdate, all),
+		}, nil, false},
+		"Sprout's object, its trigger label rewritten by a tenant": {[]metav1.ManagedFieldsEntry{
+			sprout(metav1.ManagedFieldsOperationApply, fields(annotation, managedByField, policyField, namespaceField)),
+			managedBy("tenant", metav1.ManagedFieldsOperationUpdate, fields("", triggerField)),
+		}, nil, false},
+		"Sprout's object, annotation copied by a tenant": {[]metav1.ManagedFieldsEntry{
+			sprout(metav1.ManagedFieldsOperationApply, fields("", managedByField, policyField, triggerField, namespaceField)),
+			managedBy("tenant", metav1.ManagedFieldsOperationUpdate, fields(annotation)),
+		}, nil, false},
+		"Sprout's entry on a subresource": {[]metav1.ManagedFieldsEntry{
+			subresource(sprout(metav1.ManagedFieldsOperationUpdate, all)),
+		}, nil, false},
+		"Sprout's entry, no managed-by label carried": {[]metav1.ManagedFieldsEntry{
+			sprout(metav1.ManagedFieldsOperationApply, fields(annotation, policyField, triggerField, namespaceField)),
+		}, func(l, _ map[string]any) { delete(l, sproutv1alpha1.LabelManagedBy) }, false},
+		"no managed fields": {nil, nil, false},
+	} {
+		t.Run(name, func(t *testing.T) {
+			obj := appliedConfigMap()
+			labels := map[string]any{
+				sproutv1alpha1.LabelManagedBy: sproutv1alpha1.ManagedBy, sproutv1alpha1.LabelPolicyName: "zk",
+				sproutv1alpha1.LabelTriggerUID: "t1", sproutv1alpha1.LabelPolicyNamespace: "team-red",
+			}
+			annotations := map[string]any{sproutv1alpha1.AnnotationPolicy: "NamespacedGeneratingPolicy/team-red/zk"}
+			if tt.edit != nil {
+				tt.edit(labels, annotations)
+			}
+			_ = unstructured.SetNestedMap(obj.Object, labels, "metadata", "labels")
+			_ = unstructured.SetNestedMap(obj.Object, annotations, "metadata", "annotations")
+			obj.SetManagedFields(tt.entries)
+
+			typed := &corev1.ConfigMap{}
+			if err := k8sruntime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, typed); err != nil {
+				t.Fatal(err)
+			}
+			fromProtobuf, err := identityOf(typed)
+			if err != nil {
+				t.Fatal(err)
+			}
+			raw, err := json.Marshal(obj.Object)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fromJSON, err := Generated(nil).FromJSON(raw)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fromMaps, err := Generated(nil).FromList(watched(t, obj))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for how, got := range map[string]bool{
+				"maps": fromMaps.OriginWritten(), "JSON": fromJSON.OriginWritten(), "typed": fromProtobuf.OriginWritten(),
+				"metadata": OriginWritten(typed.ManagedFields, typed.Labels, typed.Annotations),
+			} {
+				if got != tt.want {
+					t.Errorf("from %s: origin written %v, want %v", how, got, tt.want)
+				}
+			}
+		})
+	}
+}
+
+// TestTriggersKeepNoOrigin: a trigger's managed fields are not read, so
+// no trigger's origin counts as written.
+func TestTriggersKeepNoOrigin(t *testing.T) {
+	obj := appliedConfigMap()
+	obj.SetManagedFields([]metav1.ManagedFieldsEntry{managedBy(sproutv1alpha1.FieldManager, metav1.ManagedFieldsOperationApply, originFieldsV1)})
+	raw, err := json.Marshal(obj.Object)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, err := Triggers.FromJSON(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.OriginWritten() {
+		t.Error("a trigger's origin counts as written")
+	}
+}

@@ -1,0 +1,174 @@
+package reconcile_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/rest"
+
+	sproutv1alpha1 "github.com/sprout-gitops/sprout/api/sprout/v1alpha1"
+	"github.com/sprout-gitops/sprout/reconcile"
+	"github.com/sprout-gitops/sprout/sources"
+)
+
+// stamper is a ServiceAccount of ns that may read, create and patch
+// ConfigMaps there, but not delete them: its ConfigMaps client, acting as
+// the account (impersonated), with RBAC on.
+func stamper(t *testing.T, tb *table) typedcorev1.ConfigMapInterface {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := tb.kube.CoreV1().ServiceAccounts(tb.ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "stamper"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	grant(t, tb.kube, tb.ns, "stamper", []string{"get", "list", "watch", "create", "patch"}, "configmaps")
+	as := rest.CopyConfig(cfg)
+	as.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + tb.ns + ":stamper"}
+	return kubernetes.NewForConfigOrDie(as).CoreV1().ConfigMaps(tb.ns)
+}
+
+// stamp has the stamper create its own ConfigMap name, then patch onto it
+// the labels and annotation that name the origin of from, one of the
+// policy's objects, with trigger (when not empty) for its trigger's UID.
+func stamp(t *testing.T, cms typedcorev1.ConfigMapInterface, name string, from *corev1.ConfigMap, trigger types.UID) {
+	t.Helper()
+	ctx := context.Background()
+	own := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}, Data: map[string]string{"mine": "yes"}}
+	if _, err := cms.Create(ctx, own, metav1.CreateOptions{FieldManager: "stamper"}); err != nil {
+		t.Fatal(err)
+	}
+	labels := map[string]string{}
+	for k, v := range from.Labels {
+		labels[k] = v
+	}
+	if trigger != "" {
+		labels[sproutv1alpha1.LabelTriggerUID] = string(trigger)
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"labels": labels,
+		"annotations": map[string]string{sproutv1alpha1.AnnotationPolicy: from.Annotations[sproutv1alpha1.AnnotationPolicy]}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cms.Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: "stamper"}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// activated is the beginning the record of the GeneratingPolicy name holds.
+func activated(t *testing.T, name string) time.Time {
+	t.Helper()
+	s, _, _ := unstructured.NestedString(policyRecord(t, name).Object, "spec", "activated")
+	at, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		t.Fatalf("spec.activated %q: %v", s, err)
+	}
+	return at
+}
+
+// TestCopiedOriginIsNotPruned: a ServiceAccount that may patch ConfigMaps
+// but not delete them copies a synchronizing policy's origin labels and
+// annotation onto ConfigMaps of its own. The policy then prunes, for a
+// trigger deleted and for a trigger that no longer matches: its own
+// objects go, the stamped ones stay. Labels copied onto an object never
+// make Sprout delete it (a delete by proxy).
+func TestCopiedOriginIsNotPruned(t *testing.T) {
+	startController(t)
+	tb := newTable(t, "pruneproof")
+	ctx := context.Background()
+	cms := stamper(t, tb)
+	tb.applyPolicy(derivedPolicy("prune-proof", "pruneproof", "out", "one", true, false))
+	t.Cleanup(func() { tb.deletePolicy("prune-proof") })
+	tb.trigger("a", "pruneproof", "a1")
+	tb.trigger("b", "pruneproof", "b1")
+	aOut := tb.waitFor("the policy's object for a", "a-out", exists)
+	bOut := tb.waitFor("the policy's object for b", "b-out", exists)
+
+	stamp(t, cms, "mine-a", aOut, "")
+	stamp(t, cms, "mine-b", bOut, "")
+	if err := cms.Delete(ctx, "mine-a", metav1.DeleteOptions{}); !apierrors.IsForbidden(err) {
+		t.Fatalf("the stamper deleting its own ConfigMap: %v, want Forbidden", err)
+	}
+
+	tb.delete("a") // its objects go
+	b := tb.get("b")
+	b.Labels["app"] = "elsewhere" // no longer matching: its objects go
+	if _, err := tb.kube.CoreV1().ConfigMaps(tb.ns).Update(ctx, b, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	tb.waitFor("the object of the deleted trigger to be pruned", "a-out", absent)
+	tb.waitFor("the object of the trigger no longer matching to be pruned", "b-out", absent)
+	tb.settle("pruneproof", 1) // a sync after both prunes
+	for _, name := range []string{"mine-a", "mine-b"} {
+		if cm := tb.get(name); cm == nil || cm.Data["mine"] != "yes" {
+			t.Errorf("%s, stamped with the policy's origin, was pruned or written over: %v", name, cm)
+		}
+	}
+}
+
+// TestLostRecordIsNotRebuiltFromCopiedLabels: a policy from a folder loses
+// its record while Sprout is stopped, and a ServiceAccount stamps, on a
+// ConfigMap of its own, the policy's origin for a trigger the policy never
+// admitted (created before the policy began). The record is rebuilt from
+// the objects Sprout wrote alone: the copy admits nothing, and does not
+// move the policy's beginning back.
+func TestLostRecordIsNotRebuiltFromCopiedLabels(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "p.yaml"), []byte(derivedPolicy("rebuild-proof", "rebuildproof", "out", "one", true, false)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fromDir := func(o *reconcile.Options) {
+		o.Sources = []sources.Source{sources.NewDirectory(dir, 100*time.Millisecond)}
+	}
+	const policy = "GeneratingPolicy/rebuild-proof"
+	tb := newTable(t, "rebuildproof")
+	cms := stamper(t, tb)
+	tb.trigger("old", "rebuildproof", "o1") // before the policy begins: never admitted
+	old := tb.get("old")
+	poll(t, "a second after the old trigger", func(context.Context) (bool, error) {
+		return time.Now().Truncate(time.Second).After(old.CreationTimestamp.Time), nil
+	})
+	runUntilSyncedWith(t, cfg, fromDir, policy) // the policy begins
+	tb.trigger("new", "rebuildproof", "n1")
+	runUntilSyncedWith(t, cfg, fromDir, policy)
+	newOut := tb.get("new-out")
+	if newOut == nil || tb.get("old-out") != nil {
+		t.Fatalf("before the loss: new-out %v, old-out generated %v", newOut != nil, tb.get("old-out") != nil)
+	}
+	began := activated(t, "rebuild-proof")
+
+	// While stopped: the record goes, and the stamp names the old trigger.
+	stamp(t, cms, "mine", newOut, old.UID)
+	if err := dynamic.NewForConfigOrDie(cfg).Resource(sproutv1alpha1.PolicyInventories).Delete(context.Background(), "gpol.rebuild-proof", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	runController(t, fromDir)
+	poll(t, "the record rebuilt", func(ctx context.Context) (bool, error) {
+		rec, err := dynamic.NewForConfigOrDie(cfg).Resource(sproutv1alpha1.PolicyInventories).Get(ctx, "gpol.rebuild-proof", metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		return err == nil && rec.GetLabels()[reconcile.LabelRebuilding] == "", err
+	})
+	tb.settle("rebuildproof", 1) // a sync after the rebuild
+	if tb.get("old-out") != nil {
+		t.Error("the copied labels admitted a trigger the policy never admitted: old-out was generated")
+	}
+	if at := activated(t, "rebuild-proof"); at.Before(began) {
+		t.Errorf("the policy's beginning moved back to %v, before it began (%v)", at, began)
+	}
+	if cm := tb.get("mine"); cm == nil || cm.Data["mine"] != "yes" {
+		t.Errorf("the stamped ConfigMap was pruned or written over: %v", cm)
+	}
+}
