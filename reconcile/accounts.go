@@ -1,6 +1,8 @@
 package reconcile
 
 import (
+	"context"
+
 	apiv1 "github.com/sprout-gitops/sprout/api/policies/v1"
 	"github.com/sprout-gitops/sprout/reconcile/access"
 )
@@ -26,4 +28,28 @@ func ValidateServiceAccountOptions(o Options) error { return o.accounts().Valida
 // accountOf returns the account a policy acts as, nil for Sprout's own.
 func (c *Controller) accountOf(p apiv1.Policy) (*access.Account, error) {
 	return c.opts.accounts().For(p)
+}
+
+// invalidAccountError is an account a policy may not name: the policy,
+// or a flag, must change.
+type invalidAccountError struct{ err error }
+
+func (e *invalidAccountError) Error() string { return e.err.Error() }
+func (e *invalidAccountError) Unwrap() error { return e.err }
+
+// actingAs returns the account a policy acts as, nil for Sprout's own,
+// once Sprout may impersonate it: an account Sprout may not impersonate
+// is refused with what Sprout lacks (an access.DeniedError), not left to
+// fail at the first request made as it.
+func (c *Controller) actingAs(ctx context.Context, p apiv1.Policy) (*access.Account, error) {
+	as, err := c.accountOf(p)
+	if err != nil {
+		return nil, &invalidAccountError{err}
+	}
+	if as != nil {
+		if err := c.reviews.MayImpersonate(ctx, *as); err != nil {
+			return nil, err
+		}
+	}
+	return as, nil
 }

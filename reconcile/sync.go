@@ -13,6 +13,7 @@ import (
 
 	"github.com/sprout-gitops/sprout/cluster"
 	"github.com/sprout-gitops/sprout/inventory"
+	"github.com/sprout-gitops/sprout/reconcile/access"
 	"github.com/sprout-gitops/sprout/reconcile/report"
 )
 
@@ -116,12 +117,15 @@ func (c *Controller) runPhases(ctx, outer context.Context, run *syncRun, s scope
 	if ok, err := s.match(run); !ok {
 		return false, err
 	}
-	as, err := c.accountOf(run.cp.policy)
+	as, err := c.actingAs(ctx, run.cp.policy)
 	if err != nil {
-		if run.incremental {
+		var denied *access.DeniedError
+		var invalid *invalidAccountError
+		if run.incremental || !errors.As(err, &denied) && !errors.As(err, &invalid) {
 			return false, err
 		}
-		// Terminal until the policy or the flag changes, like a compile error.
+		// Terminal until the policy, the flag or RBAC changes, like a
+		// compile error; an RBAC change rechecks it.
 		out := outcome{Reason: ReasonInvalidServiceAccount, Err: err, Granted: &grantVerdict{Err: err}}
 		return true, c.conclude(ctx, run, &syncReport{out: out})
 	}

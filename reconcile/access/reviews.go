@@ -47,12 +47,13 @@ type Reviews struct {
 }
 
 // key is one review: may account (the zero account is Sprout itself) verb
-// gvr in namespace ("" for every namespace).
+// gvr in namespace ("" for every namespace), the object name if set.
 type key struct {
 	account   Account
 	verb      string
 	gvr       schema.GroupVersionResource
 	namespace string
+	name      string
 }
 
 // answer is the API server's answer to one review, and when it was given.
@@ -108,16 +109,39 @@ func (r *Reviews) store(k key, gen uint64, err error) {
 // every namespace, or a cluster-scoped resource), from the cache or, the
 // first time since RBAC changed, the API server. A denial is a
 // *DeniedError; a review that could not be asked is not kept.
+//
+// A question about an account is a question about what Sprout may do as
+// that account: unless Sprout may impersonate it, the answer is that
+// Sprout may not, whatever the account's own rights, since Sprout would
+// read with its own rights in the account's name.
 func (r *Reviews) May(ctx context.Context, sa *Account, verb string, gvr schema.GroupVersionResource, namespace string) error {
 	k := key{verb: verb, gvr: gvr, namespace: namespace}
 	if sa != nil {
+		if err := r.MayImpersonate(ctx, *sa); err != nil {
+			return err
+		}
 		k.account = *sa
 	}
+	return r.ask(ctx, sa, k)
+}
+
+// serviceAccounts is the resource impersonation of an account is asked on.
+var serviceAccounts = schema.GroupVersionResource{Version: "v1", Resource: "serviceaccounts"}
+
+// MayImpersonate asks whether Sprout may impersonate sa: act as it, writes
+// and reads alike. Without it a policy naming sa may do nothing.
+func (r *Reviews) MayImpersonate(ctx context.Context, sa Account) error {
+	return r.ask(ctx, nil, key{verb: "impersonate", gvr: serviceAccounts, namespace: sa.Namespace, name: sa.Name})
+}
+
+// ask answers k for sa from the cache or, the first time since RBAC
+// changed, the API server.
+func (r *Reviews) ask(ctx context.Context, sa *Account, k key) error {
 	gen, ok, err := r.lookup(k)
 	if ok {
 		return err
 	}
-	err = r.review(ctx, sa, verb, gvr, namespace)
+	err = r.review(ctx, sa, k)
 	var denied *DeniedError
 	if err == nil || errors.As(err, &denied) {
 		r.store(k, gen, err)
@@ -127,10 +151,11 @@ func (r *Reviews) May(ctx context.Context, sa *Account, verb string, gvr schema.
 
 // review asks the API server: a SelfSubjectAccessReview for Sprout, a
 // SubjectAccessReview for an account it impersonates.
-func (r *Reviews) review(ctx context.Context, sa *Account, verb string, gvr schema.GroupVersionResource, namespace string) error {
+func (r *Reviews) review(ctx context.Context, sa *Account, k key) error {
 	r.asked.Add(1)
+	verb, gvr, namespace := k.verb, k.gvr, k.namespace
 	attrs := &authorizationv1.ResourceAttributes{
-		Namespace: namespace, Verb: verb, Group: gvr.Group, Version: gvr.Version, Resource: gvr.Resource,
+		Namespace: namespace, Verb: verb, Group: gvr.Group, Version: gvr.Version, Resource: gvr.Resource, Name: k.name,
 	}
 	var allowed bool
 	who := "Sprout"
@@ -151,7 +176,11 @@ func (r *Reviews) review(ctx context.Context, sa *Account, verb string, gvr sche
 		}
 		allowed, who = got.Status.Allowed, "ServiceAccount "+sa.String()
 	}
-	if !allowed {
+	switch {
+	case allowed:
+	case k.verb == "impersonate" && k.gvr == serviceAccounts:
+		return &DeniedError{fmt.Sprintf("%s may not impersonate ServiceAccount %s/%s (it needs impersonate on serviceaccounts there to act as it)", who, namespace, k.name)}
+	default:
 		where := "in every namespace"
 		if namespace != "" {
 			where = "in namespace " + namespace

@@ -50,8 +50,9 @@ func TestReviewsKeepAnswersUntilRBACChanges(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if asked.Load() != 1 || r.Asked() != 1 {
-		t.Errorf("three questions asked the API server %d times (counted %d), want once", asked.Load(), r.Asked())
+	// Once whether Sprout may impersonate the account, once the question.
+	if asked.Load() != 2 || r.Asked() != 2 {
+		t.Errorf("three questions asked the API server %d times (counted %d), want twice", asked.Load(), r.Asked())
 	}
 	allowed = false
 	if err := r.May(ctx, sa, "list", configmaps, "team"); err != nil {
@@ -64,6 +65,37 @@ func TestReviewsKeepAnswersUntilRBACChanges(t *testing.T) {
 	}
 	if err := r.May(ctx, nil, "list", configmaps, ""); err != nil {
 		t.Errorf("Sprout's own review: %v", err)
+	}
+}
+
+// TestNoQuestionAsAnAccountSproutMayNotImpersonate: what an account may
+// do is never asked, nor answered yes, when Sprout may not impersonate it:
+// every question as that account is answered with what Sprout lacks,
+// naming the account.
+func TestNoQuestionAsAnAccountSproutMayNotImpersonate(t *testing.T) {
+	var askedAsAccount atomic.Int64
+	kube, _ := authorizer(func(user string, a *authorizationv1.ResourceAttributes) bool {
+		if user != "sprout" {
+			askedAsAccount.Add(1)
+			return true // the account itself may do anything
+		}
+		return !(a.Verb == "impersonate" && a.Name == "powerful")
+	})
+	r := NewReviews(kube.AuthorizationV1())
+	ctx := context.Background()
+	err := r.May(ctx, &Account{Namespace: "team", Name: "powerful"}, "get", configmaps, "team")
+	want := "Sprout may not impersonate ServiceAccount team/powerful"
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("a read as an account Sprout may not impersonate: %v, want %q", err, want)
+	}
+	if err := r.MayWatch(ctx, &Account{Namespace: "team", Name: "powerful"}, configmaps, "team"); err == nil {
+		t.Error("a watch as an account Sprout may not impersonate is allowed")
+	}
+	if n := askedAsAccount.Load(); n != 0 {
+		t.Errorf("the account was asked about %d times", n)
+	}
+	if err := r.May(ctx, &Account{Namespace: "team", Name: "deployer"}, "get", configmaps, "team"); err != nil {
+		t.Errorf("an account Sprout may impersonate: %v", err)
 	}
 }
 
