@@ -112,7 +112,7 @@ func registerRunFlags(f *pflag.FlagSet, g *globalFlags, opts *reconcile.Options,
 	f.StringSliceVar(&ro.allowedKinds, "allowed-kinds", nil, `the only kinds Sprout may generate, as Kind or Kind.group ("ConfigMap,NetworkPolicy.networking.k8s.io"); others are refused (default: any)`)
 	f.BoolVar(&opts.AllowWildcardBindings, "allow-wildcard-bindings", false, "allow generating bindings to roles the guard refuses: every verb on every resource (such as cluster-admin), escalate, bind, impersonate, and from a ClusterRoleBinding Secrets, tokens, exec, nodes/proxy or certificate approval")
 	registerAccounts(f, opts)
-	f.StringSliceVar(&opts.ProtectedNamespaces, "protected-namespaces", opts.ProtectedNamespaces, "namespaces where a generated RoleBinding is judged as a ClusterRoleBinding, as their Secrets and accounts are the cluster's; Sprout's own namespace is added")
+	f.StringSliceVar(&opts.ProtectedNamespaces, "protected-namespaces", opts.ProtectedNamespaces, "namespaces where a generated RoleBinding is judged as a ClusterRoleBinding, as their Secrets and accounts are the cluster's; Sprout's own namespaces are added: its pod's, its Lease's (--leader-election-namespace) and its ServiceAccount's, wherever it runs")
 	registerExceptionFlags(f, opts)
 	f.BoolVar(&opts.TriggerEvents, "trigger-events", false, "also emit an Event on each trigger for what was generated for it (a write per trigger)")
 	registerReportFlags(f, opts, ro)
@@ -200,9 +200,7 @@ func newRunController(ctx context.Context, cfg *rest.Config, opts reconcile.Opti
 		return nil, fmt.Errorf("no policy source: keep --cluster-policies or give --git-url, --source-ref or --policy-dir")
 	}
 	opts.Sources = srcs
-	if ns := inClusterNamespace(); ns != "" {
-		opts.ProtectedNamespaces = append(opts.ProtectedNamespaces, ns)
-	}
+	opts.ProtectedNamespaces = append(opts.ProtectedNamespaces, ownNamespaces(ctx, cfg, ro.leader.namespace, log)...)
 	opts.Logger = log
 	opts.Metrics = reg
 	if !ro.reports {
