@@ -197,8 +197,7 @@ type Controller struct {
 	// at start: before that the controller cannot tell what is missing.
 	synced atomic.Bool
 
-	conflicts seen
-	claims    claims
+	claims claims
 
 	// states are what is kept of each policy between its syncs.
 	states states

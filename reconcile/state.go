@@ -57,6 +57,9 @@ type policyState struct {
 	// are not persisted: a deletion while Sprout is stopped cannot be
 	// replayed (docs/decisions.md).
 	tombstones map[types.UID]trigger
+	// conflicts are the objects another policy owns that this one was
+	// told of, with that owner: each is told once.
+	conflicts sets.Set[string]
 	// own are, for a policy whose generated resources are among its
 	// trigger resources, the objects it wrote while Sprout runs, by ID:
 	// what tells its own objects from triggers labelled as if they were.
@@ -473,4 +476,18 @@ func (st *policyState) noteOwn(changes inventory.ChangeSet) {
 // record says.
 func (st *policyState) forgetEvents() {
 	st.with(func(st *policyState) { st.admitted, st.derived, st.tombstones = nil, nil, nil })
+}
+
+// firstConflict records a conflict with another policy's object and
+// reports whether it is new.
+func (st *policyState) firstConflict(conflict string) (first bool) {
+	st.with(func(st *policyState) {
+		if first = !st.conflicts.Has(conflict); first {
+			if st.conflicts == nil {
+				st.conflicts = sets.New[string]()
+			}
+			st.conflicts.Insert(conflict)
+		}
+	})
+	return first
 }
