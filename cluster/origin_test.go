@@ -130,20 +130,43 @@ func TestOriginWrittenAgreesEverywhere(t *testing.T) {
 	}
 }
 
-// TestTriggersKeepNoOrigin: a trigger's managed fields are not read, so
-// no trigger's origin counts as written.
-func TestTriggersKeepNoOrigin(t *testing.T) {
-	obj := appliedConfigMap()
-	obj.SetManagedFields([]metav1.ManagedFieldsEntry{managedBy(sproutv1alpha1.FieldManager, metav1.ManagedFieldsOperationApply, originFieldsV1)})
-	raw, err := json.Marshal(obj.Object)
+// TestTriggersKnowTheOriginSproutWrote: a trigger that names a policy
+// counts as generated, in every form a trigger cache reads it, only where
+// Sprout's field manager wrote that origin: copied labels do not make a
+// trigger Sprout's, so they take it out of no policy
+// (skipBackgroundRequests). A trigger that names none has no origin.
+func TestTriggersKnowTheOriginSproutWrote(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		manager string
+		want    bool
+	}{{"written by Sprout", sproutv1alpha1.FieldManager, true}, {"copied by another", "kubectl", false}} {
+		obj := appliedConfigMap()
+		obj.SetManagedFields([]metav1.ManagedFieldsEntry{managedBy(tc.manager, metav1.ManagedFieldsOperationApply, originFieldsV1)})
+		raw, err := json.Marshal(obj.Object)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fromJSON, err := Triggers.FromJSON(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fromList, err := Triggers.FromList(obj.DeepCopy())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fromJSON.OriginWritten() != tc.want || fromList.OriginWritten() != tc.want {
+			t.Errorf("%s: origin written %v from JSON, %v from a list; want %v", tc.name, fromJSON.OriginWritten(), fromList.OriginWritten(), tc.want)
+		}
+	}
+	plain := appliedConfigMap()
+	plain.SetAnnotations(nil)
+	plain.SetLabels(nil)
+	raw, err := json.Marshal(plain.Object)
 	if err != nil {
 		t.Fatal(err)
 	}
-	o, err := Triggers.FromJSON(raw)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if o.OriginWritten() {
-		t.Error("a trigger's origin counts as written")
+	if o, err := Triggers.FromJSON(raw); err != nil || o.OriginWritten() {
+		t.Errorf("a trigger that names no policy: origin written %v, %v", o.OriginWritten(), err)
 	}
 }

@@ -64,10 +64,15 @@ func (f Form) FromList(u *unstructured.Unstructured) (*Object, error) {
 		clone:           clone,
 		intact:          originIntact(policy, str(labels, sproutv1alpha1.LabelPolicyName), str(labels, sproutv1alpha1.LabelPolicyNamespace)),
 	}
-	if f.generated {
+	if f.generated || policy != "" {
+		// A trigger that names a policy is told apart as one Sprout
+		// generated only where Sprout wrote that origin; others keep
+		// no managed fields.
 		entries := listedEntries(md)
-		o.createHeld = slices.ContainsFunc(entries, managedEntry.isCreate)
-		o.written = slices.ContainsFunc(entries, managedEntry.isSprouts)
+		if f.generated {
+			o.createHeld = slices.ContainsFunc(entries, managedEntry.isCreate)
+			o.written = slices.ContainsFunc(entries, managedEntry.isSprouts)
+		}
 		o.originWritten = originWritten(carriedOrigin(str(labels, sproutv1alpha1.LabelManagedBy) != "", str(labels, sproutv1alpha1.LabelPolicyName),
 			str(labels, sproutv1alpha1.LabelPolicyNamespace), str(labels, sproutv1alpha1.LabelTriggerUID), policy), writtenBySprout(entries))
 	}
@@ -121,13 +126,15 @@ func (f Form) FromJSON(raw []byte) (*Object, error) {
 		clone:           md.Labels.SourceUID != nil,
 		intact:          originIntact(md.Annotations.Policy, md.Labels.PolicyName, md.Labels.PolicyNamespace),
 	}
-	if f.generated && len(md.ManagedFields) > 0 {
+	if (f.generated || md.Annotations.Policy != "") && len(md.ManagedFields) > 0 {
 		var entries []managedEntry
 		if err := sigsjson.UnmarshalCaseSensitivePreserveInts(md.ManagedFields, &entries); err != nil {
 			return nil, err
 		}
-		o.createHeld = slices.ContainsFunc(entries, managedEntry.isCreate)
-		o.written = slices.ContainsFunc(entries, managedEntry.isSprouts)
+		if f.generated {
+			o.createHeld = slices.ContainsFunc(entries, managedEntry.isCreate)
+			o.written = slices.ContainsFunc(entries, managedEntry.isSprouts)
+		}
 		o.originWritten = originWritten(carriedOrigin(bool(md.Labels.ManagedBy), md.Labels.PolicyName, md.Labels.PolicyNamespace,
 			md.Labels.TriggerUID, md.Annotations.Policy), writtenBySprout(entries))
 	}

@@ -21,12 +21,14 @@ func bombPolicy(name, app string) string {
 
 // TestPolicyDoesNotTriggerOnItsOwnObjects: a policy whose objects match
 // its own triggers generates one generation and stops, and says why on an
-// Event; another policy may still take them as triggers.
+// Event, even when it does not skip background requests; another policy
+// may still take them as triggers when it does not skip them
+// (skipBackgroundRequests: false).
 func TestPolicyDoesNotTriggerOnItsOwnObjects(t *testing.T) {
 	startController(t)
 	tb := newTable(t, "bomb")
-	tb.applyPolicy(bombPolicy("bomb", "bomb"))
-	tb.applyPolicy(derivedPolicy("bomb-watcher", "bomb", "seen", "one", true, false))
+	tb.applyPolicy(notSkippingBackground(bombPolicy("bomb", "bomb")))
+	tb.applyPolicy(notSkippingBackground(derivedPolicy("bomb-watcher", "bomb", "seen", "one", true, false)))
 	t.Cleanup(func() {
 		tb.deletePolicy("bomb")
 		tb.deletePolicy("bomb-watcher")
@@ -50,6 +52,12 @@ func TestPolicyDoesNotTriggerOnItsOwnObjects(t *testing.T) {
 			t.Errorf("%s was generated from the policy's own object", cm.Name)
 		}
 	}
+}
+
+// notSkippingBackground sets skipBackgroundRequests: false in a policy of
+// testpolicies/: it triggers on what generating policies generated.
+func notSkippingBackground(doc string) string {
+	return strings.Replace(doc, "  evaluation:\n", "  evaluation:\n    skipBackgroundRequests: false\n", 1)
 }
 
 // TestForgedOriginDoesNotExemptATrigger: a tenant who gives their trigger

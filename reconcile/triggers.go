@@ -143,6 +143,9 @@ func (c *Controller) matchOne(key policyKey, cp *compiledPolicy, gvr schema.Grou
 	if !ok {
 		return false, m.self, nil
 	}
+	if generatedByPolicies(cp, u) {
+		return false, false, nil
+	}
 	if derivedBefore && !derived && !listed {
 		// Admitted by settings the policy no longer has: listed, so
 		// it stays admitted while it exists, whatever becomes of
@@ -228,4 +231,15 @@ func (c *Controller) eachCachedTrigger(cp *compiledPolicy, fn func(*cluster.Obje
 		}
 	}
 	return all
+}
+
+// generatedByPolicies reports whether u is an object generating policies
+// generated, which a policy that skips background requests (Kyverno's
+// default) does not trigger on: in Kyverno the background controller's
+// requests reach no generating policy, and here what Sprout wrote, told by
+// the managed fields that show Sprout wrote its origin, not by labels
+// anyone may copy. Two policies that generate each other's triggers then
+// stop after one round.
+func generatedByPolicies(cp *compiledPolicy, u *cluster.Object) bool {
+	return u.OriginWritten() && cp.policy.PolicySpec().SkipBackgroundRequests()
 }

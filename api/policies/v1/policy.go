@@ -43,6 +43,13 @@ func (s *GeneratingPolicySpec) Synchronize() bool {
 	return s.EvaluationConfiguration != nil && s.EvaluationConfiguration.Synchronize.On()
 }
 
+// SkipBackgroundRequests reports whether what generating policies
+// generated is left out of the policy's triggers: Kyverno's default, true.
+func (s *GeneratingPolicySpec) SkipBackgroundRequests() bool {
+	return s.EvaluationConfiguration == nil || s.EvaluationConfiguration.SkipBackgroundRequests == nil ||
+		bool(*s.EvaluationConfiguration.SkipBackgroundRequests)
+}
+
 // OrphanDownstreamOnPolicyDelete reports whether downstream objects outlive the policy.
 func (s *GeneratingPolicySpec) OrphanDownstreamOnPolicyDelete() bool {
 	return s.EvaluationConfiguration != nil && s.EvaluationConfiguration.OrphanDownstreamOnPolicyDelete.On()

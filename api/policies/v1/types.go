@@ -144,9 +144,10 @@ type EvaluationConfiguration struct {
 	// +optional
 	OrphanDownstreamOnPolicyDelete *Toggle `json:"orphanDownstreamOnPolicyDelete,omitempty"`
 
-	// SkipBackgroundRequests is accepted for compatibility with Kyverno and
-	// ignored. Sprout also reads the {enabled: bool} object its CRDs once
-	// declared here.
+	// SkipBackgroundRequests, true by default as in Kyverno, leaves what
+	// generating policies generated out of the policy's triggers: Sprout
+	// knows the objects whose origin it wrote. Sprout also reads the
+	// {enabled: bool} object its CRDs once declared here.
 	// +kubebuilder:default=true
 	// +optional
 	SkipBackgroundRequests *Flag `json:"skipBackgroundRequests,omitempty"`
