@@ -3,6 +3,7 @@ package reconcile
 import (
 	"context"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -129,7 +130,7 @@ func (c *Controller) saveRecordStatus(ctx context.Context, key policyKey, cp *co
 	if out.Reason == ReasonProgressing && c.record(key) == nil {
 		return nil // a first sync under way has no record yet
 	}
-	return c.records.UpdateStatus(ctx, refOf(key), func(status *sproutv1alpha1.PolicyInventoryStatus) {
+	err := c.records.UpdateStatus(ctx, refOf(key), func(status *sproutv1alpha1.PolicyInventoryStatus) {
 		report.SetConditions(&status.Conditions, cp.policy.GetGeneration(), out)
 		if out.Reason == ReasonProgressing {
 			return
@@ -141,6 +142,13 @@ func (c *Controller) saveRecordStatus(ctx context.Context, key policyKey, cp *co
 			status.LastHandledReconcileAt = request
 		}
 	})
+	if apierrors.IsNotFound(err) {
+		// No record yet: the policy failed before its sync wrote one (an
+		// account without rights, say). Its status says so; the sync that
+		// writes the record hands over its outcome after it.
+		return nil
+	}
+	return err
 }
 
 // retireOrphanRecords queues the records of policies that source no longer
