@@ -161,18 +161,18 @@ func (c *Controller) queueGenerated(key policyKey, obj any, d time.Duration) {
 // the API server does not serve is an error for its objects alone: the
 // resources of the others are still returned, so they are recorded before
 // they are written.
-func (c *Controller) resourcesOf(objs []*unstructured.Unstructured, kinds []schema.GroupVersionKind, seen map[schema.GroupVersionKind]bool) (sets.Set[schema.GroupVersionResource], error) {
+func (c *Controller) resourcesOf(objs []*unstructured.Unstructured, kinds []schema.GroupVersionKind, seen map[schema.GroupVersionKind]error) (sets.Set[schema.GroupVersionResource], error) {
 	out := sets.New[schema.GroupVersionResource]()
 	var errs []error
 	var last *schema.GroupVersionKind
 	for i, o := range objs {
 		gvk := kinds[i]
-		if last != nil && gvk == *last || seen[gvk] {
+		if _, ok := seen[gvk]; last != nil && gvk == *last || ok {
 			continue // most often, every object is of one kind
 		}
 		last = &gvk
-		seen[gvk] = true
 		m, err := c.restMapping(gvk)
+		seen[gvk] = err
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", inventory.ObjectID(o), err))
 			continue

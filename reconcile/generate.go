@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/sets"
 
+	sproutv1alpha1 "github.com/sprout-gitops/sprout/api/sprout/v1alpha1"
 	"github.com/sprout-gitops/sprout/inventory"
 	"github.com/sprout-gitops/sprout/reconcile/access"
 	"github.com/sprout-gitops/sprout/reconcile/watches"
@@ -70,7 +71,9 @@ type parts struct {
 	limit  int
 	sync   bool
 	alive  func(string) bool
-	mapped map[schema.GroupVersionKind]bool
+	// mapped are the kinds mapped to their resources, with the error of
+	// those that could not be.
+	mapped map[schema.GroupVersionKind]error
 	// applying are the applies under way, in order.
 	applying []*partApply
 	// recorded are the resources the record named at its last save;
@@ -103,7 +106,7 @@ func (c *Controller) generate(ctx context.Context, run *syncRun, w writer, reade
 		defer cp.evaluations.endRound()
 	}
 	ps := &parts{run: run, g: g, round: run.decisions.Begin(), w: w, reader: reader, sync: cp.policy.PolicySpec().Synchronize(),
-		alive: c.triggerExists(cp), mapped: map[schema.GroupVersionKind]bool{}, recorded: -1}
+		alive: c.triggerExists(cp), mapped: map[schema.GroupVersionKind]error{}, recorded: -1}
 	defer ps.round.End()
 	limit, err := c.maxObjects(cp)
 	if err != nil {
@@ -146,6 +149,15 @@ func (c *Controller) generatePart(ctx context.Context, ps *parts, part []trigger
 	g.refuseErrs = append(g.refuseErrs, refused...)
 	gvrs, mapErr := c.resourcesOf(desired, kinds, ps.mapped)
 	g.mapErr = errors.Join(g.mapErr, mapErr)
+	if g.mapErr != nil {
+		failed := map[string]error{}
+		for i, o := range desired {
+			if err := ps.mapped[kinds[i]]; err != nil {
+				failed[o.GetLabels()[sproutv1alpha1.LabelTriggerUID]] = fmt.Errorf("%s: %w", inventory.ObjectID(o), err)
+			}
+		}
+		c.reportFailed(run.cp, part, failed)
+	}
 	run.phase.Done("evaluate")
 	if len(ps.applying) == maxApplying {
 		c.finish(ps.applying[0], ps)
@@ -163,7 +175,7 @@ func (c *Controller) generatePart(ctx context.Context, ps *parts, part []trigger
 	if ps.sync {
 		opts.Claimed = c.claimedBy(run.key)
 	}
-	p := &partApply{want: want, done: make(chan struct{})}
+	p := &partApply{want: want, part: part, done: make(chan struct{})}
 	apply := func() {
 		defer close(p.done)
 		p.changes, p.err = ps.w.Apply(ctx, toWrite, liveObjects{c}, opts)
@@ -213,7 +225,9 @@ func (c *Controller) recordAhead(ctx context.Context, ps *parts, gvrs sets.Set[s
 
 // partApply is the apply of one part, under way.
 type partApply struct {
-	want    desiredSet
+	want desiredSet
+	// part are the triggers whose objects it writes.
+	part    []trigger
 	done    chan struct{}
 	changes inventory.ChangeSet
 	err     error
@@ -228,6 +242,15 @@ func (c *Controller) finish(p *partApply, ps *parts) {
 	<-p.done
 	g.changes.Changes = append(g.changes.Changes, p.changes.Changes...)
 	g.applyErr = errors.Join(g.applyErr, p.err)
+	if p.err != nil {
+		failed := map[string]error{}
+		for _, ch := range p.changes.Changes {
+			if ch.Action == inventory.Failed && ch.TriggerUID != "" {
+				failed[ch.TriggerUID] = fmt.Errorf("%s: %s", ch.ID, ch.Reason)
+			}
+		}
+		c.reportFailed(ps.run.cp, p.part, failed)
+	}
 	if c.mayTriggerItself(key) {
 		c.states.of(key).noteOwn(p.changes)
 	}

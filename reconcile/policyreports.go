@@ -47,6 +47,20 @@ func (c *Controller) reportTrigger(cp *compiledPolicy, t trigger, ev evaluation,
 	}
 }
 
+// reportFailed reports, for the triggers of part in failed (by UID), the
+// error that kept their objects from being written: an apply that failed
+// is the trigger's error, as in Kyverno, not the pass its evaluation gave.
+func (c *Controller) reportFailed(cp *compiledPolicy, part []trigger, failed map[string]error) {
+	if len(failed) == 0 || c.policyReports == nil {
+		return
+	}
+	for _, t := range part {
+		if err, ok := failed[string(t.object.GetUID())]; ok {
+			c.reportTrigger(cp, t, evaluation{}, err)
+		}
+	}
+}
+
 // reportsToggled reports whether a policy's results were turned on or off
 // (Kyverno's label reports.kyverno.io/disabled) between two copies of one
 // generation: a label is no new generation.
