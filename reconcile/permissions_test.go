@@ -123,23 +123,30 @@ func TestRevokedTriggerPermissionStopsThePolicy(t *testing.T) {
 	}
 }
 
-// TestWildcardPicksUpResourceGrantedLater: a policy triggering on every
-// resource watches a resource its account is granted after it started.
-func TestWildcardPicksUpResourceGrantedLater(t *testing.T) {
+// wildcardWatchingConfigMaps runs a controller and, in namespace ns, a
+// NamespacedGeneratingPolicy "wild" triggering on every resource, whose
+// account may list and watch ConfigMaps alone, once it watches them.
+func wildcardWatchingConfigMaps(t *testing.T, ns string) (*reconcile.Controller, *table) {
+	t.Helper()
 	_, c := runController(t, nil)
-	tb := newTable(t, "perm-wild")
-	sa := reconcile.DefaultServiceAccount
-	bindRole(t, tb.kube, tb.ns, "configmaps", sa, []string{"list", "watch"}, "configmaps")
-	doc := fixtures.MustPolicyFile("wildcard", fixtures.Params{Name: "wild", Namespace: "perm-wild"})
-	tb.applyPolicy(doc)
+	tb := newTable(t, ns)
+	bindRole(t, tb.kube, tb.ns, "configmaps", reconcile.DefaultServiceAccount, []string{"list", "watch"}, "configmaps")
+	tb.applyPolicy(fixtures.MustPolicyFile("wildcard", fixtures.Params{Name: "wild", Namespace: ns}))
 	t.Cleanup(func() {
 		_ = dynamic.NewForConfigOrDie(cfg).Resource(apiv1.NamespacedGeneratingPolicies).Namespace(tb.ns).Delete(context.Background(), "wild", metav1.DeleteOptions{})
 	})
 	poll(t, "the policy's watches", func(context.Context) (bool, error) {
 		got, _ := c.Watched()
-		return slices.Equal(got, []string{"configmaps.v1 in perm-wild"}), nil
+		return slices.Equal(got, []string{"configmaps.v1 in " + ns}), nil
 	})
-	bindRole(t, tb.kube, tb.ns, "serviceaccounts", sa, []string{"list", "watch"}, "serviceaccounts")
+	return c, tb
+}
+
+// TestWildcardPicksUpResourceGrantedLater: a policy triggering on every
+// resource watches a resource its account is granted after it started.
+func TestWildcardPicksUpResourceGrantedLater(t *testing.T) {
+	c, tb := wildcardWatchingConfigMaps(t, "perm-wild")
+	bindRole(t, tb.kube, tb.ns, "serviceaccounts", reconcile.DefaultServiceAccount, []string{"list", "watch"}, "serviceaccounts")
 	poll(t, "the resource granted later watched", func(context.Context) (bool, error) {
 		got, _ := c.Watched()
 		return slices.Equal(got, []string{"configmaps.v1 in perm-wild", "serviceaccounts.v1 in perm-wild"}), nil
@@ -153,19 +160,8 @@ func TestWildcardPicksUpResourceGrantedLater(t *testing.T) {
 // release that follows the recheck (TestWildcardPicksUpResourceGrantedLater
 // failed so, and nothing watched the resource until the next resync).
 func TestRecheckKeepsItsAnswerOverAStatusWrite(t *testing.T) {
-	_, c := runController(t, nil)
-	tb := newTable(t, "perm-race")
+	c, tb := wildcardWatchingConfigMaps(t, "perm-race")
 	sa := reconcile.DefaultServiceAccount
-	bindRole(t, tb.kube, tb.ns, "configmaps", sa, []string{"list", "watch"}, "configmaps")
-	doc := fixtures.MustPolicyFile("wildcard", fixtures.Params{Name: "wild", Namespace: "perm-race"})
-	tb.applyPolicy(doc)
-	t.Cleanup(func() {
-		_ = dynamic.NewForConfigOrDie(cfg).Resource(apiv1.NamespacedGeneratingPolicies).Namespace(tb.ns).Delete(context.Background(), "wild", metav1.DeleteOptions{})
-	})
-	poll(t, "the policy's watches", func(context.Context) (bool, error) {
-		got, _ := c.Watched()
-		return slices.Equal(got, []string{"configmaps.v1 in perm-race"}), nil
-	})
 	bindRole(t, tb.kube, tb.ns, "serviceaccounts", sa, []string{"list", "watch"}, "serviceaccounts")
 	poll(t, "the API server granting the account serviceaccounts", func(ctx context.Context) (bool, error) {
 		return mayList(ctx, tb.kube, tb.ns, sa, "serviceaccounts")

@@ -16,6 +16,8 @@ type reports struct {
 	pending map[policyKey]pendingReport
 	// writing counts the outcomes taken and not yet written or put back.
 	writing int
+	// dropped says, once, that the CRDs drop Sprout's status fields.
+	dropped sync.Once
 }
 
 type pendingReport struct {

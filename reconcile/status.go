@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -66,12 +67,34 @@ func (c *Controller) patchStatus(ctx context.Context, cp *compiledPolicy, body m
 		return err
 	}
 	gvr, ns := policyResource(cp.policy)
-	out, err := c.dynamic.Resource(gvr).Namespace(ns).Patch(ctx, cp.policy.GetName(), types.MergePatchType, patch, metav1.PatchOptions{FieldManager: "sprout"}, "status")
+	// Kyverno's CRDs keep conditionStatus alone: the fields they do not
+	// declare are dropped without a warning on every write, and the loss
+	// is said once (keptStatus).
+	opts := metav1.PatchOptions{FieldManager: "sprout", FieldValidation: metav1.FieldValidationIgnore}
+	out, err := c.dynamic.Resource(gvr).Namespace(ns).Patch(ctx, cp.policy.GetName(), types.MergePatchType, patch, opts, "status")
 	if err != nil {
 		return fmt.Errorf("%s: status: %w", keyOf(cp.policy), err)
 	}
+	c.keptStatus(out)
 	c.states.of(keyOf(cp.policy)).statusWritten(out)
 	return nil
+}
+
+// keptStatus says, once, when the status a write stored lacks Sprout's own
+// fields (observedGeneration is written with every conditionStatus): the
+// installed policy CRDs are Kyverno's, and what Flux and kubectl read from
+// Sprout's fields is lost.
+func (c *Controller) keptStatus(out *unstructured.Unstructured) {
+	status, _ := out.Object["status"].(map[string]any)
+	if _, ok := status["conditionStatus"]; !ok {
+		return // a write of Reconciling alone
+	}
+	if _, ok := status["observedGeneration"]; ok {
+		return
+	}
+	c.reports.dropped.Do(func() {
+		c.log.Warn("the installed policy CRDs are Kyverno's: they keep status.conditionStatus alone, so the kstatus conditions (Ready, Reconciling, Stalled) that Flux health checks and kubectl wait read, observedGeneration and the trigger and object counts are not stored; Sprout's CRDs (deploy/crds) keep them")
+	})
 }
 
 func policyResource(p apiv1.Policy) (schema.GroupVersionResource, string) {

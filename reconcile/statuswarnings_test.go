@@ -1,0 +1,52 @@
+package reconcile_test
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+)
+
+// warnings keeps the warnings the API server sent.
+type warnings struct {
+	mu   sync.Mutex
+	seen []string
+}
+
+func (w *warnings) HandleWarningHeader(_ int, _ string, text string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.seen = append(w.seen, text)
+}
+
+// TestStatusWritesDrawNoWarning: a policy's status writes draw no
+// "unknown field" warning from the API server, under Kyverno's CRDs
+// (`make test-kyverno-crds`), which keep conditionStatus alone, as under
+// Sprout's: the fields the CRD does not keep are dropped quietly, and
+// Sprout says once what is lost. Before, every status write under
+// Kyverno's CRDs logged one.
+func TestStatusWritesDrawNoWarning(t *testing.T) {
+	var w warnings
+	config := rest.CopyConfig(cfg)
+	config.WarningHandler = &w
+	runControllerOn(t, config, nil)
+	tb := newTable(t, "status-warnings")
+	tb.applyPolicy(derivedPolicy("status-warnings", "status-warnings", "out", "one", true, false))
+	t.Cleanup(func() { tb.deletePolicy("status-warnings") })
+	tb.trigger("a", "status-warnings", "a1")
+	tb.waitFor("the policy's object", "a-out", exists)
+	poll(t, "the policy's status written", func(ctx context.Context) (bool, error) {
+		cond, err := policyCondition(ctx, "status-warnings")
+		return cond != nil && cond.Status == metav1.ConditionTrue, err
+	})
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, text := range w.seen {
+		if strings.Contains(text, "unknown field") {
+			t.Errorf("a write drew a warning: %s", text)
+		}
+	}
+}
