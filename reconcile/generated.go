@@ -14,10 +14,10 @@ import (
 // generated: it generates once per trigger, so a downstream a user deleted
 // stays deleted.
 func (c *Controller) notYetGenerated(key policyKey, desired []*unstructured.Unstructured) []*unstructured.Unstructured {
-	done := c.states.of(key).generatedIDs()
+	st := c.states.of(key)
 	var out []*unstructured.Unstructured
 	for _, o := range desired {
-		if !done.Has(generatedID(inventory.ObjectID(o), o.GetLabels()[sproutv1alpha1.LabelTriggerUID])) {
+		if !st.hasGenerated(generatedID(inventory.ObjectID(o), o.GetLabels()[sproutv1alpha1.LabelTriggerUID])) {
 			out = append(out, o)
 		}
 	}
