@@ -97,6 +97,13 @@ func (c *Controller) mayWrite(obj *unstructured.Unstructured, gk schema.GroupKin
 	return err
 }
 
+// Protect adds namespaces to Options.ProtectedNamespaces: those whose
+// Secrets and accounts are the cluster's, or Sprout's own once it knows
+// them. Call it before Run.
+func (c *Controller) Protect(namespaces ...string) {
+	c.opts.ProtectedNamespaces = append(c.opts.ProtectedNamespaces, namespaces...)
+}
+
 // roleChanged queues the policies whose bindings referred to the role, or
 // to an aggregated ClusterRole it may join.
 func (c *Controller) roleChanged(role string, clusterRole bool) {

@@ -58,10 +58,6 @@ func (h policyHandler) Upsert(p sources.Policy) {
 	}
 
 	cp := c.compile(p)
-	cp.createdVersion = createdVersionOf(p.Policy)
-	if cur != nil && cur.policy.GetUID() == p.GetUID() {
-		cp.createdVersion = cur.createdVersion // a new generation of the same policy
-	}
 	if err := cp.program.Err(); err != nil {
 		c.log.Error("policy does not compile", "policy", key.String(), "source", p.Source, "error", err.Error())
 	}

@@ -165,10 +165,10 @@ func (c *Controller) onTrigger(w watchKey, op admission.Operation, o, old *clust
 			}
 			ok, err := c.matcher.matches(crit, gvr, op, o.GroupVersionKind(), sel)
 			switch {
-			case err != nil || !ok, generatedByPolicies(cp, o), cp.predates(o):
+			case err != nil || !ok, generatedByPolicies(cp, o):
 			case op == admission.Delete:
 				c.states.of(key).addTombstone(trigger{gvr: gvr, object: o, deleted: true})
-			case !cp.admitsByCreation(cp.derives, o.Created(), o.GetResourceVersion()):
+			case !derives(cp.derives, o.Created(), cp.activated):
 				c.states.of(key).admit(o.GetUID())
 			}
 		}

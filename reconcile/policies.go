@@ -12,7 +12,6 @@ import (
 	apiv1 "github.com/sprout-gitops/sprout/api/policies/v1"
 	sproutv1alpha1 "github.com/sprout-gitops/sprout/api/sprout/v1alpha1"
 	"github.com/sprout-gitops/sprout/celenv"
-	"github.com/sprout-gitops/sprout/cluster"
 	"github.com/sprout-gitops/sprout/inventory"
 	"github.com/sprout-gitops/sprout/sources"
 )
@@ -66,11 +65,6 @@ type compiledPolicy struct {
 	// derives are the triggers the policy's settings admit without a
 	// record of each.
 	derives sproutv1alpha1.DerivedAdmissions
-	// createdVersion is the resourceVersion the policy was created at,
-	// when Sprout saw its creation (its first copy held no status); ""
-	// when it did not. It orders the triggers created in the policy's own
-	// second, which timestamps cannot.
-	createdVersion string
 	// evaluations are the program's results kept per trigger.
 	evaluations *evaluations
 	// decisions are the objects apply found unchanged, kept per object.
@@ -81,38 +75,6 @@ type compiledPolicy struct {
 // trigger created at created of a policy activated at activated.
 func derives(d sproutv1alpha1.DerivedAdmissions, created, activated time.Time) bool {
 	return d.GenerateExisting || d.Created && !created.Before(activated)
-}
-
-// admitsByCreation reports whether settings d admit, without a record of
-// it, a trigger created at created, at version: derives, and, for a
-// trigger created in the policy's own second, only if it came after the
-// policy, as its version tells when the policy's creation was seen. A
-// trigger the policy's webhook would not have seen is not generated for.
-func (cp *compiledPolicy) admitsByCreation(d sproutv1alpha1.DerivedAdmissions, created time.Time, version string) bool {
-	if !derives(d, created, cp.activated) {
-		return false
-	}
-	if d.GenerateExisting || cp.createdVersion == "" || created.Unix() != cp.activated.Unix() {
-		return true
-	}
-	return !cluster.Older(version, cp.createdVersion)
-}
-
-// predates reports whether o's version, an event's, is older than the
-// policy: the event happened before the policy was created, and the
-// policy's webhook would not have seen it, however late the watch tells.
-func (cp *compiledPolicy) predates(o *cluster.Object) bool {
-	return cp.createdVersion != "" && cluster.Older(o.GetResourceVersion(), cp.createdVersion)
-}
-
-// createdVersionOf is the version p was created at, if this copy of it is
-// the one its creation made: the first generation, without a status.
-func createdVersionOf(p apiv1.Policy) string {
-	st := p.PolicyStatus()
-	if p.GetGeneration() != 1 || st.ConditionStatus.Ready != nil || len(st.ConditionStatus.Conditions) > 0 || len(st.Conditions) > 0 {
-		return ""
-	}
-	return p.GetResourceVersion()
 }
 
 // compile turns a policy, with the program its source compiled, into a

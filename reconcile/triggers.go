@@ -130,9 +130,9 @@ func (c *Controller) matchOne(key policyKey, cp *compiledPolicy, gvr schema.Grou
 	if ms.confined != "" && m.namespace != ms.confined || m.deleting {
 		return false, false, nil // being deleted: gone, as far as generation goes
 	}
-	derived := cp.admitsByCreation(cp.derives, m.created, u.GetResourceVersion())
+	derived := derives(cp.derives, m.created, cp.activated)
 	listed := c.states.of(key).isAdmitted(m.uid)
-	derivedBefore := ms.changed && cp.admitsByCreation(ms.before, m.created, u.GetResourceVersion())
+	derivedBefore := ms.changed && derives(ms.before, m.created, cp.activated)
 	if !derived && !listed && !derivedBefore {
 		return false, false, nil
 	}

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
+	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -29,6 +30,8 @@ func ownNamespaces(ctx context.Context, cfg *rest.Config, leaseNamespace string,
 	add(leaseNamespace)
 	kube, err := kubernetes.NewForConfig(cfg)
 	if err == nil {
+		ctx, cancel := context.WithTimeout(ctx, ownNamespaceTimeout)
+		defer cancel()
 		var review *authenticationv1.SelfSubjectReview
 		review, err = kube.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
 		if err == nil {
@@ -40,6 +43,10 @@ func ownNamespaces(ctx context.Context, cfg *rest.Config, leaseNamespace string,
 	}
 	return out
 }
+
+// ownNamespaceTimeout bounds the question of who Sprout is, asked once the
+// API server has answered.
+const ownNamespaceTimeout = 30 * time.Second
 
 // serviceAccountNamespace is the namespace of a ServiceAccount's user
 // name, "" for another user.

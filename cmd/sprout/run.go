@@ -167,6 +167,9 @@ func runController(ctx context.Context, g *globalFlags, opts reconcile.Options, 
 	if err := waitForAPIServer(ctx, cfg, log); err != nil {
 		return err
 	}
+	// Asked once the API server answers: before, a silent one would hold
+	// the start without a word.
+	c.Protect(ownNamespaces(ctx, cfg, ro.leader.namespace, log)...)
 	// The entries are served, and their status written, by the leader.
 	lead := func(ctx context.Context) error {
 		go gctx.Run(ctx)
@@ -200,7 +203,6 @@ func newRunController(ctx context.Context, cfg *rest.Config, opts reconcile.Opti
 		return nil, fmt.Errorf("no policy source: keep --cluster-policies or give --git-url, --source-ref or --policy-dir")
 	}
 	opts.Sources = srcs
-	opts.ProtectedNamespaces = append(opts.ProtectedNamespaces, ownNamespaces(ctx, cfg, ro.leader.namespace, log)...)
 	opts.Logger = log
 	opts.Metrics = reg
 	if !ro.reports {
