@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/sprout-gitops/sprout/reconcile/policy"
 	"github.com/sprout-gitops/sprout/sources"
 )
 
@@ -15,7 +16,7 @@ import (
 // the next one takes over when the holder's copy goes (docs/decisions.md).
 type claims struct {
 	mu     sync.Mutex
-	copies map[policyKey]map[string]claim // by source name
+	copies map[policy.Key]map[string]claim // by source name
 }
 
 type claim struct {
@@ -24,11 +25,11 @@ type claim struct {
 }
 
 // claim records p and reports whether its source holds the name now.
-func (c *claims) claim(key policyKey, p sources.Policy, rank int) bool {
+func (c *claims) claim(key policy.Key, p sources.Policy, rank int) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.copies == nil {
-		c.copies = map[policyKey]map[string]claim{}
+		c.copies = map[policy.Key]map[string]claim{}
 	}
 	if c.copies[key] == nil {
 		c.copies[key] = map[string]claim{}
@@ -38,7 +39,7 @@ func (c *claims) claim(key policyKey, p sources.Policy, rank int) bool {
 }
 
 // has reports whether source has delivered a copy of the policy.
-func (c *claims) has(key policyKey, source string) bool {
+func (c *claims) has(key policy.Key, source string) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	_, ok := c.copies[key][source]
@@ -46,7 +47,7 @@ func (c *claims) has(key policyKey, source string) bool {
 }
 
 // sources names the sources that deliver a copy of the policy.
-func (c *claims) sources(key policyKey) []string {
+func (c *claims) sources(key policy.Key) []string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	out := make([]string, 0, len(c.copies[key]))
@@ -58,7 +59,7 @@ func (c *claims) sources(key policyKey) []string {
 
 // release forgets source's copy. held reports whether that copy was the one
 // running; promoted, whether another source's copy takes over (next).
-func (c *claims) release(key policyKey, source string) (next sources.Policy, held, promoted bool) {
+func (c *claims) release(key policy.Key, source string) (next sources.Policy, held, promoted bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	held = c.holderLocked(key) == source
@@ -74,13 +75,13 @@ func (c *claims) release(key policyKey, source string) (next sources.Policy, hel
 }
 
 // holder names the source whose copy runs.
-func (c *claims) holder(key policyKey) string {
+func (c *claims) holder(key policy.Key) string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.holderLocked(key)
 }
 
-func (c *claims) holderLocked(key policyKey) string {
+func (c *claims) holderLocked(key policy.Key) string {
 	best, bestRank := "", 0
 	for source, cl := range c.copies[key] {
 		if best == "" || cl.rank < bestRank || cl.rank == bestRank && source < best {

@@ -8,6 +8,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/sprout-gitops/sprout/cluster"
+	"github.com/sprout-gitops/sprout/reconcile/policy"
 )
 
 // confirmAfter is how long after an object of a policy first shows up in
@@ -41,13 +42,13 @@ type firstSeen struct {
 
 type firstSighting struct {
 	store cache.Store
-	key   policyKey
+	key   policy.Key
 	obj   *cluster.Object
 }
 
 // confirmLater looks at obj, an object of the policy key that store has
 // just cached, after confirmAfter.
-func (c *Controller) confirmLater(store cache.Store, key policyKey, obj any) {
+func (c *Controller) confirmLater(store cache.Store, key policy.Key, obj any) {
 	o, ok := obj.(*cluster.Object)
 	if !ok {
 		c.queueGenerated(key, obj, confirmAfter)

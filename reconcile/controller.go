@@ -30,6 +30,7 @@ import (
 	"github.com/sprout-gitops/sprout/policyreport"
 	"github.com/sprout-gitops/sprout/reconcile/access"
 	"github.com/sprout-gitops/sprout/reconcile/kinds"
+	"github.com/sprout-gitops/sprout/reconcile/policy"
 	"github.com/sprout-gitops/sprout/reconcile/report"
 	"github.com/sprout-gitops/sprout/reconcile/watches"
 	"github.com/sprout-gitops/sprout/sources"
@@ -166,10 +167,10 @@ type Controller struct {
 	namespaceObjects celenv.NamespaceObjects
 	// reads index what each trigger's evaluation read, so that a change of
 	// it queues that trigger alone (deps.go).
-	reads watches.ReadIndex[policyKey]
+	reads watches.ReadIndex[policy.Key]
 	// statusQueue holds the policies whose last outcome is not yet written
 	// to their status; reports holds the outcomes.
-	statusQueue workqueue.TypedRateLimitingInterface[policyKey]
+	statusQueue workqueue.TypedRateLimitingInterface[policy.Key]
 	reports     reports
 	// sourceStatus writes the sources' PolicySources.
 	sourceStatus *report.Sources
@@ -184,10 +185,10 @@ type Controller struct {
 	generatedInformers *watches.Generated
 
 	mu       sync.RWMutex
-	policies map[policyKey]*compiledPolicy
+	policies map[policy.Key]*compiledPolicy
 	// deleted holds policies gone from their source until their sync has
 	// cleaned up after them.
-	deleted map[policyKey]retired
+	deleted map[policy.Key]retired
 	// records reads PolicyInventory records from their cache and writes
 	// them; set by Run.
 	records *inventory.Records
@@ -268,13 +269,13 @@ func New(cfg *rest.Config, opts Options) (*Controller, error) {
 		namespaces:    nsInformer.Lister(),
 		matcher:       NewMatcher(nsInformer.Lister(), kube),
 		queue:         newPolicyQueue(m),
-		statusQueue:   newQueue[policyKey]("status", m),
+		statusQueue:   newQueue[policy.Key]("status", m),
 		broadcaster:   broadcaster,
 		eventSink:     kube.CoreV1().Events(""),
 		events:        report.NewSparingRecorder(broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "sprout"})),
 		metrics:       m,
-		policies:      map[policyKey]*compiledPolicy{},
-		deleted:       map[policyKey]retired{},
+		policies:      map[policy.Key]*compiledPolicy{},
+		deleted:       map[policy.Key]retired{},
 	}
 	c.sourceStatus = report.NewSources(report.SourcesOptions{Client: dyn, Sources: opts.Sources, Shard: opts.Shard,
 		Census: c.claims.ofSource, Events: c.events, Metrics: m, Log: opts.Logger})

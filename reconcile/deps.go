@@ -5,13 +5,14 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/sprout-gitops/sprout/cluster"
+	"github.com/sprout-gitops/sprout/reconcile/policy"
 	"github.com/sprout-gitops/sprout/reconcile/watches"
 )
 
 // queueReaders queues, for an event on an object of gvr that the policy's
 // evaluations read, the triggers whose last evaluation read it. It reports
 // false when the policy must be queued in full instead.
-func (c *Controller) queueReaders(key policyKey, gvr schema.GroupVersionResource, o, old *cluster.Object) bool {
+func (c *Controller) queueReaders(key policy.Key, gvr schema.GroupVersionResource, o, old *cluster.Object) bool {
 	readers, full := c.reads.Covered(key, watches.ReadEvent{GVR: gvr, Obj: o, Old: old})
 	if full {
 		return false
@@ -23,7 +24,7 @@ func (c *Controller) queueReaders(key policyKey, gvr schema.GroupVersionResource
 // markReaders queues the policy for the triggers that read what changed.
 // Their own objects did not change, so only their key is given: their
 // evaluation, which read another object, was not kept.
-func (c *Controller) markReaders(key policyKey, readers []watches.TriggerReads) {
+func (c *Controller) markReaders(key policy.Key, readers []watches.TriggerReads) {
 	for _, tr := range readers {
 		c.queue.addTrigger(key, tr.UID, dirtyTrigger{gvr: tr.GVR, key: tr.Key}, 0)
 	}

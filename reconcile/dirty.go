@@ -10,6 +10,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/sprout-gitops/sprout/cluster"
+	"github.com/sprout-gitops/sprout/reconcile/policy"
 	"github.com/sprout-gitops/sprout/reconcile/report"
 	"github.com/sprout-gitops/sprout/reconcile/watches"
 )
@@ -43,12 +44,12 @@ type pending struct {
 // triggers is recomputed in full.
 type dirtySets struct {
 	mu sync.Mutex
-	m  map[policyKey]*pending
+	m  map[policy.Key]*pending
 }
 
-func (d *dirtySets) entry(key policyKey) *pending {
+func (d *dirtySets) entry(key policy.Key) *pending {
 	if d.m == nil {
-		d.m = map[policyKey]*pending{}
+		d.m = map[policy.Key]*pending{}
 	}
 	p := d.m[key]
 	if p == nil {
@@ -58,7 +59,7 @@ func (d *dirtySets) entry(key policyKey) *pending {
 	return p
 }
 
-func (d *dirtySets) markFull(key policyKey) {
+func (d *dirtySets) markFull(key policy.Key) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	p := d.entry(key)
@@ -67,7 +68,7 @@ func (d *dirtySets) markFull(key policyKey) {
 
 // markTrigger notes that the trigger uid of the policy changed. The first
 // event's old object and a known cache key are kept.
-func (d *dirtySets) markTrigger(key policyKey, uid types.UID, t dirtyTrigger) {
+func (d *dirtySets) markTrigger(key policy.Key, uid types.UID, t dirtyTrigger) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	p := d.entry(key)
@@ -91,7 +92,7 @@ func (d *dirtySets) markTrigger(key policyKey, uid types.UID, t dirtyTrigger) {
 
 // take returns what changed for the policy and forgets it; nil when
 // nothing was marked, which a sync takes as full.
-func (d *dirtySets) take(key policyKey) *pending {
+func (d *dirtySets) take(key policy.Key) *pending {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	p := d.m[key]
@@ -104,7 +105,7 @@ func (d *dirtySets) take(key policyKey) *pending {
 // resync, a read resource's change, an RBAC change, a retry. Only a
 // trigger event queues it for its triggers (addTrigger).
 type policyQueue struct {
-	workqueue.TypedRateLimitingInterface[policyKey]
+	workqueue.TypedRateLimitingInterface[policy.Key]
 	dirty *dirtySets
 	// taken counts the keys a worker took and is not done with, which the
 	// queue's length leaves out: a controller is idle only without any.
@@ -112,10 +113,10 @@ type policyQueue struct {
 }
 
 func newPolicyQueue(m *report.Metrics) *policyQueue {
-	return &policyQueue{TypedRateLimitingInterface: newQueue[policyKey]("policies", m), dirty: &dirtySets{}}
+	return &policyQueue{TypedRateLimitingInterface: newQueue[policy.Key]("policies", m), dirty: &dirtySets{}}
 }
 
-func (q *policyQueue) Get() (policyKey, bool) {
+func (q *policyQueue) Get() (policy.Key, bool) {
 	key, shutdown := q.TypedRateLimitingInterface.Get()
 	if !shutdown {
 		q.taken.Add(1)
@@ -123,28 +124,28 @@ func (q *policyQueue) Get() (policyKey, bool) {
 	return key, shutdown
 }
 
-func (q *policyQueue) Done(key policyKey) {
+func (q *policyQueue) Done(key policy.Key) {
 	q.taken.Add(-1)
 	q.TypedRateLimitingInterface.Done(key)
 }
 
-func (q *policyQueue) Add(key policyKey) {
+func (q *policyQueue) Add(key policy.Key) {
 	q.dirty.markFull(key)
 	q.TypedRateLimitingInterface.Add(key)
 }
 
-func (q *policyQueue) AddAfter(key policyKey, d time.Duration) {
+func (q *policyQueue) AddAfter(key policy.Key, d time.Duration) {
 	q.dirty.markFull(key)
 	q.TypedRateLimitingInterface.AddAfter(key, d)
 }
 
-func (q *policyQueue) AddRateLimited(key policyKey) {
+func (q *policyQueue) AddRateLimited(key policy.Key) {
 	q.dirty.markFull(key)
 	q.TypedRateLimitingInterface.AddRateLimited(key)
 }
 
 // addTrigger queues the policy for one changed trigger, after d if d > 0.
-func (q *policyQueue) addTrigger(key policyKey, uid types.UID, t dirtyTrigger, d time.Duration) {
+func (q *policyQueue) addTrigger(key policy.Key, uid types.UID, t dirtyTrigger, d time.Duration) {
 	q.dirty.markTrigger(key, uid, t)
 	if d > 0 {
 		q.TypedRateLimitingInterface.AddAfter(key, d)

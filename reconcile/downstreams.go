@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -16,36 +15,24 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/cache"
 
-	apiv1 "github.com/sprout-gitops/sprout/api/policies/v1"
 	"github.com/sprout-gitops/sprout/cluster"
 	"github.com/sprout-gitops/sprout/inventory"
+	"github.com/sprout-gitops/sprout/reconcile/policy"
 	"github.com/sprout-gitops/sprout/reconcile/watches"
 )
 
 // ownerOf reads the policy key from a cached object's annotation, which
 // names the policy exactly (labels cut long names); a tombstone gives its
 // object's.
-func ownerOf(obj any) (policyKey, bool) {
+func ownerOf(obj any) (policy.Key, bool) {
 	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = t.Obj
 	}
 	c, ok := obj.(*cluster.Object)
 	if !ok {
-		return policyKey{}, false
+		return policy.Key{}, false
 	}
-	return parsePolicyKey(c.Owner())
-}
-
-// parsePolicyKey reads Kind/name or Kind/namespace/name.
-func parsePolicyKey(s string) (policyKey, bool) {
-	parts := strings.Split(s, "/")
-	switch {
-	case len(parts) == 2 && parts[0] == apiv1.GeneratingPolicyKind:
-		return policyKey{Kind: parts[0], Name: parts[1]}, true
-	case len(parts) == 3 && parts[0] == apiv1.NamespacedGeneratingPolicyKind:
-		return policyKey{Kind: parts[0], Namespace: parts[1], Name: parts[2]}, true
-	}
-	return policyKey{}, false
+	return policy.ParseKey(c.Owner())
 }
 
 // generatedEvents hands the generated objects' informers' events to the
@@ -95,13 +82,13 @@ func (c *Controller) servedInProtobuf(gvr schema.GroupVersionResource) bool {
 
 // owned lists, from the caches, the objects the policy generated in the
 // resources it has written to (in its namespace, for a namespaced one).
-func (c *Controller) owned(key policyKey) ([]*cluster.Object, error) {
+func (c *Controller) owned(key policy.Key) ([]*cluster.Object, error) {
 	return c.ownedIn(key, watches.ByOwner, key.String())
 }
 
 // ownedBy lists, from the caches, the objects the policy generated for the
 // triggers uids.
-func (c *Controller) ownedBy(key policyKey, uids []types.UID) ([]*cluster.Object, error) {
+func (c *Controller) ownedBy(key policy.Key, uids []types.UID) ([]*cluster.Object, error) {
 	wanted := make(sets.Set[string], len(uids))
 	values := make([]string, 0, len(uids))
 	for _, uid := range uids {
@@ -118,7 +105,7 @@ func (c *Controller) ownedBy(key policyKey, uids []types.UID) ([]*cluster.Object
 }
 
 // ownedIn lists the policy's cached objects that index holds under values.
-func (c *Controller) ownedIn(key policyKey, index string, values ...string) ([]*cluster.Object, error) {
+func (c *Controller) ownedIn(key policy.Key, index string, values ...string) ([]*cluster.Object, error) {
 	written := c.states.of(key).writtenTo().UnsortedList()
 	var out []*cluster.Object
 	for _, gvr := range written {
@@ -141,7 +128,7 @@ func (c *Controller) ownedIn(key policyKey, index string, values ...string) ([]*
 
 // queueGenerated queues the policy that generated obj, after d if d > 0:
 // for the trigger obj was generated for, or whole if it names none.
-func (c *Controller) queueGenerated(key policyKey, obj any, d time.Duration) {
+func (c *Controller) queueGenerated(key policy.Key, obj any, d time.Duration) {
 	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = t.Obj
 	}
@@ -235,16 +222,16 @@ func (l liveObjects) informer(gvk schema.GroupVersionKind) (cache.SharedIndexInf
 // cached copies replaced, and needs no lookup to know it
 // (evaluation.settledAt). Every count is followed by a sync of the
 // policy, which checks in full.
-func (c *Controller) downstreamChanged(key policyKey) { c.states.of(key).downstreamChanged() }
+func (c *Controller) downstreamChanged(key policy.Key) { c.states.of(key).downstreamChanged() }
 
 // downstreamEpoch is the count for key now.
-func (c *Controller) downstreamEpoch(key policyKey) uint64 { return c.states.of(key).epoch() }
+func (c *Controller) downstreamEpoch(key policy.Key) uint64 { return c.states.of(key).epoch() }
 
 // forgetSettledChecks makes every settled evaluation check its objects in
 // full at its next sync: a scheduled resync compares everything, in case
 // an informer missed an event.
 func (c *Controller) forgetSettledChecks() {
-	c.states.each(func(_ policyKey, st *policyState) { st.downstreamChanged() })
+	c.states.each(func(_ policy.Key, st *policyState) { st.downstreamChanged() })
 }
 
 // track records that the policy writes to gvrs and makes sure each is
@@ -254,7 +241,7 @@ func (c *Controller) forgetSettledChecks() {
 // An informer just started lists only Sprout's objects of its resource,
 // which takes milliseconds: the sync waits for it up to downstreamSyncWait
 // rather than going back to the queue and coming back in 100 ms.
-func (c *Controller) track(ctx context.Context, key policyKey, gvrs sets.Set[schema.GroupVersionResource]) (int, bool) {
+func (c *Controller) track(ctx context.Context, key policy.Key, gvrs sets.Set[schema.GroupVersionResource]) (int, bool) {
 	all := c.states.of(key).writesTo(gvrs)
 	c.generatedInformers.Ensure(all)
 	return len(all), c.generatedInformers.WaitSynced(ctx, all, downstreamSyncWait)

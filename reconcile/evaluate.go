@@ -14,6 +14,7 @@ import (
 	"github.com/sprout-gitops/sprout/celenv"
 	"github.com/sprout-gitops/sprout/cluster"
 	"github.com/sprout-gitops/sprout/inventory"
+	"github.com/sprout-gitops/sprout/reconcile/policy"
 )
 
 // evaluate runs the policy's program for one trigger, replayed as its last
@@ -26,7 +27,7 @@ func (c *Controller) evaluate(ctx context.Context, cp *compiledPolicy, t trigger
 		m = cp.evaluations.of(t.object)
 	}
 	var nsObject *corev1.Namespace
-	exceptions := c.exceptionsFor(keyOf(cp.policy), cp.policy)
+	exceptions := c.exceptionsFor(policy.KeyOf(cp.policy), cp.policy)
 	if m != nil {
 		nsObject = c.namespaceNamed(m.namespace)
 		// A tombstone has no memo: it is evaluated once, never kept. A
@@ -96,7 +97,7 @@ func (c *Controller) labelled(cp *compiledPolicy, t trigger, u *unstructured.Uns
 		return nil
 	}
 	if len(res.MissingSources) > 0 {
-		c.log.Info("clone sources not found", "policy", keyOf(cp.policy).String(),
+		c.log.Info("clone sources not found", "policy", policy.KeyOf(cp.policy).String(),
 			"trigger", u.GetKind()+" "+objectRef(u), "sources", res.MissingSources)
 	}
 	objs := Label(cp.policy, u, res.Objects)

@@ -13,6 +13,7 @@ import (
 	sproutv1alpha1 "github.com/sprout-gitops/sprout/api/sprout/v1alpha1"
 	"github.com/sprout-gitops/sprout/celenv"
 	"github.com/sprout-gitops/sprout/inventory"
+	"github.com/sprout-gitops/sprout/reconcile/policy"
 	"github.com/sprout-gitops/sprout/sources"
 )
 
@@ -27,7 +28,7 @@ const eventObjects = 5
 
 // previousReady returns the policy's Ready condition as it was before this
 // sync: on the policy for one stored in the cluster, on its record otherwise.
-func (c *Controller) previousReady(key policyKey, cp *compiledPolicy) *metav1.Condition {
+func (c *Controller) previousReady(key policy.Key, cp *compiledPolicy) *metav1.Condition {
 	if cp.source == sources.ClusterSourceName {
 		return meta.FindStatusCondition(cp.policy.PolicyStatus().Conditions, ConditionReady)
 	}
@@ -41,7 +42,7 @@ func (c *Controller) previousReady(key policyKey, cp *compiledPolicy) *metav1.Co
 // record), what a sync generated and pruned, and a failure when it is new:
 // a sync retried with the same error does not repeat it. With
 // Options.TriggerEvents each trigger also hears what was generated for it.
-func (c *Controller) policyEvents(key policyKey, cp *compiledPolicy, before *metav1.Condition, out outcome, changes inventory.ChangeSet, triggers []trigger) {
+func (c *Controller) policyEvents(key policy.Key, cp *compiledPolicy, before *metav1.Condition, out outcome, changes inventory.ChangeSet, triggers []trigger) {
 	ref := c.policyReference(key, cp)
 	if ref == nil {
 		return
@@ -77,9 +78,9 @@ func (c *Controller) policyEvents(key policyKey, cp *compiledPolicy, before *met
 // generates: the conflict is then reported on both (this policy's Ready
 // condition says NotOwned). Once per object and pair of policies: the owner
 // keeps the object and nothing flaps.
-func (c *Controller) conflictEvents(key policyKey, changes inventory.ChangeSet) {
+func (c *Controller) conflictEvents(key policy.Key, changes inventory.ChangeSet) {
 	for _, ch := range changes.Changes {
-		owner, ok := parsePolicyKey(ch.Owner)
+		owner, ok := policy.ParseKey(ch.Owner)
 		if !ok || owner == key || !c.states.of(key).firstConflict(owner.String()+" "+ch.ID) {
 			continue
 		}
@@ -115,7 +116,7 @@ func (c *Controller) triggerEvents(policy string, written []inventory.Change, tr
 }
 
 // policyReference is the object a policy's Events are about.
-func (c *Controller) policyReference(key policyKey, cp *compiledPolicy) *corev1.ObjectReference {
+func (c *Controller) policyReference(key policy.Key, cp *compiledPolicy) *corev1.ObjectReference {
 	if cp.source == sources.ClusterSourceName {
 		return &corev1.ObjectReference{
 			APIVersion: apiv1.GroupVersion.String(), Kind: key.Kind,
@@ -162,7 +163,7 @@ func describeChanges(chs []inventory.Change) string {
 // condition shows. The cache may not hold the status a sync just wrote
 // when a quick retry reads it, so the condition alone would tell the same
 // failure twice.
-func (c *Controller) failureChanged(key policyKey, before *metav1.Condition, failure string) bool {
+func (c *Controller) failureChanged(key policy.Key, before *metav1.Condition, failure string) bool {
 	last := c.states.of(key).fail(failure)
 	prev := ""
 	switch {

@@ -13,6 +13,7 @@ import (
 
 	apiv1 "github.com/sprout-gitops/sprout/api/policies/v1"
 	"github.com/sprout-gitops/sprout/celenv"
+	"github.com/sprout-gitops/sprout/reconcile/policy"
 	"github.com/sprout-gitops/sprout/sources"
 )
 
@@ -28,10 +29,10 @@ type exceptionStore struct {
 	// sets are the exceptions of each policy, made on first use after a
 	// change to them: a new set is a new pointer, which is how a kept
 	// evaluation knows it was made under other exceptions.
-	sets map[policyKey]*exceptionSet
+	sets map[policy.Key]*exceptionSet
 	// told is the last PolicySkipped message of each policy, so that an
 	// unchanged one is not repeated at every sync.
-	told map[policyKey]string
+	told map[policy.Key]string
 }
 
 // exceptionSet is what a policy's evaluations are checked against.
@@ -64,7 +65,7 @@ func (h policyHandler) Exceptions(source string, list []sources.Exception) {
 	x := &c.exceptions
 	x.mu.Lock()
 	if x.bySource == nil {
-		x.bySource, x.sets, x.told = map[string][]sources.Exception{}, map[policyKey]*exceptionSet{}, map[policyKey]string{}
+		x.bySource, x.sets, x.told = map[string][]sources.Exception{}, map[policy.Key]*exceptionSet{}, map[policy.Key]string{}
 	}
 	changed := changedExceptions(x.bySource[source], kept)
 	x.bySource[source] = kept
@@ -74,7 +75,7 @@ func (h policyHandler) Exceptions(source string, list []sources.Exception) {
 		}
 	}
 	x.mu.Unlock()
-	var queue []policyKey
+	var queue []policy.Key
 	c.mu.Lock()
 	for key := range c.policies {
 		if names(changed, key) {
@@ -108,7 +109,7 @@ func changedExceptions(before, after []sources.Exception) []sources.Exception {
 }
 
 // names reports whether one of the exceptions names the policy of key.
-func names(list []sources.Exception, key policyKey) bool {
+func names(list []sources.Exception, key policy.Key) bool {
 	return slices.ContainsFunc(list, func(e sources.Exception) bool {
 		return slices.ContainsFunc(e.Spec.PolicyRefs, func(r apiv1.PolicyRef) bool { return r.Kind == key.Kind && r.Name == key.Name })
 	})
@@ -116,7 +117,7 @@ func names(list []sources.Exception, key policyKey) bool {
 
 // exceptionsFor returns the exceptions that name the policy and have not
 // expired, nil when there are none or exceptions are off.
-func (c *Controller) exceptionsFor(key policyKey, p apiv1.Policy) *exceptionSet {
+func (c *Controller) exceptionsFor(key policy.Key, p apiv1.Policy) *exceptionSet {
 	if !c.opts.PolicyExceptions {
 		return nil
 	}
@@ -185,7 +186,7 @@ func (g *generation) skip(t trigger, exceptions []string) {
 // skippedEvent tells, on the policy, which triggers exceptions skipped,
 // once for each different set: a sync that skips the same triggers again
 // says nothing.
-func (c *Controller) skippedEvent(key policyKey, cp *compiledPolicy, s skipped) {
+func (c *Controller) skippedEvent(key policy.Key, cp *compiledPolicy, s skipped) {
 	msg := describeSkipped(s)
 	x := &c.exceptions
 	x.mu.Lock()

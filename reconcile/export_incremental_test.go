@@ -11,6 +11,7 @@ import (
 	apiv1 "github.com/sprout-gitops/sprout/api/policies/v1"
 	sproutv1alpha1 "github.com/sprout-gitops/sprout/api/sprout/v1alpha1"
 	"github.com/sprout-gitops/sprout/cluster"
+	"github.com/sprout-gitops/sprout/reconcile/policy"
 )
 
 // Idle reports whether no policy is queued or syncing and no status waits
@@ -93,7 +94,7 @@ func (c *Controller) CachedVersions(gvr schema.GroupVersionResource, namespace s
 // for a sync that began before the cache saw the last status write.
 func (c *Controller) StaleReporter(name string) func(ctx context.Context, triggers, objects int) error {
 	c.mu.RLock()
-	cp := c.policies[policyKey{Kind: apiv1.GeneratingPolicyKind, Name: name}]
+	cp := c.policies[policy.Key{Kind: apiv1.GeneratingPolicyKind, Name: name}]
 	c.mu.RUnlock()
 	return func(ctx context.Context, triggers, objects int) error {
 		return c.reportStatus(ctx, cp, outcome{Triggers: triggers, Objects: objects})

@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/sprout-gitops/sprout/cluster"
+	"github.com/sprout-gitops/sprout/reconcile/policy"
 )
 
 // AccessReviews counts the access reviews the controller asked of the API
@@ -39,8 +40,8 @@ func (c *Controller) ConfirmationLooks() int64 { return c.confirms.looks.Load() 
 
 // Dirty returns the triggers of policy (Kind/name or Kind/namespace/name)
 // that events marked changed since its last sync.
-func (c *Controller) Dirty(policy string) []types.UID {
-	key, _ := parsePolicyKey(policy)
+func (c *Controller) Dirty(name string) []types.UID {
+	key, _ := policy.ParseKey(name)
 	c.queue.dirty.mu.Lock()
 	defer c.queue.dirty.mu.Unlock()
 	var out []types.UID
@@ -57,8 +58,8 @@ func (c *Controller) Dirty(policy string) []types.UID {
 // came: the copy the write made is what the recheck must update. It reports
 // whether the snapshot already watched resource, in which case nothing
 // was left to find.
-func (c *Controller) RecheckAfterStatusWrite(ctx context.Context, policy, resource string) (snapshotWatched bool) {
-	key, _ := parsePolicyKey(policy)
+func (c *Controller) RecheckAfterStatusWrite(ctx context.Context, name, resource string) (snapshotWatched bool) {
+	key, _ := policy.ParseKey(name)
 	c.reviews.Invalidate()
 	c.mu.Lock()
 	cp := c.policies[key]

@@ -6,12 +6,13 @@ import (
 	"github.com/sprout-gitops/sprout/cluster"
 	"github.com/sprout-gitops/sprout/inventory"
 	"github.com/sprout-gitops/sprout/reconcile/access"
+	"github.com/sprout-gitops/sprout/reconcile/policy"
 )
 
 // finalize is the last sync of a deleted policy. A synchronizing policy that
 // does not orphan its objects takes its data objects with it; clones stay,
 // as in Kyverno. Then its record goes.
-func (c *Controller) finalize(ctx context.Context, key policyKey, gone retired) error {
+func (c *Controller) finalize(ctx context.Context, key policy.Key, gone retired) error {
 	if c.opts.DryRun {
 		return nil // a plan covers the policies it was given, not retired ones
 	}
@@ -50,7 +51,7 @@ func (c *Controller) finalize(ctx context.Context, key policyKey, gone retired) 
 	if err := c.records.Delete(ctx, gone.ref); err != nil {
 		return err
 	}
-	c.policyReports.DropPolicy(key.reportName())
+	c.policyReports.DropPolicy(key.ReportName())
 	c.mu.Lock()
 	delete(c.deleted, key)
 	c.mu.Unlock()

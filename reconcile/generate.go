@@ -12,6 +12,7 @@ import (
 	sproutv1alpha1 "github.com/sprout-gitops/sprout/api/sprout/v1alpha1"
 	"github.com/sprout-gitops/sprout/inventory"
 	"github.com/sprout-gitops/sprout/reconcile/access"
+	"github.com/sprout-gitops/sprout/reconcile/policy"
 	"github.com/sprout-gitops/sprout/reconcile/watches"
 )
 
@@ -291,7 +292,7 @@ func (d desiredSet) settledLen() int {
 // The evaluations are counted before their objects are applied.
 func (c *Controller) desired(ctx context.Context, cp *compiledPolicy, triggers []trigger, reader *cacheReader, limit int, g *generation) desiredSet {
 	out := desiredSet{settled: make([]inventory.Settled, 0, len(triggers))}
-	key := keyOf(cp.policy)
+	key := policy.KeyOf(cp.policy)
 	out.epoch = c.downstreamEpoch(key)
 	evaluated, reused := 0, 0
 	defer func() { c.metrics.ObserveEvaluations(key.String(), evaluated, reused) }()

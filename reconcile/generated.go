@@ -8,12 +8,13 @@ import (
 
 	sproutv1alpha1 "github.com/sprout-gitops/sprout/api/sprout/v1alpha1"
 	"github.com/sprout-gitops/sprout/inventory"
+	"github.com/sprout-gitops/sprout/reconcile/policy"
 )
 
 // notYetGenerated drops the objects a non-synchronizing policy has already
 // generated: it generates once per trigger, so a downstream a user deleted
 // stays deleted.
-func (c *Controller) notYetGenerated(key policyKey, desired []*unstructured.Unstructured) []*unstructured.Unstructured {
+func (c *Controller) notYetGenerated(key policy.Key, desired []*unstructured.Unstructured) []*unstructured.Unstructured {
 	st := c.states.of(key)
 	var out []*unstructured.Unstructured
 	for _, o := range desired {
@@ -25,7 +26,7 @@ func (c *Controller) notYetGenerated(key policyKey, desired []*unstructured.Unst
 }
 
 // noteGenerated remembers the objects created, or found already there.
-func (c *Controller) noteGenerated(key policyKey, changes inventory.ChangeSet) {
+func (c *Controller) noteGenerated(key policy.Key, changes inventory.ChangeSet) {
 	var ids []string
 	for _, ch := range changes.Changes {
 		if ch.Action == inventory.Created || ch.Action == inventory.Unchanged || ch.Present() {
@@ -42,7 +43,7 @@ func generatedID(objectID, triggerUID string) string { return triggerUID + " " +
 // trigger generates nothing again, so the record, in etcd and in memory,
 // grows with the live triggers, not with history. exists is asked without
 // the lock held: it takes it.
-func (c *Controller) retainGenerated(key policyKey, exists func(string) bool) {
+func (c *Controller) retainGenerated(key policy.Key, exists func(string) bool) {
 	ids := c.states.of(key).generatedIDs().UnsortedList()
 	if len(ids) == 0 {
 		return

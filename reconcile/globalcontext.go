@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 
 	"github.com/sprout-gitops/sprout/celenv"
+	"github.com/sprout-gitops/sprout/reconcile/policy"
 )
 
 // GlobalContext serves globalContext.Get (the globalctx package's Store).
@@ -69,7 +70,7 @@ func (r *cacheReader) globalContext() celenv.GlobalContext {
 
 // entryChanged queues every policy whose syncs read the entry.
 func (c *Controller) entryChanged(name string) {
-	c.states.each(func(key policyKey, st *policyState) {
+	c.states.each(func(key policy.Key, st *policyState) {
 		if st.readsEntry(name) {
 			c.queue.Add(key)
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/sprout-gitops/sprout/cluster"
 	"github.com/sprout-gitops/sprout/inventory"
 	"github.com/sprout-gitops/sprout/reconcile/access"
+	"github.com/sprout-gitops/sprout/reconcile/policy"
 	"github.com/sprout-gitops/sprout/reconcile/report"
 )
 
@@ -107,7 +108,7 @@ func (c *Controller) Protect(namespaces ...string) {
 // roleChanged queues the policies whose bindings referred to the role, or
 // to an aggregated ClusterRole it may join.
 func (c *Controller) roleChanged(role string, clusterRole bool) {
-	c.states.each(func(key policyKey, st *policyState) {
+	c.states.each(func(key policy.Key, st *policyState) {
 		if st.boundTo(role, clusterRole) {
 			c.queue.Add(key)
 		}
@@ -130,7 +131,7 @@ func settles(kinds []schema.GroupVersionKind) bool {
 // for the role they bind: a role widened after its binding was made must
 // not keep its binding until someone notices. Only those: the policy's
 // other objects stay, as any refusal keeps its prune from running.
-func (c *Controller) pruneRefused(ctx context.Context, w writer, key policyKey, v *access.Verdicts) (inventory.ChangeSet, error) {
+func (c *Controller) pruneRefused(ctx context.Context, w writer, key policy.Key, v *access.Verdicts) (inventory.ChangeSet, error) {
 	if !v.AnyRefused() {
 		return inventory.ChangeSet{}, nil
 	}

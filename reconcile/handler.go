@@ -1,6 +1,7 @@
 package reconcile
 
 import (
+	"github.com/sprout-gitops/sprout/reconcile/policy"
 	"github.com/sprout-gitops/sprout/sources"
 )
 
@@ -14,7 +15,7 @@ var _ sources.Handler = policyHandler{}
 // generation (a status write) only refreshes the policy kept for status.
 func (h policyHandler) Upsert(p sources.Policy) {
 	c := h.c
-	key := keyOf(p.Policy)
+	key := policy.KeyOf(p.Policy)
 	if p.Program == nil {
 		c.log.Error("policy handed over without its program: its source does not compile policies", "policy", key.String(), "source", p.Source)
 		return
@@ -85,7 +86,7 @@ func (h policyHandler) Upsert(p sources.Policy) {
 // which removes what it leaves behind unless it orphans its objects.
 func (h policyHandler) Delete(p sources.Policy) {
 	c := h.c
-	key := keyOf(p.Policy)
+	key := policy.KeyOf(p.Policy)
 	if !h.unclaim(key, p) {
 		return
 	}

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apiserver/pkg/admission"
 
 	"github.com/sprout-gitops/sprout/cluster"
+	"github.com/sprout-gitops/sprout/reconcile/policy"
 	"github.com/sprout-gitops/sprout/reconcile/watches"
 )
 
@@ -39,7 +40,7 @@ func (c *Controller) watchKeyOf(scope string, gvr schema.GroupVersionResource) w
 
 // watches reports whether the policy is served by informer w, for its
 // triggers or for what its last sync read. The caller holds c.mu.
-func (c *Controller) watches(key policyKey, cp *compiledPolicy, w watchKey) bool {
+func (c *Controller) watches(key policy.Key, cp *compiledPolicy, w watchKey) bool {
 	return c.triggeredBy(cp, w) || c.readsFrom(key, cp, w)
 }
 
@@ -86,7 +87,7 @@ func (c *Controller) releaseInformers() {
 	}
 	c.triggerInformers.Release(needed)
 	written := sets.New[schema.GroupVersionResource]()
-	c.states.each(func(_ policyKey, st *policyState) {
+	c.states.each(func(_ policy.Key, st *policyState) {
 		written = written.Union(st.writtenTo())
 	})
 	c.generatedInformers.Release(written)
@@ -130,7 +131,7 @@ func (c *Controller) onTrigger(w watchKey, op admission.Operation, o, old *clust
 	gvr := w.GVR
 	c.mu.RLock()
 	var interested, triggered []*compiledPolicy
-	read := sets.New[policyKey]() // the policies that read gvr
+	read := sets.New[policy.Key]() // the policies that read gvr
 	for key, cp := range c.policies {
 		switch {
 		case c.triggeredBy(cp, w):
@@ -150,7 +151,7 @@ func (c *Controller) onTrigger(w watchKey, op admission.Operation, o, old *clust
 	}
 	var labelled *metav1.PartialObjectMetadata // decoded once, if a selector reads labels
 	for _, cp := range interested {
-		key := keyOf(cp.policy)
+		key := policy.KeyOf(cp.policy)
 		if cp.policy.IsNamespaced() && o.GetNamespace() != cp.policy.GetNamespace() {
 			continue // confined to its namespace: it never sees another's triggers
 		}
@@ -179,7 +180,7 @@ func (c *Controller) onTrigger(w watchKey, op admission.Operation, o, old *clust
 // queueTrigger queues a policy for an event on o: for that trigger, and,
 // when the policy's evaluations read gvr, for the triggers that read o
 // (deps.go), or in full when those are not known.
-func (c *Controller) queueTrigger(key policyKey, cp *compiledPolicy, gvr schema.GroupVersionResource, read bool, op admission.Operation, o, prev *cluster.Object) {
+func (c *Controller) queueTrigger(key policy.Key, cp *compiledPolicy, gvr schema.GroupVersionResource, read bool, op admission.Operation, o, prev *cluster.Object) {
 	isTrigger := slices.Contains(cp.triggers, gvr)
 	if read && !c.queueReaders(key, gvr, o, prev) || !read && !isTrigger {
 		c.queue.Add(key)

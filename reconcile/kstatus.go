@@ -3,6 +3,7 @@ package reconcile
 import (
 	"context"
 
+	"github.com/sprout-gitops/sprout/reconcile/policy"
 	"github.com/sprout-gitops/sprout/reconcile/report"
 	"github.com/sprout-gitops/sprout/sources"
 )
@@ -12,7 +13,7 @@ import (
 // replaces an outcome not yet written: that outcome is the truth until
 // this sync's own replaces it, and a sync cut short must not leave
 // Reconciling in its place.
-func (c *Controller) markProgressing(key policyKey, cp *compiledPolicy) {
+func (c *Controller) markProgressing(key policy.Key, cp *compiledPolicy) {
 	gen := cp.policy.GetGeneration()
 	if c.opts.DryRun || cp.source != sources.ClusterSourceName || !report.Progressing(cp.policy) {
 		return

@@ -8,6 +8,7 @@ import (
 
 	"github.com/sprout-gitops/sprout/cluster"
 	"github.com/sprout-gitops/sprout/inventory"
+	"github.com/sprout-gitops/sprout/reconcile/policy"
 )
 
 // A synchronizing policy's objects are found by their labels, but labels
@@ -36,7 +37,7 @@ func (c *Controller) departed(old, next any) {
 	if !o.Left(n) {
 		return
 	}
-	key, ok := parsePolicyKey(o.Owner())
+	key, ok := policy.ParseKey(o.Owner())
 	if !ok {
 		return
 	}
@@ -51,7 +52,7 @@ func (c *Controller) departed(old, next any) {
 
 // claimedBy answers inventory's question for a policy: does its record
 // claim the object id for the trigger?
-func (c *Controller) claimedBy(key policyKey) func(triggerUID, id string) bool {
+func (c *Controller) claimedBy(key policy.Key) func(triggerUID, id string) bool {
 	return func(triggerUID, id string) bool {
 		return c.states.of(key).hasGenerated(generatedID(id, triggerUID))
 	}
@@ -61,7 +62,7 @@ func (c *Controller) claimedBy(key policyKey) func(triggerUID, id string) bool {
 // complete desired set (changes) no longer holds: pruned, or no longer
 // generated. Given triggers, changes are what those triggers desire, and
 // only their claims are looked at.
-func (c *Controller) retainClaims(key policyKey, changes inventory.ChangeSet, triggers sets.Set[string]) {
+func (c *Controller) retainClaims(key policy.Key, changes inventory.ChangeSet, triggers sets.Set[string]) {
 	st := c.states.of(key)
 	claimed := st.generatedIDs()
 	if claimed.Len() == 0 {

@@ -6,6 +6,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 
 	"github.com/sprout-gitops/sprout/reconcile/access"
+	"github.com/sprout-gitops/sprout/reconcile/policy"
 	"github.com/sprout-gitops/sprout/reconcile/report"
 )
 
@@ -16,7 +17,7 @@ import (
 // and list and watch for Sprout, whose informers watch them all. It
 // returns nil when everything is granted, else an error naming each verb
 // and resource missing.
-func (c *Controller) permissionVerdict(ctx context.Context, key policyKey, cp *compiledPolicy) error {
+func (c *Controller) permissionVerdict(ctx context.Context, key policy.Key, cp *compiledPolicy) error {
 	sa, err := c.accountOf(cp.policy)
 	if err != nil {
 		return err
@@ -43,7 +44,7 @@ type grantVerdict = report.Verdict
 // verdict checks the policy's permissions for a sync and remembers what it
 // found, so that a recheck after an RBAC change can tell whether it
 // changed.
-func (c *Controller) verdict(ctx context.Context, key policyKey, cp *compiledPolicy) *grantVerdict {
+func (c *Controller) verdict(ctx context.Context, key policy.Key, cp *compiledPolicy) *grantVerdict {
 	err := c.permissionVerdict(ctx, key, cp)
 	if ctx.Err() != nil {
 		return nil // stopping, or the policy deleted: nothing was learnt

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/sprout-gitops/sprout/inventory"
+	"github.com/sprout-gitops/sprout/reconcile/policy"
 	"github.com/sprout-gitops/sprout/sources"
 )
 
@@ -44,10 +45,10 @@ type PolicyPlan struct {
 // plans keeps the last sync's changes per policy, in a dry run.
 type plans struct {
 	mu    sync.Mutex
-	byKey map[policyKey]PolicyPlan
+	byKey map[policy.Key]PolicyPlan
 }
 
-func (p *plans) get(key policyKey) (PolicyPlan, bool) {
+func (p *plans) get(key policy.Key) (PolicyPlan, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	plan, ok := p.byKey[key]
@@ -55,11 +56,11 @@ func (p *plans) get(key policyKey) (PolicyPlan, bool) {
 }
 
 // plan keeps what a dry-run sync of the policy found.
-func (c *Controller) plan(key policyKey, changes inventory.ChangeSet, err error) {
+func (c *Controller) plan(key policy.Key, changes inventory.ChangeSet, err error) {
 	c.planned.mu.Lock()
 	defer c.planned.mu.Unlock()
 	if c.planned.byKey == nil {
-		c.planned.byKey = map[policyKey]PolicyPlan{}
+		c.planned.byKey = map[policy.Key]PolicyPlan{}
 	}
 	// Triggers come from the caches in no order: a plan lists by object.
 	slices.SortStableFunc(changes.Changes, func(a, b inventory.Change) int { return strings.Compare(a.ID, b.ID) })
@@ -94,7 +95,7 @@ func (c *Controller) Plan(ctx context.Context) ([]PolicyPlan, error) {
 		return nil, errors.New(src.Name() + ": no revision could be read")
 	}
 	c.mu.RLock()
-	keys := make([]policyKey, 0, len(c.policies))
+	keys := make([]policy.Key, 0, len(c.policies))
 	for key := range c.policies {
 		keys = append(keys, key)
 	}
@@ -115,7 +116,7 @@ func (c *Controller) Plan(ctx context.Context) ([]PolicyPlan, error) {
 }
 
 // syncWhenReady syncs a policy, waiting for the caches it needs.
-func (c *Controller) syncWhenReady(ctx context.Context, key policyKey) error {
+func (c *Controller) syncWhenReady(ctx context.Context, key policy.Key) error {
 	for delay := 50 * time.Millisecond; ; delay = min(2*delay, time.Second) {
 		err := c.sync(ctx, key)
 		if !errors.Is(err, errWaiting) {
@@ -133,7 +134,7 @@ func (c *Controller) syncWhenReady(ctx context.Context, key policyKey) error {
 // record holds, so the plan uses the admissions and activation of the
 // policy of that name that runs now, wherever it comes from.
 func (c *Controller) adoptRecordedIdentity(p sources.Policy) {
-	if rec := c.record(keyOf(p.Policy)); rec != nil && rec.Spec.Policy.UID != "" {
+	if rec := c.record(policy.KeyOf(p.Policy)); rec != nil && rec.Spec.Policy.UID != "" {
 		p.SetUID(types.UID(rec.Spec.Policy.UID))
 	}
 }

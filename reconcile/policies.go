@@ -13,29 +13,9 @@ import (
 	sproutv1alpha1 "github.com/sprout-gitops/sprout/api/sprout/v1alpha1"
 	"github.com/sprout-gitops/sprout/celenv"
 	"github.com/sprout-gitops/sprout/inventory"
+	"github.com/sprout-gitops/sprout/reconcile/policy"
 	"github.com/sprout-gitops/sprout/sources"
 )
-
-// policyKey is the work-queue key of one policy.
-type policyKey struct {
-	Kind      string
-	Namespace string
-	Name      string
-}
-
-func (k policyKey) String() string {
-	if k.Namespace == "" {
-		return k.Kind + "/" + k.Name
-	}
-	return k.Kind + "/" + k.Namespace + "/" + k.Name
-}
-
-func keyOf(p apiv1.Policy) policyKey {
-	if p.IsNamespaced() {
-		return policyKey{Kind: apiv1.NamespacedGeneratingPolicyKind, Namespace: p.GetNamespace(), Name: p.GetName()}
-	}
-	return policyKey{Kind: apiv1.GeneratingPolicyKind, Name: p.GetName()}
-}
 
 // compiledPolicy is one generation of a policy, compiled. It is replaced, never
 // changed, when the policy changes.
@@ -127,7 +107,7 @@ func (c *Controller) activation(p sources.Policy) time.Time {
 	if t := p.GetCreationTimestamp().Time; !t.IsZero() {
 		return t
 	}
-	if rec := c.record(keyOf(p.Policy)); rec != nil && rec.Spec.Policy.UID == string(p.GetUID()) && rec.Spec.Activated != nil {
+	if rec := c.record(policy.KeyOf(p.Policy)); rec != nil && rec.Spec.Policy.UID == string(p.GetUID()) && rec.Spec.Activated != nil {
 		return rec.Spec.Activated.Time
 	}
 	return time.Now().Truncate(time.Second)

@@ -108,11 +108,3 @@ func (c *Controller) unreportDirty(cp *compiledPolicy, dirty []types.UID, matche
 		}
 	}
 }
-
-// reportName is how a policy's results name it.
-func (k policyKey) reportName() string {
-	if k.Namespace == "" {
-		return k.Name
-	}
-	return k.Namespace + "/" + k.Name
-}

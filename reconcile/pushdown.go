@@ -9,6 +9,7 @@ import (
 
 	"github.com/sprout-gitops/sprout/cluster"
 	"github.com/sprout-gitops/sprout/policyreport"
+	"github.com/sprout-gitops/sprout/reconcile/policy"
 	"github.com/sprout-gitops/sprout/reconcile/report"
 	"github.com/sprout-gitops/sprout/reconcile/watches"
 )
@@ -104,7 +105,7 @@ func (c *Controller) triggeredBy(cp *compiledPolicy, w watchKey) bool {
 
 // readsFrom reports whether informer w serves what the policy's last sync
 // read: always an unfiltered one. The caller holds c.mu.
-func (c *Controller) readsFrom(key policyKey, cp *compiledPolicy, w watchKey) bool {
+func (c *Controller) readsFrom(key policy.Key, cp *compiledPolicy, w watchKey) bool {
 	return c.watchKeyOf(cp.scope(), w.GVR) == w && c.states.of(key).readsFrom(w.GVR)
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/sprout-gitops/sprout/celenv"
 	"github.com/sprout-gitops/sprout/cluster"
 	"github.com/sprout-gitops/sprout/reconcile/access"
+	"github.com/sprout-gitops/sprout/reconcile/policy"
 	"github.com/sprout-gitops/sprout/reconcile/watches"
 )
 
@@ -28,7 +29,7 @@ import (
 type cacheReader struct {
 	c *Controller
 	// key is the policy whose syncs read.
-	key policyKey
+	key policy.Key
 	// as, when set, is the ServiceAccount the policy runs as: each kind of
 	// read is allowed only if the API server says it may (a
 	// SubjectAccessReview, asked once per sync).
@@ -59,7 +60,7 @@ type cacheReader struct {
 
 var _ celenv.Reader = (*cacheReader)(nil)
 
-func newCacheReader(c *Controller, key policyKey, as *access.Account, scope string) *cacheReader {
+func newCacheReader(c *Controller, key policy.Key, as *access.Account, scope string) *cacheReader {
 	r := &cacheReader{c: c, key: key, as: as, scope: scope, read: sets.New[schema.GroupVersionResource](), allowed: map[string]error{},
 		decoded: map[*cluster.Object]*unstructured.Unstructured{}}
 	if c.opts.HTTP != nil {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/sprout-gitops/sprout/cluster"
 	"github.com/sprout-gitops/sprout/inventory"
+	"github.com/sprout-gitops/sprout/reconcile/policy"
 )
 
 // A policy's record holds what Sprout cannot see in the cluster: which
@@ -35,7 +36,7 @@ const LabelRebuilding = "sprout.dev/rebuilding"
 // policy without a creationTimestamp (from files) begins, at the latest,
 // when the earliest of them was created. It returns the policy, changed
 // when its beginning did, and whether anything was learnt.
-func (c *Controller) rebuildAdmissions(key policyKey, cp *compiledPolicy) (*compiledPolicy, bool) {
+func (c *Controller) rebuildAdmissions(key policy.Key, cp *compiledPolicy) (*compiledPolicy, bool) {
 	owned, err := c.owned(key)
 	if err != nil || len(owned) == 0 {
 		return cp, false
@@ -97,7 +98,7 @@ func (c *Controller) recordDeleted(obj any) {
 	if !ok {
 		return
 	}
-	var key policyKey
+	var key policy.Key
 	key.Kind, _, _ = unstructured.NestedString(u.Object, "spec", "policy", "kind")
 	key.Namespace, _, _ = unstructured.NestedString(u.Object, "spec", "policy", "namespace")
 	key.Name, _, _ = unstructured.NestedString(u.Object, "spec", "policy", "name")

@@ -7,6 +7,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/sprout-gitops/sprout/reconcile/policy"
 	"github.com/sprout-gitops/sprout/reconcile/report"
 )
 
@@ -18,7 +19,7 @@ import (
 // needs any more stop.
 func (c *Controller) recheckPermissions(ctx context.Context) {
 	c.mu.RLock()
-	policies := make(map[policyKey]*compiledPolicy, len(c.policies))
+	policies := make(map[policy.Key]*compiledPolicy, len(c.policies))
 	for key, cp := range c.policies {
 		policies[key] = cp
 	}
@@ -44,7 +45,7 @@ func (c *Controller) recheckPermissions(ctx context.Context) {
 // kept only on the copy it replaced would start a watch that the release
 // after it stops at once. A new compilation resolved its rules itself, but
 // perhaps from answers this recheck makes stale, so it is resolved too.
-func (c *Controller) recheckPolicy(ctx context.Context, key policyKey, cp *compiledPolicy) bool {
+func (c *Controller) recheckPolicy(ctx context.Context, key policy.Key, cp *compiledPolicy) bool {
 	for cp != nil && cp.policy.PolicySpec().MatchConstraints != nil && cp.program.Err() == nil {
 		triggers, refused, err := c.resolveRules(cp.policy)
 		var discoveryErr *discoveryError
@@ -77,7 +78,7 @@ func (c *Controller) recheckPolicy(ctx context.Context, key policyKey, cp *compi
 // keepResolution keeps a resolution of cp's rules on the policy running
 // under key when it is the same compilation and the resolution differs,
 // and returns the policy kept (nil when none was) and the one running.
-func (c *Controller) keepResolution(key policyKey, cp *compiledPolicy, triggers, refused []schema.GroupVersionResource, err error) (kept, cur *compiledPolicy) {
+func (c *Controller) keepResolution(key policy.Key, cp *compiledPolicy, triggers, refused []schema.GroupVersionResource, err error) (kept, cur *compiledPolicy) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	cur = c.policies[key]

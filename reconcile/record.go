@@ -15,6 +15,7 @@ import (
 	sproutv1alpha1 "github.com/sprout-gitops/sprout/api/sprout/v1alpha1"
 	"github.com/sprout-gitops/sprout/inventory"
 	"github.com/sprout-gitops/sprout/reconcile/access"
+	"github.com/sprout-gitops/sprout/reconcile/policy"
 	"github.com/sprout-gitops/sprout/reconcile/report"
 )
 
@@ -50,12 +51,12 @@ func withoutManagedFields(obj any) (any, error) {
 	return obj, nil
 }
 
-func refOf(key policyKey) sproutv1alpha1.PolicyReference {
+func refOf(key policy.Key) sproutv1alpha1.PolicyReference {
 	return sproutv1alpha1.PolicyReference{Kind: key.Kind, Namespace: key.Namespace, Name: key.Name}
 }
 
 // record returns the cached record of a policy, or nil.
-func (c *Controller) record(key policyKey) *sproutv1alpha1.PolicyInventory {
+func (c *Controller) record(key policy.Key) *sproutv1alpha1.PolicyInventory {
 	rec, err := c.records.Get(refOf(key))
 	if err != nil {
 		c.log.Error("record cannot be read", "policy", key.String(), "error", err.Error())
@@ -72,7 +73,7 @@ func (c *Controller) record(key policyKey) *sproutv1alpha1.PolicyInventory {
 //
 // A policy without a record, or whose record is still being rebuilt,
 // rebuilds it from its objects before it prunes anything (rebuild.go).
-func (c *Controller) restore(key policyKey, uid string) {
+func (c *Controller) restore(key policy.Key, uid string) {
 	rec := c.record(key)
 	if rec == nil || rec.Labels[LabelRebuilding] != "" {
 		c.states.of(key).rebuild(true)
@@ -95,7 +96,7 @@ func (c *Controller) restore(key policyKey, uid string) {
 }
 
 // saveRecord writes the policy's record if what it should hold changed.
-func (c *Controller) saveRecord(ctx context.Context, key policyKey, cp *compiledPolicy) error {
+func (c *Controller) saveRecord(ctx context.Context, key policy.Key, cp *compiledPolicy) error {
 	rec := &sproutv1alpha1.PolicyInventory{}
 	spec := cp.policy.PolicySpec()
 	rec.Labels = map[string]string{sproutv1alpha1.LabelManagedBy: sproutv1alpha1.ManagedBy}
@@ -126,7 +127,7 @@ func (c *Controller) saveRecord(ctx context.Context, key policyKey, cp *compiled
 
 // saveRecordStatus writes the outcome of a sync to the record's status if
 // it changed.
-func (c *Controller) saveRecordStatus(ctx context.Context, key policyKey, cp *compiledPolicy, out outcome) error {
+func (c *Controller) saveRecordStatus(ctx context.Context, key policy.Key, cp *compiledPolicy, out outcome) error {
 	if out.Reason == ReasonProgressing && c.record(key) == nil {
 		return nil // a first sync under way has no record yet
 	}
@@ -166,7 +167,7 @@ func (c *Controller) retireOrphanRecords(source string) {
 			continue
 		}
 		p := rec.Spec.Policy
-		key := policyKey{Kind: p.Kind, Namespace: p.Namespace, Name: p.Name}
+		key := policy.Key{Kind: p.Kind, Namespace: p.Namespace, Name: p.Name}
 		c.mu.Lock()
 		_, running := c.policies[key]
 		c.mu.Unlock()

@@ -1,6 +1,7 @@
 package reconcile
 
 import (
+	"github.com/sprout-gitops/sprout/reconcile/policy"
 	"github.com/sprout-gitops/sprout/sources"
 )
 
@@ -15,7 +16,7 @@ import (
 // Release forgets a policy that left this shard's selection.
 func (h policyHandler) Release(p sources.Policy) {
 	c := h.c
-	key := keyOf(p.Policy)
+	key := policy.KeyOf(p.Policy)
 	if !h.unclaim(key, p) {
 		return
 	}
@@ -30,7 +31,7 @@ func (h policyHandler) Release(p sources.Policy) {
 // unclaim withdraws p's source's copy of the policy. It reports whether
 // that copy was the one running and no other source's copy takes over (a
 // copy taking over is upserted).
-func (h policyHandler) unclaim(key policyKey, p sources.Policy) bool {
+func (h policyHandler) unclaim(key policy.Key, p sources.Policy) bool {
 	c := h.c
 	c.sourcesChanged(key)
 	next, held, promoted := c.claims.release(key, p.Source)
@@ -47,7 +48,7 @@ func (h policyHandler) unclaim(key policyKey, p sources.Policy) bool {
 
 // stopRunning forgets what events taught about a policy that no longer
 // runs and stops its sync under way, which then writes nothing more.
-func (c *Controller) stopRunning(key policyKey) {
+func (c *Controller) stopRunning(key policy.Key) {
 	c.states.of(key).forgetEvents()
 	c.stopSync(key)
 }
@@ -55,7 +56,7 @@ func (c *Controller) stopRunning(key policyKey) {
 // forgetPolicy drops what this replica kept of a policy it no longer
 // runs: its metrics, what it wrote, its caches' interest. Should the
 // policy come back, its record tells it all again.
-func (c *Controller) forgetPolicy(key policyKey) {
+func (c *Controller) forgetPolicy(key policy.Key) {
 	c.metrics.Forget(key.String())
 	c.states.drop(key)
 	c.reads.Drop(key)
@@ -64,7 +65,7 @@ func (c *Controller) forgetPolicy(key policyKey) {
 
 // otherShards reports whether source holds the policy but leaves it out of
 // this shard's selection: its record is another shard's, not an orphan.
-func (c *Controller) otherShards(source string, key policyKey) bool {
+func (c *Controller) otherShards(source string, key policy.Key) bool {
 	s, ok := c.source(source).(sources.Selective)
 	if !ok {
 		return false

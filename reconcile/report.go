@@ -5,6 +5,8 @@ import (
 	"errors"
 	"sync"
 	"time"
+
+	"github.com/sprout-gitops/sprout/reconcile/policy"
 )
 
 // reports holds, per policy, the outcome of its last sync until a status
@@ -13,7 +15,7 @@ import (
 // written are coalesced: only the last one is written.
 type reports struct {
 	mu      sync.Mutex
-	pending map[policyKey]pendingReport
+	pending map[policy.Key]pendingReport
 	// writing counts the outcomes taken and not yet written or put back.
 	writing int
 	// dropped says, once, that the CRDs drop Sprout's status fields.
@@ -26,10 +28,10 @@ type pendingReport struct {
 }
 
 // reportLater hands a sync's outcome to the status workers.
-func (c *Controller) reportLater(key policyKey, cp *compiledPolicy, out outcome) {
+func (c *Controller) reportLater(key policy.Key, cp *compiledPolicy, out outcome) {
 	c.reports.mu.Lock()
 	if c.reports.pending == nil {
-		c.reports.pending = map[policyKey]pendingReport{}
+		c.reports.pending = map[policy.Key]pendingReport{}
 	}
 	c.reports.pending[key] = pendingReport{cp: cp, out: out}
 	c.reports.mu.Unlock()
@@ -68,7 +70,7 @@ func (c *Controller) writePending(ctx context.Context) {
 }
 
 // take removes and returns the outcome waiting for key.
-func (r *reports) take(key policyKey) (pendingReport, bool) {
+func (r *reports) take(key policy.Key) (pendingReport, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	p, ok := r.pending[key]
@@ -80,7 +82,7 @@ func (r *reports) take(key policyKey) (pendingReport, bool) {
 }
 
 // putBack returns an outcome whose write failed, unless a newer one came.
-func (r *reports) putBack(key policyKey, p pendingReport) {
+func (r *reports) putBack(key policy.Key, p pendingReport) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.writing--
@@ -122,7 +124,7 @@ func (c *Controller) runStatusWorker(ctx context.Context) {
 
 // running reports whether cp's policy still runs: the outcome of a policy
 // deleted since has nowhere to go, neither the policy nor its record.
-func (c *Controller) running(key policyKey, cp *compiledPolicy) bool {
+func (c *Controller) running(key policy.Key, cp *compiledPolicy) bool {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	cur := c.policies[key]
@@ -132,7 +134,7 @@ func (c *Controller) running(key policyKey, cp *compiledPolicy) bool {
 // report writes the outcome of a sync to the policy's status and to its
 // record's at the same time: two objects, each a request or none. The
 // outcome of a policy deleted since is not written.
-func (c *Controller) report(ctx context.Context, key policyKey, cp *compiledPolicy, out outcome) error {
+func (c *Controller) report(ctx context.Context, key policy.Key, cp *compiledPolicy, out outcome) error {
 	if !c.running(key, cp) {
 		return nil
 	}
@@ -147,7 +149,7 @@ func (c *Controller) report(ctx context.Context, key policyKey, cp *compiledPoli
 // freshest returns the running copy of cp's policy when it is the same
 // generation: its status is the last the cache saw, so an outcome already
 // written is not written again.
-func (c *Controller) freshest(key policyKey, cp *compiledPolicy) *compiledPolicy {
+func (c *Controller) freshest(key policy.Key, cp *compiledPolicy) *compiledPolicy {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	if cur := c.policies[key]; cur != nil && cur.policy.GetUID() == cp.policy.GetUID() && cur.policy.GetGeneration() == cp.policy.GetGeneration() {

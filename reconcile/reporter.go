@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/sprout-gitops/sprout/inventory"
+	"github.com/sprout-gitops/sprout/reconcile/policy"
 )
 
 // reporter is where a sync tells what it did: the policy's record, then
@@ -12,7 +13,7 @@ import (
 // a dry run has planReporter, which keeps the plan and writes nothing.
 type reporter interface {
 	// record writes the policy's record if what it should hold changed.
-	record(ctx context.Context, key policyKey, cp *compiledPolicy) error
+	record(ctx context.Context, key policy.Key, cp *compiledPolicy) error
 	// report tells the outcome of one sync.
 	report(r *syncReport)
 }
@@ -38,7 +39,7 @@ type syncReport struct {
 // liveReporter writes records, status and Events, and counts in metrics.
 type liveReporter struct{ c *Controller }
 
-func (l liveReporter) record(ctx context.Context, key policyKey, cp *compiledPolicy) error {
+func (l liveReporter) record(ctx context.Context, key policy.Key, cp *compiledPolicy) error {
 	return l.c.saveRecord(ctx, key, cp)
 }
 
@@ -57,7 +58,7 @@ func (l liveReporter) report(r *syncReport) {
 // planReporter keeps what a dry-run sync would do, for Plan.
 type planReporter struct{ c *Controller }
 
-func (planReporter) record(context.Context, policyKey, *compiledPolicy) error { return nil }
+func (planReporter) record(context.Context, policy.Key, *compiledPolicy) error { return nil }
 
 func (p planReporter) report(r *syncReport) {
 	p.c.plan(r.run.key, r.changes, r.out.Err)

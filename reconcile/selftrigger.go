@@ -8,6 +8,7 @@ import (
 	sproutv1alpha1 "github.com/sprout-gitops/sprout/api/sprout/v1alpha1"
 	"github.com/sprout-gitops/sprout/celenv"
 	"github.com/sprout-gitops/sprout/cluster"
+	"github.com/sprout-gitops/sprout/reconcile/policy"
 )
 
 // An object a policy generated is never a trigger of that same policy: a
@@ -46,7 +47,7 @@ func labelledBy(cp *compiledPolicy, u *cluster.Object) bool {
 // (labelledBy): it is among the objects the policy wrote while Sprout runs,
 // or, for a policy that does not synchronize, among those its record says
 // it generated for the trigger u's label names.
-func (c *Controller) generatedBy(key policyKey, u *cluster.Object) bool {
+func (c *Controller) generatedBy(key policy.Key, u *cluster.Object) bool {
 	id := u.ID()
 	if c.states.of(key).owns(id) {
 		return true
@@ -56,7 +57,7 @@ func (c *Controller) generatedBy(key policyKey, u *cluster.Object) bool {
 
 // mayTriggerItself reports whether a policy writes to a resource it
 // triggers on: only then can its objects be its triggers.
-func (c *Controller) mayTriggerItself(key policyKey) bool {
+func (c *Controller) mayTriggerItself(key policy.Key) bool {
 	c.mu.RLock()
 	cp := c.policies[key]
 	c.mu.RUnlock()
@@ -79,7 +80,7 @@ const ReasonSelfTrigger = "SelfTrigger"
 // reportSelfTriggers tells, in the log and with an Event on the policy,
 // how many of its own objects a sync of it passed over as triggers, each
 // time that count changes.
-func (c *Controller) reportSelfTriggers(key policyKey, cp *compiledPolicy, n int) {
+func (c *Controller) reportSelfTriggers(key policy.Key, cp *compiledPolicy, n int) {
 	if !c.states.of(key).passedOver(n) || n == 0 || c.opts.DryRun {
 		return
 	}

@@ -1,6 +1,7 @@
 package reconcile
 
 import (
+	"github.com/sprout-gitops/sprout/reconcile/policy"
 	"github.com/sprout-gitops/sprout/reconcile/report"
 	"github.com/sprout-gitops/sprout/sources"
 )
@@ -18,7 +19,7 @@ const (
 
 // sourcesChanged queues the PolicySource of every source delivering the
 // policy.
-func (c *Controller) sourcesChanged(key policyKey) {
+func (c *Controller) sourcesChanged(key policy.Key) {
 	c.sourceStatus.Changed(c.claims.sources(key)...)
 }
 

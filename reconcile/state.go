@@ -11,6 +11,7 @@ import (
 	sproutv1alpha1 "github.com/sprout-gitops/sprout/api/sprout/v1alpha1"
 	"github.com/sprout-gitops/sprout/inventory"
 	"github.com/sprout-gitops/sprout/reconcile/access"
+	"github.com/sprout-gitops/sprout/reconcile/policy"
 )
 
 // policyState is what this replica keeps of one policy between its syncs,
@@ -87,18 +88,18 @@ type policyState struct {
 // states holds the state of every policy this replica runs.
 type states struct {
 	mu sync.RWMutex
-	m  map[policyKey]*policyState
+	m  map[policy.Key]*policyState
 }
 
 // enter returns the state of key, made if the policy had none.
-func (s *states) enter(key policyKey) *policyState {
+func (s *states) enter(key policy.Key) *policyState {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if st, ok := s.m[key]; ok {
 		return st
 	}
 	if s.m == nil {
-		s.m = map[policyKey]*policyState{}
+		s.m = map[policy.Key]*policyState{}
 	}
 	st := &policyState{}
 	s.m[key] = st
@@ -107,21 +108,21 @@ func (s *states) enter(key policyKey) *policyState {
 
 // of returns the state of key; a policy that is not running has none, and
 // every method of a nil state keeps nothing and answers the zero value.
-func (s *states) of(key policyKey) *policyState {
+func (s *states) of(key policy.Key) *policyState {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	return s.m[key]
 }
 
 // drop forgets key's state.
-func (s *states) drop(key policyKey) {
+func (s *states) drop(key policy.Key) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.m, key)
 }
 
 // each calls f with every state.
-func (s *states) each(f func(policyKey, *policyState)) {
+func (s *states) each(f func(policy.Key, *policyState)) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	for k, st := range s.m {

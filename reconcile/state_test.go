@@ -7,6 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 
 	"github.com/sprout-gitops/sprout/reconcile/access"
+	"github.com/sprout-gitops/sprout/reconcile/policy"
 )
 
 // TestRoleChangeFindsItsPolicies: a change to a role finds the policies
@@ -14,15 +15,15 @@ import (
 // change those that bind an aggregated one; a policy whose last complete
 // sync bound no role, or that left, is not found.
 func TestRoleChangeFindsItsPolicies(t *testing.T) {
-	byName, byRole, aggregating, other, gone := policyKey{Name: "by-name"}, policyKey{Name: "by-role"},
-		policyKey{Name: "aggregating"}, policyKey{Name: "other"}, policyKey{Name: "gone"}
+	byName, byRole, aggregating, other, gone := policy.Key{Name: "by-name"}, policy.Key{Name: "by-role"},
+		policy.Key{Name: "aggregating"}, policy.Key{Name: "other"}, policy.Key{Name: "gone"}
 	var s states
-	refer := func(key policyKey, aggregated, complete bool, names ...string) {
+	refer := func(key policy.Key, aggregated, complete bool, names ...string) {
 		s.of(key).bound(access.RoleRefs{Names: sets.New(names...), AnyClusterRole: aggregated}, complete)
 	}
 	found := func(role string, cluster bool) []string {
 		var out []string
-		s.each(func(k policyKey, st *policyState) {
+		s.each(func(k policy.Key, st *policyState) {
 			if st.boundTo(role, cluster) {
 				out = append(out, k.Name)
 			}
@@ -30,7 +31,7 @@ func TestRoleChangeFindsItsPolicies(t *testing.T) {
 		slices.Sort(out)
 		return out
 	}
-	for _, k := range []policyKey{byName, byRole, aggregating, other, gone} {
+	for _, k := range []policy.Key{byName, byRole, aggregating, other, gone} {
 		s.enter(k)
 	}
 	refer(byName, false, true, "ClusterRole/widened")
@@ -62,7 +63,7 @@ func TestRoleChangeFindsItsPolicies(t *testing.T) {
 // the policy, and the states hold only the policies that run.
 func TestStateOfAPolicyGoneKeepsNothing(t *testing.T) {
 	var s states
-	key := policyKey{Name: "p"}
+	key := policy.Key{Name: "p"}
 	s.enter(key).setTally(&tally{})
 	s.of(key).granted(&grantVerdict{})
 	s.drop(key)

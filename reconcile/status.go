@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	apiv1 "github.com/sprout-gitops/sprout/api/policies/v1"
+	"github.com/sprout-gitops/sprout/reconcile/policy"
 	"github.com/sprout-gitops/sprout/reconcile/report"
 	"github.com/sprout-gitops/sprout/sources"
 )
@@ -53,7 +54,7 @@ func (c *Controller) reportStatus(ctx context.Context, cp *compiledPolicy, out o
 	if out.Reason == ReasonProgressing {
 		return c.reportProgressing(ctx, cp)
 	}
-	patch := report.Status(cp.policy, c.liveStatus(cp), out, c.states.of(keyOf(cp.policy)).reported())
+	patch := report.Status(cp.policy, c.liveStatus(cp), out, c.states.of(policy.KeyOf(cp.policy)).reported())
 	if patch == nil {
 		return nil
 	}
@@ -73,10 +74,10 @@ func (c *Controller) patchStatus(ctx context.Context, cp *compiledPolicy, body m
 	opts := metav1.PatchOptions{FieldManager: "sprout", FieldValidation: metav1.FieldValidationIgnore}
 	out, err := c.dynamic.Resource(gvr).Namespace(ns).Patch(ctx, cp.policy.GetName(), types.MergePatchType, patch, opts, "status")
 	if err != nil {
-		return fmt.Errorf("%s: status: %w", keyOf(cp.policy), err)
+		return fmt.Errorf("%s: status: %w", policy.KeyOf(cp.policy), err)
 	}
 	c.keptStatus(out)
-	c.states.of(keyOf(cp.policy)).statusWritten(out)
+	c.states.of(policy.KeyOf(cp.policy)).statusWritten(out)
 	return nil
 }
 

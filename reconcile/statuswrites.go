@@ -6,6 +6,7 @@ import (
 
 	apiv1 "github.com/sprout-gitops/sprout/api/policies/v1"
 	"github.com/sprout-gitops/sprout/cluster"
+	"github.com/sprout-gitops/sprout/reconcile/policy"
 )
 
 // writtenStatus is the status a write of the policy's status returned,
@@ -26,11 +27,11 @@ type writtenStatus struct {
 func (c *Controller) liveStatus(cp *compiledPolicy) *apiv1.GeneratingPolicyStatus {
 	newest := cp.policy
 	c.mu.RLock()
-	if cur := c.policies[keyOf(cp.policy)]; cur != nil && cluster.Older(newest.GetResourceVersion(), cur.policy.GetResourceVersion()) {
+	if cur := c.policies[policy.KeyOf(cp.policy)]; cur != nil && cluster.Older(newest.GetResourceVersion(), cur.policy.GetResourceVersion()) {
 		newest = cur.policy
 	}
 	c.mu.RUnlock()
-	written := c.states.of(keyOf(newest)).writtenStatus(newest.GetResourceVersion())
+	written := c.states.of(policy.KeyOf(newest)).writtenStatus(newest.GetResourceVersion())
 	if written != nil {
 		return written
 	}

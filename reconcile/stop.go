@@ -13,6 +13,7 @@ import (
 
 	sproutv1alpha1 "github.com/sprout-gitops/sprout/api/sprout/v1alpha1"
 	"github.com/sprout-gitops/sprout/cluster"
+	"github.com/sprout-gitops/sprout/reconcile/policy"
 )
 
 // A sync under way when its policy is deleted stops writing: its context
@@ -28,7 +29,7 @@ func stopping(outer context.Context) bool { return outer.Err() != nil }
 // syncs holds the cancel functions of the syncs under way, by policy.
 type syncs struct {
 	mu     sync.Mutex
-	cancel map[policyKey]context.CancelFunc
+	cancel map[policy.Key]context.CancelFunc
 	// idle is closed when the last sync under way ends.
 	idle chan struct{}
 }
@@ -57,11 +58,11 @@ func (s *syncs) quiet(ctx context.Context, longest time.Duration) {
 }
 
 // started notes a sync of key under way, cancelled by cancel.
-func (s *syncs) started(key policyKey, cancel context.CancelFunc) {
+func (s *syncs) started(key policy.Key, cancel context.CancelFunc) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.cancel == nil {
-		s.cancel = map[policyKey]context.CancelFunc{}
+		s.cancel = map[policy.Key]context.CancelFunc{}
 	}
 	if len(s.cancel) == 0 {
 		s.idle = make(chan struct{})
@@ -70,7 +71,7 @@ func (s *syncs) started(key policyKey, cancel context.CancelFunc) {
 }
 
 // ended notes the end of the sync of key.
-func (s *syncs) ended(key policyKey) {
+func (s *syncs) ended(key policy.Key) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if _, ok := s.cancel[key]; !ok {
@@ -85,7 +86,7 @@ func (s *syncs) ended(key policyKey) {
 
 // begin returns the context of a sync of cp's policy, cancelled when the
 // policy is deleted, and the function that ends it.
-func (c *Controller) beginSync(ctx context.Context, key policyKey, cp *compiledPolicy) (context.Context, func()) {
+func (c *Controller) beginSync(ctx context.Context, key policy.Key, cp *compiledPolicy) (context.Context, func()) {
 	ctx, cancel := context.WithCancel(ctx)
 	c.syncs.started(key, cancel)
 	if !c.running(key, cp) {
@@ -98,7 +99,7 @@ func (c *Controller) beginSync(ctx context.Context, key policyKey, cp *compiledP
 }
 
 // stopSync cancels the sync of a policy under way, if any.
-func (c *Controller) stopSync(key policyKey) {
+func (c *Controller) stopSync(key policy.Key) {
 	c.syncs.mu.Lock()
 	defer c.syncs.mu.Unlock()
 	if cancel := c.syncs.cancel[key]; cancel != nil {
@@ -110,7 +111,7 @@ func (c *Controller) stopSync(key policyKey) {
 // the policy generated in the resources it has written to: the last sync
 // of a deleted policy must find the objects a sync stopped by the deletion
 // wrote a moment ago, which the caches may not hold yet.
-func (c *Controller) ownedLive(ctx context.Context, key policyKey) ([]*cluster.Object, error) {
+func (c *Controller) ownedLive(ctx context.Context, key policy.Key) ([]*cluster.Object, error) {
 	written := c.states.of(key).writtenTo().UnsortedList()
 	selector := labels.Set{sproutv1alpha1.LabelManagedBy: sproutv1alpha1.ManagedBy, sproutv1alpha1.LabelPolicyName: sproutv1alpha1.LabelValue(key.Name)}
 	if key.Namespace != "" {

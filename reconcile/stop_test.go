@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 	"time"
+
+	"github.com/sprout-gitops/sprout/reconcile/policy"
 )
 
 // PolicyReports are written between syncs: a report write waits while a
@@ -13,7 +15,7 @@ func TestReportsWaitForTheSyncsUnderWay(t *testing.T) {
 	var s syncs
 	s.quiet(ctx, time.Hour) // none under way: returns at once
 
-	a, b := policyKey{Kind: "GeneratingPolicy", Name: "a"}, policyKey{Kind: "GeneratingPolicy", Name: "b"}
+	a, b := policy.Key{Kind: "GeneratingPolicy", Name: "a"}, policy.Key{Kind: "GeneratingPolicy", Name: "b"}
 	s.started(a, func() {})
 	const longest = 50 * time.Millisecond
 	begun := time.Now()

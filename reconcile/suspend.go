@@ -6,6 +6,7 @@ import (
 	fluxmeta "github.com/fluxcd/pkg/apis/meta"
 
 	apiv1 "github.com/sprout-gitops/sprout/api/policies/v1"
+	"github.com/sprout-gitops/sprout/reconcile/policy"
 	"github.com/sprout-gitops/sprout/reconcile/report"
 )
 
@@ -42,7 +43,7 @@ func reconcileRequest(p apiv1.Policy) string {
 // a new reconcile request, which also makes the next sync compare every
 // object in full and ask discovery again, as a scheduled resync does. It
 // reports whether the policy must be queued.
-func (c *Controller) dayTwoChanged(key policyKey, was, now apiv1.Policy) bool {
+func (c *Controller) dayTwoChanged(key policy.Key, was, now apiv1.Policy) bool {
 	request := reconcileRequest(now)
 	requested := request != "" && request != reconcileRequest(was)
 	if requested {

@@ -14,6 +14,7 @@ import (
 	"github.com/sprout-gitops/sprout/cluster"
 	"github.com/sprout-gitops/sprout/inventory"
 	"github.com/sprout-gitops/sprout/reconcile/access"
+	"github.com/sprout-gitops/sprout/reconcile/policy"
 	"github.com/sprout-gitops/sprout/reconcile/report"
 )
 
@@ -36,7 +37,7 @@ type trigger struct {
 // syncRun is one sync of one policy: what each phase found that the next
 // ones need.
 type syncRun struct {
-	key   policyKey
+	key   policy.Key
 	cp    *compiledPolicy
 	start time.Time
 	phase *report.Phases
@@ -56,7 +57,7 @@ type syncRun struct {
 // policy → match its admitted triggers → evaluate and apply them, a part
 // at a time, each part's resources watched and recorded before it is
 // written (generate) → prune what is no longer desired → record → report.
-func (c *Controller) sync(ctx context.Context, key policyKey) error {
+func (c *Controller) sync(ctx context.Context, key policy.Key) error {
 	run, err := c.snapshot(ctx, key)
 	if run == nil {
 		c.forgetChanges(key)
@@ -80,7 +81,7 @@ func (c *Controller) sync(ctx context.Context, key policyKey) error {
 // neither running nor being cleaned up after: the events of its own
 // objects' deletion queue it once it is gone, and nothing else would take
 // them.
-func (c *Controller) forgetChanges(key policyKey) {
+func (c *Controller) forgetChanges(key policy.Key) {
 	c.mu.RLock()
 	_, running := c.policies[key]
 	_, leaving := c.deleted[key]
@@ -188,7 +189,7 @@ func (f fullSync) keep(run *syncRun, g *generation, changes inventory.ChangeSet,
 // snapshot reads the compiled policy of key and makes sure its triggers
 // can be read: it returns nil, with what the sync returns, when they
 // cannot, or when the policy is gone (after its last sync, finalize).
-func (c *Controller) snapshot(ctx context.Context, key policyKey) (*syncRun, error) {
+func (c *Controller) snapshot(ctx context.Context, key policy.Key) (*syncRun, error) {
 	start := time.Now()
 	c.mu.RLock()
 	cp, gone := c.policies[key], c.deleted[key]
@@ -299,7 +300,7 @@ func (c *Controller) pruneUnwanted(ctx context.Context, run *syncRun, w writer, 
 // complete reports whether the sync knows the policy's whole desired set:
 // nothing failed to map or apply, and a lost record has been rebuilt from
 // the objects, whose triggers a sync has matched since.
-func (c *Controller) complete(key policyKey, g *generation) bool {
+func (c *Controller) complete(key policy.Key, g *generation) bool {
 	complete := errors.Join(g.mapErr, g.applyErr) == nil
 	if !c.states.of(key).rebuildPending() {
 		return complete
@@ -318,7 +319,7 @@ func (c *Controller) complete(key policyKey, g *generation) bool {
 // prune deletes what the policy owns but its last apply did not want,
 // except the objects of the triggers that failed: what they want is
 // unknown.
-func (c *Controller) prune(ctx context.Context, w writer, key policyKey, cp *compiledPolicy, failed sets.Set[string]) (inventory.ChangeSet, error) {
+func (c *Controller) prune(ctx context.Context, w writer, key policy.Key, cp *compiledPolicy, failed sets.Set[string]) (inventory.ChangeSet, error) {
 	owned, err := c.owned(key)
 	if err != nil {
 		return inventory.ChangeSet{}, err

@@ -14,6 +14,7 @@ import (
 
 	sproutv1alpha1 "github.com/sprout-gitops/sprout/api/sprout/v1alpha1"
 	"github.com/sprout-gitops/sprout/cluster"
+	"github.com/sprout-gitops/sprout/reconcile/policy"
 )
 
 // blocked reports whether resolving a policy's rules failed in a way that
@@ -35,7 +36,7 @@ func (c *Controller) waitsForPermission(resolveErr error) bool {
 }
 
 // resolveAgain resolves a policy's rules again after a discovery failure.
-func (c *Controller) resolveAgain(key policyKey, cp *compiledPolicy) *compiledPolicy {
+func (c *Controller) resolveAgain(key policy.Key, cp *compiledPolicy) *compiledPolicy {
 	next := *cp
 	next.triggers, next.refused, next.resolveErr = c.resolveRules(cp.policy)
 	c.mu.Lock()
@@ -66,7 +67,7 @@ func (c *Controller) triggersSynced(cp *compiledPolicy) bool {
 // created since the policy's activation or admitted by an event. They come
 // in the caches' order, which is none.
 func (c *Controller) matchingTriggers(cp *compiledPolicy) ([]trigger, []types.UID, error) {
-	key := keyOf(cp.policy)
+	key := policy.KeyOf(cp.policy)
 	ms := c.matchSettingsOf(key, cp)
 	var out []trigger
 	var errs []error
@@ -114,7 +115,7 @@ type matchSettings struct {
 	changed  bool
 }
 
-func (c *Controller) matchSettingsOf(key policyKey, cp *compiledPolicy) matchSettings {
+func (c *Controller) matchSettingsOf(key policy.Key, cp *compiledPolicy) matchSettings {
 	before, changed := c.states.of(key).derivedBy()
 	ms := matchSettings{before: before, changed: changed && before != cp.derives}
 	if cp.policy.IsNamespaced() {
@@ -126,7 +127,7 @@ func (c *Controller) matchSettingsOf(key policyKey, cp *compiledPolicy) matchSet
 // matchOne reports whether the policy has admitted trigger u and its match
 // constraints select it now; self, when they do not because the policy
 // generated u.
-func (c *Controller) matchOne(key policyKey, cp *compiledPolicy, gvr schema.GroupVersionResource, u *cluster.Object, m *triggerMemo, ms matchSettings) (ok, self bool, err error) {
+func (c *Controller) matchOne(key policy.Key, cp *compiledPolicy, gvr schema.GroupVersionResource, u *cluster.Object, m *triggerMemo, ms matchSettings) (ok, self bool, err error) {
 	if ms.confined != "" && m.namespace != ms.confined || m.deleting {
 		return false, false, nil // being deleted: gone, as far as generation goes
 	}
@@ -168,7 +169,7 @@ func joinSorted(errs []error) error {
 func (c *Controller) selects(cp *compiledPolicy, gvr schema.GroupVersionResource, u *cluster.Object, m *triggerMemo) (bool, error) {
 	ns := c.namespaceNamed(m.namespace)
 	if m.matchKnown && m.matchNamespace == ns {
-		return m.selected && !(m.self && c.generatedBy(keyOf(cp.policy), u)), nil
+		return m.selected && !(m.self && c.generatedBy(policy.KeyOf(cp.policy), u)), nil
 	}
 	crit := cp.criteria.state
 	ok, err := c.matcher.matches(crit, gvr, admission.Create, u.GroupVersionKind(), u.Selectable(crit.readsLabels()))
@@ -178,7 +179,7 @@ func (c *Controller) selects(cp *compiledPolicy, gvr schema.GroupVersionResource
 	// Whether the labels say the policy made u is kept with the match;
 	// whether it did is asked at each sync, as the policy writes.
 	m.matchKnown, m.selected, m.self, m.matchNamespace = true, ok, ok && labelledBy(cp, u), ns
-	return ok && !(m.self && c.generatedBy(keyOf(cp.policy), u)), nil
+	return ok && !(m.self && c.generatedBy(policy.KeyOf(cp.policy), u)), nil
 }
 
 // namespaceNamed returns the cached Namespace of that name; nil for "" or
