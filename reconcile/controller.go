@@ -185,7 +185,7 @@ type Controller struct {
 	generatedInformers *watches.Generated
 
 	mu       sync.RWMutex
-	policies map[policy.Key]*compiledPolicy
+	policies map[policy.Key]*policy.Compiled
 	// deleted holds policies gone from their source until their sync has
 	// cleaned up after them.
 	deleted map[policy.Key]retired
@@ -274,7 +274,7 @@ func New(cfg *rest.Config, opts Options) (*Controller, error) {
 		eventSink:     kube.CoreV1().Events(""),
 		events:        report.NewSparingRecorder(broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "sprout"})),
 		metrics:       m,
-		policies:      map[policy.Key]*compiledPolicy{},
+		policies:      map[policy.Key]*policy.Compiled{},
 		deleted:       map[policy.Key]retired{},
 	}
 	c.sourceStatus = report.NewSources(report.SourcesOptions{Client: dyn, Sources: opts.Sources, Shard: opts.Shard,

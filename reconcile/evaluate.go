@@ -20,54 +20,54 @@ import (
 // evaluate runs the policy's program for one trigger, replayed as its last
 // event (replayed). A result kept from an earlier sync for the same inputs
 // is returned as it is, and kept says so.
-func (c *Controller) evaluate(ctx context.Context, cp *compiledPolicy, t trigger, reader *cacheReader, epoch uint64) (ev evaluation, m *triggerMemo, kept bool, err error) {
+func (c *Controller) evaluate(ctx context.Context, cp *policy.Compiled, t policy.Trigger, reader *cacheReader, epoch uint64) (ev policy.Evaluation, m *policy.Memo, kept bool, err error) {
 	op, oldObject := c.replayed(cp, t)
-	m = t.memo
-	if m == nil && !t.deleted {
-		m = cp.evaluations.of(t.object)
+	m = t.Memo
+	if m == nil && !t.Deleted {
+		m = cp.Evaluations.Of(t.Object)
 	}
 	var nsObject *corev1.Namespace
-	exceptions := c.exceptionsFor(policy.KeyOf(cp.policy), cp.policy)
+	exceptions := c.exceptionsFor(policy.KeyOf(cp.Policy), cp.Policy)
 	if m != nil {
-		nsObject = c.namespaceNamed(m.namespace)
+		nsObject = c.namespaceNamed(m.Namespace)
 		// A tombstone has no memo: it is evaluated once, never kept. A
 		// settled evaluation whose objects changed in the cache is
 		// evaluated again, so that they are compared in full.
-		if ev := m.evaluated; ev != nil && ev.old == oldObject && ev.namespace == nsObject && ev.op == op && ev.exceptions == exceptions && c.stillHolds(ev, epoch) {
+		if ev := m.Evaluated; ev != nil && ev.Old == oldObject && ev.Namespace == nsObject && ev.Op == op && ev.Exceptions == exceptions && c.stillHolds(ev, epoch) {
 			return *ev, m, true, nil
 		}
 	} else {
-		nsObject = c.namespaceNamed(t.object.GetNamespace())
+		nsObject = c.namespaceNamed(t.Object.GetNamespace())
 	}
 
 	// Decoded for this evaluation alone: a program only reads its inputs,
 	// and what it generates is made of new maps (celenv's conversion of its
 	// values), never of theirs.
-	u := t.object.Decode()
-	event := celenv.Event{Operation: string(op), Object: u, Resource: t.gvr, Namespace: nsObject, Namespaces: &c.namespaceObjects}
+	u := t.Object.Decode()
+	event := celenv.Event{Operation: string(op), Object: u, Resource: t.GVR, Namespace: nsObject, Namespaces: &c.namespaceObjects}
 	if oldObject != nil {
 		event.OldObject = oldObject.Decode()
 	}
 	in, err := celenv.NewInput(event)
 	if err != nil {
-		return evaluation{}, m, false, err
+		return policy.Evaluation{}, m, false, err
 	}
 	in.Scopes, in.Reader, in.Timeout, in.HTTP = scopes{c}, reader, c.opts.EvaluationTimeout, reader.web
 	in.GlobalContext = reader.globalContext()
-	in.Exceptions = exceptions.exceptionList()
-	res, err := cp.program.Evaluate(ctx, in)
+	in.Exceptions = exceptions.ExceptionList()
+	res, err := cp.Program.Evaluate(ctx, in)
 	if err != nil {
-		return evaluation{}, m, false, err
+		return policy.Evaluation{}, m, false, err
 	}
-	ev = evaluation{old: oldObject, namespace: nsObject, op: op, objects: c.labelled(cp, t, u, res), matched: res.Matched,
-		exceptions: exceptions, excepted: res.Excepted, exceptedResult: res.ExceptedResult, audit: res.AuditAnnotations}
-	for _, o := range ev.objects {
-		ev.kinds = append(ev.kinds, cluster.KindOf(o))
+	ev = policy.Evaluation{Old: oldObject, Namespace: nsObject, Op: op, Objects: c.labelled(cp, t, u, res), Matched: res.Matched,
+		Exceptions: exceptions, Excepted: res.Excepted, ExceptedResult: res.ExceptedResult, Audit: res.AuditAnnotations}
+	for _, o := range ev.Objects {
+		ev.Kinds = append(ev.Kinds, cluster.KindOf(o))
 	}
 	if m != nil {
-		m.evaluated = nil
+		m.Evaluated = nil
 		if res.Reproducible {
-			m.evaluated = &ev
+			m.Evaluated = &ev
 		}
 	}
 	return ev, m, false, nil
@@ -76,14 +76,14 @@ func (c *Controller) evaluate(ctx context.Context, cp *compiledPolicy, t trigger
 // replayed is the event a trigger is evaluated as: a CREATE, an UPDATE with
 // the state before it as oldObject (kept for policies that read it), or,
 // for a tombstone, a DELETE with the last state as oldObject.
-func (c *Controller) replayed(cp *compiledPolicy, t trigger) (admission.Operation, *cluster.Object) {
+func (c *Controller) replayed(cp *policy.Compiled, t policy.Trigger) (admission.Operation, *cluster.Object) {
 	switch {
-	case t.deleted:
+	case t.Deleted:
 		return admission.Delete, nil
-	case cp.program.ReadsEvent():
+	case cp.Program.ReadsEvent():
 		// The trigger's last event was an UPDATE: replay it with the state
 		// before it, as a webhook would have seen it.
-		if prev := c.lastUpdate(c.triggerKeyOf(cp, t.gvr), t.object.GetUID()); prev != nil {
+		if prev := c.lastUpdate(c.triggerKeyOf(cp, t.GVR), t.Object.GetUID()); prev != nil {
 			return admission.Update, prev
 		}
 	}
@@ -92,17 +92,17 @@ func (c *Controller) replayed(cp *compiledPolicy, t trigger) (admission.Operatio
 
 // labelled returns what an evaluation of trigger u generated, labelled with
 // its origin and stamped final: kept results are shared by later syncs.
-func (c *Controller) labelled(cp *compiledPolicy, t trigger, u *unstructured.Unstructured, res celenv.Result) []*unstructured.Unstructured {
+func (c *Controller) labelled(cp *policy.Compiled, t policy.Trigger, u *unstructured.Unstructured, res celenv.Result) []*unstructured.Unstructured {
 	if !res.Matched {
 		return nil
 	}
 	if len(res.MissingSources) > 0 {
-		c.log.Info("clone sources not found", "policy", policy.KeyOf(cp.policy).String(),
+		c.log.Info("clone sources not found", "policy", policy.KeyOf(cp.Policy).String(),
 			"trigger", u.GetKind()+" "+objectRef(u), "sources", res.MissingSources)
 	}
-	objs := Label(cp.policy, u, res.Objects)
+	objs := Label(cp.Policy, u, res.Objects)
 	for _, o := range objs {
-		if t.deleted {
+		if t.Deleted {
 			inventory.MarkGeneratedOnDelete(o)
 		}
 		inventory.Stamp(o)
@@ -113,14 +113,14 @@ func (c *Controller) labelled(cp *compiledPolicy, t trigger, u *unstructured.Uns
 // stillHolds reports whether the objects a kept evaluation settled, if any,
 // are still in the cache as settled, at the policy's downstream event
 // count epoch.
-func (c *Controller) stillHolds(ev *evaluation, epoch uint64) bool {
+func (c *Controller) stillHolds(ev *policy.Evaluation, epoch uint64) bool {
 	switch {
-	case ev.settled.Len() == 0, ev.settledAt == epoch && !ev.awaiting:
+	case ev.Settled.Len() == 0, ev.SettledAt == epoch && !ev.Awaiting:
 		return true
-	case ev.settled.Holds(liveObjects{c}):
+	case ev.Settled.Holds(liveObjects{c}):
 		// Held at this count: no lookup until the next event, once every
 		// object is cached.
-		ev.settledAt, ev.awaiting = epoch, ev.settled.Pending()
+		ev.SettledAt, ev.Awaiting = epoch, ev.Settled.Pending()
 		return true
 	}
 	return false

@@ -28,9 +28,9 @@ const eventObjects = 5
 
 // previousReady returns the policy's Ready condition as it was before this
 // sync: on the policy for one stored in the cluster, on its record otherwise.
-func (c *Controller) previousReady(key policy.Key, cp *compiledPolicy) *metav1.Condition {
-	if cp.source == sources.ClusterSourceName {
-		return meta.FindStatusCondition(cp.policy.PolicyStatus().Conditions, ConditionReady)
+func (c *Controller) previousReady(key policy.Key, cp *policy.Compiled) *metav1.Condition {
+	if cp.Source == sources.ClusterSourceName {
+		return meta.FindStatusCondition(cp.Policy.PolicyStatus().Conditions, ConditionReady)
 	}
 	if rec := c.record(key); rec != nil {
 		return meta.FindStatusCondition(rec.Status.Conditions, ConditionReady)
@@ -42,7 +42,7 @@ func (c *Controller) previousReady(key policy.Key, cp *compiledPolicy) *metav1.C
 // record), what a sync generated and pruned, and a failure when it is new:
 // a sync retried with the same error does not repeat it. With
 // Options.TriggerEvents each trigger also hears what was generated for it.
-func (c *Controller) policyEvents(key policy.Key, cp *compiledPolicy, before *metav1.Condition, out outcome, changes inventory.ChangeSet, triggers []trigger) {
+func (c *Controller) policyEvents(key policy.Key, cp *policy.Compiled, before *metav1.Condition, out outcome, changes inventory.ChangeSet, triggers []policy.Trigger) {
 	ref := c.policyReference(key, cp)
 	if ref == nil {
 		return
@@ -70,7 +70,7 @@ func (c *Controller) policyEvents(key policy.Key, cp *compiledPolicy, before *me
 	}
 	c.conflictEvents(key, changes)
 	if c.opts.TriggerEvents && len(written) > 0 {
-		c.triggerEvents(celenv.PolicyRef(cp.policy), written, triggers)
+		c.triggerEvents(celenv.PolicyRef(cp.Policy), written, triggers)
 	}
 }
 
@@ -97,30 +97,30 @@ func (c *Controller) conflictEvents(key policy.Key, changes inventory.ChangeSet)
 }
 
 // triggerEvents emits, on each trigger, what the policy generated for it.
-func (c *Controller) triggerEvents(policy string, written []inventory.Change, triggers []trigger) {
+func (c *Controller) triggerEvents(policy string, written []inventory.Change, triggers []policy.Trigger) {
 	byUID := map[string][]inventory.Change{}
 	for _, ch := range written {
 		byUID[ch.TriggerUID] = append(byUID[ch.TriggerUID], ch)
 	}
 	for _, tr := range triggers {
-		chs := byUID[string(tr.object.GetUID())]
-		if len(chs) == 0 || tr.deleted {
+		chs := byUID[string(tr.Object.GetUID())]
+		if len(chs) == 0 || tr.Deleted {
 			continue
 		}
 		ref := &corev1.ObjectReference{
-			APIVersion: tr.object.GetAPIVersion(), Kind: tr.object.GetKind(),
-			Namespace: tr.object.GetNamespace(), Name: tr.object.GetName(), UID: tr.object.GetUID(),
+			APIVersion: tr.Object.GetAPIVersion(), Kind: tr.Object.GetKind(),
+			Namespace: tr.Object.GetNamespace(), Name: tr.Object.GetName(), UID: tr.Object.GetUID(),
 		}
 		c.events.Eventf(ref, corev1.EventTypeNormal, ReasonGenerated, "%s: %s", policy, describeChanges(chs))
 	}
 }
 
 // policyReference is the object a policy's Events are about.
-func (c *Controller) policyReference(key policy.Key, cp *compiledPolicy) *corev1.ObjectReference {
-	if cp.source == sources.ClusterSourceName {
+func (c *Controller) policyReference(key policy.Key, cp *policy.Compiled) *corev1.ObjectReference {
+	if cp.Source == sources.ClusterSourceName {
 		return &corev1.ObjectReference{
 			APIVersion: apiv1.GroupVersion.String(), Kind: key.Kind,
-			Namespace: key.Namespace, Name: key.Name, UID: cp.policy.GetUID(),
+			Namespace: key.Namespace, Name: key.Name, UID: cp.Policy.GetUID(),
 		}
 	}
 	rec := c.record(key)

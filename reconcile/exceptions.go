@@ -12,7 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 
 	apiv1 "github.com/sprout-gitops/sprout/api/policies/v1"
-	"github.com/sprout-gitops/sprout/celenv"
 	"github.com/sprout-gitops/sprout/reconcile/policy"
 	"github.com/sprout-gitops/sprout/sources"
 )
@@ -29,18 +28,10 @@ type exceptionStore struct {
 	// sets are the exceptions of each policy, made on first use after a
 	// change to them: a new set is a new pointer, which is how a kept
 	// evaluation knows it was made under other exceptions.
-	sets map[policy.Key]*exceptionSet
+	sets map[policy.Key]*policy.Exceptions
 	// told is the last PolicySkipped message of each policy, so that an
 	// unchanged one is not repeated at every sync.
 	told map[policy.Key]string
-}
-
-// exceptionSet is what a policy's evaluations are checked against.
-type exceptionSet struct {
-	list []*celenv.Exception
-	// until is when one of them expires, if one does: the set is made
-	// again then.
-	until time.Time
 }
 
 // Exceptions takes the exceptions of a source, whole, when PolicyExceptions
@@ -65,7 +56,7 @@ func (h policyHandler) Exceptions(source string, list []sources.Exception) {
 	x := &c.exceptions
 	x.mu.Lock()
 	if x.bySource == nil {
-		x.bySource, x.sets, x.told = map[string][]sources.Exception{}, map[policy.Key]*exceptionSet{}, map[policy.Key]string{}
+		x.bySource, x.sets, x.told = map[string][]sources.Exception{}, map[policy.Key]*policy.Exceptions{}, map[policy.Key]string{}
 	}
 	changed := changedExceptions(x.bySource[source], kept)
 	x.bySource[source] = kept
@@ -117,7 +108,7 @@ func names(list []sources.Exception, key policy.Key) bool {
 
 // exceptionsFor returns the exceptions that name the policy and have not
 // expired, nil when there are none or exceptions are off.
-func (c *Controller) exceptionsFor(key policy.Key, p apiv1.Policy) *exceptionSet {
+func (c *Controller) exceptionsFor(key policy.Key, p apiv1.Policy) *policy.Exceptions {
 	if !c.opts.PolicyExceptions {
 		return nil
 	}
@@ -125,7 +116,7 @@ func (c *Controller) exceptionsFor(key policy.Key, p apiv1.Policy) *exceptionSet
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	now := time.Now()
-	if s, ok := x.sets[key]; ok && (s.until.IsZero() || now.Before(s.until)) {
+	if s, ok := x.sets[key]; ok && (s.Until.IsZero() || now.Before(s.Until)) {
 		return s
 	}
 	if x.sets == nil {
@@ -135,14 +126,14 @@ func (c *Controller) exceptionsFor(key policy.Key, p apiv1.Policy) *exceptionSet
 	for _, source := range sortedKeys(x.bySource) {
 		all = append(all, x.bySource[source]...)
 	}
-	s := &exceptionSet{}
-	s.list, s.until = sources.Applying(all, p, now)
-	if !s.until.IsZero() {
+	s := &policy.Exceptions{}
+	s.List, s.Until = sources.Applying(all, p, now)
+	if !s.Until.IsZero() {
 		// The policy evaluates again without the exception once it
 		// expires. A timer, not the queue's AddAfter: the queue keeps one
 		// delay per key, the soonest, and a back-off pending for the
 		// policy would drop this one.
-		time.AfterFunc(time.Until(s.until)+time.Second, func() { c.queue.Add(key) })
+		time.AfterFunc(time.Until(s.Until)+time.Second, func() { c.queue.Add(key) })
 	}
 	x.sets[key] = s
 	return s
@@ -157,14 +148,6 @@ func sortedKeys[V any](m map[string]V) []string {
 	return out
 }
 
-// exceptionList is the list a set holds, nil for none.
-func (s *exceptionSet) exceptionList() []*celenv.Exception {
-	if s == nil {
-		return nil
-	}
-	return s.list
-}
-
 // skipped are the triggers exceptions skipped in one sync, by UID, with the
 // exceptions that skipped each (namespace/name), for the report.
 type skipped map[string]skippedTrigger
@@ -176,17 +159,17 @@ type skippedTrigger struct {
 
 // skip notes that exceptions skipped trigger t: its objects are kept, as
 // Kyverno keeps them, and not pruned.
-func (g *generation) skip(t trigger, exceptions []string) {
+func (g *generation) skip(t policy.Trigger, exceptions []string) {
 	if g.skipped == nil {
 		g.skipped = skipped{}
 	}
-	g.skipped[string(t.object.GetUID())] = skippedTrigger{trigger: t.object.GetKind() + " " + objectRef(t.object), exceptions: exceptions}
+	g.skipped[string(t.Object.GetUID())] = skippedTrigger{trigger: t.Object.GetKind() + " " + objectRef(t.Object), exceptions: exceptions}
 }
 
 // skippedEvent tells, on the policy, which triggers exceptions skipped,
 // once for each different set: a sync that skips the same triggers again
 // says nothing.
-func (c *Controller) skippedEvent(key policy.Key, cp *compiledPolicy, s skipped) {
+func (c *Controller) skippedEvent(key policy.Key, cp *policy.Compiled, s skipped) {
 	msg := describeSkipped(s)
 	x := &c.exceptions
 	x.mu.Lock()

@@ -51,7 +51,7 @@ func (c *Controller) CachedVersions(gvr schema.GroupVersionResource, namespace s
 		c.mu.RLock()
 		for key, cp := range c.policies {
 			if key.Kind == apiv1.GeneratingPolicyKind {
-				out[key.Name] = append(out[key.Name], cp.policy.GetResourceVersion())
+				out[key.Name] = append(out[key.Name], cp.Policy.GetResourceVersion())
 			}
 		}
 		c.mu.RUnlock()

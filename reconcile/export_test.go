@@ -71,7 +71,7 @@ func (c *Controller) RecheckAfterStatusWrite(ctx context.Context, name, resource
 	if cp == nil {
 		return false
 	}
-	for _, gvr := range cp.triggers {
+	for _, gvr := range cp.Triggers {
 		if gvr.Resource == resource {
 			return true
 		}

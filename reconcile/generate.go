@@ -98,15 +98,15 @@ func (c *Controller) generate(ctx context.Context, run *syncRun, w writer, reade
 	cp, triggers := run.cp, run.triggers
 	// Most policies generate one object a trigger.
 	g := &generation{changes: inventory.ChangeSet{Changes: make([]inventory.Change, 0, len(triggers))}, verdicts: access.NewVerdicts(), failed: sets.New[string]()}
-	run.decisions = cp.decisions
+	run.decisions = cp.Decisions
 	if run.incremental {
 		// The policy's decisions stand for its whole desired set: an
 		// incremental sync decides, and prunes, with a round of its own.
 		run.decisions = inventory.NewDecisions()
 	} else {
-		defer cp.evaluations.endRound()
+		defer cp.Evaluations.EndRound()
 	}
-	ps := &parts{run: run, g: g, round: run.decisions.Begin(), w: w, reader: reader, sync: cp.policy.PolicySpec().Synchronize(),
+	ps := &parts{run: run, g: g, round: run.decisions.Begin(), w: w, reader: reader, sync: cp.Policy.PolicySpec().Synchronize(),
 		alive: c.triggerExists(cp), mapped: map[schema.GroupVersionKind]error{}, recorded: -1}
 	defer ps.round.End()
 	limit, err := c.maxObjects(cp)
@@ -140,7 +140,7 @@ func (c *Controller) generate(ctx context.Context, run *syncRun, w writer, reade
 // sync's goroutine, which has nothing left to evaluate: a sync of one
 // trigger's event starts no goroutine, whose stack would grow to a
 // request's depth each time.
-func (c *Controller) generatePart(ctx context.Context, ps *parts, part []trigger, last bool) error {
+func (c *Controller) generatePart(ctx context.Context, ps *parts, part []policy.Trigger, last bool) error {
 	g, run := ps.g, ps.run
 	want := c.desired(ctx, run.cp, part, ps.reader, ps.limit, g)
 	desired, kinds, refused, err := c.refuse(ctx, want.objects, want.kinds, g.verdicts, g.failed)
@@ -228,7 +228,7 @@ func (c *Controller) recordAhead(ctx context.Context, ps *parts, gvrs sets.Set[s
 type partApply struct {
 	want desiredSet
 	// part are the triggers whose objects it writes.
-	part    []trigger
+	part    []policy.Trigger
 	done    chan struct{}
 	changes inventory.ChangeSet
 	err     error
@@ -273,7 +273,7 @@ type desiredSet struct {
 	settled []inventory.Settled
 	// settling are the trigger memos whose kept evaluation gave objects in
 	// full, which the apply may confirm.
-	settling []*triggerMemo
+	settling []*policy.Memo
 	// epoch is the policy's downstream event count before evaluation.
 	epoch uint64
 }
@@ -290,9 +290,9 @@ func (d desiredSet) settledLen() int {
 // its origin. A trigger that fails to evaluate, or generates more than
 // limit objects, is reported in g and skipped; the others still count.
 // The evaluations are counted before their objects are applied.
-func (c *Controller) desired(ctx context.Context, cp *compiledPolicy, triggers []trigger, reader *cacheReader, limit int, g *generation) desiredSet {
+func (c *Controller) desired(ctx context.Context, cp *policy.Compiled, triggers []policy.Trigger, reader *cacheReader, limit int, g *generation) desiredSet {
 	out := desiredSet{settled: make([]inventory.Settled, 0, len(triggers))}
-	key := policy.KeyOf(cp.policy)
+	key := policy.KeyOf(cp.Policy)
 	out.epoch = c.downstreamEpoch(key)
 	evaluated, reused := 0, 0
 	defer func() { c.metrics.ObserveEvaluations(key.String(), evaluated, reused) }()
@@ -306,7 +306,7 @@ func (c *Controller) desired(ctx context.Context, cp *compiledPolicy, triggers [
 		} else {
 			evaluated++
 		}
-		n := len(ev.objects) + ev.settled.Len()
+		n := len(ev.Objects) + ev.Settled.Len()
 		if err == nil && n > limit {
 			err = fmt.Errorf("generates %d objects, more than the %d one trigger may (--max-objects-per-trigger, or the policy's annotation %s)", n, limit, AnnotationMaxObjectsPerTrigger)
 		}
@@ -314,32 +314,32 @@ func (c *Controller) desired(ctx context.Context, cp *compiledPolicy, triggers [
 			c.reportTrigger(cp, t, ev, err)
 		}
 		if err != nil {
-			g.evalErrs = append(g.evalErrs, fmt.Errorf("trigger %s %s: %w", t.object.GetKind(), objectRef(t.object), err))
-			g.failed.Insert(string(t.object.GetUID()))
+			g.evalErrs = append(g.evalErrs, fmt.Errorf("trigger %s %s: %w", t.Object.GetKind(), objectRef(t.Object), err))
+			g.failed.Insert(string(t.Object.GetUID()))
 			continue
 		}
-		if !tape.Empty() && !t.deleted {
-			g.reads = append(g.reads, tape.Of(t.object.GetUID(), t.gvr, objectRef(t.object), logged))
+		if !tape.Empty() && !t.Deleted {
+			g.reads = append(g.reads, tape.Of(t.Object.GetUID(), t.GVR, objectRef(t.Object), logged))
 		}
-		if len(ev.excepted) > 0 {
-			g.skip(t, ev.excepted)
+		if len(ev.Excepted) > 0 {
+			g.skip(t, ev.Excepted)
 			continue
 		}
-		if ev.matched {
+		if ev.Matched {
 			g.matched++
 		}
 		// Not kept and reading no resource: it read the clock or the web,
 		// which no event announces.
-		volatile := !kept && m != nil && m.evaluated == nil && reader.reads.Load() == reads
-		g.contributions = append(g.contributions, contribution{uid: t.object.GetUID(), gvr: t.gvr, key: objectRef(t.object),
-			objects: n, matched: ev.matched, volatile: volatile, memo: m})
-		if ev.settled.Len() > 0 {
-			out.settled = append(out.settled, ev.settled)
+		volatile := !kept && m != nil && m.Evaluated == nil && reader.reads.Load() == reads
+		g.contributions = append(g.contributions, contribution{uid: t.Object.GetUID(), gvr: t.GVR, key: objectRef(t.Object),
+			objects: n, matched: ev.Matched, volatile: volatile, memo: m})
+		if ev.Settled.Len() > 0 {
+			out.settled = append(out.settled, ev.Settled)
 			continue
 		}
-		out.objects = append(out.objects, ev.objects...)
-		out.kinds = append(out.kinds, ev.kinds...)
-		if m != nil && m.evaluated != nil && len(ev.objects) > 0 && settles(ev.kinds) {
+		out.objects = append(out.objects, ev.Objects...)
+		out.kinds = append(out.kinds, ev.Kinds...)
+		if m != nil && m.Evaluated != nil && len(ev.Objects) > 0 && settles(ev.Kinds) {
 			out.settling = append(out.settling, m)
 		}
 	}
@@ -351,12 +351,12 @@ func (c *Controller) desired(ctx context.Context, cp *compiledPolicy, triggers [
 // identities and versions instead (inventory.Settled): the evaluation's
 // objects are its largest part, and the cluster holds them already.
 // It returns how many objects settled.
-func (c *Controller) settle(round *inventory.Round, memos []*triggerMemo, epoch uint64) int {
+func (c *Controller) settle(round *inventory.Round, memos []*policy.Memo, epoch uint64) int {
 	var groups [][]*unstructured.Unstructured
-	var settling []*triggerMemo
+	var settling []*policy.Memo
 	for _, m := range memos {
-		if ev := m.evaluated; ev != nil && len(ev.objects) > 0 {
-			groups = append(groups, ev.objects)
+		if ev := m.Evaluated; ev != nil && len(ev.Objects) > 0 {
+			groups = append(groups, ev.Objects)
 			settling = append(settling, m)
 		}
 	}
@@ -365,9 +365,9 @@ func (c *Controller) settle(round *inventory.Round, memos []*triggerMemo, epoch 
 		if s.Len() == 0 {
 			continue
 		}
-		next := *settling[i].evaluated
-		next.objects, next.settled, next.settledAt, next.awaiting = nil, s, epoch, s.Pending()
-		settling[i].evaluated = &next
+		next := *settling[i].Evaluated
+		next.Objects, next.Settled, next.SettledAt, next.Awaiting = nil, s, epoch, s.Pending()
+		settling[i].Evaluated = &next
 		n += s.Len()
 	}
 	return n

@@ -50,7 +50,7 @@ func (c *Controller) retainGenerated(key policy.Key, exists func(string) bool) {
 	}
 	pending := sets.New[string]()
 	for _, t := range c.states.of(key).pendingTombstones() {
-		pending.Insert(string(t.object.GetUID()))
+		pending.Insert(string(t.Object.GetUID()))
 	}
 	var gone []string
 	for _, id := range ids {

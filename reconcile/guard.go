@@ -33,8 +33,8 @@ const DefaultMaxObjectsPerTrigger = 1000
 const ReasonRefused = report.ReasonRefused
 
 // maxObjects is the cap on the objects one trigger may generate for a policy.
-func (c *Controller) maxObjects(cp *compiledPolicy) (int, error) {
-	v, ok := cp.policy.GetAnnotations()[AnnotationMaxObjectsPerTrigger]
+func (c *Controller) maxObjects(cp *policy.Compiled) (int, error) {
+	v, ok := cp.Policy.GetAnnotations()[AnnotationMaxObjectsPerTrigger]
 	if !ok {
 		return c.opts.MaxObjectsPerTrigger, nil
 	}

@@ -33,14 +33,14 @@ func (h policyHandler) Upsert(p sources.Policy) {
 	c.states.enter(key)
 	c.mu.Lock()
 	cur := c.policies[key]
-	if cur != nil && cur.policy.GetUID() == p.GetUID() && cur.policy.GetGeneration() == p.GetGeneration() {
-		requeue := c.dayTwoChanged(key, cur.policy, p.Policy)
+	if cur != nil && cur.Policy.GetUID() == p.GetUID() && cur.Policy.GetGeneration() == p.GetGeneration() {
+		requeue := c.dayTwoChanged(key, cur.Policy, p.Policy)
 		next := *cur
-		next.policy = p.Policy
-		if reportsToggled(cur.policy, p.Policy) {
+		next.Policy = p.Policy
+		if reportsToggled(cur.Policy, p.Policy) {
 			// Every trigger is evaluated anew, so that each result is
 			// reported again, or, in the full sync, dropped.
-			next.evaluations = newEvaluations()
+			next.Evaluations = policy.NewEvaluations()
 			requeue = true
 		}
 		c.policies[key] = &next
@@ -59,11 +59,11 @@ func (h policyHandler) Upsert(p sources.Policy) {
 	}
 
 	cp := c.compile(p)
-	if err := cp.program.Err(); err != nil {
+	if err := cp.Program.Err(); err != nil {
 		c.log.Error("policy does not compile", "policy", key.String(), "source", p.Source, "error", err.Error())
 	}
-	if cp.resolveErr != nil {
-		c.log.Error("policy triggers cannot all be watched", "policy", key.String(), "error", cp.resolveErr.Error())
+	if cp.ResolveErr != nil {
+		c.log.Error("policy triggers cannot all be watched", "policy", key.String(), "error", cp.ResolveErr.Error())
 	}
 	c.mu.Lock()
 	if c.claims.holder(key) != p.Source {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/sprout-gitops/sprout/cluster"
 	"github.com/sprout-gitops/sprout/inventory"
+	"github.com/sprout-gitops/sprout/reconcile/policy"
 )
 
 // An incremental sync looks only at the triggers events changed since the
@@ -40,14 +41,14 @@ type contribution struct {
 	// settled counts its objects settled once its sync ended (settle),
 	// read from memo, which is then let go.
 	settled int
-	memo    *triggerMemo
+	memo    *policy.Memo
 }
 
 // settle reads, once the applies of its sync ended, how many of the
 // trigger's objects its kept evaluation holds settled.
 func (c *contribution) settle() {
-	if c.memo != nil && c.memo.evaluated != nil {
-		c.settled = c.memo.evaluated.settled.Len()
+	if c.memo != nil && c.memo.Evaluated != nil {
+		c.settled = c.memo.Evaluated.Settled.Len()
 	}
 	c.memo = nil
 }
@@ -56,7 +57,7 @@ func (c *contribution) settle() {
 // every one of them was clean: no error, no failed trigger, no refusal.
 type tally struct {
 	// evaluations and triggers identify the compiled policy it holds for.
-	evaluations *evaluations
+	evaluations *policy.Evaluations
 	triggers    []schema.GroupVersionResource
 	byUID       map[types.UID]counted
 	matched     int
@@ -78,8 +79,8 @@ type counted struct {
 	matched, volatile bool
 }
 
-func newTally(cp *compiledPolicy, cs []contribution) *tally {
-	t := &tally{evaluations: cp.evaluations, triggers: cp.triggers, byUID: make(map[types.UID]counted, len(cs))}
+func newTally(cp *policy.Compiled, cs []contribution) *tally {
+	t := &tally{evaluations: cp.Evaluations, triggers: cp.Triggers, byUID: make(map[types.UID]counted, len(cs))}
 	for _, c := range cs {
 		t.add(c)
 	}
@@ -127,7 +128,7 @@ func (g *generation) clean() bool {
 // keepTally keeps what a full sync found per trigger, if it was clean,
 // and reports whether it did.
 func (c *Controller) keepTally(run *syncRun, g *generation, changes inventory.ChangeSet, err error) bool {
-	if err != nil || !g.clean() || changes.NotOwned() != "" || run.cp.resolveErr != nil || c.states.of(run.key).rebuildPending() {
+	if err != nil || !g.clean() || changes.NotOwned() != "" || run.cp.ResolveErr != nil || c.states.of(run.key).rebuildPending() {
 		return false
 	}
 	c.states.of(run.key).setTally(newTally(run.cp, g.contributions))
@@ -143,14 +144,14 @@ func (c *Controller) incrementalAllowed(run *syncRun, p *pending, t *tally) bool
 	switch {
 	case p.full || t == nil || c.opts.DryRun:
 		return false
-	case t.evaluations != cp.evaluations || !slices.Equal(t.triggers, cp.triggers) || cp.resolveErr != nil:
+	case t.evaluations != cp.Evaluations || !slices.Equal(t.triggers, cp.Triggers) || cp.ResolveErr != nil:
 		return false
 	case t.volatile > 0 || t.since+len(p.triggers) > max(len(t.byUID), minFullEvery):
 		return false
 	case c.states.of(run.key).rebuildPending() || len(c.states.of(run.key).pendingTombstones()) > 0:
 		return false
 	}
-	if before, changed := c.states.of(run.key).derivedBy(); changed && before != cp.derives {
+	if before, changed := c.states.of(run.key).derivedBy(); changed && before != cp.Derives {
 		return false
 	}
 	return true
@@ -223,7 +224,7 @@ func (s *incrementalSync) prune(ctx context.Context, run *syncRun, w writer, g *
 	}
 	t.since += len(s.dirty)
 	g.matched, g.objects = t.matched, t.objects
-	if run.cp.policy.PolicySpec().Synchronize() {
+	if run.cp.Policy.PolicySpec().Synchronize() {
 		c.metrics.Settled.WithLabelValues(run.key.String()).Set(float64(t.settled))
 	}
 	return changes, pruneErr
@@ -242,15 +243,15 @@ func (s *incrementalSync) keep(run *syncRun, _ *generation, changes inventory.Ch
 // trigger, and false when a full sync must decide instead: a match failed,
 // a trigger is one of the policy's own objects, or a trigger's resource is
 // not one the policy watches now.
-func (c *Controller) matchDirty(run *syncRun, p *pending, t *tally) ([]trigger, []types.UID, bool) {
+func (c *Controller) matchDirty(run *syncRun, p *pending, t *tally) ([]policy.Trigger, []types.UID, bool) {
 	cp := run.cp
 	ms := c.matchSettingsOf(run.key, cp)
-	var out []trigger
+	var out []policy.Trigger
 	dirty := make([]types.UID, 0, len(p.triggers))
 	for uid, d := range p.triggers {
 		dirty = append(dirty, uid)
 		if d.old != nil {
-			cp.evaluations.forget(d.old)
+			cp.Evaluations.Forget(d.old)
 		}
 		if d.key == "" {
 			// Known by an object it generated: a trigger the policy does
@@ -264,7 +265,7 @@ func (c *Controller) matchDirty(run *syncRun, p *pending, t *tally) ([]trigger, 
 			}
 			d.gvr, d.key = t.triggers[prev.gvr], prev.key
 		}
-		if !slices.Contains(cp.triggers, d.gvr) {
+		if !slices.Contains(cp.Triggers, d.gvr) {
 			return nil, nil, false
 		}
 		store, _ := c.triggerInformers.Store(c.triggerKeyOf(cp, d.gvr))
@@ -276,7 +277,7 @@ func (c *Controller) matchDirty(run *syncRun, p *pending, t *tally) ([]trigger, 
 		if err != nil || !exists || u == nil || u.GetUID() != uid {
 			continue // deleted, or another object by that name: its own event tells
 		}
-		m := cp.evaluations.keep(u)
+		m := cp.Evaluations.Keep(u)
 		ok, self, err := c.matchOne(run.key, cp, d.gvr, u, m, ms)
 		if err != nil || self {
 			// A failed match, or an object of the policy's own among its
@@ -284,7 +285,7 @@ func (c *Controller) matchDirty(run *syncRun, p *pending, t *tally) ([]trigger, 
 			return nil, nil, false
 		}
 		if ok {
-			out = append(out, trigger{gvr: d.gvr, object: u, memo: m})
+			out = append(out, policy.Trigger{GVR: d.gvr, Object: u, Memo: m})
 		}
 	}
 	return out, dirty, true
@@ -295,7 +296,7 @@ func (c *Controller) matchDirty(run *syncRun, p *pending, t *tally) ([]trigger, 
 // round does not hold.
 func (c *Controller) pruneDirty(ctx context.Context, run *syncRun, w writer, g *generation, dirty []types.UID) (inventory.ChangeSet, error) {
 	defer run.phase.Done("prune")
-	if !run.cp.policy.PolicySpec().Synchronize() {
+	if !run.cp.Policy.PolicySpec().Synchronize() {
 		return inventory.ChangeSet{}, nil
 	}
 	// A trigger an exception skipped keeps its objects, as in a full sync.

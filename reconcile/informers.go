@@ -17,15 +17,6 @@ import (
 // watchKey names one trigger informer (watches.Key).
 type watchKey = watches.Key
 
-// scope is the namespace a policy's watches are confined to: its own for a
-// NamespacedGeneratingPolicy, "" (every namespace) for a GeneratingPolicy.
-func (cp *compiledPolicy) scope() string {
-	if cp.policy.IsNamespaced() {
-		return cp.policy.GetNamespace()
-	}
-	return ""
-}
-
 // watchKeyOf is the unfiltered informer that serves gvr to policies of
 // scope: a cluster-scoped resource has one, whatever the scope.
 func (c *Controller) watchKeyOf(scope string, gvr schema.GroupVersionResource) watchKey {
@@ -40,7 +31,7 @@ func (c *Controller) watchKeyOf(scope string, gvr schema.GroupVersionResource) w
 
 // watches reports whether the policy is served by informer w, for its
 // triggers or for what its last sync read. The caller holds c.mu.
-func (c *Controller) watches(key policy.Key, cp *compiledPolicy, w watchKey) bool {
+func (c *Controller) watches(key policy.Key, cp *policy.Compiled, w watchKey) bool {
 	return c.triggeredBy(cp, w) || c.readsFrom(key, cp, w)
 }
 
@@ -82,7 +73,7 @@ func (c *Controller) releaseInformers() {
 	for key, cp := range c.policies {
 		needed.Insert(c.triggerKeys(cp)...)
 		for gvr := range c.states.of(key).reads() {
-			needed.Insert(c.watchKeyOf(cp.scope(), gvr))
+			needed.Insert(c.watchKeyOf(cp.Scope(), gvr))
 		}
 	}
 	c.triggerInformers.Release(needed)
@@ -130,7 +121,7 @@ func (e triggerEvents) Listed(w watchKey) { e.c.queueWatching(w) }
 func (c *Controller) onTrigger(w watchKey, op admission.Operation, o, old *cluster.Object) {
 	gvr := w.GVR
 	c.mu.RLock()
-	var interested, triggered []*compiledPolicy
+	var interested, triggered []*policy.Compiled
 	read := sets.New[policy.Key]() // the policies that read gvr
 	for key, cp := range c.policies {
 		switch {
@@ -151,14 +142,14 @@ func (c *Controller) onTrigger(w watchKey, op admission.Operation, o, old *clust
 	}
 	var labelled *metav1.PartialObjectMetadata // decoded once, if a selector reads labels
 	for _, cp := range interested {
-		key := policy.KeyOf(cp.policy)
-		if cp.policy.IsNamespaced() && o.GetNamespace() != cp.policy.GetNamespace() {
+		key := policy.KeyOf(cp.Policy)
+		if cp.Policy.IsNamespaced() && o.GetNamespace() != cp.Policy.GetNamespace() {
 			continue // confined to its namespace: it never sees another's triggers
 		}
 		if op != "" && slices.Contains(triggered, cp) {
-			crit := cp.criteria.events
+			crit := cp.Criteria.Events
 			sel := labelled
-			if !crit.readsLabels() {
+			if !crit.ReadsLabels() {
 				sel = o.Selectable(false)
 			} else if sel == nil {
 				labelled = o.Selectable(true)
@@ -168,8 +159,8 @@ func (c *Controller) onTrigger(w watchKey, op admission.Operation, o, old *clust
 			switch {
 			case err != nil || !ok, generatedByPolicies(cp, o):
 			case op == admission.Delete:
-				c.states.of(key).addTombstone(trigger{gvr: gvr, object: o, deleted: true})
-			case !derives(cp.derives, o.Created(), cp.activated):
+				c.states.of(key).addTombstone(policy.Trigger{GVR: gvr, Object: o, Deleted: true})
+			case !policy.Derived(cp.Derives, o.Created(), cp.Activated):
 				c.states.of(key).admit(o.GetUID())
 			}
 		}
@@ -180,8 +171,8 @@ func (c *Controller) onTrigger(w watchKey, op admission.Operation, o, old *clust
 // queueTrigger queues a policy for an event on o: for that trigger, and,
 // when the policy's evaluations read gvr, for the triggers that read o
 // (deps.go), or in full when those are not known.
-func (c *Controller) queueTrigger(key policy.Key, cp *compiledPolicy, gvr schema.GroupVersionResource, read bool, op admission.Operation, o, prev *cluster.Object) {
-	isTrigger := slices.Contains(cp.triggers, gvr)
+func (c *Controller) queueTrigger(key policy.Key, cp *policy.Compiled, gvr schema.GroupVersionResource, read bool, op admission.Operation, o, prev *cluster.Object) {
+	isTrigger := slices.Contains(cp.Triggers, gvr)
 	if read && !c.queueReaders(key, gvr, o, prev) || !read && !isTrigger {
 		c.queue.Add(key)
 		return
@@ -213,8 +204,8 @@ func (c *Controller) queueWatching(w watchKey) {
 
 // rememberUpdate keeps the state before an UPDATE for the policies that
 // read oldObject or request; any other event forgets it.
-func (c *Controller) rememberUpdate(w watchKey, triggered []*compiledPolicy, op admission.Operation, o, prev *cluster.Object) {
-	if op != admission.Update || prev == nil || !slices.ContainsFunc(triggered, func(cp *compiledPolicy) bool { return cp.program.ReadsEvent() }) {
+func (c *Controller) rememberUpdate(w watchKey, triggered []*policy.Compiled, op admission.Operation, o, prev *cluster.Object) {
+	if op != admission.Update || prev == nil || !slices.ContainsFunc(triggered, func(cp *policy.Compiled) bool { return cp.Program.ReadsEvent() }) {
 		c.triggerInformers.SetLastUpdate(w, o.GetUID(), nil)
 		return
 	}

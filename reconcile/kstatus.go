@@ -13,9 +13,9 @@ import (
 // replaces an outcome not yet written: that outcome is the truth until
 // this sync's own replaces it, and a sync cut short must not leave
 // Reconciling in its place.
-func (c *Controller) markProgressing(key policy.Key, cp *compiledPolicy) {
-	gen := cp.policy.GetGeneration()
-	if c.opts.DryRun || cp.source != sources.ClusterSourceName || !report.Progressing(cp.policy) {
+func (c *Controller) markProgressing(key policy.Key, cp *policy.Compiled) {
+	gen := cp.Policy.GetGeneration()
+	if c.opts.DryRun || cp.Source != sources.ClusterSourceName || !report.Progressing(cp.Policy) {
 		return
 	}
 	if !c.states.of(key).progress(gen) {
@@ -32,8 +32,8 @@ func (c *Controller) markProgressing(key policy.Key, cp *compiledPolicy) {
 // reportProgressing writes Reconciling on a policy whose new generation a
 // sync is applying. The sync's outcome, when it comes first, replaces it
 // before it is written: a quick sync writes its status once.
-func (c *Controller) reportProgressing(ctx context.Context, cp *compiledPolicy) error {
-	patch := report.ProgressingStatus(c.liveStatus(cp), cp.policy.GetGeneration())
+func (c *Controller) reportProgressing(ctx context.Context, cp *policy.Compiled) error {
+	patch := report.ProgressingStatus(c.liveStatus(cp), cp.Policy.GetGeneration())
 	if patch == nil {
 		return nil
 	}

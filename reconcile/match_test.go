@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/sprout-gitops/sprout/cluster"
+	"github.com/sprout-gitops/sprout/reconcile/policy"
 )
 
 // TestSelectableMatchesAsTheObject: the matcher, given what selectable
@@ -51,8 +52,8 @@ func TestSelectableMatchesAsTheObject(t *testing.T) {
 			"namespaceSelector": {ResourceRules: rules(resource), NamespaceSelector: red},
 			"both":              {ResourceRules: rules(resource), ObjectSelector: red, NamespaceSelector: red},
 		} {
-			crit := newCriteria(mr).events
-			if got, want := crit.readsLabels(), sel != "none"; got != want {
+			crit := policy.NewCriteria(mr).Events
+			if got, want := crit.ReadsLabels(), sel != "none"; got != want {
 				t.Errorf("%s: readsLabels %v, want %v", sel, got, want)
 			}
 			matched := 0
@@ -68,7 +69,7 @@ func TestSelectableMatchesAsTheObject(t *testing.T) {
 				}
 				for _, op := range ops {
 					want, wantErr := m.matches(crit, tt.gvr, op, o.GroupVersionKind(), o.Decode())
-					got, gotErr := m.matches(crit, tt.gvr, op, o.GroupVersionKind(), o.Selectable(crit.readsLabels()))
+					got, gotErr := m.matches(crit, tt.gvr, op, o.GroupVersionKind(), o.Selectable(crit.ReadsLabels()))
 					if got != want || fmt.Sprint(gotErr) != fmt.Sprint(wantErr) {
 						t.Errorf("%s %s, %s: %v (%v) from selectable, %v (%v) from the object", resource, sel, name, got, gotErr, want, wantErr)
 					}

@@ -14,6 +14,7 @@ import (
 	"github.com/sprout-gitops/sprout/cluster"
 	"github.com/sprout-gitops/sprout/fixtures"
 	"github.com/sprout-gitops/sprout/reconcile/kinds"
+	"github.com/sprout-gitops/sprout/reconcile/policy"
 )
 
 // staticMapper maps the kinds the benchmark policy generates.
@@ -26,7 +27,7 @@ func (staticMapper) Reset() {}
 // program and labels its objects; a hit finds the result kept for the same
 // cached objects.
 func BenchmarkEvaluateTrigger(b *testing.B) {
-	policy, err := fixtures.Policy("zk-kafka-address")
+	gp, err := fixtures.Policy("zk-kafka-address")
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -37,8 +38,8 @@ func BenchmarkEvaluateTrigger(b *testing.B) {
 	mapper := meta.NewDefaultRESTMapper(nil)
 	mapper.Add(schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}, meta.RESTScopeNamespace)
 	c := &Controller{kinds: kinds.FromMapper(staticMapper{mapper})}
-	cp := &compiledPolicy{policy: policy, program: celenv.Compile(policy), evaluations: newEvaluations()}
-	if err := cp.program.Err(); err != nil {
+	cp := &policy.Compiled{Policy: gp, Program: celenv.Compile(gp), Evaluations: policy.NewEvaluations()}
+	if err := cp.Program.Err(); err != nil {
 		b.Fatal(err)
 	}
 	var redObject *unstructured.Unstructured
@@ -59,15 +60,15 @@ func BenchmarkEvaluateTrigger(b *testing.B) {
 	for _, kept := range []bool{false, true} {
 		b.Run(map[bool]string{false: "miss", true: "hit"}[kept], func(b *testing.B) {
 			if kept {
-				if _, _, _, err := c.evaluate(ctx, cp, trigger{gvr: nsGVR, object: red}, nil, 0); err != nil {
+				if _, _, _, err := c.evaluate(ctx, cp, policy.Trigger{GVR: nsGVR, Object: red}, nil, 0); err != nil {
 					b.Fatal(err)
 				}
-				cp.evaluations.endRound()
+				cp.Evaluations.EndRound()
 			}
 			b.ReportAllocs()
 			i := 0
 			for b.Loop() {
-				t := trigger{gvr: nsGVR, object: red}
+				t := policy.Trigger{GVR: nsGVR, Object: red}
 				if !kept {
 					// A new object each time: nothing kept matches. Making
 					// it is not what is measured.
@@ -78,16 +79,16 @@ func BenchmarkEvaluateTrigger(b *testing.B) {
 					if err != nil {
 						b.Fatal(err)
 					}
-					t.object = next
+					t.Object = next
 					i++
 					b.StartTimer()
 				}
 				ev, _, hit, err := c.evaluate(ctx, cp, t, nil, 0)
-				if err != nil || hit != kept || len(ev.objects) != 1 {
-					b.Fatalf("kept %v, objects %d, error %v: want kept %v, 1 object", hit, len(ev.objects), err, kept)
+				if err != nil || hit != kept || len(ev.Objects) != 1 {
+					b.Fatalf("kept %v, objects %d, error %v: want kept %v, 1 object", hit, len(ev.Objects), err, kept)
 				}
 				if !kept {
-					cp.evaluations.endRound() // a fresh round: the memo stays small
+					cp.Evaluations.EndRound() // a fresh round: the memo stays small
 				}
 			}
 		})

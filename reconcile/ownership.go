@@ -44,7 +44,7 @@ func (c *Controller) departed(old, next any) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	cp := c.policies[key]
-	if cp == nil || !cp.policy.PolicySpec().Synchronize() {
+	if cp == nil || !cp.Policy.PolicySpec().Synchronize() {
 		return // a policy that does not synchronize never writes it again anyway
 	}
 	c.states.of(key).noteGenerated(generatedID(o.ID(), o.TriggerUID()))

@@ -17,14 +17,14 @@ import (
 // and list and watch for Sprout, whose informers watch them all. It
 // returns nil when everything is granted, else an error naming each verb
 // and resource missing.
-func (c *Controller) permissionVerdict(ctx context.Context, key policy.Key, cp *compiledPolicy) error {
-	sa, err := c.accountOf(cp.policy)
+func (c *Controller) permissionVerdict(ctx context.Context, key policy.Key, cp *policy.Compiled) error {
+	sa, err := c.accountOf(cp.Policy)
 	if err != nil {
 		return err
 	}
-	scope := cp.scope()
+	scope := cp.Scope()
 	st := c.states.of(key)
-	read := sets.New(cp.triggers...).Insert(cp.refused...).Union(st.reads())
+	read := sets.New(cp.Triggers...).Insert(cp.Refused...).Union(st.reads())
 	written := st.writtenTo()
 	needs := make([]access.Need, 0, read.Len()+written.Len())
 	for gvr := range read {
@@ -44,7 +44,7 @@ type grantVerdict = report.Verdict
 // verdict checks the policy's permissions for a sync and remembers what it
 // found, so that a recheck after an RBAC change can tell whether it
 // changed.
-func (c *Controller) verdict(ctx context.Context, key policy.Key, cp *compiledPolicy) *grantVerdict {
+func (c *Controller) verdict(ctx context.Context, key policy.Key, cp *policy.Compiled) *grantVerdict {
 	err := c.permissionVerdict(ctx, key, cp)
 	if ctx.Err() != nil {
 		return nil // stopping, or the policy deleted: nothing was learnt

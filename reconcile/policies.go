@@ -1,87 +1,43 @@
 package reconcile
 
 import (
-	"fmt"
 	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apiserver/pkg/admission"
 
-	apiv1 "github.com/sprout-gitops/sprout/api/policies/v1"
 	sproutv1alpha1 "github.com/sprout-gitops/sprout/api/sprout/v1alpha1"
-	"github.com/sprout-gitops/sprout/celenv"
 	"github.com/sprout-gitops/sprout/inventory"
 	"github.com/sprout-gitops/sprout/reconcile/policy"
 	"github.com/sprout-gitops/sprout/sources"
 )
 
-// compiledPolicy is one generation of a policy, compiled. It is replaced, never
-// changed, when the policy changes.
-type compiledPolicy struct {
-	// policy is the latest state of the policy (its status changes between
-	// compilations); program was compiled from the same generation.
-	policy   apiv1.Policy
-	source   string
-	revision string
-	program  *celenv.Program
-	// triggers are the resources the policy's resource rules name, resolved
-	// through discovery.
-	triggers []schema.GroupVersionResource
-	// refused are resources the rules name that Sprout or the policy's
-	// account may not list and watch: not watched, and waited for.
-	refused []schema.GroupVersionResource
-	// resolveErr says why some resource rules could not be resolved.
-	resolveErr error
-	// activated is when the policy began: triggers created since are admitted.
-	activated time.Time
-	criteria  criteria
-	// selector is the label selector of its trigger informers
-	// (pushedSelector), "" when they hold every object.
-	selector string
-	// operations are the operations the resource rules list.
-	operations sets.Set[string]
-	// derives are the triggers the policy's settings admit without a
-	// record of each.
-	derives sproutv1alpha1.DerivedAdmissions
-	// evaluations are the program's results kept per trigger.
-	evaluations *evaluations
-	// decisions are the objects apply found unchanged, kept per object.
-	decisions *inventory.Decisions
-}
-
-// derives reports whether settings d admit, without a record of it, a
-// trigger created at created of a policy activated at activated.
-func derives(d sproutv1alpha1.DerivedAdmissions, created, activated time.Time) bool {
-	return d.GenerateExisting || d.Created && !created.Before(activated)
-}
-
 // compile turns a policy, with the program its source compiled, into a
 // compiled policy: its match criteria, activation time and trigger
 // resources. It never fails: errors are kept on the program and resolveErr.
-func (c *Controller) compile(p sources.Policy) *compiledPolicy {
-	cp := &compiledPolicy{
-		policy:    p.Policy,
-		source:    p.Source,
-		revision:  p.Revision,
-		program:   p.Program,
-		activated: c.activation(p),
+func (c *Controller) compile(p sources.Policy) *policy.Compiled {
+	cp := &policy.Compiled{
+		Policy:    p.Policy,
+		Source:    p.Source,
+		Revision:  p.Revision,
+		Program:   p.Program,
+		Activated: c.activation(p),
 
-		evaluations: newEvaluations(),
-		decisions:   inventory.NewDecisions(),
+		Evaluations: policy.NewEvaluations(),
+		Decisions:   inventory.NewDecisions(),
 	}
 	if mc := p.PolicySpec().MatchConstraints; mc != nil {
-		cp.criteria = newCriteria(*mc)
-		cp.operations = operationsFor(mc.ResourceRules)
-		cp.derives = sproutv1alpha1.DerivedAdmissions{
+		cp.Criteria = policy.NewCriteria(*mc)
+		cp.Operations = operationsFor(mc.ResourceRules)
+		cp.Derives = sproutv1alpha1.DerivedAdmissions{
 			GenerateExisting: p.PolicySpec().GenerateExisting(),
 			// Creation admits only where the rules list CREATE: a DELETE-only
 			// policy generates from tombstones, never from live triggers.
-			Created: cp.operations.Has("*") || cp.operations.Has(string(admission.Create)),
+			Created: cp.Operations.Has("*") || cp.Operations.Has(string(admission.Create)),
 		}
-		cp.triggers, cp.refused, cp.resolveErr = c.resolveRules(p.Policy)
-		cp.selector = pushedSelector(cp)
+		cp.Triggers, cp.Refused, cp.ResolveErr = c.resolveRules(p.Policy)
+		cp.Selector = pushedSelector(cp)
 	}
 	return cp
 }
@@ -95,10 +51,6 @@ func operationsFor(rules []admissionregistrationv1.NamedRuleWithOperations) sets
 		}
 	}
 	return ops
-}
-
-func (cp *compiledPolicy) String() string {
-	return fmt.Sprintf("%s (generation %d)", celenv.PolicyRef(cp.policy), cp.policy.GetGeneration())
 }
 
 // activation is when a policy began: its creationTimestamp in the cluster;

@@ -9,6 +9,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/sprout-gitops/sprout/policyreport"
+	"github.com/sprout-gitops/sprout/reconcile/policy"
 )
 
 // newPolicyReports returns the writer of the controller's PolicyReports, or
@@ -30,33 +31,33 @@ func newPolicyReports(cfg *rest.Config, opts Options, yield func(context.Context
 // excepted trigger, nothing for a trigger the matchConditions skip, and a
 // pass otherwise. A tombstone's evaluation is not reported: its report
 // goes with it.
-func (c *Controller) reportTrigger(cp *compiledPolicy, t trigger, ev evaluation, err error) {
-	if c.policyReports == nil || t.deleted || !policyreport.Reported(cp.policy) {
+func (c *Controller) reportTrigger(cp *policy.Compiled, t policy.Trigger, ev policy.Evaluation, err error) {
+	if c.policyReports == nil || t.Deleted || !policyreport.Reported(cp.Policy) {
 		return
 	}
-	tr, name := policyreport.TriggerOf(t.object), policyreport.PolicyName(cp.policy)
+	tr, name := policyreport.TriggerOf(t.Object), policyreport.PolicyName(cp.Policy)
 	switch {
 	case err != nil:
-		c.policyReports.Set(tr, name, policyreport.Error(cp.policy, err))
-	case len(ev.excepted) > 0:
-		c.policyReports.Set(tr, name, policyreport.Excepted(cp.policy, ev.excepted, ev.exceptedResult))
-	case !ev.matched:
+		c.policyReports.Set(tr, name, policyreport.Error(cp.Policy, err))
+	case len(ev.Excepted) > 0:
+		c.policyReports.Set(tr, name, policyreport.Excepted(cp.Policy, ev.Excepted, ev.ExceptedResult))
+	case !ev.Matched:
 		c.policyReports.Set(tr, name, nil)
 	default:
-		c.policyReports.Set(tr, name, policyreport.Pass(cp.policy, ev.audit, ev.objects))
+		c.policyReports.Set(tr, name, policyreport.Pass(cp.Policy, ev.Audit, ev.Objects))
 	}
 }
 
 // reportFailed reports, for the triggers of part in failed (by UID), the
 // error that kept their objects from being written: an apply that failed
 // is the trigger's error, as in Kyverno, not the pass its evaluation gave.
-func (c *Controller) reportFailed(cp *compiledPolicy, part []trigger, failed map[string]error) {
+func (c *Controller) reportFailed(cp *policy.Compiled, part []policy.Trigger, failed map[string]error) {
 	if len(failed) == 0 || c.policyReports == nil {
 		return
 	}
 	for _, t := range part {
-		if err, ok := failed[string(t.object.GetUID())]; ok {
-			c.reportTrigger(cp, t, evaluation{}, err)
+		if err, ok := failed[string(t.Object.GetUID())]; ok {
+			c.reportTrigger(cp, t, policy.Evaluation{}, err)
 		}
 	}
 }
@@ -76,32 +77,32 @@ func reportsToggled(was, now metav1.Object) bool {
 // whose match failed keeps its result; so do all when a trigger resource
 // could not be read, as which triggers match is then unknown.
 func (c *Controller) unreportUnmatched(run *syncRun) {
-	if c.policyReports == nil || run.cp.resolveErr != nil {
+	if c.policyReports == nil || run.cp.ResolveErr != nil {
 		return
 	}
-	name := policyreport.PolicyName(run.cp.policy)
-	if !policyreport.Reported(run.cp.policy) {
+	name := policyreport.PolicyName(run.cp.Policy)
+	if !policyreport.Reported(run.cp.Policy) {
 		c.policyReports.DropPolicy(name)
 		return
 	}
 	keep := sets.New(run.unmatched...)
 	for _, t := range run.triggers {
-		keep.Insert(t.object.GetUID())
+		keep.Insert(t.Object.GetUID())
 	}
 	c.policyReports.Retain(name, keep.Has)
 }
 
 // unreportDirty removes, in an incremental sync, the policy's results from
 // the reports of the changed triggers it no longer matches.
-func (c *Controller) unreportDirty(cp *compiledPolicy, dirty []types.UID, matched []trigger) {
+func (c *Controller) unreportDirty(cp *policy.Compiled, dirty []types.UID, matched []policy.Trigger) {
 	if c.policyReports == nil {
 		return
 	}
 	keep := sets.New[types.UID]()
 	for _, t := range matched {
-		keep.Insert(t.object.GetUID())
+		keep.Insert(t.Object.GetUID())
 	}
-	name := policyreport.PolicyName(cp.policy)
+	name := policyreport.PolicyName(cp.Policy)
 	for _, uid := range dirty {
 		if !keep.Has(uid) {
 			c.policyReports.Unset(uid, name)

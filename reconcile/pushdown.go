@@ -42,17 +42,17 @@ const maxPushedSelector = 4 << 10
 //   - the policy synchronizes: a non-synchronizing one remembers what it
 //     generated for a trigger while the trigger exists, which a filtered
 //     cache cannot tell beyond its selection.
-func pushedSelector(cp *compiledPolicy) string {
-	spec := cp.policy.PolicySpec()
+func pushedSelector(cp *policy.Compiled) string {
+	spec := cp.Policy.PolicySpec()
 	mc := spec.MatchConstraints
-	crit := cp.criteria.state
-	if mc == nil || mc.ObjectSelector == nil || crit.objErr != nil || crit.objects == nil || crit.objects.Empty() {
+	crit := cp.Criteria.State
+	if mc == nil || mc.ObjectSelector == nil || crit.ObjErr != nil || crit.Objects == nil || crit.Objects.Empty() {
 		return ""
 	}
-	if !spec.Synchronize() || cp.program.ReadsEvent() || !admitsAlike(mc) {
+	if !spec.Synchronize() || cp.Program.ReadsEvent() || !admitsAlike(mc) {
 		return ""
 	}
-	s := crit.objects.String()
+	s := crit.Objects.String()
 	if len(s) > maxPushedSelector {
 		return ""
 	}
@@ -82,16 +82,16 @@ func admitsAlike(mc *admissionregistrationv1.MatchResources) bool {
 
 // triggerKeyOf is the informer that serves gvr to cp as a trigger
 // resource: the one of cp's pushed selector.
-func (c *Controller) triggerKeyOf(cp *compiledPolicy, gvr schema.GroupVersionResource) watchKey {
-	w := c.watchKeyOf(cp.scope(), gvr)
-	w.Selector = cp.selector
+func (c *Controller) triggerKeyOf(cp *policy.Compiled, gvr schema.GroupVersionResource) watchKey {
+	w := c.watchKeyOf(cp.Scope(), gvr)
+	w.Selector = cp.Selector
 	return w
 }
 
 // triggerKeys are the informers of cp's trigger resources.
-func (c *Controller) triggerKeys(cp *compiledPolicy) []watchKey {
-	keys := make([]watchKey, 0, len(cp.triggers))
-	for _, gvr := range cp.triggers {
+func (c *Controller) triggerKeys(cp *policy.Compiled) []watchKey {
+	keys := make([]watchKey, 0, len(cp.Triggers))
+	for _, gvr := range cp.Triggers {
 		keys = append(keys, c.triggerKeyOf(cp, gvr))
 	}
 	return keys
@@ -99,20 +99,20 @@ func (c *Controller) triggerKeys(cp *compiledPolicy) []watchKey {
 
 // triggeredBy reports whether informer w serves cp's triggers. The caller
 // holds c.mu.
-func (c *Controller) triggeredBy(cp *compiledPolicy, w watchKey) bool {
-	return c.triggerKeyOf(cp, w.GVR) == w && slices.Contains(cp.triggers, w.GVR)
+func (c *Controller) triggeredBy(cp *policy.Compiled, w watchKey) bool {
+	return c.triggerKeyOf(cp, w.GVR) == w && slices.Contains(cp.Triggers, w.GVR)
 }
 
 // readsFrom reports whether informer w serves what the policy's last sync
 // read: always an unfiltered one. The caller holds c.mu.
-func (c *Controller) readsFrom(key policy.Key, cp *compiledPolicy, w watchKey) bool {
-	return c.watchKeyOf(cp.scope(), w.GVR) == w && c.states.of(key).readsFrom(w.GVR)
+func (c *Controller) readsFrom(key policy.Key, cp *policy.Compiled, w watchKey) bool {
+	return c.watchKeyOf(cp.Scope(), w.GVR) == w && c.states.of(key).readsFrom(w.GVR)
 }
 
 // forgetReported drops, at a DELETE, what the report writer holds for o.
 // A DELETE from a filtered informer may only say that o left the selection
 // of the policies it serves: their results go, and the others' stay.
-func (c *Controller) forgetReported(w watchKey, triggered []*compiledPolicy, o *cluster.Object) {
+func (c *Controller) forgetReported(w watchKey, triggered []*policy.Compiled, o *cluster.Object) {
 	if w.Selector == "" {
 		c.policyReports.Forget(o.GetUID())
 		return
@@ -121,8 +121,8 @@ func (c *Controller) forgetReported(w watchKey, triggered []*compiledPolicy, o *
 		return
 	}
 	for _, cp := range triggered {
-		if policyreport.Reported(cp.policy) {
-			c.policyReports.Set(policyreport.TriggerOf(o), policyreport.PolicyName(cp.policy), nil)
+		if policyreport.Reported(cp.Policy) {
+			c.policyReports.Set(policyreport.TriggerOf(o), policyreport.PolicyName(cp.Policy), nil)
 		}
 	}
 }

@@ -36,14 +36,14 @@ const LabelRebuilding = "sprout.dev/rebuilding"
 // policy without a creationTimestamp (from files) begins, at the latest,
 // when the earliest of them was created. It returns the policy, changed
 // when its beginning did, and whether anything was learnt.
-func (c *Controller) rebuildAdmissions(key policy.Key, cp *compiledPolicy) (*compiledPolicy, bool) {
+func (c *Controller) rebuildAdmissions(key policy.Key, cp *policy.Compiled) (*policy.Compiled, bool) {
 	owned, err := c.owned(key)
 	if err != nil || len(owned) == 0 {
 		return cp, false
 	}
 	created := c.triggerCreation(cp)
 	var named []types.UID
-	earliest := cp.activated
+	earliest := cp.Activated
 	for _, o := range inventory.Proven(owned) { // copied labels tell nothing
 		uid := types.UID(o.TriggerUID())
 		t, ok := created[uid]
@@ -56,9 +56,9 @@ func (c *Controller) rebuildAdmissions(key policy.Key, cp *compiledPolicy) (*com
 		}
 	}
 	learnt := false
-	if cp.policy.GetCreationTimestamp().Time.IsZero() && earliest.Before(cp.activated) {
+	if cp.Policy.GetCreationTimestamp().Time.IsZero() && earliest.Before(cp.Activated) {
 		next := *cp
-		next.activated = earliest
+		next.Activated = earliest
 		c.mu.Lock()
 		if c.policies[key] == cp {
 			c.policies[key] = &next
@@ -69,7 +69,7 @@ func (c *Controller) rebuildAdmissions(key policy.Key, cp *compiledPolicy) (*com
 	}
 	admitted := 0
 	for _, uid := range named {
-		if !derives(cp.derives, created[uid], cp.activated) && !c.states.of(key).isAdmitted(uid) {
+		if !policy.Derived(cp.Derives, created[uid], cp.Activated) && !c.states.of(key).isAdmitted(uid) {
 			c.states.of(key).admit(uid)
 			admitted++
 		}
@@ -82,7 +82,7 @@ func (c *Controller) rebuildAdmissions(key policy.Key, cp *compiledPolicy) (*com
 
 // triggerCreation maps the UID of every cached trigger of the policy's
 // resources to when it was created.
-func (c *Controller) triggerCreation(cp *compiledPolicy) map[types.UID]time.Time {
+func (c *Controller) triggerCreation(cp *policy.Compiled) map[types.UID]time.Time {
 	out := map[types.UID]time.Time{}
 	c.eachCachedTrigger(cp, func(o *cluster.Object) { out[o.GetUID()] = o.Created() })
 	return out

@@ -19,7 +19,7 @@ import (
 // needs any more stop.
 func (c *Controller) recheckPermissions(ctx context.Context) {
 	c.mu.RLock()
-	policies := make(map[policy.Key]*compiledPolicy, len(c.policies))
+	policies := make(map[policy.Key]*policy.Compiled, len(c.policies))
 	for key, cp := range c.policies {
 		policies[key] = cp
 	}
@@ -45,11 +45,11 @@ func (c *Controller) recheckPermissions(ctx context.Context) {
 // kept only on the copy it replaced would start a watch that the release
 // after it stops at once. A new compilation resolved its rules itself, but
 // perhaps from answers this recheck makes stale, so it is resolved too.
-func (c *Controller) recheckPolicy(ctx context.Context, key policy.Key, cp *compiledPolicy) bool {
-	for cp != nil && cp.policy.PolicySpec().MatchConstraints != nil && cp.program.Err() == nil {
-		triggers, refused, err := c.resolveRules(cp.policy)
+func (c *Controller) recheckPolicy(ctx context.Context, key policy.Key, cp *policy.Compiled) bool {
+	for cp != nil && cp.Policy.PolicySpec().MatchConstraints != nil && cp.Program.Err() == nil {
+		triggers, refused, err := c.resolveRules(cp.Policy)
 		var discoveryErr *discoveryError
-		if errors.As(err, &discoveryErr) && !errors.As(cp.resolveErr, &discoveryErr) {
+		if errors.As(err, &discoveryErr) && !errors.As(cp.ResolveErr, &discoveryErr) {
 			// Discovery is down, not the policy: it keeps what it watches.
 			return false
 		}
@@ -78,18 +78,18 @@ func (c *Controller) recheckPolicy(ctx context.Context, key policy.Key, cp *comp
 // keepResolution keeps a resolution of cp's rules on the policy running
 // under key when it is the same compilation and the resolution differs,
 // and returns the policy kept (nil when none was) and the one running.
-func (c *Controller) keepResolution(key policy.Key, cp *compiledPolicy, triggers, refused []schema.GroupVersionResource, err error) (kept, cur *compiledPolicy) {
+func (c *Controller) keepResolution(key policy.Key, cp *policy.Compiled, triggers, refused []schema.GroupVersionResource, err error) (kept, cur *policy.Compiled) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	cur = c.policies[key]
-	if cur == nil || cur.program != cp.program {
+	if cur == nil || cur.Program != cp.Program {
 		return nil, cur
 	}
-	if slices.Equal(triggers, cur.triggers) && slices.Equal(refused, cur.refused) && errorText(err) == errorText(cur.resolveErr) {
+	if slices.Equal(triggers, cur.Triggers) && slices.Equal(refused, cur.Refused) && errorText(err) == errorText(cur.ResolveErr) {
 		return nil, cp
 	}
 	next := *cur
-	next.triggers, next.refused, next.resolveErr = triggers, refused, err
+	next.Triggers, next.Refused, next.ResolveErr = triggers, refused, err
 	c.policies[key] = &next
 	return &next, &next
 }

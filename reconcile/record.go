@@ -96,25 +96,25 @@ func (c *Controller) restore(key policy.Key, uid string) {
 }
 
 // saveRecord writes the policy's record if what it should hold changed.
-func (c *Controller) saveRecord(ctx context.Context, key policy.Key, cp *compiledPolicy) error {
+func (c *Controller) saveRecord(ctx context.Context, key policy.Key, cp *policy.Compiled) error {
 	rec := &sproutv1alpha1.PolicyInventory{}
-	spec := cp.policy.PolicySpec()
+	spec := cp.Policy.PolicySpec()
 	rec.Labels = map[string]string{sproutv1alpha1.LabelManagedBy: sproutv1alpha1.ManagedBy}
 	if c.states.of(key).rebuildPending() {
 		rec.Labels[LabelRebuilding] = "true"
 	}
 	rec.Spec = sproutv1alpha1.PolicyInventorySpec{
-		Policy:      sproutv1alpha1.PolicyReference{Kind: key.Kind, Namespace: key.Namespace, Name: key.Name, UID: string(cp.policy.GetUID())},
-		Source:      cp.source,
-		Revision:    cp.revision,
+		Policy:      sproutv1alpha1.PolicyReference{Kind: key.Kind, Namespace: key.Namespace, Name: key.Name, UID: string(cp.Policy.GetUID())},
+		Source:      cp.Source,
+		Revision:    cp.Revision,
 		Synchronize: spec.Synchronize(),
 		Orphan:      spec.OrphanDownstreamOnPolicyDelete(),
-		Activated:   &metav1.Time{Time: cp.activated},
+		Activated:   &metav1.Time{Time: cp.Activated},
 		Admitted:    c.states.of(key).admittedList(),
 	}
 	derived, ok := c.states.of(key).derivedBy()
 	if !ok {
-		derived = cp.derives // nothing was derived before
+		derived = cp.Derives // nothing was derived before
 	}
 	rec.Spec.Derived = &derived
 	st := c.states.of(key)
@@ -127,19 +127,19 @@ func (c *Controller) saveRecord(ctx context.Context, key policy.Key, cp *compile
 
 // saveRecordStatus writes the outcome of a sync to the record's status if
 // it changed.
-func (c *Controller) saveRecordStatus(ctx context.Context, key policy.Key, cp *compiledPolicy, out outcome) error {
+func (c *Controller) saveRecordStatus(ctx context.Context, key policy.Key, cp *policy.Compiled, out outcome) error {
 	if out.Reason == ReasonProgressing && c.record(key) == nil {
 		return nil // a first sync under way has no record yet
 	}
 	err := c.records.UpdateStatus(ctx, refOf(key), func(status *sproutv1alpha1.PolicyInventoryStatus) {
-		report.SetConditions(&status.Conditions, cp.policy.GetGeneration(), out)
+		report.SetConditions(&status.Conditions, cp.Policy.GetGeneration(), out)
 		if out.Reason == ReasonProgressing {
 			return
 		}
 		if out.Counted() {
 			status.Triggers, status.Objects = out.Triggers, out.Objects
 		}
-		if request := reconcileRequest(cp.policy); request != "" && out.Reason != ReasonSuspended {
+		if request := reconcileRequest(cp.Policy); request != "" && out.Reason != ReasonSuspended {
 			status.LastHandledReconcileAt = request
 		}
 	})

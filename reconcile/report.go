@@ -23,12 +23,12 @@ type reports struct {
 }
 
 type pendingReport struct {
-	cp  *compiledPolicy
+	cp  *policy.Compiled
 	out outcome
 }
 
 // reportLater hands a sync's outcome to the status workers.
-func (c *Controller) reportLater(key policy.Key, cp *compiledPolicy, out outcome) {
+func (c *Controller) reportLater(key policy.Key, cp *policy.Compiled, out outcome) {
 	c.reports.mu.Lock()
 	if c.reports.pending == nil {
 		c.reports.pending = map[policy.Key]pendingReport{}
@@ -124,17 +124,17 @@ func (c *Controller) runStatusWorker(ctx context.Context) {
 
 // running reports whether cp's policy still runs: the outcome of a policy
 // deleted since has nowhere to go, neither the policy nor its record.
-func (c *Controller) running(key policy.Key, cp *compiledPolicy) bool {
+func (c *Controller) running(key policy.Key, cp *policy.Compiled) bool {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	cur := c.policies[key]
-	return cur != nil && cur.policy.GetUID() == cp.policy.GetUID()
+	return cur != nil && cur.Policy.GetUID() == cp.Policy.GetUID()
 }
 
 // report writes the outcome of a sync to the policy's status and to its
 // record's at the same time: two objects, each a request or none. The
 // outcome of a policy deleted since is not written.
-func (c *Controller) report(ctx context.Context, key policy.Key, cp *compiledPolicy, out outcome) error {
+func (c *Controller) report(ctx context.Context, key policy.Key, cp *policy.Compiled, out outcome) error {
 	if !c.running(key, cp) {
 		return nil
 	}
@@ -149,10 +149,10 @@ func (c *Controller) report(ctx context.Context, key policy.Key, cp *compiledPol
 // freshest returns the running copy of cp's policy when it is the same
 // generation: its status is the last the cache saw, so an outcome already
 // written is not written again.
-func (c *Controller) freshest(key policy.Key, cp *compiledPolicy) *compiledPolicy {
+func (c *Controller) freshest(key policy.Key, cp *policy.Compiled) *policy.Compiled {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	if cur := c.policies[key]; cur != nil && cur.policy.GetUID() == cp.policy.GetUID() && cur.policy.GetGeneration() == cp.policy.GetGeneration() {
+	if cur := c.policies[key]; cur != nil && cur.Policy.GetUID() == cp.Policy.GetUID() && cur.Policy.GetGeneration() == cp.Policy.GetGeneration() {
 		return cur
 	}
 	return cp

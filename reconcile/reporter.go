@@ -13,7 +13,7 @@ import (
 // a dry run has planReporter, which keeps the plan and writes nothing.
 type reporter interface {
 	// record writes the policy's record if what it should hold changed.
-	record(ctx context.Context, key policy.Key, cp *compiledPolicy) error
+	record(ctx context.Context, key policy.Key, cp *policy.Compiled) error
 	// report tells the outcome of one sync.
 	report(r *syncReport)
 }
@@ -33,13 +33,13 @@ type syncReport struct {
 	evalErr error
 	// triggers are those the sync generated for, told with
 	// Options.TriggerEvents.
-	triggers []trigger
+	triggers []policy.Trigger
 }
 
 // liveReporter writes records, status and Events, and counts in metrics.
 type liveReporter struct{ c *Controller }
 
-func (l liveReporter) record(ctx context.Context, key policy.Key, cp *compiledPolicy) error {
+func (l liveReporter) record(ctx context.Context, key policy.Key, cp *policy.Compiled) error {
 	return l.c.saveRecord(ctx, key, cp)
 }
 
@@ -58,7 +58,7 @@ func (l liveReporter) report(r *syncReport) {
 // planReporter keeps what a dry-run sync would do, for Plan.
 type planReporter struct{ c *Controller }
 
-func (planReporter) record(context.Context, policy.Key, *compiledPolicy) error { return nil }
+func (planReporter) record(context.Context, policy.Key, *policy.Compiled) error { return nil }
 
 func (p planReporter) report(r *syncReport) {
 	p.c.plan(r.run.key, r.changes, r.out.Err)

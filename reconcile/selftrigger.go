@@ -26,8 +26,8 @@ import (
 
 // labelledBy reports whether the cached trigger u says, by its labels or
 // annotation, that cp's policy generated it.
-func labelledBy(cp *compiledPolicy, u *cluster.Object) bool {
-	p := cp.policy
+func labelledBy(cp *policy.Compiled, u *cluster.Object) bool {
+	p := cp.Policy
 	if u.Owner() == celenv.PolicyRef(p) {
 		return true
 	}
@@ -65,7 +65,7 @@ func (c *Controller) mayTriggerItself(key policy.Key) bool {
 		return false
 	}
 	written := c.states.of(key).writtenTo()
-	for _, gvr := range cp.triggers {
+	for _, gvr := range cp.Triggers {
 		if written.Has(gvr) {
 			return true
 		}
@@ -80,7 +80,7 @@ const ReasonSelfTrigger = "SelfTrigger"
 // reportSelfTriggers tells, in the log and with an Event on the policy,
 // how many of its own objects a sync of it passed over as triggers, each
 // time that count changes.
-func (c *Controller) reportSelfTriggers(key policy.Key, cp *compiledPolicy, n int) {
+func (c *Controller) reportSelfTriggers(key policy.Key, cp *policy.Compiled, n int) {
 	if !c.states.of(key).passedOver(n) || n == 0 || c.opts.DryRun {
 		return
 	}

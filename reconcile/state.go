@@ -57,7 +57,7 @@ type policyState struct {
 	// policy's rules select, until a sync has generated from them. They
 	// are not persisted: a deletion while Sprout is stopped cannot be
 	// replayed (docs/decisions.md).
-	tombstones map[types.UID]trigger
+	tombstones map[types.UID]policy.Trigger
 	// conflicts are the objects another policy owns that this one was
 	// told of, with that owner: each is told once.
 	conflicts sets.Set[string]
@@ -419,17 +419,17 @@ func (st *policyState) setDerivedBy(d sproutv1alpha1.DerivedAdmissions) {
 }
 
 // addTombstone keeps a deleted trigger's last state.
-func (st *policyState) addTombstone(tr trigger) {
+func (st *policyState) addTombstone(tr policy.Trigger) {
 	st.with(func(st *policyState) {
 		if st.tombstones == nil {
-			st.tombstones = map[types.UID]trigger{}
+			st.tombstones = map[types.UID]policy.Trigger{}
 		}
-		st.tombstones[tr.object.GetUID()] = tr
+		st.tombstones[tr.Object.GetUID()] = tr
 	})
 }
 
 // pendingTombstones returns the deleted triggers not generated from yet.
-func (st *policyState) pendingTombstones() (out []trigger) {
+func (st *policyState) pendingTombstones() (out []policy.Trigger) {
 	st.with(func(st *policyState) {
 		for _, tr := range st.tombstones {
 			out = append(out, tr)
@@ -439,10 +439,10 @@ func (st *policyState) pendingTombstones() (out []trigger) {
 }
 
 // tombstonesDone forgets the tombstones generated from.
-func (st *policyState) tombstonesDone(trs []trigger) {
+func (st *policyState) tombstonesDone(trs []policy.Trigger) {
 	st.with(func(st *policyState) {
 		for _, tr := range trs {
-			delete(st.tombstones, tr.object.GetUID())
+			delete(st.tombstones, tr.Object.GetUID())
 		}
 	})
 }

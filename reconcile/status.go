@@ -47,14 +47,14 @@ type outcome = report.Outcome
 
 // reportStatus writes the policy's status when it differs from what the
 // cache holds, so a sync that changes nothing writes nothing.
-func (c *Controller) reportStatus(ctx context.Context, cp *compiledPolicy, out outcome) error {
-	if cp.source != sources.ClusterSourceName {
+func (c *Controller) reportStatus(ctx context.Context, cp *policy.Compiled, out outcome) error {
+	if cp.Source != sources.ClusterSourceName {
 		return nil // only policies stored in the cluster have a status to write
 	}
 	if out.Reason == ReasonProgressing {
 		return c.reportProgressing(ctx, cp)
 	}
-	patch := report.Status(cp.policy, c.liveStatus(cp), out, c.states.of(policy.KeyOf(cp.policy)).reported())
+	patch := report.Status(cp.Policy, c.liveStatus(cp), out, c.states.of(policy.KeyOf(cp.Policy)).reported())
 	if patch == nil {
 		return nil
 	}
@@ -62,22 +62,22 @@ func (c *Controller) reportStatus(ctx context.Context, cp *compiledPolicy, out o
 }
 
 // patchStatus merges body into the policy's status.
-func (c *Controller) patchStatus(ctx context.Context, cp *compiledPolicy, body map[string]any) error {
+func (c *Controller) patchStatus(ctx context.Context, cp *policy.Compiled, body map[string]any) error {
 	patch, err := json.Marshal(body)
 	if err != nil {
 		return err
 	}
-	gvr, ns := policyResource(cp.policy)
+	gvr, ns := policyResource(cp.Policy)
 	// Kyverno's CRDs keep conditionStatus alone: the fields they do not
 	// declare are dropped without a warning on every write, and the loss
 	// is said once (keptStatus).
 	opts := metav1.PatchOptions{FieldManager: "sprout", FieldValidation: metav1.FieldValidationIgnore}
-	out, err := c.dynamic.Resource(gvr).Namespace(ns).Patch(ctx, cp.policy.GetName(), types.MergePatchType, patch, opts, "status")
+	out, err := c.dynamic.Resource(gvr).Namespace(ns).Patch(ctx, cp.Policy.GetName(), types.MergePatchType, patch, opts, "status")
 	if err != nil {
-		return fmt.Errorf("%s: status: %w", policy.KeyOf(cp.policy), err)
+		return fmt.Errorf("%s: status: %w", policy.KeyOf(cp.Policy), err)
 	}
 	c.keptStatus(out)
-	c.states.of(policy.KeyOf(cp.policy)).statusWritten(out)
+	c.states.of(policy.KeyOf(cp.Policy)).statusWritten(out)
 	return nil
 }
 

@@ -24,11 +24,11 @@ type writtenStatus struct {
 // than that copy: a sync, or a report queued for later, keeps the copy it
 // began with while status writes come back to the cache; compared with
 // it, a status the server already holds would be written again.
-func (c *Controller) liveStatus(cp *compiledPolicy) *apiv1.GeneratingPolicyStatus {
-	newest := cp.policy
+func (c *Controller) liveStatus(cp *policy.Compiled) *apiv1.GeneratingPolicyStatus {
+	newest := cp.Policy
 	c.mu.RLock()
-	if cur := c.policies[policy.KeyOf(cp.policy)]; cur != nil && cluster.Older(newest.GetResourceVersion(), cur.policy.GetResourceVersion()) {
-		newest = cur.policy
+	if cur := c.policies[policy.KeyOf(cp.Policy)]; cur != nil && cluster.Older(newest.GetResourceVersion(), cur.Policy.GetResourceVersion()) {
+		newest = cur.Policy
 	}
 	c.mu.RUnlock()
 	written := c.states.of(policy.KeyOf(newest)).writtenStatus(newest.GetResourceVersion())

@@ -86,7 +86,7 @@ func (s *syncs) ended(key policy.Key) {
 
 // begin returns the context of a sync of cp's policy, cancelled when the
 // policy is deleted, and the function that ends it.
-func (c *Controller) beginSync(ctx context.Context, key policy.Key, cp *compiledPolicy) (context.Context, func()) {
+func (c *Controller) beginSync(ctx context.Context, key policy.Key, cp *policy.Compiled) (context.Context, func()) {
 	ctx, cancel := context.WithCancel(ctx)
 	c.syncs.started(key, cancel)
 	if !c.running(key, cp) {

@@ -7,7 +7,6 @@ import (
 	"slices"
 	"time"
 
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 
@@ -22,27 +21,15 @@ import (
 // policy is queued again shortly, without counting as a failure.
 var errWaiting = errors.New("waiting for caches to sync")
 
-// trigger is one admitted, matching trigger object.
-type trigger struct {
-	gvr    schema.GroupVersionResource
-	object *cluster.Object
-	// deleted marks a tombstone: the trigger's last state, replayed once as
-	// a DELETE for a policy that lists DELETE.
-	deleted bool
-	// memo is what the policy's evaluations know of object; nil for a
-	// tombstone.
-	memo *triggerMemo
-}
-
 // syncRun is one sync of one policy: what each phase found that the next
 // ones need.
 type syncRun struct {
 	key   policy.Key
-	cp    *compiledPolicy
+	cp    *policy.Compiled
 	start time.Time
 	phase *report.Phases
 	// triggers are the admitted, matching triggers, then the tombstones.
-	triggers, tombstones []trigger
+	triggers, tombstones []policy.Trigger
 	// unmatched are the triggers whose match failed, for matchErr.
 	unmatched []types.UID
 	matchErr  error
@@ -118,7 +105,7 @@ func (c *Controller) runPhases(ctx, outer context.Context, run *syncRun, s scope
 	if ok, err := s.match(run); !ok {
 		return false, err
 	}
-	as, err := c.actingAs(ctx, run.cp.policy)
+	as, err := c.actingAs(ctx, run.cp.Policy)
 	if err != nil {
 		var denied *access.DeniedError
 		var invalid *invalidAccountError
@@ -134,7 +121,7 @@ func (c *Controller) runPhases(ctx, outer context.Context, run *syncRun, s scope
 	if err != nil {
 		return !run.incremental, err
 	}
-	reader := newCacheReader(c, run.key, as, run.cp.scope())
+	reader := newCacheReader(c, run.key, as, run.cp.Scope())
 	g, err := c.generate(ctx, run, w, reader)
 	c.recordReads(run, reader)
 	if ctx.Err() != nil && outer.Err() == nil {
@@ -201,31 +188,31 @@ func (c *Controller) snapshot(ctx context.Context, key policy.Key) (*syncRun, er
 		return nil, nil
 	}
 	run := &syncRun{key: key, cp: cp, start: start}
-	if suspended(cp.policy) {
+	if suspended(cp.Policy) {
 		// Only the status is written. What the informers admit meanwhile
 		// is remembered: the first sync after resuming catches up.
 		c.reporter.report(&syncReport{run: run, out: outcome{Reason: ReasonSuspended, Err: errSuspended}})
 		return nil, nil
 	}
-	if err := cp.program.Err(); err != nil {
+	if err := cp.Program.Err(); err != nil {
 		// Terminal until the policy changes: retrying cannot fix a typo. The
 		// record carries it too: for a policy from files it is the only status.
 		return nil, c.conclude(ctx, run, &syncReport{out: outcome{Reason: ReasonCompileFailed, Err: err}})
 	}
-	if blocked(cp.resolveErr) || (len(cp.triggers) == 0 && cp.resolveErr != nil) {
+	if blocked(cp.ResolveErr) || (len(cp.Triggers) == 0 && cp.ResolveErr != nil) {
 		// Discovery failed, the account may not read a trigger, or nothing
 		// the rules name is served (yet): a CRD installed or a permission
 		// granted since is found by looking again.
 		cp = c.resolveAgain(key, cp)
 		run.cp = cp
-		if blocked(cp.resolveErr) {
+		if blocked(cp.ResolveErr) {
 			// Which triggers exist is unknown: nothing can be decided.
-			c.reporter.report(&syncReport{run: run, out: outcome{Reason: ReasonMatchFailed, Err: cp.resolveErr, Granted: c.verdict(ctx, key, cp)}})
-			if c.waitsForPermission(cp.resolveErr) {
+			c.reporter.report(&syncReport{run: run, out: outcome{Reason: ReasonMatchFailed, Err: cp.ResolveErr, Granted: c.verdict(ctx, key, cp)}})
+			if c.waitsForPermission(cp.ResolveErr) {
 				// Not retried: an RBAC change queues it (recheckPermissions).
 				return nil, nil
 			}
-			return nil, cp.resolveErr
+			return nil, cp.ResolveErr
 		}
 	}
 	if !c.triggersSynced(cp) {
@@ -252,7 +239,7 @@ func (c *Controller) match(run *syncRun) error {
 // applied takes what generate found: the triggers that failed keep their
 // objects, and the tombstones generated from are done with.
 func (c *Controller) applied(run *syncRun, g *generation) {
-	if run.cp.policy.PolicySpec().Synchronize() {
+	if run.cp.Policy.PolicySpec().Synchronize() {
 		c.metrics.Settled.WithLabelValues(run.key.String()).Set(float64(g.settled))
 	}
 	for _, uid := range run.unmatched {
@@ -261,7 +248,7 @@ func (c *Controller) applied(run *syncRun, g *generation) {
 	c.skippedEvent(run.key, run.cp, g.skipped)
 	if g.applyErr == nil {
 		// Generated once, never again; one that failed is tried again.
-		c.states.of(run.key).tombstonesDone(slices.DeleteFunc(run.tombstones, func(t trigger) bool { return g.failed.Has(string(t.object.GetUID())) }))
+		c.states.of(run.key).tombstonesDone(slices.DeleteFunc(run.tombstones, func(t policy.Trigger) bool { return g.failed.Has(string(t.Object.GetUID())) }))
 	}
 }
 
@@ -277,7 +264,7 @@ func (c *Controller) applied(run *syncRun, g *generation) {
 func (c *Controller) pruneUnwanted(ctx context.Context, run *syncRun, w writer, g *generation) (inventory.ChangeSet, error) {
 	changes := g.changes
 	var pruneErr error
-	if complete := c.complete(run.key, g); complete && run.cp.policy.PolicySpec().Synchronize() {
+	if complete := c.complete(run.key, g); complete && run.cp.Policy.PolicySpec().Synchronize() {
 		c.retainClaims(run.key, changes, nil)
 		// What an earlier sync created that the cache does not show yet
 		// cannot be pruned now: it is looked at once it is cached.
@@ -319,12 +306,12 @@ func (c *Controller) complete(key policy.Key, g *generation) bool {
 // prune deletes what the policy owns but its last apply did not want,
 // except the objects of the triggers that failed: what they want is
 // unknown.
-func (c *Controller) prune(ctx context.Context, w writer, key policy.Key, cp *compiledPolicy, failed sets.Set[string]) (inventory.ChangeSet, error) {
+func (c *Controller) prune(ctx context.Context, w writer, key policy.Key, cp *policy.Compiled, failed sets.Set[string]) (inventory.ChangeSet, error) {
 	owned, err := c.owned(key)
 	if err != nil {
 		return inventory.ChangeSet{}, err
 	}
-	stale := slices.DeleteFunc(cp.decisions.Stale(owned), func(o *cluster.Object) bool { return failed.Has(o.TriggerUID()) })
+	stale := slices.DeleteFunc(cp.Decisions.Stale(owned), func(o *cluster.Object) bool { return failed.Has(o.TriggerUID()) })
 	return w.Prune(ctx, cluster.Decoded(stale))
 }
 
@@ -338,7 +325,7 @@ func (c *Controller) outcomeOf(ctx context.Context, run *syncRun, g *generation,
 		notOwned = fmt.Errorf("not written, not Sprout's for this policy and trigger: %s", s)
 	}
 	out := outcome{Triggers: g.matched, Objects: g.objects, Failed: g.failed.Len(),
-		Err:     errors.Join(run.cp.resolveErr, run.matchErr, evalErr, refuseErr, g.mapErr, g.applyErr, pruneErr, notOwned),
+		Err:     errors.Join(run.cp.ResolveErr, run.matchErr, evalErr, refuseErr, g.mapErr, g.applyErr, pruneErr, notOwned),
 		Granted: c.verdict(ctx, run.key, run.cp)}
 	switch {
 	case run.matchErr != nil:
@@ -353,7 +340,7 @@ func (c *Controller) outcomeOf(ctx context.Context, run *syncRun, g *generation,
 		out.Reason = ReasonRefused
 	case notOwned != nil:
 		out.Reason = ReasonNotOwned
-	case run.cp.resolveErr != nil:
+	case run.cp.ResolveErr != nil:
 		out.Reason = ReasonUnobservableTrigger
 	}
 	return &syncReport{out: out, changes: changes, evalErr: evalErr, triggers: run.triggers}

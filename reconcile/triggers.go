@@ -36,9 +36,9 @@ func (c *Controller) waitsForPermission(resolveErr error) bool {
 }
 
 // resolveAgain resolves a policy's rules again after a discovery failure.
-func (c *Controller) resolveAgain(key policy.Key, cp *compiledPolicy) *compiledPolicy {
+func (c *Controller) resolveAgain(key policy.Key, cp *policy.Compiled) *policy.Compiled {
 	next := *cp
-	next.triggers, next.refused, next.resolveErr = c.resolveRules(cp.policy)
+	next.Triggers, next.Refused, next.ResolveErr = c.resolveRules(cp.Policy)
 	c.mu.Lock()
 	if c.policies[key] == cp {
 		c.policies[key] = &next
@@ -50,11 +50,11 @@ func (c *Controller) resolveAgain(key policy.Key, cp *compiledPolicy) *compiledP
 
 // triggersSynced reports whether every trigger informer of the policy has
 // listed its objects: before that the cache would look empty.
-func (c *Controller) triggersSynced(cp *compiledPolicy) bool {
-	if !c.namespacesSynced(cp.triggers) {
+func (c *Controller) triggersSynced(cp *policy.Compiled) bool {
+	if !c.namespacesSynced(cp.Triggers) {
 		return false
 	}
-	for _, gvr := range cp.triggers {
+	for _, gvr := range cp.Triggers {
 		if store, synced := c.triggerInformers.Store(c.triggerKeyOf(cp, gvr)); store == nil || !synced {
 			return false
 		}
@@ -66,15 +66,15 @@ func (c *Controller) triggersSynced(cp *compiledPolicy) bool {
 // now and has admitted: every match with generateExisting, otherwise those
 // created since the policy's activation or admitted by an event. They come
 // in the caches' order, which is none.
-func (c *Controller) matchingTriggers(cp *compiledPolicy) ([]trigger, []types.UID, error) {
-	key := policy.KeyOf(cp.policy)
+func (c *Controller) matchingTriggers(cp *policy.Compiled) ([]policy.Trigger, []types.UID, error) {
+	key := policy.KeyOf(cp.Policy)
 	ms := c.matchSettingsOf(key, cp)
-	var out []trigger
+	var out []policy.Trigger
 	var errs []error
 	var failed []types.UID // triggers whose match failed
 	self := 0              // the policy's own objects, passed over
 	defer func() { c.reportSelfTriggers(key, cp, self) }()
-	for _, gvr := range cp.triggers {
+	for _, gvr := range cp.Triggers {
 		store, _ := c.triggerInformers.Store(c.triggerKeyOf(cp, gvr))
 		if store == nil {
 			return nil, nil, errWaiting // released meanwhile by a policy change
@@ -83,16 +83,16 @@ func (c *Controller) matchingTriggers(cp *compiledPolicy) ([]trigger, []types.UI
 		out = slices.Grow(out, len(cached))
 		for _, obj := range cached {
 			u := obj.(*cluster.Object)
-			m := cp.evaluations.of(u)
+			m := cp.Evaluations.Of(u)
 			ok, isSelf, err := c.matchOne(key, cp, gvr, u, m, ms)
 			switch {
 			case err != nil:
 				errs = append(errs, err)
-				failed = append(failed, m.uid)
+				failed = append(failed, m.UID)
 			case isSelf:
 				self++
 			case ok:
-				out = append(out, trigger{gvr: gvr, object: u, memo: m})
+				out = append(out, policy.Trigger{GVR: gvr, Object: u, Memo: m})
 			}
 		}
 	}
@@ -101,7 +101,7 @@ func (c *Controller) matchingTriggers(cp *compiledPolicy) ([]trigger, []types.UI
 	c.retainGenerated(key, exists)
 	if len(errs) == 0 {
 		// Every trigger the old settings admitted is listed now.
-		c.states.of(key).setDerivedBy(cp.derives)
+		c.states.of(key).setDerivedBy(cp.Derives)
 	}
 	return out, failed, joinSorted(errs)
 }
@@ -115,11 +115,11 @@ type matchSettings struct {
 	changed  bool
 }
 
-func (c *Controller) matchSettingsOf(key policy.Key, cp *compiledPolicy) matchSettings {
+func (c *Controller) matchSettingsOf(key policy.Key, cp *policy.Compiled) matchSettings {
 	before, changed := c.states.of(key).derivedBy()
-	ms := matchSettings{before: before, changed: changed && before != cp.derives}
-	if cp.policy.IsNamespaced() {
-		ms.confined = cp.policy.GetNamespace()
+	ms := matchSettings{before: before, changed: changed && before != cp.Derives}
+	if cp.Policy.IsNamespaced() {
+		ms.confined = cp.Policy.GetNamespace()
 	}
 	return ms
 }
@@ -127,13 +127,13 @@ func (c *Controller) matchSettingsOf(key policy.Key, cp *compiledPolicy) matchSe
 // matchOne reports whether the policy has admitted trigger u and its match
 // constraints select it now; self, when they do not because the policy
 // generated u.
-func (c *Controller) matchOne(key policy.Key, cp *compiledPolicy, gvr schema.GroupVersionResource, u *cluster.Object, m *triggerMemo, ms matchSettings) (ok, self bool, err error) {
-	if ms.confined != "" && m.namespace != ms.confined || m.deleting {
+func (c *Controller) matchOne(key policy.Key, cp *policy.Compiled, gvr schema.GroupVersionResource, u *cluster.Object, m *policy.Memo, ms matchSettings) (ok, self bool, err error) {
+	if ms.confined != "" && m.Namespace != ms.confined || m.Deleting {
 		return false, false, nil // being deleted: gone, as far as generation goes
 	}
-	derived := derives(cp.derives, m.created, cp.activated)
-	listed := c.states.of(key).isAdmitted(m.uid)
-	derivedBefore := ms.changed && derives(ms.before, m.created, cp.activated)
+	derived := policy.Derived(cp.Derives, m.Created, cp.Activated)
+	listed := c.states.of(key).isAdmitted(m.UID)
+	derivedBefore := ms.changed && policy.Derived(ms.before, m.Created, cp.Activated)
 	if !derived && !listed && !derivedBefore {
 		return false, false, nil
 	}
@@ -142,7 +142,7 @@ func (c *Controller) matchOne(key policy.Key, cp *compiledPolicy, gvr schema.Gro
 		return false, false, fmt.Errorf("%s %s: match: %w", u.GetKind(), objectRef(u), err)
 	}
 	if !ok {
-		return false, m.self, nil
+		return false, m.Self, nil
 	}
 	if generatedByPolicies(cp, u) {
 		return false, false, nil
@@ -151,7 +151,7 @@ func (c *Controller) matchOne(key policy.Key, cp *compiledPolicy, gvr schema.Gro
 		// Admitted by settings the policy no longer has: listed, so
 		// it stays admitted while it exists, whatever becomes of
 		// generateExisting or the operations.
-		c.states.of(key).admit(m.uid)
+		c.states.of(key).admit(m.UID)
 	}
 	return true, false, nil
 }
@@ -166,20 +166,20 @@ func joinSorted(errs []error) error {
 // selects reports whether the policy's match constraints, operations
 // aside, select trigger u as it is; the answer is kept until u or its
 // Namespace change.
-func (c *Controller) selects(cp *compiledPolicy, gvr schema.GroupVersionResource, u *cluster.Object, m *triggerMemo) (bool, error) {
-	ns := c.namespaceNamed(m.namespace)
-	if m.matchKnown && m.matchNamespace == ns {
-		return m.selected && !(m.self && c.generatedBy(policy.KeyOf(cp.policy), u)), nil
+func (c *Controller) selects(cp *policy.Compiled, gvr schema.GroupVersionResource, u *cluster.Object, m *policy.Memo) (bool, error) {
+	ns := c.namespaceNamed(m.Namespace)
+	if m.MatchKnown && m.MatchNamespace == ns {
+		return m.Selected && !(m.Self && c.generatedBy(policy.KeyOf(cp.Policy), u)), nil
 	}
-	crit := cp.criteria.state
-	ok, err := c.matcher.matches(crit, gvr, admission.Create, u.GroupVersionKind(), u.Selectable(crit.readsLabels()))
+	crit := cp.Criteria.State
+	ok, err := c.matcher.matches(crit, gvr, admission.Create, u.GroupVersionKind(), u.Selectable(crit.ReadsLabels()))
 	if err != nil {
 		return false, err
 	}
 	// Whether the labels say the policy made u is kept with the match;
 	// whether it did is asked at each sync, as the policy writes.
-	m.matchKnown, m.selected, m.self, m.matchNamespace = true, ok, ok && labelledBy(cp, u), ns
-	return ok && !(m.self && c.generatedBy(policy.KeyOf(cp.policy), u)), nil
+	m.MatchKnown, m.Selected, m.Self, m.MatchNamespace = true, ok, ok && labelledBy(cp, u), ns
+	return ok && !(m.Self && c.generatedBy(policy.KeyOf(cp.Policy), u)), nil
 }
 
 // namespaceNamed returns the cached Namespace of that name; nil for "" or
@@ -197,7 +197,7 @@ func (c *Controller) namespaceNamed(name string) *corev1.Namespace {
 // for the sync that asks: most syncs ask none (an index of every trigger
 // by UID, kept all along, would cost memory for every trigger), some ask
 // about every trigger they admitted. Answers may be asked for concurrently.
-func (c *Controller) triggerExists(cp *compiledPolicy) func(string) bool {
+func (c *Controller) triggerExists(cp *policy.Compiled) func(string) bool {
 	var uids map[types.UID]struct{} // nil: cannot tell
 	gather := sync.OnceFunc(func() {
 		found := map[types.UID]struct{}{}
@@ -217,9 +217,9 @@ func (c *Controller) triggerExists(cp *compiledPolicy) func(string) bool {
 
 // eachCachedTrigger calls fn with every cached object of the policy's
 // trigger resources, and reports whether every one of them is watched.
-func (c *Controller) eachCachedTrigger(cp *compiledPolicy, fn func(*cluster.Object)) bool {
+func (c *Controller) eachCachedTrigger(cp *policy.Compiled, fn func(*cluster.Object)) bool {
 	all := true
-	for _, gvr := range cp.triggers {
+	for _, gvr := range cp.Triggers {
 		store, _ := c.triggerInformers.Store(c.triggerKeyOf(cp, gvr))
 		if store == nil {
 			all = false
@@ -241,6 +241,6 @@ func (c *Controller) eachCachedTrigger(cp *compiledPolicy, fn func(*cluster.Obje
 // the managed fields that show Sprout wrote its origin, not by labels
 // anyone may copy. Two policies that generate each other's triggers then
 // stop after one round.
-func generatedByPolicies(cp *compiledPolicy, u *cluster.Object) bool {
-	return u.OriginWritten() && cp.policy.PolicySpec().SkipBackgroundRequests()
+func generatedByPolicies(cp *policy.Compiled, u *cluster.Object) bool {
+	return u.OriginWritten() && cp.Policy.PolicySpec().SkipBackgroundRequests()
 }

@@ -1,5 +1,9 @@
 // Package policy is the vocabulary the reconcile core and its parts share
-// about one policy: the key it is queued and kept under. It owns no state.
+// about one policy: the key it is queued and kept under (Key), a compiled
+// generation of it (Compiled), the triggers a sync admitted (Trigger), and
+// what a generation's evaluations keep per cached trigger object
+// (Evaluations). A Compiled is replaced, never changed, so every part may
+// read one without a lock; its Evaluations are the policy's sync's alone.
 package policy
 
 import (

@@ -1,4 +1,4 @@
-package reconcile
+package policy
 
 import (
 	"sync"
@@ -14,7 +14,7 @@ import (
 	"github.com/sprout-gitops/sprout/inventory"
 )
 
-// evaluations remembers, for one compiled policy, what a sync works out
+// Evaluations remembers, for one compiled policy, what a sync works out
 // for each cached trigger object: the metadata it reads, whether the match
 // constraints select it, and what the program generates for it. An
 // informer cache never changes an object, it replaces it, so the same
@@ -22,73 +22,73 @@ import (
 // while it, its Namespace and its state before its last UPDATE are the
 // same objects, and a sync works out again only what changed. (A re-list
 // replaces every object: the next sync works everything out again, which
-// is correct, only slower.) Only reproducible evaluations are kept
+// is correct, only slower.) Only reproducible Evaluations are kept
 // (celenv.Result.Reproducible): one that read another object or the clock
 // is evaluated every time.
 //
 // A sync's lookups form a round; ending it drops the objects the round did
 // not see, so the memory follows the triggers that exist. The generated
 // objects kept are shared by the syncs that reuse them: no phase after
-// evaluation may change them.
-type evaluations struct {
+// Evaluation may change them.
+type Evaluations struct {
 	mu         sync.Mutex
-	last, next map[*cluster.Object]*triggerMemo
+	last, next map[*cluster.Object]*Memo
 }
 
-// triggerMemo is what is known of one cached trigger object. Only the
+// Memo is what is known of one cached trigger object. Only the
 // policy's sync, one at a time, reads and writes its fields.
-type triggerMemo struct {
-	uid       types.UID
-	namespace string
-	created   time.Time
-	deleting  bool
+type Memo struct {
+	UID       types.UID
+	Namespace string
+	Created   time.Time
+	Deleting  bool
 
-	// selected is the match constraints' answer, known when matchKnown,
+	// selected is the match constraints' answer, known when MatchKnown,
 	// for the Namespace object matchNamespace.
-	matchKnown     bool
-	selected       bool
-	matchNamespace *corev1.Namespace
-	// self: not selected because the policy generated the object.
-	self bool
+	MatchKnown     bool
+	Selected       bool
+	MatchNamespace *corev1.Namespace
+	// Self: not selected because the policy generated the object.
+	Self bool
 
-	// evaluated is the kept evaluation, or nil.
-	evaluated *evaluation
+	// Evaluated is the kept Evaluation, or nil.
+	Evaluated *Evaluation
 }
 
-// evaluation is one program result and the other inputs it had.
-type evaluation struct {
-	old       *cluster.Object
-	namespace *corev1.Namespace
-	op        admission.Operation
-	// objects are what the program generated, until they settle: then
+// Evaluation is one program result and the other inputs it had.
+type Evaluation struct {
+	Old       *cluster.Object
+	Namespace *corev1.Namespace
+	Op        admission.Operation
+	// Objects are what the program generated, until they settle: then
 	// settled stands for them (Controller.settle).
-	objects []*unstructured.Unstructured
-	settled inventory.Settled
-	// settledAt is the policy's downstream event count (downstreamEvents)
+	Objects []*unstructured.Unstructured
+	Settled inventory.Settled
+	// SettledAt is the policy's downstream event count (downstreamEvents)
 	// when settled last held: while it is the same, it holds still, unless
 	// awaiting says that an object created was not cached then (no event
 	// tells when it is, so only a lookup does).
-	settledAt uint64
-	awaiting  bool
-	// kinds are the objects' kinds, read once.
-	kinds   []schema.GroupVersionKind
-	matched bool
-	// exceptions are those the evaluation was made under; excepted, those
+	SettledAt uint64
+	Awaiting  bool
+	// Kinds are the objects' Kinds, read once.
+	Kinds   []schema.GroupVersionKind
+	Matched bool
+	// Exceptions are those the Evaluation was made under; excepted, those
 	// of them that skipped the trigger, and exceptedResult how it is
 	// reported; audit are the policy's auditAnnotations evaluated.
-	exceptions     *exceptionSet
-	excepted       []string
-	exceptedResult string
-	audit          map[string]string
+	Exceptions     *Exceptions
+	Excepted       []string
+	ExceptedResult string
+	Audit          map[string]string
 }
 
-func newEvaluations() *evaluations {
-	return &evaluations{last: map[*cluster.Object]*triggerMemo{}, next: map[*cluster.Object]*triggerMemo{}}
+func NewEvaluations() *Evaluations {
+	return &Evaluations{last: map[*cluster.Object]*Memo{}, next: map[*cluster.Object]*Memo{}}
 }
 
-// of returns what is known of the cached trigger object u, and keeps it
+// Of returns what is known Of the cached trigger object u, and keeps it
 // for the next round.
-func (e *evaluations) of(u *cluster.Object) *triggerMemo {
+func (e *Evaluations) Of(u *cluster.Object) *Memo {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	m := e.last[u]
@@ -96,14 +96,14 @@ func (e *evaluations) of(u *cluster.Object) *triggerMemo {
 		m = e.next[u] // seen earlier in this round
 	}
 	if m == nil {
-		m = &triggerMemo{uid: u.GetUID(), namespace: u.GetNamespace(), created: u.Created(), deleting: u.Deleting()}
+		m = &Memo{UID: u.GetUID(), Namespace: u.GetNamespace(), Created: u.Created(), Deleting: u.Deleting()}
 	}
 	e.next[u] = m
 	return m
 }
 
-// endRound forgets every object the round did not see.
-func (e *evaluations) endRound() {
+// EndRound forgets every object the round did not see.
+func (e *Evaluations) EndRound() {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	// The last round's map is cleared for the next rather than a new one
@@ -113,22 +113,22 @@ func (e *evaluations) endRound() {
 	clear(e.next)
 }
 
-// keep returns what is known of the cached trigger object u for an
+// Keep returns what is known of the cached trigger object u for an
 // incremental sync, which opens no round: u is kept as the last round's.
-func (e *evaluations) keep(u *cluster.Object) *triggerMemo {
+func (e *Evaluations) Keep(u *cluster.Object) *Memo {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	m := e.last[u]
 	if m == nil {
-		m = &triggerMemo{uid: u.GetUID(), namespace: u.GetNamespace(), created: u.Created(), deleting: u.Deleting()}
+		m = &Memo{UID: u.GetUID(), Namespace: u.GetNamespace(), Created: u.Created(), Deleting: u.Deleting()}
 		e.last[u] = m
 	}
 	return m
 }
 
-// forget drops what is known of a cached object an event replaced or
+// Forget drops what is known of a cached object an event replaced or
 // deleted; a full sync's round would not see it again.
-func (e *evaluations) forget(u *cluster.Object) {
+func (e *Evaluations) Forget(u *cluster.Object) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	delete(e.last, u)

@@ -1,0 +1,84 @@
+package policy
+
+import (
+	"fmt"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/sets"
+
+	apiv1 "github.com/sprout-gitops/sprout/api/policies/v1"
+	sproutv1alpha1 "github.com/sprout-gitops/sprout/api/sprout/v1alpha1"
+	"github.com/sprout-gitops/sprout/celenv"
+	"github.com/sprout-gitops/sprout/inventory"
+)
+
+// Compiled is one generation of a policy, compiled. It is replaced, never
+// changed, when the policy changes.
+type Compiled struct {
+	// Policy is the latest state of the policy (its status changes between
+	// compilations); Program was compiled from the same generation.
+	Policy   apiv1.Policy
+	Source   string
+	Revision string
+	Program  *celenv.Program
+	// Triggers are the resources the policy's resource rules name, resolved
+	// through discovery.
+	Triggers []schema.GroupVersionResource
+	// Refused are resources the rules name that Sprout or the policy's
+	// account may not list and watch: not watched, and waited for.
+	Refused []schema.GroupVersionResource
+	// ResolveErr says why some resource rules could not be resolved.
+	ResolveErr error
+	// Activated is when the policy began: triggers created since are admitted.
+	Activated time.Time
+	Criteria  Criteria
+	// Selector is the label selector of its trigger informers
+	// (pushedSelector), "" when they hold every object.
+	Selector string
+	// Operations are the operations the resource rules list.
+	Operations sets.Set[string]
+	// Derives are the triggers the policy's settings admit without a
+	// record of each.
+	Derives sproutv1alpha1.DerivedAdmissions
+	// Evaluations are the program's results kept per trigger.
+	Evaluations *Evaluations
+	// Decisions are the objects apply found unchanged, kept per object.
+	Decisions *inventory.Decisions
+}
+
+// Derived reports whether settings d admit, without a record of it, a
+// trigger created at created of a policy activated at activated.
+func Derived(d sproutv1alpha1.DerivedAdmissions, created, activated time.Time) bool {
+	return d.GenerateExisting || d.Created && !created.Before(activated)
+}
+
+// String names the policy and its generation, for logs.
+func (cp *Compiled) String() string {
+	return fmt.Sprintf("%s (generation %d)", celenv.PolicyRef(cp.Policy), cp.Policy.GetGeneration())
+}
+
+// Scope is the namespace a policy's watches are confined to: its own for a
+// NamespacedGeneratingPolicy, "" (every namespace) for a GeneratingPolicy.
+func (cp *Compiled) Scope() string {
+	if cp.Policy.IsNamespaced() {
+		return cp.Policy.GetNamespace()
+	}
+	return ""
+}
+
+// Exceptions are what a policy's Evaluations are checked against.
+type Exceptions struct {
+	List []*celenv.Exception
+	// Until is when one of them expires, if one does: the set is made
+	// again then.
+	Until time.Time
+}
+
+// ExceptionList is the list a set holds, nil for none.
+func (s *Exceptions) ExceptionList() []*celenv.Exception {
+	if s == nil {
+		return nil
+	}
+	return s.List
+}
