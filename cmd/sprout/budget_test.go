@@ -93,6 +93,7 @@ func vmHWM(t *testing.T, pid int) int64 {
 // process's memory stays under peakBound. Before, render of the policy
 // bomb reached 5.3 GB.
 func TestRenderRefusesAliasBombs(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	bombDir := filepath.Join(dir, "bomb")
 	if err := os.Mkdir(bombDir, 0o755); err != nil {
@@ -134,6 +135,7 @@ func TestRenderRefusesAliasBombs(t *testing.T) {
 // stays up, its peak memory under peakBound. Before, the policy bomb
 // killed it at 4.1 GB and the tenant's text at 2.1 GB.
 func TestRunRefusesAliasBombs(t *testing.T) {
+	t.Parallel()
 	cp := startControlPlane(t)
 	bombDir := t.TempDir()
 	writeFile(t, bombDir, "bomb.yaml", policyBomb())

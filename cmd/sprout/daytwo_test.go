@@ -34,6 +34,7 @@ func dayTwoCmd(kubeconfig string, args ...string) (string, error) {
 // gets nothing; `sprout reconcile` refuses a suspended policy; `sprout
 // resume` syncs it and prints what it generated.
 func TestReconcileSuspendResume(t *testing.T) {
+	t.Parallel()
 	cp := startControlPlane(t)
 	kubeconfig := writeKubeconfig(t, cp)
 	runSprout(t, kubeconfig)

@@ -15,6 +15,7 @@ import (
 // generateExisting shows what it would create for the triggers that exist
 // (it used to show nothing, exit 0); and diff ends with a summary line.
 func TestDiffAsANewUserSeesIt(t *testing.T) {
+	t.Parallel()
 	cp, kube, policy := runZKKafka(t)
 	kubeconfig := writeKubeconfig(t, cp)
 

@@ -57,6 +57,7 @@ func plannedObjects(t *testing.T, args ...string) map[string]plannedObject {
 // had no exception flags, its wrapped sources dropped the exceptions, and
 // no entry was found.
 func TestDiffAppliesExceptionsAndEntries(t *testing.T) {
+	t.Parallel()
 	cp := startControlPlane(t)
 	kubeconfig := writeKubeconfig(t, cp)
 	const exc, gctx = "testdata/exceptions", "testdata/globalcontext"

@@ -11,6 +11,7 @@ import (
 // source holds is an error naming it (and only it), with nothing printed.
 // `sprout diff POLICY` used to fail with "unknown command".
 func TestDiffNamedPolicies(t *testing.T) {
+	t.Parallel()
 	cp := startControlPlane(t)
 	data, err := os.ReadFile("testdata/diff-names/triggers.yaml")
 	if err != nil {

@@ -30,6 +30,7 @@ func runDiffCommand(t *testing.T, args ...string) (string, int, error) {
 // for a changed policy and the objects a narrower one would prune (exit 1),
 // exit 2 for a broken policy, and writes nothing.
 func TestDiff(t *testing.T) {
+	t.Parallel()
 	cp, kube, policy := runZKKafka(t)
 	proxy := newAPIProxy(t, cp.Config)
 	kubeconfig := proxy.kubeconfig(t)

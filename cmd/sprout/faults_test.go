@@ -41,6 +41,7 @@ import (
 // objects; the next one finds them, generates the rest and records all of
 // them: nothing missing, duplicated or unlabelled.
 func TestKilledMidGenerationLeavesExactlyTheDesiredSet(t *testing.T) {
+	t.Parallel()
 	cp := startControlPlane(t)
 	s := newBulk(t, cp, "killed", false)
 	s.createTriggers(0, 1000, "v1")
@@ -103,6 +104,7 @@ func TestKilledMidGenerationLeavesExactlyTheDesiredSet(t *testing.T) {
 // time read from /proc), then reconnects its watches and converges, on
 // triggers created and deleted after the restart too.
 func TestAPIServerOutage(t *testing.T) {
+	t.Parallel()
 	cp := startControlPlane(t)
 	s := newBulk(t, cp, "outage", true)
 	s.createTriggers(0, 300, "v1")
@@ -188,6 +190,7 @@ func TestAPIServerOutage(t *testing.T) {
 // edited trigger's is updated and a deleted downstream is back; and its
 // watches work again afterwards.
 func TestBrokenWatchesExpireAndRelist(t *testing.T) {
+	t.Parallel()
 	cp := startControlPlane(t)
 	s := newBulk(t, cp, "relist", true)
 	s.createTriggers(0, 5, "v1")
@@ -393,6 +396,7 @@ func (b *watchBreaker) relisted(path string) int {
 // within the grace period; every object it wrote is whole and labelled, and
 // the next leader writes only what is missing, with no conflict.
 func TestSIGTERMUnderLoad(t *testing.T) {
+	t.Parallel()
 	cp := startControlPlane(t)
 	s := newBulk(t, cp, "sigterm", true)
 	s.createTriggers(0, 500, "v1")

@@ -25,6 +25,7 @@ import (
 // and prunes what a removed policy generated. The poll interval is an hour:
 // only the watch on the GitRepository can notice a new artifact.
 func TestRunFollowsAFluxSource(t *testing.T) {
+	t.Parallel()
 	cp := startControlPlane(t)
 	fluxtest.InstallCRDs(t, cp.Config)
 	client := dynamic.NewForConfigOrDie(cp.Config)

@@ -25,6 +25,7 @@ import (
 // real repository (file://) and follows commits that add, change and remove
 // a policy, within the poll interval.
 func TestRunFollowsAGitRepository(t *testing.T) {
+	t.Parallel()
 	repo := gittest.NewRepo(t)
 	policy, err := fixtures.Read("zk-kafka-address", "policy.yaml")
 	if err != nil {
@@ -81,6 +82,7 @@ func TestRunFollowsAGitRepository(t *testing.T) {
 // every check: with a wrong password the server refuses the fetch and no
 // policy runs; once the Secret is fixed, the policy runs without a restart.
 func TestRunReadsGitCredentialsFromASecret(t *testing.T) {
+	t.Parallel()
 	repo := gittest.NewRepo(t)
 	policy, err := fixtures.Read("zk-kafka-address", "policy.yaml")
 	if err != nil {

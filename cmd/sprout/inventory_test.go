@@ -96,6 +96,7 @@ func parseTable(text string) []map[string]string {
 // with names too long for labels among them — then stops it and changes the cluster behind its back: `sprout inventory`
 // tells each object's state before and after, in every output format.
 func TestInventory(t *testing.T) {
+	t.Parallel()
 	cp := startControlPlane(t)
 	kubeconfig := writeKubeconfig(t, cp)
 	// The namespaced policy runs with Sprout's rights, as an operator who

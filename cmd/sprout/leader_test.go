@@ -51,6 +51,7 @@ func startControlPlane(t *testing.T) *controlplane.ControlPlane {
 // releases the Lease and exits; the other takes over, and for a world that
 // has not changed the handover costs no write at all.
 func TestLeaderFailover(t *testing.T) {
+	t.Parallel()
 	cp := startControlPlane(t)
 	applyScenario(t, cp, "zk-kafka-address", "policy.yaml", "triggers.yaml")
 	proxy := newAPIProxy(t, cp.Config)
@@ -116,6 +117,7 @@ func TestLeaderFailover(t *testing.T) {
 // back here at the proxy) while /healthz answers; after a sync /metrics
 // has the named series with the values the sync implies.
 func TestProbesAndMetrics(t *testing.T) {
+	t.Parallel()
 	cp := startControlPlane(t)
 	applyScenario(t, cp, "zk-kafka-address", "policy.yaml", "triggers.yaml")
 	proxy := newAPIProxy(t, cp.Config)

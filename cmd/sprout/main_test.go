@@ -106,6 +106,7 @@ func runSprout(t *testing.T, kubeconfig string, args ...string) (stop func()) {
 }
 
 func TestRunWatchesTheClusterOfItsKubeconfig(t *testing.T) {
+	t.Parallel()
 	cp := startRun(t, "--log-format", "json")
 
 	applyScenario(t, cp, "zk-kafka-address", "policy.yaml", "triggers.yaml")

@@ -15,6 +15,7 @@ import (
 // only a pod's namespace was protected, and a policy run with a
 // kubeconfig could bind admin where Sprout's own token lives.
 func TestOwnNamespacesWhereverSproutRuns(t *testing.T) {
+	t.Parallel()
 	cp := startControlPlane(t)
 	asSprout := rest.CopyConfig(cp.Config)
 	asSprout.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:sprout-system:sprout"}

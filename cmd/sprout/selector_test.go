@@ -22,6 +22,7 @@ import (
 // policies whose labels match: the other one, left to Kyverno, generates
 // nothing, until it is labelled in.
 func TestRunPolicySelector(t *testing.T) {
+	t.Parallel()
 	cp := startRun(t, "--policy-selector", "sprout.dev/run=true")
 	policy, err := fixtures.Read("zk-kafka-address", "policy.yaml")
 	if err != nil {

@@ -59,6 +59,7 @@ func shardWrites(p *apiProxy) []string {
 // its objects and record with no write at all. A shard restarted leaves
 // the other shard's records alone. No write conflicts anywhere.
 func TestTwoShards(t *testing.T) {
+	t.Parallel()
 	cp := startControlPlane(t)
 	dyn := dynamic.NewForConfigOrDie(cp.Config)
 	kube := kubernetes.NewForConfigOrDie(cp.Config)

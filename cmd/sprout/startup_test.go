@@ -70,6 +70,7 @@ func TestRunSaysWhatItWaitsFor(t *testing.T) {
 // `sprout run` without logging "source revision rejected ... context
 // canceled" at level ERROR, as `make run ARGS=--once` used to at its end.
 func TestShutdownDuringAGitCheckIsNoError(t *testing.T) {
+	t.Parallel()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

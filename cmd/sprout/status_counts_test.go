@@ -16,6 +16,7 @@ import (
 // triggers, 1 objects"), and a policy that matches nothing shows 0 in its
 // TRIGGERS and OBJECTS columns, not blanks.
 func TestPolicyStatusCounts(t *testing.T) {
+	t.Parallel()
 	cp := startRun(t)
 	applyScenario(t, cp, "zk-kafka-address", "policy.yaml", "triggers.yaml")
 	policy, err := fixtures.Read("zk-kafka-address", "policy.yaml")

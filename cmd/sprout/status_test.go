@@ -61,6 +61,7 @@ func gitCommit(t *testing.T, dir string, files map[string]string) {
 // last error show in `kubectl get psrc` and in /metrics; a commit with one
 // broken policy is rejected whole and a fixed commit is taken.
 func TestGitSourceStatusAndMetrics(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	if out, err := exec.Command("git", "init", "-q", "-b", "main", dir).CombinedOutput(); err != nil {
 		t.Fatalf("git init: %v\n%s", err, out)

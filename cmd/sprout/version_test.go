@@ -12,6 +12,7 @@ import (
 // binary built in a checkout reports its commit and commit time, and only
 // a build with neither, as `go run` makes, says devel.
 func TestVersionFromBuild(t *testing.T) {
+	t.Parallel()
 	bin := filepath.Join(t.TempDir(), "sprout")
 	out, err := exec.Command("go", "build", "-o", bin,
 		"-ldflags", "-X main.version=v9.8.7 -X main.commit=abc1234 -X main.date=2026-01-02T03:04:05Z", ".").CombinedOutput()
