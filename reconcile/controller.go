@@ -10,18 +10,14 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	listersv1 "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/record"
-	"k8s.io/client-go/util/workqueue"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/sprout-gitops/sprout/celenv"
@@ -168,16 +164,10 @@ type Controller struct {
 	// reads index what each trigger's evaluation read, so that a change of
 	// it queues that trigger alone (deps.go).
 	reads watches.ReadIndex[policy.Key]
-	// statusQueue holds the policies whose last outcome is not yet written
-	// to their status; reports holds the outcomes.
-	statusQueue workqueue.TypedRateLimitingInterface[policy.Key]
-	reports     reports
-	// sourceStatus writes the sources' PolicySources.
-	sourceStatus *report.Sources
-	events       record.EventRecorder
-	broadcaster  record.EventBroadcaster
-	eventSink    typedcorev1.EventInterface
-	metrics      *report.Metrics
+	// tell writes the policies' status and Events, the PolicyReports and
+	// the PolicySources.
+	tell    *report.Teller
+	metrics *report.Metrics
 
 	// triggerInformers watch triggers and what expressions read;
 	// generatedInformers, the objects Sprout generated.
@@ -207,8 +197,6 @@ type Controller struct {
 	confirms firstSeen
 	// syncs can stop the syncs under way of deleted policies.
 	syncs syncs
-	// policyReports writes PolicyReports; nil when they are off.
-	policyReports *policyreport.Writer
 }
 
 // complete fills in what the options leave unset, and checks the accounts
@@ -249,7 +237,6 @@ func New(cfg *rest.Config, opts Options) (*Controller, error) {
 	if err != nil {
 		return nil, fmt.Errorf("metrics: %w", err)
 	}
-	broadcaster := record.NewBroadcaster()
 	factory := informers.NewSharedInformerFactory(kube, 0)
 	nsInformer := factory.Core().V1().Namespaces()
 	reviews := access.NewReviews(kube.AuthorizationV1())
@@ -269,16 +256,13 @@ func New(cfg *rest.Config, opts Options) (*Controller, error) {
 		namespaces:    nsInformer.Lister(),
 		matcher:       NewMatcher(nsInformer.Lister(), kube),
 		queue:         newPolicyQueue(m),
-		statusQueue:   newQueue[policy.Key]("status", m),
-		broadcaster:   broadcaster,
-		eventSink:     kube.CoreV1().Events(""),
-		events:        report.NewSparingRecorder(broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "sprout"})),
 		metrics:       m,
 		policies:      map[policy.Key]*policy.Compiled{},
 		deleted:       map[policy.Key]retired{},
 	}
-	c.sourceStatus = report.NewSources(report.SourcesOptions{Client: dyn, Sources: opts.Sources, Shard: opts.Shard,
-		Census: c.claims.ofSource, Events: c.events, Metrics: m, Log: opts.Logger})
+	if c.tell, err = c.teller(cfg, kube.CoreV1().Events("")); err != nil {
+		return nil, err
+	}
 	c.writer = c.writerOf(applier)
 	c.writers = access.NewWriters(cfg, c.writer, func(cfg *rest.Config) (writer, error) {
 		a, err := inventory.NewApplier(cfg, created)
@@ -293,9 +277,6 @@ func New(cfg *rest.Config, opts Options) (*Controller, error) {
 	if opts.GlobalContext != nil {
 		opts.GlobalContext.Notify(c.entryChanged)
 	}
-	if c.policyReports, err = newPolicyReports(cfg, opts, func(ctx context.Context) { c.syncs.quiet(ctx, reportsYield) }); err != nil {
-		return nil, err
-	}
 	c.reporter = liveReporter{c}
 	if opts.DryRun {
 		c.reporter = planReporter{c}
@@ -306,6 +287,31 @@ func New(cfg *rest.Config, opts Options) (*Controller, error) {
 		}
 	}
 	return c, nil
+}
+
+// teller makes what tells the outcomes of the controller's syncs. A
+// controller that only plans writes no PolicyReports.
+func (c *Controller) teller(cfg *rest.Config, events typedcorev1.EventInterface) (*report.Teller, error) {
+	reports := c.opts.PolicyReports
+	if c.opts.DryRun {
+		reports = nil
+	}
+	return report.NewTeller(report.TellerOptions{
+		Core: report.TellerCore{
+			Policy: func(key policy.Key) *policy.Compiled {
+				c.mu.RLock()
+				defer c.mu.RUnlock()
+				return c.policies[key]
+			},
+			Told:             func(key policy.Key) *report.Told { return c.states.of(key).telling() },
+			Record:           c.record,
+			SaveRecordStatus: c.saveRecordStatus,
+		},
+		Client: c.dynamic, EventSink: events, TriggerEvents: c.opts.TriggerEvents,
+		Config: cfg, PolicyReports: reports, ReportsYield: func(ctx context.Context) { c.syncs.quiet(ctx, reportsYield) },
+		Sources: report.SourcesOptions{Client: c.dynamic, Sources: c.opts.Sources, Shard: c.opts.Shard, Census: c.claims.ofSource},
+		Metrics: c.metrics, Log: c.log,
+	})
 }
 
 // clientsFor makes the clients the controller reads the cluster through.

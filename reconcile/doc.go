@@ -7,8 +7,9 @@
 // parts that own their state and never import it: access (accounts,
 // access reviews, the RBAC watch, the binding guard), watches (the
 // informers, which hand their events to the core, and the index of what
-// evaluations read), kinds (discovery) and report (conditions, status
-// patches, Events, metrics, PolicySources). The core keeps:
+// evaluations read), kinds (discovery) and report (conditions, the
+// status writes and their workers, Events, the hand-off to the
+// PolicyReports, metrics, PolicySources). The core keeps:
 //
 //   - the loop (loop.go): the work queue of policy keys, the workers, the
 //     resync schedule, and the start and stop of the informers and sources;
@@ -20,9 +21,9 @@
 //     (evaluate.go) and apply them a part at a time (generate.go), prune,
 //     record, report; a deleted policy's last sync is finalize.go;
 //   - the reporter (reporter.go): where a sync's outcome goes, the policy's
-//     record, then its status (status.go, written by status workers,
-//     report.go) and Events (events.go). A dry run (Options.DryRun, Plan)
-//     has a reporter that keeps the plan and writes nothing.
+//     record, then its status and Events, which a report.Teller writes.
+//     A dry run (Options.DryRun, Plan) has a reporter that keeps the plan
+//     and writes nothing.
 //
 // The loop is level-triggered. Informer events only do three things:
 // remember that an event admitted a trigger, note which trigger changed,

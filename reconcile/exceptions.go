@@ -181,8 +181,8 @@ func (c *Controller) skippedEvent(key policy.Key, cp *policy.Compiled, s skipped
 	if same || msg == "" || c.opts.DryRun {
 		return
 	}
-	if ref := c.policyReference(key, cp); ref != nil {
-		c.events.Event(ref, corev1.EventTypeNormal, ReasonPolicySkipped, msg)
+	if ref := c.tell.Reference(key, cp); ref != nil {
+		c.tell.Event(ref, corev1.EventTypeNormal, ReasonPolicySkipped, msg)
 	}
 }
 

@@ -20,10 +20,7 @@ func (c *Controller) Idle() bool {
 	c.syncs.mu.Lock()
 	syncing := len(c.syncs.cancel)
 	c.syncs.mu.Unlock()
-	c.reports.mu.Lock()
-	reporting := len(c.reports.pending) + c.reports.writing
-	c.reports.mu.Unlock()
-	return syncing == 0 && reporting == 0 && c.queue.Len() == 0 && c.queue.taken.Load() == 0 && c.statusQueue.Len() == 0
+	return syncing == 0 && c.tell.Idle() && c.queue.Len() == 0 && c.queue.taken.Load() == 0
 }
 
 // SyncsIdle reports whether no policy is queued or syncing, whatever
@@ -97,6 +94,6 @@ func (c *Controller) StaleReporter(name string) func(ctx context.Context, trigge
 	cp := c.policies[policy.Key{Kind: apiv1.GeneratingPolicyKind, Name: name}]
 	c.mu.RUnlock()
 	return func(ctx context.Context, triggers, objects int) error {
-		return c.reportStatus(ctx, cp, outcome{Triggers: triggers, Objects: objects})
+		return c.tell.Status(ctx, cp, outcome{Triggers: triggers, Objects: objects})
 	}
 }

@@ -99,6 +99,6 @@ func (c *Controller) PolicyStateLeft() map[string]int {
 	count("syncs", &c.syncs.mu, func() int { return len(c.syncs.cancel) })
 	count("dirty", &c.queue.dirty.mu, func() int { return len(c.queue.dirty.m) })
 	count("plans", &c.planned.mu, func() int { return len(c.planned.byKey) })
-	count("reports", &c.reports.mu, func() int { return len(c.reports.pending) })
+	out["reports"] = c.tell.Pending()
 	return out
 }

@@ -51,7 +51,7 @@ func (c *Controller) finalize(ctx context.Context, key policy.Key, gone retired)
 	if err := c.records.Delete(ctx, gone.ref); err != nil {
 		return err
 	}
-	c.policyReports.DropPolicy(key.ReportName())
+	c.tell.UnreportPolicy(key)
 	c.mu.Lock()
 	delete(c.deleted, key)
 	c.mu.Unlock()

@@ -157,7 +157,7 @@ func (c *Controller) generatePart(ctx context.Context, ps *parts, part []policy.
 				failed[o.GetLabels()[sproutv1alpha1.LabelTriggerUID]] = fmt.Errorf("%s: %w", inventory.ObjectID(o), err)
 			}
 		}
-		c.reportFailed(run.cp, part, failed)
+		c.tell.ApplyFailed(run.cp, part, failed)
 	}
 	run.phase.Done("evaluate")
 	if len(ps.applying) == maxApplying {
@@ -250,7 +250,7 @@ func (c *Controller) finish(p *partApply, ps *parts) {
 				failed[ch.TriggerUID] = fmt.Errorf("%s: %s", ch.ID, ch.Reason)
 			}
 		}
-		c.reportFailed(ps.run.cp, p.part, failed)
+		c.tell.ApplyFailed(ps.run.cp, p.part, failed)
 	}
 	if c.mayTriggerItself(key) {
 		c.states.of(key).noteOwn(p.changes)
@@ -311,7 +311,7 @@ func (c *Controller) desired(ctx context.Context, cp *policy.Compiled, triggers 
 			err = fmt.Errorf("generates %d objects, more than the %d one trigger may (--max-objects-per-trigger, or the policy's annotation %s)", n, limit, AnnotationMaxObjectsPerTrigger)
 		}
 		if !kept {
-			c.reportTrigger(cp, t, ev, err)
+			c.tell.Trigger(cp, t, ev, err)
 		}
 		if err != nil {
 			g.evalErrs = append(g.evalErrs, fmt.Errorf("trigger %s %s: %w", t.Object.GetKind(), objectRef(t.Object), err))

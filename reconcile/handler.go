@@ -2,6 +2,7 @@ package reconcile
 
 import (
 	"github.com/sprout-gitops/sprout/reconcile/policy"
+	"github.com/sprout-gitops/sprout/reconcile/report"
 	"github.com/sprout-gitops/sprout/sources"
 )
 
@@ -23,7 +24,7 @@ func (h policyHandler) Upsert(p sources.Policy) {
 	fresh := !c.claims.has(key, p.Source)
 	held := c.claims.claim(key, p, c.rank(p.Source))
 	if fresh {
-		c.sourcesChanged(key) // counts and conflicts of every source with the name
+		c.tell.Sources().Changed(c.claims.sources(key)...) // counts and conflicts of every source with the name
 	}
 	if !held {
 		c.log.Error("policy name conflict: another source with precedence holds it; this one is ignored",
@@ -37,7 +38,7 @@ func (h policyHandler) Upsert(p sources.Policy) {
 		requeue := c.dayTwoChanged(key, cur.Policy, p.Policy)
 		next := *cur
 		next.Policy = p.Policy
-		if reportsToggled(cur.Policy, p.Policy) {
+		if report.ReportsToggled(cur.Policy, p.Policy) {
 			// Every trigger is evaluated anew, so that each result is
 			// reported again, or, in the full sync, dropped.
 			next.Evaluations = policy.NewEvaluations()
@@ -105,7 +106,7 @@ func (h policyHandler) Delete(p sources.Policy) {
 	st := c.states.of(key)
 	st.forgetReads()
 	st.setTally(nil)
-	st.forgetStatus()
+	st.telling().ForgetStatus()
 	c.reads.Drop(key)
 	c.log.Info("policy deleted", "policy", key.String(), "source", p.Source)
 	c.queue.Add(key)
@@ -114,7 +115,7 @@ func (h policyHandler) Delete(p sources.Policy) {
 // SourceChecked keeps what a polled source found for its PolicySource and
 // metrics, and logs a failure once per distinct error.
 func (h policyHandler) SourceChecked(source string, st sources.Status) {
-	h.c.sourceStatus.Checked(source, st)
+	h.c.tell.Sources().Checked(source, st)
 }
 
 // SourceComplete is called once a source has delivered its first whole

@@ -185,7 +185,7 @@ func (s *incrementalSync) match(run *syncRun) (bool, error) {
 		return false, nil
 	}
 	s.dirty = dirty
-	c.unreportDirty(run.cp, dirty, triggers)
+	c.tell.UnreportDirty(run.cp, dirty, triggers)
 	c.metrics.Syncs.WithLabelValues(run.key.String(), "incremental").Inc()
 	run.phase.Done("match")
 	run.triggers, run.incremental = triggers, true

@@ -138,7 +138,7 @@ func (c *Controller) onTrigger(w watchKey, op admission.Operation, o, old *clust
 	c.mu.RUnlock()
 	c.rememberUpdate(w, triggered, op, o, old)
 	if op == admission.Delete {
-		c.forgetReported(w, triggered, o)
+		c.tell.TriggerGone(o, w.Selector != "", triggered)
 	}
 	var labelled *metav1.PartialObjectMetadata // decoded once, if a selector reads labels
 	for _, cp := range interested {

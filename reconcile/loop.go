@@ -12,7 +12,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 
@@ -35,10 +34,8 @@ func (c *Controller) Run(ctx context.Context) error {
 	}
 	defer utilruntime.HandleCrash()
 	defer c.queue.ShutDown()
-	defer c.sourceStatus.ShutDown()
-	defer c.statusQueue.ShutDown()
-	c.broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: c.eventSink})
-	defer c.broadcaster.Shutdown()
+	c.tell.Open()
+	defer c.tell.Close()
 
 	if err := c.start(ctx); err != nil {
 		return err
@@ -93,7 +90,7 @@ func (c *Controller) start(ctx context.Context) error {
 		}
 		synced = append(synced, src.HasSynced)
 		if !c.opts.DryRun {
-			c.sourceStatus.Queue(src.Name())
+			c.tell.Sources().Queue(src.Name())
 		}
 	}
 	if !waitSynced(ctx, synced...) {
@@ -127,34 +124,22 @@ func (c *Controller) run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	// Sources' states are written once each has delivered what it held at
 	// start, so a restart does not write a partial count.
-	wg.Go(func() { c.sourceStatus.Run(ctx) })
+	wg.Go(func() { c.tell.Sources().Run(ctx) })
 	wg.Go(func() { c.rbac.Watch(ctx, c.ctx.Done()) })
 	wg.Go(func() { c.rbac.RunRechecks(ctx, c.recheckPermissions) })
-	if c.policyReports != nil {
-		// Before the first sync, so that a restart writes no report
-		// whose results did not change.
-		c.policyReports.Load(ctx)
-		wg.Go(func() { c.policyReports.Run(ctx) })
-	}
+	c.tell.LoadReports(ctx)
+	wg.Go(func() { c.tell.RunReports(ctx) })
 	for range c.opts.Workers {
 		wg.Go(func() { wait.UntilWithContext(ctx, c.runWorker, time.Second) })
 	}
 	// Status writes outlive ctx: what the last syncs did is written before
 	// Run returns, so a restart finds it written and has nothing to write.
-	statusCtx := context.WithoutCancel(ctx)
-	var statusWG sync.WaitGroup
-	for range statusWorkers {
-		statusWG.Go(func() { c.runStatusWorker(statusCtx) })
-	}
+	stopStatus := c.tell.StartStatusWorkers(ctx)
 	<-ctx.Done()
 	c.queue.ShutDown()
-	c.sourceStatus.ShutDown()
+	c.tell.Sources().ShutDown()
 	wg.Wait()
-	c.statusQueue.ShutDown()
-	statusWG.Wait()
-	drain, stopDrain := context.WithTimeout(statusCtx, statusDrainTimeout)
-	c.writePending(drain)
-	stopDrain()
+	stopStatus()
 	c.stop()
 	return nil
 }

@@ -50,6 +50,6 @@ func (c *Controller) verdict(ctx context.Context, key policy.Key, cp *policy.Com
 		return nil // stopping, or the policy deleted: nothing was learnt
 	}
 	v := &grantVerdict{Err: err}
-	c.states.of(key).granted(v)
+	c.states.of(key).telling().Granted(v)
 	return v
 }

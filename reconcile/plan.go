@@ -88,7 +88,7 @@ func (c *Controller) Plan(ctx context.Context) ([]PolicyPlan, error) {
 		if src.Complete() {
 			continue
 		}
-		st := c.sourceStatus.LastCheck(src.Name())
+		st := c.tell.Sources().LastCheck(src.Name())
 		if st.Err != nil {
 			return nil, fmt.Errorf("%s: %w", src.Name(), st.Err)
 		}

@@ -7,8 +7,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/sets"
 
-	"github.com/sprout-gitops/sprout/cluster"
-	"github.com/sprout-gitops/sprout/policyreport"
 	"github.com/sprout-gitops/sprout/reconcile/policy"
 	"github.com/sprout-gitops/sprout/reconcile/report"
 	"github.com/sprout-gitops/sprout/reconcile/watches"
@@ -107,24 +105,6 @@ func (c *Controller) triggeredBy(cp *policy.Compiled, w watchKey) bool {
 // read: always an unfiltered one. The caller holds c.mu.
 func (c *Controller) readsFrom(key policy.Key, cp *policy.Compiled, w watchKey) bool {
 	return c.watchKeyOf(cp.Scope(), w.GVR) == w && c.states.of(key).readsFrom(w.GVR)
-}
-
-// forgetReported drops, at a DELETE, what the report writer holds for o.
-// A DELETE from a filtered informer may only say that o left the selection
-// of the policies it serves: their results go, and the others' stay.
-func (c *Controller) forgetReported(w watchKey, triggered []*policy.Compiled, o *cluster.Object) {
-	if w.Selector == "" {
-		c.policyReports.Forget(o.GetUID())
-		return
-	}
-	if c.policyReports == nil {
-		return
-	}
-	for _, cp := range triggered {
-		if policyreport.Reported(cp.Policy) {
-			c.policyReports.Set(policyreport.TriggerOf(o), policyreport.PolicyName(cp.Policy), nil)
-		}
-	}
 }
 
 // informerSizes counts the objects of every running informer's cache.

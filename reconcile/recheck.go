@@ -69,7 +69,7 @@ func (c *Controller) recheckPolicy(ctx context.Context, key policy.Key, cp *poli
 		return false
 	}
 	now := report.VerdictMessage(c.permissionVerdict(ctx, key, cp))
-	if last := c.states.of(key).reported(); last != nil && ctx.Err() == nil && report.VerdictMessage(last.Err) != now {
+	if last := c.states.of(key).telling().Reported(); last != nil && ctx.Err() == nil && report.VerdictMessage(last.Err) != now {
 		c.queue.Add(key)
 	}
 	return false

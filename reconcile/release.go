@@ -33,7 +33,7 @@ func (h policyHandler) Release(p sources.Policy) {
 // copy taking over is upserted).
 func (h policyHandler) unclaim(key policy.Key, p sources.Policy) bool {
 	c := h.c
-	c.sourcesChanged(key)
+	c.tell.Sources().Changed(c.claims.sources(key)...)
 	next, held, promoted := c.claims.release(key, p.Source)
 	if !held {
 		return false // a shadowed copy went; the running one stays
@@ -74,4 +74,14 @@ func (c *Controller) otherShards(source string, key policy.Key) bool {
 	ctx := c.ctx
 	c.mu.RUnlock()
 	return s.Unselected(ctx, key.Kind, key.Namespace, key.Name)
+}
+
+// source returns the configured source of that name.
+func (c *Controller) source(name string) sources.Source {
+	for _, s := range c.opts.Sources {
+		if s.Name() == name {
+			return s
+		}
+	}
+	return nil
 }

@@ -6,12 +6,18 @@ import (
 
 	"github.com/sprout-gitops/sprout/inventory"
 	"github.com/sprout-gitops/sprout/reconcile/policy"
+	"github.com/sprout-gitops/sprout/reconcile/report"
 )
+
+// outcome is what one sync found, for the policy's status.
+type outcome = report.Outcome
 
 // reporter is where a sync tells what it did: the policy's record, then
 // its status, Events and metrics. A running controller has liveReporter;
 // a dry run has planReporter, which keeps the plan and writes nothing.
 type reporter interface {
+	// progressing tells that a sync of the policy begins.
+	progressing(key policy.Key, cp *policy.Compiled)
 	// record writes the policy's record if what it should hold changed.
 	record(ctx context.Context, key policy.Key, cp *policy.Compiled) error
 	// report tells the outcome of one sync.
@@ -39,24 +45,28 @@ type syncReport struct {
 // liveReporter writes records, status and Events, and counts in metrics.
 type liveReporter struct{ c *Controller }
 
+func (l liveReporter) progressing(key policy.Key, cp *policy.Compiled) { l.c.tell.Progressing(key, cp) }
+
 func (l liveReporter) record(ctx context.Context, key policy.Key, cp *policy.Compiled) error {
 	return l.c.saveRecord(ctx, key, cp)
 }
 
 func (l liveReporter) report(r *syncReport) {
 	c, key, cp := l.c, r.run.key, r.run.cp
-	before := c.previousReady(key, cp)
-	c.reportLater(key, cp, r.out)
+	before := c.tell.ReadyBefore(key, cp)
+	c.tell.Later(key, cp, r.out)
 	if p := r.run.phase; p != nil {
 		p.Done("report")
 		p.Observe()
 	}
 	c.metrics.ObserveSync(key.String(), time.Since(r.run.start).Seconds(), r.out.Reason, r.changes, r.evalErr)
-	c.policyEvents(key, cp, before, r.out, r.changes, r.triggers)
+	c.tell.Events(key, cp, before, r.out, r.changes, r.triggers)
 }
 
 // planReporter keeps what a dry-run sync would do, for Plan.
 type planReporter struct{ c *Controller }
+
+func (planReporter) progressing(policy.Key, *policy.Compiled) {}
 
 func (planReporter) record(context.Context, policy.Key, *policy.Compiled) error { return nil }
 

@@ -86,7 +86,7 @@ func (c *Controller) reportSelfTriggers(key policy.Key, cp *policy.Compiled, n i
 	}
 	msg := fmt.Sprintf("%d objects this policy generated match its own rules: they are not its triggers, so it does not generate from what it generated", n)
 	c.log.Info("objects a policy generated are not its triggers", "policy", key.String(), "objects", n)
-	if ref := c.policyReference(key, cp); ref != nil {
-		c.events.Event(ref, corev1.EventTypeWarning, ReasonSelfTrigger, msg)
+	if ref := c.tell.Reference(key, cp); ref != nil {
+		c.tell.Event(ref, corev1.EventTypeWarning, ReasonSelfTrigger, msg)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/sprout-gitops/sprout/inventory"
 	"github.com/sprout-gitops/sprout/reconcile/access"
 	"github.com/sprout-gitops/sprout/reconcile/policy"
+	"github.com/sprout-gitops/sprout/reconcile/report"
 )
 
 // policyState is what this replica keeps of one policy between its syncs,
@@ -29,21 +30,13 @@ type policyState struct {
 	waits int
 	// rebuilding: the record is being rebuilt from the objects.
 	rebuilding bool
-	// progressed is the generation last marked Reconciling.
-	progressed int64
-	// told is the summary of the last outcome written to the status.
-	told *string
-	// failure is the failure last told in an Event ("reason: message").
-	failure *string
 	// selfTriggers is how many of its own objects the last sync passed
 	// over as triggers.
 	selfTriggers int
-	// verdict is the RBACPermissionsGranted verdict the last sync
-	// reported; roles, the roles its bindings referred to.
-	verdict *grantVerdict
-	roles   access.RoleRefs
-	// status is the status last written, until the cache holds it.
-	status writtenStatus
+	// roles are the roles its bindings referred to in its last sync.
+	roles access.RoleRefs
+	// told is what was told of it: its status, Events and verdict.
+	told report.Told
 
 	// admitted are the admitted triggers its settings do not derive: those
 	// whose events admitted them after the policy was activated, and those
@@ -58,9 +51,6 @@ type policyState struct {
 	// are not persisted: a deletion while Sprout is stopped cannot be
 	// replayed (docs/decisions.md).
 	tombstones map[types.UID]policy.Trigger
-	// conflicts are the objects another policy owns that this one was
-	// told of, with that owner: each is told once.
-	conflicts sets.Set[string]
 	// own are, for a policy whose generated resources are among its
 	// trigger resources, the objects it wrote while Sprout runs, by ID:
 	// what tells its own objects from triggers labelled as if they were.
@@ -174,47 +164,11 @@ func (st *policyState) rebuildPending() (on bool) {
 	return on
 }
 
-// progress records gen as marked Reconciling and reports whether it was
-// not already.
-func (st *policyState) progress(gen int64) (first bool) {
-	st.with(func(st *policyState) { first, st.progressed = st.progressed != gen, gen })
-	return first
-}
-
-// tell records the summary of the outcome written and returns the one
-// written before, if any.
-func (st *policyState) tell(summary string) (before *string) {
-	st.with(func(st *policyState) { before, st.told = st.told, &summary })
-	return before
-}
-
-// lastTold returns the summary of the outcome last written, if any.
-func (st *policyState) lastTold() (told *string) {
-	st.with(func(st *policyState) { told = st.told })
-	return told
-}
-
-// fail records failure ("" for none) and returns the failure told before,
-// if any.
-func (st *policyState) fail(failure string) (before *string) {
-	st.with(func(st *policyState) { before, st.failure = st.failure, &failure })
-	return before
-}
-
 // passedOver records n of its own objects passed over and reports whether
 // it differs from the last count.
 func (st *policyState) passedOver(n int) (changed bool) {
 	st.with(func(st *policyState) { changed, st.selfTriggers = st.selfTriggers != n, n })
 	return changed
-}
-
-// granted keeps the verdict a sync reported.
-func (st *policyState) granted(v *grantVerdict) { st.with(func(st *policyState) { st.verdict = v }) }
-
-// reported returns the verdict last reported, or nil.
-func (st *policyState) reported() (v *grantVerdict) {
-	st.with(func(st *policyState) { v = st.verdict })
-	return v
 }
 
 // bound keeps the roles the policy's bindings referred to in a sync. A
@@ -479,16 +433,10 @@ func (st *policyState) forgetEvents() {
 	st.with(func(st *policyState) { st.admitted, st.derived, st.tombstones = nil, nil, nil })
 }
 
-// firstConflict records a conflict with another policy's object and
-// reports whether it is new.
-func (st *policyState) firstConflict(conflict string) (first bool) {
-	st.with(func(st *policyState) {
-		if first = !st.conflicts.Has(conflict); first {
-			if st.conflicts == nil {
-				st.conflicts = sets.New[string]()
-			}
-			st.conflicts.Insert(conflict)
-		}
-	})
-	return first
+// telling returns what was told of the policy; nil on a nil state.
+func (st *policyState) telling() *report.Told {
+	if st == nil {
+		return nil
+	}
+	return &st.told
 }

@@ -65,20 +65,20 @@ func TestStateOfAPolicyGoneKeepsNothing(t *testing.T) {
 	var s states
 	key := policy.Key{Name: "p"}
 	s.enter(key).setTally(&tally{})
-	s.of(key).granted(&grantVerdict{})
+	s.of(key).telling().Granted(&grantVerdict{})
 	s.drop(key)
 	st := s.of(key)
 	st.setTally(&tally{})
-	st.granted(&grantVerdict{})
+	st.telling().Granted(&grantVerdict{})
 	st.rebuild(true)
 	st.downstreamChanged()
-	if st.passedOver(3) || st.getTally() != nil || st.reported() != nil || st.rebuildPending() || st.epoch() != 0 {
+	if st.passedOver(3) || st.getTally() != nil || st.telling().Reported() != nil || st.rebuildPending() || st.epoch() != 0 {
 		t.Error("the state of a policy gone kept something")
 	}
 	if n := s.len(); n != 0 {
 		t.Errorf("%d states kept after the policy left", n)
 	}
-	if first := s.enter(key).progress(2); !first || s.enter(key).progress(2) {
+	if first := s.enter(key).telling().Progress(2); !first || s.enter(key).telling().Progress(2) {
 		t.Error("a policy entering again does not start from nothing, or marks a generation twice")
 	}
 }

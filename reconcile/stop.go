@@ -98,6 +98,15 @@ func (c *Controller) beginSync(ctx context.Context, key policy.Key, cp *policy.C
 	}
 }
 
+// running reports whether cp's policy still runs, and not another policy
+// since created under its name.
+func (c *Controller) running(key policy.Key, cp *policy.Compiled) bool {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	cur := c.policies[key]
+	return cur != nil && cur.Policy.GetUID() == cp.Policy.GetUID()
+}
+
 // stopSync cancels the sync of a policy under way, if any.
 func (c *Controller) stopSync(key policy.Key) {
 	c.syncs.mu.Lock()

@@ -53,7 +53,7 @@ func (c *Controller) sync(ctx context.Context, key policy.Key) error {
 	outer := ctx
 	ctx, end := c.beginSync(ctx, key, run.cp)
 	defer end()
-	c.markProgressing(key, run.cp)
+	c.reporter.progressing(key, run.cp)
 	c.reads.Begin(key)
 	// A sync that keeps no reads ends with them unknown.
 	defer c.endReads(run, false, nil, nil)
@@ -158,7 +158,7 @@ func (f fullSync) match(run *syncRun) (bool, error) {
 	if err := f.c.match(run); err != nil {
 		return false, err
 	}
-	f.c.unreportUnmatched(run)
+	f.c.tell.UnreportUnmatched(run.cp, run.triggers, run.unmatched)
 	return true, nil
 }
 
