@@ -13,12 +13,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
-	listersv1 "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
@@ -29,6 +29,7 @@ import (
 	"github.com/sprout-gitops/sprout/inventory"
 	"github.com/sprout-gitops/sprout/policyreport"
 	"github.com/sprout-gitops/sprout/reconcile/access"
+	"github.com/sprout-gitops/sprout/reconcile/evaluate"
 	"github.com/sprout-gitops/sprout/reconcile/kinds"
 	"github.com/sprout-gitops/sprout/reconcile/policy"
 	"github.com/sprout-gitops/sprout/reconcile/report"
@@ -71,7 +72,7 @@ type Options struct {
 	// GlobalContext serves globalContext.Get; nil finds no entry. The
 	// caller runs it; a change of an entry re-syncs the policies that read
 	// it.
-	GlobalContext GlobalContext
+	GlobalContext evaluate.GlobalContext
 	// AllowedKinds, when not empty, are the only kinds Sprout generates;
 	// others are refused.
 	AllowedKinds []schema.GroupKind
@@ -138,8 +139,9 @@ type Controller struct {
 	cfg  *rest.Config
 	// kinds answers what discovery knows of kinds and resources.
 	kinds *kinds.Kinds
-	// exceptions are the PolicyExceptions of the sources.
-	exceptions exceptionStore
+	// eval evaluates policies for triggers, and keeps the sources'
+	// PolicyExceptions.
+	eval *evaluate.Evaluator
 	// created pairs the versions every writer's creates made with the
 	// events of the generated objects' informers.
 	created *cluster.CreatedVersions
@@ -155,16 +157,12 @@ type Controller struct {
 	// reviews keeps access reviews' answers until rbac says RBAC changed;
 	// writers impersonate the accounts policies act as; guard judges the
 	// roles generated bindings refer to.
-	reviews    *access.Reviews
-	rbac       *access.RBAC
-	writers    *access.Writers[writer]
-	guard      *access.Guard
-	namespaces listersv1.NamespaceLister
-	matcher    *Matcher
+	reviews *access.Reviews
+	rbac    *access.RBAC
+	writers *access.Writers[writer]
+	guard   *access.Guard
 
 	queue *policyQueue
-	// namespaceObjects converts the Namespaces of triggers for evaluations.
-	namespaceObjects celenv.NamespaceObjects
 	// reads index what each trigger's evaluation read, so that a change of
 	// it queues that trigger alone (deps.go).
 	reads watches.ReadIndex[policy.Key]
@@ -266,8 +264,6 @@ func New(cfg *rest.Config, opts Options) (*Controller, error) {
 		kubeInformers: factory,
 		reviews:       reviews,
 		rbac:          rbac,
-		namespaces:    nsInformer.Lister(),
-		matcher:       NewMatcher(nsInformer.Lister(), kube),
 		queue:         newPolicyQueue(m),
 		statusQueue:   newQueue[policy.Key]("status", m),
 		broadcaster:   broadcaster,
@@ -288,6 +284,11 @@ func New(cfg *rest.Config, opts Options) (*Controller, error) {
 		return c.writerOf(a), nil
 	})
 	c.guard = access.NewGuard(rbac, c.roleChanged)
+	c.eval = evaluate.New(evaluate.Config{Log: opts.Logger, Timeout: opts.EvaluationTimeout, HTTP: opts.HTTP, GlobalContext: opts.GlobalContext,
+		Exceptions: opts.PolicyExceptions, ExceptionNamespace: opts.ExceptionNamespace, Namespaces: nsInformer.Lister(), Client: kube,
+		Kinds: c.kinds, Live: liveObjects{c}, LastUpdate: func(cp *policy.Compiled, gvr schema.GroupVersionResource, uid types.UID) *cluster.Object {
+			return c.lastUpdate(c.triggerKeyOf(cp, gvr), uid)
+		}, Cache: c.readCache, Requeue: func(key policy.Key) { c.queue.Add(key) }})
 	c.triggerInformers = watches.NewTriggers(dyn, raw, opts.Logger, triggerEvents{c})
 	c.generatedInformers = watches.NewGenerated(dyn, raw, created, c.servedInProtobuf, opts.Logger, generatedEvents{c})
 	if opts.GlobalContext != nil {
