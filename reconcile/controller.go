@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	listersv1 "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
@@ -284,11 +285,7 @@ func New(cfg *rest.Config, opts Options) (*Controller, error) {
 		return c.writerOf(a), nil
 	})
 	c.guard = access.NewGuard(rbac, c.roleChanged)
-	c.eval = evaluate.New(evaluate.Config{Log: opts.Logger, Timeout: opts.EvaluationTimeout, HTTP: opts.HTTP, GlobalContext: opts.GlobalContext,
-		Exceptions: opts.PolicyExceptions, ExceptionNamespace: opts.ExceptionNamespace, Namespaces: nsInformer.Lister(), Client: kube,
-		Kinds: c.kinds, Live: liveObjects{c}, LastUpdate: func(cp *policy.Compiled, gvr schema.GroupVersionResource, uid types.UID) *cluster.Object {
-			return c.lastUpdate(c.triggerKeyOf(cp, gvr), uid)
-		}, Cache: c.readCache, Requeue: func(key policy.Key) { c.queue.Add(key) }})
+	c.eval = newEvaluator(c, nsInformer.Lister(), kube)
 	c.triggerInformers = watches.NewTriggers(dyn, raw, opts.Logger, triggerEvents{c})
 	c.generatedInformers = watches.NewGenerated(dyn, raw, created, c.servedInProtobuf, opts.Logger, generatedEvents{c})
 	if opts.GlobalContext != nil {
@@ -307,6 +304,18 @@ func New(cfg *rest.Config, opts Options) (*Controller, error) {
 		}
 	}
 	return c, nil
+}
+
+// newEvaluator makes c's evaluator, which reads the Namespaces from
+// namespaces, or from kube when not cached yet, and the rest from c.
+func newEvaluator(c *Controller, namespaces listersv1.NamespaceLister, kube kubernetes.Interface) *evaluate.Evaluator {
+	o := c.opts
+	return evaluate.New(evaluate.Config{Log: o.Logger, Timeout: o.EvaluationTimeout, HTTP: o.HTTP, GlobalContext: o.GlobalContext,
+		Exceptions: o.PolicyExceptions, ExceptionNamespace: o.ExceptionNamespace, Namespaces: namespaces, Client: kube,
+		Kinds: c.kinds, Live: liveObjects{c}, Cache: c.readCache, Requeue: func(key policy.Key) { c.queue.Add(key) },
+		LastUpdate: func(cp *policy.Compiled, gvr schema.GroupVersionResource, uid types.UID) *cluster.Object {
+			return c.lastUpdate(c.triggerKeyOf(cp, gvr), uid)
+		}})
 }
 
 // clientsFor makes the clients the controller reads the cluster through.
