@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
@@ -25,6 +26,7 @@ import (
 	"github.com/sprout-gitops/sprout/inventory"
 	"github.com/sprout-gitops/sprout/policyreport"
 	"github.com/sprout-gitops/sprout/reconcile/access"
+	"github.com/sprout-gitops/sprout/reconcile/evaluate"
 	"github.com/sprout-gitops/sprout/reconcile/kinds"
 	"github.com/sprout-gitops/sprout/reconcile/policy"
 	"github.com/sprout-gitops/sprout/reconcile/report"
@@ -67,7 +69,7 @@ type Options struct {
 	// GlobalContext serves globalContext.Get; nil finds no entry. The
 	// caller runs it; a change of an entry re-syncs the policies that read
 	// it.
-	GlobalContext GlobalContext
+	GlobalContext evaluate.GlobalContext
 	// AllowedKinds, when not empty, are the only kinds Sprout generates;
 	// others are refused.
 	AllowedKinds []schema.GroupKind
@@ -134,8 +136,9 @@ type Controller struct {
 	cfg  *rest.Config
 	// kinds answers what discovery knows of kinds and resources.
 	kinds *kinds.Kinds
-	// exceptions are the PolicyExceptions of the sources.
-	exceptions exceptionStore
+	// eval evaluates policies for triggers, and keeps the sources'
+	// PolicyExceptions.
+	eval *evaluate.Evaluator
 	// created pairs the versions every writer's creates made with the
 	// events of the generated objects' informers.
 	created *cluster.CreatedVersions
@@ -151,16 +154,12 @@ type Controller struct {
 	// reviews keeps access reviews' answers until rbac says RBAC changed;
 	// writers impersonate the accounts policies act as; guard judges the
 	// roles generated bindings refer to.
-	reviews    *access.Reviews
-	rbac       *access.RBAC
-	writers    *access.Writers[writer]
-	guard      *access.Guard
-	namespaces listersv1.NamespaceLister
-	matcher    *Matcher
+	reviews *access.Reviews
+	rbac    *access.RBAC
+	writers *access.Writers[writer]
+	guard   *access.Guard
 
 	queue *policyQueue
-	// namespaceObjects converts the Namespaces of triggers for evaluations.
-	namespaceObjects celenv.NamespaceObjects
 	// reads index what each trigger's evaluation read, so that a change of
 	// it queues that trigger alone (deps.go).
 	reads watches.ReadIndex[policy.Key]
@@ -253,8 +252,6 @@ func New(cfg *rest.Config, opts Options) (*Controller, error) {
 		kubeInformers: factory,
 		reviews:       reviews,
 		rbac:          rbac,
-		namespaces:    nsInformer.Lister(),
-		matcher:       NewMatcher(nsInformer.Lister(), kube),
 		queue:         newPolicyQueue(m),
 		metrics:       m,
 		policies:      map[policy.Key]*policy.Compiled{},
@@ -272,6 +269,7 @@ func New(cfg *rest.Config, opts Options) (*Controller, error) {
 		return c.writerOf(a), nil
 	})
 	c.guard = access.NewGuard(rbac, c.roleChanged)
+	c.eval = newEvaluator(c, nsInformer.Lister(), kube)
 	c.triggerInformers = watches.NewTriggers(dyn, raw, opts.Logger, triggerEvents{c})
 	c.generatedInformers = watches.NewGenerated(dyn, raw, created, c.servedInProtobuf, opts.Logger, generatedEvents{c})
 	if opts.GlobalContext != nil {
@@ -312,6 +310,18 @@ func (c *Controller) teller(cfg *rest.Config, events typedcorev1.EventInterface)
 		Sources: report.SourcesOptions{Client: c.dynamic, Sources: c.opts.Sources, Shard: c.opts.Shard, Census: c.claims.ofSource},
 		Metrics: c.metrics, Log: c.log,
 	})
+}
+
+// newEvaluator makes c's evaluator, which reads the Namespaces from
+// namespaces, or from kube when not cached yet, and the rest from c.
+func newEvaluator(c *Controller, namespaces listersv1.NamespaceLister, kube kubernetes.Interface) *evaluate.Evaluator {
+	o := c.opts
+	return evaluate.New(evaluate.Config{Log: o.Logger, Timeout: o.EvaluationTimeout, HTTP: o.HTTP, GlobalContext: o.GlobalContext,
+		Exceptions: o.PolicyExceptions, ExceptionNamespace: o.ExceptionNamespace, Namespaces: namespaces, Client: kube,
+		Kinds: c.kinds, Live: liveObjects{c}, Cache: c.readCache, Requeue: func(key policy.Key) { c.queue.Add(key) },
+		LastUpdate: func(cp *policy.Compiled, gvr schema.GroupVersionResource, uid types.UID) *cluster.Object {
+			return c.lastUpdate(c.triggerKeyOf(cp, gvr), uid)
+		}})
 }
 
 // clientsFor makes the clients the controller reads the cluster through.

@@ -1,10 +1,15 @@
 package reconcile
 
 import (
+	"context"
+
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
 
 	"github.com/sprout-gitops/sprout/cluster"
+	"github.com/sprout-gitops/sprout/reconcile/access"
+	"github.com/sprout-gitops/sprout/reconcile/evaluate"
 	"github.com/sprout-gitops/sprout/reconcile/policy"
 	"github.com/sprout-gitops/sprout/reconcile/watches"
 )
@@ -39,4 +44,28 @@ func (c *Controller) endReads(run *syncRun, ok bool, dirty []types.UID, evaluate
 		return
 	}
 	c.markReaders(run.key, readers)
+}
+
+// entryChanged queues every policy whose syncs read the
+// GlobalContextEntry.
+func (c *Controller) entryChanged(name string) {
+	c.states.each(func(key policy.Key, st *policyState) {
+		if st.readsEntry(name) {
+			c.queue.Add(key)
+		}
+	})
+}
+
+// readerFor is the reader of the evaluations of run's sync, for a policy
+// that runs as as (nil: as Sprout). A resource it reads is at once among
+// those whose changes queue the policy.
+func (c *Controller) readerFor(run *syncRun, as *access.Account) *evaluate.Reader {
+	s := evaluate.Sync{Scope: run.cp.Scope(), Exceptions: c.states.of(run.key).keptExceptions(),
+		Read: func(gvr schema.GroupVersionResource) { c.states.of(run.key).setReads(sets.New(gvr), nil, true) }}
+	if as != nil {
+		s.May = func(ctx context.Context, verb string, gvr schema.GroupVersionResource, namespace string) error {
+			return c.reviews.May(ctx, as, verb, gvr, namespace)
+		}
+	}
+	return c.eval.Reader(s)
 }

@@ -7,7 +7,9 @@
 // parts that own their state and never import it: access (accounts,
 // access reviews, the RBAC watch, the binding guard), watches (the
 // informers, which hand their events to the core, and the index of what
-// evaluations read), kinds (discovery) and report (conditions, the
+// evaluations read), kinds (discovery), evaluate (the evaluation of a
+// policy for a trigger against the caches, the reader that records what
+// it read, the matcher, the PolicyExceptions) and report (conditions, the
 // status writes and their workers, Events, the hand-off to the
 // PolicyReports, metrics, PolicySources). The core keeps:
 //
@@ -18,7 +20,7 @@
 //   - the sync (sync.go): one policy at a time, one pipeline of phases for
 //     a full and an incremental sync alike (runPhases): snapshot the
 //     compiled policy, match its admitted triggers (triggers.go), evaluate
-//     (evaluate.go) and apply them a part at a time (generate.go), prune,
+//     and apply them a part at a time (generate.go), prune,
 //     record, report; a deleted policy's last sync is finalize.go;
 //   - the reporter (reporter.go): where a sync's outcome goes, the policy's
 //     record, then its status and Events, which a report.Teller writes.

@@ -60,7 +60,7 @@ func (c *Controller) CachedVersions(gvr schema.GroupVersionResource, namespace s
 		}
 		return out
 	case corev1.SchemeGroupVersion.WithResource("namespaces"):
-		nss, _ := c.namespaces.List(labels.Everything())
+		nss, _ := c.kubeInformers.Core().V1().Namespaces().Lister().List(labels.Everything())
 		for _, ns := range nss {
 			out[ns.Name] = append(out[ns.Name], ns.ResourceVersion)
 		}

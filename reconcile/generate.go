@@ -12,6 +12,7 @@ import (
 	sproutv1alpha1 "github.com/sprout-gitops/sprout/api/sprout/v1alpha1"
 	"github.com/sprout-gitops/sprout/inventory"
 	"github.com/sprout-gitops/sprout/reconcile/access"
+	"github.com/sprout-gitops/sprout/reconcile/evaluate"
 	"github.com/sprout-gitops/sprout/reconcile/policy"
 	"github.com/sprout-gitops/sprout/reconcile/watches"
 )
@@ -43,7 +44,7 @@ type generation struct {
 	failed sets.Set[string]
 	// skipped are the triggers PolicyExceptions skipped: their objects are
 	// kept too.
-	skipped skipped
+	skipped evaluate.Skipped
 	// verdicts are the guard's on the roles bindings refer to.
 	verdicts *access.Verdicts
 	// rebuilt: the policy's admissions were rebuilt from its objects in
@@ -68,7 +69,7 @@ type parts struct {
 	g      *generation
 	round  *inventory.Round
 	w      writer
-	reader *cacheReader
+	reader *evaluate.Reader
 	limit  int
 	sync   bool
 	alive  func(string) bool
@@ -94,7 +95,7 @@ type parts struct {
 // after an apply leaves nothing unfound and forgets no admission). An
 // error of that, or caches still syncing, stops the sync: the parts
 // applied stay applied, and nothing is pruned.
-func (c *Controller) generate(ctx context.Context, run *syncRun, w writer, reader *cacheReader) (*generation, error) {
+func (c *Controller) generate(ctx context.Context, run *syncRun, w writer, reader *evaluate.Reader) (*generation, error) {
 	cp, triggers := run.cp, run.triggers
 	// Most policies generate one object a trigger.
 	g := &generation{changes: inventory.ChangeSet{Changes: make([]inventory.Change, 0, len(triggers))}, verdicts: access.NewVerdicts(), failed: sets.New[string]()}
@@ -290,17 +291,17 @@ func (d desiredSet) settledLen() int {
 // its origin. A trigger that fails to evaluate, or generates more than
 // limit objects, is reported in g and skipped; the others still count.
 // The evaluations are counted before their objects are applied.
-func (c *Controller) desired(ctx context.Context, cp *policy.Compiled, triggers []policy.Trigger, reader *cacheReader, limit int, g *generation) desiredSet {
+func (c *Controller) desired(ctx context.Context, cp *policy.Compiled, triggers []policy.Trigger, reader *evaluate.Reader, limit int, g *generation) desiredSet {
 	out := desiredSet{settled: make([]inventory.Settled, 0, len(triggers))}
 	key := policy.KeyOf(cp.Policy)
 	out.epoch = c.downstreamEpoch(key)
 	evaluated, reused := 0, 0
 	defer func() { c.metrics.ObserveEvaluations(key.String(), evaluated, reused) }()
 	for _, t := range triggers {
-		reads, logged := reader.reads.Load(), c.reads.Logged(key)
-		reader.record()
-		ev, m, kept, err := c.evaluate(ctx, cp, t, reader, out.epoch)
-		tape := reader.recorded()
+		reads, logged := reader.Reads(), c.reads.Logged(key)
+		reader.Record()
+		ev, m, kept, err := c.eval.Evaluate(ctx, cp, t, reader, out.epoch)
+		tape := reader.Recorded()
 		if kept {
 			reused++
 		} else {
@@ -330,7 +331,7 @@ func (c *Controller) desired(ctx context.Context, cp *policy.Compiled, triggers 
 		}
 		// Not kept and reading no resource: it read the clock or the web,
 		// which no event announces.
-		volatile := !kept && m != nil && m.Evaluated == nil && reader.reads.Load() == reads
+		volatile := !kept && m != nil && m.Evaluated == nil && reader.Reads() == reads
 		g.contributions = append(g.contributions, contribution{uid: t.Object.GetUID(), gvr: t.GVR, key: objectRef(t.Object),
 			objects: n, matched: ev.Matched, volatile: volatile, memo: m})
 		if ev.Settled.Len() > 0 {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/sprout-gitops/sprout/cluster"
 	"github.com/sprout-gitops/sprout/inventory"
+	"github.com/sprout-gitops/sprout/reconcile/evaluate"
 	"github.com/sprout-gitops/sprout/reconcile/policy"
 )
 
@@ -328,6 +329,6 @@ func (c *Controller) pruneDirty(ctx context.Context, run *syncRun, w writer, g *
 // GlobalContextEntries, whose changes queue the policy: a full sync's reads
 // replace those recorded, an incremental sync's add to them, since the
 // triggers it did not evaluate read what they read before.
-func (c *Controller) recordReads(run *syncRun, reader *cacheReader) {
-	c.states.of(run.key).setReads(reader.resources(), reader.entries.names(), run.incremental)
+func (c *Controller) recordReads(run *syncRun, reader *evaluate.Reader) {
+	c.states.of(run.key).setReads(reader.Resources(), reader.Entries(), run.incremental)
 }

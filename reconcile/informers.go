@@ -1,6 +1,8 @@
 package reconcile
 
 import (
+	"context"
+	"fmt"
 	"slices"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -8,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apiserver/pkg/admission"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/sprout-gitops/sprout/cluster"
 	"github.com/sprout-gitops/sprout/reconcile/policy"
@@ -155,7 +158,7 @@ func (c *Controller) onTrigger(w watchKey, op admission.Operation, o, old *clust
 				labelled = o.Selectable(true)
 				sel = labelled
 			}
-			ok, err := c.matcher.matches(crit, gvr, op, o.GroupVersionKind(), sel)
+			ok, err := c.eval.Match(crit, gvr, op, o.GroupVersionKind(), sel)
 			switch {
 			case err != nil || !ok, generatedByPolicies(cp, o):
 			case op == admission.Delete:
@@ -215,6 +218,26 @@ func (c *Controller) rememberUpdate(w watchKey, triggered []*policy.Compiled, op
 // lastUpdate returns the state of a trigger before its last UPDATE, or nil.
 func (c *Controller) lastUpdate(w watchKey, uid types.UID) *cluster.Object {
 	return c.triggerInformers.LastUpdate(w, uid)
+}
+
+// readCache returns the synced cache of gvr that serves the reads of
+// policies confined to scope, starting its informer if needed.
+func (c *Controller) readCache(ctx context.Context, scope string, gvr schema.GroupVersionResource) (cache.Store, error) {
+	w := c.watchKeyOf(scope, gvr)
+	// Its informer runs as Sprout: one that may not list would fail for
+	// ever. The read fails instead, and RBACPermissionsGranted says why.
+	if err := c.reviews.MayWatch(ctx, nil, gvr, w.Namespace); err != nil {
+		return nil, err
+	}
+	c.ensureInformers(w)
+	store, ok := c.triggerInformers.WaitListed(ctx, w)
+	switch {
+	case ok:
+		return store, nil
+	case ctx.Err() != nil:
+		return nil, fmt.Errorf("%s: cache did not sync: %w", resourceName(gvr), ctx.Err())
+	}
+	return nil, fmt.Errorf("%s: informer released while reading", resourceName(gvr))
 }
 
 // resourceName spells a resource as kubectl does: resource.version.group.

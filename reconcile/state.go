@@ -11,6 +11,7 @@ import (
 	sproutv1alpha1 "github.com/sprout-gitops/sprout/api/sprout/v1alpha1"
 	"github.com/sprout-gitops/sprout/inventory"
 	"github.com/sprout-gitops/sprout/reconcile/access"
+	"github.com/sprout-gitops/sprout/reconcile/evaluate"
 	"github.com/sprout-gitops/sprout/reconcile/policy"
 	"github.com/sprout-gitops/sprout/reconcile/report"
 )
@@ -73,6 +74,9 @@ type policyState struct {
 	// asks it without a lock.
 	readResources atomic.Pointer[sets.Set[schema.GroupVersionResource]]
 	readEntries   atomic.Pointer[sets.Set[string]]
+	// exceptions are the set of PolicyExceptions its evaluations run
+	// under, and the skips last told.
+	exceptions evaluate.PolicyExceptions
 }
 
 // states holds the state of every policy this replica runs.
@@ -246,6 +250,15 @@ func (st *policyState) readsEntry(name string) bool {
 	}
 	p := st.readEntries.Load()
 	return p != nil && p.Has(name)
+}
+
+// keptExceptions returns what the policy keeps of its exceptions; nil for
+// a policy that is not running.
+func (st *policyState) keptExceptions() *evaluate.PolicyExceptions {
+	if st == nil {
+		return nil
+	}
+	return &st.exceptions
 }
 
 // writesTo records that the policy writes to gvrs and returns every

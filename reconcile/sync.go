@@ -121,7 +121,7 @@ func (c *Controller) runPhases(ctx, outer context.Context, run *syncRun, s scope
 	if err != nil {
 		return !run.incremental, err
 	}
-	reader := newCacheReader(c, run.key, as, run.cp.Scope())
+	reader := c.readerFor(run, as)
 	g, err := c.generate(ctx, run, w, reader)
 	c.recordReads(run, reader)
 	if ctx.Err() != nil && outer.Err() == nil {

@@ -7,7 +7,6 @@ import (
 	"strings"
 	"sync"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apiserver/pkg/admission"
@@ -167,12 +166,12 @@ func joinSorted(errs []error) error {
 // aside, select trigger u as it is; the answer is kept until u or its
 // Namespace change.
 func (c *Controller) selects(cp *policy.Compiled, gvr schema.GroupVersionResource, u *cluster.Object, m *policy.Memo) (bool, error) {
-	ns := c.namespaceNamed(m.Namespace)
+	ns := c.eval.Namespace(m.Namespace)
 	if m.MatchKnown && m.MatchNamespace == ns {
 		return m.Selected && !(m.Self && c.generatedBy(policy.KeyOf(cp.Policy), u)), nil
 	}
 	crit := cp.Criteria.State
-	ok, err := c.matcher.matches(crit, gvr, admission.Create, u.GroupVersionKind(), u.Selectable(crit.ReadsLabels()))
+	ok, err := c.eval.Match(crit, gvr, admission.Create, u.GroupVersionKind(), u.Selectable(crit.ReadsLabels()))
 	if err != nil {
 		return false, err
 	}
@@ -182,14 +181,15 @@ func (c *Controller) selects(cp *policy.Compiled, gvr schema.GroupVersionResourc
 	return ok && !(m.Self && c.generatedBy(policy.KeyOf(cp.Policy), u)), nil
 }
 
-// namespaceNamed returns the cached Namespace of that name; nil for "" or
-// one not cached.
-func (c *Controller) namespaceNamed(name string) *corev1.Namespace {
-	if name == "" {
-		return nil
+// objectRef names an object as kubectl does: namespace/name, or name.
+func objectRef(u interface {
+	GetNamespace() string
+	GetName() string
+}) string {
+	if u.GetNamespace() == "" {
+		return u.GetName()
 	}
-	obj, _ := c.namespaces.Get(name)
-	return obj
+	return u.GetNamespace() + "/" + u.GetName()
 }
 
 // triggerExists answers, from the caches, whether a trigger of the policy

@@ -120,7 +120,7 @@ func runKyvernoTest(ctx context.Context, dir, file string) ([]testRow, error) {
 	}
 	outcomes := map[outcomeKey]evaluation{}
 	compileErrs := map[string]error{}
-	err = evaluate(ctx, policies, in, admission.Create, func(e evaluation) {
+	err = evaluateAll(ctx, policies, in, admission.Create, func(e evaluation) {
 		if e.trigger == nil {
 			compileErrs[policyName(e.policy)] = e.err
 			return

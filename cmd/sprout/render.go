@@ -23,7 +23,7 @@ import (
 	apiv1 "github.com/sprout-gitops/sprout/api/policies/v1"
 	"github.com/sprout-gitops/sprout/celenv"
 	"github.com/sprout-gitops/sprout/internal/manifest"
-	"github.com/sprout-gitops/sprout/reconcile"
+	"github.com/sprout-gitops/sprout/reconcile/evaluate"
 	"github.com/sprout-gitops/sprout/sources"
 )
 
@@ -181,7 +181,7 @@ func render(ctx context.Context, policies []apiv1.Policy, in offlineInputs, op a
 	seen func(evaluation)) ([]*unstructured.Unstructured, error) {
 	var out []*unstructured.Unstructured
 	var errs []error
-	err := evaluate(ctx, policies, in, op, func(e evaluation) {
+	err := evaluateAll(ctx, policies, in, op, func(e evaluation) {
 		if seen != nil {
 			seen(e)
 		}
@@ -210,16 +210,16 @@ type evaluation struct {
 	err            error
 }
 
-// evaluate calls fn for every policy that does not compile and for every
+// evaluateAll calls fn for every policy that does not compile and for every
 // policy and trigger it matches, in order; a trigger a policy does not match
 // is not reported.
-func evaluate(ctx context.Context, policies []apiv1.Policy, in offlineInputs, op admission.Operation, fn func(evaluation)) error {
+func evaluateAll(ctx context.Context, policies []apiv1.Policy, in offlineInputs, op admission.Operation, fn func(evaluation)) error {
 	all := append(append([]*unstructured.Unstructured{}, in.objects...), in.triggers...)
 	namespaces, err := namespaceLister(all, in.namespaces)
 	if err != nil {
 		return err
 	}
-	matcher := reconcile.NewMatcher(namespaces, nil)
+	matcher := evaluate.NewMatcher(namespaces, nil)
 	env := offlineEnv{namespaces: namespaces, reader: celenv.NewObjectReader(all), globalContext: in.globalContext, scopes: in.scopes}
 	if env.scopes == nil {
 		env.scopes = celenv.BuiltinScopes{}
@@ -292,7 +292,7 @@ func evaluateOne(ctx context.Context, prog *celenv.Program, p apiv1.Policy, t *u
 			prog.Policy(), t.GetKind(), t.GetName(), strings.Join(res.MissingSources, ", "))
 		return e
 	}
-	e.objects = reconcile.Label(p, t, res.Objects)
+	e.objects = evaluate.Label(p, t, res.Objects)
 	return e
 }
 

@@ -12,7 +12,7 @@ import (
 )
 
 // Per-trigger dependencies: each evaluation's resource.Get and
-// resource.List reads are recorded (cacheReader's tape), and an index from
+// resource.List reads are recorded (evaluate.Reader's tape), and an index from
 // read to triggers lets an event on an object a policy read mark dirty
 // only the triggers whose reads cover it, for an incremental sync, instead
 // of the whole policy. A Get covers the object of its namespace and name;

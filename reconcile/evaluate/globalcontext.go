@@ -1,4 +1,4 @@
-package reconcile
+package evaluate
 
 import (
 	"context"
@@ -8,7 +8,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 
 	"github.com/sprout-gitops/sprout/celenv"
-	"github.com/sprout-gitops/sprout/reconcile/policy"
 )
 
 // GlobalContext serves globalContext.Get (the globalctx package's Store).
@@ -22,14 +21,14 @@ type GlobalContext interface {
 	Notify(f func(name string))
 }
 
-// entryReads serves globalContext.Get for the syncs of one policy and
+// entryReads serves globalContext.Get for the evaluations of one sync and
 // records the entries read, so that a change of one re-queues the policy.
 // A policy that runs as a ServiceAccount reads a kubernetesResource entry
 // only if the account may list what it caches: the entry's informer runs
 // with Sprout's rights, which the account must not gain through it.
 type entryReads struct {
 	source GlobalContext
-	reader *cacheReader
+	reader *Reader
 
 	mu   sync.Mutex
 	read sets.Set[string]
@@ -59,20 +58,15 @@ func (e *entryReads) names() sets.Set[string] {
 	return e.read.Clone()
 }
 
+// Entries returns the GlobalContextEntries read; nil when no store serves
+// entries.
+func (r *Reader) Entries() sets.Set[string] { return r.entries.names() }
+
 // globalContext is what the reader's evaluations read entries through;
 // nil when no store serves entries.
-func (r *cacheReader) globalContext() celenv.GlobalContext {
+func (r *Reader) globalContext() celenv.GlobalContext {
 	if r.entries == nil {
 		return nil
 	}
 	return r.entries
-}
-
-// entryChanged queues every policy whose syncs read the entry.
-func (c *Controller) entryChanged(name string) {
-	c.states.each(func(key policy.Key, st *policyState) {
-		if st.readsEntry(name) {
-			c.queue.Add(key)
-		}
-	})
 }

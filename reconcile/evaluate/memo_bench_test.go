@@ -1,4 +1,4 @@
-package reconcile
+package evaluate
 
 import (
 	"context"
@@ -13,14 +13,8 @@ import (
 	"github.com/sprout-gitops/sprout/celenv"
 	"github.com/sprout-gitops/sprout/cluster"
 	"github.com/sprout-gitops/sprout/fixtures"
-	"github.com/sprout-gitops/sprout/reconcile/kinds"
 	"github.com/sprout-gitops/sprout/reconcile/policy"
 )
-
-// staticMapper maps the kinds the benchmark policy generates.
-type staticMapper struct{ *meta.DefaultRESTMapper }
-
-func (staticMapper) Reset() {}
 
 // BenchmarkEvaluateTrigger measures one trigger's evaluation in a sync, as
 // the controller runs it for the data-source example: a miss evaluates the
@@ -37,7 +31,8 @@ func BenchmarkEvaluateTrigger(b *testing.B) {
 	}
 	mapper := meta.NewDefaultRESTMapper(nil)
 	mapper.Add(schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}, meta.RESTScopeNamespace)
-	c := &Controller{kinds: kinds.FromMapper(staticMapper{mapper})}
+	e := New(Config{Kinds: restMapper{mapper}})
+	r := e.Reader(Sync{})
 	cp := &policy.Compiled{Policy: gp, Program: celenv.Compile(gp), Evaluations: policy.NewEvaluations()}
 	if err := cp.Program.Err(); err != nil {
 		b.Fatal(err)
@@ -60,7 +55,7 @@ func BenchmarkEvaluateTrigger(b *testing.B) {
 	for _, kept := range []bool{false, true} {
 		b.Run(map[bool]string{false: "miss", true: "hit"}[kept], func(b *testing.B) {
 			if kept {
-				if _, _, _, err := c.evaluate(ctx, cp, policy.Trigger{GVR: nsGVR, Object: red}, nil, 0); err != nil {
+				if _, _, _, err := e.Evaluate(ctx, cp, policy.Trigger{GVR: nsGVR, Object: red}, r, 0); err != nil {
 					b.Fatal(err)
 				}
 				cp.Evaluations.EndRound()
@@ -83,7 +78,7 @@ func BenchmarkEvaluateTrigger(b *testing.B) {
 					i++
 					b.StartTimer()
 				}
-				ev, _, hit, err := c.evaluate(ctx, cp, t, nil, 0)
+				ev, _, hit, err := e.Evaluate(ctx, cp, t, r, 0)
 				if err != nil || hit != kept || len(ev.Objects) != 1 {
 					b.Fatalf("kept %v, objects %d, error %v: want kept %v, 1 object", hit, len(ev.Objects), err, kept)
 				}

@@ -1,4 +1,4 @@
-package reconcile
+package evaluate
 
 import (
 	"fmt"
@@ -68,8 +68,8 @@ func TestSelectableMatchesAsTheObject(t *testing.T) {
 					ops = append(ops, admission.Delete)
 				}
 				for _, op := range ops {
-					want, wantErr := m.matches(crit, tt.gvr, op, o.GroupVersionKind(), o.Decode())
-					got, gotErr := m.matches(crit, tt.gvr, op, o.GroupVersionKind(), o.Selectable(crit.ReadsLabels()))
+					want, wantErr := m.MatchesCriteria(crit, tt.gvr, op, o.GroupVersionKind(), o.Decode())
+					got, gotErr := m.MatchesCriteria(crit, tt.gvr, op, o.GroupVersionKind(), o.Selectable(crit.ReadsLabels()))
 					if got != want || fmt.Sprint(gotErr) != fmt.Sprint(wantErr) {
 						t.Errorf("%s %s, %s: %v (%v) from selectable, %v (%v) from the object", resource, sel, name, got, gotErr, want, wantErr)
 					}

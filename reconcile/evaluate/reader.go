@@ -1,8 +1,7 @@
-package reconcile
+package evaluate
 
 import (
 	"context"
-	"fmt"
 	"sync"
 	"sync/atomic"
 
@@ -15,28 +14,42 @@ import (
 
 	"github.com/sprout-gitops/sprout/celenv"
 	"github.com/sprout-gitops/sprout/cluster"
-	"github.com/sprout-gitops/sprout/reconcile/access"
-	"github.com/sprout-gitops/sprout/reconcile/policy"
 	"github.com/sprout-gitops/sprout/reconcile/watches"
 )
 
-// cacheReader serves resource.Get and resource.List for the syncs of one
-// policy from informer caches, starting an informer the first time a
-// resource is read. It records every resource read, which the policy's
-// informers then serve, and each evaluation's reads (deps.go): a change
-// to an object read re-queues the triggers that read it, so a clone
-// follows its source and a setting read from a ConfigMap takes effect.
-type cacheReader struct {
-	c *Controller
-	// key is the policy whose syncs read.
-	key policy.Key
-	// as, when set, is the ServiceAccount the policy runs as: each kind of
-	// read is allowed only if the API server says it may (a
-	// SubjectAccessReview, asked once per sync).
-	as *access.Account
-	// scope confines the informers it starts: a NamespacedGeneratingPolicy
+// Sync is what the evaluations of one sync of a policy read under.
+type Sync struct {
+	// Scope confines the informers reads start: a NamespacedGeneratingPolicy
 	// reads only in its namespace, and so only that namespace is watched.
-	scope string
+	Scope string
+	// May, when set, says whether the ServiceAccount the policy runs as
+	// may verb gvr in namespace: each kind of read is allowed only if the
+	// API server says it may, asked once per sync. Nil: the policy runs as
+	// Sprout, and may read what Sprout watches.
+	May func(ctx context.Context, verb string, gvr schema.GroupVersionResource, namespace string) error
+	// Read is told of a resource the first time the sync reads it, at
+	// once, not once the sync ends: a change after this read is then
+	// routed to the triggers that read.
+	Read func(schema.GroupVersionResource)
+	// Exceptions are the policy's exceptions kept between its syncs; nil
+	// keeps none.
+	Exceptions *PolicyExceptions
+}
+
+// Reader serves resource.Get and resource.List for the evaluations of one
+// sync of a policy from informer caches, starting an informer the first
+// time a resource is read. It records every resource read, which the
+// policy's informers then serve, and each evaluation's reads (a tape): a
+// change to an object read re-queues the triggers that read it, so a
+// clone follows its source and a setting read from a ConfigMap takes
+// effect.
+type Reader struct {
+	cache      func(ctx context.Context, scope string, gvr schema.GroupVersionResource) (cache.Store, error)
+	kinds      Mapper
+	scope      string
+	may        func(ctx context.Context, verb string, gvr schema.GroupVersionResource, namespace string) error
+	onRead     func(schema.GroupVersionResource)
+	exceptions *PolicyExceptions
 
 	// reads counts the reads, so that an evaluation that read none is
 	// told from one that did.
@@ -58,23 +71,24 @@ type cacheReader struct {
 	tape *watches.Tape
 }
 
-var _ celenv.Reader = (*cacheReader)(nil)
+var _ celenv.Reader = (*Reader)(nil)
 
-func newCacheReader(c *Controller, key policy.Key, as *access.Account, scope string) *cacheReader {
-	r := &cacheReader{c: c, key: key, as: as, scope: scope, read: sets.New[schema.GroupVersionResource](), allowed: map[string]error{},
-		decoded: map[*cluster.Object]*unstructured.Unstructured{}}
-	if c.opts.HTTP != nil {
-		r.web = c.opts.HTTP.Round()
+// Reader returns the reader of one sync's evaluations.
+func (e *Evaluator) Reader(s Sync) *Reader {
+	r := &Reader{cache: e.cfg.Cache, kinds: e.cfg.Kinds, scope: s.Scope, may: s.May, onRead: s.Read, exceptions: s.Exceptions,
+		read: sets.New[schema.GroupVersionResource](), allowed: map[string]error{}, decoded: map[*cluster.Object]*unstructured.Unstructured{}}
+	if e.cfg.HTTP != nil {
+		r.web = e.cfg.HTTP.Round()
 	}
-	if c.opts.GlobalContext != nil {
-		r.entries = &entryReads{source: c.opts.GlobalContext, reader: r, read: sets.New[string]()}
+	if e.cfg.GlobalContext != nil {
+		r.entries = &entryReads{source: e.cfg.GlobalContext, reader: r, read: sets.New[string]()}
 	}
 	return r
 }
 
 // decode returns the cached object o decoded. Programs only read what they
 // are given, so the sync's evaluations share it.
-func (r *cacheReader) decode(o *cluster.Object) *unstructured.Unstructured {
+func (r *Reader) decode(o *cluster.Object) *unstructured.Unstructured {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	u, ok := r.decoded[o]
@@ -86,8 +100,8 @@ func (r *cacheReader) decode(o *cluster.Object) *unstructured.Unstructured {
 }
 
 // authorize checks that the policy's account may verb gvr in namespace.
-func (r *cacheReader) authorize(ctx context.Context, verb string, gvr schema.GroupVersionResource, namespace string) error {
-	if r.as == nil {
+func (r *Reader) authorize(ctx context.Context, verb string, gvr schema.GroupVersionResource, namespace string) error {
+	if r.may == nil {
 		return nil
 	}
 	key := verb + " " + gvr.String() + " " + namespace
@@ -97,7 +111,7 @@ func (r *cacheReader) authorize(ctx context.Context, verb string, gvr schema.Gro
 	if ok {
 		return err
 	}
-	err = r.c.reviews.May(ctx, r.as, verb, gvr, namespace)
+	err = r.may(ctx, verb, gvr, namespace)
 	r.mu.Lock()
 	r.allowed[key] = err
 	r.mu.Unlock()
@@ -105,36 +119,20 @@ func (r *cacheReader) authorize(ctx context.Context, verb string, gvr schema.Gro
 }
 
 // store returns the synced cache of gvr, starting its informer if needed.
-func (r *cacheReader) store(ctx context.Context, gvr schema.GroupVersionResource) (cache.Store, error) {
+func (r *Reader) store(ctx context.Context, gvr schema.GroupVersionResource) (cache.Store, error) {
 	r.reads.Add(1)
 	r.mu.Lock()
 	first := !r.read.Has(gvr)
 	r.read.Insert(gvr)
 	r.mu.Unlock()
-	if first {
-		// At once, not once the sync ends: a change after this read is
-		// then routed to the triggers that read (deps.go).
-		r.c.states.of(r.key).setReads(sets.New(gvr), nil, true)
+	if first && r.onRead != nil {
+		r.onRead(gvr)
 	}
-	// Its informer runs as Sprout: one that may not list would fail for
-	// ever. The read fails instead, and RBACPermissionsGranted says why.
-	if err := r.c.reviews.MayWatch(ctx, nil, gvr, r.c.watchKeyOf(r.scope, gvr).Namespace); err != nil {
-		return nil, err
-	}
-	w := r.c.watchKeyOf(r.scope, gvr)
-	r.c.ensureInformers(w)
-	store, ok := r.c.triggerInformers.WaitListed(ctx, w)
-	switch {
-	case ok:
-		return store, nil
-	case ctx.Err() != nil:
-		return nil, fmt.Errorf("%s: cache did not sync: %w", resourceName(gvr), ctx.Err())
-	}
-	return nil, fmt.Errorf("%s: informer released while reading", resourceName(gvr))
+	return r.cache(ctx, r.scope, gvr)
 }
 
 // Get returns the cached object.
-func (r *cacheReader) Get(ctx context.Context, gvr schema.GroupVersionResource, namespace, name string) (map[string]any, error) {
+func (r *Reader) Get(ctx context.Context, gvr schema.GroupVersionResource, namespace, name string) (map[string]any, error) {
 	r.note(watches.GetRead(gvr, namespace, name))
 	if err := r.authorize(ctx, "get", gvr, namespace); err != nil {
 		return nil, err
@@ -155,7 +153,7 @@ func (r *cacheReader) Get(ctx context.Context, gvr schema.GroupVersionResource, 
 
 // List returns the cached objects of namespace ("" for all) that selector
 // selects, as celenv.ListOf orders them.
-func (r *cacheReader) List(ctx context.Context, gvr schema.GroupVersionResource, namespace string, selector labels.Selector) (map[string]any, error) {
+func (r *Reader) List(ctx context.Context, gvr schema.GroupVersionResource, namespace string, selector labels.Selector) (map[string]any, error) {
 	if selector == nil {
 		selector = labels.Everything()
 	}
@@ -176,16 +174,20 @@ func (r *cacheReader) List(ctx context.Context, gvr schema.GroupVersionResource,
 }
 
 // ResourceFor asks the REST mapper for the resource of a kind.
-func (r *cacheReader) ResourceFor(gvk schema.GroupVersionKind) (schema.GroupVersionResource, error) {
-	m, err := r.c.restMapping(gvk)
+func (r *Reader) ResourceFor(gvk schema.GroupVersionKind) (schema.GroupVersionResource, error) {
+	m, err := r.kinds.Mapping(gvk)
 	if err != nil {
 		return schema.GroupVersionResource{}, err
 	}
 	return m.Resource, nil
 }
 
-// resources returns what was read.
-func (r *cacheReader) resources() sets.Set[schema.GroupVersionResource] {
+// Reads counts the reads so far: an evaluation after which it is the same
+// read no resource.
+func (r *Reader) Reads() int64 { return r.reads.Load() }
+
+// Resources returns the resources read.
+func (r *Reader) Resources() sets.Set[schema.GroupVersionResource] {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.read.Clone()
@@ -193,7 +195,7 @@ func (r *cacheReader) resources() sets.Set[schema.GroupVersionResource] {
 
 // note records a read on the tape, if one records. A Get that finds
 // nothing is recorded too: the object's creation changes its result.
-func (r *cacheReader) note(d watches.Read) {
+func (r *Reader) note(d watches.Read) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.tape != nil {
@@ -201,15 +203,15 @@ func (r *cacheReader) note(d watches.Read) {
 	}
 }
 
-// record starts recording the reads of an evaluation.
-func (r *cacheReader) record() {
+// Record starts recording the reads of an evaluation.
+func (r *Reader) Record() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.tape = &watches.Tape{}
 }
 
-// recorded stops recording and returns what the evaluation read.
-func (r *cacheReader) recorded() watches.Tape {
+// Recorded stops recording and returns what the evaluation read.
+func (r *Reader) Recorded() watches.Tape {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	t := r.tape

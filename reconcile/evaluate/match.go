@@ -1,4 +1,4 @@
-package reconcile
+package evaluate
 
 import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
@@ -41,19 +41,19 @@ func (m *Matcher) Matches(mr admissionregistrationv1.MatchResources, anyOperatio
 	if anyOperation {
 		crit = c.State
 	}
-	return m.matches(crit, gvr, op, u.GroupVersionKind(), u)
+	return m.MatchesCriteria(crit, gvr, op, u.GroupVersionKind(), u)
 }
 
-// selectable is what the matcher reads of a trigger: its identity, and its
-// labels for the selectors, nothing else.
-type selectable interface {
+// Selectable is what the matcher reads of a trigger: its identity, and its
+// labels for the selectors, nothing else (cluster.Object.Selectable).
+type Selectable interface {
 	runtime.Object
 	metav1.Object
 }
 
-// matches runs the matcher on the trigger u, of kind gvk, as an admission
-// request.
-func (m *Matcher) matches(crit policy.MatchCriteria, gvr schema.GroupVersionResource, op admission.Operation, gvk schema.GroupVersionKind, u selectable) (bool, error) {
+// MatchesCriteria runs the matcher on the trigger u, of kind gvk, as an
+// admission request for op.
+func (m *Matcher) MatchesCriteria(crit policy.MatchCriteria, gvr schema.GroupVersionResource, op admission.Operation, gvk schema.GroupVersionKind, u Selectable) (bool, error) {
 	// Interfaces, not pointers: a nil pointer in a runtime.Object would
 	// look present to the matcher.
 	var obj, old runtime.Object = u, nil
