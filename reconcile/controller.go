@@ -30,6 +30,7 @@ import (
 	"github.com/sprout-gitops/sprout/policyreport"
 	"github.com/sprout-gitops/sprout/reconcile/access"
 	"github.com/sprout-gitops/sprout/reconcile/kinds"
+	"github.com/sprout-gitops/sprout/reconcile/ledger"
 	"github.com/sprout-gitops/sprout/reconcile/policy"
 	"github.com/sprout-gitops/sprout/reconcile/report"
 	"github.com/sprout-gitops/sprout/reconcile/watches"
@@ -189,22 +190,17 @@ type Controller struct {
 	// deleted holds policies gone from their source until their sync has
 	// cleaned up after them.
 	deleted map[policy.Key]retired
-	// records reads PolicyInventory records from their cache and writes
-	// them; set by Run.
-	records *inventory.Records
 	ctx     context.Context // the context Run was called with, for informers started later
 
 	// synced is set once every cache and source has delivered what it held
 	// at start: before that the controller cannot tell what is missing.
 	synced atomic.Bool
 
-	claims claims
-
 	// states are what is kept of each policy between its syncs.
 	states states
-	// confirms are the objects of policies first cached at a version not
-	// known then as created by Sprout, to look at again (confirm.go).
-	confirms firstSeen
+	// ledger keeps the records, what each policy generated and claims,
+	// and which source holds each policy name.
+	ledger *ledger.Ledger
 	// syncs can stop the syncs under way of deleted policies.
 	syncs syncs
 	// policyReports writes PolicyReports; nil when they are off.
@@ -277,8 +273,6 @@ func New(cfg *rest.Config, opts Options) (*Controller, error) {
 		policies:      map[policy.Key]*policy.Compiled{},
 		deleted:       map[policy.Key]retired{},
 	}
-	c.sourceStatus = report.NewSources(report.SourcesOptions{Client: dyn, Sources: opts.Sources, Shard: opts.Shard,
-		Census: c.claims.ofSource, Events: c.events, Metrics: m, Log: opts.Logger})
 	c.writer = c.writerOf(applier)
 	c.writers = access.NewWriters(cfg, c.writer, func(cfg *rest.Config) (writer, error) {
 		a, err := inventory.NewApplier(cfg, created)
@@ -290,6 +284,9 @@ func New(cfg *rest.Config, opts Options) (*Controller, error) {
 	c.guard = access.NewGuard(rbac, c.roleChanged)
 	c.triggerInformers = watches.NewTriggers(dyn, raw, opts.Logger, triggerEvents{c})
 	c.generatedInformers = watches.NewGenerated(dyn, raw, created, c.servedInProtobuf, opts.Logger, generatedEvents{c})
+	c.ledger = ledger.New(ledgerCore{c}, c.generatedInformers, opts.Logger)
+	c.sourceStatus = report.NewSources(report.SourcesOptions{Client: dyn, Sources: opts.Sources, Shard: opts.Shard,
+		Census: c.ledger.Names().OfSource, Events: c.events, Metrics: m, Log: opts.Logger})
 	if opts.GlobalContext != nil {
 		opts.GlobalContext.Notify(c.entryChanged)
 	}

@@ -7,8 +7,10 @@
 // parts that own their state and never import it: access (accounts,
 // access reviews, the RBAC watch, the binding guard), watches (the
 // informers, which hand their events to the core, and the index of what
-// evaluations read), kinds (discovery) and report (conditions, status
-// patches, Events, metrics, PolicySources). The core keeps:
+// evaluations read), kinds (discovery), report (conditions, status
+// patches, Events, metrics, PolicySources) and ledger (the
+// PolicyInventory records, what each policy wrote to, admitted, generated
+// and claims, and which source holds each policy name). The core keeps:
 //
 //   - the loop (loop.go): the work queue of policy keys, the workers, the
 //     resync schedule, and the start and stop of the informers and sources;

@@ -32,7 +32,7 @@ func (c *Controller) previousReady(key policy.Key, cp *policy.Compiled) *metav1.
 	if cp.Source == sources.ClusterSourceName {
 		return meta.FindStatusCondition(cp.Policy.PolicyStatus().Conditions, ConditionReady)
 	}
-	if rec := c.record(key); rec != nil {
+	if rec := c.ledger.Record(key); rec != nil {
 		return meta.FindStatusCondition(rec.Status.Conditions, ConditionReady)
 	}
 	return nil
@@ -123,7 +123,7 @@ func (c *Controller) policyReference(key policy.Key, cp *policy.Compiled) *corev
 			Namespace: key.Namespace, Name: key.Name, UID: cp.Policy.GetUID(),
 		}
 	}
-	rec := c.record(key)
+	rec := c.ledger.Record(key)
 	if rec == nil {
 		return nil
 	}

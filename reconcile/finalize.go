@@ -17,7 +17,7 @@ func (c *Controller) finalize(ctx context.Context, key policy.Key, gone retired)
 		return nil // a plan covers the policies it was given, not retired ones
 	}
 	if gone.synchronize && !gone.orphan {
-		written := c.states.of(key).writtenTo()
+		written := c.states.of(key).ledger().Written()
 		if _, ready := c.track(ctx, key, written); !ready {
 			return errWaiting
 		}
@@ -48,7 +48,7 @@ func (c *Controller) finalize(ctx context.Context, key policy.Key, gone retired)
 			return err
 		}
 	}
-	if err := c.records.Delete(ctx, gone.ref); err != nil {
+	if err := c.ledger.Delete(ctx, gone.ref); err != nil {
 		return err
 	}
 	c.policyReports.DropPolicy(key.ReportName())

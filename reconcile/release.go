@@ -34,7 +34,7 @@ func (h policyHandler) Release(p sources.Policy) {
 func (h policyHandler) unclaim(key policy.Key, p sources.Policy) bool {
 	c := h.c
 	c.sourcesChanged(key)
-	next, held, promoted := c.claims.release(key, p.Source)
+	next, held, promoted := c.ledger.Names().Release(key, p.Source)
 	if !held {
 		return false // a shadowed copy went; the running one stays
 	}

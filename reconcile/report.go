@@ -141,7 +141,7 @@ func (c *Controller) report(ctx context.Context, key policy.Key, cp *policy.Comp
 	var statusErr error
 	var wg sync.WaitGroup
 	wg.Go(func() { statusErr = c.reportStatus(ctx, c.freshest(key, cp), out) })
-	recordErr := c.saveRecordStatus(ctx, key, cp, out)
+	recordErr := c.ledger.SaveStatus(ctx, key, cp, out, reconcileRequest(cp.Policy))
 	wg.Wait()
 	return errors.Join(statusErr, recordErr)
 }

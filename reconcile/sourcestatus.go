@@ -20,7 +20,7 @@ const (
 // sourcesChanged queues the PolicySource of every source delivering the
 // policy.
 func (c *Controller) sourcesChanged(key policy.Key) {
-	c.sourceStatus.Changed(c.claims.sources(key)...)
+	c.sourceStatus.Changed(c.ledger.Names().Sources(key)...)
 }
 
 // source returns the configured source of that name.

@@ -112,7 +112,7 @@ func (c *Controller) stopSync(key policy.Key) {
 // of a deleted policy must find the objects a sync stopped by the deletion
 // wrote a moment ago, which the caches may not hold yet.
 func (c *Controller) ownedLive(ctx context.Context, key policy.Key) ([]*cluster.Object, error) {
-	written := c.states.of(key).writtenTo().UnsortedList()
+	written := c.states.of(key).ledger().Written().UnsortedList()
 	selector := labels.Set{sproutv1alpha1.LabelManagedBy: sproutv1alpha1.ManagedBy, sproutv1alpha1.LabelPolicyName: sproutv1alpha1.LabelValue(key.Name)}
 	if key.Namespace != "" {
 		selector[sproutv1alpha1.LabelPolicyNamespace] = key.Namespace
