@@ -284,7 +284,7 @@ func New(cfg *rest.Config, opts Options) (*Controller, error) {
 	c.guard = access.NewGuard(rbac, c.roleChanged)
 	c.triggerInformers = watches.NewTriggers(dyn, raw, opts.Logger, triggerEvents{c})
 	c.generatedInformers = watches.NewGenerated(dyn, raw, created, c.servedInProtobuf, opts.Logger, generatedEvents{c})
-	c.ledger = ledger.New(ledgerCore{c}, c.generatedInformers, opts.Logger)
+	c.ledger = ledger.New(ledgerCore{c}, c.generatedInformers, dyn, opts.Logger)
 	c.sourceStatus = report.NewSources(report.SourcesOptions{Client: dyn, Sources: opts.Sources, Shard: opts.Shard,
 		Census: c.ledger.Names().OfSource, Events: c.events, Metrics: m, Log: opts.Logger})
 	if opts.GlobalContext != nil {

@@ -1,7 +1,6 @@
 package reconcile
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -204,20 +203,3 @@ func (c *Controller) downstreamEpoch(key policy.Key) uint64 { return c.states.of
 func (c *Controller) forgetSettledChecks() {
 	c.states.each(func(_ policy.Key, st *policyState) { st.downstreamChanged() })
 }
-
-// track records that the policy writes to gvrs and makes sure each is
-// watched. It returns how many resources the policy has written to, and
-// whether each is in the cache, before which what it owns cannot be known.
-//
-// An informer just started lists only Sprout's objects of its resource,
-// which takes milliseconds: the sync waits for it up to downstreamSyncWait
-// rather than going back to the queue and coming back in 100 ms.
-func (c *Controller) track(ctx context.Context, key policy.Key, gvrs sets.Set[schema.GroupVersionResource]) (int, bool) {
-	all := c.states.of(key).ledger().WritesTo(gvrs)
-	c.generatedInformers.Ensure(all)
-	return len(all), c.generatedInformers.WaitSynced(ctx, all, downstreamSyncWait)
-}
-
-// downstreamSyncWait bounds how long a sync waits for the informers of the
-// resources it writes to list what exists.
-const downstreamSyncWait = 2 * time.Second

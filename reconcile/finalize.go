@@ -18,10 +18,10 @@ func (c *Controller) finalize(ctx context.Context, key policy.Key, gone retired)
 	}
 	if gone.synchronize && !gone.orphan {
 		written := c.states.of(key).ledger().Written()
-		if _, ready := c.track(ctx, key, written); !ready {
+		if _, ready := c.ledger.Track(ctx, key, written); !ready {
 			return errWaiting
 		}
-		owned, err := c.ownedLive(ctx, key)
+		owned, err := c.ledger.OwnedLive(ctx, key)
 		if err != nil {
 			return err
 		}

@@ -196,7 +196,7 @@ func (c *Controller) generatePart(ctx context.Context, ps *parts, part []policy.
 // the objects first. It returns errWaiting while their caches sync.
 func (c *Controller) recordAhead(ctx context.Context, ps *parts, gvrs sets.Set[schema.GroupVersionResource]) error {
 	run := ps.run
-	written, ready := c.track(ctx, run.key, gvrs)
+	written, ready := c.ledger.Track(ctx, run.key, gvrs)
 	if ready && written != ps.rebuiltAt && c.states.of(run.key).ledger().Rebuilding() {
 		// Before the record is written from what this sync knows. A
 		// resource's objects are all in its cache once it is ready:
@@ -252,7 +252,10 @@ func (c *Controller) finish(p *partApply, ps *parts) {
 		}
 		c.reportFailed(ps.run.cp, p.part, failed)
 	}
-	if c.mayTriggerItself(key) {
+	c.mu.RLock()
+	cp := c.policies[key]
+	c.mu.RUnlock()
+	if cp != nil && c.states.of(key).ledger().MayTriggerItself(cp) {
 		c.states.of(key).ledger().NoteOwn(p.changes)
 	}
 	if ps.sync {

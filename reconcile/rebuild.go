@@ -19,7 +19,9 @@ func (c *Controller) rebuildAdmissions(key policy.Key, cp *policy.Compiled) (*po
 	if err != nil || len(owned) == 0 {
 		return cp, false
 	}
-	began, admitted := c.states.of(key).ledger().Relearn(cp, owned, c.triggerCreation(cp))
+	created := map[types.UID]time.Time{}
+	c.eachCachedTrigger(cp, func(o *cluster.Object) { created[o.GetUID()] = o.Created() })
+	began, admitted := c.states.of(key).ledger().Relearn(cp, owned, created)
 	learnt := !began.IsZero()
 	if learnt {
 		next := *cp
@@ -36,12 +38,4 @@ func (c *Controller) rebuildAdmissions(key policy.Key, cp *policy.Compiled) (*po
 		c.log.Info("policy's admissions rebuilt from its objects", "policy", key.String(), "triggers", admitted)
 	}
 	return cp, learnt || admitted > 0
-}
-
-// triggerCreation maps the UID of every cached trigger of the policy's
-// resources to when it was created.
-func (c *Controller) triggerCreation(cp *policy.Compiled) map[types.UID]time.Time {
-	out := map[types.UID]time.Time{}
-	c.eachCachedTrigger(cp, func(o *cluster.Object) { out[o.GetUID()] = o.Created() })
-	return out
 }

@@ -12,15 +12,6 @@ import (
 // (ledger.LabelledBy, ledger.Entry.GeneratedBy); a sync tells how many of
 // its own objects it passed over.
 
-// mayTriggerItself reports whether a policy writes to a resource it
-// triggers on: only then can its objects be its triggers.
-func (c *Controller) mayTriggerItself(key policy.Key) bool {
-	c.mu.RLock()
-	cp := c.policies[key]
-	c.mu.RUnlock()
-	return cp != nil && c.states.of(key).ledger().MayTriggerItself(cp)
-}
-
 // ReasonSelfTrigger is the reason of the Event that tells that objects a
 // policy generated match its own rules, and are not its triggers.
 const ReasonSelfTrigger = "SelfTrigger"

@@ -9,8 +9,10 @@
 //     not synchronize has generated (generated.go), the objects a
 //     synchronizing one claims (ownership.go) and those it wrote while
 //     Sprout runs (selftrigger.go);
-//   - the rebuild of a lost record's admissions from the policy's objects
-//     (rebuild.go), found in the generated objects' caches by their labels;
+//   - the objects a policy owns, found by their labels in the generated
+//     objects' caches of the resources it wrote to (Track starts and waits
+//     for those), or listed live for a deleted policy's last sync; the
+//     rebuild of a lost record's admissions from them (rebuild.go);
 //   - the confirmation of objects first cached (confirm.go);
 //   - which source's copy of a policy holds its name (names.go).
 //

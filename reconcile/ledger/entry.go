@@ -8,7 +8,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 
 	sproutv1alpha1 "github.com/sprout-gitops/sprout/api/sprout/v1alpha1"
-	"github.com/sprout-gitops/sprout/reconcile/policy"
 )
 
 // Entry is what the ledger keeps of one running policy, in memory, between
@@ -160,16 +159,4 @@ func (e *Entry) SetDerivedBy(d sproutv1alpha1.DerivedAdmissions) {
 // its record says.
 func (e *Entry) ForgetAdmissions() {
 	e.with(func(e *Entry) { e.admitted, e.derived = nil, nil })
-}
-
-// MayTriggerItself reports whether the policy writes to one of its trigger
-// resources: only then can its objects be its triggers.
-func (e *Entry) MayTriggerItself(cp *policy.Compiled) bool {
-	written := e.Written()
-	for _, gvr := range cp.Triggers {
-		if written.Has(gvr) {
-			return true
-		}
-	}
-	return false
 }

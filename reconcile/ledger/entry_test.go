@@ -7,9 +7,11 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
 
 	apiv1 "github.com/sprout-gitops/sprout/api/policies/v1"
 	sproutv1alpha1 "github.com/sprout-gitops/sprout/api/sprout/v1alpha1"
@@ -190,15 +192,42 @@ func TestOwnedIsReadFromTheCaches(t *testing.T) {
 		watches.ByTrigger + "=" + watches.TriggerBucket("t1"): {mine, elsewhere},
 	}}
 	core := newFakeCore(nkey)
-	l := New(core, cache, slog.New(slog.DiscardHandler))
+	l := New(core, cache, nil, slog.New(slog.DiscardHandler))
 	if owned, _ := l.Owned(nkey); len(owned) != 0 {
 		t.Fatalf("owned before anything was written: %d", len(owned))
 	}
-	core.Entry(nkey).WritesTo(sets.New(configMaps))
+	if n, ready := l.Track(t.Context(), nkey, sets.New(configMaps)); n != 1 || !ready {
+		t.Fatalf("tracking: %d resources, ready %v", n, ready)
+	}
 	if owned, err := l.Owned(nkey); err != nil || len(owned) != 1 || owned[0] != mine {
 		t.Errorf("owned %v, %v; want the object in its namespace", owned, err)
 	}
 	if owned, err := l.OwnedBy(nkey, []types.UID{"t1", "t2"}); err != nil || len(owned) != 1 || owned[0] != mine {
 		t.Errorf("owned by t1: %v, %v", owned, err)
+	}
+}
+
+// The last sync of a deleted policy finds its objects live, in the
+// resources it wrote to: those in its namespace that name it.
+func TestOwnedLiveIsListedFromTheServer(t *testing.T) {
+	nkey := policy.Key{Kind: apiv1.NamespacedGeneratingPolicyKind, Namespace: "team", Name: "p"}
+	object := func(namespace, name, owner string) runtime.Object {
+		u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap"}}
+		u.SetNamespace(namespace)
+		u.SetName(name)
+		u.SetLabels(map[string]string{sproutv1alpha1.LabelManagedBy: sproutv1alpha1.ManagedBy, sproutv1alpha1.LabelPolicyName: "p",
+			sproutv1alpha1.LabelPolicyNamespace: "team"})
+		u.SetAnnotations(map[string]string{sproutv1alpha1.AnnotationPolicy: owner})
+		return u
+	}
+	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{configMaps: "ConfigMapList"},
+		object("team", "mine", nkey.String()), object("other", "elsewhere", nkey.String()),
+		object("team", "another", "NamespacedGeneratingPolicy/team/q"))
+	core := newFakeCore(nkey)
+	l := New(core, fakeCache{}, dyn, slog.New(slog.DiscardHandler))
+	core.Entry(nkey).WritesTo(sets.New(configMaps))
+	owned, err := l.OwnedLive(t.Context(), nkey)
+	if err != nil || len(owned) != 1 || owned[0].GetName() != "mine" {
+		t.Errorf("owned live: %v, %v; want mine alone", owned, err)
 	}
 }

@@ -1,6 +1,7 @@
 package ledger
 
 import (
+	"context"
 	"sync"
 	"testing"
 	"time"
@@ -8,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/sets"
 
 	sproutv1alpha1 "github.com/sprout-gitops/sprout/api/sprout/v1alpha1"
 	"github.com/sprout-gitops/sprout/cluster"
@@ -57,8 +59,27 @@ func (f *fakeCore) queuedGenerated() []policy.Key {
 	return append([]policy.Key(nil), f.generated...)
 }
 
-// fakeCache serves objects by resource, index and value.
+// fakeCache serves objects by resource, index and value; Ensure starts
+// the resources it does not hold.
 type fakeCache map[schema.GroupVersionResource]map[string][]any
+
+func (c fakeCache) Ensure(gvrs sets.Set[schema.GroupVersionResource]) {
+	for gvr := range gvrs {
+		if c[gvr] == nil {
+			c[gvr] = map[string][]any{}
+		}
+	}
+}
+
+// WaitSynced: a resource is synced once ensured.
+func (c fakeCache) WaitSynced(_ context.Context, gvrs sets.Set[schema.GroupVersionResource], _ time.Duration) bool {
+	for gvr := range gvrs {
+		if c[gvr] == nil {
+			return false
+		}
+	}
+	return true
+}
 
 func (c fakeCache) ByIndex(gvr schema.GroupVersionResource, index, value string) ([]any, error) {
 	return c[gvr][index+"="+value], nil
@@ -81,7 +102,7 @@ func generated(t *testing.T, key policy.Key, namespace, name, triggerUID string,
 	if !copied {
 		fields := `{"f:metadata":{"f:labels":{"f:app.kubernetes.io/managed-by":{},"f:generate.kyverno.io/policy-name":{},"f:generate.kyverno.io/trigger-uid":{}},"f:annotations":{"f:sprout.dev/policy":{}}}}`
 		u.SetManagedFields([]metav1.ManagedFieldsEntry{{Manager: sproutv1alpha1.FieldManager, Operation: metav1.ManagedFieldsOperationApply,
-			FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(fields)}}})
+			FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(fields)}})
 	}
 	o, err := cluster.Generated(nil).FromList(u)
 	if err != nil {

@@ -1,12 +1,20 @@
 package ledger
 
 import (
+	"context"
+	"fmt"
 	"slices"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 
+	sproutv1alpha1 "github.com/sprout-gitops/sprout/api/sprout/v1alpha1"
 	"github.com/sprout-gitops/sprout/cluster"
 	"github.com/sprout-gitops/sprout/inventory"
 	"github.com/sprout-gitops/sprout/reconcile/policy"
@@ -105,6 +113,40 @@ func (l *Ledger) ownedIn(key policy.Key, index string, values ...string) ([]*clu
 				if o := o.(*cluster.Object); key.Namespace == "" || o.GetNamespace() == key.Namespace {
 					out = append(out, o)
 				}
+			}
+		}
+	}
+	return out, nil
+}
+
+// OwnedLive lists, from the API server rather than the caches, the objects
+// the policy generated in the resources it has written to: the last sync
+// of a deleted policy must find the objects a sync stopped by the deletion
+// wrote a moment ago, which the caches may not hold yet.
+func (l *Ledger) OwnedLive(ctx context.Context, key policy.Key) ([]*cluster.Object, error) {
+	written := l.core.Entry(key).Written().UnsortedList()
+	selector := labels.Set{sproutv1alpha1.LabelManagedBy: sproutv1alpha1.ManagedBy, sproutv1alpha1.LabelPolicyName: sproutv1alpha1.LabelValue(key.Name)}
+	if key.Namespace != "" {
+		selector[sproutv1alpha1.LabelPolicyNamespace] = key.Namespace
+	}
+	var out []*cluster.Object
+	for _, gvr := range written {
+		// A NamespacedGeneratingPolicy writes only in its namespace: what
+		// carries its labels elsewhere is not its own.
+		list, err := l.dyn.Resource(gvr).Namespace(key.Namespace).List(ctx, metav1.ListOptions{LabelSelector: selector.String()})
+		if key.Namespace != "" && apierrors.IsNotFound(err) {
+			continue // a cluster-scoped resource: nothing of the policy's
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s: list: %w", watches.ResourceName(gvr), err)
+		}
+		for i := range list.Items {
+			o, err := cluster.Generated(nil).FromList(&unstructured.Unstructured{Object: list.Items[i].Object})
+			if err != nil {
+				return nil, err
+			}
+			if owner, ok := policy.ParseKey(o.Owner()); ok && owner == key {
+				out = append(out, o)
 			}
 		}
 	}

@@ -8,7 +8,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/tools/cache"
 
@@ -21,12 +20,12 @@ import (
 // Start starts the informer on PolicyInventory records. Records are read
 // from its cache and written only when what they hold changed; shardSize
 // is inventory.NewRecords'.
-func (l *Ledger) Start(ctx context.Context, dyn dynamic.Interface, shardSize int) cache.DoneChecker {
-	inf := dynamicinformer.NewFilteredDynamicInformer(dyn, sproutv1alpha1.PolicyInventories, metav1.NamespaceAll, 0, cache.Indexers{}, nil).Informer()
+func (l *Ledger) Start(ctx context.Context, shardSize int) cache.DoneChecker {
+	inf := dynamicinformer.NewFilteredDynamicInformer(l.dyn, sproutv1alpha1.PolicyInventories, metav1.NamespaceAll, 0, cache.Indexers{}, nil).Informer()
 	// Nothing reads a record's managed fields, and each read copies the
 	// record: a sync reads its policy's twice.
 	_ = inf.SetTransform(withoutManagedFields)
-	l.records = inventory.NewRecords(dyn, inf.GetStore(), shardSize)
+	l.records = inventory.NewRecords(l.dyn, inf.GetStore(), shardSize)
 	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{DeleteFunc: l.recordDeleted})
 	go inf.RunWithContext(ctx)
 	return inf.HasSyncedChecker()

@@ -85,3 +85,15 @@ func (e *Entry) PassedOver(n int) (changed bool) {
 	e.with(func(e *Entry) { changed, e.selfTriggers = e.selfTriggers != n, n })
 	return changed
 }
+
+// MayTriggerItself reports whether the policy writes to one of its trigger
+// resources: only then can its objects be its triggers.
+func (e *Entry) MayTriggerItself(cp *policy.Compiled) bool {
+	written := e.Written()
+	for _, gvr := range cp.Triggers {
+		if written.Has(gvr) {
+			return true
+		}
+	}
+	return false
+}
