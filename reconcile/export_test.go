@@ -35,7 +35,7 @@ func (c *Controller) CachedRelease(gvr schema.GroupVersionResource, namespace, n
 	return true, released
 }
 
-// ConfirmationLooks counts the looks at objects first seen (confirm.go).
+// ConfirmationLooks counts the looks at objects first seen (ledger/confirm.go).
 func (c *Controller) ConfirmationLooks() int64 { return c.ledger.ConfirmationLooks() }
 
 // Dirty returns the triggers of policy (Kind/name or Kind/namespace/name)
