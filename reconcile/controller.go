@@ -28,6 +28,7 @@ import (
 	"github.com/sprout-gitops/sprout/reconcile/access"
 	"github.com/sprout-gitops/sprout/reconcile/evaluate"
 	"github.com/sprout-gitops/sprout/reconcile/kinds"
+	"github.com/sprout-gitops/sprout/reconcile/ledger"
 	"github.com/sprout-gitops/sprout/reconcile/policy"
 	"github.com/sprout-gitops/sprout/reconcile/report"
 	"github.com/sprout-gitops/sprout/reconcile/watches"
@@ -178,22 +179,17 @@ type Controller struct {
 	// deleted holds policies gone from their source until their sync has
 	// cleaned up after them.
 	deleted map[policy.Key]retired
-	// records reads PolicyInventory records from their cache and writes
-	// them; set by Run.
-	records *inventory.Records
 	ctx     context.Context // the context Run was called with, for informers started later
 
 	// synced is set once every cache and source has delivered what it held
 	// at start: before that the controller cannot tell what is missing.
 	synced atomic.Bool
 
-	claims claims
-
 	// states are what is kept of each policy between its syncs.
 	states states
-	// confirms are the objects of policies first cached at a version not
-	// known then as created by Sprout, to look at again (confirm.go).
-	confirms firstSeen
+	// ledger keeps the records, what each policy generated and claims,
+	// and which source holds each policy name.
+	ledger *ledger.Ledger
 	// syncs can stop the syncs under way of deleted policies.
 	syncs syncs
 }
@@ -257,9 +253,6 @@ func New(cfg *rest.Config, opts Options) (*Controller, error) {
 		policies:      map[policy.Key]*policy.Compiled{},
 		deleted:       map[policy.Key]retired{},
 	}
-	if c.tell, err = c.teller(cfg, kube.CoreV1().Events("")); err != nil {
-		return nil, err
-	}
 	c.writer = c.writerOf(applier)
 	c.writers = access.NewWriters(cfg, c.writer, func(cfg *rest.Config) (writer, error) {
 		a, err := inventory.NewApplier(cfg, created)
@@ -272,6 +265,10 @@ func New(cfg *rest.Config, opts Options) (*Controller, error) {
 	c.eval = newEvaluator(c, nsInformer.Lister(), kube)
 	c.triggerInformers = watches.NewTriggers(dyn, raw, opts.Logger, triggerEvents{c})
 	c.generatedInformers = watches.NewGenerated(dyn, raw, created, c.servedInProtobuf, opts.Logger, generatedEvents{c})
+	c.ledger = ledger.New(ledgerCore{c}, c.generatedInformers, dyn, opts.Logger)
+	if c.tell, err = c.teller(cfg, kube.CoreV1().Events("")); err != nil {
+		return nil, err
+	}
 	if opts.GlobalContext != nil {
 		opts.GlobalContext.Notify(c.entryChanged)
 	}
@@ -302,12 +299,14 @@ func (c *Controller) teller(cfg *rest.Config, events typedcorev1.EventInterface)
 				return c.policies[key]
 			},
 			Told:             func(key policy.Key) *report.Told { return c.states.of(key).telling() },
-			Record:           c.record,
-			SaveRecordStatus: c.saveRecordStatus,
+			Record: c.ledger.Record,
+			SaveRecordStatus: func(ctx context.Context, key policy.Key, cp *policy.Compiled, out report.Outcome) error {
+				return c.ledger.SaveStatus(ctx, key, cp, out, reconcileRequest(cp.Policy))
+			},
 		},
 		Client: c.dynamic, EventSink: events, TriggerEvents: c.opts.TriggerEvents,
 		Config: cfg, PolicyReports: reports, ReportsYield: func(ctx context.Context) { c.syncs.quiet(ctx, reportsYield) },
-		Sources: report.SourcesOptions{Client: c.dynamic, Sources: c.opts.Sources, Shard: c.opts.Shard, Census: c.claims.ofSource},
+		Sources: report.SourcesOptions{Client: c.dynamic, Sources: c.opts.Sources, Shard: c.opts.Shard, Census: c.ledger.Names().OfSource},
 		Metrics: c.metrics, Log: c.log,
 	})
 }

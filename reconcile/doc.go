@@ -9,9 +9,11 @@
 // informers, which hand their events to the core, and the index of what
 // evaluations read), kinds (discovery), evaluate (the evaluation of a
 // policy for a trigger against the caches, the reader that records what
-// it read, the matcher, the PolicyExceptions) and report (conditions, the
+// it read, the matcher, the PolicyExceptions), report (conditions, the
 // status writes and their workers, Events, the hand-off to the
-// PolicyReports, metrics, PolicySources). The core keeps:
+// PolicyReports, metrics, PolicySources) and ledger (the PolicyInventory
+// records, what each policy wrote to, admitted, generated and claims, and
+// which source holds each policy name). The core keeps:
 //
 //   - the loop (loop.go): the work queue of policy keys, the workers, the
 //     resync schedule, and the start and stop of the informers and sources;

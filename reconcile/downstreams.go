@@ -1,10 +1,8 @@
 package reconcile
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -17,8 +15,8 @@ import (
 
 	"github.com/sprout-gitops/sprout/cluster"
 	"github.com/sprout-gitops/sprout/inventory"
+	"github.com/sprout-gitops/sprout/reconcile/ledger"
 	"github.com/sprout-gitops/sprout/reconcile/policy"
-	"github.com/sprout-gitops/sprout/reconcile/watches"
 )
 
 // ownerOf reads the policy key from a cached object's annotation, which
@@ -51,19 +49,37 @@ func (e generatedEvents) Added(o *cluster.Object, initial bool, store cache.Stor
 		// here: it is looked at now.
 		c.queueGenerated(key, o, 0)
 	default:
-		c.confirmLater(store, key, o)
+		c.ledger.ConfirmLater(store, key, o)
 	}
 }
 
 func (e generatedEvents) Changed(old, obj any) {
-	e.c.departed(old, obj)
+	e.departed(old, obj)
 	e.requeue(old) // an edit may have changed its owner
 	e.requeue(obj)
 }
 
 func (e generatedEvents) Deleted(obj any) {
-	e.c.departed(obj, nil) // deleted, or its managed-by label removed
+	e.departed(obj, nil) // deleted, or its managed-by label removed
 	e.requeue(obj)
+}
+
+// departed claims, for the policy that generated it, an object the
+// downstream cache held as old and now holds as next, when next no longer
+// carries old's origin (ledger.Departure).
+func (e generatedEvents) departed(old, next any) {
+	key, claim, ok := ledger.Departure(old, next)
+	if !ok {
+		return
+	}
+	c := e.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	cp := c.policies[key]
+	if cp == nil || !cp.Policy.PolicySpec().Synchronize() {
+		return // a policy that does not synchronize never writes it again anyway
+	}
+	c.states.of(key).ledger().Claim(claim)
 }
 
 func (e generatedEvents) requeue(obj any) {
@@ -78,52 +94,6 @@ func (e generatedEvents) requeue(obj any) {
 func (c *Controller) servedInProtobuf(gvr schema.GroupVersionResource) bool {
 	gvk, err := c.kinds.KindFor(gvr)
 	return err == nil && clientgoscheme.Scheme.Recognizes(gvk)
-}
-
-// owned lists, from the caches, the objects the policy generated in the
-// resources it has written to (in its namespace, for a namespaced one).
-func (c *Controller) owned(key policy.Key) ([]*cluster.Object, error) {
-	return c.ownedIn(key, watches.ByOwner, key.String())
-}
-
-// ownedBy lists, from the caches, the objects the policy generated for the
-// triggers uids.
-func (c *Controller) ownedBy(key policy.Key, uids []types.UID) ([]*cluster.Object, error) {
-	wanted := make(sets.Set[string], len(uids))
-	values := make([]string, 0, len(uids))
-	for _, uid := range uids {
-		wanted.Insert(string(uid))
-		values = append(values, watches.TriggerBucket(string(uid)))
-	}
-	slices.Sort(values)
-	objs, err := c.ownedIn(key, watches.ByTrigger, slices.Compact(values)...)
-	// A bucket holds other triggers' objects too, and other policies'.
-	owner := key.String()
-	return slices.DeleteFunc(objs, func(o *cluster.Object) bool {
-		return !wanted.Has(o.TriggerUID()) || o.Owner() != owner
-	}), err
-}
-
-// ownedIn lists the policy's cached objects that index holds under values.
-func (c *Controller) ownedIn(key policy.Key, index string, values ...string) ([]*cluster.Object, error) {
-	written := c.states.of(key).writtenTo().UnsortedList()
-	var out []*cluster.Object
-	for _, gvr := range written {
-		for _, v := range values {
-			objs, err := c.generatedInformers.ByIndex(gvr, index, v)
-			if err != nil {
-				return nil, err
-			}
-			for _, o := range objs {
-				// A NamespacedGeneratingPolicy writes only in its namespace:
-				// what carries its origin elsewhere was stamped by someone else.
-				if o := o.(*cluster.Object); key.Namespace == "" || o.GetNamespace() == key.Namespace {
-					out = append(out, o)
-				}
-			}
-		}
-	}
-	return out, nil
 }
 
 // queueGenerated queues the policy that generated obj, after d if d > 0:
@@ -233,20 +203,3 @@ func (c *Controller) downstreamEpoch(key policy.Key) uint64 { return c.states.of
 func (c *Controller) forgetSettledChecks() {
 	c.states.each(func(_ policy.Key, st *policyState) { st.downstreamChanged() })
 }
-
-// track records that the policy writes to gvrs and makes sure each is
-// watched. It returns how many resources the policy has written to, and
-// whether each is in the cache, before which what it owns cannot be known.
-//
-// An informer just started lists only Sprout's objects of its resource,
-// which takes milliseconds: the sync waits for it up to downstreamSyncWait
-// rather than going back to the queue and coming back in 100 ms.
-func (c *Controller) track(ctx context.Context, key policy.Key, gvrs sets.Set[schema.GroupVersionResource]) (int, bool) {
-	all := c.states.of(key).writesTo(gvrs)
-	c.generatedInformers.Ensure(all)
-	return len(all), c.generatedInformers.WaitSynced(ctx, all, downstreamSyncWait)
-}
-
-// downstreamSyncWait bounds how long a sync waits for the informers of the
-// resources it writes to list what exists.
-const downstreamSyncWait = 2 * time.Second

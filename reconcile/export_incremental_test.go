@@ -54,7 +54,7 @@ func (c *Controller) CachedVersions(gvr schema.GroupVersionResource, namespace s
 		c.mu.RUnlock()
 		return out
 	case sproutv1alpha1.PolicyInventories:
-		recs, _ := c.records.List()
+		recs := c.ledger.Records()
 		for _, rec := range recs {
 			out[rec.Name] = append(out[rec.Name], rec.ResourceVersion)
 		}

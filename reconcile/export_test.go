@@ -35,8 +35,8 @@ func (c *Controller) CachedRelease(gvr schema.GroupVersionResource, namespace, n
 	return true, released
 }
 
-// ConfirmationLooks counts the looks at objects first seen (confirm.go).
-func (c *Controller) ConfirmationLooks() int64 { return c.confirms.looks.Load() }
+// ConfirmationLooks counts the looks at objects first seen (ledger/confirm.go).
+func (c *Controller) ConfirmationLooks() int64 { return c.ledger.ConfirmationLooks() }
 
 // Dirty returns the triggers of policy (Kind/name or Kind/namespace/name)
 // that events marked changed since its last sync.
@@ -94,7 +94,7 @@ func (c *Controller) PolicyStateLeft() map[string]int {
 		defer mu.Unlock()
 		out[name] = n()
 	}
-	count("claims", &c.claims.mu, func() int { return len(c.claims.copies) })
+	out["claims"] = c.ledger.Names().Len()
 	out["reads"] = c.reads.Len()
 	count("syncs", &c.syncs.mu, func() int { return len(c.syncs.cancel) })
 	count("dirty", &c.queue.dirty.mu, func() int { return len(c.queue.dirty.m) })

@@ -17,11 +17,11 @@ func (c *Controller) finalize(ctx context.Context, key policy.Key, gone retired)
 		return nil // a plan covers the policies it was given, not retired ones
 	}
 	if gone.synchronize && !gone.orphan {
-		written := c.states.of(key).writtenTo()
-		if _, ready := c.track(ctx, key, written); !ready {
+		written := c.states.of(key).ledger().Written()
+		if _, ready := c.ledger.Track(ctx, key, written); !ready {
 			return errWaiting
 		}
-		owned, err := c.ownedLive(ctx, key)
+		owned, err := c.ledger.OwnedLive(ctx, key)
 		if err != nil {
 			return err
 		}
@@ -48,7 +48,7 @@ func (c *Controller) finalize(ctx context.Context, key policy.Key, gone retired)
 			return err
 		}
 	}
-	if err := c.records.Delete(ctx, gone.ref); err != nil {
+	if err := c.ledger.Delete(ctx, gone.ref); err != nil {
 		return err
 	}
 	c.tell.UnreportPolicy(key)

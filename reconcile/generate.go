@@ -171,11 +171,11 @@ func (c *Controller) generatePart(ctx context.Context, ps *parts, part []policy.
 	}
 	toWrite := desired
 	if !ps.sync {
-		toWrite = c.notYetGenerated(run.key, desired)
+		toWrite = c.states.of(run.key).ledger().NotYetGenerated(desired)
 	}
 	opts := inventory.ApplyOptions{Synchronize: ps.sync, Alive: ps.alive, Round: ps.round, Settled: want.settled}
 	if ps.sync {
-		opts.Claimed = c.claimedBy(run.key)
+		opts.Claimed = func(triggerUID, id string) bool { return c.states.of(run.key).ledger().Claims(triggerUID, id) }
 	}
 	p := &partApply{want: want, part: part, done: make(chan struct{})}
 	apply := func() {
@@ -197,8 +197,8 @@ func (c *Controller) generatePart(ctx context.Context, ps *parts, part []policy.
 // the objects first. It returns errWaiting while their caches sync.
 func (c *Controller) recordAhead(ctx context.Context, ps *parts, gvrs sets.Set[schema.GroupVersionResource]) error {
 	run := ps.run
-	written, ready := c.track(ctx, run.key, gvrs)
-	if ready && written != ps.rebuiltAt && c.states.of(run.key).rebuildPending() {
+	written, ready := c.ledger.Track(ctx, run.key, gvrs)
+	if ready && written != ps.rebuiltAt && c.states.of(run.key).ledger().Rebuilding() {
 		// Before the record is written from what this sync knows. A
 		// resource's objects are all in its cache once it is ready:
 		// only a part that writes to a new resource can find more.
@@ -253,13 +253,16 @@ func (c *Controller) finish(p *partApply, ps *parts) {
 		}
 		c.tell.ApplyFailed(ps.run.cp, p.part, failed)
 	}
-	if c.mayTriggerItself(key) {
-		c.states.of(key).noteOwn(p.changes)
+	c.mu.RLock()
+	cp := c.policies[key]
+	c.mu.RUnlock()
+	if cp != nil && c.states.of(key).ledger().MayTriggerItself(cp) {
+		c.states.of(key).ledger().NoteOwn(p.changes)
 	}
 	if ps.sync {
 		g.settled += p.want.settledLen() + c.settle(ps.round, p.want.settling, p.want.epoch)
 	} else {
-		c.noteGenerated(key, p.changes)
+		c.states.of(key).ledger().NoteGenerated(p.changes)
 	}
 }
 

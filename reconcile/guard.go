@@ -135,7 +135,7 @@ func (c *Controller) pruneRefused(ctx context.Context, w writer, key policy.Key,
 	if !v.AnyRefused() {
 		return inventory.ChangeSet{}, nil
 	}
-	owned, err := c.owned(key)
+	owned, err := c.ledger.Owned(key)
 	if err != nil {
 		return inventory.ChangeSet{}, err
 	}

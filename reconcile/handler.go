@@ -1,6 +1,7 @@
 package reconcile
 
 import (
+	"github.com/sprout-gitops/sprout/reconcile/ledger"
 	"github.com/sprout-gitops/sprout/reconcile/policy"
 	"github.com/sprout-gitops/sprout/reconcile/report"
 	"github.com/sprout-gitops/sprout/sources"
@@ -21,14 +22,15 @@ func (h policyHandler) Upsert(p sources.Policy) {
 		c.log.Error("policy handed over without its program: its source does not compile policies", "policy", key.String(), "source", p.Source)
 		return
 	}
-	fresh := !c.claims.has(key, p.Source)
-	held := c.claims.claim(key, p, c.rank(p.Source))
+	names := c.ledger.Names()
+	fresh := !names.Has(key, p.Source)
+	held := names.Claim(key, p, h.rank(p.Source))
 	if fresh {
-		c.tell.Sources().Changed(c.claims.sources(key)...) // counts and conflicts of every source with the name
+		c.tell.Sources().Changed(c.ledger.Names().Sources(key)...) // counts and conflicts of every source with the name
 	}
 	if !held {
 		c.log.Error("policy name conflict: another source with precedence holds it; this one is ignored",
-			"policy", key.String(), "source", p.Source, "holder", c.claims.holder(key))
+			"policy", key.String(), "source", p.Source, "holder", names.Holder(key))
 		return
 	}
 	c.states.enter(key)
@@ -56,7 +58,7 @@ func (h policyHandler) Upsert(p sources.Policy) {
 		c.adoptRecordedIdentity(p)
 	}
 	if cur == nil {
-		c.restore(key, string(p.GetUID()))
+		c.ledger.Restore(key, string(p.GetUID()), c.states.of(key).ledger())
 	}
 
 	cp := c.compile(p)
@@ -67,7 +69,7 @@ func (h policyHandler) Upsert(p sources.Policy) {
 		c.log.Error("policy triggers cannot all be watched", "policy", key.String(), "error", cp.ResolveErr.Error())
 	}
 	c.mu.Lock()
-	if c.claims.holder(key) != p.Source {
+	if names.Holder(key) != p.Source {
 		// Sources deliver concurrently: one of higher precedence claimed
 		// the name while this copy compiled, and its copy must win.
 		c.mu.Unlock()
@@ -95,7 +97,7 @@ func (h policyHandler) Delete(p sources.Policy) {
 	spec := p.PolicySpec()
 	// A suspended policy deleted leaves its objects, as a suspended Flux
 	// Kustomization deleted does: suspended, it prunes nothing.
-	gone := retired{ref: refOf(key), synchronize: spec.Synchronize(), orphan: spec.OrphanDownstreamOnPolicyDelete() || suspended(p.Policy)}
+	gone := retired{ref: ledger.Ref(key), synchronize: spec.Synchronize(), orphan: spec.OrphanDownstreamOnPolicyDelete() || suspended(p.Policy)}
 	if sa, err := c.accountOf(p.Policy); sa != nil && err == nil {
 		gone.account = *sa
 	}
@@ -122,6 +124,20 @@ func (h policyHandler) SourceChecked(source string, st sources.Status) {
 // revision: records of its policies missing from it are now known gone.
 func (h policyHandler) SourceComplete(source string) {
 	h.c.retireOrphanRecords(source)
+}
+
+// rank is a source's precedence: the cluster first, then the order of
+// Options.Sources.
+func (h policyHandler) rank(source string) int {
+	if source == sources.ClusterSourceName {
+		return -1
+	}
+	for i, s := range h.c.opts.Sources {
+		if s.Name() == source {
+			return i
+		}
+	}
+	return len(h.c.opts.Sources)
 }
 
 // Invalid reports a policy its source cannot decode.

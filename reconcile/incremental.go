@@ -129,7 +129,7 @@ func (g *generation) clean() bool {
 // keepTally keeps what a full sync found per trigger, if it was clean,
 // and reports whether it did.
 func (c *Controller) keepTally(run *syncRun, g *generation, changes inventory.ChangeSet, err error) bool {
-	if err != nil || !g.clean() || changes.NotOwned() != "" || run.cp.ResolveErr != nil || c.states.of(run.key).rebuildPending() {
+	if err != nil || !g.clean() || changes.NotOwned() != "" || run.cp.ResolveErr != nil || c.states.of(run.key).ledger().Rebuilding() {
 		return false
 	}
 	c.states.of(run.key).setTally(newTally(run.cp, g.contributions))
@@ -149,10 +149,10 @@ func (c *Controller) incrementalAllowed(run *syncRun, p *pending, t *tally) bool
 		return false
 	case t.volatile > 0 || t.since+len(p.triggers) > max(len(t.byUID), minFullEvery):
 		return false
-	case c.states.of(run.key).rebuildPending() || len(c.states.of(run.key).pendingTombstones()) > 0:
+	case c.states.of(run.key).ledger().Rebuilding() || len(c.states.of(run.key).pendingTombstones()) > 0:
 		return false
 	}
-	if before, changed := c.states.of(run.key).derivedBy(); changed && before != cp.Derives {
+	if before, changed := c.states.of(run.key).ledger().DerivedBy(); changed && before != cp.Derives {
 		return false
 	}
 	return true
@@ -310,9 +310,9 @@ func (c *Controller) pruneDirty(ctx context.Context, run *syncRun, w writer, g *
 			prunable = append(prunable, uid)
 		}
 	}
-	c.retainClaims(run.key, g.changes, uids)
+	c.states.of(run.key).ledger().RetainClaims(g.changes, uids)
 	c.created.Overlook(run.key.String(), uids.Has, run.start)
-	owned, err := c.ownedBy(run.key, prunable)
+	owned, err := c.ledger.OwnedBy(run.key, prunable)
 	if err != nil {
 		return inventory.ChangeSet{}, err
 	}
@@ -321,7 +321,7 @@ func (c *Controller) pruneDirty(ctx context.Context, run *syncRun, w writer, g *
 		return inventory.ChangeSet{}, nil
 	}
 	pruned, err := w.Prune(ctx, cluster.Decoded(stale))
-	c.states.of(run.key).noteOwn(pruned)
+	c.states.of(run.key).ledger().NoteOwn(pruned)
 	return pruned, err
 }
 

@@ -82,7 +82,7 @@ func (c *Controller) releaseInformers() {
 	c.triggerInformers.Release(needed)
 	written := sets.New[schema.GroupVersionResource]()
 	c.states.each(func(_ policy.Key, st *policyState) {
-		written = written.Union(st.writtenTo())
+		written = written.Union(st.ledger().Written())
 	})
 	c.generatedInformers.Release(written)
 }
@@ -164,7 +164,7 @@ func (c *Controller) onTrigger(w watchKey, op admission.Operation, o, old *clust
 			case op == admission.Delete:
 				c.states.of(key).addTombstone(policy.Trigger{GVR: gvr, Object: o, Deleted: true})
 			case !policy.Derived(cp.Derives, o.Created(), cp.Activated):
-				c.states.of(key).admit(o.GetUID())
+				c.states.of(key).ledger().Admit(o.GetUID())
 			}
 		}
 		c.queueTrigger(key, cp, gvr, read.Has(key), op, o, old)

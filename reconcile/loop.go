@@ -80,7 +80,7 @@ func (c *Controller) start(ctx context.Context) error {
 	// would list every Namespace a second time for nothing.
 	// Records first: a policy delivered by a source resumes from its record.
 	c.log.Info("waiting for the PolicyInventory records and the policy sources to be read", "sources", len(c.opts.Sources))
-	if !cache.WaitFor(ctx, "", c.startRecords(ctx)) {
+	if !cache.WaitFor(ctx, "", c.ledger.Start(ctx, c.opts.RecordShardSize)) {
 		return fmt.Errorf("inventory records did not sync: %w", ctx.Err())
 	}
 	var synced []cache.InformerSynced

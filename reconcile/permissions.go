@@ -25,7 +25,7 @@ func (c *Controller) permissionVerdict(ctx context.Context, key policy.Key, cp *
 	scope := cp.Scope()
 	st := c.states.of(key)
 	read := sets.New(cp.Triggers...).Insert(cp.Refused...).Union(st.reads())
-	written := st.writtenTo()
+	written := st.ledger().Written()
 	needs := make([]access.Need, 0, read.Len()+written.Len())
 	for gvr := range read {
 		ns := c.watchKeyOf(scope, gvr).Namespace

@@ -134,7 +134,7 @@ func (c *Controller) syncWhenReady(ctx context.Context, key policy.Key) error {
 // record holds, so the plan uses the admissions and activation of the
 // policy of that name that runs now, wherever it comes from.
 func (c *Controller) adoptRecordedIdentity(p sources.Policy) {
-	if rec := c.record(policy.KeyOf(p.Policy)); rec != nil && rec.Spec.Policy.UID != "" {
+	if rec := c.ledger.Record(policy.KeyOf(p.Policy)); rec != nil && rec.Spec.Policy.UID != "" {
 		p.SetUID(types.UID(rec.Spec.Policy.UID))
 	}
 }

@@ -59,7 +59,7 @@ func (c *Controller) activation(p sources.Policy) time.Time {
 	if t := p.GetCreationTimestamp().Time; !t.IsZero() {
 		return t
 	}
-	if rec := c.record(policy.KeyOf(p.Policy)); rec != nil && rec.Spec.Policy.UID == string(p.GetUID()) && rec.Spec.Activated != nil {
+	if rec := c.ledger.Record(policy.KeyOf(p.Policy)); rec != nil && rec.Spec.Policy.UID == string(p.GetUID()) && rec.Spec.Activated != nil {
 		return rec.Spec.Activated.Time
 	}
 	return time.Now().Truncate(time.Second)

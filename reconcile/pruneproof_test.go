@@ -20,6 +20,7 @@ import (
 
 	sproutv1alpha1 "github.com/sprout-gitops/sprout/api/sprout/v1alpha1"
 	"github.com/sprout-gitops/sprout/reconcile"
+	"github.com/sprout-gitops/sprout/reconcile/ledger"
 	"github.com/sprout-gitops/sprout/sources"
 )
 
@@ -159,7 +160,7 @@ func TestLostRecordIsNotRebuiltFromCopiedLabels(t *testing.T) {
 		if apierrors.IsNotFound(err) {
 			return false, nil
 		}
-		return err == nil && rec.GetLabels()[reconcile.LabelRebuilding] == "", err
+		return err == nil && rec.GetLabels()[ledger.LabelRebuilding] == "", err
 	})
 	tb.settle("rebuildproof", 1) // a sync after the rebuild
 	if tb.get("old-out") != nil {

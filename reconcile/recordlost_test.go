@@ -16,6 +16,7 @@ import (
 
 	sproutv1alpha1 "github.com/sprout-gitops/sprout/api/sprout/v1alpha1"
 	"github.com/sprout-gitops/sprout/reconcile"
+	"github.com/sprout-gitops/sprout/reconcile/ledger"
 	"github.com/sprout-gitops/sprout/sources"
 )
 
@@ -84,7 +85,7 @@ func TestRecordLostWhileStoppedPrunesNothing(t *testing.T) {
 		if apierrors.IsNotFound(err) {
 			return false, nil
 		}
-		return err == nil && rec.GetLabels()[reconcile.LabelRebuilding] == "", err
+		return err == nil && rec.GetLabels()[ledger.LabelRebuilding] == "", err
 	})
 	a := tb.get("a")
 	if at := activated(); at.Before(began) || at.After(a.CreationTimestamp.Time) {

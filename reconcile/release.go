@@ -33,8 +33,8 @@ func (h policyHandler) Release(p sources.Policy) {
 // copy taking over is upserted).
 func (h policyHandler) unclaim(key policy.Key, p sources.Policy) bool {
 	c := h.c
-	c.tell.Sources().Changed(c.claims.sources(key)...)
-	next, held, promoted := c.claims.release(key, p.Source)
+	c.tell.Sources().Changed(c.ledger.Names().Sources(key)...)
+	next, held, promoted := c.ledger.Names().Release(key, p.Source)
 	if !held {
 		return false // a shadowed copy went; the running one stays
 	}

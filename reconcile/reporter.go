@@ -48,7 +48,7 @@ type liveReporter struct{ c *Controller }
 func (l liveReporter) progressing(key policy.Key, cp *policy.Compiled) { l.c.tell.Progressing(key, cp) }
 
 func (l liveReporter) record(ctx context.Context, key policy.Key, cp *policy.Compiled) error {
-	return l.c.saveRecord(ctx, key, cp)
+	return l.c.ledger.Save(ctx, key, cp, l.c.states.of(key).ledger())
 }
 
 func (l liveReporter) report(r *syncReport) {

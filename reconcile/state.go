@@ -8,10 +8,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 
-	sproutv1alpha1 "github.com/sprout-gitops/sprout/api/sprout/v1alpha1"
-	"github.com/sprout-gitops/sprout/inventory"
 	"github.com/sprout-gitops/sprout/reconcile/access"
 	"github.com/sprout-gitops/sprout/reconcile/evaluate"
+	"github.com/sprout-gitops/sprout/reconcile/ledger"
 	"github.com/sprout-gitops/sprout/reconcile/policy"
 	"github.com/sprout-gitops/sprout/reconcile/report"
 )
@@ -29,41 +28,20 @@ type policyState struct {
 	tally *tally
 	// waits counts the syncs in a row that had to wait for a cache.
 	waits int
-	// rebuilding: the record is being rebuilt from the objects.
-	rebuilding bool
-	// selfTriggers is how many of its own objects the last sync passed
-	// over as triggers.
-	selfTriggers int
 	// roles are the roles its bindings referred to in its last sync.
 	roles access.RoleRefs
 	// told is what was told of it: its status, Events and verdict.
 	told report.Told
 
-	// admitted are the admitted triggers its settings do not derive: those
-	// whose events admitted them after the policy was activated, and those
-	// settings since changed admitted: a trigger stays admitted while it
-	// exists. derived are the settings whose admissions the listed ones
-	// complete: the record's, until a sync has listed the triggers they
-	// admitted and new settings do not.
-	admitted sets.Set[types.UID]
-	derived  *sproutv1alpha1.DerivedAdmissions
+	// entry is what the ledger keeps of the policy: what its record holds
+	// (the resources it wrote to, the triggers events admitted, what it
+	// generated or claims) and the objects it wrote while Sprout runs.
+	entry ledger.Entry
 	// tombstones are the last states of deleted triggers whose DELETE the
 	// policy's rules select, until a sync has generated from them. They
 	// are not persisted: a deletion while Sprout is stopped cannot be
 	// replayed (docs/decisions.md).
 	tombstones map[types.UID]policy.Trigger
-	// own are, for a policy whose generated resources are among its
-	// trigger resources, the objects it wrote while Sprout runs, by ID:
-	// what tells its own objects from triggers labelled as if they were.
-	own sets.Set[string]
-
-	// written are the resources the policy has generated objects of, from
-	// its record and its syncs: the informers that find its objects.
-	written sets.Set[schema.GroupVersionResource]
-	// generated are the objects (per trigger) a non-synchronizing policy
-	// has created or found: they are never generated again; for a
-	// synchronizing policy, the objects it claims (ownership.go).
-	generated sets.Set[string]
 
 	// downstreamEpoch counts the updates and deletions the downstream
 	// informers delivered of the policy's objects (settledAt).
@@ -159,22 +137,6 @@ func (st *policyState) waited() (n int) {
 
 func (st *policyState) done() { st.with(func(st *policyState) { st.waits = 0 }) }
 
-// rebuild marks, or unmarks, the record as being rebuilt.
-func (st *policyState) rebuild(on bool) { st.with(func(st *policyState) { st.rebuilding = on }) }
-
-// rebuildPending reports whether the record is being rebuilt.
-func (st *policyState) rebuildPending() (on bool) {
-	st.with(func(st *policyState) { on = st.rebuilding })
-	return on
-}
-
-// passedOver records n of its own objects passed over and reports whether
-// it differs from the last count.
-func (st *policyState) passedOver(n int) (changed bool) {
-	st.with(func(st *policyState) { changed, st.selfTriggers = st.selfTriggers != n, n })
-	return changed
-}
-
 // bound keeps the roles the policy's bindings referred to in a sync. A
 // sync that stopped before judging every binding only adds to them.
 func (st *policyState) bound(refs access.RoleRefs, complete bool) {
@@ -261,130 +223,6 @@ func (st *policyState) keptExceptions() *evaluate.PolicyExceptions {
 	return &st.exceptions
 }
 
-// writesTo records that the policy writes to gvrs and returns every
-// resource it has written to.
-func (st *policyState) writesTo(gvrs sets.Set[schema.GroupVersionResource]) (all sets.Set[schema.GroupVersionResource]) {
-	st.with(func(st *policyState) {
-		if st.written == nil {
-			st.written = sets.New[schema.GroupVersionResource]()
-		}
-		st.written.Insert(gvrs.UnsortedList()...)
-		all = st.written.Clone()
-	})
-	return all
-}
-
-// writtenTo returns the resources the policy has written to.
-func (st *policyState) writtenTo() (out sets.Set[schema.GroupVersionResource]) {
-	st.with(func(st *policyState) { out = st.written.Clone() })
-	return out
-}
-
-// restoreWritten takes the resources a record names, unless the policy's
-// syncs have recorded its own.
-func (st *policyState) restoreWritten(written sets.Set[schema.GroupVersionResource]) {
-	st.with(func(st *policyState) {
-		if st.written == nil {
-			st.written = written
-		}
-	})
-}
-
-// generatedIDs returns what the policy generated or claims.
-func (st *policyState) generatedIDs() (out sets.Set[string]) {
-	st.with(func(st *policyState) { out = st.generated.Clone() })
-	return out
-}
-
-// hasGenerated reports whether the policy generated or claims id.
-func (st *policyState) hasGenerated(id string) (yes bool) {
-	st.with(func(st *policyState) { yes = st.generated.Has(id) })
-	return yes
-}
-
-// noteGenerated adds ids to what the policy generated or claims.
-func (st *policyState) noteGenerated(ids ...string) {
-	st.with(func(st *policyState) {
-		if st.generated == nil {
-			st.generated = sets.New[string]()
-		}
-		st.generated.Insert(ids...)
-	})
-}
-
-// forgetGenerated removes ids from what the policy generated or claims.
-func (st *policyState) forgetGenerated(ids ...string) {
-	st.with(func(st *policyState) { st.generated.Delete(ids...) })
-}
-
-// restoreGenerated takes what a record names as generated, unless the
-// policy's syncs have recorded their own.
-func (st *policyState) restoreGenerated(ids []string) {
-	st.with(func(st *policyState) {
-		if st.generated == nil {
-			st.generated = sets.New(ids...)
-		}
-	})
-}
-
-// admit admits the trigger uid.
-func (st *policyState) admit(uid types.UID) {
-	st.with(func(st *policyState) {
-		if st.admitted == nil {
-			st.admitted = sets.New[types.UID]()
-		}
-		st.admitted.Insert(uid)
-	})
-}
-
-// isAdmitted reports whether an event admitted the trigger uid.
-func (st *policyState) isAdmitted(uid types.UID) (yes bool) {
-	st.with(func(st *policyState) { yes = st.admitted.Has(uid) })
-	return yes
-}
-
-// admittedList returns the admitted UIDs, for the record.
-func (st *policyState) admittedList() (out []string) {
-	st.with(func(st *policyState) {
-		out = make([]string, 0, st.admitted.Len())
-		for uid := range st.admitted {
-			out = append(out, string(uid))
-		}
-	})
-	return out
-}
-
-// retainAdmitted forgets the admitted triggers that no longer exist.
-// exists is asked without the lock held: it may take the controller's.
-func (st *policyState) retainAdmitted(exists func(types.UID) bool) {
-	var uids []types.UID
-	st.with(func(st *policyState) { uids = st.admitted.UnsortedList() })
-	var gone []types.UID
-	for _, uid := range uids {
-		if !exists(uid) {
-			gone = append(gone, uid)
-		}
-	}
-	st.with(func(st *policyState) { st.admitted.Delete(gone...) })
-}
-
-// derivedBy returns the settings the policy's listed admissions complete;
-// ok is false when none are known (nothing derived yet, or a record that
-// lists every admission).
-func (st *policyState) derivedBy() (d sproutv1alpha1.DerivedAdmissions, ok bool) {
-	st.with(func(st *policyState) {
-		if st.derived != nil {
-			d, ok = *st.derived, true
-		}
-	})
-	return d, ok
-}
-
-// setDerivedBy records that the listed admissions now complete d.
-func (st *policyState) setDerivedBy(d sproutv1alpha1.DerivedAdmissions) {
-	st.with(func(st *policyState) { st.derived = &d })
-}
-
 // addTombstone keeps a deleted trigger's last state.
 func (st *policyState) addTombstone(tr policy.Trigger) {
 	st.with(func(st *policyState) {
@@ -405,6 +243,16 @@ func (st *policyState) pendingTombstones() (out []policy.Trigger) {
 	return out
 }
 
+// tombstoned returns the UIDs of the deleted triggers not generated from
+// yet.
+func (st *policyState) tombstoned() sets.Set[string] {
+	pending := sets.New[string]()
+	for _, t := range st.pendingTombstones() {
+		pending.Insert(string(t.Object.GetUID()))
+	}
+	return pending
+}
+
 // tombstonesDone forgets the tombstones generated from.
 func (st *policyState) tombstonesDone(trs []policy.Trigger) {
 	st.with(func(st *policyState) {
@@ -414,36 +262,22 @@ func (st *policyState) tombstonesDone(trs []policy.Trigger) {
 	})
 }
 
-// owns reports whether the policy wrote the object id while Sprout runs.
-func (st *policyState) owns(id string) (yes bool) {
-	st.with(func(st *policyState) { yes = st.own.Has(id) })
-	return yes
-}
-
-// noteOwn adds the objects changes show present, and takes out those
-// deleted.
-func (st *policyState) noteOwn(changes inventory.ChangeSet) {
-	st.with(func(st *policyState) {
-		if st.own == nil {
-			st.own = sets.New[string]()
-		}
-		for _, ch := range changes.Changes {
-			switch {
-			case ch.Action == inventory.Deleted:
-				st.own.Delete(ch.ID)
-			case ch.Action == inventory.Created || ch.Action == inventory.Unchanged || ch.Present():
-				st.own.Insert(ch.ID)
-			}
-		}
-	})
-}
-
 // forgetEvents forgets what events taught about the policy: the triggers
 // they admitted and the tombstones they left. A policy that stops running
 // and comes back under the same name is another: what it admits, its
 // record says.
 func (st *policyState) forgetEvents() {
-	st.with(func(st *policyState) { st.admitted, st.derived, st.tombstones = nil, nil, nil })
+	st.ledger().ForgetAdmissions()
+	st.with(func(st *policyState) { st.tombstones = nil })
+}
+
+// ledger is the ledger's entry of the policy; nil when the policy does
+// not run, which keeps nothing.
+func (st *policyState) ledger() *ledger.Entry {
+	if st == nil {
+		return nil
+	}
+	return &st.entry
 }
 
 // telling returns what was told of the policy; nil on a nil state.

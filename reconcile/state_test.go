@@ -70,9 +70,9 @@ func TestStateOfAPolicyGoneKeepsNothing(t *testing.T) {
 	st := s.of(key)
 	st.setTally(&tally{})
 	st.telling().Granted(&grantVerdict{})
-	st.rebuild(true)
+	st.ledger().Rebuild(true)
 	st.downstreamChanged()
-	if st.passedOver(3) || st.getTally() != nil || st.telling().Reported() != nil || st.rebuildPending() || st.epoch() != 0 {
+	if st.ledger().PassedOver(3) || st.getTally() != nil || st.telling().Reported() != nil || st.ledger().Rebuilding() || st.epoch() != 0 {
 		t.Error("the state of a policy gone kept something")
 	}
 	if n := s.len(); n != 0 {

@@ -2,17 +2,9 @@ package reconcile
 
 import (
 	"context"
-	"fmt"
 	"sync"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/labels"
-
-	sproutv1alpha1 "github.com/sprout-gitops/sprout/api/sprout/v1alpha1"
-	"github.com/sprout-gitops/sprout/cluster"
 	"github.com/sprout-gitops/sprout/reconcile/policy"
 )
 
@@ -114,38 +106,4 @@ func (c *Controller) stopSync(key policy.Key) {
 	if cancel := c.syncs.cancel[key]; cancel != nil {
 		cancel()
 	}
-}
-
-// ownedLive lists, from the API server rather than the caches, the objects
-// the policy generated in the resources it has written to: the last sync
-// of a deleted policy must find the objects a sync stopped by the deletion
-// wrote a moment ago, which the caches may not hold yet.
-func (c *Controller) ownedLive(ctx context.Context, key policy.Key) ([]*cluster.Object, error) {
-	written := c.states.of(key).writtenTo().UnsortedList()
-	selector := labels.Set{sproutv1alpha1.LabelManagedBy: sproutv1alpha1.ManagedBy, sproutv1alpha1.LabelPolicyName: sproutv1alpha1.LabelValue(key.Name)}
-	if key.Namespace != "" {
-		selector[sproutv1alpha1.LabelPolicyNamespace] = key.Namespace
-	}
-	var out []*cluster.Object
-	for _, gvr := range written {
-		// A NamespacedGeneratingPolicy writes only in its namespace: what
-		// carries its labels elsewhere is not its own.
-		list, err := c.dynamic.Resource(gvr).Namespace(key.Namespace).List(ctx, metav1.ListOptions{LabelSelector: selector.String()})
-		if key.Namespace != "" && apierrors.IsNotFound(err) {
-			continue // a cluster-scoped resource: nothing of the policy's
-		}
-		if err != nil {
-			return nil, fmt.Errorf("%s: list: %w", resourceName(gvr), err)
-		}
-		for i := range list.Items {
-			o, err := cluster.Generated(nil).FromList(&unstructured.Unstructured{Object: list.Items[i].Object})
-			if err != nil {
-				return nil, err
-			}
-			if owner, ok := ownerOf(o); ok && owner == key {
-				out = append(out, o)
-			}
-		}
-	}
-	return out, nil
 }

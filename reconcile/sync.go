@@ -265,14 +265,14 @@ func (c *Controller) pruneUnwanted(ctx context.Context, run *syncRun, w writer, 
 	changes := g.changes
 	var pruneErr error
 	if complete := c.complete(run.key, g); complete && run.cp.Policy.PolicySpec().Synchronize() {
-		c.retainClaims(run.key, changes, nil)
+		c.states.of(run.key).ledger().RetainClaims(changes, nil)
 		// What an earlier sync created that the cache does not show yet
 		// cannot be pruned now: it is looked at once it is cached.
 		c.created.Overlook(run.key.String(), nil, run.start)
 		var pruned inventory.ChangeSet
 		pruned, pruneErr = c.prune(ctx, w, run.key, run.cp, g.held())
 		changes.Changes = append(changes.Changes, pruned.Changes...)
-		c.states.of(run.key).noteOwn(pruned)
+		c.states.of(run.key).ledger().NoteOwn(pruned)
 	}
 	// A binding refused for its role goes whatever else the sync found.
 	pruned, refusedErr := c.pruneRefused(ctx, w, run.key, g.verdicts)
@@ -289,7 +289,7 @@ func (c *Controller) pruneUnwanted(ctx context.Context, run *syncRun, w writer, 
 // the objects, whose triggers a sync has matched since.
 func (c *Controller) complete(key policy.Key, g *generation) bool {
 	complete := errors.Join(g.mapErr, g.applyErr) == nil
-	if !c.states.of(key).rebuildPending() {
+	if !c.states.of(key).ledger().Rebuilding() {
 		return complete
 	}
 	switch {
@@ -297,7 +297,7 @@ func (c *Controller) complete(key policy.Key, g *generation) bool {
 		c.queue.Add(key)
 		return false
 	case g.rebuilt && complete:
-		c.states.of(key).rebuild(false)
+		c.states.of(key).ledger().Rebuild(false)
 		return true
 	}
 	return false
@@ -307,7 +307,7 @@ func (c *Controller) complete(key policy.Key, g *generation) bool {
 // except the objects of the triggers that failed: what they want is
 // unknown.
 func (c *Controller) prune(ctx context.Context, w writer, key policy.Key, cp *policy.Compiled, failed sets.Set[string]) (inventory.ChangeSet, error) {
-	owned, err := c.owned(key)
+	owned, err := c.ledger.Owned(key)
 	if err != nil {
 		return inventory.ChangeSet{}, err
 	}

@@ -13,6 +13,7 @@ import (
 
 	sproutv1alpha1 "github.com/sprout-gitops/sprout/api/sprout/v1alpha1"
 	"github.com/sprout-gitops/sprout/cluster"
+	"github.com/sprout-gitops/sprout/reconcile/ledger"
 	"github.com/sprout-gitops/sprout/reconcile/policy"
 )
 
@@ -96,11 +97,12 @@ func (c *Controller) matchingTriggers(cp *policy.Compiled) ([]policy.Trigger, []
 		}
 	}
 	exists := c.triggerExists(cp)
-	c.states.of(key).retainAdmitted(func(uid types.UID) bool { return exists(string(uid)) })
-	c.retainGenerated(key, exists)
+	st := c.states.of(key)
+	st.ledger().RetainAdmitted(func(uid types.UID) bool { return exists(string(uid)) })
+	st.ledger().RetainGenerated(st.tombstoned, exists)
 	if len(errs) == 0 {
 		// Every trigger the old settings admitted is listed now.
-		c.states.of(key).setDerivedBy(cp.Derives)
+		c.states.of(key).ledger().SetDerivedBy(cp.Derives)
 	}
 	return out, failed, joinSorted(errs)
 }
@@ -115,7 +117,7 @@ type matchSettings struct {
 }
 
 func (c *Controller) matchSettingsOf(key policy.Key, cp *policy.Compiled) matchSettings {
-	before, changed := c.states.of(key).derivedBy()
+	before, changed := c.states.of(key).ledger().DerivedBy()
 	ms := matchSettings{before: before, changed: changed && before != cp.Derives}
 	if cp.Policy.IsNamespaced() {
 		ms.confined = cp.Policy.GetNamespace()
@@ -131,7 +133,7 @@ func (c *Controller) matchOne(key policy.Key, cp *policy.Compiled, gvr schema.Gr
 		return false, false, nil // being deleted: gone, as far as generation goes
 	}
 	derived := policy.Derived(cp.Derives, m.Created, cp.Activated)
-	listed := c.states.of(key).isAdmitted(m.UID)
+	listed := c.states.of(key).ledger().IsAdmitted(m.UID)
 	derivedBefore := ms.changed && policy.Derived(ms.before, m.Created, cp.Activated)
 	if !derived && !listed && !derivedBefore {
 		return false, false, nil
@@ -150,7 +152,7 @@ func (c *Controller) matchOne(key policy.Key, cp *policy.Compiled, gvr schema.Gr
 		// Admitted by settings the policy no longer has: listed, so
 		// it stays admitted while it exists, whatever becomes of
 		// generateExisting or the operations.
-		c.states.of(key).admit(m.UID)
+		c.states.of(key).ledger().Admit(m.UID)
 	}
 	return true, false, nil
 }
@@ -168,7 +170,7 @@ func joinSorted(errs []error) error {
 func (c *Controller) selects(cp *policy.Compiled, gvr schema.GroupVersionResource, u *cluster.Object, m *policy.Memo) (bool, error) {
 	ns := c.eval.Namespace(m.Namespace)
 	if m.MatchKnown && m.MatchNamespace == ns {
-		return m.Selected && !(m.Self && c.generatedBy(policy.KeyOf(cp.Policy), u)), nil
+		return m.Selected && !(m.Self && c.states.of(policy.KeyOf(cp.Policy)).ledger().GeneratedBy(u)), nil
 	}
 	crit := cp.Criteria.State
 	ok, err := c.eval.Match(crit, gvr, admission.Create, u.GroupVersionKind(), u.Selectable(crit.ReadsLabels()))
@@ -177,8 +179,8 @@ func (c *Controller) selects(cp *policy.Compiled, gvr schema.GroupVersionResourc
 	}
 	// Whether the labels say the policy made u is kept with the match;
 	// whether it did is asked at each sync, as the policy writes.
-	m.MatchKnown, m.Selected, m.Self, m.MatchNamespace = true, ok, ok && labelledBy(cp, u), ns
-	return ok && !(m.Self && c.generatedBy(policy.KeyOf(cp.Policy), u)), nil
+	m.MatchKnown, m.Selected, m.Self, m.MatchNamespace = true, ok, ok && ledger.LabelledBy(cp, u), ns
+	return ok && !(m.Self && c.states.of(policy.KeyOf(cp.Policy)).ledger().GeneratedBy(u)), nil
 }
 
 // objectRef names an object as kubectl does: namespace/name, or name.

@@ -1,4 +1,4 @@
-package reconcile
+package ledger
 
 import (
 	"fmt"
@@ -10,44 +10,46 @@ import (
 	"github.com/sprout-gitops/sprout/sources"
 )
 
-// claims resolves a policy name delivered by more than one source. The
+// Names resolves a policy name delivered by more than one source. The
 // source of higher precedence runs it (the cluster first, then sources in
 // the order they are configured); the others' copies are kept aside, and
 // the next one takes over when the holder's copy goes (docs/decisions.md).
-type claims struct {
+// The zero value holds no name.
+type Names struct {
 	mu     sync.Mutex
-	copies map[policy.Key]map[string]claim // by source name
+	copies map[policy.Key]map[string]sourceCopy // by source name
 }
 
-type claim struct {
+type sourceCopy struct {
 	policy sources.Policy
 	rank   int
 }
 
-// claim records p and reports whether its source holds the name now.
-func (c *claims) claim(key policy.Key, p sources.Policy, rank int) bool {
+// Claim records p, whose source has precedence rank (lower first), and
+// reports whether its source holds the name now.
+func (c *Names) Claim(key policy.Key, p sources.Policy, rank int) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.copies == nil {
-		c.copies = map[policy.Key]map[string]claim{}
+		c.copies = map[policy.Key]map[string]sourceCopy{}
 	}
 	if c.copies[key] == nil {
-		c.copies[key] = map[string]claim{}
+		c.copies[key] = map[string]sourceCopy{}
 	}
-	c.copies[key][p.Source] = claim{policy: p, rank: rank}
+	c.copies[key][p.Source] = sourceCopy{policy: p, rank: rank}
 	return c.holderLocked(key) == p.Source
 }
 
-// has reports whether source has delivered a copy of the policy.
-func (c *claims) has(key policy.Key, source string) bool {
+// Has reports whether source has delivered a copy of the policy.
+func (c *Names) Has(key policy.Key, source string) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	_, ok := c.copies[key][source]
 	return ok
 }
 
-// sources names the sources that deliver a copy of the policy.
-func (c *claims) sources(key policy.Key) []string {
+// Sources names the sources that deliver a copy of the policy.
+func (c *Names) Sources(key policy.Key) []string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	out := make([]string, 0, len(c.copies[key]))
@@ -57,9 +59,9 @@ func (c *claims) sources(key policy.Key) []string {
 	return out
 }
 
-// release forgets source's copy. held reports whether that copy was the one
+// Release forgets source's copy. held reports whether that copy was the one
 // running; promoted, whether another source's copy takes over (next).
-func (c *claims) release(key policy.Key, source string) (next sources.Policy, held, promoted bool) {
+func (c *Names) Release(key policy.Key, source string) (next sources.Policy, held, promoted bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	held = c.holderLocked(key) == source
@@ -74,14 +76,14 @@ func (c *claims) release(key policy.Key, source string) (next sources.Policy, he
 	return c.copies[key][c.holderLocked(key)].policy, true, true
 }
 
-// holder names the source whose copy runs.
-func (c *claims) holder(key policy.Key) string {
+// Holder names the source whose copy runs.
+func (c *Names) Holder(key policy.Key) string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.holderLocked(key)
 }
 
-func (c *claims) holderLocked(key policy.Key) string {
+func (c *Names) holderLocked(key policy.Key) string {
 	best, bestRank := "", 0
 	for source, cl := range c.copies[key] {
 		if best == "" || cl.rank < bestRank || cl.rank == bestRank && source < best {
@@ -91,23 +93,16 @@ func (c *claims) holderLocked(key policy.Key) string {
 	return best
 }
 
-// rank is a source's precedence: the cluster first, then the order of
-// Options.Sources.
-func (c *Controller) rank(source string) int {
-	if source == sources.ClusterSourceName {
-		return -1
-	}
-	for i, s := range c.opts.Sources {
-		if s.Name() == source {
-			return i
-		}
-	}
-	return len(c.opts.Sources)
+// Len counts the names held.
+func (c *Names) Len() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.copies)
 }
 
-// ofSource counts the policies a source delivers, running or shadowed, and
+// OfSource counts the policies a source delivers, running or shadowed, and
 // describes each name it shares with another source and which one runs it.
-func (c *claims) ofSource(source string) (policies int, conflicts []string) {
+func (c *Names) OfSource(source string) (policies int, conflicts []string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for key, copies := range c.copies {

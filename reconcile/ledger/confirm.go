@@ -1,4 +1,4 @@
-package reconcile
+package ledger
 
 import (
 	"sync"
@@ -46,31 +46,31 @@ type firstSighting struct {
 	obj   *cluster.Object
 }
 
-// confirmLater looks at obj, an object of the policy key that store has
+// ConfirmLater looks at obj, an object of the policy key that store has
 // just cached, after confirmAfter.
-func (c *Controller) confirmLater(store cache.Store, key policy.Key, obj any) {
+func (l *Ledger) ConfirmLater(store cache.Store, key policy.Key, obj any) {
 	o, ok := obj.(*cluster.Object)
 	if !ok {
-		c.queueGenerated(key, obj, confirmAfter)
+		l.core.QueueGenerated(key, obj, confirmAfter)
 		return
 	}
-	c.confirms.mu.Lock()
-	defer c.confirms.mu.Unlock()
-	c.confirms.objects = append(c.confirms.objects, firstSighting{store: store, key: key, obj: o})
-	if !c.confirms.armed {
-		c.confirms.armed = true
-		time.AfterFunc(confirmAfter, c.confirm)
+	l.confirms.mu.Lock()
+	defer l.confirms.mu.Unlock()
+	l.confirms.objects = append(l.confirms.objects, firstSighting{store: store, key: key, obj: o})
+	if !l.confirms.armed {
+		l.confirms.armed = true
+		time.AfterFunc(confirmAfter, l.confirm)
 	}
 }
 
 // confirm queues the policies of the objects first seen that are not a
 // version Sprout created as desired and are still cached as first seen:
 // one changed or deleted since had its own event, which queued its policy.
-func (c *Controller) confirm() {
-	c.confirms.mu.Lock()
-	seen := c.confirms.objects
-	c.confirms.objects, c.confirms.armed = nil, false
-	c.confirms.mu.Unlock()
+func (l *Ledger) confirm() {
+	l.confirms.mu.Lock()
+	seen := l.confirms.objects
+	l.confirms.objects, l.confirms.armed = nil, false
+	l.confirms.mu.Unlock()
 	for _, s := range seen {
 		cur, ok, err := s.store.Get(s.obj)
 		o, _ := cur.(*cluster.Object)
@@ -80,10 +80,13 @@ func (c *Controller) confirm() {
 		if createdAsDesired(s.obj) || createdAsDesired(o) {
 			continue // a relist may have cached the version again
 		}
-		c.queueGenerated(s.key, s.obj, 0)
+		l.core.QueueGenerated(s.key, s.obj, 0)
 	}
-	c.confirms.looks.Add(1)
+	l.confirms.looks.Add(1)
 }
+
+// ConfirmationLooks counts the looks at objects first seen taken.
+func (l *Ledger) ConfirmationLooks() int64 { return l.confirms.looks.Load() }
 
 // createdAsDesired reports whether o is a version a create of Sprout's
 // made as desired, which the cache keeps released.

@@ -1,0 +1,162 @@
+package ledger
+
+import (
+	"sync"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+
+	sproutv1alpha1 "github.com/sprout-gitops/sprout/api/sprout/v1alpha1"
+)
+
+// Entry is what the ledger keeps of one running policy, in memory, between
+// its syncs: what its record holds, and what tells its own objects apart.
+// The zero value is ready; a nil Entry (a policy that left) keeps nothing
+// and answers the zero value, so that a sync ending after its policy left
+// changes nothing.
+type Entry struct {
+	mu sync.Mutex
+	// rebuilding: the record is being rebuilt from the objects.
+	rebuilding bool
+	// selfTriggers is how many of its own objects the last sync passed
+	// over as triggers.
+	selfTriggers int
+	// admitted are the admitted triggers its settings do not derive: those
+	// whose events admitted them after the policy was activated, and those
+	// settings since changed admitted: a trigger stays admitted while it
+	// exists. derived are the settings whose admissions the listed ones
+	// complete: the record's, until a sync has listed the triggers they
+	// admitted and new settings do not.
+	admitted sets.Set[types.UID]
+	derived  *sproutv1alpha1.DerivedAdmissions
+	// own are, for a policy whose generated resources are among its
+	// trigger resources, the objects it wrote while Sprout runs, by ID:
+	// what tells its own objects from triggers labelled as if they were.
+	own sets.Set[string]
+	// written are the resources the policy has generated objects of, from
+	// its record and its syncs: the informers that find its objects.
+	written sets.Set[schema.GroupVersionResource]
+	// generated are the objects (per trigger, ID) a non-synchronizing
+	// policy has created or found: they are never generated again; for a
+	// synchronizing policy, the objects it claims (ownership.go).
+	generated sets.Set[string]
+}
+
+// with runs f under the entry's lock; on a nil entry, not at all.
+func (e *Entry) with(f func(*Entry)) {
+	if e == nil {
+		return
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	f(e)
+}
+
+// Rebuild marks, or unmarks, the record as being rebuilt.
+func (e *Entry) Rebuild(on bool) { e.with(func(e *Entry) { e.rebuilding = on }) }
+
+// Rebuilding reports whether the record is being rebuilt: the policy
+// prunes nothing meanwhile.
+func (e *Entry) Rebuilding() (on bool) {
+	e.with(func(e *Entry) { on = e.rebuilding })
+	return on
+}
+
+// WritesTo records that the policy writes to gvrs and returns every
+// resource it has written to.
+func (e *Entry) WritesTo(gvrs sets.Set[schema.GroupVersionResource]) (all sets.Set[schema.GroupVersionResource]) {
+	e.with(func(e *Entry) {
+		if e.written == nil {
+			e.written = sets.New[schema.GroupVersionResource]()
+		}
+		e.written.Insert(gvrs.UnsortedList()...)
+		all = e.written.Clone()
+	})
+	return all
+}
+
+// Written returns the resources the policy has written to.
+func (e *Entry) Written() (out sets.Set[schema.GroupVersionResource]) {
+	e.with(func(e *Entry) { out = e.written.Clone() })
+	return out
+}
+
+// RestoreWritten takes the resources rec names as written to, unless the
+// policy's syncs have recorded their own.
+func (e *Entry) RestoreWritten(rec *sproutv1alpha1.PolicyInventory) {
+	written := sets.New[schema.GroupVersionResource]()
+	for _, r := range rec.Spec.Resources {
+		written.Insert(schema.GroupVersionResource{Group: r.Group, Version: r.Version, Resource: r.Resource})
+	}
+	e.with(func(e *Entry) {
+		if e.written == nil {
+			e.written = written
+		}
+	})
+}
+
+// Admit admits the trigger uid.
+func (e *Entry) Admit(uid types.UID) {
+	e.with(func(e *Entry) {
+		if e.admitted == nil {
+			e.admitted = sets.New[types.UID]()
+		}
+		e.admitted.Insert(uid)
+	})
+}
+
+// IsAdmitted reports whether an event admitted the trigger uid.
+func (e *Entry) IsAdmitted(uid types.UID) (yes bool) {
+	e.with(func(e *Entry) { yes = e.admitted.Has(uid) })
+	return yes
+}
+
+// admittedList returns the admitted UIDs, for the record.
+func (e *Entry) admittedList() (out []string) {
+	e.with(func(e *Entry) {
+		out = make([]string, 0, e.admitted.Len())
+		for uid := range e.admitted {
+			out = append(out, string(uid))
+		}
+	})
+	return out
+}
+
+// RetainAdmitted forgets the admitted triggers that no longer exist.
+// exists is asked without the lock held: it may take the core's.
+func (e *Entry) RetainAdmitted(exists func(types.UID) bool) {
+	var uids []types.UID
+	e.with(func(e *Entry) { uids = e.admitted.UnsortedList() })
+	var gone []types.UID
+	for _, uid := range uids {
+		if !exists(uid) {
+			gone = append(gone, uid)
+		}
+	}
+	e.with(func(e *Entry) { e.admitted.Delete(gone...) })
+}
+
+// DerivedBy returns the settings the policy's listed admissions complete;
+// ok is false when none are known (nothing derived yet, or a record that
+// lists every admission).
+func (e *Entry) DerivedBy() (d sproutv1alpha1.DerivedAdmissions, ok bool) {
+	e.with(func(e *Entry) {
+		if e.derived != nil {
+			d, ok = *e.derived, true
+		}
+	})
+	return d, ok
+}
+
+// SetDerivedBy records that the listed admissions now complete d.
+func (e *Entry) SetDerivedBy(d sproutv1alpha1.DerivedAdmissions) {
+	e.with(func(e *Entry) { e.derived = &d })
+}
+
+// ForgetAdmissions forgets what events admitted. A policy that stops
+// running and comes back under the same name is another: what it admits,
+// its record says.
+func (e *Entry) ForgetAdmissions() {
+	e.with(func(e *Entry) { e.admitted, e.derived = nil, nil })
+}

@@ -1,0 +1,145 @@
+package ledger
+
+import (
+	"log/slog"
+	"testing"
+	"time"
+
+	dynamicfake "k8s.io/client-go/dynamic/fake"
+	k8stesting "k8s.io/client-go/testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/client-go/tools/cache"
+
+	sproutv1alpha1 "github.com/sprout-gitops/sprout/api/sprout/v1alpha1"
+	"github.com/sprout-gitops/sprout/inventory"
+	"github.com/sprout-gitops/sprout/reconcile/policy"
+	"github.com/sprout-gitops/sprout/reconcile/report"
+)
+
+// The records' cache keeps no managed fields: nothing reads them, and each
+// read of a record copies it.
+func TestRecordsAreCachedWithoutManagedFields(t *testing.T) {
+	rec := &unstructured.Unstructured{}
+	rec.SetName("gpol.zk")
+	rec.SetManagedFields([]metav1.ManagedFieldsEntry{{Manager: "sprout", Operation: metav1.ManagedFieldsOperationApply}})
+	got, err := withoutManagedFields(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mf := got.(*unstructured.Unstructured).GetManagedFields(); len(mf) != 0 || got.(*unstructured.Unstructured).GetName() != "gpol.zk" {
+		t.Errorf("cached record: managed fields %v, name %q; want none, and the rest kept", mf, got.(*unstructured.Unstructured).GetName())
+	}
+}
+
+// startRecords gives l records read from a store holding recs, written
+// through a fake client that keeps what was applied, and caches it.
+func startRecords(t *testing.T, l *Ledger, recs ...*sproutv1alpha1.PolicyInventory) *[]*unstructured.Unstructured {
+	t.Helper()
+	store := cache.NewStore(cache.MetaNamespaceKeyFunc)
+	for _, rec := range recs {
+		rec.Name = inventory.RecordName(rec.Spec.Policy)
+		obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(rec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = store.Add(&unstructured.Unstructured{Object: obj})
+	}
+	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
+		map[schema.GroupVersionResource]string{sproutv1alpha1.PolicyInventories: "PolicyInventoryList"})
+	var applied []*unstructured.Unstructured
+	dyn.PrependReactor("patch", "policyinventories", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		p := a.(k8stesting.PatchAction)
+		u := &unstructured.Unstructured{}
+		if err := u.UnmarshalJSON(p.GetPatch()); err != nil {
+			return true, nil, err
+		}
+		u.SetResourceVersion("2")
+		applied = append(applied, u)
+		_ = store.Add(u) // as the informer will
+		return true, u, nil
+	})
+	l.records = inventory.NewRecords(dyn, store, 0)
+	return &applied
+}
+
+// A policy resumes from its record: the resources it wrote to whatever its
+// UID, and what events admitted and it generated only when the record is
+// of the same policy object; no record, or one being rebuilt, rebuilds.
+func TestRestoreFromTheRecord(t *testing.T) {
+	derived := sproutv1alpha1.DerivedAdmissions{Created: true}
+	rec := &sproutv1alpha1.PolicyInventory{Spec: sproutv1alpha1.PolicyInventorySpec{
+		Policy:    sproutv1alpha1.PolicyReference{Kind: key.Kind, Name: key.Name, UID: "uid-p"},
+		Resources: []sproutv1alpha1.Resource{{Version: "v1", Resource: "configmaps"}},
+		Admitted:  []string{"t1"}, Generated: []string{"t1 ConfigMap/default/a"}, Derived: &derived,
+	}}
+	l := New(newFakeCore(), fakeCache{}, nil, slog.New(slog.DiscardHandler))
+	startRecords(t, l, rec)
+
+	var same Entry
+	l.Restore(key, "uid-p", &same)
+	if d, ok := same.DerivedBy(); same.Rebuilding() || !same.Written().Has(configMaps) || !same.IsAdmitted("t1") || !same.Claims("t1", "ConfigMap/default/a") || !ok || d != derived {
+		t.Error("the same policy did not resume from its record")
+	}
+	var other Entry
+	l.Restore(key, "uid-other", &other)
+	if !other.Written().Has(configMaps) || other.IsAdmitted("t1") || other.Claims("t1", "ConfigMap/default/a") {
+		t.Error("a policy created again under the name took its predecessor's admissions, or lost its objects")
+	}
+	var none Entry
+	l.Restore(policy.Key{Kind: key.Kind, Name: "new"}, "uid-new", &none)
+	if !none.Rebuilding() {
+		t.Error("a policy without a record is not rebuilding")
+	}
+}
+
+// A record is written with what the entry holds, and only when that
+// changed; its status is not written before the record exists.
+func TestSaveWritesWhatChanged(t *testing.T) {
+	l := New(newFakeCore(), fakeCache{}, nil, slog.New(slog.DiscardHandler))
+	applied := startRecords(t, l)
+	ctx := t.Context()
+	cp := compiled(time.Time{}, time.Unix(1000, 0))
+	var e Entry
+	e.Rebuild(true)
+	e.Admit("t1")
+	e.WritesTo(sets.New(configMaps))
+	if err := l.SaveStatus(ctx, key, cp, report.Outcome{Reason: report.ReasonProgressing}, ""); err != nil || len(*applied) != 0 {
+		t.Fatalf("status of a first sync under way: %v, %d writes; want none", err, len(*applied))
+	}
+	if err := l.Save(ctx, key, cp, &e); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Save(ctx, key, cp, &e); err != nil {
+		t.Fatal(err)
+	}
+	if len(*applied) != 1 {
+		t.Fatalf("%d writes of a record saved twice unchanged, want 1", len(*applied))
+	}
+	rec, err := inventory.FromUnstructured((*applied)[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.Labels[LabelRebuilding] != "true" || len(rec.Spec.Admitted) != 1 || len(rec.Spec.Resources) != 1 || rec.Spec.Policy.UID != "uid-p" || rec.Spec.Derived == nil {
+		t.Errorf("record written: %+v", rec)
+	}
+}
+
+// A record deleted while its policy runs queues the policy, whose sync
+// writes it again; one of a policy that does not run queues nothing.
+func TestRecordDeletedQueuesItsPolicy(t *testing.T) {
+	core := newFakeCore(key)
+	l := New(core, fakeCache{}, nil, slog.New(slog.DiscardHandler))
+	rec := func(name string) *unstructured.Unstructured {
+		return &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"policy": map[string]any{"kind": key.Kind, "name": name}}}}
+	}
+	l.recordDeleted(cache.DeletedFinalStateUnknown{Obj: rec("p")})
+	l.recordDeleted(rec("gone"))
+	if len(core.queued) != 1 || core.queued[0] != key {
+		t.Errorf("queued %v, want %v alone", core.queued, key)
+	}
+}
