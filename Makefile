@@ -6,6 +6,7 @@ GO ?= go
 export GOTOOLCHAIN := local
 
 BIN := $(CURDIR)/bin
+MODULE := $(shell $(GO) list -m)
 # The control plane's versions are pinned in the wrapper modules under hack/.
 KUBE_VERSION := $(shell awk '{for (i = 1; i < NF; i++) if ($$i == "k8s.io/kubernetes") print $$(i+1)}' hack/kube-apiserver/go.mod)
 ETCD_VERSION := $(shell awk '{for (i = 1; i < NF; i++) if ($$i == "go.etcd.io/etcd/server/v3") print $$(i+1)}' hack/etcd/go.mod)
@@ -19,7 +20,7 @@ KUBE_LDFLAGS := -s -w \
 APISERVER_STAMP := $(BIN)/.kube-apiserver-$(KUBE_VERSION)
 ETCD_STAMP := $(BIN)/.etcd-$(ETCD_VERSION)
 
-.PHONY: all build image release tools git lint test test-kyverno-crds test-release fuzz bench bench-go run vet generate clean
+.PHONY: all build image release tools git lint test test-packages test-kyverno-crds test-release fuzz bench bench-go run vet generate clean
 
 space := $(subst ,, )
 
@@ -101,11 +102,25 @@ git:
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq git; }
 
 ## test: vet and lint, then every test against a real kube-apiserver and etcd, the reconcile tests again under Kyverno's CRDs, a release, then fuzz
+# The control-plane tests spend most of their time waiting on the API
+# server, not on the CPU, so they run side by side: every test process starts
+# its own control plane (TestMain), cmd/sprout's tests each start their own
+# and run in parallel, and reconcile's tests, which share their process's
+# control plane, are split over two processes (RECONCILE_SHARDS, by name).
+RECONCILE_SHARDS := ^Test[A-La-l] ^Test[M-Zm-z_0-9]
 test: tools git vet lint
-	$(GO) test -tags demo ./... -count=1 -timeout 15m -skip '^TestReleaseArtifacts$$'
-	@$(MAKE) --no-print-directory test-kyverno-crds
+	@$(MAKE) --no-print-directory -j 4 --output-sync=target test-packages \
+		$(foreach i,$(shell seq $(words $(RECONCILE_SHARDS))),test-reconcile-$(i)) test-kyverno-crds
 	@$(MAKE) --no-print-directory test-release
 	@$(MAKE) --no-print-directory fuzz
+
+## test-packages: the tests of every package but reconcile (test-reconcile-N runs those)
+test-packages: tools git
+	$(GO) test -tags demo $$($(GO) list ./... | grep -vx '$(MODULE)/reconcile') -count=1 -parallel 4 -timeout 15m -skip '^TestReleaseArtifacts$$'
+
+## test-reconcile-N: the reconcile tests of the Nth of RECONCILE_SHARDS
+test-reconcile-%: tools
+	$(GO) test ./reconcile -count=1 -timeout 15m -run '$(word $*,$(RECONCILE_SHARDS))'
 
 ## test-release: `make release` into a temporary folder, and a check of every file it wrote
 # Alone, after the other tests: its first run cross-compiles every
