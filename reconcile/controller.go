@@ -151,7 +151,6 @@ type Controller struct {
 	// planned holds what each policy's last sync did or, dry, would do.
 	planned plans
 
-	kubeInformers informers.SharedInformerFactory
 	// reviews keeps access reviews' answers until rbac says RBAC changed;
 	// writers impersonate the accounts policies act as; guard judges the
 	// roles generated bindings refer to.
@@ -169,10 +168,8 @@ type Controller struct {
 	tell    *report.Teller
 	metrics *report.Metrics
 
-	// triggerInformers watch triggers and what expressions read;
-	// generatedInformers, the objects Sprout generated.
-	triggerInformers   *watches.Triggers
-	generatedInformers *watches.Generated
+	// intake receives the informers' events and starts and stops them.
+	intake *intake
 
 	mu       sync.RWMutex
 	policies map[policy.Key]*policy.Compiled
@@ -237,21 +234,20 @@ func New(cfg *rest.Config, opts Options) (*Controller, error) {
 	reviews := access.NewReviews(kube.AuthorizationV1())
 	rbac := access.NewRBAC(kube, reviews, opts.Logger)
 	c := &Controller{
-		kube:          kube,
-		cfg:           cfg,
-		opts:          opts,
-		log:           opts.Logger,
-		dynamic:       dyn,
-		raw:           raw,
-		kinds:         kinds.New(kube.Discovery()),
-		created:       created,
-		kubeInformers: factory,
-		reviews:       reviews,
-		rbac:          rbac,
-		queue:         newPolicyQueue(m),
-		metrics:       m,
-		policies:      map[policy.Key]*policy.Compiled{},
-		deleted:       map[policy.Key]retired{},
+		kube:     kube,
+		cfg:      cfg,
+		opts:     opts,
+		log:      opts.Logger,
+		dynamic:  dyn,
+		raw:      raw,
+		kinds:    kinds.New(kube.Discovery()),
+		created:  created,
+		reviews:  reviews,
+		rbac:     rbac,
+		queue:    newPolicyQueue(m),
+		metrics:  m,
+		policies: map[policy.Key]*policy.Compiled{},
+		deleted:  map[policy.Key]retired{},
 	}
 	c.writer = c.writerOf(applier)
 	c.writers = access.NewWriters(cfg, c.writer, func(cfg *rest.Config) (writer, error) {
@@ -262,22 +258,26 @@ func New(cfg *rest.Config, opts Options) (*Controller, error) {
 		return c.writerOf(a), nil
 	})
 	c.guard = access.NewGuard(rbac, c.roleChanged)
+	in := &intake{policies: c.withPolicies, states: &c.states, queue: c.queue, reads: &c.reads, kinds: c.kinds,
+		informers: factory, reviews: reviews, created: created}
+	c.intake = in
 	c.eval = newEvaluator(c, nsInformer.Lister(), kube)
-	c.triggerInformers = watches.NewTriggers(dyn, raw, opts.Logger, triggerEvents{c})
-	c.generatedInformers = watches.NewGenerated(dyn, raw, created, c.servedInProtobuf, opts.Logger, generatedEvents{c})
-	c.ledger = ledger.New(ledgerCore{c}, c.generatedInformers, dyn, opts.Logger)
+	in.triggers = watches.NewTriggers(dyn, raw, opts.Logger, triggerEvents{in})
+	in.generated = watches.NewGenerated(dyn, raw, created, in.servedInProtobuf, opts.Logger, generatedEvents{in})
+	c.ledger = ledger.New(ledgerCore{c}, in.generated, dyn, opts.Logger)
 	if c.tell, err = c.teller(cfg, kube.CoreV1().Events("")); err != nil {
 		return nil, err
 	}
+	in.eval, in.tell, in.ledger = c.eval, c.tell, c.ledger
 	if opts.GlobalContext != nil {
-		opts.GlobalContext.Notify(c.entryChanged)
+		opts.GlobalContext.Notify(c.intake.entryChanged)
 	}
 	c.reporter = liveReporter{c}
 	if opts.DryRun {
 		c.reporter = planReporter{c}
 	}
 	if opts.Metrics != nil {
-		if err := report.RegisterInformerGauges(opts.Metrics, c.runningInformers, c.informerSizes); err != nil {
+		if err := report.RegisterInformerGauges(opts.Metrics, c.intake.runningInformers, c.intake.informerSizes); err != nil {
 			return nil, fmt.Errorf("metrics: %w", err)
 		}
 	}
@@ -298,7 +298,7 @@ func (c *Controller) teller(cfg *rest.Config, events typedcorev1.EventInterface)
 				defer c.mu.RUnlock()
 				return c.policies[key]
 			},
-			Told:             func(key policy.Key) *report.Told { return c.states.of(key).telling() },
+			Told:   func(key policy.Key) *report.Told { return c.states.of(key).telling() },
 			Record: c.ledger.Record,
 			SaveRecordStatus: func(ctx context.Context, key policy.Key, cp *policy.Compiled, out report.Outcome) error {
 				return c.ledger.SaveStatus(ctx, key, cp, out, reconcileRequest(cp.Policy))
@@ -317,9 +317,9 @@ func newEvaluator(c *Controller, namespaces listersv1.NamespaceLister, kube kube
 	o := c.opts
 	return evaluate.New(evaluate.Config{Log: o.Logger, Timeout: o.EvaluationTimeout, HTTP: o.HTTP, GlobalContext: o.GlobalContext,
 		Exceptions: o.PolicyExceptions, ExceptionNamespace: o.ExceptionNamespace, Namespaces: namespaces, Client: kube,
-		Kinds: c.kinds, Live: liveObjects{c}, Cache: c.readCache, Requeue: func(key policy.Key) { c.queue.Add(key) },
+		Kinds: c.kinds, Live: liveObjects{c.intake}, Cache: c.intake.readCache, Requeue: func(key policy.Key) { c.queue.Add(key) },
 		LastUpdate: func(cp *policy.Compiled, gvr schema.GroupVersionResource, uid types.UID) *cluster.Object {
-			return c.lastUpdate(c.triggerKeyOf(cp, gvr), uid)
+			return c.intake.lastUpdate(c.intake.triggerKeyOf(cp, gvr), uid)
 		}})
 }
 

@@ -17,41 +17,41 @@ import (
 // queueReaders queues, for an event on an object of gvr that the policy's
 // evaluations read, the triggers whose last evaluation read it. It reports
 // false when the policy must be queued in full instead.
-func (c *Controller) queueReaders(key policy.Key, gvr schema.GroupVersionResource, o, old *cluster.Object) bool {
-	readers, full := c.reads.Covered(key, watches.ReadEvent{GVR: gvr, Obj: o, Old: old})
+func (in *intake) queueReaders(key policy.Key, gvr schema.GroupVersionResource, o, old *cluster.Object) bool {
+	readers, full := in.reads.Covered(key, watches.ReadEvent{GVR: gvr, Obj: o, Old: old})
 	if full {
 		return false
 	}
-	c.markReaders(key, readers)
+	in.markReaders(key, readers)
 	return true
 }
 
 // markReaders queues the policy for the triggers that read what changed.
 // Their own objects did not change, so only their key is given: their
 // evaluation, which read another object, was not kept.
-func (c *Controller) markReaders(key policy.Key, readers []watches.TriggerReads) {
+func (in *intake) markReaders(key policy.Key, readers []watches.TriggerReads) {
 	for _, tr := range readers {
-		c.queue.addTrigger(key, tr.UID, dirtyTrigger{gvr: tr.GVR, key: tr.Key}, 0)
+		in.queue.addTrigger(key, tr.UID, dirtyTrigger{gvr: tr.GVR, key: tr.Key}, 0)
 	}
 }
 
 // endReads ends what the sync of run began in the read index (ok: it was
 // clean and its reads are to be kept), and queues what changed meanwhile.
-func (c *Controller) endReads(run *syncRun, ok bool, dirty []types.UID, evaluated []watches.TriggerReads) {
-	readers, full := c.reads.End(run.key, ok, !run.incremental, dirty, evaluated)
+func (in *intake) endReads(run *syncRun, ok bool, dirty []types.UID, evaluated []watches.TriggerReads) {
+	readers, full := in.reads.End(run.key, ok, !run.incremental, dirty, evaluated)
 	if full {
-		c.queue.Add(run.key)
+		in.queue.Add(run.key)
 		return
 	}
-	c.markReaders(run.key, readers)
+	in.markReaders(run.key, readers)
 }
 
 // entryChanged queues every policy whose syncs read the
 // GlobalContextEntry.
-func (c *Controller) entryChanged(name string) {
-	c.states.each(func(key policy.Key, st *policyState) {
+func (in *intake) entryChanged(name string) {
+	in.states.each(func(key policy.Key, st *policyState) {
 		if st.readsEntry(name) {
-			c.queue.Add(key)
+			in.queue.Add(key)
 		}
 	})
 }

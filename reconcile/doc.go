@@ -17,6 +17,10 @@
 //
 //   - the loop (loop.go): the work queue of policy keys, the workers, the
 //     resync schedule, and the start and stop of the informers and sources;
+//   - the intake (intake.go): where the informers' events enter, replayed
+//     as admission events; it admits triggers, keeps tombstones and queues
+//     the policies an event concerns, and starts and stops informers as
+//     the policies need them;
 //   - each policy's state between its syncs (state.go): one value per
 //     policy, entered with it and dropped in one place when it leaves;
 //   - the sync (sync.go): one policy at a time, one pipeline of phases for

@@ -34,22 +34,22 @@ func ownerOf(obj any) (policy.Key, bool) {
 }
 
 // generatedEvents hands the generated objects' informers' events to the
-// controller: a change to or deletion of one of those objects queues the
+// intake: a change to or deletion of one of those objects queues the
 // policy that generated it, so drift is seen without polling.
-type generatedEvents struct{ c *Controller }
+type generatedEvents struct{ in *intake }
 
 func (e generatedEvents) Added(o *cluster.Object, initial bool, store cache.Store) {
-	c := e.c
-	overlooked := c.created.Cached(o)
+	in := e.in
+	overlooked := in.created.Cached(o)
 	key, ok := ownerOf(o)
 	switch {
 	case !ok || initial:
 	case overlooked:
 		// A sync of its trigger looked for it while it was on its way
 		// here: it is looked at now.
-		c.queueGenerated(key, o, 0)
+		in.queueGenerated(key, o, 0)
 	default:
-		c.ledger.ConfirmLater(store, key, o)
+		in.ledger.ConfirmLater(store, key, o)
 	}
 }
 
@@ -72,45 +72,44 @@ func (e generatedEvents) departed(old, next any) {
 	if !ok {
 		return
 	}
-	c := e.c
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	cp := c.policies[key]
-	if cp == nil || !cp.Policy.PolicySpec().Synchronize() {
-		return // a policy that does not synchronize never writes it again anyway
-	}
-	c.states.of(key).ledger().Claim(claim)
+	e.in.policies(true, func(running map[policy.Key]*policy.Compiled) {
+		cp := running[key]
+		if cp == nil || !cp.Policy.PolicySpec().Synchronize() {
+			return // a policy that does not synchronize never writes it again anyway
+		}
+		e.in.states.of(key).ledger().Claim(claim)
+	})
 }
 
 func (e generatedEvents) requeue(obj any) {
 	if key, ok := ownerOf(obj); ok {
-		e.c.downstreamChanged(key)
-		e.c.queueGenerated(key, obj, 0)
+		e.in.downstreamChanged(key)
+		e.in.queueGenerated(key, obj, 0)
 	}
 }
 
 // servedInProtobuf reports whether gvr's kind is one client-go's scheme
 // knows, which the API server serves in protobuf.
-func (c *Controller) servedInProtobuf(gvr schema.GroupVersionResource) bool {
-	gvk, err := c.kinds.KindFor(gvr)
+func (in *intake) servedInProtobuf(gvr schema.GroupVersionResource) bool {
+	gvk, err := in.kinds.KindFor(gvr)
 	return err == nil && clientgoscheme.Scheme.Recognizes(gvk)
 }
 
 // queueGenerated queues the policy that generated obj, after d if d > 0:
 // for the trigger obj was generated for, or whole if it names none.
-func (c *Controller) queueGenerated(key policy.Key, obj any, d time.Duration) {
+func (in *intake) queueGenerated(key policy.Key, obj any, d time.Duration) {
 	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = t.Obj
 	}
 	if o, ok := obj.(*cluster.Object); ok && o.TriggerUID() != "" {
-		c.queue.addTrigger(key, types.UID(o.TriggerUID()), dirtyTrigger{}, d)
+		in.queue.addTrigger(key, types.UID(o.TriggerUID()), dirtyTrigger{}, d)
 		return
 	}
 	if d > 0 {
-		c.queue.AddAfter(key, d)
+		in.queue.AddAfter(key, d)
 		return
 	}
-	c.queue.Add(key)
+	in.queue.Add(key)
 }
 
 // resourcesOf maps the kinds of objs to their resources, passing over
@@ -140,7 +139,7 @@ func (c *Controller) resourcesOf(objs []*unstructured.Unstructured, kinds []sche
 }
 
 // liveObjects serves inventory's lookups from the downstream caches.
-type liveObjects struct{ c *Controller }
+type liveObjects struct{ in *intake }
 
 var _ inventory.Live = liveObjects{}
 
@@ -180,11 +179,11 @@ func (l liveObjects) Seen(gvk schema.GroupVersionKind, resourceVersion string) b
 
 // informer returns the informer of the resource of kind gvk.
 func (l liveObjects) informer(gvk schema.GroupVersionKind) (cache.SharedIndexInformer, bool) {
-	m, err := l.c.restMapping(gvk)
+	m, err := l.in.kinds.Mapping(gvk)
 	if err != nil {
 		return nil, false
 	}
-	return l.c.generatedInformers.Informer(m.Resource)
+	return l.in.generated.Informer(m.Resource)
 }
 
 // downstreamChanged counts an update or deletion of one of key's objects:
@@ -192,14 +191,14 @@ func (l liveObjects) informer(gvk schema.GroupVersionKind) (cache.SharedIndexInf
 // cached copies replaced, and needs no lookup to know it
 // (evaluation.settledAt). Every count is followed by a sync of the
 // policy, which checks in full.
-func (c *Controller) downstreamChanged(key policy.Key) { c.states.of(key).downstreamChanged() }
+func (in *intake) downstreamChanged(key policy.Key) { in.states.of(key).downstreamChanged() }
 
 // downstreamEpoch is the count for key now.
-func (c *Controller) downstreamEpoch(key policy.Key) uint64 { return c.states.of(key).epoch() }
+func (in *intake) downstreamEpoch(key policy.Key) uint64 { return in.states.of(key).epoch() }
 
 // forgetSettledChecks makes every settled evaluation check its objects in
 // full at its next sync: a scheduled resync compares everything, in case
 // an informer missed an event.
-func (c *Controller) forgetSettledChecks() {
-	c.states.each(func(_ policy.Key, st *policyState) { st.downstreamChanged() })
+func (in *intake) forgetSettledChecks() {
+	in.states.each(func(_ policy.Key, st *policyState) { st.downstreamChanged() })
 }

@@ -60,18 +60,18 @@ func (c *Controller) CachedVersions(gvr schema.GroupVersionResource, namespace s
 		}
 		return out
 	case corev1.SchemeGroupVersion.WithResource("namespaces"):
-		nss, _ := c.kubeInformers.Core().V1().Namespaces().Lister().List(labels.Everything())
+		nss, _ := c.intake.informers.Core().V1().Namespaces().Lister().List(labels.Everything())
 		for _, ns := range nss {
 			out[ns.Name] = append(out[ns.Name], ns.ResourceVersion)
 		}
 		return out
 	}
 	var stores []cache.Store
-	if inf, ok := c.generatedInformers.Informer(gvr); ok {
+	if inf, ok := c.intake.generated.Informer(gvr); ok {
 		stores = append(stores, inf.GetStore())
 	}
-	for _, wk := range c.triggerInformers.Keys() {
-		if store, _ := c.triggerInformers.Store(wk); wk.GVR == gvr && store != nil {
+	for _, wk := range c.intake.triggers.Keys() {
+		if store, _ := c.intake.triggers.Store(wk); wk.GVR == gvr && store != nil {
 			stores = append(stores, store)
 		}
 	}

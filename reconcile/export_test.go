@@ -23,7 +23,7 @@ func (c *Controller) PermissionRechecks() int64 { return c.rbac.Rechecks() }
 // holds namespace/name, and whether it keeps it released: its version was
 // paired with the create that made it as desired.
 func (c *Controller) CachedRelease(gvr schema.GroupVersionResource, namespace, name string) (cached, released bool) {
-	inf, ok := c.generatedInformers.Informer(gvr)
+	inf, ok := c.intake.generated.Informer(gvr)
 	if !ok {
 		return false, false
 	}
@@ -77,7 +77,7 @@ func (c *Controller) RecheckAfterStatusWrite(ctx context.Context, name, resource
 		}
 	}
 	if c.recheckPolicy(ctx, key, cp) {
-		c.releaseInformers()
+		c.intake.releaseInformers()
 	}
 	return false
 }

@@ -180,7 +180,7 @@ func (c *Controller) generatePart(ctx context.Context, ps *parts, part []policy.
 	p := &partApply{want: want, part: part, done: make(chan struct{})}
 	apply := func() {
 		defer close(p.done)
-		p.changes, p.err = ps.w.Apply(ctx, toWrite, liveObjects{c}, opts)
+		p.changes, p.err = ps.w.Apply(ctx, toWrite, liveObjects{c.intake}, opts)
 	}
 	if last {
 		apply()
@@ -297,7 +297,7 @@ func (d desiredSet) settledLen() int {
 func (c *Controller) desired(ctx context.Context, cp *policy.Compiled, triggers []policy.Trigger, reader *evaluate.Reader, limit int, g *generation) desiredSet {
 	out := desiredSet{settled: make([]inventory.Settled, 0, len(triggers))}
 	key := policy.KeyOf(cp.Policy)
-	out.epoch = c.downstreamEpoch(key)
+	out.epoch = c.intake.downstreamEpoch(key)
 	evaluated, reused := 0, 0
 	defer func() { c.metrics.ObserveEvaluations(key.String(), evaluated, reused) }()
 	for _, t := range triggers {

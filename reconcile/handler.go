@@ -78,9 +78,9 @@ func (h policyHandler) Upsert(p sources.Policy) {
 	c.policies[key] = cp
 	delete(c.deleted, key)
 	c.mu.Unlock()
-	c.ensureInformers(c.triggerKeys(cp)...)
+	c.intake.ensureInformers(c.intake.triggerKeys(cp)...)
 	if cur != nil {
-		c.releaseInformers() // the new generation may watch less
+		c.intake.releaseInformers() // the new generation may watch less
 	}
 	c.queue.Add(key)
 }

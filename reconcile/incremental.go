@@ -269,7 +269,7 @@ func (c *Controller) matchDirty(run *syncRun, p *pending, t *tally) ([]policy.Tr
 		if !slices.Contains(cp.Triggers, d.gvr) {
 			return nil, nil, false
 		}
-		store, _ := c.triggerInformers.Store(c.triggerKeyOf(cp, d.gvr))
+		store, _ := c.intake.triggers.Store(c.intake.triggerKeyOf(cp, d.gvr))
 		if store == nil {
 			return nil, nil, false
 		}

@@ -22,69 +22,71 @@ type watchKey = watches.Key
 
 // watchKeyOf is the unfiltered informer that serves gvr to policies of
 // scope: a cluster-scoped resource has one, whatever the scope.
-func (c *Controller) watchKeyOf(scope string, gvr schema.GroupVersionResource) watchKey {
+func (in *intake) watchKeyOf(scope string, gvr schema.GroupVersionResource) watchKey {
 	if scope == "" {
 		return watchKey{GVR: gvr} // every event asks for every policy
 	}
-	if namespaced, known := c.kinds.Namespaced(gvr); known && !namespaced {
+	if namespaced, known := in.kinds.Namespaced(gvr); known && !namespaced {
 		return watchKey{GVR: gvr}
 	}
 	return watchKey{GVR: gvr, Namespace: scope}
 }
 
 // watches reports whether the policy is served by informer w, for its
-// triggers or for what its last sync read. The caller holds c.mu.
-func (c *Controller) watches(key policy.Key, cp *policy.Compiled, w watchKey) bool {
-	return c.triggeredBy(cp, w) || c.readsFrom(key, cp, w)
+// triggers or for what its last sync read. The caller holds the policies' lock.
+func (in *intake) watches(key policy.Key, cp *policy.Compiled, w watchKey) bool {
+	return in.triggeredBy(cp, w) || in.readsFrom(key, cp, w)
 }
 
 // needNamespaces starts the Namespace cache, which namespaced triggers
 // need (namespaceSelector, namespaceObject); starting it again is a no-op.
-func (c *Controller) needNamespaces() {
-	c.kubeInformers.Start(c.ctx.Done())
+func (in *intake) needNamespaces() {
+	in.informers.Start(in.ctx.Done())
 }
 
 // namespacesSynced reports whether the Namespace cache is ready for a
 // policy's triggers: it need not be when none is namespaced.
-func (c *Controller) namespacesSynced(triggers []schema.GroupVersionResource) bool {
+func (in *intake) namespacesSynced(triggers []schema.GroupVersionResource) bool {
 	for _, gvr := range triggers {
-		if namespaced, _ := c.kinds.Namespaced(gvr); namespaced {
-			return c.kubeInformers.Core().V1().Namespaces().Informer().HasSynced()
+		if namespaced, _ := in.kinds.Namespaced(gvr); namespaced {
+			return in.informers.Core().V1().Namespaces().Informer().HasSynced()
 		}
 	}
 	return true
 }
 
 // ensureInformers starts the informers of keys not running yet.
-func (c *Controller) ensureInformers(keys ...watchKey) {
+func (in *intake) ensureInformers(keys ...watchKey) {
 	for _, w := range keys {
-		if namespaced, known := c.kinds.Namespaced(w.GVR); namespaced || !known {
-			c.needNamespaces() // namespaced, or not known to be cluster-scoped
+		if namespaced, known := in.kinds.Namespaced(w.GVR); namespaced || !known {
+			in.needNamespaces() // namespaced, or not known to be cluster-scoped
 			break
 		}
 	}
-	c.triggerInformers.Ensure(keys...)
+	in.triggers.Ensure(keys...)
 }
 
 // releaseInformers stops the informers no policy needs any more: trigger
 // and source informers no policy's rules or reads name, downstream
 // informers of resources no policy, running or being cleaned up, wrote to.
-func (c *Controller) releaseInformers() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	needed := sets.New[watchKey]()
-	for key, cp := range c.policies {
-		needed.Insert(c.triggerKeys(cp)...)
-		for gvr := range c.states.of(key).reads() {
-			needed.Insert(c.watchKeyOf(cp.Scope(), gvr))
+func (in *intake) releaseInformers() {
+	// Exclusive: no policy enters or leaves while the informers it needs
+	// are counted and the others stopped.
+	in.policies(true, func(running map[policy.Key]*policy.Compiled) {
+		needed := sets.New[watchKey]()
+		for key, cp := range running {
+			needed.Insert(in.triggerKeys(cp)...)
+			for gvr := range in.states.of(key).reads() {
+				needed.Insert(in.watchKeyOf(cp.Scope(), gvr))
+			}
 		}
-	}
-	c.triggerInformers.Release(needed)
-	written := sets.New[schema.GroupVersionResource]()
-	c.states.each(func(_ policy.Key, st *policyState) {
-		written = written.Union(st.ledger().Written())
+		in.triggers.Release(needed)
+		written := sets.New[schema.GroupVersionResource]()
+		in.states.each(func(_ policy.Key, st *policyState) {
+			written = written.Union(st.ledger().Written())
+		})
+		in.generated.Release(written)
 	})
-	c.generatedInformers.Release(written)
 }
 
 // Watched lists the resources the controller watches for triggers and
@@ -92,56 +94,56 @@ func (c *Controller) releaseInformers() {
 // for generated objects, as resource.version.group.
 func (c *Controller) Watched() (triggers, generated []string) {
 	watched := sets.New[string]()
-	for _, w := range c.triggerInformers.Keys() {
+	for _, w := range c.intake.triggers.Keys() {
 		watched.Insert(w.Resource())
 	}
-	for gvr := range c.generatedInformers.Sizes() {
+	for gvr := range c.intake.generated.Sizes() {
 		generated = append(generated, watches.ResourceName(gvr))
 	}
 	slices.Sort(generated)
 	return sets.List(watched), generated
 }
 
-func (c *Controller) stopTriggerInformers() {
-	c.triggerInformers.StopAll()
-	c.generatedInformers.StopAll()
+func (in *intake) stopTriggerInformers() {
+	in.triggers.StopAll()
+	in.generated.StopAll()
 }
 
-// triggerEvents hands the trigger informers' events to the controller.
-type triggerEvents struct{ c *Controller }
+// triggerEvents hands the trigger informers' events to the intake.
+type triggerEvents struct{ in *intake }
 
 func (e triggerEvents) Event(w watchKey, op admission.Operation, obj, old *cluster.Object) {
-	e.c.onTrigger(w, op, obj, old)
+	e.in.onTrigger(w, op, obj, old)
 }
 
-func (e triggerEvents) Listed(w watchKey) { e.c.queueWatching(w) }
+func (e triggerEvents) Listed(w watchKey) { e.in.queueWatching(w) }
 
 // onTrigger replays an informer event as the admission event a webhook would
 // have seen. A CREATE or UPDATE that a policy's rules select admits the
 // trigger for that policy, if w serves the policy's triggers; every event
 // queues the policies w serves. op is empty for objects that existed
 // before Sprout started watching.
-func (c *Controller) onTrigger(w watchKey, op admission.Operation, o, old *cluster.Object) {
+func (in *intake) onTrigger(w watchKey, op admission.Operation, o, old *cluster.Object) {
 	gvr := w.GVR
-	c.mu.RLock()
 	var interested, triggered []*policy.Compiled
 	read := sets.New[policy.Key]() // the policies that read gvr
-	for key, cp := range c.policies {
-		switch {
-		case c.triggeredBy(cp, w):
-			triggered = append(triggered, cp)
-			interested = append(interested, cp)
-		case c.readsFrom(key, cp, w):
-			interested = append(interested, cp)
+	in.policies(false, func(running map[policy.Key]*policy.Compiled) {
+		for key, cp := range running {
+			switch {
+			case in.triggeredBy(cp, w):
+				triggered = append(triggered, cp)
+				interested = append(interested, cp)
+			case in.readsFrom(key, cp, w):
+				interested = append(interested, cp)
+			}
+			if in.states.of(key).readsFrom(gvr) {
+				read.Insert(key)
+			}
 		}
-		if c.states.of(key).readsFrom(gvr) {
-			read.Insert(key)
-		}
-	}
-	c.mu.RUnlock()
-	c.rememberUpdate(w, triggered, op, o, old)
+	})
+	in.rememberUpdate(w, triggered, op, o, old)
 	if op == admission.Delete {
-		c.tell.TriggerGone(o, w.Selector != "", triggered)
+		in.tell.TriggerGone(o, w.Selector != "", triggered)
 	}
 	var labelled *metav1.PartialObjectMetadata // decoded once, if a selector reads labels
 	for _, cp := range interested {
@@ -158,26 +160,26 @@ func (c *Controller) onTrigger(w watchKey, op admission.Operation, o, old *clust
 				labelled = o.Selectable(true)
 				sel = labelled
 			}
-			ok, err := c.eval.Match(crit, gvr, op, o.GroupVersionKind(), sel)
+			ok, err := in.eval.Match(crit, gvr, op, o.GroupVersionKind(), sel)
 			switch {
 			case err != nil || !ok, generatedByPolicies(cp, o):
 			case op == admission.Delete:
-				c.states.of(key).addTombstone(policy.Trigger{GVR: gvr, Object: o, Deleted: true})
+				in.states.of(key).addTombstone(policy.Trigger{GVR: gvr, Object: o, Deleted: true})
 			case !policy.Derived(cp.Derives, o.Created(), cp.Activated):
-				c.states.of(key).ledger().Admit(o.GetUID())
+				in.states.of(key).ledger().Admit(o.GetUID())
 			}
 		}
-		c.queueTrigger(key, cp, gvr, read.Has(key), op, o, old)
+		in.queueTrigger(key, cp, gvr, read.Has(key), op, o, old)
 	}
 }
 
 // queueTrigger queues a policy for an event on o: for that trigger, and,
 // when the policy's evaluations read gvr, for the triggers that read o
 // (deps.go), or in full when those are not known.
-func (c *Controller) queueTrigger(key policy.Key, cp *policy.Compiled, gvr schema.GroupVersionResource, read bool, op admission.Operation, o, prev *cluster.Object) {
+func (in *intake) queueTrigger(key policy.Key, cp *policy.Compiled, gvr schema.GroupVersionResource, read bool, op admission.Operation, o, prev *cluster.Object) {
 	isTrigger := slices.Contains(cp.Triggers, gvr)
-	if read && !c.queueReaders(key, gvr, o, prev) || !read && !isTrigger {
-		c.queue.Add(key)
+	if read && !in.queueReaders(key, gvr, o, prev) || !read && !isTrigger {
+		in.queue.Add(key)
 		return
 	}
 	if !isTrigger {
@@ -190,47 +192,47 @@ func (c *Controller) queueTrigger(key policy.Key, cp *policy.Compiled, gvr schem
 	case prev != nil:
 		d.old = prev
 	}
-	c.queue.addTrigger(key, o.GetUID(), d, 0)
+	in.queue.addTrigger(key, o.GetUID(), d, 0)
 }
 
 // queueWatching queues every policy that informer w serves, for triggers
 // or reads.
-func (c *Controller) queueWatching(w watchKey) {
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	for key, cp := range c.policies {
-		if c.watches(key, cp, w) {
-			c.queue.Add(key)
+func (in *intake) queueWatching(w watchKey) {
+	in.policies(false, func(running map[policy.Key]*policy.Compiled) {
+		for key, cp := range running {
+			if in.watches(key, cp, w) {
+				in.queue.Add(key)
+			}
 		}
-	}
+	})
 }
 
 // rememberUpdate keeps the state before an UPDATE for the policies that
 // read oldObject or request; any other event forgets it.
-func (c *Controller) rememberUpdate(w watchKey, triggered []*policy.Compiled, op admission.Operation, o, prev *cluster.Object) {
+func (in *intake) rememberUpdate(w watchKey, triggered []*policy.Compiled, op admission.Operation, o, prev *cluster.Object) {
 	if op != admission.Update || prev == nil || !slices.ContainsFunc(triggered, func(cp *policy.Compiled) bool { return cp.Program.ReadsEvent() }) {
-		c.triggerInformers.SetLastUpdate(w, o.GetUID(), nil)
+		in.triggers.SetLastUpdate(w, o.GetUID(), nil)
 		return
 	}
-	c.triggerInformers.SetLastUpdate(w, o.GetUID(), prev)
+	in.triggers.SetLastUpdate(w, o.GetUID(), prev)
 }
 
 // lastUpdate returns the state of a trigger before its last UPDATE, or nil.
-func (c *Controller) lastUpdate(w watchKey, uid types.UID) *cluster.Object {
-	return c.triggerInformers.LastUpdate(w, uid)
+func (in *intake) lastUpdate(w watchKey, uid types.UID) *cluster.Object {
+	return in.triggers.LastUpdate(w, uid)
 }
 
 // readCache returns the synced cache of gvr that serves the reads of
 // policies confined to scope, starting its informer if needed.
-func (c *Controller) readCache(ctx context.Context, scope string, gvr schema.GroupVersionResource) (cache.Store, error) {
-	w := c.watchKeyOf(scope, gvr)
+func (in *intake) readCache(ctx context.Context, scope string, gvr schema.GroupVersionResource) (cache.Store, error) {
+	w := in.watchKeyOf(scope, gvr)
 	// Its informer runs as Sprout: one that may not list would fail for
 	// ever. The read fails instead, and RBACPermissionsGranted says why.
-	if err := c.reviews.MayWatch(ctx, nil, gvr, w.Namespace); err != nil {
+	if err := in.reviews.MayWatch(ctx, nil, gvr, w.Namespace); err != nil {
 		return nil, err
 	}
-	c.ensureInformers(w)
-	store, ok := c.triggerInformers.WaitListed(ctx, w)
+	in.ensureInformers(w)
+	store, ok := in.triggers.WaitListed(ctx, w)
 	switch {
 	case ok:
 		return store, nil

@@ -52,14 +52,14 @@ func (c *Controller) Run(ctx context.Context) error {
 // delivered what it held.
 func (c *Controller) start(ctx context.Context) error {
 	c.mu.Lock()
-	c.ctx = ctx
+	c.ctx, c.intake.ctx = ctx, ctx
 	c.mu.Unlock()
-	c.triggerInformers.Start(ctx)
-	c.generatedInformers.Start(ctx)
+	c.intake.triggers.Start(ctx)
+	c.intake.generated.Start(ctx)
 
 	// A Namespace's labels decide namespaceSelector matches and are read as
 	// namespaceObject: when they change, every policy is recomputed.
-	if _, err := c.kubeInformers.Core().V1().Namespaces().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+	if _, err := c.intake.informers.Core().V1().Namespaces().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		UpdateFunc: func(old, obj any) {
 			o, ok1 := old.(*corev1.Namespace)
 			n, ok2 := obj.(*corev1.Namespace)
@@ -101,8 +101,8 @@ func (c *Controller) start(ctx context.Context) error {
 
 // stop stops what start started.
 func (c *Controller) stop() {
-	c.stopTriggerInformers()
-	c.kubeInformers.Shutdown()
+	c.intake.stopTriggerInformers()
+	c.intake.informers.Shutdown()
 	c.rbac.Shutdown()
 	for _, src := range c.opts.Sources {
 		src.Wait()
@@ -211,7 +211,7 @@ func (c *Controller) scheduleResync(spec string) (stop func(), err error) {
 	cr.Schedule(schedule, cron.FuncJob(func() {
 		c.log.Info("resync: recomputing every policy")
 		c.kinds.Resync() // discovery asked again
-		c.forgetSettledChecks()
+		c.intake.forgetSettledChecks()
 		c.rbac.Changed() // and permissions, if RBAC changes were missed
 		c.requeueAll()
 	}))

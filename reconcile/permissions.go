@@ -28,12 +28,12 @@ func (c *Controller) permissionVerdict(ctx context.Context, key policy.Key, cp *
 	written := st.ledger().Written()
 	needs := make([]access.Need, 0, read.Len()+written.Len())
 	for gvr := range read {
-		ns := c.watchKeyOf(scope, gvr).Namespace
+		ns := c.intake.watchKeyOf(scope, gvr).Namespace
 		needs = append(needs, access.Need{GVR: gvr, Namespace: ns, Verbs: access.ReadVerbs, SproutNamespace: &ns})
 	}
 	everywhere := "" // generated objects are watched everywhere
 	for gvr := range written {
-		needs = append(needs, access.Need{GVR: gvr, Namespace: c.watchKeyOf(scope, gvr).Namespace, Verbs: access.WriteVerbs, SproutNamespace: &everywhere})
+		needs = append(needs, access.Need{GVR: gvr, Namespace: c.intake.watchKeyOf(scope, gvr).Namespace, Verbs: access.WriteVerbs, SproutNamespace: &everywhere})
 	}
 	return c.reviews.Check(ctx, sa, needs)
 }

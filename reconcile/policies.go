@@ -64,3 +64,16 @@ func (c *Controller) activation(p sources.Policy) time.Time {
 	}
 	return time.Now().Truncate(time.Second)
 }
+
+// withPolicies runs f with the running policies under their lock, held
+// exclusively when exclusive: how the intake reads them.
+func (c *Controller) withPolicies(exclusive bool, f func(map[policy.Key]*policy.Compiled)) {
+	if exclusive {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+	} else {
+		c.mu.RLock()
+		defer c.mu.RUnlock()
+	}
+	f(c.policies)
+}

@@ -34,7 +34,7 @@ func (c *Controller) recheckPermissions(ctx context.Context) {
 		}
 	}
 	if released {
-		c.releaseInformers()
+		c.intake.releaseInformers()
 	}
 }
 
@@ -55,7 +55,7 @@ func (c *Controller) recheckPolicy(ctx context.Context, key policy.Key, cp *poli
 		}
 		next, cur := c.keepResolution(key, cp, triggers, refused, err)
 		if next != nil {
-			c.ensureInformers(c.triggerKeys(next)...)
+			c.intake.ensureInformers(c.intake.triggerKeys(next)...)
 			c.log.Info("permissions changed: triggers resolved again", "policy", key.String(), "triggers", len(triggers), "refused", len(refused))
 			c.queue.Add(key)
 			return true

@@ -64,5 +64,5 @@ func (l ledgerCore) Running(key policy.Key) bool {
 func (l ledgerCore) Queue(key policy.Key) { l.c.queue.Add(key) }
 
 func (l ledgerCore) QueueGenerated(key policy.Key, obj any, d time.Duration) {
-	l.c.queueGenerated(key, obj, d)
+	l.c.intake.queueGenerated(key, obj, d)
 }

@@ -60,7 +60,7 @@ func (c *Controller) forgetPolicy(key policy.Key) {
 	c.metrics.Forget(key.String())
 	c.states.drop(key)
 	c.reads.Drop(key)
-	c.releaseInformers()
+	c.intake.releaseInformers()
 }
 
 // otherShards reports whether source holds the policy but leaves it out of

@@ -87,7 +87,7 @@ func (c *Controller) readable(p apiv1.Policy, gvrs []schema.GroupVersionResource
 	var errs []error
 	failed := false
 	for _, gvr := range gvrs {
-		err := c.reviews.MayWatch(c.ctx, sa, gvr, c.watchKeyOf(scope, gvr).Namespace)
+		err := c.reviews.MayWatch(c.ctx, sa, gvr, c.intake.watchKeyOf(scope, gvr).Namespace)
 		var denied *access.DeniedError
 		switch {
 		case err == nil:

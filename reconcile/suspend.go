@@ -47,7 +47,7 @@ func (c *Controller) dayTwoChanged(key policy.Key, was, now apiv1.Policy) bool {
 	request := reconcileRequest(now)
 	requested := request != "" && request != reconcileRequest(was)
 	if requested {
-		c.downstreamChanged(key)
+		c.intake.downstreamChanged(key)
 		c.kinds.Reset()
 	}
 	return requested || suspended(was) != suspended(now)

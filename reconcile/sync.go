@@ -56,7 +56,7 @@ func (c *Controller) sync(ctx context.Context, key policy.Key) error {
 	c.reporter.progressing(key, run.cp)
 	c.reads.Begin(key)
 	// A sync that keeps no reads ends with them unknown.
-	defer c.endReads(run, false, nil, nil)
+	defer c.intake.endReads(run, false, nil, nil)
 	if done, err := c.runPhases(ctx, outer, run, &incrementalSync{c: c}); done {
 		return err
 	}
@@ -145,7 +145,7 @@ func (c *Controller) runPhases(ctx, outer context.Context, run *syncRun, s scope
 	recordErr := c.conclude(ctx, run, report)
 	err = errors.Join(run.matchErr, report.evalErr, g.mapErr, g.applyErr, pruneErr, recordErr)
 	kept, dirty := s.keep(run, g, changes, err)
-	c.endReads(run, kept, dirty, g.reads)
+	c.intake.endReads(run, kept, dirty, g.reads)
 	return true, err
 }
 

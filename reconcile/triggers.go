@@ -44,18 +44,18 @@ func (c *Controller) resolveAgain(key policy.Key, cp *policy.Compiled) *policy.C
 		c.policies[key] = &next
 	}
 	c.mu.Unlock()
-	c.ensureInformers(c.triggerKeys(&next)...)
+	c.intake.ensureInformers(c.intake.triggerKeys(&next)...)
 	return &next
 }
 
 // triggersSynced reports whether every trigger informer of the policy has
 // listed its objects: before that the cache would look empty.
 func (c *Controller) triggersSynced(cp *policy.Compiled) bool {
-	if !c.namespacesSynced(cp.Triggers) {
+	if !c.intake.namespacesSynced(cp.Triggers) {
 		return false
 	}
 	for _, gvr := range cp.Triggers {
-		if store, synced := c.triggerInformers.Store(c.triggerKeyOf(cp, gvr)); store == nil || !synced {
+		if store, synced := c.intake.triggers.Store(c.intake.triggerKeyOf(cp, gvr)); store == nil || !synced {
 			return false
 		}
 	}
@@ -75,7 +75,7 @@ func (c *Controller) matchingTriggers(cp *policy.Compiled) ([]policy.Trigger, []
 	self := 0              // the policy's own objects, passed over
 	defer func() { c.reportSelfTriggers(key, cp, self) }()
 	for _, gvr := range cp.Triggers {
-		store, _ := c.triggerInformers.Store(c.triggerKeyOf(cp, gvr))
+		store, _ := c.intake.triggers.Store(c.intake.triggerKeyOf(cp, gvr))
 		if store == nil {
 			return nil, nil, errWaiting // released meanwhile by a policy change
 		}
@@ -222,7 +222,7 @@ func (c *Controller) triggerExists(cp *policy.Compiled) func(string) bool {
 func (c *Controller) eachCachedTrigger(cp *policy.Compiled, fn func(*cluster.Object)) bool {
 	all := true
 	for _, gvr := range cp.Triggers {
-		store, _ := c.triggerInformers.Store(c.triggerKeyOf(cp, gvr))
+		store, _ := c.intake.triggers.Store(c.intake.triggerKeyOf(cp, gvr))
 		if store == nil {
 			all = false
 			continue
