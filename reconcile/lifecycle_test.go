@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -36,9 +37,32 @@ func TestNoPolicyStateOutlivesItsPolicy(t *testing.T) {
 		tb.trigger(fmt.Sprintf("t%d", k), fmt.Sprintf("life-%d", k), "v")
 	}
 	client := dynamic.NewForConfigOrDie(cfg).Resource(apiv1.GeneratingPolicies)
-	t.Cleanup(func() {
-		_ = client.DeleteCollection(context.Background(), metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: "lifecycle=yes"})
-	})
+	// One request per policy, eight at a time: a deletecollection of a
+	// thousand can outlast the API server's request timeout on a busy
+	// machine.
+	deleteAll := func() error {
+		names := make(chan int)
+		errs := make(chan error, policies)
+		var wg sync.WaitGroup
+		for range 8 {
+			wg.Go(func() {
+				for i := range names {
+					err := client.Delete(context.Background(), fmt.Sprintf("life-%04d", i), metav1.DeleteOptions{})
+					if err != nil && !apierrors.IsNotFound(err) {
+						errs <- err
+					}
+				}
+			})
+		}
+		for i := range policies {
+			names <- i
+		}
+		close(names)
+		wg.Wait()
+		close(errs)
+		return <-errs
+	}
+	t.Cleanup(func() { _ = deleteAll() })
 	names := make(chan int)
 	var wg sync.WaitGroup
 	for range 8 {
@@ -66,7 +90,7 @@ func TestNoPolicyStateOutlivesItsPolicy(t *testing.T) {
 		n, err := generated(ctx)
 		return n == policies, err
 	})
-	if err := client.DeleteCollection(context.Background(), metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: "lifecycle=yes"}); err != nil {
+	if err := deleteAll(); err != nil {
 		t.Fatal(err)
 	}
 	var left map[string]int
