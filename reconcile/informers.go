@@ -226,7 +226,7 @@ func (c *Controller) readCache(ctx context.Context, scope string, gvr schema.Gro
 	w := c.watchKeyOf(scope, gvr)
 	// Its informer runs as Sprout: one that may not list would fail for
 	// ever. The read fails instead, and RBACPermissionsGranted says why.
-	if err := c.reviews.MayWatch(ctx, nil, gvr, w.Namespace); err != nil {
+	if err := c.rights.Reviews().MayWatch(ctx, nil, gvr, w.Namespace); err != nil {
 		return nil, err
 	}
 	c.ensureInformers(w)
