@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -125,6 +126,27 @@ func DefaultOptions() Options {
 		ProtectedNamespaces: []string{"kube-system", "kube-public", "kube-node-lease"}, PolicyReports: new(policyreport.DefaultOptions())}
 }
 
+// AnnotationMaxObjectsPerTrigger on a policy overrides
+// Options.MaxObjectsPerTrigger for it.
+const AnnotationMaxObjectsPerTrigger = "sprout.dev/max-objects-per-trigger"
+
+// DefaultMaxObjectsPerTrigger bounds what one evaluation may generate.
+const DefaultMaxObjectsPerTrigger = 1000
+
+// maxObjects is the cap on the objects one trigger may generate for a
+// policy: its annotation's, or otherwise.
+func maxObjects(cp *policy.Compiled, otherwise int) (int, error) {
+	v, ok := cp.Policy.GetAnnotations()[AnnotationMaxObjectsPerTrigger]
+	if !ok {
+		return otherwise, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		return 0, fmt.Errorf("metadata.annotations[%s]: %q is not a positive number", AnnotationMaxObjectsPerTrigger, v)
+	}
+	return n, nil
+}
+
 // Controller runs GeneratingPolicies and NamespacedGeneratingPolicies found
 // in the cluster.
 type Controller struct {
@@ -151,13 +173,10 @@ type Controller struct {
 	// planned holds what each policy's last sync did or, dry, would do.
 	planned plans
 
-	// reviews keeps access reviews' answers until rbac says RBAC changed;
-	// writers impersonate the accounts policies act as; guard judges the
-	// roles generated bindings refer to.
-	reviews *access.Reviews
-	rbac    *access.RBAC
+	// rights answers what policies' rights allow; writers impersonate the
+	// accounts policies act as.
+	rights  *access.Rights
 	writers *access.Writers[writer]
-	guard   *access.Guard
 
 	queue *policyQueue
 	// reads index what each trigger's evaluation read, so that a change of
@@ -231,8 +250,6 @@ func New(cfg *rest.Config, opts Options) (*Controller, error) {
 	}
 	factory := informers.NewSharedInformerFactory(kube, 0)
 	nsInformer := factory.Core().V1().Namespaces()
-	reviews := access.NewReviews(kube.AuthorizationV1())
-	rbac := access.NewRBAC(kube, reviews, opts.Logger)
 	c := &Controller{
 		kube:     kube,
 		cfg:      cfg,
@@ -242,8 +259,6 @@ func New(cfg *rest.Config, opts Options) (*Controller, error) {
 		raw:      raw,
 		kinds:    kinds.New(kube.Discovery()),
 		created:  created,
-		reviews:  reviews,
-		rbac:     rbac,
 		queue:    newPolicyQueue(m),
 		metrics:  m,
 		policies: map[policy.Key]*policy.Compiled{},
@@ -257,9 +272,12 @@ func New(cfg *rest.Config, opts Options) (*Controller, error) {
 		}
 		return c.writerOf(a), nil
 	})
-	c.guard = access.NewGuard(rbac, c.roleChanged)
+	c.rights = access.New(access.Config{Options: opts.access(), Kube: kube, Log: opts.Logger, Discovery: c.kinds, RoleChanged: c.roleChanged,
+		WatchNamespace: func(scope string, gvr schema.GroupVersionResource) string {
+			return c.intake.watchKeyOf(scope, gvr).Namespace
+		}})
 	in := &intake{policies: c.withPolicies, states: &c.states, queue: c.queue, reads: &c.reads, kinds: c.kinds,
-		informers: factory, reviews: reviews, created: created}
+		informers: factory, rights: c.rights, created: created}
 	c.intake = in
 	c.eval = newEvaluator(c, nsInformer.Lister(), kube)
 	in.triggers = watches.NewTriggers(dyn, raw, opts.Logger, triggerEvents{in})

@@ -64,7 +64,7 @@ func (c *Controller) readerFor(run *syncRun, as *access.Account) *evaluate.Reade
 		Read: func(gvr schema.GroupVersionResource) { c.states.of(run.key).setReads(sets.New(gvr), nil, true) }}
 	if as != nil {
 		s.May = func(ctx context.Context, verb string, gvr schema.GroupVersionResource, namespace string) error {
-			return c.reviews.May(ctx, as, verb, gvr, namespace)
+			return c.rights.Reviews().May(ctx, as, verb, gvr, namespace)
 		}
 	}
 	return c.eval.Reader(s)

@@ -5,7 +5,9 @@
 // objects policies generated, replays watch events as the admission events
 // a webhook would have seen, and syncs each policy. It is the core over
 // parts that own their state and never import it: access (accounts,
-// access reviews, the RBAC watch, the binding guard), watches (the
+// the resolution of rules to the resources a policy may watch, access
+// reviews and the permission verdict, the RBAC watch, the binding guard
+// and what it refuses), watches (the
 // informers, which hand their events to the core, and the index of what
 // evaluations read), kinds (discovery), evaluate (the evaluation of a
 // policy for a trigger against the caches, the reader that records what

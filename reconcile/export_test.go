@@ -13,11 +13,11 @@ import (
 
 // AccessReviews counts the access reviews the controller asked of the API
 // server.
-func (c *Controller) AccessReviews() int64 { return c.reviews.Asked() }
+func (c *Controller) AccessReviews() int64 { return c.rights.Reviews().Asked() }
 
 // PermissionRechecks counts the permission rechecks done; the first follows
 // the start of the RBAC watch and asks every review again.
-func (c *Controller) PermissionRechecks() int64 { return c.rbac.Rechecks() }
+func (c *Controller) PermissionRechecks() int64 { return c.rights.RBAC().Rechecks() }
 
 // CachedRelease reports whether the cache of the generated objects of gvr
 // holds namespace/name, and whether it keeps it released: its version was
@@ -60,7 +60,7 @@ func (c *Controller) Dirty(name string) []types.UID {
 // was left to find.
 func (c *Controller) RecheckAfterStatusWrite(ctx context.Context, name, resource string) (snapshotWatched bool) {
 	key, _ := policy.ParseKey(name)
-	c.reviews.Invalidate()
+	c.rights.Reviews().Invalidate()
 	c.mu.Lock()
 	cp := c.policies[key]
 	if cp != nil {

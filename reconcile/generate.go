@@ -110,7 +110,7 @@ func (c *Controller) generate(ctx context.Context, run *syncRun, w writer, reade
 	ps := &parts{run: run, g: g, round: run.decisions.Begin(), w: w, reader: reader, sync: cp.Policy.PolicySpec().Synchronize(),
 		alive: c.triggerExists(cp), mapped: map[schema.GroupVersionKind]error{}, recorded: -1}
 	defer ps.round.End()
-	limit, err := c.maxObjects(cp)
+	limit, err := maxObjects(cp, c.opts.MaxObjectsPerTrigger)
 	if err != nil {
 		g.evalErrs = append(g.evalErrs, err)
 		triggers = nil // nothing is evaluated, and nothing pruned
@@ -144,9 +144,9 @@ func (c *Controller) generate(ctx context.Context, run *syncRun, w writer, reade
 func (c *Controller) generatePart(ctx context.Context, ps *parts, part []policy.Trigger, last bool) error {
 	g, run := ps.g, ps.run
 	want := c.desired(ctx, run.cp, part, ps.reader, ps.limit, g)
-	desired, kinds, refused, err := c.refuse(ctx, want.objects, want.kinds, g.verdicts, g.failed)
+	desired, kinds, refused, err := c.rights.Refuse(ctx, c.ctx.Done(), want.objects, want.kinds, g.verdicts, g.failed)
 	if err != nil {
-		return err
+		return errWaiting // for the caches of roles
 	}
 	g.refuseErrs = append(g.refuseErrs, refused...)
 	gvrs, mapErr := c.resourcesOf(desired, kinds, ps.mapped)
@@ -343,7 +343,7 @@ func (c *Controller) desired(ctx context.Context, cp *policy.Compiled, triggers 
 		}
 		out.objects = append(out.objects, ev.Objects...)
 		out.kinds = append(out.kinds, ev.Kinds...)
-		if m != nil && m.Evaluated != nil && len(ev.Objects) > 0 && settles(ev.Kinds) {
+		if m != nil && m.Evaluated != nil && len(ev.Objects) > 0 && !access.AnyBinding(ev.Kinds) {
 			out.settling = append(out.settling, m)
 		}
 	}

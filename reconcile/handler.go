@@ -98,7 +98,7 @@ func (h policyHandler) Delete(p sources.Policy) {
 	// A suspended policy deleted leaves its objects, as a suspended Flux
 	// Kustomization deleted does: suspended, it prunes nothing.
 	gone := retired{ref: ledger.Ref(key), synchronize: spec.Synchronize(), orphan: spec.OrphanDownstreamOnPolicyDelete() || suspended(p.Policy)}
-	if sa, err := c.accountOf(p.Policy); sa != nil && err == nil {
+	if sa, err := c.rights.AccountOf(p.Policy); sa != nil && err == nil {
 		gone.account = *sa
 	}
 	c.deleted[key] = gone

@@ -228,7 +228,7 @@ func (in *intake) readCache(ctx context.Context, scope string, gvr schema.GroupV
 	w := in.watchKeyOf(scope, gvr)
 	// Its informer runs as Sprout: one that may not list would fail for
 	// ever. The read fails instead, and RBACPermissionsGranted says why.
-	if err := in.reviews.MayWatch(ctx, nil, gvr, w.Namespace); err != nil {
+	if err := in.rights.Reviews().MayWatch(ctx, nil, gvr, w.Namespace); err != nil {
 		return nil, err
 	}
 	in.ensureInformers(w)

@@ -36,7 +36,7 @@ type intake struct {
 	generated *watches.Generated
 	// informers start the Namespace cache, which namespaced triggers need.
 	informers informers.SharedInformerFactory
-	reviews   *access.Reviews
+	rights    *access.Rights
 	created   *cluster.CreatedVersions
 
 	// eval matches triggers, tell hears of triggers gone, and ledger

@@ -103,7 +103,7 @@ func (c *Controller) start(ctx context.Context) error {
 func (c *Controller) stop() {
 	c.intake.stopTriggerInformers()
 	c.intake.informers.Shutdown()
-	c.rbac.Shutdown()
+	c.rights.RBAC().Shutdown()
 	for _, src := range c.opts.Sources {
 		src.Wait()
 	}
@@ -125,8 +125,8 @@ func (c *Controller) run(ctx context.Context) error {
 	// Sources' states are written once each has delivered what it held at
 	// start, so a restart does not write a partial count.
 	wg.Go(func() { c.tell.Sources().Run(ctx) })
-	wg.Go(func() { c.rbac.Watch(ctx, c.ctx.Done()) })
-	wg.Go(func() { c.rbac.RunRechecks(ctx, c.recheckPermissions) })
+	wg.Go(func() { c.rights.RBAC().Watch(ctx, c.ctx.Done()) })
+	wg.Go(func() { c.rights.RBAC().RunRechecks(ctx, c.recheckPermissions) })
 	c.tell.LoadReports(ctx)
 	wg.Go(func() { c.tell.RunReports(ctx) })
 	for range c.opts.Workers {
@@ -212,7 +212,7 @@ func (c *Controller) scheduleResync(spec string) (stop func(), err error) {
 		c.log.Info("resync: recomputing every policy")
 		c.kinds.Resync() // discovery asked again
 		c.intake.forgetSettledChecks()
-		c.rbac.Changed() // and permissions, if RBAC changes were missed
+		c.rights.RBAC().Changed() // and permissions, if RBAC changes were missed
 		c.requeueAll()
 	}))
 	cr.Start()

@@ -36,7 +36,7 @@ func (c *Controller) compile(p sources.Policy) *policy.Compiled {
 			// policy generates from tombstones, never from live triggers.
 			Created: cp.Operations.Has("*") || cp.Operations.Has(string(admission.Create)),
 		}
-		cp.Triggers, cp.Refused, cp.ResolveErr = c.resolveRules(p.Policy)
+		cp.Triggers, cp.Refused, cp.ResolveErr = c.rights.Resolve(c.ctx, p.Policy)
 		cp.Selector = pushedSelector(cp)
 	}
 	return cp

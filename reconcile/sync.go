@@ -105,10 +105,10 @@ func (c *Controller) runPhases(ctx, outer context.Context, run *syncRun, s scope
 	if ok, err := s.match(run); !ok {
 		return false, err
 	}
-	as, err := c.actingAs(ctx, run.cp.Policy)
+	as, err := c.rights.ActingAs(ctx, run.cp.Policy)
 	if err != nil {
 		var denied *access.DeniedError
-		var invalid *invalidAccountError
+		var invalid *access.InvalidAccountError
 		if run.incremental || !errors.As(err, &denied) && !errors.As(err, &invalid) {
 			return false, err
 		}
@@ -199,16 +199,16 @@ func (c *Controller) snapshot(ctx context.Context, key policy.Key) (*syncRun, er
 		// record carries it too: for a policy from files it is the only status.
 		return nil, c.conclude(ctx, run, &syncReport{out: outcome{Reason: ReasonCompileFailed, Err: err}})
 	}
-	if blocked(cp.ResolveErr) || (len(cp.Triggers) == 0 && cp.ResolveErr != nil) {
+	if access.Blocked(cp.ResolveErr) || (len(cp.Triggers) == 0 && cp.ResolveErr != nil) {
 		// Discovery failed, the account may not read a trigger, or nothing
 		// the rules name is served (yet): a CRD installed or a permission
 		// granted since is found by looking again.
 		cp = c.resolveAgain(key, cp)
 		run.cp = cp
-		if blocked(cp.ResolveErr) {
+		if access.Blocked(cp.ResolveErr) {
 			// Which triggers exist is unknown: nothing can be decided.
 			c.reporter.report(&syncReport{run: run, out: outcome{Reason: ReasonMatchFailed, Err: cp.ResolveErr, Granted: c.verdict(ctx, key, cp)}})
-			if c.waitsForPermission(cp.ResolveErr) {
+			if c.rights.WaitsForPermission(cp.ResolveErr) {
 				// Not retried: an RBAC change queues it (recheckPermissions).
 				return nil, nil
 			}

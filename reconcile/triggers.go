@@ -17,28 +17,10 @@ import (
 	"github.com/sprout-gitops/sprout/reconcile/policy"
 )
 
-// blocked reports whether resolving a policy's rules failed in a way that
-// leaves its triggers unknown until a later sync asks again.
-func blocked(resolveErr error) bool {
-	var discoveryErr *discoveryError
-	var permErr *permissionError
-	return errors.As(resolveErr, &discoveryErr) || errors.As(resolveErr, &permErr)
-}
-
-// waitsForPermission reports whether a policy blocked by resolveErr only
-// waits for a permission that an RBAC change will grant: it need not be
-// retried, as long as RBAC changes are watched.
-func (c *Controller) waitsForPermission(resolveErr error) bool {
-	var discoveryErr *discoveryError
-	var permErr *permissionError
-	return c.rbac.Watched() && !errors.As(resolveErr, &discoveryErr) &&
-		errors.As(resolveErr, &permErr) && !permErr.failed
-}
-
 // resolveAgain resolves a policy's rules again after a discovery failure.
 func (c *Controller) resolveAgain(key policy.Key, cp *policy.Compiled) *policy.Compiled {
 	next := *cp
-	next.Triggers, next.Refused, next.ResolveErr = c.resolveRules(cp.Policy)
+	next.Triggers, next.Refused, next.ResolveErr = c.rights.Resolve(c.ctx, cp.Policy)
 	c.mu.Lock()
 	if c.policies[key] == cp {
 		c.policies[key] = &next

@@ -1,4 +1,4 @@
-package reconcile
+package access
 
 import (
 	"errors"

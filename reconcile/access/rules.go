@@ -1,9 +1,10 @@
-package reconcile
+package access
 
-// Resolving a policy's rules into the resources its triggers are: discovery,
-// wildcards, and what Sprout and the policy's account may read.
+// Resolving a policy's rules into the resources its triggers are:
+// discovery, wildcards, and what Sprout and the policy's account may read.
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -15,57 +16,81 @@ import (
 	"k8s.io/client-go/discovery"
 
 	apiv1 "github.com/sprout-gitops/sprout/api/policies/v1"
-	"github.com/sprout-gitops/sprout/reconcile/access"
 )
 
-// discoveryError marks a failure to resolve rules that is the API server's,
-// not the policy's: it blocks pruning and is retried at the next sync.
-type discoveryError struct{ err error }
+// DiscoveryError marks a failure to resolve rules that is the API
+// server's, not the policy's: it blocks pruning and is retried at the next
+// sync.
+type DiscoveryError struct{ err error }
 
-func (e *discoveryError) Error() string { return "discovery: " + e.err.Error() }
-func (e *discoveryError) Unwrap() error { return e.err }
+func (e *DiscoveryError) Error() string { return "discovery: " + e.err.Error() }
+func (e *DiscoveryError) Unwrap() error { return e.err }
 
 // Stalls is false: discovery coming back cures it (report.Stalling).
-func (e *discoveryError) Stalls() bool { return false }
+func (e *DiscoveryError) Stalls() bool { return false }
 
-// permissionError marks trigger resources Sprout, or the ServiceAccount a
+// PermissionError marks trigger resources Sprout, or the ServiceAccount a
 // policy runs as, may not list and watch. Like a discovery failure it
 // blocks the policy, pruning included; unlike one, a denial is not retried
 // at every sync: the policy waits for the permission, and an RBAC change
-// asks again (recheckPermissions). failed marks a review that could not be
+// asks again (RBAC.RunRechecks). failed marks a review that could not be
 // asked, which is retried.
-type permissionError struct {
+type PermissionError struct {
 	err    error
 	failed bool
 }
 
-func (e *permissionError) Error() string { return e.err.Error() }
-func (e *permissionError) Unwrap() error { return e.err }
+func (e *PermissionError) Error() string { return e.err.Error() }
+func (e *PermissionError) Unwrap() error { return e.err }
 
 // Stalls is true: only a change to RBAC cures it (report.Stalling).
-func (e *permissionError) Stalls() bool { return true }
+func (e *PermissionError) Stalls() bool { return true }
 
-// resolveRules lists the resources p's rules name, expanding "*" through
+// DiscoveryFailed reports whether resolving rules failed with err because
+// discovery did.
+func DiscoveryFailed(err error) bool {
+	var discoveryErr *DiscoveryError
+	return errors.As(err, &discoveryErr)
+}
+
+// Blocked reports whether resolving a policy's rules failed with
+// resolveErr in a way that leaves its triggers unknown until a later sync
+// asks again.
+func Blocked(resolveErr error) bool {
+	var permErr *PermissionError
+	return DiscoveryFailed(resolveErr) || errors.As(resolveErr, &permErr)
+}
+
+// WaitsForPermission reports whether a policy blocked by resolveErr only
+// waits for a permission that an RBAC change will grant: it need not be
+// retried, as long as RBAC changes are watched.
+func (r *Rights) WaitsForPermission(resolveErr error) bool {
+	var permErr *PermissionError
+	return r.rbac.Watched() && !DiscoveryFailed(resolveErr) &&
+		errors.As(resolveErr, &permErr) && !permErr.failed
+}
+
+// Resolve lists the resources p's rules name, expanding "*" through
 // discovery. Subresources (pods/exec, */status) exist only as admission
-// requests and cannot be watched: they are reported, and the rest is watched.
-// A NamespacedGeneratingPolicy is confined to its namespace, so
+// requests and cannot be watched: they are reported, and the rest is
+// watched. A NamespacedGeneratingPolicy is confined to its namespace, so
 // cluster-scoped resources never trigger it. Only what Sprout, and the
 // ServiceAccount the policy runs as, may list and watch is watched: a
-// wildcard expands to those resources alone, and a resource named outright
-// that either may not read is refused, and a permissionError.
-func (c *Controller) resolveRules(p apiv1.Policy) (triggers, refused []schema.GroupVersionResource, _ error) {
+// wildcard expands to those resources alone, and a resource named
+// outright that either may not read is refused, and a PermissionError. A
+// DiscoveryError leaves the accounts unasked.
+func (r *Rights) Resolve(ctx context.Context, p apiv1.Policy) (triggers, refused []schema.GroupVersionResource, _ error) {
 	rules := p.PolicySpec().MatchConstraints.ResourceRules
-	out, named, err := c.resolveRulesOnce(p, rules)
+	out, named, err := r.resolveOnce(p, rules)
 	if len(out) == 0 {
 		// Perhaps a CRD installed since discovery was cached: look again.
-		c.kinds.Invalidate()
-		out, named, err = c.resolveRulesOnce(p, rules)
+		r.discovery.Invalidate()
+		out, named, err = r.resolveOnce(p, rules)
 	}
-	var discoveryErr *discoveryError
-	if errors.As(err, &discoveryErr) {
+	if DiscoveryFailed(err) {
 		return out, nil, err
 	}
-	out, refused, denied := c.readable(p, out, named)
+	out, refused, denied := r.readable(ctx, p, out, named)
 	return out, refused, errors.Join(err, denied)
 }
 
@@ -73,22 +98,19 @@ func (c *Controller) resolveRules(p apiv1.Policy) (triggers, refused []schema.Gr
 // list and watch in its scope. named are those its rules name without a
 // wildcard: refusing one of them is an error, and it is returned in
 // refused.
-func (c *Controller) readable(p apiv1.Policy, gvrs []schema.GroupVersionResource, named sets.Set[schema.GroupVersionResource]) (kept, refused []schema.GroupVersionResource, _ error) {
-	sa, err := c.accountOf(p)
+func (r *Rights) readable(ctx context.Context, p apiv1.Policy, gvrs []schema.GroupVersionResource, named sets.Set[schema.GroupVersionResource]) (kept, refused []schema.GroupVersionResource, _ error) {
+	sa, err := r.AccountOf(p)
 	if err != nil {
 		// Nothing is watched for a policy whose account is wrong: its
 		// sync reports the account.
 		return nil, nil, err
 	}
-	scope := ""
-	if p.IsNamespaced() {
-		scope = p.GetNamespace()
-	}
+	scope := scopeOf(p)
 	var errs []error
 	failed := false
 	for _, gvr := range gvrs {
-		err := c.reviews.MayWatch(c.ctx, sa, gvr, c.intake.watchKeyOf(scope, gvr).Namespace)
-		var denied *access.DeniedError
+		err := r.reviews.MayWatch(ctx, sa, gvr, r.namespace(scope, gvr))
+		var denied *DeniedError
 		switch {
 		case err == nil:
 			kept = append(kept, gvr)
@@ -101,30 +123,30 @@ func (c *Controller) readable(p apiv1.Policy, gvrs []schema.GroupVersionResource
 		}
 	}
 	if len(errs) > 0 {
-		return kept, refused, &permissionError{err: errors.Join(errs...), failed: failed}
+		return kept, refused, &PermissionError{err: errors.Join(errs...), failed: failed}
 	}
 	return kept, refused, nil
 }
 
-func (c *Controller) resolveRulesOnce(p apiv1.Policy, rules []admissionregistrationv1.NamedRuleWithOperations) (out []schema.GroupVersionResource, named sets.Set[schema.GroupVersionResource], _ error) {
+func (r *Rights) resolveOnce(p apiv1.Policy, rules []admissionregistrationv1.NamedRuleWithOperations) (out []schema.GroupVersionResource, named sets.Set[schema.GroupVersionResource], _ error) {
 	named = sets.New[schema.GroupVersionResource]()
-	lists, err := c.kinds.Resources()
+	lists, err := r.discovery.Resources()
 	if err != nil && (len(lists) == 0 || failedGroupMatters(err, rules)) {
 		// A group the rules name did not answer: its kinds would be
 		// missing, and their downstreams pruned.
-		return nil, nil, &discoveryError{err}
+		return nil, nil, &DiscoveryError{err}
 	}
 	var errs []error
-	for i, r := range rules {
-		for _, res := range r.Resources {
+	for i, rule := range rules {
+		for _, res := range rule.Resources {
 			if strings.Contains(res, "/") {
 				errs = append(errs, fmt.Errorf("spec.matchConstraints.resourceRules[%d]: subresource %q is only seen by admission webhooks and can never trigger", i, res))
 			}
 		}
-		if slices.Contains(r.Operations, admissionregistrationv1.Connect) {
+		if slices.Contains(rule.Operations, admissionregistrationv1.Connect) {
 			errs = append(errs, fmt.Errorf("spec.matchConstraints.resourceRules[%d]: operation CONNECT is only seen by admission webhooks and can never trigger", i))
 		}
-		if !slices.ContainsFunc(r.Operations, func(op admissionregistrationv1.OperationType) bool { return op != admissionregistrationv1.Connect }) {
+		if !slices.ContainsFunc(rule.Operations, func(op admissionregistrationv1.OperationType) bool { return op != admissionregistrationv1.Connect }) {
 			continue // nothing of this rule can be watched
 		}
 		for _, list := range lists {
@@ -132,22 +154,22 @@ func (c *Controller) resolveRulesOnce(p apiv1.Policy, rules []admissionregistrat
 			if err != nil {
 				continue
 			}
-			if !matchesAny(r.APIGroups, gv.Group) || !matchesAny(r.APIVersions, gv.Version) {
+			if !matchesAny(rule.APIGroups, gv.Group) || !matchesAny(rule.APIVersions, gv.Version) {
 				continue
 			}
 			for _, res := range list.APIResources {
-				if strings.Contains(res.Name, "/") || !matchesAny(r.Resources, res.Name) ||
+				if strings.Contains(res.Name, "/") || !matchesAny(rule.Resources, res.Name) ||
 					!slices.Contains(res.Verbs, "list") || !slices.Contains(res.Verbs, "watch") {
 					continue
 				}
 				gvr := gv.WithResource(res.Name)
 				if !res.Namespaced && p.IsNamespaced() {
-					if slices.Contains(r.Resources, res.Name) {
-						errs = append(errs, fmt.Errorf("spec.matchConstraints.resourceRules[%d]: %s is cluster-scoped and can never trigger a NamespacedGeneratingPolicy", i, resourceName(gvr)))
+					if slices.Contains(rule.Resources, res.Name) {
+						errs = append(errs, fmt.Errorf("spec.matchConstraints.resourceRules[%d]: %s is cluster-scoped and can never trigger a NamespacedGeneratingPolicy", i, ResourceName(gvr)))
 					}
 					continue
 				}
-				if slices.Contains(r.Resources, res.Name) {
+				if slices.Contains(rule.Resources, res.Name) {
 					named.Insert(gvr)
 				}
 				if !slices.Contains(out, gvr) {
