@@ -15,7 +15,7 @@ import (
 // evaluates them into its report's properties: a string kept unless empty,
 // null giving none, anything else the trigger's error naming the field.
 func TestAuditAnnotationsEvaluateToStrings(t *testing.T) {
-	policy := libPolicy(`"x"`)
+	policy := exprPolicy(`"x"`)
 	policy.Spec.AuditAnnotations = []admissionregistrationv1.AuditAnnotation{
 		{Key: "owner", ValueExpression: `"team-" + object.metadata.name`},
 		{Key: "empty", ValueExpression: `""`},

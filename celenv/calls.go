@@ -105,7 +105,7 @@ var boundedWalk = map[string]bool{
 }
 
 // boundedOverloads are Sprout's functions that copy a value only through
-// toJSON, bounded by MaxValueBytes, or read only strings and small maps.
+// celjson.Convert, bounded by MaxValueBytes, or read only strings and small maps.
 var boundedOverloads = []string{
 	"generator_", "resource_", "http_", "globalContext_", "json_marshal_", "dyn_setField_",
 	"listObjToMap_", "transform_listObjToMap_",

@@ -12,6 +12,9 @@ import (
 	"github.com/google/cel-go/common/types/ref"
 	"github.com/google/cel-go/common/types/traits"
 	"k8s.io/apiserver/pkg/cel/library"
+
+	"github.com/sprout-gitops/sprout/celenv/celjson"
+	"github.com/sprout-gitops/sprout/celenv/lib"
 )
 
 // Bounds on what one evaluation may cost, beyond PerCallCostLimit: cost
@@ -24,14 +27,12 @@ const (
 	// PerCallCostLimit.
 	PerEvaluationCostLimit = 5 * PerCallCostLimit
 	// MaxParseBytes bounds the text yaml.parse and json.unmarshal accept,
-	// checked before parsing: a parser allocates many times its input, so
-	// a cost charged after the parse would come too late.
-	MaxParseBytes = 512 << 10
-	// MaxValueBytes bounds one value Sprout turns into JSON (json.marshal,
-	// generator.Apply, setField, a template placeholder), roughly as its
-	// JSON text. It is the API server's limit on a request: no object
-	// larger can be written anyway.
-	MaxValueBytes = 3 << 20
+	// checked before parsing (lib.MaxParseBytes).
+	MaxParseBytes = lib.MaxParseBytes
+	// MaxValueBytes bounds one value Sprout turns into JSON: json.marshal,
+	// generator.Apply, setField, a template placeholder
+	// (celjson.MaxValueBytes).
+	MaxValueBytes = celjson.MaxValueBytes
 	// MaxListElements bounds the elements of a list flatten builds, counted
 	// before it is built: nested lists share their elements, so a list of
 	// a few dozen values can stand for millions once flattened. It is

@@ -6,8 +6,11 @@ import (
 	"strings"
 	"testing"
 
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/sprout-gitops/sprout/celenv/lib"
 )
 
 // actualCost evaluates expr with object bound to obj and returns the cost
@@ -27,10 +30,12 @@ func actualCost(t *testing.T, expr string, obj map[string]any, reader Reader) ui
 		t.Fatal(err)
 	}
 	rd := &reads{ctx: context.Background(), reader: reader}
-	_, det, _ := prog.Eval(map[string]any{
+	activation := map[string]any{
 		varObject: obj, varOldObject: nil, varRequest: map[string]any{}, varNamespaceObject: nil,
-		varVariables: map[string]any{}, varGenerator: &generation{reads: rd}, varResource: rd, varTime: newClock(time.Unix(0, 0)),
-	})
+		varVariables: map[string]any{}, varGenerator: &generation{reads: rd}, varResource: rd,
+	}
+	lib.Bind(context.Background(), time.Unix(0, 0), nil, nil).AddTo(activation)
+	_, det, _ := prog.Eval(activation)
 	if det == nil || det.ActualCost() == nil {
 		t.Fatalf("%s: no cost tracked", expr)
 	}

@@ -1,5 +1,6 @@
 // Package celenv owns the CEL side of a GeneratingPolicy: the environment
-// (variables, Kubernetes and Kyverno-compatible libraries), compiling a policy
+// (variables, the Kubernetes libraries, Sprout's resource, generator and
+// setField, and Kyverno's libraries from celenv/lib), compiling a policy
 // once into an immutable Program, and evaluating that Program against one
 // trigger to produce the objects the policy wants.
 //

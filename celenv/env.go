@@ -9,6 +9,8 @@ import (
 	"github.com/google/cel-go/interpreter"
 	celconfig "k8s.io/apiserver/pkg/apis/cel"
 	"k8s.io/apiserver/pkg/cel/library"
+
+	"github.com/sprout-gitops/sprout/celenv/lib"
 )
 
 // Names of the variables every expression can read.
@@ -34,7 +36,7 @@ const PerCallCostLimit = celconfig.PerCallLimit
 // environment) with one deliberate difference: aggregate literals may mix
 // types, so Kyverno policies need no dyn() around map values.
 func baseOptions() []cel.EnvOption {
-	return []cel.EnvOption{
+	return append([]cel.EnvOption{
 		cel.DefaultUTCTimeZone(true),
 		cel.CrossTypeNumericComparisons(true),
 		cel.OptionalTypes(),
@@ -76,19 +78,7 @@ func baseOptions() []cel.EnvOption {
 
 		resourceLibrary(),
 		setFieldLibrary(),
-		jsonLibrary(),
-		yamlLibrary(),
-		hashLibrary(),
-		timeLibrary(),
-		mathLibrary(),
-		imageLibrary(),
-		randomLibrary(),
-		x509Library(),
-		transformLibrary(),
-		httpLibrary(),
-		globalContextLibrary(),
-		unsupportedLibrary(),
-	}
+	}, lib.Libraries(resourceType)...)
 }
 
 // programOptions bound and meter every evaluation: every program Sprout runs
@@ -134,7 +124,7 @@ func environments() (cluster, namespaced *cel.Env, err error) {
 		if envErr != nil {
 			return
 		}
-		namespacedEnv, envErr = base.Extend(generatorLibrary(true), namespacedResourceLibrary(), namespacedGlobalContextLibrary())
+		namespacedEnv, envErr = base.Extend(generatorLibrary(true), namespacedResourceLibrary(), lib.NamespacedGlobalContext())
 		if envErr != nil {
 			return
 		}

@@ -13,6 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apiserver/pkg/cel/lazy"
+
+	"github.com/sprout-gitops/sprout/celenv/lib"
 )
 
 // Input is one trigger as a policy sees it: the admission event a webhook
@@ -139,23 +141,20 @@ func (p *Program) Evaluate(ctx context.Context, in Input) (Result, error) {
 	defer cancel()
 	rd := &reads{ctx: ctx, reader: in.Reader, namespace: p.namespace}
 	gen := &generation{namespace: p.namespace, reads: rd, scopes: in.Scopes, budget: evaluationBudget{cancel: cancel, done: ctx.Done()}}
-	clk := newClock(in.Now)
-	web := &httpCalls{ctx: ctx, round: in.HTTP, used: new(bool)}
-	entries := &globalContextReads{ctx: ctx, source: in.GlobalContext, used: new(bool)}
-	reproducible := func() bool { return !rd.any && !*clk.read && !*web.used && !*entries.used }
+	libs := lib.Bind(ctx, in.Now, in.HTTP, in.GlobalContext)
+	reproducible := func() bool { return !rd.any && !libs.Used() }
 	vars := lazy.NewMapValue(types.NewMapType(types.StringType, types.DynType))
-	activation := map[string]any{
-		varObject:          orNull(in.Object),
-		varOldObject:       orNull(in.OldObject),
-		varRequest:         in.Request.value(),
-		varNamespaceObject: orNull(in.NamespaceObject),
-		varVariables:       vars,
-		varGenerator:       gen,
-		varResource:        rd,
-		varTime:            clk,
-		varHTTP:            web,
-		varGlobalContext:   entries,
-	}
+	// Sized for the libraries' variables too: a map grown after it is made
+	// costs an allocation in every evaluation.
+	activation := make(map[string]any, 10)
+	libs.AddTo(activation)
+	activation[varObject] = orNull(in.Object)
+	activation[varOldObject] = orNull(in.OldObject)
+	activation[varRequest] = in.Request.value()
+	activation[varNamespaceObject] = orNull(in.NamespaceObject)
+	activation[varVariables] = vars
+	activation[varGenerator] = gen
+	activation[varResource] = rd
 	for _, v := range p.variables {
 		v := v
 		vars.Append(v.name, func(*lazy.MapValue) ref.Val {

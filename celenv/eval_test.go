@@ -192,7 +192,7 @@ func TestReproducible(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			prog := celenv.Compile(libPolicy(tt.expr))
+			prog := celenv.Compile(exprPolicy(tt.expr))
 			if err := prog.Err(); err != nil {
 				t.Fatal(err)
 			}

@@ -11,6 +11,9 @@ import (
 	"github.com/google/cel-go/common/types/ref"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/sprout-gitops/sprout/celenv/celjson"
+	"github.com/sprout-gitops/sprout/celenv/lib"
 )
 
 // generatorType is the CEL type of the generator variable.
@@ -47,7 +50,7 @@ func generatorLibrary(namespaced bool) cel.EnvOption {
 		}
 		opts = append(opts, cel.Function(name, overloads...))
 	}
-	return cel.Lib(utilityLibrary{compile: opts})
+	return lib.Library(opts...)
 }
 
 // generation collects what generator.Apply is asked to generate during one
@@ -92,7 +95,7 @@ var _ ref.Val = (*generation)(nil)
 // object or a list whose elements are objects or List objects (as
 // resource.List returns them), which are expanded into their items.
 func (g *generation) record(namespace string, v ref.Val) ref.Val {
-	value, size, err := toJSONSized(&g.budget, v)
+	value, size, err := celjson.ConvertSized(v, g.budget.charge)
 	g.lastBytes = size
 	if err != nil {
 		return types.NewErr("generator.Apply: %v", err)

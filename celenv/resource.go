@@ -13,6 +13,9 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/sprout-gitops/sprout/celenv/celjson"
+	"github.com/sprout-gitops/sprout/celenv/lib"
 )
 
 // Reader serves resource.Get and resource.List. The controller answers from
@@ -75,7 +78,7 @@ func resourceLibrary() cel.EnvOption {
 			cel.FunctionBinding(func(args ...ref.Val) ref.Val {
 				return args[0].(*reads).toGVR(string(args[1].(types.String)), string(args[2].(types.String)))
 			}))))
-	return cel.Lib(utilityLibrary{compile: opts})
+	return lib.Library(opts...)
 }
 
 // namespacedResourceLibrary declares the forms Kyverno gives a namespaced
@@ -117,7 +120,7 @@ func namespacedResourceLibrary() cel.EnvOption {
 			cel.MemberOverload("resource_"+name+"_ns_gvr_map",
 				[]*cel.Type{resourceType, gvrMap, labelMap}, cel.DynType, cel.FunctionBinding(byGVR(list)))))
 	}
-	return cel.Lib(utilityLibrary{compile: opts})
+	return lib.Library(opts...)
 }
 
 // byGVR makes a GVR form of f, a string form: it calls f with the GVR
@@ -242,7 +245,7 @@ func (r *reads) toGVR(apiVersion, kind string) ref.Val {
 
 // fromGVR spells a {group, version, resource} map as apiVersion and resource.
 func fromGVR(v ref.Val) (apiVersion, resource ref.Val, err error) {
-	m, err := toJSON(v)
+	m, err := celjson.Convert(v)
 	if err != nil {
 		return nil, nil, err
 	}

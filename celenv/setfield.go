@@ -8,6 +8,8 @@ import (
 	"github.com/google/cel-go/common/types"
 	"github.com/google/cel-go/common/types/ref"
 	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/sprout-gitops/sprout/celenv/celjson"
 )
 
 // setFieldLibrary declares obj.setField(path, value), a Sprout extension
@@ -31,7 +33,7 @@ func setFieldLibrary() cel.EnvOption {
 }
 
 func setField(objVal ref.Val, path string, valueVal ref.Val) (map[string]any, error) {
-	obj, err := toJSON(objVal)
+	obj, err := celjson.Convert(objVal)
 	if err != nil {
 		return nil, err
 	}
@@ -39,7 +41,7 @@ func setField(objVal ref.Val, path string, valueVal ref.Val) (map[string]any, er
 	if !ok {
 		return nil, fmt.Errorf("can only set fields of a map, not %s", objVal.Type().TypeName())
 	}
-	value, err := toJSON(valueVal)
+	value, err := celjson.Convert(valueVal)
 	if err != nil {
 		return nil, err
 	}

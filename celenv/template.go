@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	apiv1 "github.com/sprout-gitops/sprout/api/policies/v1"
+	"github.com/sprout-gitops/sprout/celenv/celjson"
 	"github.com/sprout-gitops/sprout/internal/yamlbudget"
 )
 
@@ -129,7 +130,7 @@ func (p placeholder) value(ctx context.Context, activation map[string]any) (any,
 	if err != nil {
 		return nil, err
 	}
-	v, size, err := toJSONSized(activationBudget(activation), out)
+	v, size, err := celjson.ConvertSized(out, activationBudget(activation).charge)
 	if errors.Is(err, errWalkStopped) {
 		return nil, interrupted(cause(ctx, activation), p.path, nil)
 	}

@@ -68,6 +68,15 @@ func (b *evaluationBudget) settle() bool {
 // evaluation reports why (cause), whatever the expression did with it.
 var errWalkStopped = errors.New("the evaluation stopped during a walk over a value")
 
+// charge is visit as celjson.ConvertSized takes it: errWalkStopped once
+// the copy must stop.
+func (b *evaluationBudget) charge(n uint64) error {
+	if !b.visit(n) {
+		return errWalkStopped
+	}
+	return nil
+}
+
 // stop is the CEL error a walk returns once visit said to stop.
 func (b *evaluationBudget) stop() ref.Val {
 	if b.err != nil {

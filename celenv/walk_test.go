@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/google/cel-go/common/types"
+
+	"github.com/sprout-gitops/sprout/celenv/lib"
 )
 
 // TestWalkedCallsAnswerAsCELDoes: the calls that walk values through the
@@ -89,10 +91,12 @@ func TestWalkedCallsAnswerAsCELDoes(t *testing.T) {
 		}
 		rd := &reads{ctx: context.Background()}
 		activation := func() map[string]any {
-			return map[string]any{
+			activation := map[string]any{
 				varObject: obj, varOldObject: nil, varRequest: map[string]any{}, varNamespaceObject: nil,
-				varVariables: map[string]any{}, varGenerator: &generation{reads: rd}, varResource: rd, varTime: newClock(time.Unix(0, 0)),
+				varVariables: map[string]any{}, varGenerator: &generation{reads: rd}, varResource: rd,
 			}
+			lib.Bind(context.Background(), time.Unix(0, 0), nil, nil).AddTo(activation)
+			return activation
 		}
 		want, _, wantErr := plain.Eval(activation())
 		got, _, gotErr := walked.Eval(activation())

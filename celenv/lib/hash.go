@@ -1,4 +1,4 @@
-package celenv
+package lib
 
 import (
 	"crypto/md5"

@@ -1,4 +1,8 @@
-package celenv
+// Package celjson owns the copy of CEL values into the JSON-safe Go values
+// unstructured objects hold, and its bound, MaxValueBytes: what an
+// evaluation writes into an object, and what Kyverno's functions
+// (json.marshal, an http body) serialise, goes through it.
+package celjson
 
 import (
 	"encoding/base64"
@@ -11,34 +15,41 @@ import (
 	"github.com/google/cel-go/common/types/traits"
 )
 
-// toJSON turns a CEL value into the JSON-safe Go value unstructured objects
+// MaxValueBytes bounds one value Sprout turns into JSON (json.marshal,
+// generator.Apply, setField, a template placeholder), roughly as its JSON
+// text. It is the API server's limit on a request: no object larger can be
+// written anyway.
+const MaxValueBytes = 3 << 20
+
+// Convert turns a CEL value into the JSON-safe Go value unstructured objects
 // hold: map[string]any, []any, string, int64, float64, bool or nil. A value
 // JSON cannot hold (an infinite or NaN double, a uint past int64) is an
 // error here, not a failed apply later.
 //
 // It is bounded by MaxValueBytes alone: the functions that call it during
 // an expression copy at most that much. Results of an evaluation are
-// converted with toJSONSized, which also walks through its budget.
-func toJSON(v ref.Val) (any, error) {
-	out, _, err := toJSONSized(nil, v)
+// converted with ConvertSized, which also charges the evaluation's budget.
+func Convert(v ref.Val) (any, error) {
+	out, _, err := ConvertSized(v, nil)
 	return out, err
 }
 
-// toJSONSized is toJSON that also returns about how many bytes the value
+// ConvertSized is Convert that also returns about how many bytes the value
 // has as JSON. It refuses a value over MaxValueBytes as soon as it has
 // copied that much: a list CEL concatenated lazily may stand for far more
-// than memory holds. With a budget (the evaluation's), each value copied is
-// also visited through it, so the copy stops with the evaluation.
-func toJSONSized(b *evaluationBudget, v ref.Val) (any, uint64, error) {
-	c := converter{left: MaxValueBytes, budget: b}
+// than memory holds. With charge (the evaluation's budget), each value
+// copied is also charged its bytes, and an error from charge stops the copy
+// with that error, so the copy stops with the evaluation.
+func ConvertSized(v ref.Val, charge func(n uint64) error) (any, uint64, error) {
+	c := converter{left: MaxValueBytes, charge: charge}
 	out, err := c.convert(v)
 	return out, uint64(MaxValueBytes - c.left), err
 }
 
-// converter counts what toJSONSized has copied.
+// converter counts what ConvertSized has copied.
 type converter struct {
 	left   int64
-	budget *evaluationBudget // nil: bounded by left alone
+	charge func(n uint64) error // nil: bounded by left alone
 }
 
 // take spends n bytes, failing past MaxValueBytes.
@@ -61,8 +72,10 @@ func (c *converter) convert(v ref.Val) (any, error) {
 	if err := c.take(size); err != nil {
 		return nil, err
 	}
-	if c.budget != nil && !c.budget.visit(uint64(size)) {
-		return nil, errWalkStopped
+	if c.charge != nil {
+		if err := c.charge(uint64(size)); err != nil {
+			return nil, err
+		}
 	}
 	switch v := v.(type) {
 	case types.Null:

@@ -1,4 +1,4 @@
-package celenv
+package lib
 
 import (
 	"context"
@@ -75,11 +75,11 @@ func globalContextLibrary() cel.EnvOption {
 	return cel.Lib(utilityLibrary{compile: opts})
 }
 
-// namespacedGlobalContextLibrary refuses globalContext in namespaced
-// policies at compile time, where Kyverno refuses it at run time: an entry
-// is cluster-wide data read with the controller's rights, which a
-// namespace's policy author must not reach through it.
-func namespacedGlobalContextLibrary() cel.EnvOption {
+// NamespacedGlobalContext refuses globalContext in namespaced policies at
+// compile time, where Kyverno refuses it at run time: an entry is
+// cluster-wide data read with the controller's rights, which a namespace's
+// policy author must not reach through it.
+func NamespacedGlobalContext() cel.EnvOption {
 	return cel.ASTValidators(namespacedGlobalContextValidator{})
 }
 

@@ -1,4 +1,4 @@
-package celenv
+package lib
 
 import (
 	"fmt"
@@ -38,7 +38,7 @@ var unsupportedVariables = []unsupportedVariable{
 // unsupportedLibrary declares unsupportedVariables, under both Kyverno
 // spellings of each function (Get and get), and the validator that rejects
 // every use of them.
-func unsupportedLibrary() cel.EnvOption {
+func unsupportedLibrary(resource *cel.Type) cel.EnvOption {
 	opts := []cel.EnvOption{cel.ASTValidators(unsupportedValidator{})}
 	for _, v := range unsupportedVariables {
 		opts = append(opts, cel.Variable(v.name, v.typ))
@@ -61,7 +61,7 @@ func unsupportedLibrary() cel.EnvOption {
 			}
 		}
 	}
-	opts = append(opts, unsupportedOverloadDecls()...)
+	opts = append(opts, unsupportedOverloadDecls(resource)...)
 	return cel.Lib(utilityLibrary{compile: opts})
 }
 
@@ -83,11 +83,11 @@ var unsupportedOverloads = map[string]string{
 
 // unsupportedOverloadDecls declares the overloads of unsupportedOverloads, so
 // that a call of one type-checks and the validator can name it.
-func unsupportedOverloadDecls() []cel.EnvOption {
+func unsupportedOverloadDecls(resource *cel.Type) []cel.EnvOption {
 	str, strList := cel.StringType, cel.ListType(cel.StringType)
 	gvr, body := cel.MapType(str, str), cel.MapType(str, cel.DynType)
 	decl := func(id string, args ...*cel.Type) cel.FunctionOpt {
-		return cel.MemberOverload(id, append([]*cel.Type{resourceType}, args...), cel.DynType,
+		return cel.MemberOverload(id, append([]*cel.Type{resource}, args...), cel.DynType,
 			cel.FunctionBinding(notSupported(unsupportedOverloads[id])))
 	}
 	var opts []cel.EnvOption

@@ -1,4 +1,4 @@
-package celenv
+package lib
 
 import (
 	"fmt"
@@ -8,6 +8,7 @@ import (
 	"github.com/google/cel-go/common/types/ref"
 	"sigs.k8s.io/yaml"
 
+	"github.com/sprout-gitops/sprout/celenv/celjson"
 	"github.com/sprout-gitops/sprout/internal/yamlbudget"
 )
 
@@ -21,7 +22,7 @@ var yamlType = cel.OpaqueType("yaml.Yaml")
 // The text goes through JSON, as with sigs.k8s.io/yaml: numbers are doubles
 // and map keys strings. Only the first document of a stream is read. The text
 // may have at most MaxParseBytes, and expand through aliases to at most
-// MaxValueBytes (counted by yamlbudget: a value's bytes and 24 for each
+// celjson.MaxValueBytes (counted by yamlbudget: a value's bytes and 24 for each
 // value, so at most 131,072 values); the parser also refuses nesting
 // deeper than it can walk.
 func yamlLibrary() cel.EnvOption {
@@ -41,7 +42,7 @@ func yamlParse(_, text ref.Val) ref.Val {
 	}
 	// Counted before the parser expands anything: its own guard counts
 	// values, and an anchor naming a long string passes it.
-	if err := yamlbudget.CheckString(string(s), MaxValueBytes); err != nil {
+	if err := yamlbudget.CheckString(string(s), celjson.MaxValueBytes); err != nil {
 		return types.WrapErr(fmt.Errorf("yaml.parse: %w", err))
 	}
 	var v any

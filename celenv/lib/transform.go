@@ -1,4 +1,4 @@
-package celenv
+package lib
 
 import (
 	"fmt"
@@ -6,6 +6,8 @@ import (
 	"github.com/google/cel-go/cel"
 	"github.com/google/cel-go/common/types"
 	"github.com/google/cel-go/common/types/ref"
+
+	"github.com/sprout-gitops/sprout/celenv/celjson"
 )
 
 // transformLibrary declares Kyverno's listObjToMap, under its two spellings:
@@ -30,11 +32,11 @@ func transformLibrary() cel.EnvOption {
 }
 
 func listObjToMap(args ...ref.Val) ref.Val {
-	keys, err := toJSON(args[0])
+	keys, err := celjson.Convert(args[0])
 	if err != nil {
 		return types.WrapErr(fmt.Errorf("listObjToMap: %w", err))
 	}
-	values, err := toJSON(args[1])
+	values, err := celjson.Convert(args[1])
 	if err != nil {
 		return types.WrapErr(fmt.Errorf("listObjToMap: %w", err))
 	}

@@ -1,4 +1,4 @@
-package celenv_test
+package lib_test
 
 import (
 	"testing"

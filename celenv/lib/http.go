@@ -1,4 +1,4 @@
-package celenv
+package lib
 
 import (
 	"bytes"
@@ -23,6 +23,8 @@ import (
 	"github.com/google/cel-go/common/types"
 	"github.com/google/cel-go/common/types/ref"
 	"github.com/google/cel-go/common/types/traits"
+
+	"github.com/sprout-gitops/sprout/celenv/celjson"
 )
 
 // Defaults and bounds of http.Get, Post and Put.
@@ -306,7 +308,7 @@ func (c *httpCalls) call(method string, args []ref.Val) ref.Val {
 	name := "http." + method[:1] + strings.ToLower(method[1:])
 	req := httpRequest{method: method, url: rawURL, caBundle: c.caBundle}
 	if method != http.MethodGet {
-		data, err := toJSON(args[1])
+		data, err := celjson.Convert(args[1])
 		if err == nil {
 			req.body, err = json.Marshal(data)
 		}

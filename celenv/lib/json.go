@@ -1,4 +1,4 @@
-package celenv
+package lib
 
 import (
 	"encoding/json"
@@ -7,6 +7,8 @@ import (
 	"github.com/google/cel-go/cel"
 	"github.com/google/cel-go/common/types"
 	"github.com/google/cel-go/common/types/ref"
+
+	"github.com/sprout-gitops/sprout/celenv/celjson"
 )
 
 // jsonType is the CEL type of the json variable.
@@ -18,7 +20,7 @@ var jsonType = cel.OpaqueType("json.Json")
 //	json.marshal(dyn) -> string     // {"a": 1} → '{"a":1}'
 //
 // As in Kyverno, every JSON number unmarshals to a double. The text may have
-// at most MaxParseBytes; json.marshal's value at most MaxValueBytes.
+// at most MaxParseBytes; json.marshal's value at most celjson.MaxValueBytes.
 func jsonLibrary() cel.EnvOption {
 	return namespaceLibrary("json", jsonType,
 		cel.Function("unmarshal", cel.MemberOverload("json_unmarshal_string",
@@ -52,7 +54,7 @@ func checkParseSize(function string, s types.String) ref.Val {
 }
 
 func jsonMarshal(_, value ref.Val) ref.Val {
-	v, err := toJSON(value)
+	v, err := celjson.Convert(value)
 	if err != nil {
 		return types.WrapErr(fmt.Errorf("json.marshal: %w", err))
 	}
