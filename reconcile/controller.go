@@ -128,13 +128,8 @@ func DefaultOptions() Options {
 // Controller runs GeneratingPolicies and NamespacedGeneratingPolicies found
 // in the cluster.
 type Controller struct {
-	opts    Options
-	log     *slog.Logger
-	dynamic dynamic.Interface
-	// raw watches triggers and Sprout's objects (see eventDecoder).
-	raw  rest.Interface
-	kube kubernetes.Interface
-	cfg  *rest.Config
+	opts Options
+	log  *slog.Logger
 	// kinds answers what discovery knows of kinds and resources.
 	kinds *kinds.Kinds
 	// eval evaluates policies for triggers, and keeps the sources'
@@ -143,27 +138,20 @@ type Controller struct {
 	// created pairs the versions every writer's creates made with the
 	// events of the generated objects' informers.
 	created *cluster.CreatedVersions
-	// writer applies and prunes: the applier, or its dry run.
-	writer writer
-	// reporter writes records, status, Events and metrics, or, dry, keeps
-	// the plan.
-	reporter reporter
-	// planned holds what each policy's last sync did or, dry, would do.
-	planned plans
+	// pipeline syncs one policy at a time: the sync's phases.
+	pipeline *syncer
 
 	kubeInformers informers.SharedInformerFactory
 	// reviews keeps access reviews' answers until rbac says RBAC changed;
-	// writers impersonate the accounts policies act as; guard judges the
-	// roles generated bindings refer to.
+	// guard judges the roles generated bindings refer to.
 	reviews *access.Reviews
 	rbac    *access.RBAC
-	writers *access.Writers[writer]
 	guard   *access.Guard
 
 	queue *policyQueue
 	// reads index what each trigger's evaluation read, so that a change of
 	// it queues that trigger alone (deps.go).
-	reads watches.ReadIndex[policy.Key]
+	reads *watches.ReadIndex[policy.Key]
 	// tell writes the policies' status and Events, the PolicyReports and
 	// the PolicySources.
 	tell    *report.Teller
@@ -186,7 +174,7 @@ type Controller struct {
 	synced atomic.Bool
 
 	// states are what is kept of each policy between its syncs.
-	states states
+	states *states
 	// ledger keeps the records, what each policy generated and claims,
 	// and which source holds each policy name.
 	ledger *ledger.Ledger
@@ -237,12 +225,8 @@ func New(cfg *rest.Config, opts Options) (*Controller, error) {
 	reviews := access.NewReviews(kube.AuthorizationV1())
 	rbac := access.NewRBAC(kube, reviews, opts.Logger)
 	c := &Controller{
-		kube:          kube,
-		cfg:           cfg,
 		opts:          opts,
 		log:           opts.Logger,
-		dynamic:       dyn,
-		raw:           raw,
 		kinds:         kinds.New(kube.Discovery()),
 		created:       created,
 		kubeInformers: factory,
@@ -252,29 +236,27 @@ func New(cfg *rest.Config, opts Options) (*Controller, error) {
 		metrics:       m,
 		policies:      map[policy.Key]*policy.Compiled{},
 		deleted:       map[policy.Key]retired{},
+		reads:         &watches.ReadIndex[policy.Key]{},
+		states:        &states{},
 	}
-	c.writer = c.writerOf(applier)
-	c.writers = access.NewWriters(cfg, c.writer, func(cfg *rest.Config) (writer, error) {
+	writers := access.NewWriters(cfg, writerOf(applier, opts.DryRun), func(cfg *rest.Config) (writer, error) {
 		a, err := inventory.NewApplier(cfg, created)
 		if err != nil {
 			return nil, err
 		}
-		return c.writerOf(a), nil
+		return writerOf(a, opts.DryRun), nil
 	})
 	c.guard = access.NewGuard(rbac, c.roleChanged)
 	c.eval = newEvaluator(c, nsInformer.Lister(), kube)
 	c.triggerInformers = watches.NewTriggers(dyn, raw, opts.Logger, triggerEvents{c})
 	c.generatedInformers = watches.NewGenerated(dyn, raw, created, c.servedInProtobuf, opts.Logger, generatedEvents{c})
 	c.ledger = ledger.New(ledgerCore{c}, c.generatedInformers, dyn, opts.Logger)
-	if c.tell, err = c.teller(cfg, kube.CoreV1().Events("")); err != nil {
+	if c.tell, err = c.teller(cfg, dyn, kube.CoreV1().Events("")); err != nil {
 		return nil, err
 	}
+	c.pipeline = newSyncer(c, writers)
 	if opts.GlobalContext != nil {
 		opts.GlobalContext.Notify(c.entryChanged)
-	}
-	c.reporter = liveReporter{c}
-	if opts.DryRun {
-		c.reporter = planReporter{c}
 	}
 	if opts.Metrics != nil {
 		if err := report.RegisterInformerGauges(opts.Metrics, c.runningInformers, c.informerSizes); err != nil {
@@ -286,7 +268,7 @@ func New(cfg *rest.Config, opts Options) (*Controller, error) {
 
 // teller makes what tells the outcomes of the controller's syncs. A
 // controller that only plans writes no PolicyReports.
-func (c *Controller) teller(cfg *rest.Config, events typedcorev1.EventInterface) (*report.Teller, error) {
+func (c *Controller) teller(cfg *rest.Config, dyn dynamic.Interface, events typedcorev1.EventInterface) (*report.Teller, error) {
 	reports := c.opts.PolicyReports
 	if c.opts.DryRun {
 		reports = nil
@@ -298,15 +280,15 @@ func (c *Controller) teller(cfg *rest.Config, events typedcorev1.EventInterface)
 				defer c.mu.RUnlock()
 				return c.policies[key]
 			},
-			Told:             func(key policy.Key) *report.Told { return c.states.of(key).telling() },
+			Told:   func(key policy.Key) *report.Told { return c.states.of(key).telling() },
 			Record: c.ledger.Record,
 			SaveRecordStatus: func(ctx context.Context, key policy.Key, cp *policy.Compiled, out report.Outcome) error {
 				return c.ledger.SaveStatus(ctx, key, cp, out, reconcileRequest(cp.Policy))
 			},
 		},
-		Client: c.dynamic, EventSink: events, TriggerEvents: c.opts.TriggerEvents,
+		Client: dyn, EventSink: events, TriggerEvents: c.opts.TriggerEvents,
 		Config: cfg, PolicyReports: reports, ReportsYield: func(ctx context.Context) { c.syncs.quiet(ctx, reportsYield) },
-		Sources: report.SourcesOptions{Client: c.dynamic, Sources: c.opts.Sources, Shard: c.opts.Shard, Census: c.ledger.Names().OfSource},
+		Sources: report.SourcesOptions{Client: dyn, Sources: c.opts.Sources, Shard: c.opts.Shard, Census: c.ledger.Names().OfSource},
 		Metrics: c.metrics, Log: c.log,
 	})
 }
@@ -359,8 +341,8 @@ func sourcesOf(opts Options, dyn dynamic.Interface) []sources.Source {
 
 // writerOf is how the controller writes through applier: as it is, or, in
 // a dry run, its dry run.
-func (c *Controller) writerOf(applier *inventory.Applier) writer {
-	if c.opts.DryRun {
+func writerOf(applier *inventory.Applier, dryRun bool) writer {
+	if dryRun {
 		return applier.DryRun()
 	}
 	return applier
