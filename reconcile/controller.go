@@ -150,13 +150,8 @@ func maxObjects(cp *policy.Compiled, otherwise int) (int, error) {
 // Controller runs GeneratingPolicies and NamespacedGeneratingPolicies found
 // in the cluster.
 type Controller struct {
-	opts    Options
-	log     *slog.Logger
-	dynamic dynamic.Interface
-	// raw watches triggers and Sprout's objects (see eventDecoder).
-	raw  rest.Interface
-	kube kubernetes.Interface
-	cfg  *rest.Config
+	opts Options
+	log  *slog.Logger
 	// kinds answers what discovery knows of kinds and resources.
 	kinds *kinds.Kinds
 	// eval evaluates policies for triggers, and keeps the sources'
@@ -165,23 +160,16 @@ type Controller struct {
 	// created pairs the versions every writer's creates made with the
 	// events of the generated objects' informers.
 	created *cluster.CreatedVersions
-	// writer applies and prunes: the applier, or its dry run.
-	writer writer
-	// reporter writes records, status, Events and metrics, or, dry, keeps
-	// the plan.
-	reporter reporter
-	// planned holds what each policy's last sync did or, dry, would do.
-	planned plans
+	// pipeline syncs one policy at a time: the sync's phases.
+	pipeline *syncer
 
-	// rights answers what policies' rights allow; writers impersonate the
-	// accounts policies act as.
-	rights  *access.Rights
-	writers *access.Writers[writer]
+	// rights answers what policies' rights allow.
+	rights *access.Rights
 
 	queue *policyQueue
 	// reads index what each trigger's evaluation read, so that a change of
 	// it queues that trigger alone (deps.go).
-	reads watches.ReadIndex[policy.Key]
+	reads *watches.ReadIndex[policy.Key]
 	// tell writes the policies' status and Events, the PolicyReports and
 	// the PolicySources.
 	tell    *report.Teller
@@ -202,7 +190,7 @@ type Controller struct {
 	synced atomic.Bool
 
 	// states are what is kept of each policy between its syncs.
-	states states
+	states *states
 	// ledger keeps the records, what each policy generated and claims,
 	// and which source holds each policy name.
 	ledger *ledger.Ledger
@@ -251,48 +239,42 @@ func New(cfg *rest.Config, opts Options) (*Controller, error) {
 	factory := informers.NewSharedInformerFactory(kube, 0)
 	nsInformer := factory.Core().V1().Namespaces()
 	c := &Controller{
-		kube:     kube,
-		cfg:      cfg,
 		opts:     opts,
 		log:      opts.Logger,
-		dynamic:  dyn,
-		raw:      raw,
 		kinds:    kinds.New(kube.Discovery()),
 		created:  created,
 		queue:    newPolicyQueue(m),
 		metrics:  m,
 		policies: map[policy.Key]*policy.Compiled{},
 		deleted:  map[policy.Key]retired{},
+		reads:    &watches.ReadIndex[policy.Key]{},
+		states:   &states{},
 	}
-	c.writer = c.writerOf(applier)
-	c.writers = access.NewWriters(cfg, c.writer, func(cfg *rest.Config) (writer, error) {
+	writers := access.NewWriters(cfg, writerOf(applier, opts.DryRun), func(cfg *rest.Config) (writer, error) {
 		a, err := inventory.NewApplier(cfg, created)
 		if err != nil {
 			return nil, err
 		}
-		return c.writerOf(a), nil
+		return writerOf(a, opts.DryRun), nil
 	})
 	c.rights = access.New(access.Config{Options: opts.access(), Kube: kube, Log: opts.Logger, Discovery: c.kinds, RoleChanged: c.roleChanged,
 		WatchNamespace: func(scope string, gvr schema.GroupVersionResource) string {
 			return c.intake.watchKeyOf(scope, gvr).Namespace
 		}})
-	in := &intake{policies: c.withPolicies, states: &c.states, queue: c.queue, reads: &c.reads, kinds: c.kinds,
+	in := &intake{policies: c.withPolicies, states: c.states, queue: c.queue, reads: c.reads, kinds: c.kinds,
 		informers: factory, rights: c.rights, created: created}
 	c.intake = in
 	c.eval = newEvaluator(c, nsInformer.Lister(), kube)
 	in.triggers = watches.NewTriggers(dyn, raw, opts.Logger, triggerEvents{in})
 	in.generated = watches.NewGenerated(dyn, raw, created, in.servedInProtobuf, opts.Logger, generatedEvents{in})
 	c.ledger = ledger.New(ledgerCore{c}, in.generated, dyn, opts.Logger)
-	if c.tell, err = c.teller(cfg, kube.CoreV1().Events("")); err != nil {
+	if c.tell, err = c.teller(cfg, dyn, kube.CoreV1().Events("")); err != nil {
 		return nil, err
 	}
 	in.eval, in.tell, in.ledger = c.eval, c.tell, c.ledger
+	c.pipeline = newSyncer(c, writers)
 	if opts.GlobalContext != nil {
 		opts.GlobalContext.Notify(c.intake.entryChanged)
-	}
-	c.reporter = liveReporter{c}
-	if opts.DryRun {
-		c.reporter = planReporter{c}
 	}
 	if opts.Metrics != nil {
 		if err := report.RegisterInformerGauges(opts.Metrics, c.intake.runningInformers, c.intake.informerSizes); err != nil {
@@ -304,7 +286,7 @@ func New(cfg *rest.Config, opts Options) (*Controller, error) {
 
 // teller makes what tells the outcomes of the controller's syncs. A
 // controller that only plans writes no PolicyReports.
-func (c *Controller) teller(cfg *rest.Config, events typedcorev1.EventInterface) (*report.Teller, error) {
+func (c *Controller) teller(cfg *rest.Config, dyn dynamic.Interface, events typedcorev1.EventInterface) (*report.Teller, error) {
 	reports := c.opts.PolicyReports
 	if c.opts.DryRun {
 		reports = nil
@@ -322,9 +304,9 @@ func (c *Controller) teller(cfg *rest.Config, events typedcorev1.EventInterface)
 				return c.ledger.SaveStatus(ctx, key, cp, out, reconcileRequest(cp.Policy))
 			},
 		},
-		Client: c.dynamic, EventSink: events, TriggerEvents: c.opts.TriggerEvents,
+		Client: dyn, EventSink: events, TriggerEvents: c.opts.TriggerEvents,
 		Config: cfg, PolicyReports: reports, ReportsYield: func(ctx context.Context) { c.syncs.quiet(ctx, reportsYield) },
-		Sources: report.SourcesOptions{Client: c.dynamic, Sources: c.opts.Sources, Shard: c.opts.Shard, Census: c.ledger.Names().OfSource},
+		Sources: report.SourcesOptions{Client: dyn, Sources: c.opts.Sources, Shard: c.opts.Shard, Census: c.ledger.Names().OfSource},
 		Metrics: c.metrics, Log: c.log,
 	})
 }
@@ -377,8 +359,8 @@ func sourcesOf(opts Options, dyn dynamic.Interface) []sources.Source {
 
 // writerOf is how the controller writes through applier: as it is, or, in
 // a dry run, its dry run.
-func (c *Controller) writerOf(applier *inventory.Applier) writer {
-	if c.opts.DryRun {
+func writerOf(applier *inventory.Applier, dryRun bool) writer {
+	if dryRun {
 		return applier.DryRun()
 	}
 	return applier

@@ -59,13 +59,13 @@ func (in *intake) entryChanged(name string) {
 // readerFor is the reader of the evaluations of run's sync, for a policy
 // that runs as as (nil: as Sprout). A resource it reads is at once among
 // those whose changes queue the policy.
-func (c *Controller) readerFor(run *syncRun, as *access.Account) *evaluate.Reader {
-	s := evaluate.Sync{Scope: run.cp.Scope(), Exceptions: c.states.of(run.key).keptExceptions(),
-		Read: func(gvr schema.GroupVersionResource) { c.states.of(run.key).setReads(sets.New(gvr), nil, true) }}
+func (in *intake) readerFor(run *syncRun, as *access.Account) *evaluate.Reader {
+	s := evaluate.Sync{Scope: run.cp.Scope(), Exceptions: in.states.of(run.key).keptExceptions(),
+		Read: func(gvr schema.GroupVersionResource) { in.states.of(run.key).setReads(sets.New(gvr), nil, true) }}
 	if as != nil {
 		s.May = func(ctx context.Context, verb string, gvr schema.GroupVersionResource, namespace string) error {
-			return c.rights.Reviews().May(ctx, as, verb, gvr, namespace)
+			return in.rights.Reviews().May(ctx, as, verb, gvr, namespace)
 		}
 	}
-	return c.eval.Reader(s)
+	return in.eval.Reader(s)
 }

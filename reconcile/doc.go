@@ -25,11 +25,15 @@
 //     the policies need them;
 //   - each policy's state between its syncs (state.go): one value per
 //     policy, entered with it and dropped in one place when it leaves;
-//   - the sync (sync.go): one policy at a time, one pipeline of phases for
-//     a full and an incremental sync alike (runPhases): snapshot the
+//   - the sync pipeline (pipeline.go, sync.go): a type of its own, made
+//     once, that syncs one policy at a time with one pipeline of phases
+//     for a full and an incremental sync alike (runPhases): snapshot the
 //     compiled policy, match its admitted triggers (triggers.go), evaluate
-//     and apply them a part at a time (generate.go), prune,
-//     record, report; a deleted policy's last sync is finalize.go;
+//     and apply them a part at a time (generate.go), prune (fullsync.go,
+//     incremental.go), record, report; a deleted policy's last sync is
+//     finalize.go. It holds the parts it uses, not the Controller, and
+//     asks the loop, the access checks and the watches through small
+//     interfaces it declares;
 //   - the reporter (reporter.go): where a sync's outcome goes, the policy's
 //     record, then its status and Events, which a report.Teller writes.
 //     A dry run (Options.DryRun, Plan) has a reporter that keeps the plan

@@ -117,7 +117,7 @@ func (in *intake) queueGenerated(key policy.Key, obj any, d time.Duration) {
 // the API server does not serve is an error for its objects alone: the
 // resources of the others are still returned, so they are recorded before
 // they are written.
-func (c *Controller) resourcesOf(objs []*unstructured.Unstructured, kinds []schema.GroupVersionKind, seen map[schema.GroupVersionKind]error) (sets.Set[schema.GroupVersionResource], error) {
+func (in *intake) resourcesOf(objs []*unstructured.Unstructured, kinds []schema.GroupVersionKind, seen map[schema.GroupVersionKind]error) (sets.Set[schema.GroupVersionResource], error) {
 	out := sets.New[schema.GroupVersionResource]()
 	var errs []error
 	var last *schema.GroupVersionKind
@@ -127,7 +127,7 @@ func (c *Controller) resourcesOf(objs []*unstructured.Unstructured, kinds []sche
 			continue // most often, every object is of one kind
 		}
 		last = &gvk
-		m, err := c.restMapping(gvk)
+		m, err := in.kinds.Mapping(gvk)
 		seen[gvk] = err
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", inventory.ObjectID(o), err))

@@ -48,13 +48,13 @@ func (g *generation) skip(t policy.Trigger, exceptions []string) {
 
 // skippedEvent tells, on the policy, which triggers exceptions skipped,
 // once for each different set (evaluate.PolicyExceptions.Tell).
-func (c *Controller) skippedEvent(key policy.Key, cp *policy.Compiled, s evaluate.Skipped) {
-	msg, tell := c.states.of(key).keptExceptions().Tell(s, eventObjects)
-	if !tell || c.opts.DryRun {
+func (s *syncer) skippedEvent(key policy.Key, cp *policy.Compiled, skipped evaluate.Skipped) {
+	msg, tell := s.states.of(key).keptExceptions().Tell(skipped, eventObjects)
+	if !tell || s.dryRun {
 		return
 	}
-	if ref := c.tell.Reference(key, cp); ref != nil {
-		c.tell.Event(ref, corev1.EventTypeNormal, ReasonPolicySkipped, msg)
+	if ref := s.tell.Reference(key, cp); ref != nil {
+		s.tell.Event(ref, corev1.EventTypeNormal, ReasonPolicySkipped, msg)
 	}
 }
 

@@ -98,7 +98,7 @@ func (c *Controller) PolicyStateLeft() map[string]int {
 	out["reads"] = c.reads.Len()
 	count("syncs", &c.syncs.mu, func() int { return len(c.syncs.cancel) })
 	count("dirty", &c.queue.dirty.mu, func() int { return len(c.queue.dirty.m) })
-	count("plans", &c.planned.mu, func() int { return len(c.planned.byKey) })
+	count("plans", &c.pipeline.planned.mu, func() int { return len(c.pipeline.planned.byKey) })
 	out["reports"] = c.tell.Pending()
 	return out
 }

@@ -12,16 +12,16 @@ import (
 // finalize is the last sync of a deleted policy. A synchronizing policy that
 // does not orphan its objects takes its data objects with it; clones stay,
 // as in Kyverno. Then its record goes.
-func (c *Controller) finalize(ctx context.Context, key policy.Key, gone retired) error {
-	if c.opts.DryRun {
+func (s *syncer) finalize(ctx context.Context, key policy.Key, gone retired) error {
+	if s.dryRun {
 		return nil // a plan covers the policies it was given, not retired ones
 	}
 	if gone.synchronize && !gone.orphan {
-		written := c.states.of(key).ledger().Written()
-		if _, ready := c.ledger.Track(ctx, key, written); !ready {
+		written := s.states.of(key).ledger().Written()
+		if _, ready := s.ledger.Track(ctx, key, written); !ready {
 			return errWaiting
 		}
-		owned, err := c.ledger.OwnedLive(ctx, key)
+		owned, err := s.ledger.OwnedLive(ctx, key)
 		if err != nil {
 			return err
 		}
@@ -30,7 +30,7 @@ func (c *Controller) finalize(ctx context.Context, key policy.Key, gone retired)
 		if gone.account != (access.Account{}) {
 			as = &gone.account
 		}
-		w, err := c.writers.For(as)
+		w, err := s.writers.For(as)
 		if err != nil {
 			return err
 		}
@@ -42,19 +42,16 @@ func (c *Controller) finalize(ctx context.Context, key policy.Key, gone retired)
 		}
 		changes, err := w.Prune(ctx, objs)
 		if changes.Written() {
-			c.log.Info("pruned after policy deletion", "policy", key.String(), "changes", changes)
+			s.log.Info("pruned after policy deletion", "policy", key.String(), "changes", changes)
 		}
 		if err != nil {
 			return err
 		}
 	}
-	if err := c.ledger.Delete(ctx, gone.ref); err != nil {
+	if err := s.ledger.Delete(ctx, gone.ref); err != nil {
 		return err
 	}
-	c.tell.UnreportPolicy(key)
-	c.mu.Lock()
-	delete(c.deleted, key)
-	c.mu.Unlock()
-	c.forgetPolicy(key)
+	s.tell.UnreportPolicy(key)
+	s.loop.retire(key)
 	return nil
 }

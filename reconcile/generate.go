@@ -95,7 +95,7 @@ type parts struct {
 // after an apply leaves nothing unfound and forgets no admission). An
 // error of that, or caches still syncing, stops the sync: the parts
 // applied stay applied, and nothing is pruned.
-func (c *Controller) generate(ctx context.Context, run *syncRun, w writer, reader *evaluate.Reader) (*generation, error) {
+func (s *syncer) generate(ctx context.Context, run *syncRun, w writer, reader *evaluate.Reader) (*generation, error) {
 	cp, triggers := run.cp, run.triggers
 	// Most policies generate one object a trigger.
 	g := &generation{changes: inventory.ChangeSet{Changes: make([]inventory.Change, 0, len(triggers))}, verdicts: access.NewVerdicts(), failed: sets.New[string]()}
@@ -108,9 +108,9 @@ func (c *Controller) generate(ctx context.Context, run *syncRun, w writer, reade
 		defer cp.Evaluations.EndRound()
 	}
 	ps := &parts{run: run, g: g, round: run.decisions.Begin(), w: w, reader: reader, sync: cp.Policy.PolicySpec().Synchronize(),
-		alive: c.triggerExists(cp), mapped: map[schema.GroupVersionKind]error{}, recorded: -1}
+		alive: s.matcher.triggerExists(cp), mapped: map[schema.GroupVersionKind]error{}, recorded: -1}
 	defer ps.round.End()
-	limit, err := maxObjects(cp, c.opts.MaxObjectsPerTrigger)
+	limit, err := s.checks.maxObjects(cp)
 	if err != nil {
 		g.evalErrs = append(g.evalErrs, err)
 		triggers = nil // nothing is evaluated, and nothing pruned
@@ -119,7 +119,7 @@ func (c *Controller) generate(ctx context.Context, run *syncRun, w writer, reade
 	defer func() {
 		// On every return: the applies under way end first, then the round.
 		for _, p := range ps.applying {
-			c.finish(p, ps)
+			s.finish(p, ps)
 		}
 		run.phase.Done("apply")
 	}()
@@ -129,7 +129,7 @@ func (c *Controller) generate(ctx context.Context, run *syncRun, w writer, reade
 		}
 		part := triggers[start:min(start+size, len(triggers))]
 		start += max(len(part), 1)
-		if err := c.generatePart(ctx, ps, part, start >= len(triggers)); err != nil {
+		if err := s.generatePart(ctx, ps, part, start >= len(triggers)); err != nil {
 			return g, err
 		}
 	}
@@ -141,15 +141,15 @@ func (c *Controller) generate(ctx context.Context, run *syncRun, w writer, reade
 // sync's goroutine, which has nothing left to evaluate: a sync of one
 // trigger's event starts no goroutine, whose stack would grow to a
 // request's depth each time.
-func (c *Controller) generatePart(ctx context.Context, ps *parts, part []policy.Trigger, last bool) error {
+func (s *syncer) generatePart(ctx context.Context, ps *parts, part []policy.Trigger, last bool) error {
 	g, run := ps.g, ps.run
-	want := c.desired(ctx, run.cp, part, ps.reader, ps.limit, g)
-	desired, kinds, refused, err := c.rights.Refuse(ctx, c.ctx.Done(), want.objects, want.kinds, g.verdicts, g.failed)
+	want := s.desired(ctx, run.cp, part, ps.reader, ps.limit, g)
+	desired, kinds, refused, err := s.checks.refuse(ctx, want.objects, want.kinds, g.verdicts, g.failed)
 	if err != nil {
 		return errWaiting // for the caches of roles
 	}
 	g.refuseErrs = append(g.refuseErrs, refused...)
-	gvrs, mapErr := c.resourcesOf(desired, kinds, ps.mapped)
+	gvrs, mapErr := s.cache.resourcesOf(desired, kinds, ps.mapped)
 	g.mapErr = errors.Join(g.mapErr, mapErr)
 	if g.mapErr != nil {
 		failed := map[string]error{}
@@ -158,29 +158,29 @@ func (c *Controller) generatePart(ctx context.Context, ps *parts, part []policy.
 				failed[o.GetLabels()[sproutv1alpha1.LabelTriggerUID]] = fmt.Errorf("%s: %w", inventory.ObjectID(o), err)
 			}
 		}
-		c.tell.ApplyFailed(run.cp, part, failed)
+		s.tell.ApplyFailed(run.cp, part, failed)
 	}
 	run.phase.Done("evaluate")
 	if len(ps.applying) == maxApplying {
-		c.finish(ps.applying[0], ps)
+		s.finish(ps.applying[0], ps)
 		ps.applying = ps.applying[1:]
 		run.phase.Done("apply")
 	}
-	if err := c.recordAhead(ctx, ps, gvrs); err != nil {
+	if err := s.recordAhead(ctx, ps, gvrs); err != nil {
 		return err
 	}
 	toWrite := desired
 	if !ps.sync {
-		toWrite = c.states.of(run.key).ledger().NotYetGenerated(desired)
+		toWrite = s.states.of(run.key).ledger().NotYetGenerated(desired)
 	}
 	opts := inventory.ApplyOptions{Synchronize: ps.sync, Alive: ps.alive, Round: ps.round, Settled: want.settled}
 	if ps.sync {
-		opts.Claimed = func(triggerUID, id string) bool { return c.states.of(run.key).ledger().Claims(triggerUID, id) }
+		opts.Claimed = func(triggerUID, id string) bool { return s.states.of(run.key).ledger().Claims(triggerUID, id) }
 	}
 	p := &partApply{want: want, part: part, done: make(chan struct{})}
 	apply := func() {
 		defer close(p.done)
-		p.changes, p.err = ps.w.Apply(ctx, toWrite, liveObjects{c.intake}, opts)
+		p.changes, p.err = ps.w.Apply(ctx, toWrite, s.live, opts)
 	}
 	if last {
 		apply()
@@ -195,16 +195,16 @@ func (c *Controller) generatePart(ctx context.Context, ps *parts, part []policy.
 // recordAhead watches the resources a part writes to and names them in
 // the record before the part is applied; a lost record is rebuilt from
 // the objects first. It returns errWaiting while their caches sync.
-func (c *Controller) recordAhead(ctx context.Context, ps *parts, gvrs sets.Set[schema.GroupVersionResource]) error {
+func (s *syncer) recordAhead(ctx context.Context, ps *parts, gvrs sets.Set[schema.GroupVersionResource]) error {
 	run := ps.run
-	written, ready := c.ledger.Track(ctx, run.key, gvrs)
-	if ready && written != ps.rebuiltAt && c.states.of(run.key).ledger().Rebuilding() {
+	written, ready := s.ledger.Track(ctx, run.key, gvrs)
+	if ready && written != ps.rebuiltAt && s.states.of(run.key).ledger().Rebuilding() {
 		// Before the record is written from what this sync knows. A
 		// resource's objects are all in its cache once it is ready:
 		// only a part that writes to a new resource can find more.
 		ps.rebuiltAt = written
 		var learnt bool
-		run.cp, learnt = c.rebuildAdmissions(run.key, run.cp)
+		run.cp, learnt = s.matcher.rebuildAdmissions(run.key, run.cp)
 		ps.g.rebuilt, ps.g.relearnt = written > 0, ps.g.relearnt || learnt
 		if learnt {
 			ps.recorded = -1
@@ -213,7 +213,7 @@ func (c *Controller) recordAhead(ctx context.Context, ps *parts, gvrs sets.Set[s
 	if written != ps.recorded {
 		// Unchanged, a record costs no request, but building it
 		// costs a list of every trigger admitted: once per resource.
-		if err := c.reporter.record(ctx, run.key, run.cp); err != nil {
+		if err := s.reporter.record(ctx, run.key, run.cp); err != nil {
 			return err
 		}
 		ps.recorded = written
@@ -239,7 +239,7 @@ type partApply struct {
 // objects of a synchronizing policy that the cache showed unchanged, or
 // that were created as desired, settle; what a policy that does not
 // synchronize created is remembered.
-func (c *Controller) finish(p *partApply, ps *parts) {
+func (s *syncer) finish(p *partApply, ps *parts) {
 	g, key := ps.g, ps.run.key
 	<-p.done
 	g.changes.Changes = append(g.changes.Changes, p.changes.Changes...)
@@ -251,18 +251,16 @@ func (c *Controller) finish(p *partApply, ps *parts) {
 				failed[ch.TriggerUID] = fmt.Errorf("%s: %s", ch.ID, ch.Reason)
 			}
 		}
-		c.tell.ApplyFailed(ps.run.cp, p.part, failed)
+		s.tell.ApplyFailed(ps.run.cp, p.part, failed)
 	}
-	c.mu.RLock()
-	cp := c.policies[key]
-	c.mu.RUnlock()
-	if cp != nil && c.states.of(key).ledger().MayTriggerItself(cp) {
-		c.states.of(key).ledger().NoteOwn(p.changes)
+	cp, _ := s.loop.policy(key)
+	if cp != nil && s.states.of(key).ledger().MayTriggerItself(cp) {
+		s.states.of(key).ledger().NoteOwn(p.changes)
 	}
 	if ps.sync {
-		g.settled += p.want.settledLen() + c.settle(ps.round, p.want.settling, p.want.epoch)
+		g.settled += p.want.settledLen() + settle(ps.round, p.want.settling, p.want.epoch)
 	} else {
-		c.states.of(key).ledger().NoteGenerated(p.changes)
+		s.states.of(key).ledger().NoteGenerated(p.changes)
 	}
 }
 
@@ -294,16 +292,16 @@ func (d desiredSet) settledLen() int {
 // its origin. A trigger that fails to evaluate, or generates more than
 // limit objects, is reported in g and skipped; the others still count.
 // The evaluations are counted before their objects are applied.
-func (c *Controller) desired(ctx context.Context, cp *policy.Compiled, triggers []policy.Trigger, reader *evaluate.Reader, limit int, g *generation) desiredSet {
+func (s *syncer) desired(ctx context.Context, cp *policy.Compiled, triggers []policy.Trigger, reader *evaluate.Reader, limit int, g *generation) desiredSet {
 	out := desiredSet{settled: make([]inventory.Settled, 0, len(triggers))}
 	key := policy.KeyOf(cp.Policy)
-	out.epoch = c.intake.downstreamEpoch(key)
+	out.epoch = s.cache.downstreamEpoch(key)
 	evaluated, reused := 0, 0
-	defer func() { c.metrics.ObserveEvaluations(key.String(), evaluated, reused) }()
+	defer func() { s.metrics.ObserveEvaluations(key.String(), evaluated, reused) }()
 	for _, t := range triggers {
-		reads, logged := reader.Reads(), c.reads.Logged(key)
+		reads, logged := reader.Reads(), s.reads.Logged(key)
 		reader.Record()
-		ev, m, kept, err := c.eval.Evaluate(ctx, cp, t, reader, out.epoch)
+		ev, m, kept, err := s.eval.Evaluate(ctx, cp, t, reader, out.epoch)
 		tape := reader.Recorded()
 		if kept {
 			reused++
@@ -315,7 +313,7 @@ func (c *Controller) desired(ctx context.Context, cp *policy.Compiled, triggers 
 			err = fmt.Errorf("generates %d objects, more than the %d one trigger may (--max-objects-per-trigger, or the policy's annotation %s)", n, limit, AnnotationMaxObjectsPerTrigger)
 		}
 		if !kept {
-			c.tell.Trigger(cp, t, ev, err)
+			s.tell.Trigger(cp, t, ev, err)
 		}
 		if err != nil {
 			g.evalErrs = append(g.evalErrs, fmt.Errorf("trigger %s %s: %w", t.Object.GetKind(), objectRef(t.Object), err))
@@ -355,7 +353,7 @@ func (c *Controller) desired(ctx context.Context, cp *policy.Compiled, triggers 
 // identities and versions instead (inventory.Settled): the evaluation's
 // objects are its largest part, and the cluster holds them already.
 // It returns how many objects settled.
-func (c *Controller) settle(round *inventory.Round, memos []*policy.Memo, epoch uint64) int {
+func settle(round *inventory.Round, memos []*policy.Memo, epoch uint64) int {
 	var groups [][]*unstructured.Unstructured
 	var settling []*policy.Memo
 	for _, m := range memos {

@@ -126,33 +126,23 @@ func (g *generation) clean() bool {
 		g.failed.Len() == 0 && !g.verdicts.AnyRefused()
 }
 
-// keepTally keeps what a full sync found per trigger, if it was clean,
-// and reports whether it did.
-func (c *Controller) keepTally(run *syncRun, g *generation, changes inventory.ChangeSet, err error) bool {
-	if err != nil || !g.clean() || changes.NotOwned() != "" || run.cp.ResolveErr != nil || c.states.of(run.key).ledger().Rebuilding() {
-		return false
-	}
-	c.states.of(run.key).setTally(newTally(run.cp, g.contributions))
-	return true
-}
-
-// incrementalAllowed reports whether the policy may sync only the triggers
-// in p: nothing but trigger events queued it, and its last sync left a
-// clean tally for the same compiled policy, with nothing pending that
-// only a full sync settles.
-func (c *Controller) incrementalAllowed(run *syncRun, p *pending, t *tally) bool {
-	cp := run.cp
+// allowed reports whether the policy may sync only the triggers in p:
+// nothing but trigger events queued it, and its last sync left a clean
+// tally for the same compiled policy, with nothing pending that only a
+// full sync settles.
+func (i *incrementalSync) allowed(run *syncRun, p *pending, t *tally) bool {
+	cp, st := run.cp, i.s.states.of(run.key)
 	switch {
-	case p.full || t == nil || c.opts.DryRun:
+	case p.full || t == nil || i.s.dryRun:
 		return false
 	case t.evaluations != cp.Evaluations || !slices.Equal(t.triggers, cp.Triggers) || cp.ResolveErr != nil:
 		return false
 	case t.volatile > 0 || t.since+len(p.triggers) > max(len(t.byUID), minFullEvery):
 		return false
-	case c.states.of(run.key).ledger().Rebuilding() || len(c.states.of(run.key).pendingTombstones()) > 0:
+	case st.ledger().Rebuilding() || len(st.pendingTombstones()) > 0:
 		return false
 	}
-	if before, changed := c.states.of(run.key).ledger().DerivedBy(); changed && before != cp.Derives {
+	if before, changed := st.ledger().DerivedBy(); changed && before != cp.Derives {
 		return false
 	}
 	return true
@@ -163,31 +153,31 @@ func (c *Controller) incrementalAllowed(run *syncRun, p *pending, t *tally) bool
 // sync, which meets again what made it give up, and nothing it did is
 // lost.
 type incrementalSync struct {
-	c     *Controller
+	s     *syncer
 	tally *tally
 	dirty []types.UID
 }
 
-func (s *incrementalSync) match(run *syncRun) (bool, error) {
-	c := s.c
-	p := c.queue.dirty.take(run.key)
+func (i *incrementalSync) match(run *syncRun) (bool, error) {
+	s := i.s
+	p := s.loop.takeChanges(run.key)
 	if p == nil {
 		// Nothing changed since the last sync took what had: a key queued
 		// again while that sync ran.
 		p = &pending{}
 	}
-	s.tally = c.states.of(run.key).getTally()
-	if !c.incrementalAllowed(run, p, s.tally) {
+	i.tally = s.states.of(run.key).getTally()
+	if !i.allowed(run, p, i.tally) {
 		return false, nil
 	}
-	run.phase = c.metrics.Phases()
-	triggers, dirty, ok := c.matchDirty(run, p, s.tally)
+	run.phase = s.metrics.Phases()
+	triggers, dirty, ok := s.matcher.matchDirty(run, p, i.tally)
 	if !ok {
 		return false, nil
 	}
-	s.dirty = dirty
-	c.tell.UnreportDirty(run.cp, dirty, triggers)
-	c.metrics.Syncs.WithLabelValues(run.key.String(), "incremental").Inc()
+	i.dirty = dirty
+	s.tell.UnreportDirty(run.cp, dirty, triggers)
+	s.metrics.Syncs.WithLabelValues(run.key.String(), "incremental").Inc()
 	run.phase.Done("match")
 	run.triggers, run.incremental = triggers, true
 	return true, nil
@@ -195,7 +185,7 @@ func (s *incrementalSync) match(run *syncRun) (bool, error) {
 
 // accept gives way to a full sync on any failure: only a clean generation
 // adjusts the tally trigger by trigger.
-func (s *incrementalSync) accept(run *syncRun, g *generation, err error) bool {
+func (*incrementalSync) accept(run *syncRun, g *generation, err error) bool {
 	if err != nil || !g.clean() {
 		run.triggers, run.incremental = nil, false
 		return false
@@ -205,97 +195,45 @@ func (s *incrementalSync) accept(run *syncRun, g *generation, err error) bool {
 
 // prune deletes what the changed triggers own and no longer want, and
 // adjusts the counts the last full sync found, trigger by trigger.
-func (s *incrementalSync) prune(ctx context.Context, run *syncRun, w writer, g *generation) (inventory.ChangeSet, error) {
-	c, t := s.c, s.tally
-	changes, pruneErr := c.pruneDirty(ctx, run, w, g, s.dirty)
+func (i *incrementalSync) prune(ctx context.Context, run *syncRun, w writer, g *generation) (inventory.ChangeSet, error) {
+	s, t := i.s, i.tally
+	changes, pruneErr := i.pruneDirty(ctx, run, w, g)
 	changes.Changes = append(g.changes.Changes, changes.Changes...)
 	if len(g.skipped) > 0 {
 		// The triggers an exception skipped among those evaluated again,
 		// as a trigger created after the last full sync.
-		c.skippedEvent(run.key, run.cp, g.skipped)
+		s.skippedEvent(run.key, run.cp, g.skipped)
 	}
 	if changes.Written() {
-		c.log.Info("applied", "policy", run.key.String(), "changes", changes)
+		s.log.Info("applied", "policy", run.key.String(), "changes", changes)
 	}
-	for _, uid := range s.dirty {
+	for _, uid := range i.dirty {
 		t.remove(uid)
 	}
 	for _, ct := range g.contributions {
 		t.add(ct)
 	}
-	t.since += len(s.dirty)
+	t.since += len(i.dirty)
 	g.matched, g.objects = t.matched, t.objects
 	if run.cp.Policy.PolicySpec().Synchronize() {
-		c.metrics.Settled.WithLabelValues(run.key.String()).Set(float64(t.settled))
+		s.metrics.Settled.WithLabelValues(run.key.String()).Set(float64(t.settled))
 	}
 	return changes, pruneErr
 }
 
-func (s *incrementalSync) keep(run *syncRun, _ *generation, changes inventory.ChangeSet, err error) (bool, []types.UID) {
+func (i *incrementalSync) keep(run *syncRun, _ *generation, changes inventory.ChangeSet, err error) (bool, []types.UID) {
 	kept := err == nil && changes.NotOwned() == ""
 	if !kept {
-		s.c.states.of(run.key).setTally(nil)
+		i.s.states.of(run.key).setTally(nil)
 	}
-	return kept, s.dirty
-}
-
-// matchDirty finds, from the caches, the changed triggers the policy has
-// admitted and selects now. It returns them, the UIDs of every changed
-// trigger, and false when a full sync must decide instead: a match failed,
-// a trigger is one of the policy's own objects, or a trigger's resource is
-// not one the policy watches now.
-func (c *Controller) matchDirty(run *syncRun, p *pending, t *tally) ([]policy.Trigger, []types.UID, bool) {
-	cp := run.cp
-	ms := c.matchSettingsOf(run.key, cp)
-	var out []policy.Trigger
-	dirty := make([]types.UID, 0, len(p.triggers))
-	for uid, d := range p.triggers {
-		dirty = append(dirty, uid)
-		if d.old != nil {
-			cp.Evaluations.Forget(d.old)
-		}
-		if d.key == "" {
-			// Known by an object it generated: a trigger the policy does
-			// not select now has no desired objects, and its objects go.
-			prev, ok := t.byUID[uid]
-			if !ok {
-				continue
-			}
-			if prev.gvr < 0 {
-				return nil, nil, false
-			}
-			d.gvr, d.key = t.triggers[prev.gvr], prev.key
-		}
-		if !slices.Contains(cp.Triggers, d.gvr) {
-			return nil, nil, false
-		}
-		store, _ := c.intake.triggers.Store(c.intake.triggerKeyOf(cp, d.gvr))
-		if store == nil {
-			return nil, nil, false
-		}
-		obj, exists, err := store.GetByKey(d.key)
-		u, _ := obj.(*cluster.Object)
-		if err != nil || !exists || u == nil || u.GetUID() != uid {
-			continue // deleted, or another object by that name: its own event tells
-		}
-		m := cp.Evaluations.Keep(u)
-		ok, self, err := c.matchOne(run.key, cp, d.gvr, u, m, ms)
-		if err != nil || self {
-			// A failed match, or an object of the policy's own among its
-			// triggers, which only a full sync counts and reports.
-			return nil, nil, false
-		}
-		if ok {
-			out = append(out, policy.Trigger{GVR: d.gvr, Object: u, Memo: m})
-		}
-	}
-	return out, dirty, true
+	return kept, i.dirty
 }
 
 // pruneDirty deletes what the changed triggers of a synchronizing policy
 // own and no longer want: the objects of those triggers that the sync's
 // round does not hold.
-func (c *Controller) pruneDirty(ctx context.Context, run *syncRun, w writer, g *generation, dirty []types.UID) (inventory.ChangeSet, error) {
+func (i *incrementalSync) pruneDirty(ctx context.Context, run *syncRun, w writer, g *generation) (inventory.ChangeSet, error) {
+	s, dirty := i.s, i.dirty
 	defer run.phase.Done("prune")
 	if !run.cp.Policy.PolicySpec().Synchronize() {
 		return inventory.ChangeSet{}, nil
@@ -310,9 +248,9 @@ func (c *Controller) pruneDirty(ctx context.Context, run *syncRun, w writer, g *
 			prunable = append(prunable, uid)
 		}
 	}
-	c.states.of(run.key).ledger().RetainClaims(g.changes, uids)
-	c.created.Overlook(run.key.String(), uids.Has, run.start)
-	owned, err := c.ledger.OwnedBy(run.key, prunable)
+	s.states.of(run.key).ledger().RetainClaims(g.changes, uids)
+	s.created.Overlook(run.key.String(), uids.Has, run.start)
+	owned, err := s.ledger.OwnedBy(run.key, prunable)
 	if err != nil {
 		return inventory.ChangeSet{}, err
 	}
@@ -321,7 +259,7 @@ func (c *Controller) pruneDirty(ctx context.Context, run *syncRun, w writer, g *
 		return inventory.ChangeSet{}, nil
 	}
 	pruned, err := w.Prune(ctx, cluster.Decoded(stale))
-	c.states.of(run.key).ledger().NoteOwn(pruned)
+	s.states.of(run.key).ledger().NoteOwn(pruned)
 	return pruned, err
 }
 
@@ -329,6 +267,6 @@ func (c *Controller) pruneDirty(ctx context.Context, run *syncRun, w writer, g *
 // GlobalContextEntries, whose changes queue the policy: a full sync's reads
 // replace those recorded, an incremental sync's add to them, since the
 // triggers it did not evaluate read what they read before.
-func (c *Controller) recordReads(run *syncRun, reader *evaluate.Reader) {
-	c.states.of(run.key).setReads(reader.Resources(), reader.Entries(), run.incremental)
+func (s *syncer) recordReads(run *syncRun, reader *evaluate.Reader) {
+	s.states.of(run.key).setReads(reader.Resources(), reader.Entries(), run.incremental)
 }

@@ -163,7 +163,7 @@ func (c *Controller) processNextWorkItem(ctx context.Context) bool {
 	}
 	defer c.queue.Done(key)
 	start := time.Now()
-	err := c.sync(ctx, key)
+	err := c.pipeline.sync(ctx, key)
 	if errors.Is(err, errWaiting) {
 		// Backs off (100 ms doubling to at most 3.2 s) and says so once it
 		// has lasted: a cache that never syncs (RBAC forbids the list, a CRD

@@ -55,16 +55,16 @@ func (p *plans) get(key policy.Key) (PolicyPlan, bool) {
 	return plan, ok
 }
 
-// plan keeps what a dry-run sync of the policy found.
-func (c *Controller) plan(key policy.Key, changes inventory.ChangeSet, err error) {
-	c.planned.mu.Lock()
-	defer c.planned.mu.Unlock()
-	if c.planned.byKey == nil {
-		c.planned.byKey = map[policy.Key]PolicyPlan{}
+// keep keeps what a dry-run sync of the policy found.
+func (p *plans) keep(key policy.Key, changes inventory.ChangeSet, err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.byKey == nil {
+		p.byKey = map[policy.Key]PolicyPlan{}
 	}
 	// Triggers come from the caches in no order: a plan lists by object.
 	slices.SortStableFunc(changes.Changes, func(a, b inventory.Change) int { return strings.Compare(a.ID, b.ID) })
-	c.planned.byKey[key] = PolicyPlan{Policy: key.String(), Changes: changes, Err: err}
+	p.byKey[key] = PolicyPlan{Policy: key.String(), Changes: changes, Err: err}
 }
 
 // Plan computes, for every policy the sources deliver, what a sync would
@@ -103,10 +103,10 @@ func (c *Controller) Plan(ctx context.Context) ([]PolicyPlan, error) {
 	sort.Slice(keys, func(i, j int) bool { return keys[i].String() < keys[j].String() })
 	out := make([]PolicyPlan, 0, len(keys))
 	for _, key := range keys {
-		if err := c.syncWhenReady(ctx, key); err != nil && ctx.Err() != nil {
+		if err := c.pipeline.syncWhenReady(ctx, key); err != nil && ctx.Err() != nil {
 			return nil, err
 		}
-		p, ok := c.planned.get(key)
+		p, ok := c.pipeline.planned.get(key)
 		if !ok {
 			p = PolicyPlan{Policy: key.String(), Err: errors.New("not planned")}
 		}
@@ -116,9 +116,9 @@ func (c *Controller) Plan(ctx context.Context) ([]PolicyPlan, error) {
 }
 
 // syncWhenReady syncs a policy, waiting for the caches it needs.
-func (c *Controller) syncWhenReady(ctx context.Context, key policy.Key) error {
+func (s *syncer) syncWhenReady(ctx context.Context, key policy.Key) error {
 	for delay := 50 * time.Millisecond; ; delay = min(2*delay, time.Second) {
-		err := c.sync(ctx, key)
+		err := s.sync(ctx, key)
 		if !errors.Is(err, errWaiting) {
 			return err
 		}

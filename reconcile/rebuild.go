@@ -14,28 +14,24 @@ import (
 // (ledger.Entry.Relearn), while its record is being rebuilt. It returns
 // the policy, changed when its beginning did, and whether anything was
 // learnt.
-func (c *Controller) rebuildAdmissions(key policy.Key, cp *policy.Compiled) (*policy.Compiled, bool) {
-	owned, err := c.ledger.Owned(key)
+func (m *triggerMatcher) rebuildAdmissions(key policy.Key, cp *policy.Compiled) (*policy.Compiled, bool) {
+	owned, err := m.ledger.Owned(key)
 	if err != nil || len(owned) == 0 {
 		return cp, false
 	}
 	created := map[types.UID]time.Time{}
-	c.eachCachedTrigger(cp, func(o *cluster.Object) { created[o.GetUID()] = o.Created() })
-	began, admitted := c.states.of(key).ledger().Relearn(cp, owned, created)
+	m.eachCachedTrigger(cp, func(o *cluster.Object) { created[o.GetUID()] = o.Created() })
+	began, admitted := m.states.of(key).ledger().Relearn(cp, owned, created)
 	learnt := !began.IsZero()
 	if learnt {
 		next := *cp
 		next.Activated = began
-		c.mu.Lock()
-		if c.policies[key] == cp {
-			c.policies[key] = &next
-		}
-		c.mu.Unlock()
-		c.log.Info("policy's beginning rebuilt from its objects", "policy", key.String(), "activated", began)
+		m.loop.replace(key, cp, &next)
+		m.log.Info("policy's beginning rebuilt from its objects", "policy", key.String(), "activated", began)
 		cp = &next
 	}
 	if admitted > 0 {
-		c.log.Info("policy's admissions rebuilt from its objects", "policy", key.String(), "triggers", admitted)
+		m.log.Info("policy's admissions rebuilt from its objects", "policy", key.String(), "triggers", admitted)
 	}
 	return cp, learnt || admitted > 0
 }

@@ -43,33 +43,33 @@ type syncReport struct {
 }
 
 // liveReporter writes records, status and Events, and counts in metrics.
-type liveReporter struct{ c *Controller }
+type liveReporter struct{ s *syncer }
 
-func (l liveReporter) progressing(key policy.Key, cp *policy.Compiled) { l.c.tell.Progressing(key, cp) }
+func (l liveReporter) progressing(key policy.Key, cp *policy.Compiled) { l.s.tell.Progressing(key, cp) }
 
 func (l liveReporter) record(ctx context.Context, key policy.Key, cp *policy.Compiled) error {
-	return l.c.ledger.Save(ctx, key, cp, l.c.states.of(key).ledger())
+	return l.s.ledger.Save(ctx, key, cp, l.s.states.of(key).ledger())
 }
 
 func (l liveReporter) report(r *syncReport) {
-	c, key, cp := l.c, r.run.key, r.run.cp
-	before := c.tell.ReadyBefore(key, cp)
-	c.tell.Later(key, cp, r.out)
+	s, key, cp := l.s, r.run.key, r.run.cp
+	before := s.tell.ReadyBefore(key, cp)
+	s.tell.Later(key, cp, r.out)
 	if p := r.run.phase; p != nil {
 		p.Done("report")
 		p.Observe()
 	}
-	c.metrics.ObserveSync(key.String(), time.Since(r.run.start).Seconds(), r.out.Reason, r.changes, r.evalErr)
-	c.tell.Events(key, cp, before, r.out, r.changes, r.triggers)
+	s.metrics.ObserveSync(key.String(), time.Since(r.run.start).Seconds(), r.out.Reason, r.changes, r.evalErr)
+	s.tell.Events(key, cp, before, r.out, r.changes, r.triggers)
 }
 
 // planReporter keeps what a dry-run sync would do, for Plan.
-type planReporter struct{ c *Controller }
+type planReporter struct{ plans *plans }
 
 func (planReporter) progressing(policy.Key, *policy.Compiled) {}
 
 func (planReporter) record(context.Context, policy.Key, *policy.Compiled) error { return nil }
 
 func (p planReporter) report(r *syncReport) {
-	p.c.plan(r.run.key, r.changes, r.out.Err)
+	p.plans.keep(r.run.key, r.changes, r.out.Err)
 }

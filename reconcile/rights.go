@@ -8,9 +8,11 @@ import (
 	"fmt"
 	"slices"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/sets"
 
+	apiv1 "github.com/sprout-gitops/sprout/api/policies/v1"
 	"github.com/sprout-gitops/sprout/cluster"
 	"github.com/sprout-gitops/sprout/inventory"
 	"github.com/sprout-gitops/sprout/reconcile/access"
@@ -208,3 +210,36 @@ func errorText(err error) string {
 	}
 	return err.Error()
 }
+
+// syncChecks answers the pipeline's questions about rights (syncAccess):
+// from access.Rights, and, for what a policy was told and may prune, from
+// the core's states and ledger.
+type syncChecks struct{ c *Controller }
+
+var _ syncAccess = syncChecks{}
+
+func (a syncChecks) actingAs(ctx context.Context, p apiv1.Policy) (*access.Account, error) {
+	return a.c.rights.ActingAs(ctx, p)
+}
+
+func (a syncChecks) verdict(ctx context.Context, key policy.Key, cp *policy.Compiled) *grantVerdict {
+	return a.c.verdict(ctx, key, cp)
+}
+
+func (a syncChecks) resolveRules(p apiv1.Policy) (triggers, refused []schema.GroupVersionResource, _ error) {
+	return a.c.rights.Resolve(a.c.ctx, p)
+}
+
+func (a syncChecks) maxObjects(cp *policy.Compiled) (int, error) {
+	return maxObjects(cp, a.c.opts.MaxObjectsPerTrigger)
+}
+
+func (a syncChecks) refuse(ctx context.Context, desired []*unstructured.Unstructured, kinds []schema.GroupVersionKind, v *access.Verdicts, failed sets.Set[string]) ([]*unstructured.Unstructured, []schema.GroupVersionKind, []error, error) {
+	return a.c.rights.Refuse(ctx, a.c.ctx.Done(), desired, kinds, v, failed)
+}
+
+func (a syncChecks) pruneRefused(ctx context.Context, w writer, key policy.Key, v *access.Verdicts) (inventory.ChangeSet, error) {
+	return a.c.pruneRefused(ctx, w, key, v)
+}
+
+func (a syncChecks) waitsForPermission(err error) bool { return a.c.rights.WaitsForPermission(err) }

@@ -19,13 +19,13 @@ const ReasonSelfTrigger = "SelfTrigger"
 // reportSelfTriggers tells, in the log and with an Event on the policy,
 // how many of its own objects a sync of it passed over as triggers, each
 // time that count changes.
-func (c *Controller) reportSelfTriggers(key policy.Key, cp *policy.Compiled, n int) {
-	if !c.states.of(key).ledger().PassedOver(n) || n == 0 || c.opts.DryRun {
+func (m *triggerMatcher) reportSelfTriggers(key policy.Key, cp *policy.Compiled, n int) {
+	if !m.states.of(key).ledger().PassedOver(n) || n == 0 || m.dryRun {
 		return
 	}
 	msg := fmt.Sprintf("%d objects this policy generated match its own rules: they are not its triggers, so it does not generate from what it generated", n)
-	c.log.Info("objects a policy generated are not its triggers", "policy", key.String(), "objects", n)
-	if ref := c.tell.Reference(key, cp); ref != nil {
-		c.tell.Event(ref, corev1.EventTypeWarning, ReasonSelfTrigger, msg)
+	m.log.Info("objects a policy generated are not its triggers", "policy", key.String(), "objects", n)
+	if ref := m.tell.Reference(key, cp); ref != nil {
+		m.tell.Event(ref, corev1.EventTypeWarning, ReasonSelfTrigger, msg)
 	}
 }

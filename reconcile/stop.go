@@ -76,12 +76,13 @@ func (s *syncs) ended(key policy.Key) {
 	}
 }
 
-// begin returns the context of a sync of cp's policy, cancelled when the
-// policy is deleted, and the function that ends it.
-func (c *Controller) beginSync(ctx context.Context, key policy.Key, cp *policy.Compiled) (context.Context, func()) {
+// beginSync returns the context of a sync of cp's policy, cancelled when
+// the policy is deleted, and the function that ends it.
+func (l syncerCore) beginSync(ctx context.Context, key policy.Key, cp *policy.Compiled) (context.Context, func()) {
+	c := l.c
 	ctx, cancel := context.WithCancel(ctx)
 	c.syncs.started(key, cancel)
-	if !c.running(key, cp) {
+	if !l.running(key, cp) {
 		cancel() // deleted between the read of the policy and now
 	}
 	return ctx, func() {
@@ -92,10 +93,8 @@ func (c *Controller) beginSync(ctx context.Context, key policy.Key, cp *policy.C
 
 // running reports whether cp's policy still runs, and not another policy
 // since created under its name.
-func (c *Controller) running(key policy.Key, cp *policy.Compiled) bool {
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	cur := c.policies[key]
+func (l syncerCore) running(key policy.Key, cp *policy.Compiled) bool {
+	cur, _ := l.policy(key)
 	return cur != nil && cur.Policy.GetUID() == cp.Policy.GetUID()
 }
 

@@ -4,13 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/sets"
 
-	"github.com/sprout-gitops/sprout/cluster"
 	"github.com/sprout-gitops/sprout/inventory"
 	"github.com/sprout-gitops/sprout/reconcile/access"
 	"github.com/sprout-gitops/sprout/reconcile/policy"
@@ -44,23 +41,23 @@ type syncRun struct {
 // policy → match its admitted triggers → evaluate and apply them, a part
 // at a time, each part's resources watched and recorded before it is
 // written (generate) → prune what is no longer desired → record → report.
-func (c *Controller) sync(ctx context.Context, key policy.Key) error {
-	run, err := c.snapshot(ctx, key)
+func (s *syncer) sync(ctx context.Context, key policy.Key) error {
+	run, err := s.snapshot(ctx, key)
 	if run == nil {
-		c.forgetChanges(key)
+		s.forgetChanges(key)
 		return err
 	}
 	outer := ctx
-	ctx, end := c.beginSync(ctx, key, run.cp)
+	ctx, end := s.loop.beginSync(ctx, key, run.cp)
 	defer end()
-	c.reporter.progressing(key, run.cp)
-	c.reads.Begin(key)
+	s.reporter.progressing(key, run.cp)
+	s.reads.Begin(key)
 	// A sync that keeps no reads ends with them unknown.
-	defer c.intake.endReads(run, false, nil, nil)
-	if done, err := c.runPhases(ctx, outer, run, &incrementalSync{c: c}); done {
+	defer s.cache.endReads(run, false, nil, nil)
+	if done, err := s.runPhases(ctx, outer, run, &incrementalSync{s: s}); done {
 		return err
 	}
-	_, err = c.runPhases(ctx, outer, run, fullSync{c})
+	_, err = s.runPhases(ctx, outer, run, fullSync{s})
 	return err
 }
 
@@ -68,13 +65,9 @@ func (c *Controller) sync(ctx context.Context, key policy.Key) error {
 // neither running nor being cleaned up after: the events of its own
 // objects' deletion queue it once it is gone, and nothing else would take
 // them.
-func (c *Controller) forgetChanges(key policy.Key) {
-	c.mu.RLock()
-	_, running := c.policies[key]
-	_, leaving := c.deleted[key]
-	c.mu.RUnlock()
-	if !running && !leaving {
-		c.queue.dirty.take(key)
+func (s *syncer) forgetChanges(key policy.Key) {
+	if cp, gone := s.loop.policy(key); cp == nil && gone == (retired{}) {
+		s.loop.takeChanges(key)
 	}
 }
 
@@ -97,15 +90,16 @@ type scope interface {
 	keep(run *syncRun, g *generation, changes inventory.ChangeSet, err error) (ok bool, dirty []types.UID)
 }
 
-// runPhases runs one sync of run's policy in s: match → account → generate
-// (evaluate, record ahead, apply) → what was read → prune → outcome →
-// record and report → what is kept. It reports whether the sync was done;
-// not done, a full sync must follow, and nothing this one did is lost.
-func (c *Controller) runPhases(ctx, outer context.Context, run *syncRun, s scope) (bool, error) {
-	if ok, err := s.match(run); !ok {
+// runPhases runs one sync of run's policy in sc: match → account →
+// generate (evaluate, record ahead, apply) → what was read → prune →
+// outcome → record and report → what is kept. It reports whether the sync
+// was done; not done, a full sync must follow, and nothing this one did is
+// lost.
+func (s *syncer) runPhases(ctx, outer context.Context, run *syncRun, sc scope) (bool, error) {
+	if ok, err := sc.match(run); !ok {
 		return false, err
 	}
-	as, err := c.rights.ActingAs(ctx, run.cp.Policy)
+	as, err := s.checks.actingAs(ctx, run.cp.Policy)
 	if err != nil {
 		var denied *access.DeniedError
 		var invalid *access.InvalidAccountError
@@ -115,75 +109,49 @@ func (c *Controller) runPhases(ctx, outer context.Context, run *syncRun, s scope
 		// Terminal until the policy, the flag or RBAC changes, like a
 		// compile error; an RBAC change rechecks it.
 		out := outcome{Reason: ReasonInvalidServiceAccount, Err: err, Granted: &grantVerdict{Err: err}}
-		return true, c.conclude(ctx, run, &syncReport{out: out})
+		return true, s.conclude(ctx, run, &syncReport{out: out})
 	}
-	w, err := c.writers.For(as)
+	w, err := s.writers.For(as)
 	if err != nil {
 		return !run.incremental, err
 	}
-	reader := c.readerFor(run, as)
-	g, err := c.generate(ctx, run, w, reader)
-	c.recordReads(run, reader)
+	reader := s.cache.readerFor(run, as)
+	g, err := s.generate(ctx, run, w, reader)
+	s.recordReads(run, reader)
 	if ctx.Err() != nil && outer.Err() == nil {
 		// The policy was deleted: its last sync, queued, prunes what this
 		// one wrote; nothing more is written for it.
-		c.log.Info("sync stopped: policy deleted", "policy", run.key.String())
+		s.log.Info("sync stopped: policy deleted", "policy", run.key.String())
 		return true, nil
 	}
-	if !s.accept(run, g, err) {
+	if !sc.accept(run, g, err) {
 		return false, err
 	}
-	c.states.of(run.key).bound(g.verdicts.Refs(), err == nil && !run.incremental)
+	s.states.of(run.key).bound(g.verdicts.Refs(), err == nil && !run.incremental)
 	if err != nil {
 		return true, err
 	}
-	changes, pruneErr := s.prune(ctx, run, w, g)
+	changes, pruneErr := sc.prune(ctx, run, w, g)
 	if stopping(outer) {
 		return true, nil
 	}
-	report := c.outcomeOf(ctx, run, g, changes, pruneErr)
-	recordErr := c.conclude(ctx, run, report)
+	report := s.outcomeOf(ctx, run, g, changes, pruneErr)
+	recordErr := s.conclude(ctx, run, report)
 	err = errors.Join(run.matchErr, report.evalErr, g.mapErr, g.applyErr, pruneErr, recordErr)
-	kept, dirty := s.keep(run, g, changes, err)
-	c.intake.endReads(run, kept, dirty, g.reads)
+	kept, dirty := sc.keep(run, g, changes, err)
+	s.cache.endReads(run, kept, dirty, g.reads)
 	return true, err
-}
-
-// fullSync computes the policy's whole desired set from every trigger.
-type fullSync struct{ c *Controller }
-
-func (f fullSync) match(run *syncRun) (bool, error) {
-	f.c.states.of(run.key).setTally(nil)
-	f.c.metrics.Syncs.WithLabelValues(run.key.String(), "full").Inc()
-	if err := f.c.match(run); err != nil {
-		return false, err
-	}
-	f.c.tell.UnreportUnmatched(run.cp, run.triggers, run.unmatched)
-	return true, nil
-}
-
-func (fullSync) accept(*syncRun, *generation, error) bool { return true }
-
-func (f fullSync) prune(ctx context.Context, run *syncRun, w writer, g *generation) (inventory.ChangeSet, error) {
-	f.c.applied(run, g)
-	return f.c.pruneUnwanted(ctx, run, w, g)
-}
-
-func (f fullSync) keep(run *syncRun, g *generation, changes inventory.ChangeSet, err error) (bool, []types.UID) {
-	return f.c.keepTally(run, g, changes, err), nil
 }
 
 // snapshot reads the compiled policy of key and makes sure its triggers
 // can be read: it returns nil, with what the sync returns, when they
 // cannot, or when the policy is gone (after its last sync, finalize).
-func (c *Controller) snapshot(ctx context.Context, key policy.Key) (*syncRun, error) {
+func (s *syncer) snapshot(ctx context.Context, key policy.Key) (*syncRun, error) {
 	start := time.Now()
-	c.mu.RLock()
-	cp, gone := c.policies[key], c.deleted[key]
-	c.mu.RUnlock()
+	cp, gone := s.loop.policy(key)
 	if cp == nil {
 		if gone != (retired{}) {
-			return nil, c.finalize(ctx, key, gone)
+			return nil, s.finalize(ctx, key, gone)
 		}
 		return nil, nil
 	}
@@ -191,142 +159,48 @@ func (c *Controller) snapshot(ctx context.Context, key policy.Key) (*syncRun, er
 	if suspended(cp.Policy) {
 		// Only the status is written. What the informers admit meanwhile
 		// is remembered: the first sync after resuming catches up.
-		c.reporter.report(&syncReport{run: run, out: outcome{Reason: ReasonSuspended, Err: errSuspended}})
+		s.reporter.report(&syncReport{run: run, out: outcome{Reason: ReasonSuspended, Err: errSuspended}})
 		return nil, nil
 	}
 	if err := cp.Program.Err(); err != nil {
 		// Terminal until the policy changes: retrying cannot fix a typo. The
 		// record carries it too: for a policy from files it is the only status.
-		return nil, c.conclude(ctx, run, &syncReport{out: outcome{Reason: ReasonCompileFailed, Err: err}})
+		return nil, s.conclude(ctx, run, &syncReport{out: outcome{Reason: ReasonCompileFailed, Err: err}})
 	}
 	if access.Blocked(cp.ResolveErr) || (len(cp.Triggers) == 0 && cp.ResolveErr != nil) {
 		// Discovery failed, the account may not read a trigger, or nothing
 		// the rules name is served (yet): a CRD installed or a permission
 		// granted since is found by looking again.
-		cp = c.resolveAgain(key, cp)
+		cp = s.matcher.resolveAgain(key, cp)
 		run.cp = cp
 		if access.Blocked(cp.ResolveErr) {
 			// Which triggers exist is unknown: nothing can be decided.
-			c.reporter.report(&syncReport{run: run, out: outcome{Reason: ReasonMatchFailed, Err: cp.ResolveErr, Granted: c.verdict(ctx, key, cp)}})
-			if c.rights.WaitsForPermission(cp.ResolveErr) {
+			s.reporter.report(&syncReport{run: run, out: outcome{Reason: ReasonMatchFailed, Err: cp.ResolveErr, Granted: s.checks.verdict(ctx, key, cp)}})
+			if s.checks.waitsForPermission(cp.ResolveErr) {
 				// Not retried: an RBAC change queues it (recheckPermissions).
 				return nil, nil
 			}
 			return nil, cp.ResolveErr
 		}
 	}
-	if !c.triggersSynced(cp) {
+	if !s.matcher.triggersSynced(cp) {
 		return nil, errWaiting
 	}
 	return run, nil
 }
 
-// match lists the policy's admitted, matching triggers, then the
-// tombstones it has yet to replay.
-func (c *Controller) match(run *syncRun) error {
-	run.phase = c.metrics.Phases()
-	triggers, unmatched, err := c.matchingTriggers(run.cp)
-	if errors.Is(err, errWaiting) {
-		return errWaiting
-	}
-	run.phase.Done("match")
-	run.tombstones = c.states.of(run.key).pendingTombstones()
-	run.triggers = append(triggers, run.tombstones...)
-	run.unmatched, run.matchErr = unmatched, err
-	return nil
-}
-
-// applied takes what generate found: the triggers that failed keep their
-// objects, and the tombstones generated from are done with.
-func (c *Controller) applied(run *syncRun, g *generation) {
-	if run.cp.Policy.PolicySpec().Synchronize() {
-		c.metrics.Settled.WithLabelValues(run.key.String()).Set(float64(g.settled))
-	}
-	for _, uid := range run.unmatched {
-		g.failed.Insert(string(uid))
-	}
-	c.skippedEvent(run.key, run.cp, g.skipped)
-	if g.applyErr == nil {
-		// Generated once, never again; one that failed is tried again.
-		c.states.of(run.key).tombstonesDone(slices.DeleteFunc(run.tombstones, func(t policy.Trigger) bool { return g.failed.Has(string(t.Object.GetUID())) }))
-	}
-}
-
-// pruneUnwanted deletes what a synchronizing policy owns and no longer
-// wants, and the bindings refused for their role. It returns every change
-// of the sync.
-//
-// Prune only after a desired set known for every trigger that did not
-// fail, and an apply without error: an object missing from a partial set
-// is not unwanted, only unknown. A trigger that failed (its match, its
-// evaluation, a refusal) keeps its objects as they are until it evaluates
-// cleanly again; the other triggers are pruned as usual.
-func (c *Controller) pruneUnwanted(ctx context.Context, run *syncRun, w writer, g *generation) (inventory.ChangeSet, error) {
-	changes := g.changes
-	var pruneErr error
-	if complete := c.complete(run.key, g); complete && run.cp.Policy.PolicySpec().Synchronize() {
-		c.states.of(run.key).ledger().RetainClaims(changes, nil)
-		// What an earlier sync created that the cache does not show yet
-		// cannot be pruned now: it is looked at once it is cached.
-		c.created.Overlook(run.key.String(), nil, run.start)
-		var pruned inventory.ChangeSet
-		pruned, pruneErr = c.prune(ctx, w, run.key, run.cp, g.held())
-		changes.Changes = append(changes.Changes, pruned.Changes...)
-		c.states.of(run.key).ledger().NoteOwn(pruned)
-	}
-	// A binding refused for its role goes whatever else the sync found.
-	pruned, refusedErr := c.pruneRefused(ctx, w, run.key, g.verdicts)
-	changes.Changes = append(changes.Changes, pruned.Changes...)
-	run.phase.Done("prune")
-	if changes.Written() {
-		c.log.Info("applied", "policy", run.key.String(), "changes", changes)
-	}
-	return changes, errors.Join(pruneErr, refusedErr)
-}
-
-// complete reports whether the sync knows the policy's whole desired set:
-// nothing failed to map or apply, and a lost record has been rebuilt from
-// the objects, whose triggers a sync has matched since.
-func (c *Controller) complete(key policy.Key, g *generation) bool {
-	complete := errors.Join(g.mapErr, g.applyErr) == nil
-	if !c.states.of(key).ledger().Rebuilding() {
-		return complete
-	}
-	switch {
-	case g.relearnt:
-		c.queue.Add(key)
-		return false
-	case g.rebuilt && complete:
-		c.states.of(key).ledger().Rebuild(false)
-		return true
-	}
-	return false
-}
-
-// prune deletes what the policy owns but its last apply did not want,
-// except the objects of the triggers that failed: what they want is
-// unknown.
-func (c *Controller) prune(ctx context.Context, w writer, key policy.Key, cp *policy.Compiled, failed sets.Set[string]) (inventory.ChangeSet, error) {
-	owned, err := c.ledger.Owned(key)
-	if err != nil {
-		return inventory.ChangeSet{}, err
-	}
-	stale := slices.DeleteFunc(cp.Decisions.Stale(owned), func(o *cluster.Object) bool { return failed.Has(o.TriggerUID()) })
-	return w.Prune(ctx, cluster.Decoded(stale))
-}
-
 // outcomeOf sums a sync up for its report. A refusal, like an object
 // someone else owns, is reported but not retried: only a change to the
 // policy or the cluster can lift it, and either queues the policy again.
-func (c *Controller) outcomeOf(ctx context.Context, run *syncRun, g *generation, changes inventory.ChangeSet, pruneErr error) *syncReport {
+func (s *syncer) outcomeOf(ctx context.Context, run *syncRun, g *generation, changes inventory.ChangeSet, pruneErr error) *syncReport {
 	evalErr, refuseErr := g.evalErr(), g.refuseErr()
 	var notOwned error
-	if s := changes.NotOwned(); s != "" {
-		notOwned = fmt.Errorf("not written, not Sprout's for this policy and trigger: %s", s)
+	if ids := changes.NotOwned(); ids != "" {
+		notOwned = fmt.Errorf("not written, not Sprout's for this policy and trigger: %s", ids)
 	}
 	out := outcome{Triggers: g.matched, Objects: g.objects, Failed: g.failed.Len(),
 		Err:     errors.Join(run.cp.ResolveErr, run.matchErr, evalErr, refuseErr, g.mapErr, g.applyErr, pruneErr, notOwned),
-		Granted: c.verdict(ctx, run.key, run.cp)}
+		Granted: s.checks.verdict(ctx, run.key, run.cp)}
 	switch {
 	case run.matchErr != nil:
 		out.Reason = ReasonMatchFailed
@@ -350,9 +224,9 @@ func (c *Controller) outcomeOf(ctx context.Context, run *syncRun, g *generation,
 // changed (what a non-synchronizing policy generated, the resources
 // written to), then the outcome is reported. It returns the record's
 // error: the sync is retried for it.
-func (c *Controller) conclude(ctx context.Context, run *syncRun, r *syncReport) error {
+func (s *syncer) conclude(ctx context.Context, run *syncRun, r *syncReport) error {
 	r.run = run
-	err := c.reporter.record(ctx, run.key, run.cp)
-	c.reporter.report(r)
+	err := s.reporter.record(ctx, run.key, run.cp)
+	s.reporter.report(r)
 	return err
 }

@@ -3,6 +3,7 @@ package reconcile
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"sync"
@@ -13,31 +14,55 @@ import (
 
 	sproutv1alpha1 "github.com/sprout-gitops/sprout/api/sprout/v1alpha1"
 	"github.com/sprout-gitops/sprout/cluster"
+	"github.com/sprout-gitops/sprout/reconcile/evaluate"
 	"github.com/sprout-gitops/sprout/reconcile/ledger"
 	"github.com/sprout-gitops/sprout/reconcile/policy"
+	"github.com/sprout-gitops/sprout/reconcile/report"
+	"github.com/sprout-gitops/sprout/reconcile/watches"
 )
 
+// triggerMatcher finds, from the trigger informers' caches, the triggers a
+// policy has admitted and its match constraints select now, and rebuilds
+// its admissions from its objects when its record was lost.
+type triggerMatcher struct {
+	loop      syncLoop
+	checks    syncAccess
+	watch     triggerWatches
+	informers *watches.Triggers
+	eval      *evaluate.Evaluator
+	ledger    *ledger.Ledger
+	tell      *report.Teller
+	states    *states
+	log       *slog.Logger
+	dryRun    bool
+}
+
+// triggerWatches is what the matcher asks of the trigger informers'
+// keeping: which informer serves a policy's triggers, and starting them.
+type triggerWatches interface {
+	triggerKeyOf(cp *policy.Compiled, gvr schema.GroupVersionResource) watchKey
+	triggerKeys(cp *policy.Compiled) []watchKey
+	ensureInformers(keys ...watchKey)
+	namespacesSynced(triggers []schema.GroupVersionResource) bool
+}
+
 // resolveAgain resolves a policy's rules again after a discovery failure.
-func (c *Controller) resolveAgain(key policy.Key, cp *policy.Compiled) *policy.Compiled {
+func (m *triggerMatcher) resolveAgain(key policy.Key, cp *policy.Compiled) *policy.Compiled {
 	next := *cp
-	next.Triggers, next.Refused, next.ResolveErr = c.rights.Resolve(c.ctx, cp.Policy)
-	c.mu.Lock()
-	if c.policies[key] == cp {
-		c.policies[key] = &next
-	}
-	c.mu.Unlock()
-	c.intake.ensureInformers(c.intake.triggerKeys(&next)...)
+	next.Triggers, next.Refused, next.ResolveErr = m.checks.resolveRules(cp.Policy)
+	m.loop.replace(key, cp, &next)
+	m.watch.ensureInformers(m.watch.triggerKeys(&next)...)
 	return &next
 }
 
 // triggersSynced reports whether every trigger informer of the policy has
 // listed its objects: before that the cache would look empty.
-func (c *Controller) triggersSynced(cp *policy.Compiled) bool {
-	if !c.intake.namespacesSynced(cp.Triggers) {
+func (m *triggerMatcher) triggersSynced(cp *policy.Compiled) bool {
+	if !m.watch.namespacesSynced(cp.Triggers) {
 		return false
 	}
 	for _, gvr := range cp.Triggers {
-		if store, synced := c.intake.triggers.Store(c.intake.triggerKeyOf(cp, gvr)); store == nil || !synced {
+		if store, synced := m.informers.Store(m.watch.triggerKeyOf(cp, gvr)); store == nil || !synced {
 			return false
 		}
 	}
@@ -48,16 +73,16 @@ func (c *Controller) triggersSynced(cp *policy.Compiled) bool {
 // now and has admitted: every match with generateExisting, otherwise those
 // created since the policy's activation or admitted by an event. They come
 // in the caches' order, which is none.
-func (c *Controller) matchingTriggers(cp *policy.Compiled) ([]policy.Trigger, []types.UID, error) {
+func (m *triggerMatcher) matchingTriggers(cp *policy.Compiled) ([]policy.Trigger, []types.UID, error) {
 	key := policy.KeyOf(cp.Policy)
-	ms := c.matchSettingsOf(key, cp)
+	ms := m.matchSettingsOf(key, cp)
 	var out []policy.Trigger
 	var errs []error
 	var failed []types.UID // triggers whose match failed
 	self := 0              // the policy's own objects, passed over
-	defer func() { c.reportSelfTriggers(key, cp, self) }()
+	defer func() { m.reportSelfTriggers(key, cp, self) }()
 	for _, gvr := range cp.Triggers {
-		store, _ := c.intake.triggers.Store(c.intake.triggerKeyOf(cp, gvr))
+		store, _ := m.informers.Store(m.watch.triggerKeyOf(cp, gvr))
 		if store == nil {
 			return nil, nil, errWaiting // released meanwhile by a policy change
 		}
@@ -65,26 +90,26 @@ func (c *Controller) matchingTriggers(cp *policy.Compiled) ([]policy.Trigger, []
 		out = slices.Grow(out, len(cached))
 		for _, obj := range cached {
 			u := obj.(*cluster.Object)
-			m := cp.Evaluations.Of(u)
-			ok, isSelf, err := c.matchOne(key, cp, gvr, u, m, ms)
+			memo := cp.Evaluations.Of(u)
+			ok, isSelf, err := m.matchOne(key, cp, gvr, u, memo, ms)
 			switch {
 			case err != nil:
 				errs = append(errs, err)
-				failed = append(failed, m.UID)
+				failed = append(failed, memo.UID)
 			case isSelf:
 				self++
 			case ok:
-				out = append(out, policy.Trigger{GVR: gvr, Object: u, Memo: m})
+				out = append(out, policy.Trigger{GVR: gvr, Object: u, Memo: memo})
 			}
 		}
 	}
-	exists := c.triggerExists(cp)
-	st := c.states.of(key)
+	exists := m.triggerExists(cp)
+	st := m.states.of(key)
 	st.ledger().RetainAdmitted(func(uid types.UID) bool { return exists(string(uid)) })
 	st.ledger().RetainGenerated(st.tombstoned, exists)
 	if len(errs) == 0 {
 		// Every trigger the old settings admitted is listed now.
-		c.states.of(key).ledger().SetDerivedBy(cp.Derives)
+		m.states.of(key).ledger().SetDerivedBy(cp.Derives)
 	}
 	return out, failed, joinSorted(errs)
 }
@@ -98,8 +123,8 @@ type matchSettings struct {
 	changed  bool
 }
 
-func (c *Controller) matchSettingsOf(key policy.Key, cp *policy.Compiled) matchSettings {
-	before, changed := c.states.of(key).ledger().DerivedBy()
+func (m *triggerMatcher) matchSettingsOf(key policy.Key, cp *policy.Compiled) matchSettings {
+	before, changed := m.states.of(key).ledger().DerivedBy()
 	ms := matchSettings{before: before, changed: changed && before != cp.Derives}
 	if cp.Policy.IsNamespaced() {
 		ms.confined = cp.Policy.GetNamespace()
@@ -110,22 +135,22 @@ func (c *Controller) matchSettingsOf(key policy.Key, cp *policy.Compiled) matchS
 // matchOne reports whether the policy has admitted trigger u and its match
 // constraints select it now; self, when they do not because the policy
 // generated u.
-func (c *Controller) matchOne(key policy.Key, cp *policy.Compiled, gvr schema.GroupVersionResource, u *cluster.Object, m *policy.Memo, ms matchSettings) (ok, self bool, err error) {
-	if ms.confined != "" && m.Namespace != ms.confined || m.Deleting {
+func (m *triggerMatcher) matchOne(key policy.Key, cp *policy.Compiled, gvr schema.GroupVersionResource, u *cluster.Object, memo *policy.Memo, ms matchSettings) (ok, self bool, err error) {
+	if ms.confined != "" && memo.Namespace != ms.confined || memo.Deleting {
 		return false, false, nil // being deleted: gone, as far as generation goes
 	}
-	derived := policy.Derived(cp.Derives, m.Created, cp.Activated)
-	listed := c.states.of(key).ledger().IsAdmitted(m.UID)
-	derivedBefore := ms.changed && policy.Derived(ms.before, m.Created, cp.Activated)
+	derived := policy.Derived(cp.Derives, memo.Created, cp.Activated)
+	listed := m.states.of(key).ledger().IsAdmitted(memo.UID)
+	derivedBefore := ms.changed && policy.Derived(ms.before, memo.Created, cp.Activated)
 	if !derived && !listed && !derivedBefore {
 		return false, false, nil
 	}
-	ok, err = c.selects(cp, gvr, u, m)
+	ok, err = m.selects(cp, gvr, u, memo)
 	if err != nil {
 		return false, false, fmt.Errorf("%s %s: match: %w", u.GetKind(), objectRef(u), err)
 	}
 	if !ok {
-		return false, m.Self, nil
+		return false, memo.Self, nil
 	}
 	if generatedByPolicies(cp, u) {
 		return false, false, nil
@@ -134,7 +159,7 @@ func (c *Controller) matchOne(key policy.Key, cp *policy.Compiled, gvr schema.Gr
 		// Admitted by settings the policy no longer has: listed, so
 		// it stays admitted while it exists, whatever becomes of
 		// generateExisting or the operations.
-		c.states.of(key).ledger().Admit(m.UID)
+		m.states.of(key).ledger().Admit(memo.UID)
 	}
 	return true, false, nil
 }
@@ -149,20 +174,20 @@ func joinSorted(errs []error) error {
 // selects reports whether the policy's match constraints, operations
 // aside, select trigger u as it is; the answer is kept until u or its
 // Namespace change.
-func (c *Controller) selects(cp *policy.Compiled, gvr schema.GroupVersionResource, u *cluster.Object, m *policy.Memo) (bool, error) {
-	ns := c.eval.Namespace(m.Namespace)
-	if m.MatchKnown && m.MatchNamespace == ns {
-		return m.Selected && !(m.Self && c.states.of(policy.KeyOf(cp.Policy)).ledger().GeneratedBy(u)), nil
+func (m *triggerMatcher) selects(cp *policy.Compiled, gvr schema.GroupVersionResource, u *cluster.Object, memo *policy.Memo) (bool, error) {
+	ns := m.eval.Namespace(memo.Namespace)
+	if memo.MatchKnown && memo.MatchNamespace == ns {
+		return memo.Selected && !(memo.Self && m.states.of(policy.KeyOf(cp.Policy)).ledger().GeneratedBy(u)), nil
 	}
 	crit := cp.Criteria.State
-	ok, err := c.eval.Match(crit, gvr, admission.Create, u.GroupVersionKind(), u.Selectable(crit.ReadsLabels()))
+	ok, err := m.eval.Match(crit, gvr, admission.Create, u.GroupVersionKind(), u.Selectable(crit.ReadsLabels()))
 	if err != nil {
 		return false, err
 	}
 	// Whether the labels say the policy made u is kept with the match;
 	// whether it did is asked at each sync, as the policy writes.
-	m.MatchKnown, m.Selected, m.Self, m.MatchNamespace = true, ok, ok && ledger.LabelledBy(cp, u), ns
-	return ok && !(m.Self && c.states.of(policy.KeyOf(cp.Policy)).ledger().GeneratedBy(u)), nil
+	memo.MatchKnown, memo.Selected, memo.Self, memo.MatchNamespace = true, ok, ok && ledger.LabelledBy(cp, u), ns
+	return ok && !(memo.Self && m.states.of(policy.KeyOf(cp.Policy)).ledger().GeneratedBy(u)), nil
 }
 
 // objectRef names an object as kubectl does: namespace/name, or name.
@@ -181,11 +206,11 @@ func objectRef(u interface {
 // for the sync that asks: most syncs ask none (an index of every trigger
 // by UID, kept all along, would cost memory for every trigger), some ask
 // about every trigger they admitted. Answers may be asked for concurrently.
-func (c *Controller) triggerExists(cp *policy.Compiled) func(string) bool {
+func (m *triggerMatcher) triggerExists(cp *policy.Compiled) func(string) bool {
 	var uids map[types.UID]struct{} // nil: cannot tell
 	gather := sync.OnceFunc(func() {
 		found := map[types.UID]struct{}{}
-		if c.eachCachedTrigger(cp, func(o *cluster.Object) { found[o.GetUID()] = struct{}{} }) {
+		if m.eachCachedTrigger(cp, func(o *cluster.Object) { found[o.GetUID()] = struct{}{} }) {
 			uids = found
 		}
 	})
@@ -201,10 +226,10 @@ func (c *Controller) triggerExists(cp *policy.Compiled) func(string) bool {
 
 // eachCachedTrigger calls fn with every cached object of the policy's
 // trigger resources, and reports whether every one of them is watched.
-func (c *Controller) eachCachedTrigger(cp *policy.Compiled, fn func(*cluster.Object)) bool {
+func (m *triggerMatcher) eachCachedTrigger(cp *policy.Compiled, fn func(*cluster.Object)) bool {
 	all := true
 	for _, gvr := range cp.Triggers {
-		store, _ := c.intake.triggers.Store(c.intake.triggerKeyOf(cp, gvr))
+		store, _ := m.informers.Store(m.watch.triggerKeyOf(cp, gvr))
 		if store == nil {
 			all = false
 			continue
@@ -227,4 +252,57 @@ func (c *Controller) eachCachedTrigger(cp *policy.Compiled, fn func(*cluster.Obj
 // stop after one round.
 func generatedByPolicies(cp *policy.Compiled, u *cluster.Object) bool {
 	return u.OriginWritten() && cp.Policy.PolicySpec().SkipBackgroundRequests()
+}
+
+// matchDirty finds, from the caches, the changed triggers the policy has
+// admitted and selects now. It returns them, the UIDs of every changed
+// trigger, and false when a full sync must decide instead: a match failed,
+// a trigger is one of the policy's own objects, or a trigger's resource is
+// not one the policy watches now.
+func (m *triggerMatcher) matchDirty(run *syncRun, p *pending, t *tally) ([]policy.Trigger, []types.UID, bool) {
+	cp := run.cp
+	ms := m.matchSettingsOf(run.key, cp)
+	var out []policy.Trigger
+	dirty := make([]types.UID, 0, len(p.triggers))
+	for uid, d := range p.triggers {
+		dirty = append(dirty, uid)
+		if d.old != nil {
+			cp.Evaluations.Forget(d.old)
+		}
+		if d.key == "" {
+			// Known by an object it generated: a trigger the policy does
+			// not select now has no desired objects, and its objects go.
+			prev, ok := t.byUID[uid]
+			if !ok {
+				continue
+			}
+			if prev.gvr < 0 {
+				return nil, nil, false
+			}
+			d.gvr, d.key = t.triggers[prev.gvr], prev.key
+		}
+		if !slices.Contains(cp.Triggers, d.gvr) {
+			return nil, nil, false
+		}
+		store, _ := m.informers.Store(m.watch.triggerKeyOf(cp, d.gvr))
+		if store == nil {
+			return nil, nil, false
+		}
+		obj, exists, err := store.GetByKey(d.key)
+		u, _ := obj.(*cluster.Object)
+		if err != nil || !exists || u == nil || u.GetUID() != uid {
+			continue // deleted, or another object by that name: its own event tells
+		}
+		memo := cp.Evaluations.Keep(u)
+		ok, self, err := m.matchOne(run.key, cp, d.gvr, u, memo, ms)
+		if err != nil || self {
+			// A failed match, or an object of the policy's own among its
+			// triggers, which only a full sync counts and reports.
+			return nil, nil, false
+		}
+		if ok {
+			out = append(out, policy.Trigger{GVR: d.gvr, Object: u, Memo: memo})
+		}
+	}
+	return out, dirty, true
 }

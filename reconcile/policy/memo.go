@@ -61,7 +61,7 @@ type Evaluation struct {
 	Namespace *corev1.Namespace
 	Op        admission.Operation
 	// Objects are what the program generated, until they settle: then
-	// settled stands for them (Controller.settle).
+	// settled stands for them (reconcile's settle).
 	Objects []*unstructured.Unstructured
 	Settled inventory.Settled
 	// SettledAt is the policy's downstream event count (downstreamEvents)
