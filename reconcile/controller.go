@@ -11,7 +11,6 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
-	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
@@ -364,9 +363,4 @@ func writerOf(applier *inventory.Applier, dryRun bool) writer {
 		return applier.DryRun()
 	}
 	return applier
-}
-
-// restMapping maps a kind to its resource (kinds.Kinds.Mapping).
-func (c *Controller) restMapping(gvk schema.GroupVersionKind) (*meta.RESTMapping, error) {
-	return c.kinds.Mapping(gvk)
 }
