@@ -30,6 +30,7 @@ import (
 	"github.com/sprout-gitops/sprout/reconcile/kinds"
 	"github.com/sprout-gitops/sprout/reconcile/ledger"
 	"github.com/sprout-gitops/sprout/reconcile/policy"
+	"github.com/sprout-gitops/sprout/reconcile/queue"
 	"github.com/sprout-gitops/sprout/reconcile/report"
 	"github.com/sprout-gitops/sprout/reconcile/watches"
 	"github.com/sprout-gitops/sprout/sources"
@@ -165,7 +166,7 @@ type Controller struct {
 	// rights answers what policies' rights allow.
 	rights *access.Rights
 
-	queue *policyQueue
+	queue *queue.Queue
 	// reads index what each trigger's evaluation read, so that a change of
 	// it queues that trigger alone (deps.go).
 	reads *watches.ReadIndex[policy.Key]
@@ -242,7 +243,7 @@ func New(cfg *rest.Config, opts Options) (*Controller, error) {
 		log:      opts.Logger,
 		kinds:    kinds.New(kube.Discovery()),
 		created:  created,
-		queue:    newPolicyQueue(m),
+		queue:    queue.New(m),
 		metrics:  m,
 		policies: map[policy.Key]*policy.Compiled{},
 		deleted:  map[policy.Key]retired{},

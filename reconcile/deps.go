@@ -11,6 +11,7 @@ import (
 	"github.com/sprout-gitops/sprout/reconcile/access"
 	"github.com/sprout-gitops/sprout/reconcile/evaluate"
 	"github.com/sprout-gitops/sprout/reconcile/policy"
+	"github.com/sprout-gitops/sprout/reconcile/queue"
 	"github.com/sprout-gitops/sprout/reconcile/watches"
 )
 
@@ -31,7 +32,7 @@ func (in *intake) queueReaders(key policy.Key, gvr schema.GroupVersionResource, 
 // evaluation, which read another object, was not kept.
 func (in *intake) markReaders(key policy.Key, readers []watches.TriggerReads) {
 	for _, tr := range readers {
-		in.queue.addTrigger(key, tr.UID, dirtyTrigger{gvr: tr.GVR, key: tr.Key}, 0)
+		in.queue.AddTrigger(key, tr.UID, queue.Change{GVR: tr.GVR, Key: tr.Key}, 0)
 	}
 }
 

@@ -17,8 +17,9 @@
 // records, what each policy wrote to, admitted, generated and claims, and
 // which source holds each policy name). The core keeps:
 //
-//   - the loop (loop.go): the work queue of policy keys, the workers, the
-//     resync schedule, and the start and stop of the informers and sources;
+//   - the loop (loop.go): the work queue of policy keys (queue), the
+//     workers, the resync schedule, and the start and stop of the
+//     informers and sources;
 //   - the intake (intake.go): where the informers' events enter, replayed
 //     as admission events; it admits triggers, keeps tombstones and queues
 //     the policies an event concerns, and starts and stops informers as

@@ -17,6 +17,7 @@ import (
 	"github.com/sprout-gitops/sprout/inventory"
 	"github.com/sprout-gitops/sprout/reconcile/ledger"
 	"github.com/sprout-gitops/sprout/reconcile/policy"
+	"github.com/sprout-gitops/sprout/reconcile/queue"
 )
 
 // ownerOf reads the policy key from a cached object's annotation, which
@@ -102,7 +103,7 @@ func (in *intake) queueGenerated(key policy.Key, obj any, d time.Duration) {
 		obj = t.Obj
 	}
 	if o, ok := obj.(*cluster.Object); ok && o.TriggerUID() != "" {
-		in.queue.addTrigger(key, types.UID(o.TriggerUID()), dirtyTrigger{}, d)
+		in.queue.AddTrigger(key, types.UID(o.TriggerUID()), queue.Change{}, d)
 		return
 	}
 	if d > 0 {

@@ -20,7 +20,7 @@ func (c *Controller) Idle() bool {
 	c.syncs.mu.Lock()
 	syncing := len(c.syncs.cancel)
 	c.syncs.mu.Unlock()
-	return syncing == 0 && c.tell.Idle() && c.queue.Len() == 0 && c.queue.taken.Load() == 0
+	return syncing == 0 && c.tell.Idle() && c.queue.Len() == 0 && c.queue.Taken() == 0
 }
 
 // SyncsIdle reports whether no policy is queued or syncing, whatever
@@ -29,7 +29,7 @@ func (c *Controller) SyncsIdle() bool {
 	c.syncs.mu.Lock()
 	syncing := len(c.syncs.cancel)
 	c.syncs.mu.Unlock()
-	return syncing == 0 && c.queue.Len() == 0 && c.queue.taken.Load() == 0
+	return syncing == 0 && c.queue.Len() == 0 && c.queue.Taken() == 0
 }
 
 // ResyncAll queues every policy for a full sync, as a scheduled resync

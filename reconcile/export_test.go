@@ -42,15 +42,7 @@ func (c *Controller) ConfirmationLooks() int64 { return c.ledger.ConfirmationLoo
 // that events marked changed since its last sync.
 func (c *Controller) Dirty(name string) []types.UID {
 	key, _ := policy.ParseKey(name)
-	c.queue.dirty.mu.Lock()
-	defer c.queue.dirty.mu.Unlock()
-	var out []types.UID
-	if p := c.queue.dirty.m[key]; p != nil {
-		for uid := range p.triggers {
-			out = append(out, uid)
-		}
-	}
-	return out
+	return c.queue.MarkedTriggers(key)
 }
 
 // RecheckAfterStatusWrite rechecks policy's permissions as a recheck does
@@ -97,7 +89,7 @@ func (c *Controller) PolicyStateLeft() map[string]int {
 	out["claims"] = c.ledger.Names().Len()
 	out["reads"] = c.reads.Len()
 	count("syncs", &c.syncs.mu, func() int { return len(c.syncs.cancel) })
-	count("dirty", &c.queue.dirty.mu, func() int { return len(c.queue.dirty.m) })
+	out["dirty"] = c.queue.Marked()
 	count("plans", &c.pipeline.planned.mu, func() int { return len(c.pipeline.planned.byKey) })
 	out["reports"] = c.tell.Pending()
 	return out

@@ -12,6 +12,7 @@ import (
 	"github.com/sprout-gitops/sprout/inventory"
 	"github.com/sprout-gitops/sprout/reconcile/evaluate"
 	"github.com/sprout-gitops/sprout/reconcile/policy"
+	"github.com/sprout-gitops/sprout/reconcile/queue"
 )
 
 // An incremental sync looks only at the triggers events changed since the
@@ -130,14 +131,14 @@ func (g *generation) clean() bool {
 // nothing but trigger events queued it, and its last sync left a clean
 // tally for the same compiled policy, with nothing pending that only a
 // full sync settles.
-func (i *incrementalSync) allowed(run *syncRun, p *pending, t *tally) bool {
+func (i *incrementalSync) allowed(run *syncRun, p *queue.Changes, t *tally) bool {
 	cp, st := run.cp, i.s.states.of(run.key)
 	switch {
-	case p.full || t == nil || i.s.dryRun:
+	case p.Full || t == nil || i.s.dryRun:
 		return false
 	case t.evaluations != cp.Evaluations || !slices.Equal(t.triggers, cp.Triggers) || cp.ResolveErr != nil:
 		return false
-	case t.volatile > 0 || t.since+len(p.triggers) > max(len(t.byUID), minFullEvery):
+	case t.volatile > 0 || t.since+len(p.Triggers) > max(len(t.byUID), minFullEvery):
 		return false
 	case st.ledger().Rebuilding() || len(st.pendingTombstones()) > 0:
 		return false
@@ -164,7 +165,7 @@ func (i *incrementalSync) match(run *syncRun) (bool, error) {
 	if p == nil {
 		// Nothing changed since the last sync took what had: a key queued
 		// again while that sync ran.
-		p = &pending{}
+		p = &queue.Changes{}
 	}
 	i.tally = s.states.of(run.key).getTally()
 	if !i.allowed(run, p, i.tally) {

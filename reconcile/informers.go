@@ -14,6 +14,7 @@ import (
 
 	"github.com/sprout-gitops/sprout/cluster"
 	"github.com/sprout-gitops/sprout/reconcile/policy"
+	"github.com/sprout-gitops/sprout/reconcile/queue"
 	"github.com/sprout-gitops/sprout/reconcile/watches"
 )
 
@@ -185,14 +186,14 @@ func (in *intake) queueTrigger(key policy.Key, cp *policy.Compiled, gvr schema.G
 	if !isTrigger {
 		return
 	}
-	d := dirtyTrigger{gvr: gvr, key: objectRef(o)}
+	d := queue.Change{GVR: gvr, Key: objectRef(o)}
 	switch {
 	case op == admission.Delete:
-		d.old = o
+		d.Old = o
 	case prev != nil:
-		d.old = prev
+		d.Old = prev
 	}
-	in.queue.addTrigger(key, o.GetUID(), d, 0)
+	in.queue.AddTrigger(key, o.GetUID(), d, 0)
 }
 
 // queueWatching queues every policy that informer w serves, for triggers

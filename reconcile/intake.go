@@ -11,6 +11,7 @@ import (
 	"github.com/sprout-gitops/sprout/reconcile/kinds"
 	"github.com/sprout-gitops/sprout/reconcile/ledger"
 	"github.com/sprout-gitops/sprout/reconcile/policy"
+	"github.com/sprout-gitops/sprout/reconcile/queue"
 	"github.com/sprout-gitops/sprout/reconcile/report"
 	"github.com/sprout-gitops/sprout/reconcile/watches"
 )
@@ -28,7 +29,7 @@ type intake struct {
 	// exclusively when exclusive.
 	policies func(exclusive bool, f func(map[policy.Key]*policy.Compiled))
 	states   *states
-	queue    *policyQueue
+	queue    *queue.Queue
 	reads    *watches.ReadIndex[policy.Key]
 
 	kinds     *kinds.Kinds

@@ -13,19 +13,10 @@ import (
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/util/workqueue"
-
-	"github.com/sprout-gitops/sprout/reconcile/report"
 )
 
 // The loop: the work queues, the workers that take policies from them,
 // and the start and stop of the informers and sources that feed them.
-
-// newQueue makes a rate-limited work queue whose metrics are named name.
-func newQueue[T comparable](name string, m *report.Metrics) workqueue.TypedRateLimitingInterface[T] {
-	return workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[T](),
-		workqueue.TypedRateLimitingQueueConfig[T]{Name: name, MetricsProvider: m.Queue})
-}
 
 // Run starts the informers and workers and blocks until ctx is done.
 func (c *Controller) Run(ctx context.Context) error {
@@ -236,4 +227,15 @@ func waitSynced(ctx context.Context, synced ...cache.InformerSynced) bool {
 		return true, nil
 	})
 	return err == nil
+}
+
+// markAllFull makes the next sync of every policy a full one, without
+// queueing any: a change that never queued a policy before (a Namespace's
+// annotations) is still seen whole when something else does.
+func (c *Controller) markAllFull() {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	for key := range c.policies {
+		c.queue.MarkFull(key)
+	}
 }

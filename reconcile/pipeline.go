@@ -16,6 +16,7 @@ import (
 	"github.com/sprout-gitops/sprout/reconcile/evaluate"
 	"github.com/sprout-gitops/sprout/reconcile/ledger"
 	"github.com/sprout-gitops/sprout/reconcile/policy"
+	"github.com/sprout-gitops/sprout/reconcile/queue"
 	"github.com/sprout-gitops/sprout/reconcile/report"
 	"github.com/sprout-gitops/sprout/reconcile/watches"
 )
@@ -66,7 +67,7 @@ type syncLoop interface {
 	// queue queues the policy; takeChanges takes what events marked
 	// changed of it since its last sync (nil: nothing).
 	queue(key policy.Key)
-	takeChanges(key policy.Key) *pending
+	takeChanges(key policy.Key) *queue.Changes
 	// beginSync returns the context of a sync of cp's policy, cancelled
 	// when the policy is deleted, and the function that ends it.
 	beginSync(ctx context.Context, key policy.Key, cp *policy.Compiled) (context.Context, func())
@@ -140,4 +141,4 @@ func (l syncerCore) retire(key policy.Key) {
 
 func (l syncerCore) queue(key policy.Key) { l.c.queue.Add(key) }
 
-func (l syncerCore) takeChanges(key policy.Key) *pending { return l.c.queue.dirty.take(key) }
+func (l syncerCore) takeChanges(key policy.Key) *queue.Changes { return l.c.queue.Take(key) }

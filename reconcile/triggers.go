@@ -17,6 +17,7 @@ import (
 	"github.com/sprout-gitops/sprout/reconcile/evaluate"
 	"github.com/sprout-gitops/sprout/reconcile/ledger"
 	"github.com/sprout-gitops/sprout/reconcile/policy"
+	"github.com/sprout-gitops/sprout/reconcile/queue"
 	"github.com/sprout-gitops/sprout/reconcile/report"
 	"github.com/sprout-gitops/sprout/reconcile/watches"
 )
@@ -259,17 +260,17 @@ func generatedByPolicies(cp *policy.Compiled, u *cluster.Object) bool {
 // trigger, and false when a full sync must decide instead: a match failed,
 // a trigger is one of the policy's own objects, or a trigger's resource is
 // not one the policy watches now.
-func (m *triggerMatcher) matchDirty(run *syncRun, p *pending, t *tally) ([]policy.Trigger, []types.UID, bool) {
+func (m *triggerMatcher) matchDirty(run *syncRun, p *queue.Changes, t *tally) ([]policy.Trigger, []types.UID, bool) {
 	cp := run.cp
 	ms := m.matchSettingsOf(run.key, cp)
 	var out []policy.Trigger
-	dirty := make([]types.UID, 0, len(p.triggers))
-	for uid, d := range p.triggers {
+	dirty := make([]types.UID, 0, len(p.Triggers))
+	for uid, d := range p.Triggers {
 		dirty = append(dirty, uid)
-		if d.old != nil {
-			cp.Evaluations.Forget(d.old)
+		if d.Old != nil {
+			cp.Evaluations.Forget(d.Old)
 		}
-		if d.key == "" {
+		if d.Key == "" {
 			// Known by an object it generated: a trigger the policy does
 			// not select now has no desired objects, and its objects go.
 			prev, ok := t.byUID[uid]
@@ -279,29 +280,29 @@ func (m *triggerMatcher) matchDirty(run *syncRun, p *pending, t *tally) ([]polic
 			if prev.gvr < 0 {
 				return nil, nil, false
 			}
-			d.gvr, d.key = t.triggers[prev.gvr], prev.key
+			d.GVR, d.Key = t.triggers[prev.gvr], prev.key
 		}
-		if !slices.Contains(cp.Triggers, d.gvr) {
+		if !slices.Contains(cp.Triggers, d.GVR) {
 			return nil, nil, false
 		}
-		store, _ := m.informers.Store(m.watch.triggerKeyOf(cp, d.gvr))
+		store, _ := m.informers.Store(m.watch.triggerKeyOf(cp, d.GVR))
 		if store == nil {
 			return nil, nil, false
 		}
-		obj, exists, err := store.GetByKey(d.key)
+		obj, exists, err := store.GetByKey(d.Key)
 		u, _ := obj.(*cluster.Object)
 		if err != nil || !exists || u == nil || u.GetUID() != uid {
 			continue // deleted, or another object by that name: its own event tells
 		}
 		memo := cp.Evaluations.Keep(u)
-		ok, self, err := m.matchOne(run.key, cp, d.gvr, u, memo, ms)
+		ok, self, err := m.matchOne(run.key, cp, d.GVR, u, memo, ms)
 		if err != nil || self {
 			// A failed match, or an object of the policy's own among its
 			// triggers, which only a full sync counts and reports.
 			return nil, nil, false
 		}
 		if ok {
-			out = append(out, policy.Trigger{GVR: d.gvr, Object: u, Memo: memo})
+			out = append(out, policy.Trigger{GVR: d.GVR, Object: u, Memo: memo})
 		}
 	}
 	return out, dirty, true
