@@ -264,9 +264,10 @@ func New(cfg *rest.Config, opts Options) (*Controller, error) {
 	in := &intake{policies: c.withPolicies, states: c.states, queue: c.queue, reads: c.reads, kinds: c.kinds,
 		informers: factory, rights: c.rights, created: created}
 	c.intake = in
-	c.eval = newEvaluator(c, nsInformer.Lister(), kube)
 	in.triggers = watches.NewTriggers(dyn, raw, opts.Logger, triggerEvents{in})
 	in.generated = watches.NewGenerated(dyn, raw, created, in.servedInProtobuf, opts.Logger, generatedEvents{in})
+	// The evaluator reads the generated objects' caches: made after them.
+	c.eval = newEvaluator(c, nsInformer.Lister(), kube)
 	c.ledger = ledger.New(ledgerCore{c}, in.generated, dyn, opts.Logger)
 	if c.tell, err = c.teller(cfg, dyn, kube.CoreV1().Events("")); err != nil {
 		return nil, err
@@ -317,7 +318,7 @@ func newEvaluator(c *Controller, namespaces listersv1.NamespaceLister, kube kube
 	o := c.opts
 	return evaluate.New(evaluate.Config{Log: o.Logger, Timeout: o.EvaluationTimeout, HTTP: o.HTTP, GlobalContext: o.GlobalContext,
 		Exceptions: o.PolicyExceptions, ExceptionNamespace: o.ExceptionNamespace, Namespaces: namespaces, Client: kube,
-		Kinds: c.kinds, Live: liveObjects{c.intake}, Cache: c.intake.readCache, Requeue: func(key policy.Key) { c.queue.Add(key) },
+		Kinds: c.kinds, Live: c.intake.live(), Cache: c.intake.readCache, Requeue: func(key policy.Key) { c.queue.Add(key) },
 		LastUpdate: func(cp *policy.Compiled, gvr schema.GroupVersionResource, uid types.UID) *cluster.Object {
 			return c.intake.lastUpdate(c.intake.triggerKeyOf(cp, gvr), uid)
 		}})

@@ -8,7 +8,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/resourceversion"
 	"k8s.io/apimachinery/pkg/util/sets"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/cache"
@@ -18,6 +17,7 @@ import (
 	"github.com/sprout-gitops/sprout/reconcile/ledger"
 	"github.com/sprout-gitops/sprout/reconcile/policy"
 	"github.com/sprout-gitops/sprout/reconcile/queue"
+	"github.com/sprout-gitops/sprout/reconcile/watches"
 )
 
 // ownerOf reads the policy key from a cached object's annotation, which
@@ -139,54 +139,6 @@ func (in *intake) resourcesOf(objs []*unstructured.Unstructured, kinds []schema.
 	return out, errors.Join(errs...)
 }
 
-// liveObjects serves inventory's lookups from the downstream caches.
-type liveObjects struct{ in *intake }
-
-var _ inventory.Live = liveObjects{}
-
-func (l liveObjects) Get(gvk schema.GroupVersionKind, namespace, name string) (*cluster.Object, bool) {
-	inf, ok := l.informer(gvk)
-	if !ok {
-		return nil, false
-	}
-	cached, ok, err := inf.GetStore().GetByKey(cache.NewObjectName(namespace, name).String())
-	if err != nil || !ok {
-		return nil, false
-	}
-	return cached.(*cluster.Object), true
-}
-
-// Seen compares the version the cache of gvk's resource last stored, from
-// an event or a bookmark, with resourceVersion. Versions that do not
-// compare (a storage other than etcd) count as seen: the object is then
-// written, and a create that finds it is told so.
-//
-// The store's version, not the watch's: an event is read some time before
-// the store holds it, and an object created, looked for in between, would
-// seem deleted since and be created again. Without client-go's AtomicFIFO
-// the store keeps no version, and the watch's is all there is.
-func (l liveObjects) Seen(gvk schema.GroupVersionKind, resourceVersion string) bool {
-	inf, ok := l.informer(gvk)
-	if !ok {
-		return true // not watched: nothing is cached, so nothing will be
-	}
-	stored := inf.GetStore().LastStoreSyncResourceVersion()
-	if stored == "" {
-		stored = inf.LastSyncResourceVersion()
-	}
-	c, err := resourceversion.CompareResourceVersion(stored, resourceVersion)
-	return err != nil || c >= 0
-}
-
-// informer returns the informer of the resource of kind gvk.
-func (l liveObjects) informer(gvk schema.GroupVersionKind) (cache.SharedIndexInformer, bool) {
-	m, err := l.in.kinds.Mapping(gvk)
-	if err != nil {
-		return nil, false
-	}
-	return l.in.generated.Informer(m.Resource)
-}
-
 // downstreamChanged counts an update or deletion of one of key's objects:
 // a settled evaluation confirmed at the same count has had none of its
 // cached copies replaced, and needs no lookup to know it
@@ -202,4 +154,15 @@ func (in *intake) downstreamEpoch(key policy.Key) uint64 { return in.states.of(k
 // an informer missed an event.
 func (in *intake) forgetSettledChecks() {
 	in.states.each(func(_ policy.Key, st *policyState) { st.downstreamChanged() })
+}
+
+// live serves inventory's lookups from the generated objects' caches.
+func (in *intake) live() watches.Live {
+	return in.generated.Live(func(gvk schema.GroupVersionKind) (schema.GroupVersionResource, error) {
+		m, err := in.kinds.Mapping(gvk)
+		if err != nil {
+			return schema.GroupVersionResource{}, err
+		}
+		return m.Resource, nil
+	})
 }

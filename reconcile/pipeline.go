@@ -103,7 +103,7 @@ type syncReads interface {
 func newSyncer(c *Controller, writers *access.Writers[writer]) *syncer {
 	s := &syncer{loop: syncerCore{c}, checks: syncChecks{c}, cache: c.intake, log: c.log, dryRun: c.opts.DryRun,
 		eval: c.eval, ledger: c.ledger, tell: c.tell, metrics: c.metrics, rbac: c.rights.RBAC(),
-		writers: writers, created: c.created, reads: c.reads, states: c.states, live: liveObjects{c.intake}}
+		writers: writers, created: c.created, reads: c.reads, states: c.states, live: c.intake.live()}
 	s.matcher = &triggerMatcher{loop: s.loop, checks: s.checks, watch: c.intake, informers: c.intake.triggers,
 		eval: c.eval, ledger: c.ledger, tell: c.tell, states: c.states, log: c.log, dryRun: c.opts.DryRun}
 	s.reporter = liveReporter{s}

@@ -37,7 +37,7 @@ func (c *Controller) compile(p sources.Policy) *policy.Compiled {
 			Created: cp.Operations.Has("*") || cp.Operations.Has(string(admission.Create)),
 		}
 		cp.Triggers, cp.Refused, cp.ResolveErr = c.rights.Resolve(c.ctx, p.Policy)
-		cp.Selector = pushedSelector(cp)
+		cp.Selector = policy.PushedSelector(cp)
 	}
 	return cp
 }

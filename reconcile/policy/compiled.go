@@ -34,7 +34,7 @@ type Compiled struct {
 	Activated time.Time
 	Criteria  Criteria
 	// Selector is the label selector of its trigger informers
-	// (pushedSelector), "" when they hold every object.
+	// (PushedSelector), "" when they hold every object.
 	Selector string
 	// Operations are the operations the resource rules list.
 	Operations sets.Set[string]

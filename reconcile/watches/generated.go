@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/resourceversion"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
@@ -226,4 +227,60 @@ func (g *Generated) Sizes() map[schema.GroupVersionResource]int {
 		out[gvr] = int(ti.objects.Load())
 	}
 	return out
+}
+
+// Live serves inventory's lookups (inventory.Live) from the generated
+// objects' caches: resource maps a kind to the resource whose informer
+// holds its objects.
+type Live struct {
+	generated *Generated
+	resource  func(schema.GroupVersionKind) (schema.GroupVersionResource, error)
+}
+
+// Live returns the lookups of g's caches, kinds mapped by resource.
+func (g *Generated) Live(resource func(schema.GroupVersionKind) (schema.GroupVersionResource, error)) Live {
+	return Live{generated: g, resource: resource}
+}
+
+func (l Live) Get(gvk schema.GroupVersionKind, namespace, name string) (*cluster.Object, bool) {
+	inf, ok := l.informer(gvk)
+	if !ok {
+		return nil, false
+	}
+	cached, ok, err := inf.GetStore().GetByKey(cache.NewObjectName(namespace, name).String())
+	if err != nil || !ok {
+		return nil, false
+	}
+	return cached.(*cluster.Object), true
+}
+
+// Seen compares the version the cache of gvk's resource last stored, from
+// an event or a bookmark, with resourceVersion. Versions that do not
+// compare (a storage other than etcd) count as seen: the object is then
+// written, and a create that finds it is told so.
+//
+// The store's version, not the watch's: an event is read some time before
+// the store holds it, and an object created, looked for in between, would
+// seem deleted since and be created again. Without client-go's AtomicFIFO
+// the store keeps no version, and the watch's is all there is.
+func (l Live) Seen(gvk schema.GroupVersionKind, resourceVersion string) bool {
+	inf, ok := l.informer(gvk)
+	if !ok {
+		return true // not watched: nothing is cached, so nothing will be
+	}
+	stored := inf.GetStore().LastStoreSyncResourceVersion()
+	if stored == "" {
+		stored = inf.LastSyncResourceVersion()
+	}
+	c, err := resourceversion.CompareResourceVersion(stored, resourceVersion)
+	return err != nil || c >= 0
+}
+
+// informer returns the informer of the resource of kind gvk.
+func (l Live) informer(gvk schema.GroupVersionKind) (cache.SharedIndexInformer, bool) {
+	gvr, err := l.resource(gvk)
+	if err != nil {
+		return nil, false
+	}
+	return l.generated.Informer(gvr)
 }

@@ -111,3 +111,26 @@ func TestReleaseStopsWhatIsNotNeeded(t *testing.T) {
 }
 
 var configMaps = schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
+
+// TestLiveAnswersForWhatItDoesNotWatch: a kind whose objects no informer
+// holds, or that maps to no resource, is never found, and any version
+// counts as seen: an object of it is written, and a create that finds it
+// is told so.
+func TestLiveAnswersForWhatItDoesNotWatch(t *testing.T) {
+	g := NewGenerated(nil, nil, new(cluster.CreatedVersions), func(schema.GroupVersionResource) bool { return false }, slog.New(slog.DiscardHandler), nil)
+	cm := schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}
+	for name, resource := range map[string]func(schema.GroupVersionKind) (schema.GroupVersionResource, error){
+		"not watched": func(schema.GroupVersionKind) (schema.GroupVersionResource, error) { return configMaps, nil },
+		"not served": func(gvk schema.GroupVersionKind) (schema.GroupVersionResource, error) {
+			return schema.GroupVersionResource{}, fmt.Errorf("no matches for kind %q", gvk.Kind)
+		},
+	} {
+		live := g.Live(resource)
+		if o, ok := live.Get(cm, "ns", "a"); ok || o != nil {
+			t.Errorf("%s: found %v", name, o)
+		}
+		if !live.Seen(cm, "42") {
+			t.Errorf("%s: a version not seen", name)
+		}
+	}
+}

@@ -1,4 +1,4 @@
-package reconcile
+package policy
 
 import (
 	"testing"
