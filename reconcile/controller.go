@@ -299,7 +299,7 @@ func (c *Controller) teller(cfg *rest.Config, dyn dynamic.Interface, events type
 				defer c.mu.RUnlock()
 				return c.policies[key]
 			},
-			Told:   func(key policy.Key) *report.Told { return c.states.of(key).telling() },
+			Told:   func(key policy.Key) *report.Told { return c.states.Of(key).Told() },
 			Record: c.ledger.Record,
 			SaveRecordStatus: func(ctx context.Context, key policy.Key, cp *policy.Compiled, out report.Outcome) error {
 				return c.ledger.SaveStatus(ctx, key, cp, out, reconcileRequest(cp.Policy))

@@ -50,8 +50,8 @@ func (in *intake) endReads(run *syncRun, ok bool, dirty []types.UID, evaluated [
 // entryChanged queues every policy whose syncs read the
 // GlobalContextEntry.
 func (in *intake) entryChanged(name string) {
-	in.states.each(func(key policy.Key, st *policyState) {
-		if st.readsEntry(name) {
+	in.states.Each(func(key policy.Key, st *policyState) {
+		if st.ReadsEntry(name) {
 			in.queue.Add(key)
 		}
 	})
@@ -61,8 +61,8 @@ func (in *intake) entryChanged(name string) {
 // that runs as as (nil: as Sprout). A resource it reads is at once among
 // those whose changes queue the policy.
 func (in *intake) readerFor(run *syncRun, as *access.Account) *evaluate.Reader {
-	s := evaluate.Sync{Scope: run.cp.Scope(), Exceptions: in.states.of(run.key).keptExceptions(),
-		Read: func(gvr schema.GroupVersionResource) { in.states.of(run.key).setReads(sets.New(gvr), nil, true) }}
+	s := evaluate.Sync{Scope: run.cp.Scope(), Exceptions: in.states.Of(run.key).Exceptions(),
+		Read: func(gvr schema.GroupVersionResource) { in.states.Of(run.key).SetReads(sets.New(gvr), nil, true) }}
 	if as != nil {
 		s.May = func(ctx context.Context, verb string, gvr schema.GroupVersionResource, namespace string) error {
 			return in.rights.Reviews().May(ctx, as, verb, gvr, namespace)

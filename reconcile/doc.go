@@ -24,8 +24,9 @@
 //     as admission events; it admits triggers, keeps tombstones and queues
 //     the policies an event concerns, and starts and stops informers as
 //     the policies need them;
-//   - each policy's state between its syncs (state.go): one value per
-//     policy, entered with it and dropped in one place when it leaves;
+//   - each policy's lifecycle: its state between its syncs (state), one
+//     value per policy, is entered with it and dropped in one place when
+//     it leaves (Controller.forgetPolicy);
 //   - the sync pipeline (pipeline.go, sync.go): a type of its own, made
 //     once, that syncs one policy at a time with one pipeline of phases
 //     for a full and an incremental sync alike (runPhases): snapshot the

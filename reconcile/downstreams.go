@@ -78,7 +78,7 @@ func (e generatedEvents) departed(old, next any) {
 		if cp == nil || !cp.Policy.PolicySpec().Synchronize() {
 			return // a policy that does not synchronize never writes it again anyway
 		}
-		e.in.states.of(key).ledger().Claim(claim)
+		e.in.states.Of(key).Ledger().Claim(claim)
 	})
 }
 
@@ -144,16 +144,16 @@ func (in *intake) resourcesOf(objs []*unstructured.Unstructured, kinds []schema.
 // cached copies replaced, and needs no lookup to know it
 // (evaluation.settledAt). Every count is followed by a sync of the
 // policy, which checks in full.
-func (in *intake) downstreamChanged(key policy.Key) { in.states.of(key).downstreamChanged() }
+func (in *intake) downstreamChanged(key policy.Key) { in.states.Of(key).DownstreamChanged() }
 
 // downstreamEpoch is the count for key now.
-func (in *intake) downstreamEpoch(key policy.Key) uint64 { return in.states.of(key).epoch() }
+func (in *intake) downstreamEpoch(key policy.Key) uint64 { return in.states.Of(key).Epoch() }
 
 // forgetSettledChecks makes every settled evaluation check its objects in
 // full at its next sync: a scheduled resync compares everything, in case
 // an informer missed an event.
 func (in *intake) forgetSettledChecks() {
-	in.states.each(func(_ policy.Key, st *policyState) { st.downstreamChanged() })
+	in.states.Each(func(_ policy.Key, st *policyState) { st.DownstreamChanged() })
 }
 
 // live serves inventory's lookups from the generated objects' caches.

@@ -19,9 +19,9 @@ const ReasonPolicySkipped = "PolicySkipped"
 func (h policyHandler) Exceptions(source string, list []sources.Exception) {
 	c := h.c
 	named := c.eval.TakeExceptions(source, list)
-	c.states.each(func(key policy.Key, st *policyState) {
+	c.states.Each(func(key policy.Key, st *policyState) {
 		if named(key) {
-			st.exceptions.Forget()
+			st.Exceptions().Forget()
 		}
 	})
 	var queue []policy.Key
@@ -49,7 +49,7 @@ func (g *generation) skip(t policy.Trigger, exceptions []string) {
 // skippedEvent tells, on the policy, which triggers exceptions skipped,
 // once for each different set (evaluate.PolicyExceptions.Tell).
 func (s *syncer) skippedEvent(key policy.Key, cp *policy.Compiled, skipped evaluate.Skipped) {
-	msg, tell := s.states.of(key).keptExceptions().Tell(skipped, eventObjects)
+	msg, tell := s.states.Of(key).Exceptions().Tell(skipped, eventObjects)
 	if !tell || s.dryRun {
 		return
 	}

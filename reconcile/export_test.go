@@ -77,7 +77,7 @@ func (c *Controller) RecheckAfterStatusWrite(ctx context.Context, name, resource
 // PolicyStateLeft counts, in each store the controller keeps by policy,
 // the policies it holds: after every policy has left, each is 0.
 func (c *Controller) PolicyStateLeft() map[string]int {
-	out := map[string]int{"states": c.states.len()}
+	out := map[string]int{"states": c.states.Len()}
 	c.mu.RLock()
 	out["policies"], out["deleted"] = len(c.policies), len(c.deleted)
 	c.mu.RUnlock()

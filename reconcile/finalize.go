@@ -17,7 +17,7 @@ func (s *syncer) finalize(ctx context.Context, key policy.Key, gone retired) err
 		return nil // a plan covers the policies it was given, not retired ones
 	}
 	if gone.synchronize && !gone.orphan {
-		written := s.states.of(key).ledger().Written()
+		written := s.states.Of(key).Ledger().Written()
 		if _, ready := s.ledger.Track(ctx, key, written); !ready {
 			return errWaiting
 		}

@@ -20,7 +20,7 @@ type fullSync struct{ s *syncer }
 // tombstones it has yet to replay.
 func (f fullSync) match(run *syncRun) (bool, error) {
 	s := f.s
-	s.states.of(run.key).setTally(nil)
+	s.states.Of(run.key).SetTally(nil)
 	s.metrics.Syncs.WithLabelValues(run.key.String(), "full").Inc()
 	run.phase = s.metrics.Phases()
 	triggers, unmatched, err := s.matcher.matchingTriggers(run.cp)
@@ -28,7 +28,7 @@ func (f fullSync) match(run *syncRun) (bool, error) {
 		return false, errWaiting
 	}
 	run.phase.Done("match")
-	run.tombstones = s.states.of(run.key).pendingTombstones()
+	run.tombstones = s.states.Of(run.key).PendingTombstones()
 	run.triggers = append(triggers, run.tombstones...)
 	run.unmatched, run.matchErr = unmatched, err
 	s.tell.UnreportUnmatched(run.cp, run.triggers, run.unmatched)
@@ -46,10 +46,10 @@ func (f fullSync) prune(ctx context.Context, run *syncRun, w writer, g *generati
 // reports whether it did.
 func (f fullSync) keep(run *syncRun, g *generation, changes inventory.ChangeSet, err error) (bool, []types.UID) {
 	s := f.s
-	if err != nil || !g.clean() || changes.NotOwned() != "" || run.cp.ResolveErr != nil || s.states.of(run.key).ledger().Rebuilding() {
+	if err != nil || !g.clean() || changes.NotOwned() != "" || run.cp.ResolveErr != nil || s.states.Of(run.key).Ledger().Rebuilding() {
 		return false, nil
 	}
-	s.states.of(run.key).setTally(newTally(run.cp, g.contributions))
+	s.states.Of(run.key).SetTally(newTally(run.cp, g.contributions))
 	return true, nil
 }
 
@@ -66,7 +66,7 @@ func (f fullSync) applied(run *syncRun, g *generation) {
 	s.skippedEvent(run.key, run.cp, g.skipped)
 	if g.applyErr == nil {
 		// Generated once, never again; one that failed is tried again.
-		s.states.of(run.key).tombstonesDone(slices.DeleteFunc(run.tombstones, func(t policy.Trigger) bool { return g.failed.Has(string(t.Object.GetUID())) }))
+		s.states.Of(run.key).TombstonesDone(slices.DeleteFunc(run.tombstones, func(t policy.Trigger) bool { return g.failed.Has(string(t.Object.GetUID())) }))
 	}
 }
 
@@ -84,14 +84,14 @@ func (f fullSync) pruneUnwanted(ctx context.Context, run *syncRun, w writer, g *
 	changes := g.changes
 	var pruneErr error
 	if complete := f.complete(run.key, g); complete && run.cp.Policy.PolicySpec().Synchronize() {
-		s.states.of(run.key).ledger().RetainClaims(changes, nil)
+		s.states.Of(run.key).Ledger().RetainClaims(changes, nil)
 		// What an earlier sync created that the cache does not show yet
 		// cannot be pruned now: it is looked at once it is cached.
 		s.created.Overlook(run.key.String(), nil, run.start)
 		var pruned inventory.ChangeSet
 		pruned, pruneErr = f.pruneStale(ctx, w, run.key, run.cp, g.held())
 		changes.Changes = append(changes.Changes, pruned.Changes...)
-		s.states.of(run.key).ledger().NoteOwn(pruned)
+		s.states.Of(run.key).Ledger().NoteOwn(pruned)
 	}
 	// A binding refused for its role goes whatever else the sync found.
 	pruned, refusedErr := s.checks.pruneRefused(ctx, w, run.key, g.verdicts)
@@ -108,7 +108,7 @@ func (f fullSync) pruneUnwanted(ctx context.Context, run *syncRun, w writer, g *
 // the objects, whose triggers a sync has matched since.
 func (f fullSync) complete(key policy.Key, g *generation) bool {
 	complete := errors.Join(g.mapErr, g.applyErr) == nil
-	if !f.s.states.of(key).ledger().Rebuilding() {
+	if !f.s.states.Of(key).Ledger().Rebuilding() {
 		return complete
 	}
 	switch {
@@ -116,7 +116,7 @@ func (f fullSync) complete(key policy.Key, g *generation) bool {
 		f.s.loop.queue(key)
 		return false
 	case g.rebuilt && complete:
-		f.s.states.of(key).ledger().Rebuild(false)
+		f.s.states.Of(key).Ledger().Rebuild(false)
 		return true
 	}
 	return false

@@ -171,11 +171,11 @@ func (s *syncer) generatePart(ctx context.Context, ps *parts, part []policy.Trig
 	}
 	toWrite := desired
 	if !ps.sync {
-		toWrite = s.states.of(run.key).ledger().NotYetGenerated(desired)
+		toWrite = s.states.Of(run.key).Ledger().NotYetGenerated(desired)
 	}
 	opts := inventory.ApplyOptions{Synchronize: ps.sync, Alive: ps.alive, Round: ps.round, Settled: want.settled}
 	if ps.sync {
-		opts.Claimed = func(triggerUID, id string) bool { return s.states.of(run.key).ledger().Claims(triggerUID, id) }
+		opts.Claimed = func(triggerUID, id string) bool { return s.states.Of(run.key).Ledger().Claims(triggerUID, id) }
 	}
 	p := &partApply{want: want, part: part, done: make(chan struct{})}
 	apply := func() {
@@ -198,7 +198,7 @@ func (s *syncer) generatePart(ctx context.Context, ps *parts, part []policy.Trig
 func (s *syncer) recordAhead(ctx context.Context, ps *parts, gvrs sets.Set[schema.GroupVersionResource]) error {
 	run := ps.run
 	written, ready := s.ledger.Track(ctx, run.key, gvrs)
-	if ready && written != ps.rebuiltAt && s.states.of(run.key).ledger().Rebuilding() {
+	if ready && written != ps.rebuiltAt && s.states.Of(run.key).Ledger().Rebuilding() {
 		// Before the record is written from what this sync knows. A
 		// resource's objects are all in its cache once it is ready:
 		// only a part that writes to a new resource can find more.
@@ -254,13 +254,13 @@ func (s *syncer) finish(p *partApply, ps *parts) {
 		s.tell.ApplyFailed(ps.run.cp, p.part, failed)
 	}
 	cp, _ := s.loop.policy(key)
-	if cp != nil && s.states.of(key).ledger().MayTriggerItself(cp) {
-		s.states.of(key).ledger().NoteOwn(p.changes)
+	if cp != nil && s.states.Of(key).Ledger().MayTriggerItself(cp) {
+		s.states.Of(key).Ledger().NoteOwn(p.changes)
 	}
 	if ps.sync {
 		g.settled += p.want.settledLen() + settle(ps.round, p.want.settling, p.want.epoch)
 	} else {
-		s.states.of(key).ledger().NoteGenerated(p.changes)
+		s.states.Of(key).Ledger().NoteGenerated(p.changes)
 	}
 }
 

@@ -33,7 +33,7 @@ func (h policyHandler) Upsert(p sources.Policy) {
 			"policy", key.String(), "source", p.Source, "holder", names.Holder(key))
 		return
 	}
-	c.states.enter(key)
+	c.states.Enter(key)
 	c.mu.Lock()
 	cur := c.policies[key]
 	if cur != nil && cur.Policy.GetUID() == p.GetUID() && cur.Policy.GetGeneration() == p.GetGeneration() {
@@ -58,7 +58,7 @@ func (h policyHandler) Upsert(p sources.Policy) {
 		c.adoptRecordedIdentity(p)
 	}
 	if cur == nil {
-		c.ledger.Restore(key, string(p.GetUID()), c.states.of(key).ledger())
+		c.ledger.Restore(key, string(p.GetUID()), c.states.Of(key).Ledger())
 	}
 
 	cp := c.compile(p)
@@ -105,10 +105,10 @@ func (h policyHandler) Delete(p sources.Policy) {
 	delete(c.policies, key)
 	c.mu.Unlock()
 	c.stopRunning(key)
-	st := c.states.of(key)
-	st.forgetReads()
-	st.setTally(nil)
-	st.telling().ForgetStatus()
+	st := c.states.Of(key)
+	st.ForgetReads()
+	st.SetTally(nil)
+	st.Told().ForgetStatus()
 	c.reads.Drop(key)
 	c.log.Info("policy deleted", "policy", key.String(), "source", p.Source)
 	c.queue.Add(key)

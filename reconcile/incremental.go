@@ -132,7 +132,7 @@ func (g *generation) clean() bool {
 // tally for the same compiled policy, with nothing pending that only a
 // full sync settles.
 func (i *incrementalSync) allowed(run *syncRun, p *queue.Changes, t *tally) bool {
-	cp, st := run.cp, i.s.states.of(run.key)
+	cp, st := run.cp, i.s.states.Of(run.key)
 	switch {
 	case p.Full || t == nil || i.s.dryRun:
 		return false
@@ -140,10 +140,10 @@ func (i *incrementalSync) allowed(run *syncRun, p *queue.Changes, t *tally) bool
 		return false
 	case t.volatile > 0 || t.since+len(p.Triggers) > max(len(t.byUID), minFullEvery):
 		return false
-	case st.ledger().Rebuilding() || len(st.pendingTombstones()) > 0:
+	case st.Ledger().Rebuilding() || len(st.PendingTombstones()) > 0:
 		return false
 	}
-	if before, changed := st.ledger().DerivedBy(); changed && before != cp.Derives {
+	if before, changed := st.Ledger().DerivedBy(); changed && before != cp.Derives {
 		return false
 	}
 	return true
@@ -167,7 +167,7 @@ func (i *incrementalSync) match(run *syncRun) (bool, error) {
 		// again while that sync ran.
 		p = &queue.Changes{}
 	}
-	i.tally = s.states.of(run.key).getTally()
+	i.tally = s.states.Of(run.key).Tally()
 	if !i.allowed(run, p, i.tally) {
 		return false, nil
 	}
@@ -225,7 +225,7 @@ func (i *incrementalSync) prune(ctx context.Context, run *syncRun, w writer, g *
 func (i *incrementalSync) keep(run *syncRun, _ *generation, changes inventory.ChangeSet, err error) (bool, []types.UID) {
 	kept := err == nil && changes.NotOwned() == ""
 	if !kept {
-		i.s.states.of(run.key).setTally(nil)
+		i.s.states.Of(run.key).SetTally(nil)
 	}
 	return kept, i.dirty
 }
@@ -249,7 +249,7 @@ func (i *incrementalSync) pruneDirty(ctx context.Context, run *syncRun, w writer
 			prunable = append(prunable, uid)
 		}
 	}
-	s.states.of(run.key).ledger().RetainClaims(g.changes, uids)
+	s.states.Of(run.key).Ledger().RetainClaims(g.changes, uids)
 	s.created.Overlook(run.key.String(), uids.Has, run.start)
 	owned, err := s.ledger.OwnedBy(run.key, prunable)
 	if err != nil {
@@ -260,7 +260,7 @@ func (i *incrementalSync) pruneDirty(ctx context.Context, run *syncRun, w writer
 		return inventory.ChangeSet{}, nil
 	}
 	pruned, err := w.Prune(ctx, cluster.Decoded(stale))
-	s.states.of(run.key).ledger().NoteOwn(pruned)
+	s.states.Of(run.key).Ledger().NoteOwn(pruned)
 	return pruned, err
 }
 
@@ -269,5 +269,5 @@ func (i *incrementalSync) pruneDirty(ctx context.Context, run *syncRun, w writer
 // replace those recorded, an incremental sync's add to them, since the
 // triggers it did not evaluate read what they read before.
 func (s *syncer) recordReads(run *syncRun, reader *evaluate.Reader) {
-	s.states.of(run.key).setReads(reader.Resources(), reader.Entries(), run.incremental)
+	s.states.Of(run.key).SetReads(reader.Resources(), reader.Entries(), run.incremental)
 }

@@ -77,14 +77,14 @@ func (in *intake) releaseInformers() {
 		needed := sets.New[watchKey]()
 		for key, cp := range running {
 			needed.Insert(in.triggerKeys(cp)...)
-			for gvr := range in.states.of(key).reads() {
+			for gvr := range in.states.Of(key).Reads() {
 				needed.Insert(in.watchKeyOf(cp.Scope(), gvr))
 			}
 		}
 		in.triggers.Release(needed)
 		written := sets.New[schema.GroupVersionResource]()
-		in.states.each(func(_ policy.Key, st *policyState) {
-			written = written.Union(st.ledger().Written())
+		in.states.Each(func(_ policy.Key, st *policyState) {
+			written = written.Union(st.Ledger().Written())
 		})
 		in.generated.Release(written)
 	})
@@ -137,7 +137,7 @@ func (in *intake) onTrigger(w watchKey, op admission.Operation, o, old *cluster.
 			case in.readsFrom(key, cp, w):
 				interested = append(interested, cp)
 			}
-			if in.states.of(key).readsFrom(gvr) {
+			if in.states.Of(key).ReadsFrom(gvr) {
 				read.Insert(key)
 			}
 		}
@@ -165,9 +165,9 @@ func (in *intake) onTrigger(w watchKey, op admission.Operation, o, old *cluster.
 			switch {
 			case err != nil || !ok, generatedByPolicies(cp, o):
 			case op == admission.Delete:
-				in.states.of(key).addTombstone(policy.Trigger{GVR: gvr, Object: o, Deleted: true})
+				in.states.Of(key).AddTombstone(policy.Trigger{GVR: gvr, Object: o, Deleted: true})
 			case !policy.Derived(cp.Derives, o.Created(), cp.Activated):
-				in.states.of(key).ledger().Admit(o.GetUID())
+				in.states.Of(key).Ledger().Admit(o.GetUID())
 			}
 		}
 		in.queueTrigger(key, cp, gvr, read.Has(key), op, o, old)

@@ -159,14 +159,14 @@ func (c *Controller) processNextWorkItem(ctx context.Context) bool {
 		// Backs off (100 ms doubling to at most 3.2 s) and says so once it
 		// has lasted: a cache that never syncs (RBAC forbids the list, a CRD
 		// was removed) must not be a silent hot loop.
-		n := c.states.of(key).waited()
+		n := c.states.Of(key).Waited()
 		if n%20 == 0 {
 			c.log.Warn("still waiting for caches to sync", "policy", key.String(), "attempts", n)
 		}
 		c.queue.AddAfter(key, 100*time.Millisecond<<min(n-1, 5))
 		return true
 	}
-	c.states.of(key).done()
+	c.states.Of(key).Done()
 	if c.opts.OnSync != nil {
 		c.opts.OnSync(key.String(), err)
 	}

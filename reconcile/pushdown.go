@@ -36,7 +36,7 @@ func (in *intake) triggeredBy(cp *policy.Compiled, w watchKey) bool {
 // readsFrom reports whether informer w serves what the policy's last sync
 // read: always an unfiltered one. The caller holds the policies' lock.
 func (in *intake) readsFrom(key policy.Key, cp *policy.Compiled, w watchKey) bool {
-	return in.watchKeyOf(cp.Scope(), w.GVR) == w && in.states.of(key).readsFrom(w.GVR)
+	return in.watchKeyOf(cp.Scope(), w.GVR) == w && in.states.Of(key).ReadsFrom(w.GVR)
 }
 
 // informerSizes counts the objects of every running informer's cache.

@@ -21,7 +21,7 @@ func (m *triggerMatcher) rebuildAdmissions(key policy.Key, cp *policy.Compiled) 
 	}
 	created := map[types.UID]time.Time{}
 	m.eachCachedTrigger(cp, func(o *cluster.Object) { created[o.GetUID()] = o.Created() })
-	began, admitted := m.states.of(key).ledger().Relearn(cp, owned, created)
+	began, admitted := m.states.Of(key).Ledger().Relearn(cp, owned, created)
 	learnt := !began.IsZero()
 	if learnt {
 		next := *cp

@@ -38,7 +38,7 @@ func (c *Controller) retireOrphanRecords(source string) {
 		}
 		// It enters to leave: its last sync prunes what the record says
 		// it wrote to.
-		c.states.enter(key).ledger().RestoreWritten(rec)
+		c.states.Enter(key).Ledger().RestoreWritten(rec)
 		c.mu.Lock()
 		c.deleted[key] = retired{ref: rec.Spec.Policy, synchronize: rec.Spec.Synchronize, orphan: rec.Spec.Orphan}
 		c.mu.Unlock()
@@ -52,7 +52,7 @@ type ledgerCore struct{ c *Controller }
 
 var _ ledger.Core = ledgerCore{}
 
-func (l ledgerCore) Entry(key policy.Key) *ledger.Entry { return l.c.states.of(key).ledger() }
+func (l ledgerCore) Entry(key policy.Key) *ledger.Entry { return l.c.states.Of(key).Ledger() }
 
 func (l ledgerCore) Running(key policy.Key) bool {
 	l.c.mu.RLock()

@@ -49,7 +49,7 @@ func (h policyHandler) unclaim(key policy.Key, p sources.Policy) bool {
 // stopRunning forgets what events taught about a policy that no longer
 // runs and stops its sync under way, which then writes nothing more.
 func (c *Controller) stopRunning(key policy.Key) {
-	c.states.of(key).forgetEvents()
+	c.states.Of(key).ForgetEvents()
 	c.stopSync(key)
 }
 
@@ -58,7 +58,7 @@ func (c *Controller) stopRunning(key policy.Key) {
 // policy come back, its record tells it all again.
 func (c *Controller) forgetPolicy(key policy.Key) {
 	c.metrics.Forget(key.String())
-	c.states.drop(key)
+	c.states.Drop(key)
 	c.reads.Drop(key)
 	c.intake.releaseInformers()
 }

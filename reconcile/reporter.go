@@ -48,7 +48,7 @@ type liveReporter struct{ s *syncer }
 func (l liveReporter) progressing(key policy.Key, cp *policy.Compiled) { l.s.tell.Progressing(key, cp) }
 
 func (l liveReporter) record(ctx context.Context, key policy.Key, cp *policy.Compiled) error {
-	return l.s.ledger.Save(ctx, key, cp, l.s.states.of(key).ledger())
+	return l.s.ledger.Save(ctx, key, cp, l.s.states.Of(key).Ledger())
 }
 
 func (l liveReporter) report(r *syncReport) {

@@ -71,8 +71,8 @@ func (c *Controller) Protect(namespaces ...string) {
 // roleChanged queues the policies whose bindings referred to the role, or
 // to an aggregated ClusterRole it may join.
 func (c *Controller) roleChanged(role string, clusterRole bool) {
-	c.states.each(func(key policy.Key, st *policyState) {
-		if st.boundTo(role, clusterRole) {
+	c.states.Each(func(key policy.Key, st *policyState) {
+		if st.BoundTo(role, clusterRole) {
 			c.queue.Add(key)
 		}
 	})
@@ -104,9 +104,9 @@ type grantVerdict = report.Verdict
 // (access.Rights.Check) on its triggers, what its last sync read and what
 // it wrote.
 func (c *Controller) permissionVerdict(ctx context.Context, key policy.Key, cp *policy.Compiled) error {
-	st := c.states.of(key)
-	read := sets.New(cp.Triggers...).Insert(cp.Refused...).Union(st.reads())
-	return c.rights.Check(ctx, cp.Policy, read, st.ledger().Written())
+	st := c.states.Of(key)
+	read := sets.New(cp.Triggers...).Insert(cp.Refused...).Union(st.Reads())
+	return c.rights.Check(ctx, cp.Policy, read, st.Ledger().Written())
 }
 
 // verdict checks the policy's permissions for a sync and remembers what it
@@ -118,7 +118,7 @@ func (c *Controller) verdict(ctx context.Context, key policy.Key, cp *policy.Com
 		return nil // stopping, or the policy deleted: nothing was learnt
 	}
 	v := &grantVerdict{Err: err}
-	c.states.of(key).telling().Granted(v)
+	c.states.Of(key).Told().Granted(v)
 	return v
 }
 
@@ -179,7 +179,7 @@ func (c *Controller) recheckPolicy(ctx context.Context, key policy.Key, cp *poli
 		return false
 	}
 	now := report.VerdictMessage(c.permissionVerdict(ctx, key, cp))
-	if last := c.states.of(key).telling().Reported(); last != nil && ctx.Err() == nil && report.VerdictMessage(last.Err) != now {
+	if last := c.states.Of(key).Told().Reported(); last != nil && ctx.Err() == nil && report.VerdictMessage(last.Err) != now {
 		c.queue.Add(key)
 	}
 	return false

@@ -20,7 +20,7 @@ const ReasonSelfTrigger = "SelfTrigger"
 // how many of its own objects a sync of it passed over as triggers, each
 // time that count changes.
 func (m *triggerMatcher) reportSelfTriggers(key policy.Key, cp *policy.Compiled, n int) {
-	if !m.states.of(key).ledger().PassedOver(n) || n == 0 || m.dryRun {
+	if !m.states.Of(key).Ledger().PassedOver(n) || n == 0 || m.dryRun {
 		return
 	}
 	msg := fmt.Sprintf("%d objects this policy generated match its own rules: they are not its triggers, so it does not generate from what it generated", n)

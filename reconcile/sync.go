@@ -127,7 +127,7 @@ func (s *syncer) runPhases(ctx, outer context.Context, run *syncRun, sc scope) (
 	if !sc.accept(run, g, err) {
 		return false, err
 	}
-	s.states.of(run.key).bound(g.verdicts.Refs(), err == nil && !run.incremental)
+	s.states.Of(run.key).Bound(g.verdicts.Refs(), err == nil && !run.incremental)
 	if err != nil {
 		return true, err
 	}

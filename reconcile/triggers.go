@@ -105,12 +105,12 @@ func (m *triggerMatcher) matchingTriggers(cp *policy.Compiled) ([]policy.Trigger
 		}
 	}
 	exists := m.triggerExists(cp)
-	st := m.states.of(key)
-	st.ledger().RetainAdmitted(func(uid types.UID) bool { return exists(string(uid)) })
-	st.ledger().RetainGenerated(st.tombstoned, exists)
+	st := m.states.Of(key)
+	st.Ledger().RetainAdmitted(func(uid types.UID) bool { return exists(string(uid)) })
+	st.Ledger().RetainGenerated(st.Tombstoned, exists)
 	if len(errs) == 0 {
 		// Every trigger the old settings admitted is listed now.
-		m.states.of(key).ledger().SetDerivedBy(cp.Derives)
+		m.states.Of(key).Ledger().SetDerivedBy(cp.Derives)
 	}
 	return out, failed, joinSorted(errs)
 }
@@ -125,7 +125,7 @@ type matchSettings struct {
 }
 
 func (m *triggerMatcher) matchSettingsOf(key policy.Key, cp *policy.Compiled) matchSettings {
-	before, changed := m.states.of(key).ledger().DerivedBy()
+	before, changed := m.states.Of(key).Ledger().DerivedBy()
 	ms := matchSettings{before: before, changed: changed && before != cp.Derives}
 	if cp.Policy.IsNamespaced() {
 		ms.confined = cp.Policy.GetNamespace()
@@ -141,7 +141,7 @@ func (m *triggerMatcher) matchOne(key policy.Key, cp *policy.Compiled, gvr schem
 		return false, false, nil // being deleted: gone, as far as generation goes
 	}
 	derived := policy.Derived(cp.Derives, memo.Created, cp.Activated)
-	listed := m.states.of(key).ledger().IsAdmitted(memo.UID)
+	listed := m.states.Of(key).Ledger().IsAdmitted(memo.UID)
 	derivedBefore := ms.changed && policy.Derived(ms.before, memo.Created, cp.Activated)
 	if !derived && !listed && !derivedBefore {
 		return false, false, nil
@@ -160,7 +160,7 @@ func (m *triggerMatcher) matchOne(key policy.Key, cp *policy.Compiled, gvr schem
 		// Admitted by settings the policy no longer has: listed, so
 		// it stays admitted while it exists, whatever becomes of
 		// generateExisting or the operations.
-		m.states.of(key).ledger().Admit(memo.UID)
+		m.states.Of(key).Ledger().Admit(memo.UID)
 	}
 	return true, false, nil
 }
@@ -178,7 +178,7 @@ func joinSorted(errs []error) error {
 func (m *triggerMatcher) selects(cp *policy.Compiled, gvr schema.GroupVersionResource, u *cluster.Object, memo *policy.Memo) (bool, error) {
 	ns := m.eval.Namespace(memo.Namespace)
 	if memo.MatchKnown && memo.MatchNamespace == ns {
-		return memo.Selected && !(memo.Self && m.states.of(policy.KeyOf(cp.Policy)).ledger().GeneratedBy(u)), nil
+		return memo.Selected && !(memo.Self && m.states.Of(policy.KeyOf(cp.Policy)).Ledger().GeneratedBy(u)), nil
 	}
 	crit := cp.Criteria.State
 	ok, err := m.eval.Match(crit, gvr, admission.Create, u.GroupVersionKind(), u.Selectable(crit.ReadsLabels()))
@@ -188,7 +188,7 @@ func (m *triggerMatcher) selects(cp *policy.Compiled, gvr schema.GroupVersionRes
 	// Whether the labels say the policy made u is kept with the match;
 	// whether it did is asked at each sync, as the policy writes.
 	memo.MatchKnown, memo.Selected, memo.Self, memo.MatchNamespace = true, ok, ok && ledger.LabelledBy(cp, u), ns
-	return ok && !(memo.Self && m.states.of(policy.KeyOf(cp.Policy)).ledger().GeneratedBy(u)), nil
+	return ok && !(memo.Self && m.states.Of(policy.KeyOf(cp.Policy)).Ledger().GeneratedBy(u)), nil
 }
 
 // objectRef names an object as kubectl does: namespace/name, or name.

@@ -1,4 +1,4 @@
-package reconcile
+package state
 
 import (
 	"slices"
@@ -8,6 +8,7 @@ import (
 
 	"github.com/sprout-gitops/sprout/reconcile/access"
 	"github.com/sprout-gitops/sprout/reconcile/policy"
+	"github.com/sprout-gitops/sprout/reconcile/report"
 )
 
 // TestRoleChangeFindsItsPolicies: a change to a role finds the policies
@@ -17,14 +18,14 @@ import (
 func TestRoleChangeFindsItsPolicies(t *testing.T) {
 	byName, byRole, aggregating, other, gone := policy.Key{Name: "by-name"}, policy.Key{Name: "by-role"},
 		policy.Key{Name: "aggregating"}, policy.Key{Name: "other"}, policy.Key{Name: "gone"}
-	var s states
+	var s States[int]
 	refer := func(key policy.Key, aggregated, complete bool, names ...string) {
-		s.of(key).bound(access.RoleRefs{Names: sets.New(names...), AnyClusterRole: aggregated}, complete)
+		s.Of(key).Bound(access.RoleRefs{Names: sets.New(names...), AnyClusterRole: aggregated}, complete)
 	}
 	found := func(role string, cluster bool) []string {
 		var out []string
-		s.each(func(k policy.Key, st *policyState) {
-			if st.boundTo(role, cluster) {
+		s.Each(func(k policy.Key, st *State[int]) {
+			if st.BoundTo(role, cluster) {
 				out = append(out, k.Name)
 			}
 		})
@@ -32,14 +33,14 @@ func TestRoleChangeFindsItsPolicies(t *testing.T) {
 		return out
 	}
 	for _, k := range []policy.Key{byName, byRole, aggregating, other, gone} {
-		s.enter(k)
+		s.Enter(k)
 	}
 	refer(byName, false, true, "ClusterRole/widened")
 	refer(byRole, false, true, "Role/ns/widened")
 	refer(aggregating, true, true, "ClusterRole/aggregated")
 	refer(other, false, true, "ClusterRole/other", "Role/other-ns/widened")
 	refer(gone, false, true, "ClusterRole/widened")
-	s.drop(gone)
+	s.Drop(gone)
 
 	if got := found("ClusterRole/widened", true); !slices.Equal(got, []string{"aggregating", "by-name"}) {
 		t.Errorf("a ClusterRole's change found %q", got)
@@ -62,23 +63,23 @@ func TestRoleChangeFindsItsPolicies(t *testing.T) {
 // left writes to no state, and makes none: what it would keep is gone with
 // the policy, and the states hold only the policies that run.
 func TestStateOfAPolicyGoneKeepsNothing(t *testing.T) {
-	var s states
+	var s States[int]
 	key := policy.Key{Name: "p"}
-	s.enter(key).setTally(&tally{})
-	s.of(key).telling().Granted(&grantVerdict{})
-	s.drop(key)
-	st := s.of(key)
-	st.setTally(&tally{})
-	st.telling().Granted(&grantVerdict{})
-	st.ledger().Rebuild(true)
-	st.downstreamChanged()
-	if st.ledger().PassedOver(3) || st.getTally() != nil || st.telling().Reported() != nil || st.ledger().Rebuilding() || st.epoch() != 0 {
+	s.Enter(key).SetTally(new(int))
+	s.Of(key).Told().Granted(&report.Verdict{})
+	s.Drop(key)
+	st := s.Of(key)
+	st.SetTally(new(int))
+	st.Told().Granted(&report.Verdict{})
+	st.Ledger().Rebuild(true)
+	st.DownstreamChanged()
+	if st.Ledger().PassedOver(3) || st.Tally() != nil || st.Told().Reported() != nil || st.Ledger().Rebuilding() || st.Epoch() != 0 {
 		t.Error("the state of a policy gone kept something")
 	}
-	if n := s.len(); n != 0 {
+	if n := s.Len(); n != 0 {
 		t.Errorf("%d states kept after the policy left", n)
 	}
-	if first := s.enter(key).telling().Progress(2); !first || s.enter(key).telling().Progress(2) {
+	if first := s.Enter(key).Told().Progress(2); !first || s.Enter(key).Told().Progress(2) {
 		t.Error("a policy entering again does not start from nothing, or marks a generation twice")
 	}
 }
