@@ -61,7 +61,8 @@ func (c *converter) take(n int) error {
 	return nil
 }
 
-func (c *converter) convert(v ref.Val) (any, error) {
+// spend takes and charges what v costs itself, before its elements.
+func (c *converter) spend(v ref.Val) error {
 	size := 8
 	switch v := v.(type) {
 	case types.String:
@@ -70,12 +71,18 @@ func (c *converter) convert(v ref.Val) (any, error) {
 		size += len(v) * 4 / 3
 	}
 	if err := c.take(size); err != nil {
-		return nil, err
+		return err
 	}
 	if c.charge != nil {
-		if err := c.charge(uint64(size)); err != nil {
-			return nil, err
-		}
+		return c.charge(uint64(size))
+	}
+	return nil
+}
+
+// convert copies v, spending its bytes as it goes.
+func (c *converter) convert(v ref.Val) (any, error) {
+	if err := c.spend(v); err != nil {
+		return nil, err
 	}
 	switch v := v.(type) {
 	case types.Null:
@@ -103,43 +110,53 @@ func (c *converter) convert(v ref.Val) (any, error) {
 	case types.Duration:
 		return v.Duration.String(), nil
 	case traits.Mapper:
-		out := map[string]any{}
-		it := v.Iterator()
-		for it.HasNext() == types.True {
-			k := it.Next()
-			key, ok := k.(types.String)
-			if !ok {
-				return nil, fmt.Errorf("map key %v is a %s, not a string", k, k.Type().TypeName())
-			}
-			if err := c.take(len(key)); err != nil {
-				return nil, err
-			}
-			val, err := c.convert(v.Get(k))
-			if err != nil {
-				return nil, fmt.Errorf("%s: %w", key, err)
-			}
-			out[string(key)] = val
-		}
-		return out, nil
+		return c.convertMap(v)
 	case traits.Lister:
-		n, _ := v.Size().(types.Int)
-		// Each element takes at least a byte: a list longer than the limit
-		// fails before its slice is made.
-		if int64(n) > c.left {
-			return nil, c.take(int(n))
-		}
-		out := make([]any, 0, int(n))
-		for i := types.Int(0); i < n; i++ {
-			val, err := c.convert(v.Get(i))
-			if err != nil {
-				return nil, fmt.Errorf("[%d]: %w", i, err)
-			}
-			out = append(out, val)
-		}
-		return out, nil
+		return c.convertList(v)
 	case *types.Err:
 		return nil, v
 	default:
 		return nil, fmt.Errorf("a %s cannot be written into an object", v.Type().TypeName())
 	}
+}
+
+// convertMap copies a map, whose keys must be strings.
+func (c *converter) convertMap(v traits.Mapper) (any, error) {
+	out := map[string]any{}
+	it := v.Iterator()
+	for it.HasNext() == types.True {
+		k := it.Next()
+		key, ok := k.(types.String)
+		if !ok {
+			return nil, fmt.Errorf("map key %v is a %s, not a string", k, k.Type().TypeName())
+		}
+		if err := c.take(len(key)); err != nil {
+			return nil, err
+		}
+		val, err := c.convert(v.Get(k))
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", key, err)
+		}
+		out[string(key)] = val
+	}
+	return out, nil
+}
+
+// convertList copies a list.
+func (c *converter) convertList(v traits.Lister) (any, error) {
+	n, _ := v.Size().(types.Int)
+	// Each element takes at least a byte: a list longer than the limit
+	// fails before its slice is made.
+	if int64(n) > c.left {
+		return nil, c.take(int(n))
+	}
+	out := make([]any, 0, int(n))
+	for i := types.Int(0); i < n; i++ {
+		val, err := c.convert(v.Get(i))
+		if err != nil {
+			return nil, fmt.Errorf("[%d]: %w", i, err)
+		}
+		out = append(out, val)
+	}
+	return out, nil
 }

@@ -25,6 +25,7 @@ import (
 
 	apiv1 "github.com/sprout-gitops/sprout/api/policies/v1"
 	sproutv1alpha1 "github.com/sprout-gitops/sprout/api/sprout/v1alpha1"
+	"github.com/sprout-gitops/sprout/cmd/sprout/internal/offline"
 	"github.com/sprout-gitops/sprout/fixtures"
 	"github.com/sprout-gitops/sprout/internal/manifest"
 	"github.com/sprout-gitops/sprout/reconcile"
@@ -185,7 +186,7 @@ func agree(t *testing.T, group []scenario) {
 		contextObjs = append(contextObjs, sc.context...)
 	}
 	triggers, contextObjs = unique(triggers), unique(contextObjs)
-	want, err := render(context.Background(), policies, offlineInputs{triggers: triggers, objects: contextObjs}, admission.Create, nil)
+	want, err := offline.Render(context.Background(), policies, offline.Inputs{Triggers: triggers, Objects: contextObjs}, admission.Create, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

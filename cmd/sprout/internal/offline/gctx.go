@@ -1,4 +1,4 @@
-package main
+package offline
 
 import (
 	"fmt"
@@ -106,7 +106,7 @@ func mockRoot(dir string, e kyvernoEntry) (any, error) {
 		if f == "" || filepath.IsAbs(f) || clean == ".." || strings.HasPrefix(clean, "../") {
 			return nil, fmt.Errorf("resourceFiles[%d]: %q is not a path inside the test's folder", j, f)
 		}
-		objs, err := readObjects([]string{filepath.Join(dir, clean)})
+		objs, err := ReadObjects([]string{filepath.Join(dir, clean)})
 		if err != nil {
 			return nil, fmt.Errorf("resourceFiles[%d]: %w", j, err)
 		}

@@ -1,4 +1,4 @@
-package main
+package offline
 
 import (
 	"context"
@@ -8,9 +8,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/pmezard/go-difflib/difflib"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -76,12 +74,12 @@ type kyvernoResult struct {
 }
 
 // kyvernoCase runs the kyverno-test.yaml of dir.
-func kyvernoCase(dir string) testCase {
-	file := filepath.Join(dir, kyvernoTestFile)
-	return testCase{name: file, run: func(ctx context.Context) []testRow {
+func kyvernoCase(dir string) Case {
+	file := filepath.Join(dir, TestFile)
+	return Case{Name: file, Run: func(ctx context.Context) []Row {
 		rows, err := runKyvernoTest(ctx, dir, file)
 		if err != nil {
-			return []testRow{{Case: file, Policy: "*", Resource: "*", Want: "-", Got: "error", Detail: err.Error()}}
+			return []Row{{Case: file, Policy: "*", Resource: "*", Want: "-", Got: "error", Detail: err.Error()}}
 		}
 		return rows
 	}}
@@ -90,7 +88,7 @@ func kyvernoCase(dir string) testCase {
 // outcomeKey names one policy's evaluation for one trigger.
 type outcomeKey struct{ policy, trigger string }
 
-func runKyvernoTest(ctx context.Context, dir, file string) ([]testRow, error) {
+func runKyvernoTest(ctx context.Context, dir, file string) ([]Row, error) {
 	data, err := os.ReadFile(file)
 	if err != nil {
 		return nil, err
@@ -118,28 +116,28 @@ func runKyvernoTest(ctx context.Context, dir, file string) ([]testRow, error) {
 	if err != nil {
 		return nil, err
 	}
-	outcomes := map[outcomeKey]evaluation{}
+	outcomes := map[outcomeKey]Evaluation{}
 	compileErrs := map[string]error{}
-	err = evaluateAll(ctx, policies, in, admission.Create, func(e evaluation) {
-		if e.trigger == nil {
-			compileErrs[policyName(e.policy)] = e.err
+	err = EvaluateAll(ctx, policies, in, admission.Create, func(e Evaluation) {
+		if e.Trigger == nil {
+			compileErrs[policyName(e.Policy)] = e.Err
 			return
 		}
-		outcomes[outcomeKey{policyName(e.policy), triggerName(e.trigger)}] = e
+		outcomes[outcomeKey{policyName(e.Policy), triggerName(e.Trigger)}] = e
 	})
 	if err != nil {
 		return nil, err
 	}
-	run := kyvernoRun{file: file, dir: dir, triggers: in.triggers, outcomes: outcomes, compileErrs: compileErrs, byName: map[string][]string{}}
+	run := kyvernoRun{file: file, dir: dir, triggers: in.Triggers, outcomes: outcomes, compileErrs: compileErrs, byName: map[string][]string{}}
 	for _, p := range policies {
 		run.byName[p.GetName()] = append(run.byName[p.GetName()], policyName(p))
 	}
-	var rows []testRow
+	var rows []Row
 	for i, r := range t.Results {
 		rows = append(rows, run.rows(i, r)...)
 	}
 	if len(t.Checks) > 0 {
-		rows = append(rows, testRow{Case: file, Policy: "*", Resource: "*", Want: "checks", Got: "-",
+		rows = append(rows, Row{Case: file, Policy: "*", Resource: "*", Want: "checks", Got: "-",
 			Detail: fmt.Sprintf("checks: %d assertions on Kyverno's rule responses, which sprout test cannot run: state them as results", len(t.Checks))})
 	}
 	return rows, nil
@@ -149,7 +147,7 @@ func runKyvernoTest(ctx context.Context, dir, file string) ([]testRow, error) {
 type kyvernoRun struct {
 	file, dir   string
 	triggers    []*unstructured.Unstructured
-	outcomes    map[outcomeKey]evaluation
+	outcomes    map[outcomeKey]Evaluation
 	compileErrs map[string]error
 	// byName lists the policies of each name, as results name them.
 	byName map[string][]string
@@ -158,42 +156,42 @@ type kyvernoRun struct {
 // kyvernoInputs reads the policies of a test and what they are evaluated
 // with: the triggers, the objects to read, the exceptions of the policy
 // files and of exceptions, and the globalContextEntries.
-func kyvernoInputs(t kyvernoTest, dir string, rel func(...string) []string) ([]apiv1.Policy, offlineInputs, error) {
-	var in offlineInputs
-	policies, exceptions, err := readPolicies(rel(t.Policies...))
+func kyvernoInputs(t kyvernoTest, dir string, rel func(...string) []string) ([]apiv1.Policy, Inputs, error) {
+	var in Inputs
+	policies, exceptions, err := ReadPolicies(rel(t.Policies...))
 	if err != nil {
 		return nil, in, fmt.Errorf("policies: %w", err)
 	}
-	given, err := readExceptions(rel(t.Exceptions...))
+	given, err := ReadExceptions(rel(t.Exceptions...))
 	if err != nil {
 		return nil, in, fmt.Errorf("exceptions: %w", err)
 	}
-	in.exceptions = append(exceptions, given...)
-	if in.triggers, err = readObjects(rel(t.Resources...)); err != nil {
+	in.Exceptions = append(exceptions, given...)
+	if in.Triggers, err = ReadObjects(rel(t.Resources...)); err != nil {
 		return nil, in, fmt.Errorf("resources: %w", err)
 	}
-	if in.objects, _, err = readContextObjects(rel(t.Context), dir); err != nil {
+	if in.Objects, _, err = readContextObjects(rel(t.Context), dir); err != nil {
 		return nil, in, fmt.Errorf("context: %w", err)
 	}
 	cluster, scopes, err := readContextObjects(rel(t.ClusterResources...), dir)
 	if err != nil {
 		return nil, in, fmt.Errorf("clusterResources: %w", err)
 	}
-	in.objects = append(in.objects, cluster...)
+	in.Objects = append(in.Objects, cluster...)
 	if len(scopes) > 0 {
-		in.scopes = scopes
+		in.Scopes = scopes
 	}
-	if in.namespaces, err = readValues(t, dir); err != nil {
+	if in.Namespaces, err = readValues(t, dir); err != nil {
 		return nil, in, err
 	}
 	for i, r := range t.Results {
-		objs, err := readObjects(rel(r.CloneSourceResource))
+		objs, err := ReadObjects(rel(r.CloneSourceResource))
 		if err != nil {
 			return nil, in, fmt.Errorf("results[%d].cloneSourceResource: %w", i, err)
 		}
-		in.objects = append(in.objects, objs...)
+		in.Objects = append(in.Objects, objs...)
 	}
-	if in.globalContext, err = mockEntries(dir, t.GlobalContextEntries); err != nil {
+	if in.GlobalContext, err = mockEntries(dir, t.GlobalContextEntries); err != nil {
 		return nil, in, err
 	}
 	return policies, in, nil
@@ -267,7 +265,7 @@ func unwrapContext(objs []*unstructured.Unstructured, dir string) ([]*unstructur
 			return nil, fmt.Errorf("the %s %s: spec.crds: %w", kind, o.GetName(), err)
 		}
 		for _, f := range crdFiles {
-			crds, err := readObjects([]string{filepath.Join(dir, f)})
+			crds, err := ReadObjects([]string{filepath.Join(dir, f)})
 			if err != nil {
 				return nil, fmt.Errorf("the %s %s: spec.crds: %w", kind, o.GetName(), err)
 			}
@@ -334,7 +332,7 @@ func triggerName(t *unstructured.Unstructured) string {
 }
 
 // rows checks one result entry, one row per resource it names.
-func (k kyvernoRun) rows(i int, r kyvernoResult) []testRow {
+func (k kyvernoRun) rows(i int, r kyvernoResult) []Row {
 	want := strings.ToLower(r.Result)
 	if want == "" {
 		want = strings.ToLower(r.Status)
@@ -347,9 +345,9 @@ func (k kyvernoRun) rows(i int, r kyvernoResult) []testRow {
 	if len(names) == 0 && r.Resource != "" {
 		names = []string{r.Resource}
 	}
-	var rows []testRow
+	var rows []Row
 	for _, name := range names {
-		row := testRow{Case: k.file, Policy: policy, Resource: r.Kind + " " + name, Want: want}
+		row := Row{Case: k.file, Policy: policy, Resource: r.Kind + " " + name, Want: want}
 		got, objs, detail := k.outcome(r, policy, name)
 		row.Got = got
 		var diff string
@@ -392,15 +390,15 @@ func (k kyvernoRun) outcome(r kyvernoResult, policy, name string) (string, []*un
 	}
 	e, ok := k.outcomes[outcomeKey{full, triggerName(trigger)}]
 	switch {
-	case ok && len(e.excepted) > 0:
+	case ok && len(e.Excepted) > 0:
 		// Kyverno reports an excepted trigger as its exception says.
-		return e.exceptedResult, nil, ""
-	case !ok || e.skipped:
+		return e.ExceptedResult, nil, ""
+	case !ok || e.Skipped:
 		return "skip", nil, ""
-	case e.err != nil:
-		return "error", nil, errorDetail(r, e.err)
+	case e.Err != nil:
+		return "error", nil, errorDetail(r, e.Err)
 	}
-	return "pass", e.objects, ""
+	return "pass", e.Objects, ""
 }
 
 // findTrigger finds the resource a result names, name or namespace/name:
@@ -441,131 +439,4 @@ func (k kyvernoRun) resolve(policy string) (string, string) {
 	default:
 		return "", fmt.Sprintf("policy %s names %s: give namespace/name", policy, strings.Join(found, ", "))
 	}
-}
-
-// errorDetail is the failure an evaluation error is, unless the result
-// expects one.
-func errorDetail(r kyvernoResult, err error) string {
-	want := strings.ToLower(r.Result + r.Status)
-	if want == "fail" || want == "error" {
-		return ""
-	}
-	return err.Error()
-}
-
-// compareGenerated compares the objects generated for a trigger with those
-// of a generatedResource file.
-func compareGenerated(path string, got []*unstructured.Unstructured) string {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return err.Error()
-	}
-	want, err := manifest.Parse(data)
-	if err != nil {
-		return fmt.Sprintf("%s: %v", path, err)
-	}
-	return compareObjects(want, got, true)
-}
-
-// compareObjects says how got differs from want, object by object; with
-// ignoreBookkeeping, the labels and annotations that record the policy and
-// trigger are left out of both, as kyverno test leaves out its own.
-func compareObjects(want, got []*unstructured.Unstructured, ignoreBookkeeping bool) string {
-	index := func(objs []*unstructured.Unstructured) map[string]*unstructured.Unstructured {
-		m := map[string]*unstructured.Unstructured{}
-		for _, o := range objs {
-			o = o.DeepCopy()
-			if ignoreBookkeeping {
-				dropBookkeeping(o)
-				// As kyverno test compares: an empty map or list, or a
-				// null, is as good as none.
-				m, _ := tidy(o.Object).(map[string]any)
-				o.Object = m
-			}
-			m[testObjectID(o)] = o
-		}
-		return m
-	}
-	w, g := index(want), index(got)
-	var diffs []string
-	for _, id := range sortedIDs(w) {
-		o, ok := g[id]
-		if !ok {
-			diffs = append(diffs, "missing: "+id)
-			continue
-		}
-		if !equality.Semantic.DeepEqual(w[id].Object, o.Object) {
-			diffs = append(diffs, id+" differs:\n"+yamlDiff(w[id], o))
-		}
-	}
-	for _, id := range sortedIDs(g) {
-		if _, ok := w[id]; !ok {
-			diffs = append(diffs, "not expected: "+id)
-		}
-	}
-	return strings.Join(diffs, "\n")
-}
-
-// tidy returns v without its empty maps, empty lists and nulls, at any
-// depth; nil when nothing is left.
-func tidy(v any) any {
-	switch x := v.(type) {
-	case map[string]any:
-		out := map[string]any{}
-		for k, e := range x {
-			if e = tidy(e); e != nil {
-				out[k] = e
-			}
-		}
-		if len(out) == 0 {
-			return nil
-		}
-		return out
-	case []any:
-		var out []any
-		for _, e := range x {
-			if e = tidy(e); e != nil {
-				out = append(out, e)
-			}
-		}
-		if len(out) == 0 {
-			return nil
-		}
-		return out
-	}
-	return v
-}
-
-// dropBookkeeping removes the labels and annotations Sprout and Kyverno set
-// to record where an object came from.
-func dropBookkeeping(o *unstructured.Unstructured) {
-	strip := func(m map[string]string) map[string]string {
-		for k, v := range m {
-			if strings.HasPrefix(k, "generate.kyverno.io/") || strings.HasPrefix(k, "sprout.dev/") ||
-				(k == "app.kubernetes.io/managed-by" && (v == "sprout" || v == "kyverno")) {
-				delete(m, k)
-			}
-		}
-		return m
-	}
-	if l := strip(o.GetLabels()); len(l) > 0 {
-		o.SetLabels(l)
-	} else {
-		unstructured.RemoveNestedField(o.Object, "metadata", "labels")
-	}
-	if a := strip(o.GetAnnotations()); len(a) > 0 {
-		o.SetAnnotations(a)
-	} else {
-		unstructured.RemoveNestedField(o.Object, "metadata", "annotations")
-	}
-}
-
-// yamlDiff is a unified diff of two objects as YAML.
-func yamlDiff(want, got *unstructured.Unstructured) string {
-	a, _ := objectYAML(want)
-	b, _ := objectYAML(got)
-	text, _ := difflib.GetUnifiedDiffString(difflib.UnifiedDiff{
-		A: difflib.SplitLines(a), B: difflib.SplitLines(b), FromFile: "want", ToFile: "got", Context: 3,
-	})
-	return text
 }

@@ -1,4 +1,4 @@
-package main
+package offline
 
 import (
 	"fmt"
@@ -17,41 +17,41 @@ import (
 	"github.com/sprout-gitops/sprout/sources"
 )
 
-// offlineInputs are what an offline evaluation (render, test) reads beside
+// Inputs are what an offline evaluation (render, test) reads beside
 // the policies.
-type offlineInputs struct {
-	// triggers are the objects the policies are evaluated for.
-	triggers []*unstructured.Unstructured
-	// objects are what resource.Get and resource.List read, with the
+type Inputs struct {
+	// Triggers are the objects the policies are evaluated for.
+	Triggers []*unstructured.Unstructured
+	// Objects are what resource.Get and resource.List read, with the
 	// triggers.
-	objects []*unstructured.Unstructured
-	// exceptions are the PolicyExceptions, each compiled; those that name a
+	Objects []*unstructured.Unstructured
+	// Exceptions are the PolicyExceptions, each compiled; those that name a
 	// policy apply to it as the controller applies them.
-	exceptions []sources.Exception
-	// globalContext serves globalContext.Get; nil finds no entry.
-	globalContext celenv.GlobalContext
-	// namespaces, when set, are the Namespaces of the triggers, as a
+	Exceptions []sources.Exception
+	// GlobalContext serves GlobalContext.Get; nil finds no entry.
+	GlobalContext celenv.GlobalContext
+	// Namespaces, when set, are the Namespaces of the triggers, as a
 	// kyverno-test.yaml's values give them: they take the place of those
 	// among the objects and triggers.
-	namespaces []*corev1.Namespace
-	// scopes, when set, tells namespaced kinds from cluster-scoped ones
+	Namespaces []*corev1.Namespace
+	// Scopes, when set, tells namespaced kinds from cluster-scoped ones
 	// (with the CustomResourceDefinitions given); else BuiltinScopes.
-	scopes celenv.Scopes
+	Scopes celenv.Scopes
 }
 
 // exceptionsFor selects the exceptions that name p and have not expired,
 // as the controller does.
-func (in offlineInputs) exceptionsFor(p apiv1.Policy) []*celenv.Exception {
-	applying, _ := sources.Applying(in.exceptions, p, time.Now())
+func (in Inputs) exceptionsFor(p apiv1.Policy) []*celenv.Exception {
+	applying, _ := sources.Applying(in.Exceptions, p, time.Now())
 	return applying
 }
 
-// readExceptions reads the PolicyExceptions of the files and folders
+// ReadExceptions reads the PolicyExceptions of the files and folders
 // named (--exceptions, a kyverno-test.yaml's exceptions). Kyverno's
 // kyverno.io exceptions, for its ClusterPolicies, name no generating
 // policy and are passed over, so that one file serves both; any other kind
 // is an error naming its file: policies go with -p.
-func readExceptions(paths []string) ([]sources.Exception, error) {
+func ReadExceptions(paths []string) ([]sources.Exception, error) {
 	var out []sources.Exception
 	err := eachFile(paths, sources.PolicyLimits, func(path string, data []byte) error {
 		objs, err := manifest.Parse(data)
@@ -147,36 +147,46 @@ func staticEntries(entries []*v2beta1.GlobalContextEntry, objs []*unstructured.U
 	return s, nil
 }
 
-// renderInputs reads what render evaluates besides the policies: the
+// Files names what render and a fixture evaluate besides the policies.
+type Files struct {
+	// Resources are the triggers; Objects what resource.Get and
+	// resource.List read; Exceptions hold PolicyExceptions.
+	Resources, Objects, Exceptions []string
+	// ExceptionsWithResources takes the PolicyExceptions among the
+	// triggers, as Kyverno's CLI takes them from its resources.
+	ExceptionsWithResources bool
+}
+
+// ReadInputs reads what render evaluates besides the policies: the
 // triggers and context objects, without the GlobalContextEntries among them
 // (served from those objects), the exceptions of the policy files and of
 // --exceptions, and with --exceptions-with-resources those of the triggers.
-func renderInputs(o renderOptions, policyExceptions []sources.Exception) (offlineInputs, error) {
-	in := offlineInputs{exceptions: policyExceptions}
-	triggers, err := readObjects(o.resources)
+func ReadInputs(o Files, policyExceptions []sources.Exception) (Inputs, error) {
+	in := Inputs{Exceptions: policyExceptions}
+	triggers, err := ReadObjects(o.Resources)
 	if err != nil {
 		return in, err
 	}
 	// Kyverno's CLI gives objects to read in a Context or ClusterResource:
 	// unwrapped, so that a test's files serve render as they are.
-	objects, scopes, err := readContextObjects(o.objects, "")
+	objects, scopes, err := readContextObjects(o.Objects, "")
 	if err != nil {
 		return in, err
 	}
 	if len(scopes) > 0 {
-		in.scopes = scopes
+		in.Scopes = scopes
 	}
-	given, err := readExceptions(append(append([]string{}, o.exceptions...), o.exception...))
+	given, err := ReadExceptions(o.Exceptions)
 	if err != nil {
 		return in, err
 	}
-	in.exceptions = append(in.exceptions, given...)
-	if o.exceptionsWithResources {
+	in.Exceptions = append(in.Exceptions, given...)
+	if o.ExceptionsWithResources {
 		var found []sources.Exception
 		if triggers, found, err = takeExceptions(triggers); err != nil {
 			return in, err
 		}
-		in.exceptions = append(in.exceptions, found...)
+		in.Exceptions = append(in.Exceptions, found...)
 	}
 	triggers, entries, err := takeEntries(triggers)
 	if err != nil {
@@ -186,19 +196,19 @@ func renderInputs(o renderOptions, policyExceptions []sources.Exception) (offlin
 	if err != nil {
 		return in, err
 	}
-	in.triggers, in.objects = triggers, objects
-	in.globalContext, err = staticEntries(append(entries, more...), append(append([]*unstructured.Unstructured{}, objects...), triggers...))
+	in.Triggers, in.Objects = triggers, objects
+	in.GlobalContext, err = staticEntries(append(entries, more...), append(append([]*unstructured.Unstructured{}, objects...), triggers...))
 	return in, err
 }
 
-// describeExcepted says which exceptions skipped a trigger of a policy,
+// DescribeExcepted says which exceptions skipped a trigger of a policy,
 // each as namespace/name, or name alone for one read from a file without a
 // namespace.
-func describeExcepted(e evaluation) string {
-	names := make([]string, 0, len(e.excepted))
-	for _, n := range e.excepted {
+func DescribeExcepted(e Evaluation) string {
+	names := make([]string, 0, len(e.Excepted))
+	for _, n := range e.Excepted {
 		names = append(names, strings.TrimPrefix(n, "/"))
 	}
 	return fmt.Sprintf("%s skips %s: excepted by PolicyException %s (reported as %s)",
-		celenv.PolicyRef(e.policy), triggerName(e.trigger), strings.Join(names, ", "), e.exceptedResult)
+		celenv.PolicyRef(e.Policy), triggerName(e.Trigger), strings.Join(names, ", "), e.ExceptedResult)
 }

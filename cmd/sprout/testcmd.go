@@ -1,0 +1,100 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sprout-gitops/sprout/cmd/sprout/internal/offline"
+)
+
+// errTestsFailed ends `sprout test` with exit status 1 once the table has
+// said which cases failed.
+var errTestsFailed = errors.New("some tests failed")
+
+func newTestCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "test DIR...",
+		Short: "Run policy tests offline: Kyverno's kyverno-test.yaml files and fixture folders",
+		Long: `Find every test below the folders given and run it offline, as sprout render
+evaluates policies, then print a table of results. Exits 1 when a test fails.
+
+Two layouts are tests:
+
+- a folder with a kyverno-test.yaml (cli.kyverno.io/v1alpha1 Test), as
+  kyverno test reads it: policies, resources (the triggers), context (a
+  Context) and clusterResources (ClusterResources, whose crds give custom
+  kinds their scope): objects resource.Get and resource.List read;
+  variables or values, whose namespaces and namespaceSelector label the
+  triggers' Namespaces; and results naming a policy, the trigger kind and
+  names, the result (pass: the policy matched and evaluated; skip: it did
+  not match; error: the evaluation failed; fail: an error or objects other
+  than generatedResource holds) and, for pass, the generatedResource file
+  holding every object generated for those triggers; cloneSourceResource
+  adds objects to read. Labels and annotations that record the trigger and
+  policy (generate.kyverno.io/*, sprout.dev/*, app.kubernetes.io/managed-by)
+  are not compared. exceptions names files of PolicyExceptions: a trigger
+  one excepts is reported as its reportResult (skip unless it says pass).
+  globalContextEntries give globalContext.Get its data as Kyverno mocks it
+  (data, resources or resourceFiles, then fieldPath and projections).
+  checks cannot run and fail the test.
+- a fixture folder: policy.yaml (or a policies/ folder), triggers.yaml,
+  optionally context.yaml and exceptions.yaml (PolicyExceptions), and
+  expected.yaml (every object render prints, labels included) or error.txt
+  (lines the error must contain).`,
+		Example: `  sprout test fixtures/
+  sprout test policies/tests/`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var cases []offline.Case
+			for _, dir := range args {
+				found, err := offline.FindTests(dir)
+				if err != nil {
+					return err
+				}
+				if len(found) == 0 {
+					return fmt.Errorf("%s: no %s and no fixture folder (policy.yaml or policies/, triggers.yaml, expected.yaml or error.txt)", dir, offline.TestFile)
+				}
+				cases = append(cases, found...)
+			}
+			var rows []offline.Row
+			for _, c := range cases {
+				rows = append(rows, c.Run(cmd.Context())...)
+			}
+			return printTestRows(cmd.OutOrStdout(), rows)
+		},
+	}
+}
+
+// printTestRows writes the table, the details of each failure and a count,
+// and returns errTestsFailed when a row failed.
+func printTestRows(out io.Writer, rows []offline.Row) error {
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "CASE\tPOLICY\tRESOURCE\tWANT\tGOT\tRESULT")
+	failed := 0
+	for _, r := range rows {
+		result := "PASS"
+		if !r.Pass {
+			result = "FAIL"
+			failed++
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.Case, r.Policy, r.Resource, r.Want, r.Got, result)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, r := range rows {
+		if !r.Pass {
+			fmt.Fprintf(out, "\nFAIL %s %s %s:\n%s\n", r.Case, r.Policy, r.Resource, strings.TrimRight(r.Detail, "\n"))
+		}
+	}
+	fmt.Fprintf(out, "\n%s, %d passing, %d failing\n", plural(len(rows), "test", "tests"), len(rows)-failed, failed)
+	if failed > 0 {
+		return errTestsFailed
+	}
+	return nil
+}
