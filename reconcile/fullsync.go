@@ -11,6 +11,7 @@ import (
 	"github.com/sprout-gitops/sprout/cluster"
 	"github.com/sprout-gitops/sprout/inventory"
 	"github.com/sprout-gitops/sprout/reconcile/policy"
+	"github.com/sprout-gitops/sprout/reconcile/state"
 )
 
 // fullSync computes the policy's whole desired set from every trigger.
@@ -49,7 +50,7 @@ func (f fullSync) keep(run *syncRun, g *generation, changes inventory.ChangeSet,
 	if err != nil || !g.clean() || changes.NotOwned() != "" || run.cp.ResolveErr != nil || s.states.Of(run.key).Ledger().Rebuilding() {
 		return false, nil
 	}
-	s.states.Of(run.key).SetTally(newTally(run.cp, g.contributions))
+	s.states.Of(run.key).SetTally(state.NewTally(run.cp, g.contributions))
 	return true, nil
 }
 

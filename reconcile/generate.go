@@ -333,8 +333,8 @@ func (s *syncer) desired(ctx context.Context, cp *policy.Compiled, triggers []po
 		// Not kept and reading no resource: it read the clock or the web,
 		// which no event announces.
 		volatile := !kept && m != nil && m.Evaluated == nil && reader.Reads() == reads
-		g.contributions = append(g.contributions, contribution{uid: t.Object.GetUID(), gvr: t.GVR, key: objectRef(t.Object),
-			objects: n, matched: ev.Matched, volatile: volatile, memo: m})
+		g.contributions = append(g.contributions, contribution{UID: t.Object.GetUID(), GVR: t.GVR, Key: objectRef(t.Object),
+			Objects: n, Matched: ev.Matched, Volatile: volatile, Memo: m})
 		if ev.Settled.Len() > 0 {
 			out.settled = append(out.settled, ev.Settled)
 			continue

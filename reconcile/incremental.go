@@ -4,14 +4,12 @@ import (
 	"context"
 	"slices"
 
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 
 	"github.com/sprout-gitops/sprout/cluster"
 	"github.com/sprout-gitops/sprout/inventory"
 	"github.com/sprout-gitops/sprout/reconcile/evaluate"
-	"github.com/sprout-gitops/sprout/reconcile/policy"
 	"github.com/sprout-gitops/sprout/reconcile/queue"
 )
 
@@ -29,97 +27,6 @@ import (
 // of deleted triggers) stays bounded.
 const minFullEvery = 1024
 
-// contribution is what one trigger, evaluated cleanly, adds to its
-// policy's counts, and where to find it again.
-type contribution struct {
-	uid     types.UID
-	gvr     schema.GroupVersionResource
-	key     string
-	objects int
-	matched bool
-	// volatile: its evaluation read the clock or the web, which no event
-	// announces.
-	volatile bool
-	// settled counts its objects settled once its sync ended (settle),
-	// read from memo, which is then let go.
-	settled int
-	memo    *policy.Memo
-}
-
-// settle reads, once the applies of its sync ended, how many of the
-// trigger's objects its kept evaluation holds settled.
-func (c *contribution) settle() {
-	if c.memo != nil && c.memo.Evaluated != nil {
-		c.settled = c.memo.Evaluated.Settled.Len()
-	}
-	c.memo = nil
-}
-
-// tally is, per trigger, what the policy's last syncs found, kept while
-// every one of them was clean: no error, no failed trigger, no refusal.
-type tally struct {
-	// evaluations and triggers identify the compiled policy it holds for.
-	evaluations *policy.Evaluations
-	triggers    []schema.GroupVersionResource
-	byUID       map[types.UID]counted
-	matched     int
-	objects     int
-	settled     int
-	volatile    int
-	// since counts the triggers synced incrementally since the last full sync.
-	since int
-}
-
-// counted is what a tally keeps of a trigger's contribution: one per
-// trigger the policy matches, so no more than the counts and where to find
-// the trigger again.
-type counted struct {
-	key              string
-	objects, settled int32
-	// gvr indexes the tally's triggers.
-	gvr               int32
-	matched, volatile bool
-}
-
-func newTally(cp *policy.Compiled, cs []contribution) *tally {
-	t := &tally{evaluations: cp.Evaluations, triggers: cp.Triggers, byUID: make(map[types.UID]counted, len(cs))}
-	for _, c := range cs {
-		t.add(c)
-	}
-	return t
-}
-
-func (t *tally) add(c contribution) {
-	t.remove(c.uid)
-	c.settle()
-	t.byUID[c.uid] = counted{key: c.key, objects: int32(c.objects), settled: int32(c.settled),
-		gvr: int32(slices.Index(t.triggers, c.gvr)), matched: c.matched, volatile: c.volatile}
-	t.objects += c.objects
-	t.settled += c.settled
-	if c.matched {
-		t.matched++
-	}
-	if c.volatile {
-		t.volatile++
-	}
-}
-
-func (t *tally) remove(uid types.UID) {
-	c, ok := t.byUID[uid]
-	if !ok {
-		return
-	}
-	delete(t.byUID, uid)
-	t.objects -= int(c.objects)
-	t.settled -= int(c.settled)
-	if c.matched {
-		t.matched--
-	}
-	if c.volatile {
-		t.volatile--
-	}
-}
-
 // clean reports whether a generation left nothing to retry or report: an
 // incremental sync may build on it.
 func (g *generation) clean() bool {
@@ -136,9 +43,9 @@ func (i *incrementalSync) allowed(run *syncRun, p *queue.Changes, t *tally) bool
 	switch {
 	case p.Full || t == nil || i.s.dryRun:
 		return false
-	case t.evaluations != cp.Evaluations || !slices.Equal(t.triggers, cp.Triggers) || cp.ResolveErr != nil:
+	case t.Evaluations != cp.Evaluations || !slices.Equal(t.Triggers, cp.Triggers) || cp.ResolveErr != nil:
 		return false
-	case t.volatile > 0 || t.since+len(p.Triggers) > max(len(t.byUID), minFullEvery):
+	case t.Volatile > 0 || t.Since+len(p.Triggers) > max(len(t.ByUID), minFullEvery):
 		return false
 	case st.Ledger().Rebuilding() || len(st.PendingTombstones()) > 0:
 		return false
@@ -209,15 +116,15 @@ func (i *incrementalSync) prune(ctx context.Context, run *syncRun, w writer, g *
 		s.log.Info("applied", "policy", run.key.String(), "changes", changes)
 	}
 	for _, uid := range i.dirty {
-		t.remove(uid)
+		t.Remove(uid)
 	}
 	for _, ct := range g.contributions {
-		t.add(ct)
+		t.Add(ct)
 	}
-	t.since += len(i.dirty)
-	g.matched, g.objects = t.matched, t.objects
+	t.Since += len(i.dirty)
+	g.matched, g.objects = t.Matched, t.Objects
 	if run.cp.Policy.PolicySpec().Synchronize() {
-		s.metrics.Settled.WithLabelValues(run.key.String()).Set(float64(t.settled))
+		s.metrics.Settled.WithLabelValues(run.key.String()).Set(float64(t.Settled))
 	}
 	return changes, pruneErr
 }

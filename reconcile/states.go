@@ -2,9 +2,11 @@ package reconcile
 
 import "github.com/sprout-gitops/sprout/reconcile/state"
 
-// policyState is what the core keeps of a policy between its syncs, with
-// its incremental sync's tally; states, of every running policy.
+// policyState is what the core keeps of a policy between its syncs;
+// states, of every running policy; tally, its incremental sync's memory.
 type (
-	policyState = state.State[tally]
-	states      = state.States[tally]
+	policyState  = state.State
+	states       = state.States
+	tally        = state.Tally
+	contribution = state.Contribution
 )

@@ -273,14 +273,14 @@ func (m *triggerMatcher) matchDirty(run *syncRun, p *queue.Changes, t *tally) ([
 		if d.Key == "" {
 			// Known by an object it generated: a trigger the policy does
 			// not select now has no desired objects, and its objects go.
-			prev, ok := t.byUID[uid]
+			prev, ok := t.ByUID[uid]
 			if !ok {
 				continue
 			}
-			if prev.gvr < 0 {
+			if prev.GVR < 0 {
 				return nil, nil, false
 			}
-			d.GVR, d.Key = t.triggers[prev.gvr], prev.key
+			d.GVR, d.Key = t.Triggers[prev.GVR], prev.Key
 		}
 		if !slices.Contains(cp.Triggers, d.GVR) {
 			return nil, nil, false

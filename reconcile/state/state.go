@@ -3,8 +3,8 @@
 // in one place when it leaves (States.Enter, States.Drop, both the core's
 // calls). A State holds the parts' own per-policy values (the ledger's
 // entry, what was told of the policy, its PolicyExceptions), its
-// tombstones, what its syncs read, and the incremental sync's tally, of a
-// type the core gives (T): the package knows nothing of syncs. Every
+// tombstones, what its syncs read, and the incremental sync's Tally of
+// what the policy's triggers contributed. Every
 // method of a nil State keeps nothing and answers the zero value, so a
 // sync that ends after its policy left keeps nothing.
 package state
@@ -25,12 +25,12 @@ import (
 )
 
 // State is what this replica keeps of one policy between its syncs,
-// beside its compiled generation; T is the incremental sync's tally.
-type State[T any] struct {
+// beside its compiled generation.
+type State struct {
 	mu sync.Mutex
 	// tally is what the last clean full sync found per trigger, for the
 	// incremental syncs after it; nil: the next sync is a full one.
-	tally *T
+	tally *Tally
 	// waits counts the syncs in a row that had to wait for a cache.
 	waits int
 	// roles are the roles its bindings referred to in its last sync.
@@ -63,43 +63,43 @@ type State[T any] struct {
 }
 
 // States holds the state of every policy this replica runs.
-type States[T any] struct {
+type States struct {
 	mu sync.RWMutex
-	m  map[policy.Key]*State[T]
+	m  map[policy.Key]*State
 }
 
 // Enter returns the state of key, made if the policy had none.
-func (s *States[T]) Enter(key policy.Key) *State[T] {
+func (s *States) Enter(key policy.Key) *State {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if st, ok := s.m[key]; ok {
 		return st
 	}
 	if s.m == nil {
-		s.m = map[policy.Key]*State[T]{}
+		s.m = map[policy.Key]*State{}
 	}
-	st := &State[T]{}
+	st := &State{}
 	s.m[key] = st
 	return st
 }
 
 // Of returns the state Of key; a policy that is not running has none, and
 // every method Of a nil state keeps nothing and answers the zero value.
-func (s *States[T]) Of(key policy.Key) *State[T] {
+func (s *States) Of(key policy.Key) *State {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	return s.m[key]
 }
 
 // Drop forgets key's state.
-func (s *States[T]) Drop(key policy.Key) {
+func (s *States) Drop(key policy.Key) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.m, key)
 }
 
 // Each calls f with every state.
-func (s *States[T]) Each(f func(policy.Key, *State[T])) {
+func (s *States) Each(f func(policy.Key, *State)) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	for k, st := range s.m {
@@ -108,14 +108,14 @@ func (s *States[T]) Each(f func(policy.Key, *State[T])) {
 }
 
 // Len counts the states kept.
-func (s *States[T]) Len() int {
+func (s *States) Len() int {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	return len(s.m)
 }
 
 // with runs f under the state's lock; on a nil state, not at all.
-func (st *State[T]) with(f func(*State[T])) {
+func (st *State) with(f func(*State)) {
 	if st == nil {
 		return
 	}
@@ -125,27 +125,27 @@ func (st *State[T]) with(f func(*State[T])) {
 }
 
 // Tally returns the tally kept, or nil.
-func (st *State[T]) Tally() (t *T) {
-	st.with(func(st *State[T]) { t = st.tally })
+func (st *State) Tally() (t *Tally) {
+	st.with(func(st *State) { t = st.tally })
 	return t
 }
 
 // SetTally keeps t; nil forgets it, and the next sync is a full one.
-func (st *State[T]) SetTally(t *T) { st.with(func(st *State[T]) { st.tally = t }) }
+func (st *State) SetTally(t *Tally) { st.with(func(st *State) { st.tally = t }) }
 
 // Waited counts a sync that waited for a cache, and returns how many in a
 // row did; Done resets the count.
-func (st *State[T]) Waited() (n int) {
-	st.with(func(st *State[T]) { st.waits++; n = st.waits })
+func (st *State) Waited() (n int) {
+	st.with(func(st *State) { st.waits++; n = st.waits })
 	return n
 }
 
-func (st *State[T]) Done() { st.with(func(st *State[T]) { st.waits = 0 }) }
+func (st *State) Done() { st.with(func(st *State) { st.waits = 0 }) }
 
 // Bound keeps the roles the policy's bindings referred to in a sync. A
 // sync that stopped before judging every binding only adds to them.
-func (st *State[T]) Bound(refs access.RoleRefs, complete bool) {
-	st.with(func(st *State[T]) {
+func (st *State) Bound(refs access.RoleRefs, complete bool) {
+	st.with(func(st *State) {
 		if complete || st.roles.Names == nil {
 			st.roles = refs
 			return
@@ -156,21 +156,21 @@ func (st *State[T]) Bound(refs access.RoleRefs, complete bool) {
 
 // BoundTo reports whether the policy's bindings referred to role, or to
 // an aggregated ClusterRole that a ClusterRole may join.
-func (st *State[T]) BoundTo(role string, clusterRole bool) (yes bool) {
-	st.with(func(st *State[T]) { yes = st.roles.Names != nil && st.roles.Has(role, clusterRole) })
+func (st *State) BoundTo(role string, clusterRole bool) (yes bool) {
+	st.with(func(st *State) { yes = st.roles.Names != nil && st.roles.Has(role, clusterRole) })
 	return yes
 }
 
 // DownstreamChanged counts an update or deletion of one of the policy's
 // objects.
-func (st *State[T]) DownstreamChanged() {
+func (st *State) DownstreamChanged() {
 	if st != nil {
 		st.downstreamEpoch.Add(1)
 	}
 }
 
 // Epoch is the count of downstream changes now.
-func (st *State[T]) Epoch() uint64 {
+func (st *State) Epoch() uint64 {
 	if st == nil {
 		return 0
 	}
@@ -178,7 +178,7 @@ func (st *State[T]) Epoch() uint64 {
 }
 
 // Reads returns the resources the policy's syncs read; nil for none.
-func (st *State[T]) Reads() sets.Set[schema.GroupVersionResource] {
+func (st *State) Reads() sets.Set[schema.GroupVersionResource] {
 	if st == nil {
 		return nil
 	}
@@ -189,12 +189,12 @@ func (st *State[T]) Reads() sets.Set[schema.GroupVersionResource] {
 }
 
 // ReadsFrom reports whether the policy's syncs read gvr.
-func (st *State[T]) ReadsFrom(gvr schema.GroupVersionResource) bool { return st.Reads().Has(gvr) }
+func (st *State) ReadsFrom(gvr schema.GroupVersionResource) bool { return st.Reads().Has(gvr) }
 
 // SetReads records what a full sync read: it replaces what was recorded.
 // add, what an incremental one read: it adds to it.
-func (st *State[T]) SetReads(resources sets.Set[schema.GroupVersionResource], entries sets.Set[string], add bool) {
-	st.with(func(st *State[T]) {
+func (st *State) SetReads(resources sets.Set[schema.GroupVersionResource], entries sets.Set[string], add bool) {
+	st.with(func(st *State) {
 		if add {
 			resources = st.Reads().Union(resources)
 			if p := st.readEntries.Load(); p != nil {
@@ -207,11 +207,11 @@ func (st *State[T]) SetReads(resources sets.Set[schema.GroupVersionResource], en
 }
 
 // ForgetReads forgets what the policy's syncs read.
-func (st *State[T]) ForgetReads() { st.SetReads(nil, nil, false) }
+func (st *State) ForgetReads() { st.SetReads(nil, nil, false) }
 
 // ReadsEntry reports whether the policy's syncs read GlobalContextEntry
 // name.
-func (st *State[T]) ReadsEntry(name string) bool {
+func (st *State) ReadsEntry(name string) bool {
 	if st == nil {
 		return false
 	}
@@ -221,7 +221,7 @@ func (st *State[T]) ReadsEntry(name string) bool {
 
 // Exceptions returns what the policy keeps of its exceptions; nil for
 // a policy that is not running.
-func (st *State[T]) Exceptions() *evaluate.PolicyExceptions {
+func (st *State) Exceptions() *evaluate.PolicyExceptions {
 	if st == nil {
 		return nil
 	}
@@ -229,8 +229,8 @@ func (st *State[T]) Exceptions() *evaluate.PolicyExceptions {
 }
 
 // AddTombstone keeps a deleted trigger's last state.
-func (st *State[T]) AddTombstone(tr policy.Trigger) {
-	st.with(func(st *State[T]) {
+func (st *State) AddTombstone(tr policy.Trigger) {
+	st.with(func(st *State) {
 		if st.tombstones == nil {
 			st.tombstones = map[types.UID]policy.Trigger{}
 		}
@@ -239,8 +239,8 @@ func (st *State[T]) AddTombstone(tr policy.Trigger) {
 }
 
 // PendingTombstones returns the deleted triggers not generated from yet.
-func (st *State[T]) PendingTombstones() (out []policy.Trigger) {
-	st.with(func(st *State[T]) {
+func (st *State) PendingTombstones() (out []policy.Trigger) {
+	st.with(func(st *State) {
 		for _, tr := range st.tombstones {
 			out = append(out, tr)
 		}
@@ -250,7 +250,7 @@ func (st *State[T]) PendingTombstones() (out []policy.Trigger) {
 
 // Tombstoned returns the UIDs of the deleted triggers not generated from
 // yet.
-func (st *State[T]) Tombstoned() sets.Set[string] {
+func (st *State) Tombstoned() sets.Set[string] {
 	pending := sets.New[string]()
 	for _, t := range st.PendingTombstones() {
 		pending.Insert(string(t.Object.GetUID()))
@@ -259,8 +259,8 @@ func (st *State[T]) Tombstoned() sets.Set[string] {
 }
 
 // TombstonesDone forgets the tombstones generated from.
-func (st *State[T]) TombstonesDone(trs []policy.Trigger) {
-	st.with(func(st *State[T]) {
+func (st *State) TombstonesDone(trs []policy.Trigger) {
+	st.with(func(st *State) {
 		for _, tr := range trs {
 			delete(st.tombstones, tr.Object.GetUID())
 		}
@@ -271,14 +271,14 @@ func (st *State[T]) TombstonesDone(trs []policy.Trigger) {
 // they admitted and the tombstones they left. A policy that stops running
 // and comes back under the same name is another: what it admits, its
 // record says.
-func (st *State[T]) ForgetEvents() {
+func (st *State) ForgetEvents() {
 	st.Ledger().ForgetAdmissions()
-	st.with(func(st *State[T]) { st.tombstones = nil })
+	st.with(func(st *State) { st.tombstones = nil })
 }
 
 // Ledger is the Ledger's entry of the policy; nil when the policy does
 // not run, which keeps nothing.
-func (st *State[T]) Ledger() *ledger.Entry {
+func (st *State) Ledger() *ledger.Entry {
 	if st == nil {
 		return nil
 	}
@@ -286,7 +286,7 @@ func (st *State[T]) Ledger() *ledger.Entry {
 }
 
 // Told returns what was told of the policy; nil on a nil state.
-func (st *State[T]) Told() *report.Told {
+func (st *State) Told() *report.Told {
 	if st == nil {
 		return nil
 	}

@@ -4,6 +4,7 @@ import (
 	"slices"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/sets"
 
 	"github.com/sprout-gitops/sprout/reconcile/access"
@@ -18,13 +19,13 @@ import (
 func TestRoleChangeFindsItsPolicies(t *testing.T) {
 	byName, byRole, aggregating, other, gone := policy.Key{Name: "by-name"}, policy.Key{Name: "by-role"},
 		policy.Key{Name: "aggregating"}, policy.Key{Name: "other"}, policy.Key{Name: "gone"}
-	var s States[int]
+	var s States
 	refer := func(key policy.Key, aggregated, complete bool, names ...string) {
 		s.Of(key).Bound(access.RoleRefs{Names: sets.New(names...), AnyClusterRole: aggregated}, complete)
 	}
 	found := func(role string, cluster bool) []string {
 		var out []string
-		s.Each(func(k policy.Key, st *State[int]) {
+		s.Each(func(k policy.Key, st *State) {
 			if st.BoundTo(role, cluster) {
 				out = append(out, k.Name)
 			}
@@ -63,13 +64,13 @@ func TestRoleChangeFindsItsPolicies(t *testing.T) {
 // left writes to no state, and makes none: what it would keep is gone with
 // the policy, and the states hold only the policies that run.
 func TestStateOfAPolicyGoneKeepsNothing(t *testing.T) {
-	var s States[int]
+	var s States
 	key := policy.Key{Name: "p"}
-	s.Enter(key).SetTally(new(int))
+	s.Enter(key).SetTally(&Tally{})
 	s.Of(key).Told().Granted(&report.Verdict{})
 	s.Drop(key)
 	st := s.Of(key)
-	st.SetTally(new(int))
+	st.SetTally(&Tally{})
 	st.Told().Granted(&report.Verdict{})
 	st.Ledger().Rebuild(true)
 	st.DownstreamChanged()
@@ -81,5 +82,25 @@ func TestStateOfAPolicyGoneKeepsNothing(t *testing.T) {
 	}
 	if first := s.Enter(key).Told().Progress(2); !first || s.Enter(key).Told().Progress(2) {
 		t.Error("a policy entering again does not start from nothing, or marks a generation twice")
+	}
+}
+
+// TestTallyCountsEachTriggerOnce: a trigger counted again replaces what it
+// contributed; one removed takes its counts with it.
+func TestTallyCountsEachTriggerOnce(t *testing.T) {
+	cms := schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
+	cp := &policy.Compiled{Triggers: []schema.GroupVersionResource{cms}, Evaluations: policy.NewEvaluations()}
+	tl := NewTally(cp, []Contribution{
+		{UID: "a", GVR: cms, Key: "ns/a", Objects: 2, Matched: true},
+		{UID: "b", GVR: cms, Key: "ns/b", Objects: 1, Matched: true, Volatile: true},
+	})
+	tl.Add(Contribution{UID: "a", GVR: cms, Key: "ns/a", Objects: 3, Matched: true})
+	if tl.Objects != 4 || tl.Matched != 2 || tl.Volatile != 1 || len(tl.ByUID) != 2 {
+		t.Errorf("objects %d, matched %d, volatile %d, triggers %d; want 4, 2, 1, 2", tl.Objects, tl.Matched, tl.Volatile, len(tl.ByUID))
+	}
+	tl.Remove("b")
+	tl.Remove("gone")
+	if tl.Objects != 3 || tl.Matched != 1 || tl.Volatile != 0 || tl.ByUID["a"].GVR != 0 || tl.ByUID["a"].Key != "ns/a" {
+		t.Errorf("after removing b: %+v", tl)
 	}
 }
