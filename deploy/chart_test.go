@@ -180,6 +180,7 @@ sourceRefs:
 - {kind: GitRepository, namespace: flux-system, name: policies}
 guards:
   allowedKinds: [ConfigMap, NetworkPolicy.networking.k8s.io]
+  allowUnnamedGrants: true
   serviceAccountNamespaces: [platform]
 rbac:
   generate:
@@ -244,7 +245,7 @@ func TestChartValues(t *testing.T) {
 	for _, want := range []string{
 		"--git-url=https://git.example.com/platform/policies.git", "--git-branch=main", "--git-path=policies",
 		"--git-secret-ref=policies-git/git-credentials", "--source-ref=GitRepository/flux-system/policies",
-		"--allowed-kinds=ConfigMap,NetworkPolicy.networking.k8s.io", "--service-account-namespaces=platform", "--workers=8",
+		"--allowed-kinds=ConfigMap,NetworkPolicy.networking.k8s.io", "--service-account-namespaces=platform", "--workers=8", "--allow-unnamed-grants",
 		"--enable-policy-exceptions", "--exception-namespace=kyverno-exceptions",
 	} {
 		if !slices.Contains(args, want) {

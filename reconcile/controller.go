@@ -75,11 +75,13 @@ type Options struct {
 	// AllowedKinds, when not empty, are the only kinds Sprout generates;
 	// others are refused.
 	AllowedKinds []schema.GroupKind
-	// AllowWildcardBindings permits generating RoleBindings and
-	// ClusterRoleBindings to roles that grant too much (guardedGrants:
-	// every verb on every resource, escalate, bind, impersonate...); they
-	// are refused otherwise.
-	AllowWildcardBindings bool
+	// AllowUnnamedGrants lets a policy that acts as Sprout itself (a
+	// GeneratingPolicy without sprout.dev/service-account) write objects
+	// that grant rights: RBAC objects, admission webhooks, APIServices,
+	// certificates, ServiceAccount tokens and anything that runs a
+	// workload (access.GrantsRights). Off, such objects are refused: the
+	// policy must name an account, whose writes the API server judges.
+	AllowUnnamedGrants bool
 	// DefaultServiceAccount is the name of the account, in its own
 	// namespace, a NamespacedGeneratingPolicy without the
 	// sprout.dev/service-account annotation runs as; empty means Sprout's

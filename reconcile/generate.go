@@ -144,7 +144,7 @@ func (s *syncer) generate(ctx context.Context, run *syncRun, w writer, reader *e
 func (s *syncer) generatePart(ctx context.Context, ps *parts, part []policy.Trigger, last bool) error {
 	g, run := ps.g, ps.run
 	want := s.desired(ctx, run.cp, part, ps.reader, ps.limit, g)
-	desired, kinds, refused, err := s.checks.refuse(ctx, want.objects, want.kinds, g.verdicts, g.failed)
+	desired, kinds, refused, err := s.checks.refuse(ctx, run.cp.Policy, want.objects, want.kinds, g.verdicts, g.failed)
 	if err != nil {
 		return errWaiting // for the caches of roles
 	}
@@ -341,7 +341,7 @@ func (s *syncer) desired(ctx context.Context, cp *policy.Compiled, triggers []po
 		}
 		out.objects = append(out.objects, ev.Objects...)
 		out.kinds = append(out.kinds, ev.Kinds...)
-		if m != nil && m.Evaluated != nil && len(ev.Objects) > 0 && !access.AnyBinding(ev.Kinds) {
+		if m != nil && m.Evaluated != nil && len(ev.Objects) > 0 && !access.Rejudged(ev.Kinds) {
 			out.settling = append(out.settling, m)
 		}
 	}

@@ -148,8 +148,9 @@ func TestEvaluationTimeout(t *testing.T) {
 }
 
 // TestRefusedKindsAndBindings: objects of kinds outside --allowed-kinds and
-// bindings to a ClusterRole that grants everything are refused, named on
-// the policy's status; the policy's other objects are written.
+// bindings to a ClusterRole that grants everything, which Sprout does not
+// hold, are refused, named on the policy's status; the policy's other
+// objects are written.
 func TestRefusedKindsAndBindings(t *testing.T) {
 	kube := kubernetes.NewForConfigOrDie(cfg)
 	ctx := context.Background()
@@ -162,10 +163,10 @@ func TestRefusedKindsAndBindings(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	runController(t, func(o *reconcile.Options) {
+	tb := newTable(t, "guard")
+	runGuardedSprout(t, "guard", func(o *reconcile.Options) {
 		o.AllowedKinds = []schema.GroupKind{{Kind: "ConfigMap"}, {Group: "rbac.authorization.k8s.io", Kind: "RoleBinding"}}
 	})
-	tb := newTable(t, "guard")
 	binding := func(name, role string) string {
 		return fmt.Sprintf(`{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": {"name": %q},
 		  "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": %q},
@@ -189,7 +190,7 @@ func TestRefusedKindsAndBindings(t *testing.T) {
 	})
 	for _, want := range []string{
 		"Secret/guard/not-allowed: refused: kind Secret is not in --allowed-kinds",
-		"RoleBinding/guard/can-do-anything: refused: roleRef: ClusterRole guard-everything grants every verb on every resource",
+		"RoleBinding/guard/can-do-anything: refused: roleRef: ClusterRole guard-everything grants what Sprout does not hold in namespace guard: * on *.*",
 	} {
 		if !strings.Contains(c.Message, want) {
 			t.Errorf("Ready message %q does not contain %q", c.Message, want)

@@ -93,15 +93,16 @@ func rbacRule(groups, resources, verbs []string) rbacv1.PolicyRule {
 // TestGuardRefusesPowerfulRoles: a binding to a role that grants as much
 // as "*" on "*", or lets its holder gain more than it names, is refused,
 // named on the policy's status, and not written, whether the role says
-// so with wildcards or not, is a Role, or aggregates the power.
+// so with wildcards or not, is a Role, or aggregates the power: Sprout,
+// whose rights the policy writes with, does not hold it. (Sprout holds
+// bind, so a role granting bind is not refused here.)
 func TestGuardRefusesPowerfulRoles(t *testing.T) {
-	startController(t)
 	const ns = "guard-powers"
 	tb := newTable(t, ns)
+	runGuardedSprout(t, ns, nil)
 	createRole(t, "", "guard-every-verb", nil, nil, rbacRule([]string{"*"}, []string{"*"},
 		[]string{"get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"}))
 	createRole(t, ns, "guard-escalate", nil, nil, rbacRule([]string{"rbac.authorization.k8s.io"}, []string{"roles"}, []string{"get", "escalate"}))
-	createRole(t, ns, "guard-bind", nil, nil, rbacRule([]string{"rbac.authorization.k8s.io"}, []string{"roles", "clusterroles"}, []string{"bind"}))
 	createRole(t, "", "guard-impersonate", nil, nil, rbacRule([]string{""}, []string{"users", "groups"}, []string{"impersonate"}))
 	createRole(t, "", "guard-star", map[string]string{"guard-powers-aggregate": "true"}, nil, rbacRule([]string{"*"}, []string{"*"}, []string{"*"}))
 	createRole(t, "", "guard-aggregated", nil, map[string]string{"guard-powers-aggregate": "true"})
@@ -111,15 +112,14 @@ func TestGuardRefusesPowerfulRoles(t *testing.T) {
 		// A ClusterRoleBinding when roleKind is empty.
 		name, roleKind, role, want string
 	}{
-		{"every verb listed", "ClusterRole", "guard-every-verb", "ClusterRole guard-every-verb grants every verb on every resource"},
-		{"escalate", "Role", "guard-escalate", "Role guard-escalate grants escalate on roles"},
-		{"bind", "Role", "guard-bind", "Role guard-bind grants bind on roles"},
-		{"impersonate", "", "guard-impersonate", "ClusterRole guard-impersonate grants impersonate on users, groups, uids or userextras"},
+		{"every verb listed", "ClusterRole", "guard-every-verb", "ClusterRole guard-every-verb grants what Sprout does not hold in namespace guard-powers: get on *.*"},
+		{"escalate", "Role", "guard-escalate", "Role guard-escalate grants what Sprout does not hold in namespace guard-powers: escalate on roles.rbac.authorization.k8s.io"},
+		{"impersonate", "", "guard-impersonate", "ClusterRole guard-impersonate grants what Sprout does not hold in every namespace: impersonate on users; impersonate on groups"},
 		{"aggregated", "ClusterRole", "guard-aggregated",
-			"ClusterRole guard-aggregated (with the ClusterRoles it aggregates: guard-star) grants every verb on every resource"},
+			"ClusterRole guard-aggregated (with the ClusterRoles it aggregates: guard-star) grants what Sprout does not hold in namespace guard-powers: * on *.*"},
 		{"aggregation controller", "ClusterRole", "system:controller:clusterrole-aggregation-controller",
-			"ClusterRole system:controller:clusterrole-aggregation-controller grants escalate on roles"},
-		{"secrets cluster-wide", "", "guard-read-secrets", "ClusterRole guard-read-secrets grants get, list or watch on secrets in every namespace"},
+			"ClusterRole system:controller:clusterrole-aggregation-controller grants what Sprout does not hold in namespace guard-powers: escalate on clusterroles.rbac.authorization.k8s.io"},
+		{"secrets cluster-wide", "", "guard-read-secrets", "ClusterRole guard-read-secrets grants what Sprout does not hold in every namespace: get on secrets; list on secrets; watch on secrets"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			policy := "guard-powers-" + strings.ReplaceAll(tc.name, " ", "-")
@@ -139,16 +139,27 @@ func TestGuardRefusesPowerfulRoles(t *testing.T) {
 	}
 }
 
-// TestGuardBindsHarmlessRoles: the guard does not refuse ordinary
-// grants: Kubernetes' view, edit and admin in a namespace (which read its
-// Secrets and act as its ServiceAccounts there), view cluster-wide, and a
-// role on ConfigMaps.
+// TestGuardBindsHarmlessRoles: a policy that names an account binds what
+// that account holds: Kubernetes' view, edit and admin in a namespace
+// where it holds what they aggregate (which read its Secrets and act as
+// its ServiceAccounts there), view cluster-wide, and a role on
+// ConfigMaps. The account writes, so the API server judges the bindings
+// too, as it would kubectl's.
 func TestGuardBindsHarmlessRoles(t *testing.T) {
-	startController(t)
 	const ns = "guard-harmless"
 	tb := newTable(t, ns)
+	runGuardedSprout(t, ns, func(o *reconcile.Options) { o.AllowUnnamedGrants, o.ServiceAccountNamespaces = false, []string{ns} })
 	createRole(t, "", "guard-harmless-configmaps", nil, nil, rbacRule([]string{""}, []string{"configmaps"}, []string{"get", "list", "watch", "create", "patch", "delete"}))
-	tb.applyPolicy(listPolicy("guard-harmless", "guard-harmless", nil,
+	binder := "system:serviceaccount:" + ns + ":binder"
+	createRole(t, "", "guard-harmless-writes", nil, nil, rbacRule([]string{rbacv1.GroupName}, []string{"rolebindings", "clusterrolebindings"},
+		[]string{"get", "list", "watch", "create", "patch", "delete"}))
+	for _, role := range []string{"guard-harmless-configmaps", "guard-harmless-writes", "system:aggregate-to-view"} {
+		bindTo(t, "", "ClusterRole", role, binder)
+	}
+	for _, role := range []string{"system:aggregate-to-edit", "system:aggregate-to-admin"} {
+		bindTo(t, ns, "ClusterRole", role, binder)
+	}
+	tb.applyPolicy(listPolicy("guard-harmless", "guard-harmless", map[string]string{reconcile.AnnotationServiceAccount: ns + "/binder"},
 		roleBinding("guard-harmless-view", "ClusterRole", "view"),
 		roleBinding("guard-harmless-edit", "ClusterRole", "edit"),
 		roleBinding("guard-harmless-admin", "ClusterRole", "admin"),
@@ -171,15 +182,16 @@ func TestGuardBindsHarmlessRoles(t *testing.T) {
 	waitReady(t, "guard-harmless")
 }
 
-// TestGuardRemovesBindingWhenRoleWidens: a role that grows powers after
-// Sprout bound it has its binding deleted at once, and the policy says
-// why; the policy's other objects stay. Narrowed again, it is bound again.
-// So for a Role given bind, a ClusterRole widened to "*", and an
-// aggregated ClusterRole that a powerful role joins.
+// TestGuardRemovesBindingWhenRoleWidens: a role that grows powers the
+// policy's identity (here Sprout) does not hold, after Sprout bound it,
+// has its binding deleted at once, and the policy says why; the policy's
+// other objects stay. Narrowed again, it is bound again. So for a Role
+// given escalate, a ClusterRole widened to "*", and an aggregated
+// ClusterRole that a powerful role joins.
 func TestGuardRemovesBindingWhenRoleWidens(t *testing.T) {
-	startController(t)
 	const ns = "guard-widen"
 	tb := newTable(t, ns)
+	runGuardedSprout(t, ns, nil)
 	kube := tb.kube
 	ctx := context.Background()
 	configmaps := rbacRule([]string{""}, []string{"configmaps"}, []string{"get"})
@@ -208,17 +220,17 @@ func TestGuardRemovesBindingWhenRoleWidens(t *testing.T) {
 	waitFor("the three bindings", map[string]bool{"to-cluster-role": true, "to-role": true, "to-aggregated": true})
 	waitReady(t, "guard-widen")
 
-	// The Role given bind.
+	// The Role given escalate.
 	r, err := kube.RbacV1().Roles(ns).Get(ctx, "guard-widen", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.Rules = append(r.Rules, rbacRule([]string{"rbac.authorization.k8s.io"}, []string{"clusterroles"}, []string{"bind"}))
+	r.Rules = append(r.Rules, rbacRule([]string{"rbac.authorization.k8s.io"}, []string{"clusterroles"}, []string{"escalate"}))
 	if _, err := kube.RbacV1().Roles(ns).Update(ctx, r, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	waitFor("the binding to the widened Role deleted", map[string]bool{"to-cluster-role": true, "to-role": false, "to-aggregated": true})
-	waitRefused(t, "guard-widen", "RoleBinding/guard-widen/to-role: refused: roleRef: Role guard-widen grants bind on roles")
+	waitRefused(t, "guard-widen", "RoleBinding/guard-widen/to-role: refused: roleRef: Role guard-widen grants what Sprout does not hold in namespace guard-widen: escalate on clusterroles.rbac.authorization.k8s.io")
 
 	// The ClusterRole widened to "*".
 	role, err := kube.RbacV1().ClusterRoles().Get(ctx, "guard-widen", metav1.GetOptions{})
@@ -230,13 +242,13 @@ func TestGuardRemovesBindingWhenRoleWidens(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor("the binding to the widened ClusterRole deleted", map[string]bool{"to-cluster-role": false, "to-role": false, "to-aggregated": true})
-	waitRefused(t, "guard-widen", "RoleBinding/guard-widen/to-cluster-role: refused: roleRef: ClusterRole guard-widen grants every verb on every resource")
+	waitRefused(t, "guard-widen", "RoleBinding/guard-widen/to-cluster-role: refused: roleRef: ClusterRole guard-widen grants what Sprout does not hold in namespace guard-widen: * on *.*")
 
 	// A powerful role joins the aggregated one.
 	createRole(t, "", "guard-widen-joiner", map[string]string{"guard-widen-aggregate": "true"}, nil,
 		rbacRule([]string{"rbac.authorization.k8s.io"}, []string{"clusterroles"}, []string{"escalate"}))
 	waitFor("the binding to the aggregated role deleted", map[string]bool{"to-cluster-role": false, "to-role": false, "to-aggregated": false})
-	waitRefused(t, "guard-widen", "RoleBinding/guard-widen/to-aggregated: refused: roleRef: ClusterRole guard-widen-aggregated (with the ClusterRoles it aggregates: guard-widen-joiner, guard-widen-part) grants escalate on roles")
+	waitRefused(t, "guard-widen", "RoleBinding/guard-widen/to-aggregated: refused: roleRef: ClusterRole guard-widen-aggregated (with the ClusterRoles it aggregates: guard-widen-joiner, guard-widen-part) grants what Sprout does not hold in namespace guard-widen: escalate on clusterroles.rbac.authorization.k8s.io")
 	if tb.get("t-a") == nil {
 		t.Error("the policy's ConfigMap was pruned with the bindings")
 	}
@@ -254,22 +266,32 @@ func TestGuardRemovesBindingWhenRoleWidens(t *testing.T) {
 }
 
 // TestGuardJudgesProtectedNamespacesAsTheCluster: in kube-system a
-// RoleBinding to edit, which reads the namespace's Secrets and acts as its
-// ServiceAccounts, gives the cluster's controllers' powers: it is refused
-// there, as from a ClusterRoleBinding, though it binds in a tenant's
-// namespace.
+// RoleBinding to a role that only creates pods lets its holder run a pod
+// as any of the cluster's controllers' ServiceAccounts there: it is judged
+// as a ClusterRoleBinding, so the policy's identity (here Sprout, which
+// may create pods in both namespaces, not cluster-wide) must hold the
+// role's permissions cluster-wide. It binds in a tenant's namespace, and
+// is refused in kube-system.
 func TestGuardJudgesProtectedNamespacesAsTheCluster(t *testing.T) {
-	startController(t)
 	tb := newTable(t, "guard-protected")
+	runGuardedSprout(t, "guard-protected", nil)
 	const policy = "guard-protected"
-	tb.applyPolicy(listPolicy(policy, policy, nil, roleBinding(policy, "ClusterRole", "edit")))
+	pods := rbacRule([]string{""}, []string{"pods"}, []string{"create"})
+	createRole(t, "", policy, nil, nil, pods)
+	for _, ns := range []string{"guard-protected", "kube-system"} {
+		bindTo(t, ns, "ClusterRole", policy, sproutOf("guard-protected"))
+	}
+	tb.applyPolicy(listPolicy(policy, policy, nil, roleBinding(policy, "ClusterRole", policy)))
 	t.Cleanup(func() { tb.deletePolicy(policy) })
 	kube := kubernetes.NewForConfigOrDie(cfg)
+	itemsTrigger(t, kube, "guard-protected", policy, policy, "a")
 	itemsTrigger(t, kube, "kube-system", policy, policy, "a")
 	t.Cleanup(func() {
 		_ = kube.CoreV1().ConfigMaps("kube-system").Delete(context.Background(), policy, metav1.DeleteOptions{})
 	})
-	waitRefused(t, policy, "in namespace kube-system, one of --protected-namespaces, a RoleBinding is judged as a ClusterRoleBinding")
+	poll(t, "the binding in the tenant's namespace", func(ctx context.Context) (bool, error) { return bindingExists(ctx, "guard-protected", policy) })
+	waitRefused(t, policy, "RoleBinding/kube-system/guard-protected: refused: roleRef: ClusterRole guard-protected grants what Sprout does not hold in every namespace: create on pods; "+
+		"in namespace kube-system, one of --protected-namespaces, a RoleBinding is judged as a ClusterRoleBinding")
 	if ok, err := bindingExists(context.Background(), "kube-system", policy); ok || err != nil {
 		t.Errorf("the refused binding was written in kube-system (%v)", err)
 	}

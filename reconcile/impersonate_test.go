@@ -161,7 +161,8 @@ func TestClusterPolicyMayNotNameAnyAccount(t *testing.T) {
 // TestNamespacedPolicyRunsAsItsNamespaceAccount: a NamespacedGeneratingPolicy
 // that names no account runs as "default" of its namespace: it writes what
 // that account may write, and a RoleBinding that would give the tenant
-// admin in the namespace, which Sprout itself could write, is forbidden.
+// admin in the namespace, which Sprout itself could write, is refused: the
+// account does not hold what admin grants.
 func TestNamespacedPolicyRunsAsItsNamespaceAccount(t *testing.T) {
 	startController(t)
 	tb := newTable(t, "imp-tenant")
@@ -180,8 +181,8 @@ func TestNamespacedPolicyRunsAsItsNamespaceAccount(t *testing.T) {
 	tb.waitFor("the object the namespace's account may write", "a-out", exists)
 	poll(t, "the forbidden binding on the policy", func(ctx context.Context) (bool, error) {
 		c, err := namespacedPolicyCondition(ctx, "imp-tenant", "tenant")
-		return c != nil && c.Reason == reconcile.ReasonApplyFailed && strings.Contains(c.Message, "RoleBinding/imp-tenant/tenant-admin") &&
-			strings.Contains(c.Message, `"system:serviceaccount:imp-tenant:default" cannot`), err
+		return c != nil && c.Reason == reconcile.ReasonRefused && strings.Contains(c.Message, "RoleBinding/imp-tenant/tenant-admin: refused") &&
+			strings.Contains(c.Message, "grants what ServiceAccount imp-tenant/default does not hold in namespace imp-tenant"), err
 	})
 	if _, err := tb.kube.RbacV1().RoleBindings("imp-tenant").Get(context.Background(), "tenant-admin", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("the tenant's policy bound the tenant to admin: %v", err)

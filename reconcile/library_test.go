@@ -17,6 +17,7 @@ import (
 	sproutv1alpha1 "github.com/sprout-gitops/sprout/api/sprout/v1alpha1"
 	"github.com/sprout-gitops/sprout/fixtures"
 	"github.com/sprout-gitops/sprout/internal/manifest"
+	"github.com/sprout-gitops/sprout/reconcile"
 )
 
 // The fixtures library-* are policies of the kind platform teams take from
@@ -41,7 +42,9 @@ func TestLibraryDefaultDenyNetworkPolicy(t *testing.T) {
 }
 
 func TestLibraryRoleBinding(t *testing.T) {
-	lib := runLibrary(t, "library-rolebinding", true)
+	// Kyverno writes the binding as its own account; Sprout, a
+	// cluster-admin here, does so once the operator allows it.
+	lib := runLibrary(t, "library-rolebinding", true, func(o *reconcile.Options) { o.AllowUnnamedGrants = true })
 	kube := kubernetes.NewForConfigOrDie(cfg)
 	ns := lib.ns("new-on")
 	relabel := func(t *testing.T, value *string) {
@@ -108,9 +111,13 @@ type library struct {
 // and on, against triggers made before and after it, and checks what each
 // gets and what synchronize does to what they got. It returns the
 // scenario with both policies still running, for checks of its own.
-func runLibrary(t *testing.T, scenario string, synchronize bool) *library {
+func runLibrary(t *testing.T, scenario string, synchronize bool, edit ...func(*reconcile.Options)) *library {
 	t.Helper()
-	startController(t)
+	runController(t, func(o *reconcile.Options) {
+		for _, e := range edit {
+			e(o)
+		}
+	})
 	lib := loadLibrary(t, scenario)
 	off, on := lib.policy("gex-off"), lib.policy("gex-on")
 

@@ -79,7 +79,7 @@ type syncAccess interface {
 	verdict(ctx context.Context, key policy.Key, cp *policy.Compiled) *grantVerdict
 	resolveRules(p apiv1.Policy) (triggers, refused []schema.GroupVersionResource, _ error)
 	maxObjects(cp *policy.Compiled) (int, error)
-	refuse(ctx context.Context, desired []*unstructured.Unstructured, kinds []schema.GroupVersionKind, v *access.Verdicts, failed sets.Set[string]) ([]*unstructured.Unstructured, []schema.GroupVersionKind, []error, error)
+	refuse(ctx context.Context, p apiv1.Policy, desired []*unstructured.Unstructured, kinds []schema.GroupVersionKind, v *access.Verdicts, failed sets.Set[string]) ([]*unstructured.Unstructured, []schema.GroupVersionKind, []error, error)
 	pruneRefused(ctx context.Context, w writer, key policy.Key, v *access.Verdicts) (inventory.ChangeSet, error)
 	// waitsForPermission reports whether a policy whose rules failed to
 	// resolve with err waits only for an RBAC change, which queues it.

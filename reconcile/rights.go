@@ -39,7 +39,7 @@ const ReasonRefused = report.ReasonRefused
 func (o Options) access() access.Options {
 	return access.Options{
 		Accounts:     access.Accounts{Default: o.DefaultServiceAccount, Namespaces: o.ServiceAccountNamespaces},
-		AllowedKinds: o.AllowedKinds, AllowWildcardBindings: o.AllowWildcardBindings, ProtectedNamespaces: o.ProtectedNamespaces,
+		AllowedKinds: o.AllowedKinds, AllowUnnamedGrants: o.AllowUnnamedGrants, ProtectedNamespaces: o.ProtectedNamespaces,
 	}
 }
 
@@ -126,8 +126,10 @@ func (c *Controller) verdict(ctx context.Context, key policy.Key, cp *policy.Com
 // permissions, from reviews asked once per account, verb and resource: a
 // policy whose watched resources changed (a permission revoked, or a
 // resource a wildcard names granted) gets them and is queued, and so is
-// one whose RBACPermissionsGranted verdict changed. Informers no policy
-// needs any more stop.
+// one whose RBACPermissionsGranted verdict changed, and one whose objects
+// were judged by what its identity holds (its bindings, its labelled
+// ClusterRoles), which the change may grant or revoke. Informers no
+// policy needs any more stop.
 func (c *Controller) recheckPermissions(ctx context.Context) {
 	c.mu.RLock()
 	policies := make(map[policy.Key]*policy.Compiled, len(c.policies))
@@ -142,6 +144,9 @@ func (c *Controller) recheckPermissions(ctx context.Context) {
 		}
 		if c.recheckPolicy(ctx, key, cp) {
 			released = true
+		}
+		if c.states.Of(key).JudgedHeld() {
+			c.queue.Add(key)
 		}
 	}
 	if released {
@@ -234,8 +239,8 @@ func (a syncChecks) maxObjects(cp *policy.Compiled) (int, error) {
 	return maxObjects(cp, a.c.opts.MaxObjectsPerTrigger)
 }
 
-func (a syncChecks) refuse(ctx context.Context, desired []*unstructured.Unstructured, kinds []schema.GroupVersionKind, v *access.Verdicts, failed sets.Set[string]) ([]*unstructured.Unstructured, []schema.GroupVersionKind, []error, error) {
-	return a.c.rights.Refuse(ctx, a.c.ctx.Done(), desired, kinds, v, failed)
+func (a syncChecks) refuse(ctx context.Context, p apiv1.Policy, desired []*unstructured.Unstructured, kinds []schema.GroupVersionKind, v *access.Verdicts, failed sets.Set[string]) ([]*unstructured.Unstructured, []schema.GroupVersionKind, []error, error) {
+	return a.c.rights.Refuse(ctx, a.c.ctx.Done(), p, desired, kinds, v, failed)
 }
 
 func (a syncChecks) pruneRefused(ctx context.Context, w writer, key policy.Key, v *access.Verdicts) (inventory.ChangeSet, error) {

@@ -66,7 +66,8 @@ func TestSwitchingSyncOffStopsRepairs(t *testing.T) {
 // ClusterRoleBinding (no namespace) and a RoleBinding into each namespace
 // listed on it; removing the label prunes all of them.
 func TestClusterScopedDownstreamAndFanOut(t *testing.T) {
-	startController(t)
+	// Sprout, a cluster-admin here, writes the bindings itself.
+	runController(t, func(o *reconcile.Options) { o.AllowUnnamedGrants = true })
 	tb := newTable(t, "fan-target-1")
 	createNamespace(t, "fan-target-2", nil)
 	tb.applyPolicy(fixtures.MustPolicyFile("fan-out", fixtures.Params{Name: "fan-out"}))

@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
 func rule(groups, resources, verbs []string) rbacv1.PolicyRule {
@@ -13,113 +15,88 @@ func rule(groups, resources, verbs []string) rbacv1.PolicyRule {
 
 func l(s ...string) []string { return s }
 
-// TestGuardedGrants: what guardedGrants refuses from a RoleBinding (in one
-// namespace) and from a ClusterRoleBinding, for many shapes of rules.
-func TestGuardedGrants(t *testing.T) {
-	const (
-		all      = "every verb on every resource"
-		allURLs  = "every verb on every URL"
-		escalate = "escalate on roles"
-		bind     = "bind on roles"
-		imperson = "impersonate on users, groups, uids or userextras"
-		saImp    = "impersonate on serviceaccounts in every namespace"
-		token    = "create on serviceaccounts/token in every namespace"
-		secrets  = "get, list or watch on secrets in every namespace"
-		exec     = "create or get on pods/exec or pods/attach in every namespace"
-		proxy    = "nodes/proxy (the kubelet's API)"
-		approval = "update or patch on certificatesigningrequests/approval"
-		signers  = "approve or sign on signers"
-	)
-	everything := []string{all, escalate, bind, imperson}
-	everythingCluster := []string{all, escalate, bind, imperson, saImp, token, secrets, exec, proxy, approval, signers}
+// TestRequestsOf: a role's rules become one access review per verb,
+// group, resource (subresource, name) and per URL and verb, wildcards
+// passed through as they are, without repeats.
+func TestRequestsOf(t *testing.T) {
 	for _, tc := range []struct {
-		name string
-		// want in a namespace, and cluster-wide.
-		rules                []rbacv1.PolicyRule
-		namespaced, clusterW []string
+		name  string
+		rules []rbacv1.PolicyRule
+		want  []string
 	}{
-		{name: "nothing", namespaced: nil, clusterW: nil},
-		{name: "configmaps", rules: []rbacv1.PolicyRule{rule(l(""), l("configmaps"), l("get", "list", "watch", "create", "update", "patch", "delete"))}},
-		{name: "view-like: read everything but secrets", rules: []rbacv1.PolicyRule{rule(l("", "apps"), l("pods", "services", "deployments"), l("get", "list", "watch"))}},
-		{name: "star star star", rules: []rbacv1.PolicyRule{rule(l("*"), l("*"), l("*"))}, namespaced: everything, clusterW: everythingCluster},
-		{name: "star verbs and resources in one group", rules: []rbacv1.PolicyRule{rule(l("apps"), l("*"), l("*"))}, namespaced: l(all), clusterW: l(all)},
-		{name: "every verb spelt out on every resource", rules: []rbacv1.PolicyRule{rule(l("*"), l("*"), everyVerb)},
-			namespaced: l(all), clusterW: l(all, token, secrets, exec, proxy, approval)},
-		{name: "every verb spelt out over two rules", rules: []rbacv1.PolicyRule{
-			rule(l("*"), l("*"), l("get", "list", "watch")),
-			rule(l("*"), l("*"), l("create", "update", "patch", "delete", "deletecollection")),
-		}, namespaced: l(all), clusterW: l(all, token, secrets, exec, proxy, approval)},
-		{name: "every verb but one on every resource", rules: []rbacv1.PolicyRule{rule(l("*"), l("*"), everyVerb[:7])},
-			namespaced: nil, clusterW: l(token, secrets, exec, proxy, approval)},
-		{name: "read every resource", rules: []rbacv1.PolicyRule{rule(l("*"), l("*"), l("get", "list", "watch"))},
-			namespaced: nil, clusterW: l(secrets, exec, proxy)},
-		{name: "every URL", rules: []rbacv1.PolicyRule{{NonResourceURLs: l("*"), Verbs: l("*")}}, namespaced: l(allURLs), clusterW: l(allURLs)},
-		{name: "some URLs", rules: []rbacv1.PolicyRule{{NonResourceURLs: l("/healthz", "/metrics"), Verbs: l("get")}}},
-		{name: "escalate", rules: []rbacv1.PolicyRule{rule(l("rbac.authorization.k8s.io"), l("clusterroles"), l("escalate", "get"))}, namespaced: l(escalate), clusterW: l(escalate)},
-		{name: "escalate on roles by name", rules: []rbacv1.PolicyRule{{APIGroups: l("rbac.authorization.k8s.io"), Resources: l("roles"), ResourceNames: l("one"), Verbs: l("escalate")}},
-			namespaced: l(escalate), clusterW: l(escalate)},
-		{name: "bind", rules: []rbacv1.PolicyRule{rule(l("rbac.authorization.k8s.io"), l("roles"), l("bind"))}, namespaced: l(bind), clusterW: l(bind)},
-		{name: "every verb on clusterroles", rules: []rbacv1.PolicyRule{rule(l("rbac.authorization.k8s.io"), l("clusterroles"), l("*"))}, namespaced: l(escalate, bind), clusterW: l(escalate, bind)},
-		{name: "write roles without escalate or bind", rules: []rbacv1.PolicyRule{rule(l("rbac.authorization.k8s.io"), l("roles", "rolebindings"), l("create", "update", "patch", "delete"))}},
-		{name: "escalate in another group", rules: []rbacv1.PolicyRule{rule(l("example.com"), l("roles"), l("escalate"))}},
-		{name: "impersonate users", rules: []rbacv1.PolicyRule{rule(l(""), l("users"), l("impersonate"))}, namespaced: l(imperson), clusterW: l(imperson)},
-		{name: "impersonate groups", rules: []rbacv1.PolicyRule{rule(l(""), l("groups"), l("impersonate"))}, namespaced: l(imperson), clusterW: l(imperson)},
-		{name: "impersonate uids", rules: []rbacv1.PolicyRule{rule(l("authentication.k8s.io"), l("uids"), l("impersonate"))}, namespaced: l(imperson), clusterW: l(imperson)},
-		{name: "impersonate userextras", rules: []rbacv1.PolicyRule{rule(l("authentication.k8s.io"), l("userextras/scopes"), l("impersonate"))}, namespaced: l(imperson), clusterW: l(imperson)},
-		{name: "impersonate any subresource", rules: []rbacv1.PolicyRule{rule(l("authentication.k8s.io"), l("*/scopes"), l("impersonate"))}, namespaced: l(imperson), clusterW: l(imperson)},
-		{name: "impersonate everything", rules: []rbacv1.PolicyRule{rule(l("*"), l("*"), l("impersonate"))}, namespaced: l(imperson), clusterW: l(imperson, saImp)},
-		{name: "impersonate serviceaccounts", rules: []rbacv1.PolicyRule{rule(l(""), l("serviceaccounts"), l("impersonate"))}, clusterW: l(saImp)},
-		{name: "create tokens", rules: []rbacv1.PolicyRule{rule(l(""), l("serviceaccounts/token"), l("create"))}, clusterW: l(token)},
-		{name: "create any token subresource", rules: []rbacv1.PolicyRule{rule(l(""), l("*/token"), l("create"))}, clusterW: l(token)},
-		{name: "read token of serviceaccounts", rules: []rbacv1.PolicyRule{rule(l(""), l("serviceaccounts", "serviceaccounts/token"), l("get", "list"))}},
-		{name: "list secrets", rules: []rbacv1.PolicyRule{rule(l(""), l("secrets"), l("list"))}, clusterW: l(secrets)},
-		{name: "every verb on secrets", rules: []rbacv1.PolicyRule{rule(l(""), l("secrets"), l("*"))}, clusterW: l(secrets)},
-		{name: "write secrets only", rules: []rbacv1.PolicyRule{rule(l(""), l("secrets"), l("create", "delete"))}},
-		{name: "secrets in another group", rules: []rbacv1.PolicyRule{rule(l("example.com"), l("secrets"), l("get"))}},
-		{name: "exec", rules: []rbacv1.PolicyRule{rule(l(""), l("pods/exec"), l("create"))}, clusterW: l(exec)},
-		{name: "attach over a WebSocket", rules: []rbacv1.PolicyRule{rule(l(""), l("pods/attach"), l("get"))}, clusterW: l(exec)},
-		{name: "pods only", rules: []rbacv1.PolicyRule{rule(l(""), l("pods", "pods/log"), l("get", "list", "watch", "delete"))}},
-		{name: "nodes/proxy", rules: []rbacv1.PolicyRule{rule(l(""), l("nodes/proxy"), l("get"))}, clusterW: l(proxy)},
-		{name: "nodes", rules: []rbacv1.PolicyRule{rule(l(""), l("nodes", "nodes/status"), l("get", "list", "watch", "patch"))}},
-		{name: "approve CSRs", rules: []rbacv1.PolicyRule{
-			rule(l("certificates.k8s.io"), l("certificatesigningrequests/approval"), l("update")),
-			rule(l("certificates.k8s.io"), l("signers"), l("approve")),
-		}, clusterW: l(approval, signers)},
-		{name: "create CSRs", rules: []rbacv1.PolicyRule{rule(l("certificates.k8s.io"), l("certificatesigningrequests"), l("create", "get", "list", "watch"))}},
+		{name: "nothing"},
+		{name: "verbs on resources", rules: []rbacv1.PolicyRule{rule(l(""), l("configmaps", "pods"), l("get", "create"))},
+			want: l("get on configmaps", "get on pods", "create on configmaps", "create on pods")},
+		{name: "a subresource", rules: []rbacv1.PolicyRule{rule(l(""), l("pods/ephemeralcontainers"), l("patch"))},
+			want: l("patch on pods/ephemeralcontainers")},
+		{name: "wildcards passed through", rules: []rbacv1.PolicyRule{rule(l("*"), l("*", "*/scale"), l("*"))},
+			want: l("* on *.*", "* on */scale.*")},
+		{name: "a group", rules: []rbacv1.PolicyRule{rule(l("admissionregistration.k8s.io"), l("mutatingwebhookconfigurations"), l("create"))},
+			want: l("create on mutatingwebhookconfigurations.admissionregistration.k8s.io")},
+		{name: "names", rules: []rbacv1.PolicyRule{{APIGroups: l(rbacv1.GroupName), Resources: l("roles"), ResourceNames: l("a", "b"), Verbs: l("bind")}},
+			want: l("bind on roles.rbac.authorization.k8s.io named a", "bind on roles.rbac.authorization.k8s.io named b")},
+		{name: "URLs", rules: []rbacv1.PolicyRule{{NonResourceURLs: l("/*", "/healthz"), Verbs: l("*", "get")}},
+			want: l("* on URL /*", "* on URL /healthz", "get on URL /*", "get on URL /healthz")},
+		{name: "repeats", rules: []rbacv1.PolicyRule{rule(l(""), l("pods"), l("get")), rule(l(""), l("pods"), l("get", "list"))},
+			want: l("get on pods", "list on pods")},
 		{name: "no verbs", rules: []rbacv1.PolicyRule{rule(l("*"), l("*"), nil)}},
-		{name: "no groups", rules: []rbacv1.PolicyRule{rule(nil, l("users"), l("impersonate"))}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := guardedGrants(tc.rules, false); !slices.Equal(got, tc.namespaced) {
-				t.Errorf("in a namespace: %q, want %q", got, tc.namespaced)
+			var got []string
+			for _, q := range requestsOf(tc.rules) {
+				got = append(got, q.String())
 			}
-			if got := guardedGrants(tc.rules, true); !slices.Equal(got, tc.clusterW) {
-				t.Errorf("cluster-wide: %q, want %q", got, tc.clusterW)
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("requests %q, want %q", got, tc.want)
 			}
 		})
 	}
+	q := requestsOf([]rbacv1.PolicyRule{rule(l(""), l("pods/ephemeralcontainers"), l("patch"))})[0]
+	if q.Resource != "pods" || q.Subresource != "ephemeralcontainers" {
+		t.Errorf("the subresource is not asked as one: %+v", q)
+	}
 }
 
-// TestResourceMatches: a rule's resource covers another as the RBAC
-// authorizer matches them.
-func TestResourceMatches(t *testing.T) {
-	for _, tc := range []struct {
-		res, want string
-		ok        bool
-	}{
-		{"*", "secrets", true},
-		{"secrets", "secrets", true},
-		{"secret", "secrets", false},
-		{"pods", "pods/exec", false},
-		{"*/exec", "pods/exec", true},
-		{"*/log", "pods/exec", false},
-		{"userextras/scopes", "userextras/*", true},
-		{"userextras", "userextras/*", false},
-		{"*/scopes", "userextras/*", true},
-		{"users", "userextras/*", false},
-	} {
-		if got := resourceMatches(tc.res, tc.want); got != tc.ok {
-			t.Errorf("resourceMatches(%q, %q) = %v", tc.res, tc.want, got)
+// TestGrantsRights: which generated objects grant rights, by group, by
+// kind, by a Secret's type, and by a pod spec at any depth of any kind.
+func TestGrantsRights(t *testing.T) {
+	obj := func(apiVersion, kind string, fields map[string]any) *unstructured.Unstructured {
+		u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": apiVersion, "kind": kind}}
+		for k, v := range fields {
+			u.Object[k] = v
 		}
+		return u
+	}
+	containers := []any{map[string]any{"name": "c", "image": "busybox"}}
+	podSpec := map[string]any{"containers": containers}
+	for _, tc := range []struct {
+		name string
+		obj  *unstructured.Unstructured
+		want string
+	}{
+		{"a RoleBinding", obj("rbac.authorization.k8s.io/v1", "RoleBinding", nil), "an RBAC object"},
+		{"a ClusterRole", obj("rbac.authorization.k8s.io/v1", "ClusterRole", nil), "an RBAC object"},
+		{"a webhook", obj("admissionregistration.k8s.io/v1", "MutatingWebhookConfiguration", nil), "an admission configuration, which sees or changes requests"},
+		{"a CSR", obj("certificates.k8s.io/v1", "CertificateSigningRequest", nil), "a certificates object, which mints credentials"},
+		{"an APIService", obj("apiregistration.k8s.io/v1", "APIService", nil), "an APIService, to which the API server sends requests"},
+		{"a token Secret", obj("v1", "Secret", map[string]any{"type": "kubernetes.io/service-account-token"}), "a ServiceAccount token Secret"},
+		{"an opaque Secret", obj("v1", "Secret", map[string]any{"type": "Opaque"}), ""},
+		{"a ConfigMap", obj("v1", "ConfigMap", map[string]any{"data": map[string]any{"containers": "[]"}}), ""},
+		{"a Pod", obj("v1", "Pod", map[string]any{"spec": podSpec}), "it runs a workload (spec.containers)"},
+		{"a Deployment", obj("apps/v1", "Deployment", map[string]any{"spec": map[string]any{"template": map[string]any{"spec": podSpec}}}),
+			"it runs a workload (spec.template.spec.containers)"},
+		{"a CronJob", obj("batch/v1", "CronJob", map[string]any{"spec": map[string]any{"jobTemplate": map[string]any{"spec": map[string]any{
+			"template": map[string]any{"spec": podSpec}}}}}), "it runs a workload (spec.jobTemplate.spec.template.spec.containers)"},
+		{"a custom kind in a list", obj("example.com/v1", "Runner", map[string]any{"spec": map[string]any{"workers": []any{
+			map[string]any{"initContainers": containers}}}}), "it runs a workload (spec.workers[0].initContainers)"},
+		{"a list of names", obj("example.com/v1", "Inventory", map[string]any{"containers": []any{"a", "b"}}), ""},
+		{"an empty list", obj("v1", "Pod", map[string]any{"spec": map[string]any{"containers": []any{}}}), ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			gk := schema.FromAPIVersionAndKind(tc.obj.GetAPIVersion(), tc.obj.GetKind()).GroupKind()
+			if got := GrantsRights(tc.obj, gk); got != tc.want {
+				t.Errorf("GrantsRights = %q, want %q", got, tc.want)
+			}
+		})
 	}
 }

@@ -13,6 +13,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8slabels "k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/sets"
 	rbaclisters "k8s.io/client-go/listers/rbac/v1"
@@ -97,8 +98,12 @@ func (g *Guard) roleChanged(obj any) {
 type RoleRefs struct {
 	Names sets.Set[string]
 	// AnyClusterRole: one of them aggregates, so any ClusterRole may join
-	// it by its labels.
+	// it by its labels; or a labelled ClusterRole was judged, which any
+	// ClusterRole's aggregationRule may come to select.
 	AnyClusterRole bool
+	// Held: a judgement asked what the policy's identity holds, which any
+	// change to RBAC, a binding's included, may change.
+	Held bool
 }
 
 // Has reports whether a change of role (a ClusterRole: clusterRole) may
@@ -109,35 +114,38 @@ func (r RoleRefs) Has(role string, clusterRole bool) bool {
 
 // Merge adds o's roles to r.
 func (r RoleRefs) Merge(o RoleRefs) RoleRefs {
-	return RoleRefs{Names: r.Names.Union(o.Names), AnyClusterRole: r.AnyClusterRole || o.AnyClusterRole}
+	return RoleRefs{Names: r.Names.Union(o.Names), AnyClusterRole: r.AnyClusterRole || o.AnyClusterRole, Held: r.Held || o.Held}
 }
 
 // Verdicts are, for one sync, the verdict on each role its bindings refer
-// to, at each scope, the roles they are, and the bindings refused.
+// to, at each scope, the roles they are, and the objects refused for what
+// they grant: bindings, and ClusterRoles that would join an aggregated
+// role.
 type Verdicts struct {
 	byRole  map[string]error
 	refs    RoleRefs
-	refused sets.Set[bindingKey]
+	refused sets.Set[objectKey]
 }
 
 // NewVerdicts starts the verdicts of one sync.
 func NewVerdicts() *Verdicts {
-	return &Verdicts{byRole: map[string]error{}, refs: RoleRefs{Names: sets.New[string]()}, refused: sets.New[bindingKey]()}
+	return &Verdicts{byRole: map[string]error{}, refs: RoleRefs{Names: sets.New[string]()}, refused: sets.New[objectKey]()}
 }
 
 // Refs are the roles the sync's bindings referred to.
 func (v *Verdicts) Refs() RoleRefs { return v.refs }
 
-// AnyRefused reports whether a binding was refused.
+// AnyRefused reports whether an object was refused for what it grants.
 func (v *Verdicts) AnyRefused() bool { return v.refused.Len() > 0 }
 
-// Refused reports whether the binding kind namespace/name was refused.
+// Refused reports whether the object kind namespace/name was refused for
+// what it grants.
 func (v *Verdicts) Refused(kind, namespace, name string) bool {
-	return v.refused.Has(bindingKey{kind, namespace, name})
+	return v.refused.Has(objectKey{kind, namespace, name})
 }
 
-// bindingKey names a binding.
-type bindingKey struct{ kind, namespace, name string }
+// objectKey names a binding or ClusterRole.
+type objectKey struct{ kind, namespace, name string }
 
 // IsBinding reports whether gk is a RoleBinding or ClusterRoleBinding,
 // which the Guard judges by the role it binds.
@@ -145,53 +153,169 @@ func IsBinding(gk schema.GroupKind) bool {
 	return gk.Group == rbacv1.GroupName && (gk.Kind == "RoleBinding" || gk.Kind == "ClusterRoleBinding")
 }
 
+// isClusterRole reports whether gk is a ClusterRole, which the Guard
+// judges by the aggregated roles its labels would extend.
+func isClusterRole(gk schema.GroupKind) bool {
+	return gk == schema.GroupKind{Group: rbacv1.GroupName, Kind: "ClusterRole"}
+}
+
 // Judge says why binding (a RoleBinding or ClusterRoleBinding: crb) in
-// namespace must not bind ref, or nil; clusterWide judges the role as
-// granted in every namespace. A refused binding is kept in v, and so is
-// the verdict on its role, judged once per sync. Caches must have
-// answered first.
-func (g *Guard) Judge(ref rbacv1.RoleRef, binding string, crb, clusterWide bool, namespace string, v *Verdicts) error {
-	err := g.judge(ref, crb, clusterWide, namespace, v)
-	if err != nil {
+// namespace must not bind ref when written as as (nil: Sprout itself), or
+// nil: every permission the role grants, with the roles it aggregates,
+// must be one as holds, in namespace or, clusterWide, in every namespace.
+// A refused binding is kept in v, and so is the verdict on its role,
+// judged once per sync. failed is a review that could not be asked: the
+// binding is neither written nor refused. Caches must have answered first.
+func (g *Guard) Judge(ctx context.Context, ref rbacv1.RoleRef, binding string, crb, clusterWide bool, namespace string, as *Account, v *Verdicts) (refused, failed error) {
+	refused, failed = g.judge(ctx, ref, crb, clusterWide, namespace, as, v)
+	if refused != nil {
 		kind := "RoleBinding"
 		if crb {
 			kind = "ClusterRoleBinding"
 		}
-		v.refused.Insert(bindingKey{kind, namespace, binding})
+		v.refused.Insert(objectKey{kind, namespace, binding})
 	}
-	return err
+	return refused, failed
 }
 
-func (g *Guard) judge(ref rbacv1.RoleRef, crb, clusterWide bool, namespace string, v *Verdicts) error {
+func (g *Guard) judge(ctx context.Context, ref rbacv1.RoleRef, crb, clusterWide bool, namespace string, as *Account, v *Verdicts) (refused, failed error) {
 	if crb && ref.Kind != "ClusterRole" {
-		return fmt.Errorf("roleRef.kind: a ClusterRoleBinding binds a ClusterRole, not %q", ref.Kind)
+		return fmt.Errorf("roleRef.kind: a ClusterRoleBinding binds a ClusterRole, not %q", ref.Kind), nil
 	}
-	use := fmt.Sprintf("%s in every namespace: %t", RoleName(ref.Kind, namespace, ref.Name), clusterWide)
+	scope := namespace
+	if clusterWide {
+		scope = ""
+	}
+	use := fmt.Sprintf("%s in namespace %q", RoleName(ref.Kind, namespace, ref.Name), scope)
 	if ref.Kind == "ClusterRole" {
-		use = fmt.Sprintf("ClusterRole/%s in every namespace: %t", ref.Name, clusterWide)
+		use = fmt.Sprintf("ClusterRole/%s in namespace %q", ref.Name, scope)
 	}
 	if err, ok := v.byRole[use]; ok {
-		return err
+		return err, nil
 	}
-	err := g.judgeRole(ref, namespace, clusterWide, &v.refs)
-	v.byRole[use] = err
-	return err
+	v.refs.Held = true
+	refused, failed = g.judgeRole(ctx, ref, namespace, scope, as, &v.refs)
+	if failed == nil {
+		v.byRole[use] = refused
+	}
+	return refused, failed
 }
 
-func (g *Guard) judgeRole(ref rbacv1.RoleRef, namespace string, clusterWide bool, refs *RoleRefs) error {
+func (g *Guard) judgeRole(ctx context.Context, ref rbacv1.RoleRef, namespace, scope string, as *Account, refs *RoleRefs) (refused, failed error) {
 	rules, aggregated, err := g.roleRules(ref, namespace, refs)
 	if err != nil {
-		return fmt.Errorf("roleRef: %w", err)
+		return fmt.Errorf("roleRef: %w", err), nil
 	}
-	grants := guardedGrants(rules, clusterWide)
-	if len(grants) == 0 {
-		return nil
+	missing, failed := g.missing(ctx, as, requestsOf(rules), scope)
+	if failed != nil || len(missing) == 0 {
+		return nil, failed
 	}
 	what := ref.Kind + " " + ref.Name
 	if len(aggregated) > 0 {
 		what += " (with the ClusterRoles it aggregates: " + strings.Join(aggregated, ", ") + ")"
 	}
-	return fmt.Errorf("roleRef: %s grants %s (--allow-wildcard-bindings permits this)", what, strings.Join(grants, "; "))
+	return fmt.Errorf("roleRef: %s grants what %s does not hold%s: %s", what, identity(as), where(scope, false), listed(missing)), nil
+}
+
+// JudgeClusterRole says why a ClusterRole named name and labelled labels
+// must not be written as as (nil: Sprout itself), or nil: for every
+// existing ClusterRole whose aggregationRule selects those labels, and
+// that the aggregation controller would extend with its rules, as must be
+// allowed to escalate that role, which is what editing it to add those
+// rules would need. A refused ClusterRole is kept in v; a policy that
+// writes a labelled ClusterRole is judged again at any ClusterRole's
+// change. failed is a review that could not be asked.
+func (g *Guard) JudgeClusterRole(ctx context.Context, name string, labels map[string]string, as *Account, v *Verdicts) (refused, failed error) {
+	if len(labels) == 0 {
+		return nil, nil
+	}
+	v.refs.AnyClusterRole, v.refs.Held = true, true
+	roles, err := g.clusterRoles.List(k8slabels.Everything())
+	if err != nil {
+		return nil, fmt.Errorf("ClusterRoles: %w", err)
+	}
+	var extended []Request
+	for _, r := range roles {
+		if r.Name != name && r.AggregationRule != nil && selects(r.AggregationRule, labels) {
+			extended = append(extended, Request{Verb: "escalate", Group: rbacv1.GroupName, Resource: "clusterroles", Name: r.Name})
+		}
+	}
+	slices.SortFunc(extended, func(a, b Request) int { return strings.Compare(a.Name, b.Name) })
+	missing, failed := g.missing(ctx, as, extended, "")
+	if failed != nil || len(missing) == 0 {
+		return nil, failed
+	}
+	v.refused.Insert(objectKey{"ClusterRole", "", name})
+	return fmt.Errorf("metadata.labels: they add its rules to aggregated ClusterRoles, which %s may not extend: %s", identity(as), listed(missing)), nil
+}
+
+// selects reports whether one of rule's selectors picks labels; a
+// selector that does not parse picks nothing, as for the aggregation
+// controller.
+func selects(rule *rbacv1.AggregationRule, labels map[string]string) bool {
+	for _, s := range rule.ClusterRoleSelectors {
+		sel, err := metav1.LabelSelectorAsSelector(&s)
+		if err == nil && !sel.Empty() && sel.Matches(k8slabels.Set(labels)) {
+			return true
+		}
+	}
+	return false
+}
+
+// reviewsAtOnce bounds the reviews one judgement asks at the same time:
+// a role such as admin grants hundreds of permissions.
+const reviewsAtOnce = 8
+
+// missing asks whether as holds every one of qs in namespace, from the
+// reviews' cache or the API server, and returns those it does not hold, in
+// qs's order; failed joins the reviews that could not be asked.
+func (g *Guard) missing(ctx context.Context, as *Account, qs []Request, namespace string) (missing []Request, failed error) {
+	errs := make([]error, len(qs))
+	var wg sync.WaitGroup
+	slots := make(chan struct{}, reviewsAtOnce)
+	for i, q := range qs {
+		slots <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			errs[i] = g.rbac.reviews.Holds(ctx, as, q, namespace)
+		})
+	}
+	wg.Wait()
+	var failures []error
+	for i, err := range errs {
+		var denied *DeniedError
+		switch {
+		case errors.As(err, &denied):
+			missing = append(missing, qs[i])
+		case err != nil:
+			failures = append(failures, err)
+		}
+	}
+	return missing, errors.Join(failures...)
+}
+
+// identity names as in a refusal.
+func identity(as *Account) string {
+	if as == nil {
+		return "Sprout"
+	}
+	return "ServiceAccount " + as.String()
+}
+
+// maxListed bounds the permissions a refusal lists.
+const maxListed = 10
+
+// listed lists qs, the first maxListed of them.
+func listed(qs []Request) string {
+	names := make([]string, 0, min(len(qs), maxListed))
+	for _, q := range qs[:min(len(qs), maxListed)] {
+		names = append(names, q.String())
+	}
+	out := strings.Join(names, "; ")
+	if len(qs) > maxListed {
+		out += fmt.Sprintf("; and %d more", len(qs)-maxListed)
+	}
+	return out
 }
 
 // roleRules returns the rules of the role a binding refers to, and the

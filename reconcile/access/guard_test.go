@@ -2,22 +2,45 @@ package access
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
+	authorizationv1 "k8s.io/api/authorization/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/rest"
+	k8stesting "k8s.io/client-go/testing"
 )
 
-// TestGuardJudgesWhatAnAggregatedRoleWillGrant: a ClusterRole that grants
+// holdsOnly makes kube's SelfSubjectAccessReviews answer that Sprout
+// holds get on ConfigMaps in namespace team, and nothing else; a review
+// of fails fails.
+func holdsOnly(kube *fake.Clientset, fails string) {
+	kube.PrependReactor("create", "selfsubjectaccessreviews", func(action k8stesting.Action) (bool, runtime.Object, error) {
+		review := action.(k8stesting.CreateAction).GetObject().(*authorizationv1.SelfSubjectAccessReview)
+		a := review.Spec.ResourceAttributes
+		if a != nil && a.Resource == fails {
+			return true, nil, errors.New("the API server is away")
+		}
+		review.Status.Allowed = a != nil && a.Verb == "get" && a.Group == "" && a.Resource == "configmaps" && a.Subresource == "" && a.Namespace == "team"
+		return true, review, nil
+	})
+}
+
+// TestGuardJudgesWhatAnAggregatedRoleWillGrant: a binding is judged by
+// whether its writer holds every permission its role grants, with the
+// roles it aggregates, at the binding's scope. A ClusterRole that grants
 // nothing itself but aggregates one that grants bind is refused, the
 // binding is kept as refused, and the aggregated role's later change is
 // told to the Guard's owner, as the aggregating role's name and as any
-// ClusterRole.
+// ClusterRole. A ClusterRole whose labels an aggregated role selects is
+// refused to a writer who may not escalate that role. A review that fails
+// refuses nothing.
 func TestGuardJudgesWhatAnAggregatedRoleWillGrant(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -29,7 +52,10 @@ func TestGuardJudgesWhatAnAggregatedRoleWillGrant(t *testing.T) {
 			Rules: []rbacv1.PolicyRule{{APIGroups: []string{rbacv1.GroupName}, Resources: []string{"clusterroles"}, Verbs: []string{"bind"}}}},
 		&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "reader", Namespace: "team"},
 			Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get"}}}},
+		&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "lister", Namespace: "team"},
+			Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"list"}}}},
 	)
+	holdsOnly(kube, "secrets")
 	type change struct {
 		role    string
 		cluster bool
@@ -41,21 +67,40 @@ func TestGuardJudgesWhatAnAggregatedRoleWillGrant(t *testing.T) {
 		t.Fatal(err)
 	}
 	v := NewVerdicts()
-	err := g.Judge(rbacv1.RoleRef{Kind: "ClusterRole", Name: "wide"}, "b", false, false, "team", v)
-	if err == nil || !strings.Contains(err.Error(), "with the ClusterRoles it aggregates: binder") || !strings.Contains(err.Error(), "bind on roles") {
-		t.Errorf("the aggregating role: %v", err)
+	err, failed := g.Judge(ctx, rbacv1.RoleRef{Kind: "ClusterRole", Name: "wide"}, "b", false, false, "team", nil, v)
+	if failed != nil || err == nil || !strings.Contains(err.Error(), "with the ClusterRoles it aggregates: binder") ||
+		!strings.Contains(err.Error(), "does not hold in namespace team: bind on clusterroles.rbac.authorization.k8s.io") {
+		t.Errorf("the aggregating role: %v (%v)", err, failed)
 	}
 	if !v.Refused("RoleBinding", "team", "b") || !v.Refs().Has("ClusterRole/binder", true) {
 		t.Errorf("refused %v, refs %v", v.AnyRefused(), v.Refs())
 	}
-	if err := g.Judge(rbacv1.RoleRef{Kind: "Role", Name: "reader"}, "r", false, false, "team", v); err != nil {
-		t.Errorf("a Role that reads ConfigMaps: %v", err)
+	if err, failed := g.Judge(ctx, rbacv1.RoleRef{Kind: "Role", Name: "reader"}, "r", false, false, "team", nil, v); err != nil || failed != nil {
+		t.Errorf("a Role whose permissions Sprout holds there: %v (%v)", err, failed)
 	}
 	if v.Refused("RoleBinding", "team", "r") || !v.Refs().Has("Role/team/reader", false) {
 		t.Error("the Role's binding refused, or its role not kept")
 	}
-	if err := g.Judge(rbacv1.RoleRef{Kind: "Role", Name: "reader"}, "c", true, true, "", v); err == nil {
+	if err, _ := g.Judge(ctx, rbacv1.RoleRef{Kind: "Role", Name: "reader"}, "p", false, true, "team", nil, v); err == nil ||
+		!strings.Contains(err.Error(), "does not hold in every namespace: get on configmaps") {
+		t.Errorf("the same Role judged as the cluster's: %v", err)
+	}
+	if err, _ := g.Judge(ctx, rbacv1.RoleRef{Kind: "Role", Name: "reader"}, "c", true, true, "", nil, v); err == nil {
 		t.Error("a ClusterRoleBinding of a Role is not refused")
+	}
+	if err, failed := g.Judge(ctx, rbacv1.RoleRef{Kind: "Role", Name: "lister"}, "f", false, false, "team", nil, v); err != nil || failed == nil || v.Refused("RoleBinding", "team", "f") {
+		t.Errorf("a review that failed: refused %v, failed %v", err, failed)
+	}
+
+	if err, failed := g.JudgeClusterRole(ctx, "joiner", label, nil, v); err == nil || failed != nil ||
+		!strings.Contains(err.Error(), "which Sprout may not extend: escalate on clusterroles.rbac.authorization.k8s.io named wide") {
+		t.Errorf("a ClusterRole that would join wide: %v (%v)", err, failed)
+	}
+	if !v.Refused("ClusterRole", "", "joiner") {
+		t.Error("the joining ClusterRole is not kept as refused")
+	}
+	if err, failed := g.JudgeClusterRole(ctx, "alone", map[string]string{"other": "true"}, nil, v); err != nil || failed != nil {
+		t.Errorf("a ClusterRole no aggregated role selects: %v (%v)", err, failed)
 	}
 
 	_, err = kube.RbacV1().ClusterRoles().Update(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "binder", Labels: map[string]string{}}}, metav1.UpdateOptions{})

@@ -47,13 +47,16 @@ type Reviews struct {
 }
 
 // key is one review: may account (the zero account is Sprout itself) verb
-// gvr in namespace ("" for every namespace), the object name if set.
+// gvr (its subresource, if set) in namespace ("" for every namespace), the
+// object name if set; or verb the non-resource URL path.
 type key struct {
-	account   Account
-	verb      string
-	gvr       schema.GroupVersionResource
-	namespace string
-	name      string
+	account     Account
+	verb        string
+	gvr         schema.GroupVersionResource
+	subresource string
+	namespace   string
+	name        string
+	path        string
 }
 
 // answer is the API server's answer to one review, and when it was given.
@@ -125,6 +128,24 @@ func (r *Reviews) May(ctx context.Context, sa *Account, verb string, gvr schema.
 	return r.ask(ctx, sa, k)
 }
 
+// Holds asks whether sa (nil: Sprout itself) holds the permission q in
+// namespace ("" for every namespace), as May does: the first time since
+// RBAC changed, the API server answers.
+func (r *Reviews) Holds(ctx context.Context, sa *Account, q Request, namespace string) error {
+	k := key{verb: q.Verb, gvr: schema.GroupVersionResource{Group: q.Group, Resource: q.Resource},
+		subresource: q.Subresource, namespace: namespace, name: q.Name, path: q.Path}
+	if q.Path != "" {
+		k.namespace = "" // URLs have no namespace
+	}
+	if sa != nil {
+		if err := r.MayImpersonate(ctx, *sa); err != nil {
+			return err
+		}
+		k.account = *sa
+	}
+	return r.ask(ctx, sa, k)
+}
+
 // serviceAccounts is the resource impersonation of an account is asked on.
 var serviceAccounts = schema.GroupVersionResource{Version: "v1", Resource: "serviceaccounts"}
 
@@ -154,21 +175,26 @@ func (r *Reviews) ask(ctx context.Context, sa *Account, k key) error {
 func (r *Reviews) review(ctx context.Context, sa *Account, k key) error {
 	r.asked.Add(1)
 	verb, gvr, namespace := k.verb, k.gvr, k.namespace
-	attrs := &authorizationv1.ResourceAttributes{
-		Namespace: namespace, Verb: verb, Group: gvr.Group, Version: gvr.Version, Resource: gvr.Resource, Name: k.name,
+	var attrs *authorizationv1.ResourceAttributes
+	var urlAttrs *authorizationv1.NonResourceAttributes
+	if k.path != "" {
+		urlAttrs = &authorizationv1.NonResourceAttributes{Path: k.path, Verb: verb}
+	} else {
+		attrs = &authorizationv1.ResourceAttributes{Namespace: namespace, Verb: verb, Group: gvr.Group, Version: gvr.Version,
+			Resource: gvr.Resource, Subresource: k.subresource, Name: k.name}
 	}
 	var allowed bool
 	who := "Sprout"
 	if sa == nil {
-		got, err := r.client.SelfSubjectAccessReviews().Create(ctx,
-			&authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: attrs}}, metav1.CreateOptions{})
+		got, err := r.client.SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
+			ResourceAttributes: attrs, NonResourceAttributes: urlAttrs}}, metav1.CreateOptions{})
 		if err != nil {
 			return fmt.Errorf("access review for Sprout: %w", err)
 		}
 		allowed = got.Status.Allowed
 	} else {
 		review := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
-			User: sa.User(), Groups: sa.Groups(), ResourceAttributes: attrs,
+			User: sa.User(), Groups: sa.Groups(), ResourceAttributes: attrs, NonResourceAttributes: urlAttrs,
 		}}
 		got, err := r.client.SubjectAccessReviews().Create(ctx, review, metav1.CreateOptions{})
 		if err != nil {
@@ -180,14 +206,25 @@ func (r *Reviews) review(ctx context.Context, sa *Account, k key) error {
 	case allowed:
 	case k.verb == "impersonate" && k.gvr == serviceAccounts:
 		return &DeniedError{fmt.Sprintf("%s may not impersonate ServiceAccount %s/%s (it needs impersonate on serviceaccounts there to act as it)", who, namespace, k.name)}
+	case k.path != "" || k.subresource != "" || k.name != "" || gvr.Version == "":
+		// A permission a role grants (Holds).
+		q := Request{Verb: verb, Group: gvr.Group, Resource: gvr.Resource, Subresource: k.subresource, Name: k.name, Path: k.path}
+		return &DeniedError{fmt.Sprintf("%s may not %s%s", who, q, where(namespace, k.path != ""))}
 	default:
-		where := "in every namespace"
-		if namespace != "" {
-			where = "in namespace " + namespace
-		}
-		return &DeniedError{fmt.Sprintf("%s may not %s %s %s", who, verb, ResourceName(gvr), where)}
+		return &DeniedError{fmt.Sprintf("%s may not %s %s%s", who, verb, ResourceName(gvr), where(namespace, false))}
 	}
 	return nil
+}
+
+// where says where a review asked, for its denial.
+func where(namespace string, url bool) string {
+	switch {
+	case url:
+		return ""
+	case namespace == "":
+		return " in every namespace"
+	}
+	return " in namespace " + namespace
 }
 
 // MayWatch checks that Sprout, whose informers watch, and sa, if any, may

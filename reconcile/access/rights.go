@@ -32,9 +32,9 @@ type Options struct {
 	Accounts Accounts
 	// AllowedKinds, when not empty, are the only kinds Sprout writes.
 	AllowedKinds []schema.GroupKind
-	// AllowWildcardBindings lets bindings bind roles that grant what
-	// guardedGrants refuses.
-	AllowWildcardBindings bool
+	// AllowUnnamedGrants lets a policy that acts as Sprout itself write
+	// objects that grant rights (GrantsRights), judged as Sprout's.
+	AllowUnnamedGrants bool
 	// ProtectedNamespaces are those whose Secrets and accounts are the
 	// cluster's: a RoleBinding there is judged as a ClusterRoleBinding.
 	ProtectedNamespaces []string

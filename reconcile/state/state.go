@@ -161,6 +161,14 @@ func (st *State) BoundTo(role string, clusterRole bool) (yes bool) {
 	return yes
 }
 
+// JudgedHeld reports whether the policy's last syncs judged what its
+// identity holds (access.RoleRefs.Held): an RBAC change may change their
+// verdicts.
+func (st *State) JudgedHeld() (yes bool) {
+	st.with(func(st *State) { yes = st.roles.Held })
+	return yes
+}
+
 // DownstreamChanged counts an update or deletion of one of the policy's
 // objects.
 func (st *State) DownstreamChanged() {
