@@ -72,7 +72,7 @@ func TestGuardJudgesWhatAnAggregatedRoleWillGrant(t *testing.T) {
 		!strings.Contains(err.Error(), "does not hold in namespace team: bind on clusterroles.rbac.authorization.k8s.io") {
 		t.Errorf("the aggregating role: %v (%v)", err, failed)
 	}
-	if !v.Refused("RoleBinding", "team", "b") || !v.Refs().Has("ClusterRole/binder", true) {
+	if !v.Refused("RoleBinding", "team", "b") || !v.Refs().Has("ClusterRole/binder", true) || !v.Refs().Held {
 		t.Errorf("refused %v, refs %v", v.AnyRefused(), v.Refs())
 	}
 	if err, failed := g.Judge(ctx, rbacv1.RoleRef{Kind: "Role", Name: "reader"}, "r", false, false, "team", nil, v); err != nil || failed != nil {

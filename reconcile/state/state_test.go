@@ -58,6 +58,18 @@ func TestRoleChangeFindsItsPolicies(t *testing.T) {
 	if got := found("ClusterRole/widened", false); len(got) != 0 {
 		t.Errorf("a policy that binds no role any more is found: %q", got)
 	}
+
+	// What its identity holds was judged: any RBAC change concerns it,
+	// until a complete sync judges nothing so.
+	s.Of(other).Bound(access.RoleRefs{Names: sets.New[string](), Held: true}, true)
+	s.Of(other).Bound(access.RoleRefs{Names: sets.New[string]()}, false)
+	if !s.Of(other).JudgedHeld() || s.Of(byRole).JudgedHeld() {
+		t.Errorf("judged by what the identity holds: %v, and never: %v", s.Of(other).JudgedHeld(), s.Of(byRole).JudgedHeld())
+	}
+	s.Of(other).Bound(access.RoleRefs{Names: sets.New[string]()}, true)
+	if s.Of(other).JudgedHeld() {
+		t.Error("a complete sync that judged nothing keeps the policy judged by what its identity holds")
+	}
 }
 
 // TestStateOfAPolicyGoneKeepsNothing: a sync that ends after its policy
