@@ -111,10 +111,11 @@ func TestGuardRefusesWhatSproutDoesNotHold(t *testing.T) {
 
 // TestGuardRefusesJoiningAnAggregatedRole: a generated ClusterRole
 // labelled to join edit, with bind on roles, would give every holder of
-// edit the power to bind cluster-admin in their namespace. Sprout holds
-// bind, so the API server lets it write the role; the guard refuses it,
-// since Sprout may not escalate edit, which is what adding rules to edit
-// needs. Once Sprout may, the ClusterRole is written.
+// edit (and of admin, which aggregates edit) the power to bind
+// cluster-admin in their namespace. Sprout holds bind, so the API server
+// lets it write the role; the guard refuses it, since Sprout may not
+// escalate edit and admin, which is what adding rules to them needs. Once
+// Sprout may, the ClusterRole is written.
 func TestGuardRefusesJoiningAnAggregatedRole(t *testing.T) {
 	const ns = "guard-join"
 	tb := newTable(t, ns)
@@ -128,16 +129,16 @@ func TestGuardRefusesJoiningAnAggregatedRole(t *testing.T) {
 	itemsTrigger(t, tb.kube, ns, policy, policy, "a")
 	tb.waitFor("the policy's ConfigMap", policy+"-a", exists)
 	waitRefused(t, policy, "ClusterRole/guard-join: refused: metadata.labels: they add its rules to aggregated ClusterRoles, which Sprout may not extend: "+
-		"escalate on clusterroles.rbac.authorization.k8s.io named edit")
+		"escalate on clusterroles.rbac.authorization.k8s.io named admin; escalate on clusterroles.rbac.authorization.k8s.io named edit")
 	kube := kubernetes.NewForConfigOrDie(cfg)
 	if _, err := kube.RbacV1().ClusterRoles().Get(context.Background(), "guard-join", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Fatalf("the refused ClusterRole: %v", err)
 	}
 
 	createRole(t, "", "guard-join-escalate-edit", nil, nil, rbacv1.PolicyRule{APIGroups: []string{rbacv1.GroupName},
-		Resources: []string{"clusterroles"}, ResourceNames: []string{"edit"}, Verbs: []string{"escalate"}})
+		Resources: []string{"clusterroles"}, ResourceNames: []string{"edit", "admin"}, Verbs: []string{"escalate"}})
 	bindTo(t, "", "ClusterRole", "guard-join-escalate-edit", sproutOf(ns))
-	poll(t, "the ClusterRole once Sprout may escalate edit", func(ctx context.Context) (bool, error) {
+	poll(t, "the ClusterRole once Sprout may escalate edit and admin", func(ctx context.Context) (bool, error) {
 		_, err := kube.RbacV1().ClusterRoles().Get(ctx, "guard-join", metav1.GetOptions{})
 		return err == nil, notFoundIsNil(err)
 	})

@@ -186,27 +186,34 @@ func (g *Guard) judge(ctx context.Context, ref rbacv1.RoleRef, crb, clusterWide 
 	if clusterWide {
 		scope = ""
 	}
-	use := fmt.Sprintf("%s in namespace %q", RoleName(ref.Kind, namespace, ref.Name), scope)
+	use := fmt.Sprintf("%s in namespace %q, URLs %t", RoleName(ref.Kind, namespace, ref.Name), scope, crb)
 	if ref.Kind == "ClusterRole" {
-		use = fmt.Sprintf("ClusterRole/%s in namespace %q", ref.Name, scope)
+		use = fmt.Sprintf("ClusterRole/%s in namespace %q, URLs %t", ref.Name, scope, crb)
 	}
 	if err, ok := v.byRole[use]; ok {
 		return err, nil
 	}
 	v.refs.Held = true
-	refused, failed = g.judgeRole(ctx, ref, namespace, scope, as, &v.refs)
+	refused, failed = g.judgeRole(ctx, ref, namespace, scope, crb, as, &v.refs)
 	if failed == nil {
 		v.byRole[use] = refused
 	}
 	return refused, failed
 }
 
-func (g *Guard) judgeRole(ctx context.Context, ref rbacv1.RoleRef, namespace, scope string, as *Account, refs *RoleRefs) (refused, failed error) {
+// judgeRole asks whether as holds every permission of ref at scope; URLs
+// only from a ClusterRoleBinding (crb), as RBAC grants them from no
+// RoleBinding.
+func (g *Guard) judgeRole(ctx context.Context, ref rbacv1.RoleRef, namespace, scope string, crb bool, as *Account, refs *RoleRefs) (refused, failed error) {
 	rules, aggregated, err := g.roleRules(ref, namespace, refs)
 	if err != nil {
 		return fmt.Errorf("roleRef: %w", err), nil
 	}
-	missing, failed := g.missing(ctx, as, requestsOf(rules), scope)
+	qs := requestsOf(rules)
+	if !crb {
+		qs = slices.DeleteFunc(qs, func(q Request) bool { return q.Path != "" })
+	}
+	missing, failed := g.missing(ctx, as, qs, scope)
 	if failed != nil || len(missing) == 0 {
 		return nil, failed
 	}
@@ -219,10 +226,10 @@ func (g *Guard) judgeRole(ctx context.Context, ref rbacv1.RoleRef, namespace, sc
 
 // JudgeClusterRole says why a ClusterRole named name and labelled labels
 // must not be written as as (nil: Sprout itself), or nil: for every
-// existing ClusterRole whose aggregationRule selects those labels, and
-// that the aggregation controller would extend with its rules, as must be
-// allowed to escalate that role, which is what editing it to add those
-// rules would need. A refused ClusterRole is kept in v; a policy that
+// existing ClusterRole that the aggregation controller would extend with
+// its rules (its aggregationRule selects those labels, or those of a role
+// so extended), as must be allowed to escalate that role, which is what
+// editing it to add those rules would need. A refused ClusterRole is kept in v; a policy that
 // writes a labelled ClusterRole is judged again at any ClusterRole's
 // change. failed is a review that could not be asked.
 func (g *Guard) JudgeClusterRole(ctx context.Context, name string, labels map[string]string, as *Account, v *Verdicts) (refused, failed error) {
@@ -234,19 +241,36 @@ func (g *Guard) JudgeClusterRole(ctx context.Context, name string, labels map[st
 	if err != nil {
 		return nil, fmt.Errorf("ClusterRoles: %w", err)
 	}
-	var extended []Request
-	for _, r := range roles {
-		if r.Name != name && r.AggregationRule != nil && selects(r.AggregationRule, labels) {
-			extended = append(extended, Request{Verb: "escalate", Group: rbacv1.GroupName, Resource: "clusterroles", Name: r.Name})
-		}
+	var escalate []Request
+	for _, r := range extendedBy(name, labels, roles) {
+		escalate = append(escalate, Request{Verb: "escalate", Group: rbacv1.GroupName, Resource: "clusterroles", Name: r})
 	}
-	slices.SortFunc(extended, func(a, b Request) int { return strings.Compare(a.Name, b.Name) })
-	missing, failed := g.missing(ctx, as, extended, "")
+	missing, failed := g.missing(ctx, as, escalate, "")
 	if failed != nil || len(missing) == 0 {
 		return nil, failed
 	}
 	v.refused.Insert(objectKey{"ClusterRole", "", name})
 	return fmt.Errorf("metadata.labels: they add its rules to aggregated ClusterRoles, which %s may not extend: %s", identity(as), listed(missing)), nil
+}
+
+// extendedBy returns, sorted, the aggregated ClusterRoles of roles that a
+// ClusterRole named name and labelled labels would extend: those whose
+// aggregationRule selects its labels, and in turn those that select
+// theirs (edit's rules flow into admin).
+func extendedBy(name string, labels map[string]string, roles []*rbacv1.ClusterRole) []string {
+	seen := sets.New(name)
+	var out []string
+	for next := []map[string]string{labels}; len(next) > 0; next = next[1:] {
+		for _, r := range roles {
+			if !seen.Has(r.Name) && r.AggregationRule != nil && selects(r.AggregationRule, next[0]) {
+				seen.Insert(r.Name)
+				out = append(out, r.Name)
+				next = append(next, r.Labels)
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // selects reports whether one of rule's selectors picks labels; a

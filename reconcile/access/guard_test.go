@@ -46,8 +46,12 @@ func TestGuardJudgesWhatAnAggregatedRoleWillGrant(t *testing.T) {
 	defer cancel()
 	label := map[string]string{"aggregate-to-wide": "true"}
 	kube := fake.NewClientset(
-		&rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "wide"},
+		&rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "wide", Labels: map[string]string{"aggregate-to-wider": "true"}},
 			AggregationRule: &rbacv1.AggregationRule{ClusterRoleSelectors: []metav1.LabelSelector{{MatchLabels: label}}}},
+		&rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "wider"},
+			AggregationRule: &rbacv1.AggregationRule{ClusterRoleSelectors: []metav1.LabelSelector{{MatchLabels: map[string]string{"aggregate-to-wider": "true"}}}}},
+		&rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "urls"},
+			Rules: []rbacv1.PolicyRule{{NonResourceURLs: []string{"/*"}, Verbs: []string{"get"}}}},
 		&rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "binder", Labels: label},
 			Rules: []rbacv1.PolicyRule{{APIGroups: []string{rbacv1.GroupName}, Resources: []string{"clusterroles"}, Verbs: []string{"bind"}}}},
 		&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "reader", Namespace: "team"},
@@ -92,8 +96,17 @@ func TestGuardJudgesWhatAnAggregatedRoleWillGrant(t *testing.T) {
 		t.Errorf("a review that failed: refused %v, failed %v", err, failed)
 	}
 
+	if err, _ := g.Judge(ctx, rbacv1.RoleRef{Kind: "ClusterRole", Name: "urls"}, "u", false, true, "team", nil, v); err != nil {
+		t.Errorf("URLs, which no RoleBinding grants: %v", err)
+	}
+	if err, _ := g.Judge(ctx, rbacv1.RoleRef{Kind: "ClusterRole", Name: "urls"}, "u", true, true, "", nil, v); err == nil ||
+		!strings.Contains(err.Error(), "does not hold in every namespace: get on URL /*") {
+		t.Errorf("URLs from a ClusterRoleBinding: %v", err)
+	}
+
 	if err, failed := g.JudgeClusterRole(ctx, "joiner", label, nil, v); err == nil || failed != nil ||
-		!strings.Contains(err.Error(), "which Sprout may not extend: escalate on clusterroles.rbac.authorization.k8s.io named wide") {
+		!strings.Contains(err.Error(), "which Sprout may not extend: escalate on clusterroles.rbac.authorization.k8s.io named wide; "+
+			"escalate on clusterroles.rbac.authorization.k8s.io named wider") {
 		t.Errorf("a ClusterRole that would join wide: %v (%v)", err, failed)
 	}
 	if !v.Refused("ClusterRole", "", "joiner") {
