@@ -115,7 +115,8 @@ func TestGuardRefusesWhatSproutDoesNotHold(t *testing.T) {
 // cluster-admin in their namespace. Sprout holds bind, so the API server
 // lets it write the role; the guard refuses it, since Sprout may not
 // escalate edit and admin, which is what adding rules to them needs. Once
-// Sprout may, the ClusterRole is written.
+// Sprout may, the ClusterRole is written; once another aggregated role
+// that Sprout may not escalate selects it, it is deleted.
 func TestGuardRefusesJoiningAnAggregatedRole(t *testing.T) {
 	const ns = "guard-join"
 	tb := newTable(t, ns)
@@ -142,6 +143,13 @@ func TestGuardRefusesJoiningAnAggregatedRole(t *testing.T) {
 		_, err := kube.RbacV1().ClusterRoles().Get(ctx, "guard-join", metav1.GetOptions{})
 		return err == nil, notFoundIsNil(err)
 	})
+
+	createRole(t, "", "guard-join-later", nil, map[string]string{"rbac.authorization.k8s.io/aggregate-to-edit": "true"})
+	poll(t, "the ClusterRole deleted once a role Sprout may not escalate would aggregate it", func(ctx context.Context) (bool, error) {
+		_, err := kube.RbacV1().ClusterRoles().Get(ctx, "guard-join", metav1.GetOptions{})
+		return apierrors.IsNotFound(err), notFoundIsNil(err)
+	})
+	waitRefused(t, policy, "which Sprout may not extend: escalate on clusterroles.rbac.authorization.k8s.io named guard-join-later")
 }
 
 // TestUnnamedPolicyMayNotGrant: a GeneratingPolicy that names no account
