@@ -229,9 +229,9 @@ func (g *Guard) judgeRole(ctx context.Context, ref rbacv1.RoleRef, namespace, sc
 // existing ClusterRole that the aggregation controller would extend with
 // its rules (its aggregationRule selects those labels, or those of a role
 // so extended), as must be allowed to escalate that role, which is what
-// editing it to add those rules would need. A refused ClusterRole is kept in v; a policy that
-// writes a labelled ClusterRole is judged again at any ClusterRole's
-// change. failed is a review that could not be asked.
+// editing it to add those rules would need. A refused ClusterRole is kept
+// in v; a policy that writes a labelled ClusterRole is judged again at any
+// ClusterRole's change. failed is a review that could not be asked.
 func (g *Guard) JudgeClusterRole(ctx context.Context, name string, labels map[string]string, as *Account, v *Verdicts) (refused, failed error) {
 	if len(labels) == 0 {
 		return nil, nil
