@@ -57,7 +57,10 @@ func (r *Rights) Refuse(ctx context.Context, stop <-chan struct{}, p apiv1.Polic
 	for i, obj := range desired {
 		refused, failure := r.mayWrite(ctx, obj, kinds[i].GroupKind(), as, v)
 		if failure != nil {
-			return nil, nil, nil, fmt.Errorf("%s: %w", inventory.ObjectID(obj), failure)
+			// The sync waits and is retried, which names no cause: the log does.
+			err := fmt.Errorf("%s: %w", inventory.ObjectID(obj), failure)
+			r.rbac.log.Warn("access review failed: the policy's objects wait", "policy", p.GetName(), "error", err.Error())
+			return nil, nil, nil, err
 		}
 		if refused != nil {
 			errs = append(errs, fmt.Errorf("%s: refused: %w", inventory.ObjectID(obj), refused))
