@@ -243,7 +243,7 @@ func New(cfg *rest.Config, opts Options) (*Controller, error) {
 		log:      opts.Logger,
 		kinds:    kinds.New(kube.Discovery()),
 		created:  created,
-		queue:    queue.New(m),
+		queue:    queue.New(m, opts.Workers),
 		metrics:  m,
 		policies: map[policy.Key]*policy.Compiled{},
 		deleted:  map[policy.Key]retired{},
