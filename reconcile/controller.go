@@ -64,6 +64,11 @@ type Options struct {
 	// by the wall clock; longer is an evaluation error. 0 is
 	// celenv.DefaultEvaluationTimeout.
 	EvaluationTimeout time.Duration
+	// MaxChain bounds how many policies a chain of generated objects may
+	// pass through, where policies opt in to triggering on what others
+	// generated (skipBackgroundRequests false); a cycle stops at once.
+	// 0 is DefaultMaxChain.
+	MaxChain int
 	// HTTP makes the policies' http.Get, Post and Put calls, to the hosts
 	// it allows; nil allows none. Each sync of a policy is one round of
 	// its cache.
@@ -122,7 +127,7 @@ type Options struct {
 // DefaultOptions returns the options `sprout run` starts with.
 func DefaultOptions() Options {
 	return Options{Workers: 4, ResyncSchedule: "@hourly", MaxObjectsPerTrigger: DefaultMaxObjectsPerTrigger,
-		EvaluationTimeout: celenv.DefaultEvaluationTimeout, DefaultServiceAccount: DefaultServiceAccount,
+		EvaluationTimeout: celenv.DefaultEvaluationTimeout, MaxChain: DefaultMaxChain, DefaultServiceAccount: DefaultServiceAccount,
 		ProtectedNamespaces: []string{"kube-system", "kube-public", "kube-node-lease"}, PolicyReports: new(policyreport.DefaultOptions())}
 }
 
@@ -203,6 +208,9 @@ type Controller struct {
 func (o Options) complete() (Options, error) {
 	if o.Workers < 1 {
 		o.Workers = 1
+	}
+	if o.MaxChain < 1 {
+		o.MaxChain = DefaultMaxChain
 	}
 	if o.MaxObjectsPerTrigger < 1 {
 		o.MaxObjectsPerTrigger = DefaultMaxObjectsPerTrigger

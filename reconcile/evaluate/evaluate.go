@@ -3,6 +3,7 @@ package evaluate
 import (
 	"context"
 	"log/slog"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -184,9 +185,15 @@ func (e *Evaluator) labelled(cp *policy.Compiled, t policy.Trigger, u *unstructu
 			"trigger", u.GetKind()+" "+objectRef(u), "sources", res.MissingSources)
 	}
 	objs := Label(cp.Policy, u, res.Objects)
+	chain := strings.Join(t.Object.Chain(), ",")
 	for _, o := range objs {
 		if t.Deleted {
 			inventory.MarkGeneratedOnDelete(o)
+		}
+		if chain != "" {
+			// Generated from what Sprout generated: the chain goes on, for
+			// the next policy to be bounded by (reconcile/chain.go).
+			inventory.MarkChain(o, chain)
 		}
 		inventory.Stamp(o)
 	}
