@@ -327,6 +327,7 @@ func newEvaluator(c *Controller, namespaces listersv1.NamespaceLister, kube kube
 	return evaluate.New(evaluate.Config{Log: o.Logger, Timeout: o.EvaluationTimeout, HTTP: o.HTTP, GlobalContext: o.GlobalContext,
 		Exceptions: o.PolicyExceptions, ExceptionNamespace: o.ExceptionNamespace, Namespaces: namespaces, Client: kube,
 		Kinds: c.kinds, Live: c.intake.live(), Cache: c.intake.readCache, Requeue: func(key policy.Key) { c.queue.Add(key) },
+		Cores: evaluate.NewCores(0),
 		LastUpdate: func(cp *policy.Compiled, gvr schema.GroupVersionResource, uid types.UID) *cluster.Object {
 			return c.intake.lastUpdate(c.intake.triggerKeyOf(cp, gvr), uid)
 		}})
