@@ -12,11 +12,11 @@ import (
 
 // acquired runs Acquire in the background and reports its release once it
 // returns.
-func acquired(t *testing.T, c *Cores, ctx context.Context, tenant string) <-chan func() {
+func acquired(t *testing.T, c *Cores, tenant string) <-chan func() {
 	t.Helper()
 	got := make(chan func(), 1)
 	go func() {
-		release, err := c.Acquire(ctx, tenant)
+		release, err := c.Acquire(context.Background(), tenant)
 		if err != nil {
 			close(got)
 			return
@@ -51,7 +51,7 @@ func mustAcquire(t *testing.T, c *Cores, tenant string) func() {
 func TestPlatformNeverWaitsForTenants(t *testing.T) {
 	c := NewCores(2)
 	mustAcquire(t, c, "team-a")
-	blocked := acquired(t, c, context.Background(), "team-a")
+	blocked := acquired(t, c, "team-a")
 	waitWaiting(t, c, 1)
 	// The tenants' one processor is taken and another evaluation waits:
 	// the platform's goes on at once, however many it runs.
@@ -68,11 +68,11 @@ func TestPlatformNeverWaitsForTenants(t *testing.T) {
 func TestTenantsTakeTurns(t *testing.T) {
 	c := NewCores(3) // two processors for tenants
 	first, second := mustAcquire(t, c, "team-a"), mustAcquire(t, c, "team-a")
-	a3 := acquired(t, c, context.Background(), "team-a")
+	a3 := acquired(t, c, "team-a")
 	waitWaiting(t, c, 1)
-	a4 := acquired(t, c, context.Background(), "team-a")
+	a4 := acquired(t, c, "team-a")
 	waitWaiting(t, c, 2)
-	b1 := acquired(t, c, context.Background(), "team-b")
+	b1 := acquired(t, c, "team-b")
 	waitWaiting(t, c, 3)
 
 	// team-a waited first, so the first processor given back is its
@@ -109,7 +109,7 @@ func TestWaitEndsWithItsContext(t *testing.T) {
 		t.Fatalf("Acquire after its context ended: %v, want context.Canceled", err)
 	}
 	// The withdrawn turn is not handed a processor: the next tenant is.
-	next := acquired(t, c, context.Background(), "team-c")
+	next := acquired(t, c, "team-c")
 	waitWaiting(t, c, 1)
 	held()
 	(<-next)()
