@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"bytes"
+	"strings"
 	"sync/atomic"
 	"time"
 	"unique"
@@ -42,7 +43,9 @@ type Object struct {
 	// owner is the policy that generated it: its AnnotationPolicy;
 	// triggerUID, its LabelTriggerUID.
 	owner, triggerUID string
-	deleting          bool
+	// chain is its AnnotationChain: the policies before its owner.
+	chain    string
+	deleting bool
 	// onDelete: generated from a trigger's DELETE; clone: copied from a
 	// source, as Kyverno tells it: the source-uid label is present, even
 	// empty; createHeld: its fields are still held by the Update entry
@@ -222,6 +225,20 @@ func (o *Object) Written() bool { return o.written }
 // as its own: the labels alone may have been copied by anyone who may
 // patch it.
 func (o *Object) OriginWritten() bool { return o.originWritten }
+
+// Chain returns the policies whose generated objects led to o, in order,
+// its owner last: nil unless Sprout wrote its origin (OriginWritten), the
+// chain among it. A chain copied onto an object, or an object a client
+// wrote, starts none.
+func (o *Object) Chain() []string {
+	if !o.originWritten || o.owner == "" {
+		return nil
+	}
+	if o.chain == "" {
+		return []string{o.owner}
+	}
+	return append(strings.Split(o.chain, ","), o.owner)
+}
 
 // ID names the object as Kind/namespace/name, or Kind/name.
 func (o *Object) ID() string {

@@ -32,11 +32,12 @@ const (
 	originPolicyNamespace
 	originTriggerUID
 	originPolicy // the AnnotationPolicy annotation
+	originChain  // the AnnotationChain annotation
 )
 
 // carriedOrigin returns the origin fields an object carries, from their
 // values: a field it does not carry needs no writer.
-func carriedOrigin(managedBy bool, policyName, policyNamespace, triggerUID, policy string) originFields {
+func carriedOrigin(managedBy bool, policyName, policyNamespace, triggerUID, policy, chain string) originFields {
 	var f originFields
 	if managedBy {
 		f |= originManagedBy
@@ -45,7 +46,7 @@ func carriedOrigin(managedBy bool, policyName, policyNamespace, triggerUID, poli
 		value string
 		field originFields
 	}{{policyName, originPolicyName}, {policyNamespace, originPolicyNamespace},
-		{triggerUID, originTriggerUID}, {policy, originPolicy}} {
+		{triggerUID, originTriggerUID}, {policy, originPolicy}, {chain, originChain}} {
 		if c.value != "" {
 			f |= c.field
 		}
@@ -63,7 +64,7 @@ func originWritten(carried, written originFields) bool {
 // fieldsOrigin is what a managed-fields entry's fieldsV1 holds of the
 // origin fields, decoded without maps: the rest of it is passed over. The
 // tags are LabelManagedBy, LabelPolicyName, LabelPolicyNamespace,
-// LabelTriggerUID and AnnotationPolicy, prefixed "f:" as fieldsV1 names
+// LabelTriggerUID, AnnotationPolicy and AnnotationChain, prefixed "f:" as fieldsV1 names
 // members (TestOriginWrittenAgreesEverywhere holds them to each other).
 type fieldsOrigin struct {
 	Metadata struct {
@@ -75,6 +76,7 @@ type fieldsOrigin struct {
 		} `json:"f:labels"`
 		Annotations struct {
 			Policy present `json:"f:sprout.dev/policy"`
+			Chain  present `json:"f:sprout.dev/chain"`
 		} `json:"f:annotations"`
 	} `json:"f:metadata"`
 }
@@ -87,7 +89,7 @@ func (f *fieldsOrigin) fields() originFields {
 		held  present
 		field originFields
 	}{{l.ManagedBy, originManagedBy}, {l.PolicyName, originPolicyName}, {l.PolicyNamespace, originPolicyNamespace},
-		{l.TriggerUID, originTriggerUID}, {a.Policy, originPolicy}} {
+		{l.TriggerUID, originTriggerUID}, {a.Policy, originPolicy}, {a.Chain, originChain}} {
 		if c.held {
 			out |= c.field
 		}
@@ -120,6 +122,7 @@ func fieldsOriginOf(fields map[string]any) fieldsOrigin {
 	f.Metadata.Labels.PolicyNamespace = has(labels, sproutv1alpha1.LabelPolicyNamespace)
 	f.Metadata.Labels.TriggerUID = has(labels, sproutv1alpha1.LabelTriggerUID)
 	f.Metadata.Annotations.Policy = has(annotations, sproutv1alpha1.AnnotationPolicy)
+	f.Metadata.Annotations.Chain = has(annotations, sproutv1alpha1.AnnotationChain)
 	return f
 }
 
@@ -142,7 +145,8 @@ func writtenBySprout(entries []managedEntry) originFields {
 // decode holds none of them.
 func OriginWritten(entries []metav1.ManagedFieldsEntry, labels, annotations map[string]string) bool {
 	carried := carriedOrigin(labels[sproutv1alpha1.LabelManagedBy] != "", labels[sproutv1alpha1.LabelPolicyName],
-		labels[sproutv1alpha1.LabelPolicyNamespace], labels[sproutv1alpha1.LabelTriggerUID], annotations[sproutv1alpha1.AnnotationPolicy])
+		labels[sproutv1alpha1.LabelPolicyNamespace], labels[sproutv1alpha1.LabelTriggerUID], annotations[sproutv1alpha1.AnnotationPolicy],
+		annotations[sproutv1alpha1.AnnotationChain])
 	var written originFields
 	for _, e := range entries {
 		if !IsSproutEntry(e) || e.FieldsV1 == nil {

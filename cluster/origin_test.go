@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -43,6 +44,8 @@ func TestOriginWrittenAgreesEverywhere(t *testing.T) {
 	}
 	dataOnly := `{"f:data":{".":{},"f:ZK":{}}}`
 	withoutNamespace := func(l, _ map[string]any) { delete(l, sproutv1alpha1.LabelPolicyNamespace) }
+	const chainAnnotation = `"f:annotations":{".":{},"f:sprout.dev/policy":{},"f:sprout.dev/chain":{}}`
+	withChain := func(_, a map[string]any) { a[sproutv1alpha1.AnnotationChain] = "GeneratingPolicy/before" }
 	for name, tt := range map[string]struct {
 		entries []metav1.ManagedFieldsEntry
 		edit    func(labels, annotations map[string]any)
@@ -83,6 +86,13 @@ func TestOriginWrittenAgreesEverywhere(t *testing.T) {
 			sprout(metav1.ManagedFieldsOperationApply, fields(annotation, policyField, triggerField, namespaceField)),
 		}, func(l, _ map[string]any) { delete(l, sproutv1alpha1.LabelManagedBy) }, false},
 		"no managed fields": {nil, nil, false},
+		"a chain written by Sprout": {[]metav1.ManagedFieldsEntry{
+			sprout(metav1.ManagedFieldsOperationApply, fields(chainAnnotation, managedByField, policyField, triggerField, namespaceField)),
+		}, withChain, true},
+		"Sprout's object, a chain added by a tenant": {[]metav1.ManagedFieldsEntry{
+			sprout(metav1.ManagedFieldsOperationApply, all),
+			managedBy("tenant", metav1.ManagedFieldsOperationUpdate, fields(`"f:annotations":{"f:sprout.dev/chain":{}}`)),
+		}, withChain, false},
 	} {
 		t.Run(name, func(t *testing.T) {
 			obj := appliedConfigMap()
@@ -168,5 +178,48 @@ func TestTriggersKnowTheOriginSproutWrote(t *testing.T) {
 	}
 	if o, err := Triggers.FromJSON(raw); err != nil || o.OriginWritten() {
 		t.Errorf("a trigger that names no policy: origin written %v, %v", o.OriginWritten(), err)
+	}
+}
+
+// TestChainCountsWhereSproutWroteIt: a trigger's chain of policies is the
+// policies its chain annotation names and then its own, where Sprout wrote
+// them; a chain another writer put on it starts none, in every form a
+// trigger cache reads it.
+func TestChainCountsWhereSproutWroteIt(t *testing.T) {
+	const withChain = `{"f:metadata":{"f:annotations":{".":{},"f:sprout.dev/policy":{},"f:sprout.dev/chain":{}},"f:labels":{".":{},` +
+		`"f:app.kubernetes.io/managed-by":{}}}}`
+	for _, tc := range []struct {
+		name    string
+		entries []metav1.ManagedFieldsEntry
+		want    string
+	}{
+		{"written by Sprout", []metav1.ManagedFieldsEntry{managedBy(sproutv1alpha1.FieldManager, metav1.ManagedFieldsOperationApply, withChain)},
+			"GeneratingPolicy/a,GeneratingPolicy/b,GeneratingPolicy/zk"},
+		{"added by another", []metav1.ManagedFieldsEntry{
+			managedBy(sproutv1alpha1.FieldManager, metav1.ManagedFieldsOperationApply, originFieldsV1),
+			managedBy("kubectl", metav1.ManagedFieldsOperationUpdate, `{"f:metadata":{"f:annotations":{"f:sprout.dev/chain":{}}}}`),
+		}, ""},
+	} {
+		obj := appliedConfigMap()
+		obj.SetAnnotations(map[string]string{sproutv1alpha1.AnnotationPolicy: "GeneratingPolicy/zk",
+			sproutv1alpha1.AnnotationChain: "GeneratingPolicy/a,GeneratingPolicy/b"})
+		obj.SetManagedFields(tc.entries)
+		raw, err := json.Marshal(obj.Object)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fromJSON, err := Triggers.FromJSON(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fromList, err := Triggers.FromList(obj.DeepCopy())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for how, o := range map[string]*Object{"JSON": fromJSON, "list": fromList} {
+			if got := strings.Join(o.Chain(), ","); got != tc.want {
+				t.Errorf("%s, from %s: chain %q, want %q", tc.name, how, got, tc.want)
+			}
+		}
 	}
 }

@@ -59,6 +59,7 @@ func (f Form) FromList(u *unstructured.Unstructured) (*Object, error) {
 		created:         u.GetCreationTimestamp().Unix(),
 		deleting:        u.GetDeletionTimestamp() != nil,
 		owner:           Intern(policy),
+		chain:           str(annotations, sproutv1alpha1.AnnotationChain),
 		triggerUID:      str(labels, sproutv1alpha1.LabelTriggerUID),
 		onDelete:        str(labels, sproutv1alpha1.LabelGeneratedOnDelete) != "",
 		clone:           clone,
@@ -74,7 +75,7 @@ func (f Form) FromList(u *unstructured.Unstructured) (*Object, error) {
 			o.written = slices.ContainsFunc(entries, managedEntry.isSprouts)
 		}
 		o.originWritten = originWritten(carriedOrigin(str(labels, sproutv1alpha1.LabelManagedBy) != "", str(labels, sproutv1alpha1.LabelPolicyName),
-			str(labels, sproutv1alpha1.LabelPolicyNamespace), str(labels, sproutv1alpha1.LabelTriggerUID), policy), writtenBySprout(entries))
+			str(labels, sproutv1alpha1.LabelPolicyNamespace), str(labels, sproutv1alpha1.LabelTriggerUID), policy, o.chain), writtenBySprout(entries))
 	}
 	delete(md, "managedFields")
 	content, err := json.Marshal(u.Object)
@@ -121,6 +122,7 @@ func (f Form) FromJSON(raw []byte) (*Object, error) {
 		created:         md.CreationTimestamp.unix,
 		deleting:        md.DeletionTimestamp.set,
 		owner:           Intern(md.Annotations.Policy),
+		chain:           md.Annotations.Chain,
 		triggerUID:      md.Labels.TriggerUID,
 		onDelete:        md.Labels.GeneratedOnDelete != "",
 		clone:           md.Labels.SourceUID != nil,
@@ -136,7 +138,7 @@ func (f Form) FromJSON(raw []byte) (*Object, error) {
 			o.written = slices.ContainsFunc(entries, managedEntry.isSprouts)
 		}
 		o.originWritten = originWritten(carriedOrigin(bool(md.Labels.ManagedBy), md.Labels.PolicyName, md.Labels.PolicyNamespace,
-			md.Labels.TriggerUID, md.Annotations.Policy), writtenBySprout(entries))
+			md.Labels.TriggerUID, md.Annotations.Policy, md.Annotations.Chain), writtenBySprout(entries))
 	}
 	f.setContent(o, content)
 	f.created.watch(o)
@@ -244,8 +246,8 @@ func originIntact(policy, label, namespace string) bool {
 
 // metadata is what FromJSON decodes of an object's metadata. The tags are
 // LabelGeneratedOnDelete, LabelSourceUID, LabelTriggerUID, LabelPolicyName,
-// LabelPolicyNamespace, LabelManagedBy and AnnotationPolicy
-// (TestFromJSONAgreesWithFromList and TestOriginWrittenAgreesEverywhere
+// LabelPolicyNamespace, LabelManagedBy, AnnotationPolicy and
+// AnnotationChain (TestFromJSONAgreesWithFromList and TestOriginWrittenAgreesEverywhere
 // hold them to each other).
 type metadata struct {
 	Name              string    `json:"name"`
@@ -264,6 +266,7 @@ type metadata struct {
 	} `json:"labels"`
 	Annotations struct {
 		Policy string `json:"sprout.dev/policy"`
+		Chain  string `json:"sprout.dev/chain"`
 	} `json:"annotations"`
 	ManagedFields json.RawMessage `json:"managedFields"`
 }

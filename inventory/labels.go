@@ -83,3 +83,14 @@ func MarkGeneratedOnDelete(obj *unstructured.Unstructured) {
 	labels[sproutv1alpha1.LabelGeneratedOnDelete] = "true"
 	obj.SetLabels(labels)
 }
+
+// MarkChain annotates an object with chain, the policies whose generated
+// objects led to its trigger (AnnotationChain).
+func MarkChain(obj *unstructured.Unstructured, chain string) {
+	annotations := obj.GetAnnotations()
+	if annotations == nil {
+		annotations = map[string]string{}
+	}
+	annotations[sproutv1alpha1.AnnotationChain] = chain
+	obj.SetAnnotations(annotations)
+}

@@ -64,6 +64,11 @@ type Options struct {
 	// by the wall clock; longer is an evaluation error. 0 is
 	// celenv.DefaultEvaluationTimeout.
 	EvaluationTimeout time.Duration
+	// MaxChain bounds how many policies a chain of generated objects may
+	// pass through, where policies opt in to triggering on what others
+	// generated (skipBackgroundRequests false); a cycle stops at once.
+	// 0 is DefaultMaxChain.
+	MaxChain int
 	// HTTP makes the policies' http.Get, Post and Put calls, to the hosts
 	// it allows; nil allows none. Each sync of a policy is one round of
 	// its cache.
@@ -124,7 +129,7 @@ type Options struct {
 // DefaultOptions returns the options `sprout run` starts with.
 func DefaultOptions() Options {
 	return Options{Workers: 4, ResyncSchedule: "@hourly", MaxObjectsPerTrigger: DefaultMaxObjectsPerTrigger,
-		EvaluationTimeout: celenv.DefaultEvaluationTimeout, DefaultServiceAccount: DefaultServiceAccount,
+		EvaluationTimeout: celenv.DefaultEvaluationTimeout, MaxChain: DefaultMaxChain, DefaultServiceAccount: DefaultServiceAccount,
 		ProtectedNamespaces: []string{"kube-system", "kube-public", "kube-node-lease"}, PolicyReports: new(policyreport.DefaultOptions())}
 }
 
@@ -206,6 +211,9 @@ func (o Options) complete() (Options, error) {
 	if o.Workers < 1 {
 		o.Workers = 1
 	}
+	if o.MaxChain < 1 {
+		o.MaxChain = DefaultMaxChain
+	}
 	if o.MaxObjectsPerTrigger < 1 {
 		o.MaxObjectsPerTrigger = DefaultMaxObjectsPerTrigger
 	}
@@ -245,7 +253,7 @@ func New(cfg *rest.Config, opts Options) (*Controller, error) {
 		log:      opts.Logger,
 		kinds:    kinds.New(kube.Discovery()),
 		created:  created,
-		queue:    queue.New(m),
+		queue:    queue.New(m, opts.Workers),
 		metrics:  m,
 		policies: map[policy.Key]*policy.Compiled{},
 		deleted:  map[policy.Key]retired{},
@@ -321,6 +329,7 @@ func newEvaluator(c *Controller, namespaces listersv1.NamespaceLister, kube kube
 	return evaluate.New(evaluate.Config{Log: o.Logger, Timeout: o.EvaluationTimeout, HTTP: o.HTTP, GlobalContext: o.GlobalContext,
 		Exceptions: o.PolicyExceptions, ExceptionNamespace: o.ExceptionNamespace, Namespaces: namespaces, Client: kube,
 		Kinds: c.kinds, Live: c.intake.live(), Cache: c.intake.readCache, Requeue: func(key policy.Key) { c.queue.Add(key) },
+		Cores: evaluate.NewCores(0),
 		LastUpdate: func(cp *policy.Compiled, gvr schema.GroupVersionResource, uid types.UID) *cluster.Object {
 			return c.intake.lastUpdate(c.intake.triggerKeyOf(cp, gvr), uid)
 		}})

@@ -105,7 +105,8 @@ func newSyncer(c *Controller, writers *access.Writers[writer]) *syncer {
 		eval: c.eval, ledger: c.ledger, tell: c.tell, metrics: c.metrics, rbac: c.rights.RBAC(),
 		writers: writers, created: c.created, reads: c.reads, states: c.states, live: c.intake.live()}
 	s.matcher = &triggerMatcher{loop: s.loop, checks: s.checks, watch: c.intake, informers: c.intake.triggers,
-		eval: c.eval, ledger: c.ledger, tell: c.tell, states: c.states, log: c.log, dryRun: c.opts.DryRun}
+		eval: c.eval, ledger: c.ledger, tell: c.tell, states: c.states, log: c.log, dryRun: c.opts.DryRun,
+		maxChain: c.opts.MaxChain, chains: &chainReports{}}
 	s.reporter = liveReporter{s}
 	if s.dryRun {
 		s.reporter = planReporter{&s.planned}

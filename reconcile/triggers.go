@@ -36,6 +36,10 @@ type triggerMatcher struct {
 	states    *states
 	log       *slog.Logger
 	dryRun    bool
+	// maxChain bounds the chains of policies a trigger may come of, and
+	// chains keeps what was told of them (chain.go).
+	maxChain int
+	chains   *chainReports
 }
 
 // triggerWatches is what the matcher asks of the trigger informers'
@@ -153,7 +157,7 @@ func (m *triggerMatcher) matchOne(key policy.Key, cp *policy.Compiled, gvr schem
 	if !ok {
 		return false, memo.Self, nil
 	}
-	if generatedByPolicies(cp, u) {
+	if generatedByPolicies(cp, u) || m.stopsChain(key, cp, u) {
 		return false, false, nil
 	}
 	if derivedBefore && !derived && !listed {

@@ -104,6 +104,7 @@ func registerRunFlags(f *pflag.FlagSet, g *globalFlags, opts *reconcile.Options,
 	f.IntVar(&g.burst, "kube-api-burst", 2000, "the most requests sent at once above --kube-api-qps")
 	ro.register(f, "run")
 	f.IntVar(&opts.MaxObjectsPerTrigger, "max-objects-per-trigger", opts.MaxObjectsPerTrigger, "the most objects one evaluation may generate; more is an error (a policy's annotation sprout.dev/max-objects-per-trigger overrides it)")
+	f.IntVar(&opts.MaxChain, "max-chain", opts.MaxChain, "how many policies a chain of generated objects may pass through, where policies set skipBackgroundRequests false; a cycle stops at once")
 	f.DurationVar(&opts.EvaluationTimeout, "evaluation-timeout", opts.EvaluationTimeout, "how long one evaluation of a policy for one trigger may take; longer is an error")
 	f.StringSliceVar(&ro.httpHosts, "http-allowed-hosts", nil, `the hosts policies may call with http.Get, Post and Put: "api.example.com", with a port to allow that port only, or "*.example.com" for its subdomains (default: none, every call fails)`)
 	f.DurationVar(&ro.httpTimeout, "http-timeout", celenv.DefaultHTTPTimeout, "how long one http.Get, Post or Put of a policy may take")

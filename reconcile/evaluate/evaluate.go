@@ -3,6 +3,7 @@ package evaluate
 import (
 	"context"
 	"log/slog"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -56,6 +57,9 @@ type Config struct {
 	Cache func(ctx context.Context, scope string, gvr schema.GroupVersionResource) (cache.Store, error)
 	// Requeue queues a policy, once an exception that named it expired.
 	Requeue func(policy.Key)
+	// Cores shares the processors among tenants' evaluations; nil holds
+	// none back.
+	Cores *Cores
 }
 
 // Mapper maps a kind to its resource (kinds.Kinds).
@@ -138,7 +142,12 @@ func (e *Evaluator) Evaluate(ctx context.Context, cp *policy.Compiled, t policy.
 	in.Scopes, in.Reader, in.Timeout, in.HTTP = scopes{e.cfg.Kinds}, r, e.cfg.Timeout, r.web
 	in.GlobalContext = r.globalContext()
 	in.Exceptions = exceptions.ExceptionList()
+	release, err := e.cfg.Cores.Acquire(ctx, policy.KeyOf(cp.Policy).Namespace)
+	if err != nil {
+		return policy.Evaluation{}, m, false, err
+	}
 	res, err := cp.Program.Evaluate(ctx, in)
+	release()
 	if err != nil {
 		return policy.Evaluation{}, m, false, err
 	}
@@ -184,9 +193,15 @@ func (e *Evaluator) labelled(cp *policy.Compiled, t policy.Trigger, u *unstructu
 			"trigger", u.GetKind()+" "+objectRef(u), "sources", res.MissingSources)
 	}
 	objs := Label(cp.Policy, u, res.Objects)
+	chain := strings.Join(t.Object.Chain(), ",")
 	for _, o := range objs {
 		if t.Deleted {
 			inventory.MarkGeneratedOnDelete(o)
+		}
+		if chain != "" {
+			// Generated from what Sprout generated: the chain goes on, for
+			// the next policy to be bounded by (reconcile/chain.go).
+			inventory.MarkChain(o, chain)
 		}
 		inventory.Stamp(o)
 	}

@@ -3,7 +3,8 @@
 // is marked for a full sync; a trigger event marks that trigger alone, and
 // the sync that takes the key takes what was marked with it (Take). It
 // knows nothing of syncs: the core decides what a full or a partial sync
-// is.
+// is. Workers are shared fairly among tenants (fair.go): one namespace's
+// policies do not hold more than their share while another's wait.
 package queue
 
 import (
@@ -113,15 +114,24 @@ func (d *changeSets) take(key policy.Key) *Changes {
 type Queue struct {
 	workqueue.TypedRateLimitingInterface[policy.Key]
 	dirty *changeSets
+	// order is the order keys are handed out in, and counts the workers
+	// each tenant holds.
+	order *fair
 	// taken counts the keys a worker took and is not done with, which the
 	// queue's length leaves out: a controller is idle only without any.
 	taken atomic.Int64
 }
 
-// New makes the queue, whose metrics go to m.
-func New(m *report.Metrics) *Queue {
+// New makes the queue for that many workers, whose metrics go to m.
+func New(m *report.Metrics, workers int) *Queue {
+	const name = "policies"
+	order := newFair(workers)
+	base := workqueue.NewTypedWithConfig(workqueue.TypedQueueConfig[policy.Key]{Name: name, MetricsProvider: m.Queue, Queue: order})
+	delaying := workqueue.NewTypedDelayingQueueWithConfig(workqueue.TypedDelayingQueueConfig[policy.Key]{
+		Name: name, MetricsProvider: m.Queue, Queue: base})
 	return &Queue{TypedRateLimitingInterface: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[policy.Key](),
-		workqueue.TypedRateLimitingQueueConfig[policy.Key]{Name: "policies", MetricsProvider: m.Queue}), dirty: &changeSets{}}
+		workqueue.TypedRateLimitingQueueConfig[policy.Key]{Name: name, MetricsProvider: m.Queue, DelayingQueue: delaying}),
+		dirty: &changeSets{}, order: order}
 }
 
 func (q *Queue) Get() (policy.Key, bool) {
@@ -132,8 +142,11 @@ func (q *Queue) Get() (policy.Key, bool) {
 	return key, shutdown
 }
 
+// Done releases the key's worker, which its tenant's share counted, before
+// the workqueue may hand the key out again.
 func (q *Queue) Done(key policy.Key) {
 	q.taken.Add(-1)
+	q.order.done(key)
 	q.TypedRateLimitingInterface.Done(key)
 }
 

@@ -1,6 +1,8 @@
 package queue
 
 import (
+	"math/rand/v2"
+	"strconv"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -19,7 +21,7 @@ func newQueue(t *testing.T) *Queue {
 	if err != nil {
 		t.Fatal(err)
 	}
-	q := New(m)
+	q := New(m, 4)
 	t.Cleanup(q.ShutDown)
 	return q
 }
@@ -93,5 +95,107 @@ func TestTakenCountsKeysUntilDone(t *testing.T) {
 	q.Done(k)
 	if q.Taken() != 0 {
 		t.Errorf("taken %d after Done, want 0", q.Taken())
+	}
+}
+
+func keyOf(tenant string, i int) policy.Key {
+	if tenant == "" {
+		return policy.Key{Kind: "GeneratingPolicy", Name: "platform-" + strconv.Itoa(i)}
+	}
+	return policy.Key{Kind: "NamespacedGeneratingPolicy", Namespace: tenant, Name: "p" + strconv.Itoa(i)}
+}
+
+// A tenant with a hundred policies waiting delays another tenant's one
+// policy by one pop at most.
+func TestManyKeysOfATenantDoNotDelayAnother(t *testing.T) {
+	q := newQueue(t)
+	for i := range 100 {
+		q.Add(keyOf("tenant", i))
+	}
+	platform := keyOf("", 0)
+	q.Add(platform)
+	for pops := 1; pops <= 3; pops++ {
+		k, _ := q.Get()
+		q.Done(k)
+		if k == platform {
+			if pops > 2 {
+				t.Errorf("the platform's policy came %dth, want at most 2nd", pops)
+			}
+			return
+		}
+	}
+	t.Error("the platform's policy did not come within 3 pops behind a tenant's 100")
+}
+
+// Four workers shared by two tenants with work waiting: each holds two,
+// and a worker a tenant releases goes to it again only when the other
+// holds its share.
+func TestATenantHoldsItsShareWhileAnotherWaits(t *testing.T) {
+	q := newQueue(t) // 4 workers
+	for i := range 10 {
+		q.Add(keyOf("a", i))
+	}
+	for i := range 10 {
+		q.Add(keyOf("b", i))
+	}
+	held := map[string][]policy.Key{}
+	for range 4 {
+		k, _ := q.Get()
+		held[Tenant(k)] = append(held[Tenant(k)], k)
+	}
+	if len(held["a"]) != 2 || len(held["b"]) != 2 {
+		t.Fatalf("tenant a holds %d workers and b %d, want 2 each", len(held["a"]), len(held["b"]))
+	}
+	q.Done(held["b"][0])
+	if k, _ := q.Get(); Tenant(k) != "b" {
+		t.Errorf("a worker b released went to %q, which holds its share, while b waits", Tenant(k))
+	}
+}
+
+// Whatever the order of adds and dones, a tenant is handed a worker
+// beyond its share only when every other tenant waiting holds its share
+// too: no worker stays idle while keys wait, and none is taken from a
+// tenant below its share.
+func TestNoTenantPassesItsShareWhileAnotherBelowWaits(t *testing.T) {
+	const workers = 4
+	q := newQueue(t)
+	rng := rand.New(rand.NewPCG(1, 2))
+	tenants := []string{"", "a", "b", "c", "d"}
+	waiting, running := map[string]int{}, map[string][]policy.Key{}
+	next := 0
+	for step := range 2000 {
+		switch n := rng.IntN(3); {
+		case n == 0 || q.Len() == 0:
+			tn := tenants[rng.IntN(len(tenants))]
+			q.Add(keyOf(tn, next))
+			next++
+			waiting[tn]++
+		case n == 1 && q.Taken() < workers:
+			active := 0
+			for _, tn := range tenants {
+				if waiting[tn] > 0 || len(running[tn]) > 0 {
+					active++
+				}
+			}
+			share := max(workers/active, 1)
+			k, _ := q.Get()
+			tn := Tenant(k)
+			if len(running[tn]) >= share {
+				for _, other := range tenants {
+					if other != tn && waiting[other] > 0 && len(running[other]) < share {
+						t.Fatalf("step %d: tenant %q holding %d (share %d) was handed a worker while %q waits holding %d",
+							step, tn, len(running[tn]), share, other, len(running[other]))
+					}
+				}
+			}
+			waiting[tn]--
+			running[tn] = append(running[tn], k)
+		default:
+			tn := tenants[rng.IntN(len(tenants))]
+			if len(running[tn]) > 0 {
+				q.Done(running[tn][0])
+				running[tn] = running[tn][1:]
+			}
+		}
 	}
 }

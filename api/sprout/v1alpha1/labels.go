@@ -38,6 +38,14 @@ const (
 	// Kind/namespace/name): label values are cut at 63 characters, names
 	// are not.
 	AnnotationPolicy = "sprout.dev/policy"
+
+	// AnnotationChain lists, comma-separated and in order, the policies
+	// whose generated objects led to this one's trigger (Kind/name or
+	// Kind/namespace/name): its trigger's chain and the trigger's policy.
+	// Absent when the trigger is not an object Sprout generated. It counts
+	// only where Sprout's managed-fields entry holds it, as the origin's
+	// other fields.
+	AnnotationChain = "sprout.dev/chain"
 )
 
 // AnnotationApplied holds a digest of what Sprout last applied to an object.

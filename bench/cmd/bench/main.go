@@ -12,7 +12,9 @@
 // 6 profiles), growth (7), steady (2 latency at a steady trigger rate),
 // policies (5 many policies, 6), burst (8, with 9 its cost to the
 // cluster, read from /proc of kube-apiserver and etcd) and issue #26's scale
-// (10: ConfigMap triggers by the hundred thousand, CPU per event). Sprout's profiles
+// (10: ConfigMap triggers by the hundred thousand, CPU per event), and
+// issue #43's tenants (11: a platform policy's latency while a tenant's
+// policies attack). Sprout's profiles
 // come from its --pprof-bind-address.
 //
 // Run it from the repository root (make bench): it builds cmd/sprout and
@@ -60,6 +62,9 @@ type params struct {
 	ScaleNamespaces int     `json:"scaleNamespaces"`
 	ScaleSeconds    float64 `json:"scaleSeconds"`
 	ScaleRounds     int     `json:"scaleRounds"`
+	// TenantsSeconds is how long scenario 11 creates triggers, alone and
+	// attacked.
+	TenantsSeconds float64 `json:"tenantsSeconds"`
 }
 
 // part is a part of the benchmark: the scenarios of issue #10 measured
@@ -77,11 +82,12 @@ var parts = []part{
 	{"policies", "5, 6", (*bench).manyPolicies},
 	{"burst", "8, 9", (*bench).burst},
 	{"scale", "10", (*bench).scale},
+	{"tenants", "11", (*bench).tenants},
 }
 
 func main() {
 	var p params
-	var timeout, steady, scaleDuration time.Duration
+	var timeout, steady, scaleDuration, tenants time.Duration
 	var scaleSizes string
 	out := flag.String("out", "bench/results/latest.json", "where the JSON results are written")
 	keep := flag.Bool("keep", false, "keep the temporary folder with the binaries, kubeconfigs, controller logs and profiles")
@@ -104,7 +110,8 @@ func main() {
 	flag.IntVar(&p.ScaleRounds, "scale-rounds", 3, "scenario 10: how many times each controller runs at the sizes up to 10,000, interleaved; the figures are each one's median round by CPU per event")
 	flag.IntVar(&p.ScaleNamespaces, "scale-namespaces", 10, "scenario 10: how many Namespaces the trigger ConfigMaps are spread over")
 	flag.DurationVar(&scaleDuration, "scale-duration", 30*time.Second, "scenario 10: how long trigger ConfigMaps are created for at -steady-rate")
-	flag.StringVar(&p.Scenarios, "scenarios", "cold,growth,steady,policies,burst,scale", "the parts to run: cold (scenarios 1, 3, 4, 6), growth (7), steady (2), policies (5, 6), burst (8, 9), scale (10)")
+	flag.DurationVar(&tenants, "tenants-duration", 20*time.Second, "scenario 11: how long Namespaces are created at -steady-rate, alone and while a tenant attacks")
+	flag.StringVar(&p.Scenarios, "scenarios", "cold,growth,steady,policies,burst,scale,tenants", "the parts to run: cold (scenarios 1, 3, 4, 6), growth (7), steady (2), policies (5, 6), burst (8, 9), scale (10), tenants (11)")
 	flag.Parse()
 	var err error
 	if p.ScaleSizes, err = parseSizes(scaleSizes); err != nil {
@@ -113,6 +120,7 @@ func main() {
 	}
 	p.ScaleSeconds = scaleDuration.Seconds()
 	p.SteadySeconds = steady.Seconds()
+	p.TenantsSeconds = tenants.Seconds()
 	p.TimeoutSeconds = timeout.Seconds()
 	// envtest logs through controller-runtime's global logger.
 	ctrllog.SetLogger(logr.Discard())

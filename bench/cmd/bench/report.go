@@ -102,6 +102,13 @@ func (r *result) judgeTargets() {
 	if r.ran("scale") && len(r.Scale) > 0 {
 		r.judgeScale(add)
 	}
+	if r.ran("tenants") {
+		a, l := r.Tenants.Alone, r.Tenants.Attacked
+		x := ratio(l.Latency.P99Ms, a.Latency.P99Ms)
+		all := a.Seen == a.Triggers && l.Seen == l.Triggers && a.Triggers > 0
+		add("11 platform p99, a tenant attacking vs alone", "≤ 2×",
+			fmt.Sprintf("%.2f× (%.1f vs %.1f ms, %d/%d seen)", x, l.Latency.P99Ms, a.Latency.P99Ms, l.Seen, l.Triggers), all && x > 0 && x <= 2)
+	}
 }
 
 // judgeScale sets issue #26's targets, from scenario 10.
@@ -319,6 +326,13 @@ func (r *result) printComparison(w io.Writer) {
 			row("4 drift", fig, "s", ph.base.Seconds, ph.spr.Seconds)
 		}
 		fmt.Fprintf(t, "4 drift\tsprout's writes (modified, deleted)\t\t%d, %d\t\n", d.Sprout.Modified.Writes, d.Sprout.Deleted.Writes)
+	}
+	if r.ran("tenants") {
+		a, l := r.Tenants.Alone, r.Tenants.Attacked
+		fmt.Fprintf(t, "11 tenants\tplatform policy, alone (c) and attacked (sprout): ConfigMaps seen\t%d/%d\t%d/%d\t\n", a.Seen, a.Triggers, l.Seen, l.Triggers)
+		row("11 tenants", "created → seen p50, alone vs attacked", "ms", a.Latency.P50Ms, l.Latency.P50Ms)
+		row("11 tenants", "created → seen p99, alone vs attacked", "ms", a.Latency.P99Ms, l.Latency.P99Ms)
+		row("11 tenants", "sprout CPU, alone vs attacked", "s", a.CPUSeconds, l.CPUSeconds)
 	}
 	for _, z := range r.Scale {
 		b, s, sc := z.Baseline, z.Sprout, fmt.Sprintf("10 scale %d", z.Triggers)

@@ -29,6 +29,7 @@ type result struct {
 	Policies manyPolicies  `json:"manyPolicies"`
 	Burst    burst         `json:"burst"`
 	Scale    []scaleSize   `json:"scale"`
+	Tenants  tenantsResult `json:"tenants"`
 	Profiles profiles      `json:"profiles"`
 	Targets  []target      `json:"targets"`
 }
