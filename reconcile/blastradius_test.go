@@ -198,3 +198,30 @@ func TestBlastRadiusFlagAndPlan(t *testing.T) {
 	tb.applyPolicy(annotated(derivedPolicy("blast-flag", "blast-flag", "out", "two", true, false), map[string]string{reconcile.AnnotationBlastRadius: "off"}))
 	tb.waitFor("the revision written with the guard off", "a-out", holds("policy", "two"))
 }
+
+// TestBlastRadiusHeldAcrossRestart: the revision a policy's objects were
+// synced to is in its record, so a revision held when Sprout stops is
+// still held by the Sprout that starts next, and one that changed while
+// Sprout was stopped is held too.
+func TestBlastRadiusHeldAcrossRestart(t *testing.T) {
+	opts := reconcile.DefaultOptions()
+	opts.BlastRadius = "0"
+	_, stop := launchController(t, cfg, opts)
+	tb := newTable(t, "blast-restart")
+	tb.applyPolicy(derivedPolicy("blast-restart", "blast-restart", "out", "one", true, false))
+	t.Cleanup(func() { tb.deletePolicy("blast-restart") })
+	tb.trigger("a", "blast-restart", "a")
+	tb.waitFor("the first revision's object", "a-out", holds("policy", "one"))
+	tb.applyPolicy(derivedPolicy("blast-restart", "blast-restart", "out", "two", true, false))
+	waitHeld(t, "blast-restart", "would delete 0 and overwrite 1 of the policy's 1 objects")
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+
+	tb.applyPolicy(derivedPolicy("blast-restart", "blast-restart", "out", "three", true, false))
+	runController(t, func(o *reconcile.Options) { o.BlastRadius = "0" })
+	waitHeld(t, "blast-restart", "revision "+revisionOf(t, "blast-restart")+" would delete 0 and overwrite 1")
+	if cm := tb.get("a-out"); cm.Data["policy"] != "one" {
+		t.Errorf("after a restart, a-out was overwritten: %v", cm.Data)
+	}
+}
