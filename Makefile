@@ -20,7 +20,7 @@ KUBE_LDFLAGS := -s -w \
 APISERVER_STAMP := $(BIN)/.kube-apiserver-$(KUBE_VERSION)
 ETCD_STAMP := $(BIN)/.etcd-$(ETCD_VERSION)
 
-.PHONY: all build image release tools git lint test test-packages test-kyverno-crds test-release fuzz bench bench-go run vet generate clean
+.PHONY: all build image release tools git lint test test-packages test-kyverno-crds test-release fuzz bench bench-go run run-cluster vet generate clean
 
 space := $(subst ,, )
 
@@ -186,6 +186,12 @@ bench-go: tools
 run: tools git
 	CGO_ENABLED=0 $(GO) build $(SPROUT_BUILD_FLAGS) -tags demo -o $(BIN)/sprout-demo ./cmd/sprout
 	$(BIN)/sprout-demo demo $(ARGS)
+
+## run-cluster: KUBECONFIG=…: the demo on a cluster you have, without building or starting a control plane (the CRDs it lacks are installed; what it applies is deleted at the end)
+run-cluster: git
+	@test -n '$(KUBECONFIG)' || { echo "make run-cluster: set KUBECONFIG to the cluster's kubeconfig" >&2; exit 2; }
+	CGO_ENABLED=0 $(GO) build $(SPROUT_BUILD_FLAGS) -tags demo -o $(BIN)/sprout-demo ./cmd/sprout
+	$(BIN)/sprout-demo demo --existing-cluster --kubeconfig '$(KUBECONFIG)' $(ARGS)
 
 vet:
 	$(GO) vet ./...
