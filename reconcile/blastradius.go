@@ -121,9 +121,16 @@ func (s *syncer) guardFor(run *syncRun, w writer) *guard {
 	case cp.Policy.GetAnnotations()[AnnotationApprovedRevision] == run.revision:
 		return nil
 	}
-	g := &guard{real: w, dry: w, limit: limit, limitErr: err, dryRun: s.dryRun}
-	if a, ok := w.(*inventory.Applier); ok {
-		g.dry = a.DryRun()
+	g := &guard{real: w, limit: limit, limitErr: err, dryRun: s.dryRun}
+	// A running controller's writers are Appliers, a plan's their dry runs
+	// (writerOf).
+	switch w := w.(type) {
+	case *inventory.Applier:
+		g.dry = w.DryRun()
+	case inventory.DryRun:
+		g.dry = w
+	default:
+		panic(fmt.Sprintf("blast-radius guard: no dry run of a %T", w))
 	}
 	return g
 }
