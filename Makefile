@@ -20,7 +20,7 @@ KUBE_LDFLAGS := -s -w \
 APISERVER_STAMP := $(BIN)/.kube-apiserver-$(KUBE_VERSION)
 ETCD_STAMP := $(BIN)/.etcd-$(ETCD_VERSION)
 
-.PHONY: all build image release tools git lint test test-packages test-kyverno-crds test-release fuzz bench bench-go run vet generate clean
+.PHONY: all build image release tools git lint test test-packages test-kyverno-crds test-release fuzz bench bench-go run run-cluster vet generate clean
 
 space := $(subst ,, )
 
@@ -69,8 +69,23 @@ release:
 	$(GO) run ./hack/release -version '$(VERSION)' -commit "$$commit" -date "$$date" -dist '$(DIST)'
 	@cd '$(DIST)' && echo "release $(VERSION) in $(DIST):" && ls -1
 
-## tools: kube-apiserver and etcd for tests and the demo, built once into bin/
+## tools: kube-apiserver and etcd for tests and the demo: prebuilt ones reused, else built once into bin/
+# Prebuilt binaries are reused when present, offline: $KUBEBUILDER_ASSETS
+# (its kube-apiserver 1.$(KUBE_MINOR).x), bin/ as built here, or
+# setup-envtest's cache (hack/controlplane/assets.sh says where it looks).
+# Whichever is found is exported as KUBEBUILDER_ASSETS, which the tests and
+# the demo read; only when none is, both are built from source (about 6
+# minutes on a cold 2-core machine, most of it kube-apiserver).
+BIN_READY := $(and $(wildcard $(APISERVER_STAMP)),$(wildcard $(ETCD_STAMP)))
+CONTROL_PLANE := $(shell KUBE_MINOR='$(KUBE_MINOR)' BIN_READY='$(BIN_READY)' BIN='$(BIN)' hack/controlplane/assets.sh)
+ifeq ($(CONTROL_PLANE),)
+export KUBEBUILDER_ASSETS := $(BIN)
 tools: $(APISERVER_STAMP) $(ETCD_STAMP)
+else
+export KUBEBUILDER_ASSETS := $(CONTROL_PLANE)
+tools:
+	@echo "kube-apiserver and etcd: $(CONTROL_PLANE)"
+endif
 
 $(APISERVER_STAMP):
 	@mkdir -p $(BIN)
@@ -171,6 +186,12 @@ bench-go: tools
 run: tools git
 	CGO_ENABLED=0 $(GO) build $(SPROUT_BUILD_FLAGS) -tags demo -o $(BIN)/sprout-demo ./cmd/sprout
 	$(BIN)/sprout-demo demo $(ARGS)
+
+## run-cluster: KUBECONFIG=…: the demo on a cluster you have, without building or starting a control plane (the CRDs it lacks are installed; what it applies is deleted at the end)
+run-cluster: git
+	@test -n '$(KUBECONFIG)' || { echo "make run-cluster: set KUBECONFIG to the cluster's kubeconfig" >&2; exit 2; }
+	CGO_ENABLED=0 $(GO) build $(SPROUT_BUILD_FLAGS) -tags demo -o $(BIN)/sprout-demo ./cmd/sprout
+	$(BIN)/sprout-demo demo --existing-cluster --kubeconfig '$(KUBECONFIG)' $(ARGS)
 
 vet:
 	$(GO) vet ./...

@@ -60,6 +60,11 @@ type Options struct {
 	// generate; more is an evaluation error. A policy's annotation
 	// sprout.dev/max-objects-per-trigger overrides it.
 	MaxObjectsPerTrigger int
+	// BlastRadius is the threshold of the blast-radius guard for the
+	// policies without the annotation sprout.dev/blast-radius: a count
+	// ("10"), a percentage of a policy's objects ("20%"), or "off" (also
+	// ""), the default, which writes every revision at once as Kyverno does.
+	BlastRadius string
 	// EvaluationTimeout bounds one evaluation of a policy for one trigger
 	// by the wall clock; longer is an evaluation error. 0 is
 	// celenv.DefaultEvaluationTimeout.

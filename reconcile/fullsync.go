@@ -95,7 +95,7 @@ func (f fullSync) pruneUnwanted(ctx context.Context, run *syncRun, w writer, g *
 		s.states.Of(run.key).Ledger().NoteOwn(pruned)
 	}
 	// A binding refused for its role goes whatever else the sync found.
-	pruned, refusedErr := s.checks.pruneRefused(ctx, w, run.key, g.verdicts)
+	pruned, refusedErr := s.checks.pruneRefused(ctx, unguarded(w), run.key, g.verdicts)
 	changes.Changes = append(changes.Changes, pruned.Changes...)
 	run.phase.Done("prune")
 	if changes.Written() {

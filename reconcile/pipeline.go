@@ -34,6 +34,9 @@ type syncer struct {
 	log     *slog.Logger
 	// dryRun: the syncs only plan (Options.DryRun).
 	dryRun bool
+	// blastRadius is the threshold of policies without their own
+	// (Options.BlastRadius).
+	blastRadius string
 
 	eval    *evaluate.Evaluator
 	ledger  *ledger.Ledger
@@ -102,7 +105,7 @@ type syncReads interface {
 // newSyncer makes c's sync pipeline, once its parts are made.
 func newSyncer(c *Controller, writers *access.Writers[writer]) *syncer {
 	s := &syncer{loop: syncerCore{c}, checks: syncChecks{c}, cache: c.intake, log: c.log, dryRun: c.opts.DryRun,
-		eval: c.eval, ledger: c.ledger, tell: c.tell, metrics: c.metrics, rbac: c.rights.RBAC(),
+		blastRadius: c.opts.BlastRadius, eval: c.eval, ledger: c.ledger, tell: c.tell, metrics: c.metrics, rbac: c.rights.RBAC(),
 		writers: writers, created: c.created, reads: c.reads, states: c.states, live: c.intake.live()}
 	s.matcher = &triggerMatcher{loop: s.loop, checks: s.checks, watch: c.intake, informers: c.intake.triggers,
 		eval: c.eval, ledger: c.ledger, tell: c.tell, states: c.states, log: c.log, dryRun: c.opts.DryRun,

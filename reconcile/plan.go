@@ -40,6 +40,9 @@ type PolicyPlan struct {
 	// Err is why the policy could not be planned whole (it does not
 	// compile, an evaluation failed, the API server refused a dry run).
 	Err error
+	// Held, when not empty, says that the blast-radius guard would hold
+	// the deletions and overwrites among Changes, and why.
+	Held string
 }
 
 // plans keeps the last sync's changes per policy, in a dry run.
@@ -56,7 +59,7 @@ func (p *plans) get(key policy.Key) (PolicyPlan, bool) {
 }
 
 // keep keeps what a dry-run sync of the policy found.
-func (p *plans) keep(key policy.Key, changes inventory.ChangeSet, err error) {
+func (p *plans) keep(key policy.Key, changes inventory.ChangeSet, err error, held string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.byKey == nil {
@@ -64,7 +67,7 @@ func (p *plans) keep(key policy.Key, changes inventory.ChangeSet, err error) {
 	}
 	// Triggers come from the caches in no order: a plan lists by object.
 	slices.SortStableFunc(changes.Changes, func(a, b inventory.Change) int { return strings.Compare(a.ID, b.ID) })
-	p.byKey[key] = PolicyPlan{Policy: key.String(), Changes: changes, Err: err}
+	p.byKey[key] = PolicyPlan{Policy: key.String(), Changes: changes, Err: err, Held: held}
 }
 
 // Plan computes, for every policy the sources deliver, what a sync would

@@ -2,6 +2,7 @@ package reconcile
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/sprout-gitops/sprout/inventory"
@@ -40,6 +41,21 @@ type syncReport struct {
 	// triggers are those the sync generated for, told with
 	// Options.TriggerEvents.
 	triggers []policy.Trigger
+	// held says what the blast-radius guard held; unheldErr is out.Err
+	// without it.
+	held, unheldErr error
+}
+
+// hold makes a report of a sync whose deletions and overwrites were held
+// (held not nil): the policy is Stalled until the revision is approved,
+// whatever else the sync found.
+func (r *syncReport) hold(held error) {
+	r.unheldErr = r.out.Err
+	if held == nil {
+		return
+	}
+	r.held = held
+	r.out.Reason, r.out.Err = ReasonBlastRadiusExceeded, errors.Join(r.out.Err, held)
 }
 
 // liveReporter writes records, status and Events, and counts in metrics.
@@ -71,5 +87,9 @@ func (planReporter) progressing(policy.Key, *policy.Compiled) {}
 func (planReporter) record(context.Context, policy.Key, *policy.Compiled) error { return nil }
 
 func (p planReporter) report(r *syncReport) {
-	p.plans.keep(r.run.key, r.changes, r.out.Err)
+	if r.held != nil {
+		p.plans.keep(r.run.key, r.changes, r.unheldErr, r.held.Error())
+		return
+	}
+	p.plans.keep(r.run.key, r.changes, r.out.Err, "")
 }

@@ -50,5 +50,8 @@ func (c *Controller) dayTwoChanged(key policy.Key, was, now apiv1.Policy) bool {
 		c.intake.downstreamChanged(key)
 		c.kinds.Reset()
 	}
-	return requested || suspended(was) != suspended(now)
+	// An approval, or a new threshold, may release what a revision held.
+	guarded := was.GetAnnotations()[AnnotationApprovedRevision] != now.GetAnnotations()[AnnotationApprovedRevision] ||
+		was.GetAnnotations()[AnnotationBlastRadius] != now.GetAnnotations()[AnnotationBlastRadius]
+	return requested || guarded || suspended(was) != suspended(now)
 }

@@ -34,6 +34,8 @@ type syncRun struct {
 	// last (incremental.go); decisions are those its round decides with.
 	incremental bool
 	decisions   *inventory.Decisions
+	// revision is the policy's content revision (Revision).
+	revision string
 }
 
 // sync makes the cluster hold what one policy wants, computed from the
@@ -115,6 +117,11 @@ func (s *syncer) runPhases(ctx, outer context.Context, run *syncRun, sc scope) (
 	if err != nil {
 		return !run.incremental, err
 	}
+	run.revision = Revision(run.cp.Policy)
+	gd := s.guardFor(run, w)
+	if gd != nil {
+		w = gd
+	}
 	reader := s.cache.readerFor(run, as)
 	g, err := s.generate(ctx, run, w, reader)
 	s.recordReads(run, reader)
@@ -132,13 +139,27 @@ func (s *syncer) runPhases(ctx, outer context.Context, run *syncRun, sc scope) (
 		return true, err
 	}
 	changes, pruneErr := sc.prune(ctx, run, w, g)
+	var held error
+	// A sync whose applies or prunes failed knows only part of what the
+	// revision changes: it writes nothing held, and is retried.
+	if gd != nil && g.mapErr == nil && g.applyErr == nil && pruneErr == nil {
+		var releaseErr error
+		changes, releaseErr, held = s.releaseHeld(ctx, run, gd, changes)
+		pruneErr = errors.Join(pruneErr, releaseErr)
+	}
 	if stopping(outer) {
 		return true, nil
 	}
 	report := s.outcomeOf(ctx, run, g, changes, pruneErr)
+	report.hold(held)
+	if held == nil && errors.Join(run.matchErr, report.evalErr, g.mapErr, g.applyErr, pruneErr) == nil {
+		s.states.Of(run.key).Ledger().SetApplied(run.revision)
+	}
 	recordErr := s.conclude(ctx, run, report)
 	err = errors.Join(run.matchErr, report.evalErr, g.mapErr, g.applyErr, pruneErr, recordErr)
-	kept, dirty := sc.keep(run, g, changes, err)
+	// A held revision keeps no tally: each sync of it is a full one, which
+	// counts what it would change again.
+	kept, dirty := sc.keep(run, g, changes, errors.Join(err, held))
 	s.cache.endReads(run, kept, dirty, g.reads)
 	return true, err
 }

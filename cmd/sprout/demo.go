@@ -50,10 +50,14 @@ type demoOptions struct {
 	scenario string
 	once     bool
 	timeout  time.Duration
+	// existing, when set, is the cluster to run on instead of a local
+	// control plane (--existing-cluster).
+	existing func() (*rest.Config, error)
 }
 
 func newDemoCommand(g *globalFlags) *cobra.Command {
 	o := demoOptions{}
+	var existing bool
 	cmd := &cobra.Command{
 		Use:   "demo",
 		Short: "Run Sprout on a local control plane with an example policy",
@@ -82,11 +86,15 @@ With --once the demo stops by itself once the scenario's expected objects exist
 				return err
 			}
 			klog.SetSlogLogger(clientLogger(log))
+			if existing {
+				o.existing = g.restConfig
+			}
 			return runDemo(cmd.Context(), cmd.OutOrStdout(), log, o)
 		},
 	}
 	cmd.Flags().StringVar(&o.scenario, "scenario", "gitops", "the fixtures/ scenario to run: gitops (policies from Git) or one with a policy.yaml, such as zk-kafka-address")
 	cmd.Flags().BoolVar(&o.once, "once", false, "stop once the scenario's expected objects exist (for scripts)")
+	cmd.Flags().BoolVar(&existing, "existing-cluster", false, "run on the cluster of --kubeconfig ($KUBECONFIG) instead of a local control plane: the CRDs it lacks are installed, and what the demo applied is deleted at the end")
 	cmd.Flags().DurationVar(&o.timeout, "timeout", 2*time.Minute, "fail if the Git repository's first revision is not taken by then, and with --once if the expected objects do not all exist")
 	return cmd
 }
@@ -97,30 +105,21 @@ func runDemo(ctx context.Context, out io.Writer, log *slog.Logger, o demoOptions
 	if err != nil {
 		return err
 	}
-	fmt.Fprintln(out, "starting a local control plane (kube-apiserver and etcd from bin/)")
-	cp, err := controlplane.Start()
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if stopErr := cp.Stop(); stopErr != nil {
-			err = errors.Join(err, fmt.Errorf("stop control plane: %w", stopErr))
-		}
-		fmt.Fprintln(out, "stopped the control plane and removed its files")
-	}()
 	dir, err := os.MkdirTemp("", "sprout-demo-")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	if err := writeDemoKubeconfig(out, cp, dir); err != nil {
+	cfg, stop, err := demoCluster(ctx, out, o, dir)
+	if err != nil {
 		return err
 	}
+	defer func() { err = errors.Join(err, stop()) }()
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	repoDir := filepath.Join(dir, "platform")
-	controller, gitSource, err := newDemoController(out, cp.Config, log, sc, repoDir)
+	controller, gitSource, err := newDemoController(out, cfg, log, sc, repoDir)
 	if err != nil {
 		return err
 	}
@@ -134,11 +133,44 @@ func runDemo(ctx context.Context, out io.Writer, log *slog.Logger, o demoOptions
 	})
 	timeout := time.NewTimer(o.timeout)
 	defer timeout.Stop()
-	applier, err := applyTriggers(ctx, out, cp.Config, sc, gitSource, timeout.C, o.timeout)
+	applier, err := applyTriggers(ctx, out, cfg, sc, gitSource, timeout.C, o.timeout)
 	if err != nil || applier == nil {
 		return err
 	}
 	return showGenerated(ctx, out, applier, sc, o, repoDir, timeout.C)
+}
+
+// demoCluster starts the cluster the demo runs on: a local control plane
+// whose kubeconfig it writes into dir, or the existing cluster, made ready.
+// stop stops the one, and deletes from the other what the demo applied.
+func demoCluster(ctx context.Context, out io.Writer, o demoOptions, dir string) (*rest.Config, func() error, error) {
+	if o.existing != nil {
+		cfg, err := o.existing()
+		if err != nil {
+			return nil, nil, err
+		}
+		if err := startExistingCluster(ctx, out, cfg, o.scenario); err != nil {
+			return nil, nil, err
+		}
+		return cfg, func() error { return stopExistingCluster(out, cfg, o.scenario) }, nil
+	}
+	fmt.Fprintln(out, "starting a local control plane (kube-apiserver and etcd from bin/ or $KUBEBUILDER_ASSETS)")
+	cp, err := controlplane.Start()
+	if err != nil {
+		return nil, nil, err
+	}
+	stop := func() error {
+		err := cp.Stop()
+		fmt.Fprintln(out, "stopped the control plane and removed its files")
+		if err != nil {
+			return fmt.Errorf("stop control plane: %w", err)
+		}
+		return nil
+	}
+	if err := writeDemoKubeconfig(out, cp, dir); err != nil {
+		return nil, nil, errors.Join(err, stop())
+	}
+	return cp.Config, stop, nil
 }
 
 // demoScenario is the fixture a demo runs.

@@ -84,6 +84,7 @@ Exit status: 0 when nothing would change, 1 when something would, 2 on errors
 	registerAccounts(f, &o.accounts)
 	registerExceptionFlags(f, &o.accounts)
 	f.StringVarP(&o.output, "output", "o", "diff", "output format: diff (unified), table, yaml or json")
+	f.StringVar(&o.accounts.BlastRadius, "blast-radius", "off", "the blast-radius guard's threshold `sprout run` has (--blast-radius): a new revision beyond it is shown as held")
 	return cmd
 }
 
@@ -105,6 +106,9 @@ func runDiff(cmd *cobra.Command, g *globalFlags, o diffOptions, names []string) 
 	if err := reconcile.ValidateServiceAccountOptions(o.accounts); err != nil {
 		return err
 	}
+	if err := reconcile.ValidateBlastRadius(o.accounts.BlastRadius); err != nil {
+		return fmt.Errorf("--blast-radius: %w", err)
+	}
 	filter, err := newPlanFilter(names, pr)
 	if err != nil {
 		return err
@@ -122,6 +126,11 @@ func runDiff(cmd *cobra.Command, g *globalFlags, o diffOptions, names []string) 
 		return err
 	}
 	err = printPlans(cmd.OutOrStdout(), plans, o.output, pv)
+	for _, p := range plans {
+		if p.Held != "" {
+			fmt.Fprintf(cmd.ErrOrStderr(), "%s: held by the blast-radius guard: %s\n", p.Policy, p.Held)
+		}
+	}
 	fmt.Fprintln(cmd.ErrOrStderr(), planSummary(plans))
 	return err
 }
@@ -151,6 +160,7 @@ func planPolicies(cmd *cobra.Command, cfg *rest.Config, o diffOptions, filter *p
 	opts := reconcile.DefaultOptions()
 	opts.DefaultServiceAccount, opts.ServiceAccountNamespaces = o.accounts.DefaultServiceAccount, o.accounts.ServiceAccountNamespaces
 	opts.PolicyExceptions, opts.ExceptionNamespace = o.accounts.PolicyExceptions, o.accounts.ExceptionNamespace
+	opts.BlastRadius = o.accounts.BlastRadius
 	opts.DryRun, opts.Sources, opts.Logger, opts.ResyncSchedule = true, wrapped, log, ""
 	ctx, cancel := context.WithCancel(cmd.Context())
 	defer cancel()
@@ -233,6 +243,9 @@ func printPlans(out io.Writer, plans []reconcile.PolicyPlan, format string, pv *
 // printUnified writes one unified diff per object that would change.
 func printUnified(out io.Writer, plans []reconcile.PolicyPlan, pv *previews) error {
 	for _, p := range plans {
+		if p.Held != "" {
+			fmt.Fprintf(out, "# held %s: %s\n", p.Policy, p.Held)
+		}
 		for _, ch := range p.Changes.Changes {
 			if !written(ch.Action) {
 				continue
@@ -283,6 +296,8 @@ type plannedObject struct {
 	Object string         `json:"object"`
 	Before map[string]any `json:"before,omitempty"`
 	After  map[string]any `json:"after,omitempty"`
+	// Held: the blast-radius guard would hold this deletion or overwrite.
+	Held bool `json:"held,omitempty"`
 }
 
 // printStructured writes the objects that would change as a YAML or JSON list.
@@ -293,7 +308,7 @@ func printStructured(out io.Writer, plans []reconcile.PolicyPlan, format string)
 			if !written(ch.Action) {
 				continue
 			}
-			o := plannedObject{Policy: p.Policy, Action: string(ch.Action), Object: ch.ID}
+			o := plannedObject{Policy: p.Policy, Action: string(ch.Action), Object: ch.ID, Held: p.Held != "" && ch.Action != inventory.Created}
 			if ch.Before != nil {
 				o.Before = withoutBookkeeping(ch.Before).Object
 			}

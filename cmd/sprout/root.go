@@ -47,7 +47,7 @@ what every policy wants and applies it with server-side apply.`,
 	f.StringVar(&g.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	f.StringVar(&g.logFormat, "log-format", "text", "log format: text or json")
 	f.DurationVar(&g.requestTimeout, "request-timeout", 0, `how long to wait for one request to the API server before giving up ("10s", "1m"); 0 waits as long as the connection lasts`)
-	root.AddCommand(newRunCommand(g), newRenderCommand(), newDiffCommand(g), newInventoryCommand(g), newReconcileCommand(g), newSuspendCommand(g), newResumeCommand(g), newTestCommand(), newVersionCommand())
+	root.AddCommand(newRunCommand(g), newRenderCommand(), newDiffCommand(g), newInventoryCommand(g), newReconcileCommand(g), newSuspendCommand(g), newResumeCommand(g), newApproveCommand(g), newTestCommand(), newVersionCommand())
 	for _, c := range optionalCommands {
 		root.AddCommand(c(g))
 	}

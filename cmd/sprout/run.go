@@ -105,6 +105,7 @@ func registerRunFlags(f *pflag.FlagSet, g *globalFlags, opts *reconcile.Options,
 	ro.register(f, "run")
 	f.IntVar(&opts.MaxObjectsPerTrigger, "max-objects-per-trigger", opts.MaxObjectsPerTrigger, "the most objects one evaluation may generate; more is an error (a policy's annotation sprout.dev/max-objects-per-trigger overrides it)")
 	f.IntVar(&opts.MaxChain, "max-chain", opts.MaxChain, "how many policies a chain of generated objects may pass through, where policies set skipBackgroundRequests false; a cycle stops at once")
+	f.StringVar(&opts.BlastRadius, "blast-radius", "off", `the most objects of a policy a new revision of it may delete or overwrite before those writes wait for `+"`sprout approve`"+`: a count ("10"), a percentage of the policy's objects ("20%"), or off; creations never wait (a policy's annotation sprout.dev/blast-radius overrides it)`)
 	f.DurationVar(&opts.EvaluationTimeout, "evaluation-timeout", opts.EvaluationTimeout, "how long one evaluation of a policy for one trigger may take; longer is an error")
 	f.StringSliceVar(&ro.httpHosts, "http-allowed-hosts", nil, `the hosts policies may call with http.Get, Post and Put: "api.example.com", with a port to allow that port only, or "*.example.com" for its subdomains (default: none, every call fails)`)
 	f.DurationVar(&ro.httpTimeout, "http-timeout", celenv.DefaultHTTPTimeout, "how long one http.Get, Post or Put of a policy may take")
@@ -255,6 +256,9 @@ func registerAccounts(f *pflag.FlagSet, opts *reconcile.Options) {
 // validateRunFlags checks every flag that needs no cluster, so a typo is
 // reported at once rather than after the caches have synced.
 func validateRunFlags(opts *reconcile.Options, ro runOptions) error {
+	if err := reconcile.ValidateBlastRadius(opts.BlastRadius); err != nil {
+		return fmt.Errorf("--blast-radius: %w", err)
+	}
 	if err := reconcile.ValidateServiceAccountOptions(*opts); err != nil {
 		return err
 	}

@@ -41,6 +41,9 @@ type Entry struct {
 	// policy has created or found: they are never generated again; for a
 	// synchronizing policy, the objects it claims (ownership.go).
 	generated sets.Set[string]
+	// applied is the content revision the policy's objects were last
+	// synced to without error (the record's spec.applied).
+	applied string
 }
 
 // with runs f under the entry's lock; on a nil entry, not at all.
@@ -160,3 +163,14 @@ func (e *Entry) SetDerivedBy(d sproutv1alpha1.DerivedAdmissions) {
 func (e *Entry) ForgetAdmissions() {
 	e.with(func(e *Entry) { e.admitted, e.derived = nil, nil })
 }
+
+// Applied returns the content revision the policy's objects were last
+// synced to without error; "" before any.
+func (e *Entry) Applied() (rev string) {
+	e.with(func(e *Entry) { rev = e.applied })
+	return rev
+}
+
+// SetApplied records that the policy's objects are synced to rev; the
+// next save writes it to the record.
+func (e *Entry) SetApplied(rev string) { e.with(func(e *Entry) { e.applied = rev }) }

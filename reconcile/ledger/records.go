@@ -73,6 +73,9 @@ func (l *Ledger) Restore(key policy.Key, uid string, e *Entry) {
 		return
 	}
 	e.RestoreWritten(rec)
+	// Whatever policy object the record was of: its objects are those a
+	// new revision would overwrite or delete.
+	e.SetApplied(rec.Spec.Applied)
 	if rec.Spec.Policy.UID != uid {
 		return
 	}
@@ -98,6 +101,7 @@ func (l *Ledger) Save(ctx context.Context, key policy.Key, cp *policy.Compiled, 
 		Policy:      sproutv1alpha1.PolicyReference{Kind: key.Kind, Namespace: key.Namespace, Name: key.Name, UID: string(cp.Policy.GetUID())},
 		Source:      cp.Source,
 		Revision:    cp.Revision,
+		Applied:     e.Applied(),
 		Synchronize: spec.Synchronize(),
 		Orphan:      spec.OrphanDownstreamOnPolicyDelete(),
 		Activated:   &metav1.Time{Time: cp.Activated},

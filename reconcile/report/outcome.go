@@ -26,6 +26,10 @@ const (
 	ReasonProgressing = "Progressing"
 	// ReasonProgressingWithRetry: the last sync failed and is retried.
 	ReasonProgressingWithRetry = "ProgressingWithRetry"
+	// ReasonBlastRadiusExceeded: a new revision of the policy would delete
+	// or overwrite more of its objects than its blast radius allows; those
+	// writes wait for an approval of the revision.
+	ReasonBlastRadiusExceeded = "BlastRadiusExceeded"
 )
 
 // Outcome is what one sync found, for the policy's status.
@@ -93,7 +97,8 @@ type Stalling interface {
 // the objects in its way lifts it. Every such change queues the policy.
 func (o Outcome) Stalled() bool {
 	switch o.Reason {
-	case ReasonCompileFailed, ReasonInvalidServiceAccount, ReasonRefused, ReasonNotOwned, ReasonUnobservableTrigger, ReasonSuspended:
+	case ReasonCompileFailed, ReasonInvalidServiceAccount, ReasonRefused, ReasonNotOwned, ReasonUnobservableTrigger, ReasonSuspended,
+		ReasonBlastRadiusExceeded:
 		return true
 	case ReasonMatchFailed:
 		if stalls, transient := stallings(o.Err); stalls && !transient {

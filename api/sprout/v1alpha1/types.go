@@ -64,6 +64,14 @@ type PolicyInventorySpec struct {
 	// +optional
 	Revision string `json:"revision,omitempty"`
 
+	// Applied is the content revision of the policy (a hash of its spec)
+	// that its objects were last synced to without error. The blast-radius
+	// guard holds the deletions and overwrites of any other revision above
+	// the policy's threshold until it is approved; absent, the first
+	// revision synced is taken as applied.
+	// +optional
+	Applied string `json:"applied,omitempty"`
+
 	// Synchronize and Orphan are the policy's last known settings: a policy
 	// deleted while Sprout was not running is cleaned up by them.
 	// +optional
