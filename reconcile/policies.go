@@ -30,11 +30,16 @@ func (c *Controller) compile(p sources.Policy) *policy.Compiled {
 	if mc := p.PolicySpec().MatchConstraints; mc != nil {
 		cp.Criteria = policy.NewCriteria(*mc)
 		cp.Operations = operationsFor(mc.ResourceRules)
+		cp.Admission = p.PolicySpec().AdmissionEnabled()
+		existing := p.PolicySpec().GenerateExisting()
 		cp.Derives = sproutv1alpha1.DerivedAdmissions{
-			GenerateExisting: p.PolicySpec().GenerateExisting(),
+			GenerateExisting: existing && cp.Admission,
 			// Creation admits only where the rules list CREATE: a DELETE-only
 			// policy generates from tombstones, never from live triggers.
-			Created: cp.Operations.Has("*") || cp.Operations.Has(string(admission.Create)),
+			Created: cp.Admission && (cp.Operations.Has("*") || cp.Operations.Has(string(admission.Create))),
+			// Without admission, as in Kyverno, only generateExisting
+			// generates: for the triggers that were there before the policy.
+			Existing: existing && !cp.Admission,
 		}
 		cp.Triggers, cp.Refused, cp.ResolveErr = c.rights.Resolve(c.ctx, p.Policy)
 		cp.Selector = policy.PushedSelector(cp)
