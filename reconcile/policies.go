@@ -47,6 +47,21 @@ func (c *Controller) compile(p sources.Policy) *policy.Compiled {
 	return cp
 }
 
+// keepGeneratedOnSyncOff has a policy whose synchronize is switched off
+// (cur, its running generation, synchronizes; next does not) remember the
+// objects it owns now as generated, before its first sync without
+// synchronize: one deleted meanwhile stays deleted, as Kyverno's does.
+func (c *Controller) keepGeneratedOnSyncOff(key policy.Key, cur, next *policy.Compiled) {
+	if cur == nil || cur.Policy.GetUID() != next.Policy.GetUID() ||
+		!cur.Policy.PolicySpec().Synchronize() || next.Policy.PolicySpec().Synchronize() {
+		return
+	}
+	if err := c.ledger.NoteOwned(key); err != nil {
+		c.log.Error("objects of a policy whose synchronize is switched off not all listed: one deleted before its next sync is generated again",
+			"policy", key.String(), "error", err.Error())
+	}
+}
+
 // operationsFor lists the operations the resource rules name.
 func operationsFor(rules []admissionregistrationv1.NamedRuleWithOperations) sets.Set[string] {
 	ops := sets.New[string]()
