@@ -204,6 +204,11 @@ func (s *syncer) generatePart(ctx context.Context, ps *parts, part []policy.Trig
 			ch, err := ps.w.Apply(ctx, again, s.live, inventory.ApplyOptions{Synchronize: true, Alive: ps.alive, Claimed: claimed})
 			p.changes.Changes = append(p.changes.Changes, ch.Changes...)
 			p.err = errors.Join(p.err, err)
+			for _, c := range ch.Changes {
+				if c.Action == inventory.Failed { // tried again at the next sync
+					s.states.Of(run.key).Updated(types.UID(c.TriggerUID))
+				}
+			}
 		}
 	}
 	if last {
