@@ -51,10 +51,11 @@ type Compiled struct {
 }
 
 // Derived reports whether settings d admit, without a record of it, a
-// trigger created at created of a policy activated at activated.
+// trigger created at created of a policy activated at activated. A
+// trigger of the policy's own second is both new and existing: timestamps
+// have whole seconds, and generating once too many beats losing one.
 func Derived(d sproutv1alpha1.DerivedAdmissions, created, activated time.Time) bool {
-	isNew := !created.Before(activated)
-	return d.GenerateExisting || d.Created && isNew || d.Existing && !isNew
+	return d.GenerateExisting || d.Created && !created.Before(activated) || d.Existing && !created.After(activated)
 }
 
 // String names the policy and its generation, for logs.

@@ -124,8 +124,8 @@ type DerivedAdmissions struct {
 	// Created admits the triggers created since the policy's activation.
 	Created bool `json:"created"`
 	// Existing admits the matching triggers created before the policy's
-	// activation: generateExisting with admission off, where new
-	// triggers get nothing. Absent in records written before it.
+	// activation, or in its second: generateExisting with admission off,
+	// where new triggers get nothing. Absent in records written before it.
 	// +optional
 	Existing bool `json:"existing,omitempty"`
 }
