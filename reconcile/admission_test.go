@@ -1,10 +1,16 @@
 package reconcile_test
 
 import (
+	"context"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic"
+
+	apiv1 "github.com/sprout-gitops/sprout/api/policies/v1"
 )
 
 // withoutAdmission turns evaluation.admission off in a policy of
@@ -29,6 +35,8 @@ func TestAdmissionDisabledGeneratesOnlyForExisting(t *testing.T) {
 	t.Cleanup(func() { tb.deletePolicy("no-adm-gex"); tb.deletePolicy("no-adm") })
 	tb.waitFor("the existing trigger's object", "old-gex", exists)
 
+	// A trigger of the policy's own second counts as existing too.
+	waitForNextSecond(t, policyCreated(t, "no-adm-gex"))
 	tb.trigger("new", "no-admission", "n1")
 	tb.trigger("new", "no-admission", "n2") // an UPDATE admits nothing either
 	// A change of the existing trigger, which a synchronizing policy
@@ -79,4 +87,14 @@ func TestServerSideApplyReappliesOnTriggerUpdate(t *testing.T) {
 	tb.waitFor("the downstream applied at the next UPDATE", "a-out", func(cm *corev1.ConfigMap) bool {
 		return cm != nil && cm.Data["from"] == "a3"
 	})
+}
+
+// policyCreated returns a GeneratingPolicy's creationTimestamp.
+func policyCreated(t *testing.T, name string) time.Time {
+	t.Helper()
+	u, err := dynamic.NewForConfigOrDie(cfg).Resource(apiv1.GeneratingPolicies).Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u.GetCreationTimestamp().Time
 }
