@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/rest"
 
 	"github.com/sprout-gitops/sprout/api/kyverno/v2beta1"
 	"github.com/sprout-gitops/sprout/celenv"
@@ -17,18 +19,33 @@ import (
 // quotes.
 const maxErrorBodyBytes = 256
 
-// callSource serves an apiCall entry: the service is called at the entry's
-// refresh interval through the http rules of policies (allowed hosts,
-// timeout, response size), each refresh tried up to its retry limit, as
-// Kyverno polls it. The data is the answer's JSON.
+// callSource serves an apiCall entry: the call is made at the entry's
+// refresh interval, each refresh tried up to its retry limit, as Kyverno
+// polls it. The data is the answer's JSON. A service is called through
+// the http rules of policies (allowed hosts, timeout, response size); a
+// urlPath is read from the API server with Sprout's rights.
 type callSource struct {
-	http     *celenv.HTTP // nil: no host is allowed
-	call     celenv.HTTPCall
+	// what names the call in errors: its method and URL or path.
+	what     string
+	fetch    func(ctx context.Context) (raw []byte, status int, err error)
 	interval time.Duration
 	tries    int
 }
 
-func newCallSource(web *celenv.HTTP, c *v2beta1.ExternalAPICall) (callSource, error) {
+func newCallSource(web *celenv.HTTP, api rest.Interface, c *v2beta1.ExternalAPICall) (callSource, error) {
+	src := callSource{interval: c.Interval(), tries: c.Tries()}
+	if c.URLPath != "" {
+		src.what = "GET " + c.URLPath
+		src.fetch = func(ctx context.Context) ([]byte, int, error) {
+			if api == nil {
+				return nil, 0, errors.New("no client for the API server")
+			}
+			var status int
+			raw, err := api.Get().AbsPath(c.URLPath).Do(ctx).StatusCode(&status).Raw()
+			return raw, status, err
+		}
+		return src, nil
+	}
 	call := celenv.HTTPCall{Method: c.Method, URL: c.Service.URL, CABundle: c.Service.CABundle, Headers: map[string]string{}}
 	if call.Method == "" {
 		call.Method = "GET"
@@ -50,7 +67,14 @@ func newCallSource(web *celenv.HTTP, c *v2beta1.ExternalAPICall) (callSource, er
 		call.Body = raw
 		call.Headers["Content-Type"] = "application/json"
 	}
-	return callSource{http: web, call: call, interval: c.Interval(), tries: c.Tries()}, nil
+	src.what = call.Method + " " + call.URL
+	src.fetch = func(ctx context.Context) ([]byte, int, error) {
+		if web == nil {
+			return nil, 0, errors.New("no host is allowed (the operator allows hosts with --http-allowed-hosts)")
+		}
+		return web.Fetch(ctx, call)
+	}
+	return src, nil
 }
 
 func (c callSource) run(ctx context.Context, s sink) {
@@ -72,7 +96,7 @@ func (c callSource) run(ctx context.Context, s sink) {
 			var data any
 			if err := json.Unmarshal(raw, &data); err != nil {
 				last, lastErr = nil, "the answer is not JSON"
-				s.loaded(nil, fmt.Errorf("%s %s: the answer is not JSON: %w", c.call.Method, c.call.URL, err))
+				s.loaded(nil, fmt.Errorf("%s: the answer is not JSON: %w", c.what, err))
 				return
 			}
 			last, lastErr = raw, ""
@@ -84,22 +108,19 @@ func (c callSource) run(ctx context.Context, s sink) {
 
 // refresh makes the call, tried up to c.tries times with Kyverno's backoff.
 func (c callSource) refresh(ctx context.Context) ([]byte, error) {
-	if c.http == nil {
-		return nil, fmt.Errorf("%s %s: no host is allowed (the operator allows hosts with --http-allowed-hosts)", c.call.Method, c.call.URL)
-	}
 	var raw []byte
 	var err error
 	backoff := wait.Backoff{Duration: 10 * time.Millisecond, Factor: 1, Jitter: 0.1, Steps: c.tries}
 	_ = wait.ExponentialBackoffWithContext(ctx, backoff, func(ctx context.Context) (bool, error) {
 		var status int
-		raw, status, err = c.http.Fetch(ctx, c.call)
+		raw, status, err = c.fetch(ctx)
 		if err == nil && (status < 200 || status > 299) {
 			err = fmt.Errorf("HTTP %d: %s", status, truncate(raw))
 		}
 		return err == nil, nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("%s %s: %w", c.call.Method, c.call.URL, err)
+		return nil, fmt.Errorf("%s: %w", c.what, err)
 	}
 	return raw, nil
 }

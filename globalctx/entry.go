@@ -38,8 +38,9 @@ type entry struct {
 	name        string
 	generation  int64
 	projections []projection
-	// resource is what a kubernetesResource entry caches; nil otherwise.
-	resource *v2beta1.KubernetesResource
+	// read is what the entry's data is read from in the cluster, with
+	// Sprout's rights; nil for a call to a web service.
+	read *v2beta1.APIRead
 	// waiting holds an entry not loaded as the store was full, until
 	// another is deleted; nil otherwise. Guarded by the store's lock.
 	waiting *v2beta1.GlobalContextEntry
@@ -58,8 +59,15 @@ type entry struct {
 var errNotLoaded = errors.New("not loaded yet")
 
 func newEntry(gce *v2beta1.GlobalContextEntry) *entry {
-	e := &entry{name: gce.Name, generation: gce.Generation, loaded: make(chan struct{}), err: errNotLoaded, stop: func() {},
-		resource: gce.Spec.KubernetesResource}
+	e := &entry{name: gce.Name, generation: gce.Generation, loaded: make(chan struct{}), err: errNotLoaded, stop: func() {}}
+	switch spec := gce.Spec; {
+	case spec.KubernetesResource != nil:
+		e.read = &v2beta1.APIRead{Verb: "list", Resource: spec.KubernetesResource.GVR(), Namespace: spec.KubernetesResource.Namespace}
+	case spec.APICall != nil && spec.APICall.URLPath != "":
+		if read, ok := spec.APICall.Read(); ok { // validated
+			e.read = &read
+		}
+	}
 	for _, p := range gce.Spec.Projections {
 		// Validated: the expression compiles.
 		jp, err := jmespath.Compile(p.JMESPath)

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/sprout-gitops/sprout/api/kyverno/v2beta1"
@@ -29,6 +30,9 @@ type Options struct {
 	// HTTP makes the apiCall entries' calls, to the hosts it allows; nil
 	// allows none.
 	HTTP *celenv.HTTP
+	// API reads the urlPath of apiCall entries from the API server, with
+	// Sprout's rights; nil fails them.
+	API rest.Interface
 	// WriteStatus writes each entry's Ready condition and lastRefreshTime
 	// as Kyverno does. Leave it off where Kyverno's controller also serves
 	// the entries, so that the two do not write the status in turn.
@@ -138,16 +142,18 @@ func (s *Store) Listed() (bool, error) {
 	return s.synced(), s.listErr
 }
 
-// Resource returns the resource and namespace a kubernetesResource entry
-// caches; ok is false for any other entry.
-func (s *Store) Resource(name string) (gvr schema.GroupVersionResource, namespace string, ok bool) {
+// Read returns the read an entry's data comes from, which a policy's
+// account must be allowed to serve it: the list of what a
+// kubernetesResource entry caches, or the get or list of an apiCall's
+// urlPath. ok is false for any other entry.
+func (s *Store) Read(name string) (verb string, gvr schema.GroupVersionResource, namespace string, ok bool) {
 	s.mu.RLock()
 	e, found := s.entries[name]
 	s.mu.RUnlock()
-	if !found || e.resource == nil {
-		return schema.GroupVersionResource{}, "", false
+	if !found || e.read == nil {
+		return "", schema.GroupVersionResource{}, "", false
 	}
-	return e.resource.GVR(), e.resource.Namespace, true
+	return e.read.Verb, e.read.Resource, e.read.Namespace, true
 }
 
 // upsert serves a new entry, or serves a changed one afresh; a status
@@ -204,7 +210,7 @@ func (s *Store) start(ctx context.Context, e *entry, gce *v2beta1.GlobalContextE
 	if r := gce.Spec.KubernetesResource; r != nil {
 		src = resourceSource{client: s.opts.Client, gvr: r.GVR(), namespace: r.Namespace}
 	} else {
-		call, err := newCallSource(s.opts.HTTP, gce.Spec.APICall)
+		call, err := newCallSource(s.opts.HTTP, s.opts.API, gce.Spec.APICall)
 		if err != nil {
 			s.loaded(e, nil, fmt.Errorf("GlobalContextEntry %s: %w", e.name, err))
 			return

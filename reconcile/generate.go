@@ -7,6 +7,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 
 	sproutv1alpha1 "github.com/sprout-gitops/sprout/api/sprout/v1alpha1"
@@ -81,6 +82,9 @@ type parts struct {
 	// recorded are the resources the record named at its last save;
 	// rebuiltAt, those the last rebuild looked in.
 	recorded, rebuiltAt int
+	// updated are the triggers an UPDATE selected since the last sync,
+	// whose objects a policy that reappliesOnUpdate applies again.
+	updated sets.Set[types.UID]
 }
 
 // generate evaluates the policy for its triggers and applies what they
@@ -95,7 +99,7 @@ type parts struct {
 // after an apply leaves nothing unfound and forgets no admission). An
 // error of that, or caches still syncing, stops the sync: the parts
 // applied stay applied, and nothing is pruned.
-func (s *syncer) generate(ctx context.Context, run *syncRun, w writer, reader *evaluate.Reader) (*generation, error) {
+func (s *syncer) generate(ctx context.Context, run *syncRun, w writer, reader *evaluate.Reader) (_ *generation, retErr error) {
 	cp, triggers := run.cp, run.triggers
 	// Most policies generate one object a trigger.
 	g := &generation{changes: inventory.ChangeSet{Changes: make([]inventory.Change, 0, len(triggers))}, verdicts: access.NewVerdicts(), failed: sets.New[string]()}
@@ -116,6 +120,17 @@ func (s *syncer) generate(ctx context.Context, run *syncRun, w writer, reader *e
 		triggers = nil // nothing is evaluated, and nothing pruned
 	}
 	ps.limit = limit
+	if reappliesOnUpdate(cp) {
+		st := s.states.Of(run.key)
+		ps.updated = st.TakeUpdated()
+		defer func() {
+			if retErr != nil { // stopped before every part was applied
+				for uid := range ps.updated {
+					st.Updated(uid)
+				}
+			}
+		}()
+	}
 	defer func() {
 		// On every return: the applies under way end first, then the round.
 		for _, p := range ps.applying {
@@ -169,18 +184,32 @@ func (s *syncer) generatePart(ctx context.Context, ps *parts, part []policy.Trig
 	if err := s.recordAhead(ctx, ps, gvrs); err != nil {
 		return err
 	}
-	toWrite := desired
+	toWrite, again := desired, []*unstructured.Unstructured(nil)
 	if !ps.sync {
-		toWrite = s.states.Of(run.key).Ledger().NotYetGenerated(desired)
+		again, toWrite = splitUpdated(desired, ps.updated)
+		toWrite = s.states.Of(run.key).Ledger().NotYetGenerated(toWrite)
 	}
+	claimed := func(triggerUID, id string) bool { return s.states.Of(run.key).Ledger().Claims(triggerUID, id) }
 	opts := inventory.ApplyOptions{Synchronize: ps.sync, Alive: ps.alive, Round: ps.round, Settled: want.settled}
 	if ps.sync {
-		opts.Claimed = func(triggerUID, id string) bool { return s.states.Of(run.key).Ledger().Claims(triggerUID, id) }
+		opts.Claimed = claimed
 	}
 	p := &partApply{want: want, part: part, done: make(chan struct{})}
 	apply := func() {
 		defer close(p.done)
 		p.changes, p.err = ps.w.Apply(ctx, toWrite, s.live, opts)
+		if len(again) > 0 {
+			// Applied as a synchronizing policy applies them, once: the
+			// policy's fields are put back, other managers' kept.
+			ch, err := ps.w.Apply(ctx, again, s.live, inventory.ApplyOptions{Synchronize: true, Alive: ps.alive, Claimed: claimed})
+			p.changes.Changes = append(p.changes.Changes, ch.Changes...)
+			p.err = errors.Join(p.err, err)
+			for _, c := range ch.Changes {
+				if c.Action == inventory.Failed { // tried again at the next sync
+					s.states.Of(run.key).Updated(types.UID(c.TriggerUID))
+				}
+			}
+		}
 	}
 	if last {
 		apply()
@@ -190,6 +219,22 @@ func (s *syncer) generatePart(ctx context.Context, ps *parts, part []policy.Trig
 	ps.applying = append(ps.applying, p)
 	g.objects += len(desired) + want.settledLen()
 	return nil
+}
+
+// splitUpdated parts desired objects into those of the triggers updated,
+// by the origin label each carries, and the others.
+func splitUpdated(desired []*unstructured.Unstructured, updated sets.Set[types.UID]) (of, others []*unstructured.Unstructured) {
+	if updated.Len() == 0 {
+		return nil, desired
+	}
+	for _, o := range desired {
+		if updated.Has(types.UID(o.GetLabels()[sproutv1alpha1.LabelTriggerUID])) {
+			of = append(of, o)
+		} else {
+			others = append(others, o)
+		}
+	}
+	return of, others
 }
 
 // recordAhead watches the resources a part writes to and names them in

@@ -55,6 +55,12 @@ spec:
 `, `apiVersion: kyverno.io/v2beta1
 kind: GlobalContextEntry
 metadata:
+  name: gctx-sa-secret-path
+spec:
+  apiCall: {urlPath: /api/v1/namespaces/gctx-sa/secrets/token, refreshInterval: 1s}
+`, `apiVersion: kyverno.io/v2beta1
+kind: GlobalContextEntry
+metadata:
   name: gctx-sa-configmaps
 spec:
   kubernetesResource: {version: v1, resource: configmaps, namespace: gctx-sa}
@@ -79,7 +85,19 @@ spec:
 		return c != nil && c.Reason == reconcile.ReasonEvaluationFailed && strings.Contains(c.Message, `globalContext.Get("gctx-sa-secrets")`) &&
 			strings.Contains(c.Message, "ServiceAccount gctx-sa/reader may not list secrets.v1 in namespace gctx-sa"), err
 	})
-	if tb.get("steal-out") != nil {
-		t.Error("the account read a Secret through an entry")
+	// A urlPath is read with Sprout's rights too, and served only to a
+	// policy whose account may make the same read.
+	tb.applyPolicy(asReader("gctx-sa-path-refused", `string(globalContext.Get("gctx-sa-secret-path", "").data.token)`))
+	t.Cleanup(func() { tb.deletePolicy("gctx-sa-path-refused") })
+	tb.trigger("steal-path", "gctx-sa-path-refused", "x")
+	poll(t, "the refused urlPath entry on the policy", func(ctx context.Context) (bool, error) {
+		c, err := policyCondition(ctx, "gctx-sa-path-refused")
+		return c != nil && c.Reason == reconcile.ReasonEvaluationFailed && strings.Contains(c.Message, `globalContext.Get("gctx-sa-secret-path")`) &&
+			strings.Contains(c.Message, "ServiceAccount gctx-sa/reader may not get secrets.v1 in namespace gctx-sa"), err
+	})
+	for _, name := range []string{"steal-out", "steal-path-out"} {
+		if tb.get(name) != nil {
+			t.Errorf("the account read a Secret through an entry (%s)", name)
+		}
 	}
 }

@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	"sigs.k8s.io/yaml"
 
@@ -30,7 +31,8 @@ import (
 // status, and a controller reading it, until the test ends.
 func runGlobalContext(t *testing.T, web *celenv.HTTP, edits ...func(*reconcile.Options)) {
 	t.Helper()
-	store := globalctx.New(globalctx.Options{Client: dynamic.NewForConfigOrDie(cfg), HTTP: web, WriteStatus: true})
+	api := discovery.NewDiscoveryClientForConfigOrDie(cfg).RESTClient()
+	store := globalctx.New(globalctx.Options{Client: dynamic.NewForConfigOrDie(cfg), API: api, HTTP: web, WriteStatus: true})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); store.Run(ctx) }()
@@ -213,8 +215,9 @@ spec:
 	}
 }
 
-// An entry Sprout refuses (here a call to the API server) says why on its
-// status, naming the field, and fails the triggers that read it.
+// An entry Sprout refuses (here a call to the API server that is no read
+// of a resource) says why on its status, naming the field, and fails the
+// triggers that read it.
 func TestGlobalContextInvalidEntry(t *testing.T) {
 	runGlobalContext(t, nil)
 	applyEntry(t, `apiVersion: kyverno.io/v2beta1
@@ -223,7 +226,7 @@ metadata:
   name: gctx-urlpath
 spec:
   apiCall:
-    urlPath: /api/v1/namespaces/kube-system/secrets
+    urlPath: /version
     refreshInterval: 1m
 `)
 	poll(t, "the invalid entry's status", func(ctx context.Context) (bool, error) {

@@ -62,6 +62,7 @@ func (h policyHandler) Upsert(p sources.Policy) {
 	}
 
 	cp := c.compile(p)
+	c.keepGeneratedOnSyncOff(key, cur, cp)
 	if err := cp.Program.Err(); err != nil {
 		c.log.Error("policy does not compile", "policy", key.String(), "source", p.Source, "error", err.Error())
 	}

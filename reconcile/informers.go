@@ -152,26 +152,53 @@ func (in *intake) onTrigger(w watchKey, op admission.Operation, o, old *cluster.
 		if cp.Policy.IsNamespaced() && o.GetNamespace() != cp.Policy.GetNamespace() {
 			continue // confined to its namespace: it never sees another's triggers
 		}
-		if op != "" && slices.Contains(triggered, cp) {
-			crit := cp.Criteria.Events
-			sel := labelled
-			if !crit.ReadsLabels() {
-				sel = o.Selectable(false)
-			} else if sel == nil {
-				labelled = o.Selectable(true)
-				sel = labelled
-			}
-			ok, err := in.eval.Match(crit, gvr, op, o.GroupVersionKind(), sel)
-			switch {
-			case err != nil || !ok, generatedByPolicies(cp, o):
-			case op == admission.Delete:
-				in.states.Of(key).AddTombstone(policy.Trigger{GVR: gvr, Object: o, Deleted: true})
-			case !policy.Derived(cp.Derives, o.Created(), cp.Activated):
-				in.states.Of(key).Ledger().Admit(o.GetUID())
-			}
+		if op != "" && cp.Admission && slices.Contains(triggered, cp) {
+			labelled = in.admit(key, cp, gvr, op, o, labelled)
 		}
 		in.queueTrigger(key, cp, gvr, read.Has(key), op, o, old)
 	}
+}
+
+// admit replays event op on o for a policy whose rules o's resource
+// matches: a DELETE its rules select leaves a tombstone, a CREATE or
+// UPDATE admits o, and an UPDATE has a policy that applies its objects on
+// updates (reappliesOnUpdate) apply them again. labelled is o's metadata
+// with its labels, decoded once for every policy: it returns it.
+func (in *intake) admit(key policy.Key, cp *policy.Compiled, gvr schema.GroupVersionResource, op admission.Operation, o *cluster.Object, labelled *metav1.PartialObjectMetadata) *metav1.PartialObjectMetadata {
+	crit := cp.Criteria.Events
+	sel := labelled
+	if !crit.ReadsLabels() {
+		sel = o.Selectable(false)
+	} else if sel == nil {
+		labelled = o.Selectable(true)
+		sel = labelled
+	}
+	ok, err := in.eval.Match(crit, gvr, op, o.GroupVersionKind(), sel)
+	if err != nil || !ok || generatedByPolicies(cp, o) {
+		return labelled
+	}
+	st := in.states.Of(key)
+	if op == admission.Delete {
+		st.AddTombstone(policy.Trigger{GVR: gvr, Object: o, Deleted: true})
+		return labelled
+	}
+	if op == admission.Update && reappliesOnUpdate(cp) {
+		st.Updated(o.GetUID())
+	}
+	if !policy.Derived(cp.Derives, o.Created(), cp.Activated) {
+		st.Ledger().Admit(o.GetUID())
+	}
+	return labelled
+}
+
+// reappliesOnUpdate reports whether a policy applies a trigger's objects
+// again at each UPDATE of it, as Kyverno does with useServerSideApply
+// and without synchronize: the policy's fields are put back, and the
+// fields other managers own kept. A synchronizing policy keeps its objects
+// as it wants them at every sync anyway.
+func reappliesOnUpdate(cp *policy.Compiled) bool {
+	spec := cp.Policy.PolicySpec()
+	return spec.UseServerSideApply && !spec.Synchronize()
 }
 
 // queueTrigger queues a policy for an event on o: for that trigger, and,

@@ -30,16 +30,36 @@ func (c *Controller) compile(p sources.Policy) *policy.Compiled {
 	if mc := p.PolicySpec().MatchConstraints; mc != nil {
 		cp.Criteria = policy.NewCriteria(*mc)
 		cp.Operations = operationsFor(mc.ResourceRules)
+		cp.Admission = p.PolicySpec().AdmissionEnabled()
+		existing := p.PolicySpec().GenerateExisting()
 		cp.Derives = sproutv1alpha1.DerivedAdmissions{
-			GenerateExisting: p.PolicySpec().GenerateExisting(),
+			GenerateExisting: existing && cp.Admission,
 			// Creation admits only where the rules list CREATE: a DELETE-only
 			// policy generates from tombstones, never from live triggers.
-			Created: cp.Operations.Has("*") || cp.Operations.Has(string(admission.Create)),
+			Created: cp.Admission && (cp.Operations.Has("*") || cp.Operations.Has(string(admission.Create))),
+			// Without admission, as in Kyverno, only generateExisting
+			// generates: for the triggers that were there before the policy.
+			Existing: existing && !cp.Admission,
 		}
 		cp.Triggers, cp.Refused, cp.ResolveErr = c.rights.Resolve(c.ctx, p.Policy)
 		cp.Selector = policy.PushedSelector(cp)
 	}
 	return cp
+}
+
+// keepGeneratedOnSyncOff has a policy whose synchronize is switched off
+// (cur, its running generation, synchronizes; next does not) remember the
+// objects it owns now as generated, before its first sync without
+// synchronize: one deleted meanwhile stays deleted, as Kyverno's does.
+func (c *Controller) keepGeneratedOnSyncOff(key policy.Key, cur, next *policy.Compiled) {
+	if cur == nil || cur.Policy.GetUID() != next.Policy.GetUID() ||
+		!cur.Policy.PolicySpec().Synchronize() || next.Policy.PolicySpec().Synchronize() {
+		return
+	}
+	if err := c.ledger.NoteOwned(key); err != nil {
+		c.log.Error("objects of a policy whose synchronize is switched off not all listed: one deleted before its next sync is generated again",
+			"policy", key.String(), "error", err.Error())
+	}
 }
 
 // operationsFor lists the operations the resource rules name.

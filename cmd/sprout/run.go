@@ -11,6 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/robfig/cron/v3"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 
@@ -184,14 +185,19 @@ func runController(ctx context.Context, g *globalFlags, opts reconcile.Options, 
 }
 
 // newGlobalContext makes the store of GlobalContextEntries policies read
-// with globalContext.Get, calling out through the policies' http rules.
+// with globalContext.Get, calling out through the policies' http rules and
+// reading urlPath entries from the API server.
 func newGlobalContext(cfg *rest.Config, opts reconcile.Options, ro runOptions, log *slog.Logger) (*globalctx.Store, error) {
 	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("dynamic client: %w", err)
 	}
+	api, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("API client: %w", err)
+	}
 	o := ro.globalContext
-	o.Client, o.HTTP, o.Logger = dyn, opts.HTTP, log
+	o.Client, o.API, o.HTTP, o.Logger = dyn, api.RESTClient(), opts.HTTP, log
 	return globalctx.New(o), nil
 }
 

@@ -13,9 +13,10 @@ import (
 // GlobalContext serves globalContext.Get (the globalctx package's Store).
 type GlobalContext interface {
 	celenv.GlobalContext
-	// Resource returns the resource and namespace a kubernetesResource
-	// entry caches; ok is false for other entries.
-	Resource(name string) (gvr schema.GroupVersionResource, namespace string, ok bool)
+	// Read returns the read on the API server an entry's data comes from:
+	// the list a kubernetesResource entry caches, the get or list of an
+	// apiCall's urlPath; ok is false for other entries.
+	Read(name string) (verb string, gvr schema.GroupVersionResource, namespace string, ok bool)
 	// Notify adds f to the functions called with an entry's name when
 	// what it serves changes.
 	Notify(f func(name string))
@@ -24,8 +25,9 @@ type GlobalContext interface {
 // entryReads serves globalContext.Get for the evaluations of one sync and
 // records the entries read, so that a change of one re-queues the policy.
 // A policy that runs as a ServiceAccount reads a kubernetesResource entry
-// only if the account may list what it caches: the entry's informer runs
-// with Sprout's rights, which the account must not gain through it.
+// only if the account may list what it caches, and an apiCall's urlPath
+// only if it may make that read: the entry's informer or calls run with
+// Sprout's rights, which the account must not gain through it.
 type entryReads struct {
 	source GlobalContext
 	reader *Reader
@@ -40,8 +42,8 @@ func (e *entryReads) Get(ctx context.Context, name, projection string) (any, boo
 	e.mu.Lock()
 	e.read.Insert(name)
 	e.mu.Unlock()
-	if gvr, namespace, ok := e.source.Resource(name); ok {
-		if err := e.reader.authorize(ctx, "list", gvr, namespace); err != nil {
+	if verb, gvr, namespace, ok := e.source.Read(name); ok {
+		if err := e.reader.authorize(ctx, verb, gvr, namespace); err != nil {
 			return nil, true, err
 		}
 	}

@@ -117,15 +117,21 @@ func (e entries) Get(_ context.Context, name, _ string) (any, bool, error) {
 	return v, ok, nil
 }
 
-func (entries) Resource(name string) (schema.GroupVersionResource, string, bool) {
-	return configMaps, "team", name == "cm"
+func (entries) Read(name string) (string, schema.GroupVersionResource, string, bool) {
+	switch name {
+	case "cm":
+		return "list", configMaps, "team", true
+	case "one":
+		return "get", configMaps, "team", true
+	}
+	return "", schema.GroupVersionResource{}, "", false
 }
 
 func (entries) Notify(func(string)) {}
 
 // TestReaderReadsEntriesAsTheAccount: the entries read are recorded, and
-// a kubernetesResource entry is read only if the account may list what
-// it caches.
+// an entry read from the API server (a kubernetesResource entry, an
+// apiCall's urlPath) is read only if the account may make that read.
 func TestReaderReadsEntriesAsTheAccount(t *testing.T) {
 	denied := errors.New("denied")
 	may := func(_ context.Context, verb string, gvr schema.GroupVersionResource, namespace string) error {
@@ -134,7 +140,7 @@ func TestReaderReadsEntriesAsTheAccount(t *testing.T) {
 		}
 		return nil
 	}
-	r := New(Config{GlobalContext: entries{"cm": 1, "api": 2}}).Reader(Sync{May: may})
+	r := New(Config{GlobalContext: entries{"cm": 1, "api": 2, "one": 3}}).Reader(Sync{May: may})
 	gc := r.globalContext()
 	ctx := context.Background()
 	if v, ok, err := gc.Get(ctx, "api", ""); v != 2 || !ok || err != nil {
@@ -143,7 +149,10 @@ func TestReaderReadsEntriesAsTheAccount(t *testing.T) {
 	if _, _, err := gc.Get(ctx, "cm", ""); !errors.Is(err, denied) {
 		t.Errorf("cm: %v, want denied", err)
 	}
-	if got := r.Entries(); got.Len() != 2 || !got.Has("cm") || !got.Has("api") {
+	if v, _, err := gc.Get(ctx, "one", ""); v != 3 || err != nil {
+		t.Errorf("one, a get the account may make: %v %v", v, err)
+	}
+	if got := r.Entries(); got.Len() != 3 || !got.Has("cm") || !got.Has("api") {
 		t.Errorf("entries read %v", got.UnsortedList())
 	}
 	if New(Config{}).Reader(Sync{}).globalContext() != nil || New(Config{}).Reader(Sync{}).Entries() != nil {

@@ -8,6 +8,7 @@ import (
 
 	sproutv1alpha1 "github.com/sprout-gitops/sprout/api/sprout/v1alpha1"
 	"github.com/sprout-gitops/sprout/inventory"
+	"github.com/sprout-gitops/sprout/reconcile/policy"
 )
 
 // generatedID names an object generated for a trigger, as the record's
@@ -98,4 +99,25 @@ func (e *Entry) RetainGenerated(pending func() sets.Set[string], exists func(str
 		return
 	}
 	e.forgetGenerated(gone...)
+}
+
+// NoteOwned remembers as generated the objects the caches show the policy
+// owns now, whose origin Sprout wrote: when its synchronize is switched
+// off, it generates none of them again, also one deleted before its first
+// sync without synchronize, which would otherwise find it missing and
+// create it.
+func (l *Ledger) NoteOwned(key policy.Key) error {
+	objs, err := l.Owned(key)
+	ids := make([]string, 0, len(objs))
+	for _, o := range objs {
+		if o.OriginWritten() && o.TriggerUID() != "" {
+			id := o.GetKind() + "/" + o.GetName()
+			if ns := o.GetNamespace(); ns != "" {
+				id = o.GetKind() + "/" + ns + "/" + o.GetName()
+			}
+			ids = append(ids, generatedID(id, o.TriggerUID()))
+		}
+	}
+	l.core.Entry(key).noteGenerated(ids...)
+	return err
 }

@@ -38,6 +38,9 @@ type Compiled struct {
 	Selector string
 	// Operations are the operations the resource rules list.
 	Operations sets.Set[string]
+	// Admission is whether the policy's events admit triggers: off
+	// (evaluation.admission.enabled: false), none does.
+	Admission bool
 	// Derives are the triggers the policy's settings admit without a
 	// record of each.
 	Derives sproutv1alpha1.DerivedAdmissions
@@ -48,9 +51,11 @@ type Compiled struct {
 }
 
 // Derived reports whether settings d admit, without a record of it, a
-// trigger created at created of a policy activated at activated.
+// trigger created at created of a policy activated at activated. A
+// trigger of the policy's own second is both new and existing: timestamps
+// have whole seconds, and generating once too many beats losing one.
 func Derived(d sproutv1alpha1.DerivedAdmissions, created, activated time.Time) bool {
-	return d.GenerateExisting || d.Created && !created.Before(activated)
+	return d.GenerateExisting || d.Created && !created.Before(activated) || d.Existing && !created.After(activated)
 }
 
 // String names the policy and its generation, for logs.

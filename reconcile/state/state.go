@@ -47,6 +47,10 @@ type State struct {
 	// are not persisted: a deletion while Sprout is stopped cannot be
 	// replayed (docs/decisions.md).
 	tombstones map[types.UID]policy.Trigger
+	// reapply are the triggers an UPDATE event selected since the last
+	// sync, whose objects a policy with useServerSideApply but without
+	// synchronize applies again.
+	reapply sets.Set[types.UID]
 
 	// downstreamEpoch counts the updates and deletions the downstream
 	// informers delivered of the policy's objects (settledAt).
@@ -275,13 +279,32 @@ func (st *State) TombstonesDone(trs []policy.Trigger) {
 	})
 }
 
+// Updated notes that an UPDATE event of the policy's rules selected
+// trigger uid: its objects are applied again at the next sync.
+func (st *State) Updated(uid types.UID) {
+	st.with(func(st *State) {
+		if st.reapply == nil {
+			st.reapply = sets.New[types.UID]()
+		}
+		st.reapply.Insert(uid)
+	})
+}
+
+// TakeUpdated returns, and forgets, the triggers (by UID) an UPDATE
+// selected since they were last taken: a sync takes them all, as it
+// evaluates every trigger changed since the last.
+func (st *State) TakeUpdated() (out sets.Set[types.UID]) {
+	st.with(func(st *State) { out, st.reapply = st.reapply, nil })
+	return out
+}
+
 // ForgetEvents forgets what events taught about the policy: the triggers
 // they admitted and the tombstones they left. A policy that stops running
 // and comes back under the same name is another: what it admits, its
 // record says.
 func (st *State) ForgetEvents() {
 	st.Ledger().ForgetAdmissions()
-	st.with(func(st *State) { st.tombstones = nil })
+	st.with(func(st *State) { st.tombstones, st.reapply = nil, nil })
 }
 
 // Ledger is the Ledger's entry of the policy; nil when the policy does

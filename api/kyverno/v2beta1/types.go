@@ -70,7 +70,9 @@ func (k KubernetesResource) GVR() schema.GroupVersionResource {
 // ExternalAPICall is a call Kyverno's APICall spells, polled.
 type ExternalAPICall struct {
 	// URLPath is a path on the Kubernetes API server, as `kubectl get --raw`
-	// takes it. Sprout refuses it: see docs/policies.md.
+	// takes it: a resource or one object, read (GET) with Sprout's rights
+	// at RefreshInterval, and served to a policy only if its account may
+	// read it too. The data is the API server's JSON answer.
 	// +optional
 	URLPath string `json:"urlPath,omitempty"`
 	// Method is GET (the default) or POST.

@@ -91,9 +91,17 @@ func (k *KubernetesResource) validate(path *field.Path) field.ErrorList {
 func (c *ExternalAPICall) validate(path *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	switch {
+	case c.URLPath != "" && c.Service != nil:
+		errs = append(errs, field.Forbidden(path.Child("service"), "an apiCall has either urlPath or service, not both"))
 	case c.URLPath != "":
-		errs = append(errs, field.Forbidden(path.Child("urlPath"),
-			"Sprout does not call the Kubernetes API server for an entry: use kubernetesResource, read with Sprout's rights and each policy's"))
+		if _, ok := c.Read(); !ok {
+			errs = append(errs, field.Invalid(path.Child("urlPath"), c.URLPath,
+				"want the path of a resource or of one object, such as /api/v1/namespaces/default/configmaps: "+
+					"it is read with each reading policy's rights, which a subresource, a watch or a non-resource path cannot be checked against"))
+		}
+		if c.Method == "POST" {
+			errs = append(errs, field.Forbidden(path.Child("method"), "a urlPath is only read (GET): Sprout writes no object for an entry"))
+		}
 	case c.Service == nil:
 		errs = append(errs, field.Required(path.Child("service"), "an apiCall needs a service"))
 	default:

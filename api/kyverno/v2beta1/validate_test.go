@@ -6,6 +6,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/sprout-gitops/sprout/api/kyverno/v2beta1"
 )
@@ -29,8 +30,16 @@ func TestValidateNamesTheField(t *testing.T) {
 			want: "spec.apiCall: Forbidden"},
 		{name: "group missing", spec: v2beta1.GlobalContextEntrySpec{KubernetesResource: &v2beta1.KubernetesResource{Version: "v1beta1", Resource: "x"}},
 			want: "spec.kubernetesResource.group: Required"},
-		{name: "urlPath", spec: v2beta1.GlobalContextEntrySpec{APICall: &v2beta1.ExternalAPICall{URLPath: "/api/v1/secrets"}},
-			want: "spec.apiCall.urlPath: Forbidden"},
+		{name: "urlPath", spec: v2beta1.GlobalContextEntrySpec{APICall: &v2beta1.ExternalAPICall{URLPath: "/api/v1/namespaces/a/secrets"}}},
+		{name: "urlPath of an object", spec: v2beta1.GlobalContextEntrySpec{APICall: &v2beta1.ExternalAPICall{URLPath: "/apis/apps/v1/deployments?limit=5"}}},
+		{name: "urlPath not of a resource", spec: v2beta1.GlobalContextEntrySpec{APICall: &v2beta1.ExternalAPICall{URLPath: "/version"}},
+			want: "spec.apiCall.urlPath: Invalid"},
+		{name: "urlPath of a subresource", spec: v2beta1.GlobalContextEntrySpec{APICall: &v2beta1.ExternalAPICall{URLPath: "/api/v1/namespaces/a/pods/p/log"}},
+			want: "spec.apiCall.urlPath: Invalid"},
+		{name: "urlPath posted", spec: v2beta1.GlobalContextEntrySpec{APICall: &v2beta1.ExternalAPICall{URLPath: "/api/v1/namespaces", Method: "POST"}},
+			want: "spec.apiCall.method: Forbidden"},
+		{name: "urlPath and service", spec: v2beta1.GlobalContextEntrySpec{APICall: call(func(c *v2beta1.ExternalAPICall) { c.URLPath = "/api/v1/namespaces" })},
+			want: "spec.apiCall.service: Forbidden"},
 		{name: "bad url", spec: v2beta1.GlobalContextEntrySpec{APICall: call(func(c *v2beta1.ExternalAPICall) { c.Service.URL = "file:///etc" })},
 			want: "spec.apiCall.service.url: Invalid"},
 		{name: "data with GET", spec: v2beta1.GlobalContextEntrySpec{APICall: call(func(c *v2beta1.ExternalAPICall) {
@@ -57,5 +66,20 @@ func TestValidateNamesTheField(t *testing.T) {
 				t.Fatalf("want %q, got %v", tt.want, err)
 			}
 		})
+	}
+}
+
+// A urlPath is read as the access review of its reading policy asks it.
+func TestURLPathRead(t *testing.T) {
+	for path, want := range map[string]v2beta1.APIRead{
+		"/api/v1/namespaces/a/configmaps":   {Verb: "list", Resource: schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, Namespace: "a"},
+		"/api/v1/namespaces/a/configmaps/b": {Verb: "get", Resource: schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, Namespace: "a"},
+		"/apis/apps/v1/deployments?limit=1": {Verb: "list", Resource: schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}},
+		"/api/v1/namespaces/kube-system":    {Verb: "get", Resource: schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}, Namespace: "kube-system"},
+	} {
+		got, ok := (&v2beta1.ExternalAPICall{URLPath: path}).Read()
+		if !ok || got != want {
+			t.Errorf("%s: read as %+v (%v), want %+v", path, got, ok, want)
+		}
 	}
 }

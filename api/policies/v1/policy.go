@@ -38,6 +38,14 @@ func (s *GeneratingPolicySpec) GenerateExisting() bool {
 	return s.EvaluationConfiguration != nil && s.EvaluationConfiguration.GenerateExisting.On()
 }
 
+// AdmissionEnabled reports whether the policy's events admit triggers:
+// Kyverno's default, true. Off, as in Kyverno, only generateExisting
+// generates, for the triggers that existed before the policy.
+func (s *GeneratingPolicySpec) AdmissionEnabled() bool {
+	e := s.EvaluationConfiguration
+	return e == nil || e.Admission == nil || e.Admission.Enabled == nil || *e.Admission.Enabled
+}
+
 // Synchronize reports whether downstream objects follow the policy.
 func (s *GeneratingPolicySpec) Synchronize() bool {
 	return s.EvaluationConfiguration != nil && s.EvaluationConfiguration.Synchronize.On()

@@ -103,8 +103,11 @@ type GeneratingPolicySpec struct {
 	// +optional
 	WebhookConfiguration *WebhookConfiguration `json:"webhookConfiguration,omitempty"`
 
-	// UseServerSideApply is accepted for compatibility with Kyverno and
-	// ignored: Sprout always applies with server-side apply.
+	// UseServerSideApply, as in Kyverno, applies a trigger's objects again
+	// at each UPDATE of the trigger, with server-side apply, even without
+	// synchronize: the policy's fields are put back, the fields other
+	// managers own kept. Without it, a policy that does not synchronize
+	// generates once. Sprout writes with server-side apply either way.
 	// +optional
 	UseServerSideApply bool `json:"useServerSideApply,omitempty"`
 
@@ -123,8 +126,10 @@ type GeneratingPolicySpec struct {
 // defaults are Kyverno's, so a policy stored under either CRD set reads the
 // same.
 type EvaluationConfiguration struct {
-	// Admission is accepted for compatibility with Kyverno. Sprout evaluates
-	// policies from watches, never in admission.
+	// Admission switches the generation for new triggers, on by default.
+	// Sprout has no webhook: it replays the watches' events as admission
+	// events. Off, no event admits a trigger, and only generateExisting
+	// generates, for the triggers that existed before the policy.
 	// +optional
 	Admission *AdmissionConfiguration `json:"admission,omitempty"`
 
@@ -155,7 +160,7 @@ type EvaluationConfiguration struct {
 
 // AdmissionConfiguration is Kyverno's admission switch, on by default.
 type AdmissionConfiguration struct {
-	// Enabled is accepted and ignored by Sprout.
+	// Enabled false leaves new triggers without generated objects.
 	// +kubebuilder:default=true
 	// +optional
 	Enabled *bool `json:"enabled,omitempty"`

@@ -94,7 +94,8 @@ type PolicyInventorySpec struct {
 	// Derived says which triggers are admitted without being listed: by the
 	// policy's settings when the record was written, every matching trigger
 	// (generateExisting) and those created since Activated (a rule lists
-	// CREATE). Absent, Admitted lists every admitted trigger.
+	// CREATE), or, with admission off, those created before Activated.
+	// Absent, Admitted lists every admitted trigger.
 	// +optional
 	Derived *DerivedAdmissions `json:"derived,omitempty"`
 	// Admitted are the UIDs of the other admitted triggers: those an event
@@ -130,6 +131,11 @@ type DerivedAdmissions struct {
 	GenerateExisting bool `json:"generateExisting"`
 	// Created admits the triggers created since the policy's activation.
 	Created bool `json:"created"`
+	// Existing admits the matching triggers created before the policy's
+	// activation, or in its second: generateExisting with admission off,
+	// where new triggers get nothing. Absent in records written before it.
+	// +optional
+	Existing bool `json:"existing,omitempty"`
 }
 
 // PolicyReference names a policy.

@@ -3,7 +3,6 @@ package offline
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -19,6 +18,7 @@ import (
 	"github.com/sprout-gitops/sprout/celenv"
 	"github.com/sprout-gitops/sprout/internal/manifest"
 	"github.com/sprout-gitops/sprout/internal/yamlbudget"
+	"github.com/sprout-gitops/sprout/sources"
 )
 
 // kyvernoTest is the part of Kyverno's Test (cli.kyverno.io/v1alpha1) that
@@ -85,11 +85,28 @@ func kyvernoCase(dir string) Case {
 	}}
 }
 
+// testFileLimits bound a kyverno-test.yaml and the values file it names,
+// as one policy file is bounded: a test is written by hand, and a link to
+// /dev/zero must not be read for ever.
+var testFileLimits = sources.Limits{FileSize: sources.MaxFileSize, TotalSize: sources.MaxFileSize, Files: 1}
+
+// readTestFile reads a file of a test within testFileLimits.
+func readTestFile(path string) ([]byte, error) {
+	files, err := sources.ReadFiles(path, nil, testFileLimits)
+	if err != nil {
+		return nil, err
+	}
+	if len(files) != 1 {
+		return nil, fmt.Errorf("%s: a folder, where a file is wanted", path)
+	}
+	return files[0].Data, nil
+}
+
 // outcomeKey names one policy's evaluation for one trigger.
 type outcomeKey struct{ policy, trigger string }
 
 func runKyvernoTest(ctx context.Context, dir, file string) ([]Row, error) {
-	data, err := os.ReadFile(file)
+	data, err := readTestFile(file)
 	if err != nil {
 		return nil, err
 	}
@@ -283,7 +300,7 @@ func readValues(t kyvernoTest, dir string) ([]*corev1.Namespace, error) {
 	v := t.Values
 	if v == nil && t.Variables != "" {
 		path := filepath.Join(dir, t.Variables)
-		data, err := os.ReadFile(path)
+		data, err := readTestFile(path)
 		if err != nil {
 			return nil, fmt.Errorf("variables: %w", err)
 		}
