@@ -21,6 +21,7 @@ func (c *Controller) compile(p sources.Policy) *policy.Compiled {
 		Policy:    p.Policy,
 		Source:    p.Source,
 		Revision:  p.Revision,
+		Content:   Revision(p.Policy),
 		Program:   p.Program,
 		Activated: c.activation(p),
 

@@ -117,7 +117,7 @@ func (s *syncer) runPhases(ctx, outer context.Context, run *syncRun, sc scope) (
 	if err != nil {
 		return !run.incremental, err
 	}
-	run.revision = Revision(run.cp.Policy)
+	run.revision = run.cp.Content
 	gd := s.guardFor(run, w)
 	if gd != nil {
 		w = gd

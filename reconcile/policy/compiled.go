@@ -21,7 +21,11 @@ type Compiled struct {
 	Policy   apiv1.Policy
 	Source   string
 	Revision string
-	Program  *celenv.Program
+	// Content is a hash of the policy's spec, the revision the
+	// blast-radius guard holds and approves; hashed once per compilation,
+	// not per sync.
+	Content string
+	Program *celenv.Program
 	// Triggers are the resources the policy's resource rules name, resolved
 	// through discovery.
 	Triggers []schema.GroupVersionResource
