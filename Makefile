@@ -149,7 +149,7 @@ test-release: git
 # (docs/decisions.md); every other reconcile test runs under both.
 KYVERNO_CRDS_SKIP := TestCloneDownstreamTable TestKubectlGetShowsPoliciesAndRecords TestIncrementalSyncAgreesWithFullRecompute TestStatusWrittenBackOverALaggingCache
 test-kyverno-crds: tools git
-	SPROUT_TEST_CRDS=kyverno $(GO) test ./reconcile ./internal/controlplane -count=1 -timeout 10m \
+	SPROUT_TEST_CRDS=kyverno $(GO) test ./reconcile ./internal/controlplane -count=1 -timeout 15m \
 		-skip '^($(subst $(space),|,$(strip $(KYVERNO_CRDS_SKIP))))$$'
 
 ## fuzz: each fuzz target for FUZZTIME (1000 inputs) past its seeds and corpus
