@@ -154,7 +154,18 @@ func TestLostRecordIsNotRebuiltFromCopiedLabels(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// Sprout restarts in a later second than "new": within its second,
+	// "new" would count as created after the policy began again.
+	created := tb.get("new").CreationTimestamp.Time
+	poll(t, "a second after the new trigger", func(context.Context) (bool, error) {
+		return time.Now().Truncate(time.Second).After(created), nil
+	})
 	runController(t, fromDir)
+	// A policy from files without its record begins again now; its objects
+	// are looked for in the resources it writes to, which a trigger newer
+	// than the restart names. Until one comes the record stays rebuilding
+	// and prunes nothing.
+	tb.trigger("after", "rebuildproof", "a1")
 	poll(t, "the record rebuilt", func(ctx context.Context) (bool, error) {
 		rec, err := dynamic.NewForConfigOrDie(cfg).Resource(sproutv1alpha1.PolicyInventories).Get(ctx, "gpol.rebuild-proof", metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
