@@ -247,6 +247,7 @@ func (r *Records) Save(ctx context.Context, rec *sproutv1alpha1.PolicyInventory)
 func normalize(rec *sproutv1alpha1.PolicyInventory) {
 	slices.Sort(rec.Spec.Admitted)
 	slices.Sort(rec.Spec.Generated)
+	slices.Sort(rec.Spec.Predating)
 	slices.SortFunc(rec.Spec.Resources, func(a, b sproutv1alpha1.Resource) int {
 		return strings.Compare(a.Group+"/"+a.Version+"/"+a.Resource, b.Group+"/"+b.Version+"/"+b.Resource)
 	})
@@ -258,6 +259,9 @@ func normalize(rec *sproutv1alpha1.PolicyInventory) {
 	}
 	if len(rec.Spec.Resources) == 0 {
 		rec.Spec.Resources = nil
+	}
+	if len(rec.Spec.Predating) == 0 {
+		rec.Spec.Predating = nil
 	}
 }
 

@@ -35,7 +35,8 @@ func TestAdmissionDisabledGeneratesOnlyForExisting(t *testing.T) {
 	t.Cleanup(func() { tb.deletePolicy("no-adm-gex"); tb.deletePolicy("no-adm") })
 	tb.waitFor("the existing trigger's object", "old-gex", exists)
 
-	// A trigger of the policy's own second counts as existing too.
+	// A trigger of the policy's own second is placed by its version
+	// (TestTriggerOfThePolicySecondIsPlacedByVersion); these come later.
 	waitForNextSecond(t, policyCreated(t, "no-adm-gex"))
 	tb.trigger("new", "no-admission", "n1")
 	tb.trigger("new", "no-admission", "n2") // an UPDATE admits nothing either

@@ -61,7 +61,7 @@ func (h policyHandler) Upsert(p sources.Policy) {
 		c.ledger.Restore(key, string(p.GetUID()), c.states.Of(key).Ledger())
 	}
 
-	cp := c.compile(p)
+	cp := c.compile(p, cur)
 	c.keepGeneratedOnSyncOff(key, cur, cp)
 	if err := cp.Program.Err(); err != nil {
 		c.log.Error("policy does not compile", "policy", key.String(), "source", p.Source, "error", err.Error())

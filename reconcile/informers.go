@@ -185,7 +185,14 @@ func (in *intake) admit(key policy.Key, cp *policy.Compiled, gvr schema.GroupVer
 	if op == admission.Update && reappliesOnUpdate(cp) {
 		st.Updated(o.GetUID())
 	}
-	if !policy.Derived(cp.Derives, o.Created(), cp.Activated) {
+	order := st.Ledger().Order(cp, o.GetUID(), o.Created(), o.GetResourceVersion())
+	if order == policy.Before {
+		st.Ledger().Predate(o.GetUID())
+		if op == admission.Create {
+			return labelled // created before the policy, seen late: no event of the policy's
+		}
+	}
+	if !policy.Derived(cp.Derives, o.Created(), cp.Activated, order) {
 		st.Ledger().Admit(o.GetUID())
 	}
 	return labelled

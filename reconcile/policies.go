@@ -16,18 +16,19 @@ import (
 // compile turns a policy, with the program its source compiled, into a
 // compiled policy: its match criteria, activation time and trigger
 // resources. It never fails: errors are kept on the program and resolveErr.
-func (c *Controller) compile(p sources.Policy) *policy.Compiled {
+// cur is the generation running before, if any.
+func (c *Controller) compile(p sources.Policy, cur *policy.Compiled) *policy.Compiled {
 	cp := &policy.Compiled{
-		Policy:    p.Policy,
-		Source:    p.Source,
-		Revision:  p.Revision,
-		Content:   Revision(p.Policy),
-		Program:   p.Program,
-		Activated: c.activation(p),
+		Policy:   p.Policy,
+		Source:   p.Source,
+		Revision: p.Revision,
+		Content:  Revision(p.Policy),
+		Program:  p.Program,
 
 		Evaluations: policy.NewEvaluations(),
 		Decisions:   inventory.NewDecisions(),
 	}
+	cp.Activated, cp.ActivatedVersion = c.activation(p, cur)
 	if mc := p.PolicySpec().MatchConstraints; mc != nil {
 		cp.Criteria = policy.NewCriteria(*mc)
 		cp.Operations = operationsFor(mc.ResourceRules)
@@ -74,16 +75,30 @@ func operationsFor(rules []admissionregistrationv1.NamedRuleWithOperations) sets
 	return ops
 }
 
-// activation is when a policy began: its creationTimestamp in the cluster;
-// for a policy from files, when its record says Sprout first ran it, or now.
-func (c *Controller) activation(p sources.Policy) time.Time {
+// activation is when a policy began, and its resourceVersion then where
+// known: what the generation running before (cur) says, or the policy's
+// record; else its creationTimestamp in the cluster, with the version of
+// its creation if its source can tell it (sources.Policy.CreatedVersion);
+// for a policy from files, when its record says Sprout first ran it, or
+// now, and no version.
+func (c *Controller) activation(p sources.Policy, cur *policy.Compiled) (time.Time, string) {
+	if cur != nil && cur.Policy.GetUID() == p.GetUID() {
+		return cur.Activated, cur.ActivatedVersion
+	}
+	rec := c.ledger.Record(policy.KeyOf(p.Policy))
+	if rec != nil && rec.Spec.Policy.UID != string(p.GetUID()) {
+		rec = nil
+	}
 	if t := p.GetCreationTimestamp().Time; !t.IsZero() {
-		return t
+		if rec != nil {
+			return t, rec.Spec.ActivatedVersion
+		}
+		return t, p.CreatedVersion
 	}
-	if rec := c.ledger.Record(policy.KeyOf(p.Policy)); rec != nil && rec.Spec.Policy.UID == string(p.GetUID()) && rec.Spec.Activated != nil {
-		return rec.Spec.Activated.Time
+	if rec != nil && rec.Spec.Activated != nil {
+		return rec.Spec.Activated.Time, ""
 	}
-	return time.Now().Truncate(time.Second)
+	return time.Now().Truncate(time.Second), ""
 }
 
 // withPolicies runs f with the running policies under their lock, held

@@ -144,10 +144,14 @@ func (m *triggerMatcher) matchOne(key policy.Key, cp *policy.Compiled, gvr schem
 	if ms.confined != "" && memo.Namespace != ms.confined || memo.Deleting {
 		return false, false, nil // being deleted: gone, as far as generation goes
 	}
-	derived := policy.Derived(cp.Derives, memo.Created, cp.Activated)
+	order := m.states.Of(key).Ledger().Order(cp, memo.UID, memo.Created, u.GetResourceVersion())
+	derived := policy.Derived(cp.Derives, memo.Created, cp.Activated, order)
 	listed := m.states.Of(key).Ledger().IsAdmitted(memo.UID)
-	derivedBefore := ms.changed && policy.Derived(ms.before, memo.Created, cp.Activated)
-	if !derived && !listed && !derivedBefore {
+	derivedBefore := ms.changed && policy.Derived(ms.before, memo.Created, cp.Activated, order)
+	admitted := derived || listed || derivedBefore
+	// One that predates the policy is matched even when not admitted, to
+	// be kept as predating (Predate) while its version still says so.
+	if !admitted && order != policy.Before {
 		return false, false, nil
 	}
 	ok, err = m.selects(cp, gvr, u, memo)
@@ -155,9 +159,15 @@ func (m *triggerMatcher) matchOne(key policy.Key, cp *policy.Compiled, gvr schem
 		return false, false, fmt.Errorf("%s %s: match: %w", u.GetKind(), objectRef(u), err)
 	}
 	if !ok {
-		return false, memo.Self, nil
+		return false, admitted && memo.Self, nil
 	}
 	if generatedByPolicies(cp, u) || m.stopsChain(key, cp, u) {
+		return false, false, nil
+	}
+	if order == policy.Before {
+		m.states.Of(key).Ledger().Predate(memo.UID)
+	}
+	if !admitted {
 		return false, false, nil
 	}
 	if derivedBefore && !derived && !listed {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
@@ -98,8 +99,25 @@ func (c *Cluster) HasSynced() bool {
 func (c *Cluster) upsert(obj any, h Handler) {
 	if p, ok := decode(obj, h); ok {
 		p.Program = c.programs.compile(p.Policy)
+		if !c.selecting() {
+			p.CreatedVersion = createdVersion(p.Policy)
+		}
 		h.Upsert(p)
 	}
+}
+
+// createdVersion is p's resourceVersion when nothing but its metadata can
+// have been written since its creation: generation 1 (no spec write) and
+// no status (no controller has written one). Under a selector a policy
+// enters when it is labelled in, a write after its creation that this
+// cannot see, so the caller asks only without one. A metadata write in
+// the creation second, before Sprout first sees the policy, is the case
+// left: the version is then later than the creation's.
+func createdVersion(p apiv1.Policy) string {
+	if p.GetGeneration() != 1 || !equality.Semantic.DeepEqual(*p.PolicyStatus(), apiv1.GeneratingPolicyStatus{}) {
+		return ""
+	}
+	return p.GetResourceVersion()
 }
 
 // gone hands h a policy the informer no longer lists: released when it

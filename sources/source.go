@@ -19,6 +19,11 @@ type Policy struct {
 	// Program is the policy compiled, once, by the source it entered
 	// through; a compile error is on it.
 	Program *celenv.Program
+	// CreatedVersion is the resourceVersion the policy was created at,
+	// where the source can tell that this copy is its creation's: empty
+	// when it cannot. It orders the triggers created in the policy's
+	// creation second, which timestamps cannot.
+	CreatedVersion string
 }
 
 // Handler receives the policies of a source.

@@ -2,12 +2,14 @@ package ledger
 
 import (
 	"sync"
+	"time"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 
 	sproutv1alpha1 "github.com/sprout-gitops/sprout/api/sprout/v1alpha1"
+	"github.com/sprout-gitops/sprout/reconcile/policy"
 )
 
 // Entry is what the ledger keeps of one running policy, in memory, between
@@ -30,6 +32,10 @@ type Entry struct {
 	// admitted and new settings do not.
 	admitted sets.Set[types.UID]
 	derived  *sproutv1alpha1.DerivedAdmissions
+	// predating are the triggers of the activation second found to
+	// predate the policy (policy.Compiled.OrderOf), kept: a later write
+	// raises a trigger's version past the policy's.
+	predating sets.Set[types.UID]
 	// own are, for a policy whose generated resources are among its
 	// trigger resources, the objects it wrote while Sprout runs, by ID:
 	// what tells its own objects from triggers labelled as if they were.
@@ -126,18 +132,66 @@ func (e *Entry) admittedList() (out []string) {
 	return out
 }
 
-// RetainAdmitted forgets the admitted triggers that no longer exist.
-// exists is asked without the lock held: it may take the core's.
+// Order places trigger uid against the policy, as cp.OrderOf does from
+// its creation and version, unless it was found to predate the policy
+// before (Predate): it does so whatever its version becomes.
+func (e *Entry) Order(cp *policy.Compiled, uid types.UID, created time.Time, rv string) (o policy.Order) {
+	o = cp.OrderOf(created, rv)
+	if o == policy.After {
+		e.with(func(e *Entry) {
+			if e.predating.Has(uid) {
+				o = policy.Before
+			}
+		})
+	}
+	return o
+}
+
+// Predate keeps that trigger uid, which the policy's rules select,
+// predates the policy: a later write raises its version past the
+// policy's, and it must not then look newer.
+func (e *Entry) Predate(uid types.UID) {
+	e.with(func(e *Entry) {
+		if e.predating == nil {
+			e.predating = sets.New[types.UID]()
+		}
+		e.predating.Insert(uid)
+	})
+}
+
+// predatingList returns the predating UIDs, for the record.
+func (e *Entry) predatingList() (out []string) {
+	e.with(func(e *Entry) {
+		for uid := range e.predating {
+			out = append(out, string(uid))
+		}
+	})
+	return out
+}
+
+// predate takes uids as predating the policy, from its record.
+func (e *Entry) predate(uids []string) {
+	for _, uid := range uids {
+		e.Predate(types.UID(uid))
+	}
+}
+
+// RetainAdmitted forgets the admitted and predating triggers that no
+// longer exist. exists is asked without the lock held: it may take the
+// core's.
 func (e *Entry) RetainAdmitted(exists func(types.UID) bool) {
 	var uids []types.UID
-	e.with(func(e *Entry) { uids = e.admitted.UnsortedList() })
+	e.with(func(e *Entry) { uids = append(e.admitted.UnsortedList(), e.predating.UnsortedList()...) })
 	var gone []types.UID
 	for _, uid := range uids {
 		if !exists(uid) {
 			gone = append(gone, uid)
 		}
 	}
-	e.with(func(e *Entry) { e.admitted.Delete(gone...) })
+	e.with(func(e *Entry) {
+		e.admitted.Delete(gone...)
+		e.predating.Delete(gone...)
+	})
 }
 
 // DerivedBy returns the settings the policy's listed admissions complete;
@@ -161,7 +215,7 @@ func (e *Entry) SetDerivedBy(d sproutv1alpha1.DerivedAdmissions) {
 // running and comes back under the same name is another: what it admits,
 // its record says.
 func (e *Entry) ForgetAdmissions() {
-	e.with(func(e *Entry) { e.admitted, e.derived = nil, nil })
+	e.with(func(e *Entry) { e.admitted, e.derived, e.predating = nil, nil, nil })
 }
 
 // Applied returns the content revision the policy's objects were last

@@ -231,3 +231,36 @@ func TestOwnedLiveIsListedFromTheServer(t *testing.T) {
 		t.Errorf("owned live: %v, %v; want mine alone", owned, err)
 	}
 }
+
+// A trigger of the activation second found to predate the policy stays
+// before it when a later write raises its version past the policy's, and
+// the record carries that across a restart; one found after it stays
+// after, as versions only grow.
+func TestPredatingTriggerStaysBeforeThePolicy(t *testing.T) {
+	activated := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	cp := compiled(activated, activated)
+	cp.ActivatedVersion = "100"
+	var e Entry
+	if o := e.Order(cp, "old", activated, "90"); o != policy.Before {
+		t.Fatalf("a trigger at version 90 of a policy at 100: %v, want Before", o)
+	}
+	if o := e.Order(cp, "old", activated, "150"); o != policy.After {
+		t.Errorf("a trigger not kept as predating, at version 150: %v, want After", o)
+	}
+	e.Predate("old")
+	if o := e.Order(cp, "old", activated, "150"); o != policy.Before {
+		t.Errorf("after a write raised its version: %v, want Before still", o)
+	}
+	if o := e.Order(cp, "new", activated, "120"); o != policy.After {
+		t.Errorf("a trigger at version 120: %v, want After", o)
+	}
+	var restarted Entry
+	restarted.predate(e.predatingList())
+	if o := restarted.Order(cp, "old", activated, "150"); o != policy.Before {
+		t.Errorf("after a restart from the record: %v, want Before", o)
+	}
+	e.RetainAdmitted(func(types.UID) bool { return false })
+	if len(e.predatingList()) != 0 {
+		t.Errorf("a trigger gone is still listed as predating: %v", e.predatingList())
+	}
+}

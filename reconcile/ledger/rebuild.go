@@ -65,7 +65,15 @@ func (e *Entry) Relearn(cp *policy.Compiled, owned []*cluster.Object, created ma
 		began, activated = earliest, earliest
 	}
 	for _, uid := range named {
-		if !policy.Derived(cp.Derives, created[uid], activated) && !e.IsAdmitted(uid) {
+		// Its objects say it was admitted: listed unless its settings
+		// admit it wherever it falls in the activation second, where
+		// the policy's version places the triggers of that second.
+		derived := policy.Derived(cp.Derives, created[uid], activated, policy.Unknown)
+		if cp.ActivatedVersion != "" {
+			derived = policy.Derived(cp.Derives, created[uid], activated, policy.Before) &&
+				policy.Derived(cp.Derives, created[uid], activated, policy.After)
+		}
+		if !derived && !e.IsAdmitted(uid) {
 			e.Admit(uid)
 			admitted++
 		}

@@ -83,6 +83,7 @@ func (l *Ledger) Restore(key policy.Key, uid string, e *Entry) {
 	for _, t := range rec.Spec.Admitted {
 		e.Admit(types.UID(t))
 	}
+	e.predate(rec.Spec.Predating)
 	if rec.Spec.Derived != nil {
 		e.SetDerivedBy(*rec.Spec.Derived)
 	}
@@ -106,6 +107,9 @@ func (l *Ledger) Save(ctx context.Context, key policy.Key, cp *policy.Compiled, 
 		Orphan:      spec.OrphanDownstreamOnPolicyDelete(),
 		Activated:   &metav1.Time{Time: cp.Activated},
 		Admitted:    e.admittedList(),
+
+		ActivatedVersion: cp.ActivatedVersion,
+		Predating:        e.predatingList(),
 	}
 	derived, ok := e.DerivedBy()
 	if !ok {

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/resourceversion"
 	"k8s.io/apimachinery/pkg/util/sets"
 
 	apiv1 "github.com/sprout-gitops/sprout/api/policies/v1"
@@ -36,7 +37,10 @@ type Compiled struct {
 	ResolveErr error
 	// Activated is when the policy began: triggers created since are admitted.
 	Activated time.Time
-	Criteria  Criteria
+	// ActivatedVersion is the policy's resourceVersion when it began,
+	// where known: it orders the triggers of Activated's second.
+	ActivatedVersion string
+	Criteria         Criteria
 	// Selector is the label selector of its trigger informers
 	// (PushedSelector), "" when they hold every object.
 	Selector string
@@ -54,12 +58,54 @@ type Compiled struct {
 	Decisions *inventory.Decisions
 }
 
+// Order places a trigger created in its policy's activation second
+// before or after the policy; Unknown where it cannot be told.
+type Order int
+
+const (
+	// Unknown: not of the activation second, or no version to tell by.
+	Unknown Order = iota
+	// Before: the trigger predates the policy.
+	Before
+	// After: the trigger followed the policy.
+	After
+)
+
+// OrderOf places a trigger created at created, at resourceVersion rv,
+// against the policy: by the versions where it was created in the
+// policy's activation second and the policy's version is known (Sprout
+// keeps one cluster-wide counter's order: both come from one etcd).
+// Unknown otherwise, or where a version is not a number.
+func (cp *Compiled) OrderOf(created time.Time, rv string) Order {
+	if cp.ActivatedVersion == "" || !created.Equal(cp.Activated) {
+		return Unknown
+	}
+	c, err := resourceversion.CompareResourceVersion(rv, cp.ActivatedVersion)
+	switch {
+	case err != nil:
+		return Unknown
+	case c < 0:
+		return Before
+	default:
+		return After
+	}
+}
+
 // Derived reports whether settings d admit, without a record of it, a
-// trigger created at created of a policy activated at activated. A
-// trigger of the policy's own second is both new and existing: timestamps
-// have whole seconds, and generating once too many beats losing one.
-func Derived(d sproutv1alpha1.DerivedAdmissions, created, activated time.Time) bool {
-	return d.GenerateExisting || d.Created && !created.Before(activated) || d.Existing && !created.After(activated)
+// trigger created at created of a policy activated at activated; order
+// places a trigger of the activation second. One of that second whose
+// order is Unknown is both new and existing: timestamps have whole
+// seconds, and generating once too many beats losing one.
+func Derived(d sproutv1alpha1.DerivedAdmissions, created, activated time.Time, order Order) bool {
+	switch {
+	case d.GenerateExisting:
+		return true
+	case created.Equal(activated) && order == Before:
+		return d.Existing
+	case created.Equal(activated) && order == After:
+		return d.Created
+	}
+	return d.Created && !created.Before(activated) || d.Existing && !created.After(activated)
 }
 
 // String names the policy and its generation, for logs.

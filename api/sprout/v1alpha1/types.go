@@ -85,6 +85,22 @@ type PolicyInventorySpec struct {
 	// +optional
 	Activated *metav1.Time `json:"activated,omitempty"`
 
+	// ActivatedVersion is the resourceVersion of the policy's creation,
+	// where Sprout could tell it when it first ran the policy (a cluster
+	// policy read without a policy selector, before anything but its
+	// metadata was written). It orders the triggers created in Activated's
+	// second, which the timestamps cannot: one whose resourceVersion is
+	// lower predates the policy. Empty when unknown.
+	// +optional
+	ActivatedVersion string `json:"activatedVersion,omitempty"`
+
+	// Predating are the UIDs of triggers created in Activated's second that
+	// predate the policy, by their resourceVersion when Sprout first saw
+	// them: kept, because a later write raises the version and would make
+	// them look newer than the policy.
+	// +optional
+	Predating []string `json:"predating,omitempty"`
+
 	// Resources are the resources the policy has generated objects of.
 	// Each is added before the first object of it is written, so a crash
 	// never leaves an object of a resource the record does not name.

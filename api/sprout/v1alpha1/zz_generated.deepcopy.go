@@ -91,6 +91,11 @@ func (in *PolicyInventorySpec) DeepCopyInto(out *PolicyInventorySpec) {
 		in, out := &in.Activated, &out.Activated
 		*out = (*in).DeepCopy()
 	}
+	if in.Predating != nil {
+		in, out := &in.Predating, &out.Predating
+		*out = make([]string, len(*in))
+		copy(*out, *in)
+	}
 	if in.Resources != nil {
 		in, out := &in.Resources, &out.Resources
 		*out = make([]Resource, len(*in))
