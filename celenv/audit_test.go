@@ -9,13 +9,14 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 
 	"github.com/sprout-gitops/sprout/celenv"
+	"github.com/sprout-gitops/sprout/celenv/internal/celtest"
 )
 
 // auditAnnotations are evaluated after the generate entries, as Kyverno
 // evaluates them into its report's properties: a string kept unless empty,
 // null giving none, anything else the trigger's error naming the field.
 func TestAuditAnnotationsEvaluateToStrings(t *testing.T) {
-	policy := exprPolicy(`"x"`)
+	policy := celtest.ExprPolicy(`"x"`)
 	policy.Spec.AuditAnnotations = []admissionregistrationv1.AuditAnnotation{
 		{Key: "owner", ValueExpression: `"team-" + object.metadata.name`},
 		{Key: "empty", ValueExpression: `""`},

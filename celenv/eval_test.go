@@ -15,6 +15,7 @@ import (
 
 	apiv1 "github.com/sprout-gitops/sprout/api/policies/v1"
 	"github.com/sprout-gitops/sprout/celenv"
+	"github.com/sprout-gitops/sprout/celenv/internal/celtest"
 )
 
 func loadPolicy(t *testing.T, scenario string) apiv1.Policy {
@@ -192,7 +193,7 @@ func TestReproducible(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			prog := celenv.Compile(exprPolicy(tt.expr))
+			prog := celenv.Compile(celtest.ExprPolicy(tt.expr))
 			if err := prog.Err(); err != nil {
 				t.Fatal(err)
 			}

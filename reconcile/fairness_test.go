@@ -125,14 +125,6 @@ func TestTenantDoesNotStarveThePlatform(t *testing.T) {
 // spinningNamespacedPolicy is spinningPolicy as a NamespacedGeneratingPolicy
 // in ns.
 func spinningNamespacedPolicy(name, ns, app string) string {
-	p := fixtures.MustPolicyFile("derived", fixtures.Params{Name: name, Namespace: ns, App: app, Suffix: "out-" + name,
-		Value: "spinning", Synchronize: true})
-	p = strings.Replace(p, "  generate:\n", `  variables:
-  - name: big
-    expression: "lists.range(16384)"
-  - name: spin
-    expression: "object.data.?value.orValue('') == 'spin' ? lists.range(100000).map(i, -1 in variables.big).size() : 0"
-  generate:
-`, 1)
-	return strings.Replace(p, `"policy": "spinning"`, `"policy": "spinning", "hashes": string(variables.spin)`, 1)
+	return spinning(fixtures.MustPolicyFile("derived", fixtures.Params{Name: name, Namespace: ns, App: app, Suffix: "out-" + name,
+		Value: "spinning", Synchronize: true}))
 }

@@ -67,7 +67,12 @@ func TestObjectCapPerTrigger(t *testing.T) {
 // data.value "spin" runs for a minute or more within the cost limit: `in`
 // on a dyn list is charged as one call whatever the length of the list.
 func spinningPolicy(name, app string) string {
-	p := derivedPolicy(name, app, "out", "spinning", true, false)
+	return spinning(derivedPolicy(name, app, "out", "spinning", true, false))
+}
+
+// spinning gives a policy of testpolicies/derived.yaml, with Value
+// "spinning", the variables that make spinningPolicy spin.
+func spinning(p string) string {
 	p = strings.Replace(p, "  generate:\n", `  variables:
   - name: big
     expression: "lists.range(16384)"

@@ -11,6 +11,7 @@ import (
 
 	apiv1 "github.com/sprout-gitops/sprout/api/policies/v1"
 	"github.com/sprout-gitops/sprout/celenv"
+	"github.com/sprout-gitops/sprout/celenv/internal/celtest"
 )
 
 // entries is a GlobalContext of fixed data: a pure stand-in for the store,
@@ -51,7 +52,7 @@ func TestGlobalContextGet(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			prog := celenv.Compile(libPolicy(tt.expr))
+			prog := celenv.Compile(celtest.ExprPolicy(tt.expr))
 			if err := prog.Err(); err != nil {
 				t.Fatal(err)
 			}
@@ -85,7 +86,7 @@ func TestGlobalContextGet(t *testing.T) {
 }
 
 func TestGlobalContextRefusedInNamespacedPolicies(t *testing.T) {
-	spec := libPolicy(`globalContext.Get("teams", "")`).Spec
+	spec := celtest.ExprPolicy(`globalContext.Get("teams", "")`).Spec
 	p := &apiv1.NamespacedGeneratingPolicy{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "team"}, Spec: spec}
 	err := celenv.Compile(p).Err()
 	if err == nil || !strings.Contains(err.Error(), "globalContext is not allowed in namespaced policies") ||

@@ -2,17 +2,14 @@ package lib_test
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	apiv1 "github.com/sprout-gitops/sprout/api/policies/v1"
 	"github.com/sprout-gitops/sprout/celenv"
+	"github.com/sprout-gitops/sprout/celenv/internal/celtest"
 )
 
 // libCase is one expression of a utility library and what it must give: a
@@ -24,35 +21,11 @@ type libCase struct {
 	wantErr string // substring of the compile or evaluation error
 }
 
-// libPolicy is a policy on Namespace creation whose variables are exprs, in
-// order, and whose generate entry writes the last one into a ConfigMap.
-func libPolicy(exprs ...string) *apiv1.GeneratingPolicy {
-	spec := apiv1.GeneratingPolicySpec{
-		MatchConstraints: &admissionregistrationv1.MatchResources{
-			ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
-				RuleWithOperations: admissionregistrationv1.RuleWithOperations{
-					Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
-					Rule: admissionregistrationv1.Rule{
-						APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"namespaces"},
-					},
-				},
-			}},
-		},
-	}
-	for i, e := range exprs {
-		spec.Variables = append(spec.Variables, admissionregistrationv1.Variable{Name: fmt.Sprintf("v%d", i), Expression: e})
-	}
-	spec.Generation = []apiv1.Generation{{Expression: fmt.Sprintf(
-		`generator.Apply("out", [{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "out"}, "data": {"value": variables.v%d}}])`,
-		len(exprs)-1)}}
-	return &apiv1.GeneratingPolicy{ObjectMeta: metav1.ObjectMeta{Name: "lib"}, Spec: spec}
-}
-
 // evalLib compiles expr as the only variable of a policy and evaluates it at
 // now (zero: the wall clock), returning the value the policy generated.
 func evalLib(t *testing.T, expr string, now time.Time) (any, error) {
 	t.Helper()
-	prog := celenv.Compile(libPolicy(expr))
+	prog := celenv.Compile(celtest.ExprPolicy(expr))
 	if err := prog.Err(); err != nil {
 		return nil, err
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/sprout-gitops/sprout/celenv"
+	"github.com/sprout-gitops/sprout/celenv/internal/celtest"
 )
 
 // webServer answers on loopback: /json an object, /list an array, /text
@@ -52,7 +53,7 @@ func webServer(t *testing.T, target string) (*httptest.Server, *atomic.Int64) {
 // evalHTTP evaluates expr as the only variable of a policy, with round.
 func evalHTTP(t *testing.T, expr string, round *celenv.HTTPRound) (any, celenv.Result, error) {
 	t.Helper()
-	prog := celenv.Compile(libPolicy(expr))
+	prog := celenv.Compile(celtest.ExprPolicy(expr))
 	if err := prog.Err(); err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/sprout-gitops/sprout/celenv"
+	"github.com/sprout-gitops/sprout/celenv/internal/celtest"
 )
 
 func TestRandom(t *testing.T) {
@@ -158,7 +159,7 @@ var kyvernoFunctions = []struct {
 func TestEveryKyvernoFunctionWorksOrIsNamed(t *testing.T) {
 	for _, f := range kyvernoFunctions {
 		t.Run(f.expr, func(t *testing.T) {
-			err := celenv.Compile(libPolicy(f.expr, `"ok"`)).Err()
+			err := celenv.Compile(celtest.ExprPolicy(f.expr, `"ok"`)).Err()
 			if f.supported {
 				if err != nil {
 					t.Fatalf("%s should compile: %v", f.name, err)

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sprout-gitops/sprout/celenv"
+	"github.com/sprout-gitops/sprout/celenv/internal/celtest"
 )
 
 func TestUnsupportedLibrariesFailAtCompileTime(t *testing.T) {
@@ -24,7 +25,7 @@ func TestUnsupportedLibrariesFailAtCompileTime(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			err := celenv.Compile(libPolicy(tt.exprs...)).Err()
+			err := celenv.Compile(celtest.ExprPolicy(tt.exprs...)).Err()
 			if err == nil {
 				t.Fatal("want a compile error")
 			}

@@ -1,4 +1,6 @@
-package celenv_test
+// Package celtest holds what the tests of celenv and its libraries share:
+// policies built around the expressions under test.
+package celtest
 
 import (
 	"fmt"
@@ -9,9 +11,10 @@ import (
 	apiv1 "github.com/sprout-gitops/sprout/api/policies/v1"
 )
 
-// exprPolicy is a policy on Namespace creation whose variables are exprs, in
-// order, and whose generate entry writes the last one into a ConfigMap.
-func exprPolicy(exprs ...string) *apiv1.GeneratingPolicy {
+// ExprPolicy is a policy on Namespace creation whose variables are exprs,
+// in order (v0, v1, …), and whose generate entry writes the last one into
+// a ConfigMap named out.
+func ExprPolicy(exprs ...string) *apiv1.GeneratingPolicy {
 	spec := apiv1.GeneratingPolicySpec{
 		MatchConstraints: &admissionregistrationv1.MatchResources{
 			ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
