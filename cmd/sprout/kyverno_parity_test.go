@@ -179,3 +179,24 @@ func TestSproutTestInlineValues(t *testing.T) {
 		}
 	}
 }
+
+// TestSproutTestSearchesHiddenFolders: kyverno test finds a
+// kyverno-test.yaml in every folder below the one it is given, hidden ones
+// too (Kyverno keeps suites in .kyverno-tests/ next to its chainsaw
+// tests), and so does sprout test; only .git, which never holds a test, is
+// left out.
+func TestSproutTestSearchesHiddenFolders(t *testing.T) {
+	root := filepath.Join(t.TempDir(), "suites")
+	copyDir(t, "testdata/kyverno-test/clone", filepath.Join(root, "clone"))
+	copyDir(t, "testdata/kyverno-test/data", filepath.Join(root, "team", ".kyverno-tests"))
+	broken := filepath.Join(root, ".git", "suite")
+	copyDir(t, "testdata/kyverno-test/data", broken)
+	if err := os.WriteFile(filepath.Join(broken, "kyverno-test.yaml"), []byte("not: a test\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	testPasses(t, root,
+		"copy-pull-secret  Namespace shop      pass  pass  PASS",
+		"team-settings     Namespace payments  pass  pass  PASS",
+		"3 tests, 3 passing, 0 failing",
+	)
+}

@@ -35,7 +35,9 @@ type Case struct {
 }
 
 // FindTests walks dir for kyverno-test.yaml files and fixture folders, in
-// lexical order, skipping hidden folders.
+// lexical order. Hidden folders are searched too, as kyverno test searches
+// them (Kyverno keeps suites in .kyverno-tests/ folders); only .git is
+// skipped, which never holds a test.
 func FindTests(dir string) ([]Case, error) {
 	var cases []Case
 	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
@@ -45,7 +47,7 @@ func FindTests(dir string) ([]Case, error) {
 		if !d.IsDir() {
 			return nil
 		}
-		if path != dir && strings.HasPrefix(d.Name(), ".") {
+		if path != dir && d.Name() == ".git" {
 			return filepath.SkipDir
 		}
 		if isFile(filepath.Join(path, TestFile)) {
