@@ -200,3 +200,43 @@ func TestSproutTestSearchesHiddenFolders(t *testing.T) {
 		"3 tests, 3 passing, 0 failing",
 	)
 }
+
+// TestSproutTestFailsAResultOfNoPolicy: a result naming a policy the test
+// does not hold fails, as kyverno test fails it (not found), even when it
+// wants skip: a misspelt name must not pass for a policy that skipped.
+func TestSproutTestFailsAResultOfNoPolicy(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "typo")
+	copyDir(t, "testdata/kyverno-test/data", dir)
+	f, err := os.OpenFile(filepath.Join(dir, "kyverno-test.yaml"), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString(`- policy: team-setting
+  kind: Namespace
+  resources: [scratch]
+  result: skip
+- policy: default/team-settings
+  kind: Namespace
+  resources: [scratch]
+  result: skip
+`); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	out, code := runTestCommand(t, dir)
+	if code != 1 {
+		t.Fatalf("exit %d, want 1:\n%s", code, out)
+	}
+	for _, re := range []string{
+		`(?m)^\S+ +team-setting +Namespace scratch +skip +- +FAIL`,
+		`(?m)^\S+ +default/team-settings +Namespace scratch +skip +- +FAIL`,
+		`no policy team-setting among the test's policies`,
+		`4 tests, 2 passing, 2 failing`,
+	} {
+		if !regexp.MustCompile(re).MatchString(out) {
+			t.Errorf("the output does not match %q:\n%s", re, out)
+		}
+	}
+}
