@@ -240,3 +240,38 @@ func TestSproutTestFailsAResultOfNoPolicy(t *testing.T) {
 		}
 	}
 }
+
+// TestSproutTestTakesKyvernoTestFlags: the flags of a kyverno test command
+// line work: --file-name (-f) names the test files, --fail-only lists the
+// failing rows alone, and --remove-color and --detailed-results are
+// accepted (sprout test prints no colour, and every failure with why).
+func TestSproutTestTakesKyvernoTestFlags(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "named")
+	copyDir(t, "testdata/kyverno-test/data", dir)
+	data, err := os.ReadFile(filepath.Join(dir, "kyverno-test.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	data = append(data, "- {policy: team-settings, kind: Namespace, resources: [scratch], result: pass}\n"...)
+	if err := os.WriteFile(filepath.Join(dir, "gpol-test.yaml"), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(dir, "kyverno-test.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	out, _, err := execute("test", "-f", "gpol-test.yaml", "--fail-only", "--remove-color", "--detailed-results", dir)
+	if code := exitCode(err); code != 1 {
+		t.Fatalf("exit %d (%v), want 1:\n%s", code, err, out)
+	}
+	for _, re := range []string{
+		`(?m)^\S+gpol-test.yaml +team-settings +Namespace scratch +pass +skip +FAIL$`,
+		`3 tests, 2 passing, 1 failing`,
+	} {
+		if !regexp.MustCompile(re).MatchString(out) {
+			t.Errorf("the output does not match %q:\n%s", re, out)
+		}
+	}
+	if strings.Contains(out, "PASS") {
+		t.Errorf("--fail-only listed a passing row:\n%s", out)
+	}
+}

@@ -73,9 +73,9 @@ type kyvernoResult struct {
 	Namespace string `json:"namespace"`
 }
 
-// kyvernoCase runs the kyverno-test.yaml of dir.
-func kyvernoCase(dir string) Case {
-	file := filepath.Join(dir, TestFile)
+// kyvernoCase runs the Kyverno test file of dir named testFile.
+func kyvernoCase(dir, testFile string) Case {
+	file := filepath.Join(dir, testFile)
 	return Case{Name: file, Run: func(ctx context.Context) []Row {
 		rows, err := runKyvernoTest(ctx, dir, file)
 		if err != nil {
