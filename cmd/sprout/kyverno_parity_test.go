@@ -275,3 +275,59 @@ func TestSproutTestTakesKyvernoTestFlags(t *testing.T) {
 		t.Errorf("--fail-only listed a passing row:\n%s", out)
 	}
 }
+
+// TestSproutTestAnnotationsAsKyvernoGeneratesThem: kyverno test drops every
+// annotation of the objects it generates, so a generatedResource written
+// for it holds none, and passes here too though the policy writes some;
+// annotations a generatedResource does hold are compared.
+func TestSproutTestAnnotationsAsKyvernoGeneratesThem(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "annotated")
+	files := map[string]string{
+		"policy.yaml": `apiVersion: policies.kyverno.io/v1
+kind: GeneratingPolicy
+metadata: {name: annotated}
+spec:
+  matchConstraints:
+    resourceRules:
+    - {apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [namespaces]}
+  generate:
+  - expression: >-
+      generator.Apply(object.metadata.name, [{"apiVersion": dyn("v1"), "kind": dyn("ConfigMap"),
+        "metadata": dyn({"name": "cfg", "annotations": {"example.com/owner": object.metadata.name}}),
+        "data": dyn({"a": "b"})}])
+`,
+		"resources.yaml": "apiVersion: v1\nkind: Namespace\nmetadata: {name: shop}\n---\napiVersion: v1\nkind: Namespace\nmetadata: {name: lab}\n",
+		"shop.yaml":      "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cfg, namespace: shop}\ndata: {a: b}\n",
+		"lab.yaml":       "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cfg, namespace: lab, annotations: {example.com/owner: shop}}\ndata: {a: b}\n",
+		"kyverno-test.yaml": `apiVersion: cli.kyverno.io/v1alpha1
+kind: Test
+metadata: {name: annotated}
+policies: [policy.yaml]
+resources: [resources.yaml]
+results:
+- {policy: annotated, kind: Namespace, resources: [shop], generatedResource: shop.yaml, result: pass}
+- {policy: annotated, kind: Namespace, resources: [lab], generatedResource: lab.yaml, result: pass}
+`,
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, data := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out, code := runTestCommand(t, dir)
+	if code != 1 {
+		t.Fatalf("exit %d, want 1:\n%s", code, out)
+	}
+	for _, re := range []string{
+		`annotated +Namespace shop +pass +pass +PASS`,
+		`annotated +Namespace lab +pass +pass +FAIL`,
+		`(?s)v1 ConfigMap/lab/cfg differs:.*-    example.com/owner: shop\n\+    example.com/owner: lab`,
+	} {
+		if !regexp.MustCompile(re).MatchString(out) {
+			t.Errorf("the output does not match %q:\n%s", re, out)
+		}
+	}
+}
