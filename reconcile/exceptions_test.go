@@ -225,3 +225,26 @@ func TestPolicyExceptionExpires(t *testing.T) {
 	}
 	tb.waitFor("a to generate once the exception expired", "a-out", exists)
 }
+
+// TestExceptionValuesReachThePolicy: a PolicyException that names images
+// or allowedValues lets its policy run, as in Kyverno, and the policy reads
+// them as exceptions.allowedImages and exceptions.allowedValues; for a
+// trigger no exception matches, both are empty.
+func TestExceptionValuesReachThePolicy(t *testing.T) {
+	runController(t, withExceptions(""))
+	tb := newTable(t, "exc-values")
+	applyException(t, exceptionDoc("exc-values", "sizes", "exc-values", `object.metadata.name == "big"`)+
+		"  allowedValues: [large, huge]\n  images: [\"ghcr.io/team/*\"]\n")
+	doc := replaceOnce(t, derivedPolicy("exc-values", "exc-values", "out", "one", true, false),
+		`"policy": "one"`, `"policy": exceptions.allowedValues.join(",") + "|" + exceptions.allowedImages.join(",")`)
+	tb.applyPolicy(doc)
+	t.Cleanup(func() { tb.deletePolicy("exc-values") })
+	tb.trigger("big", "exc-values", "b")
+	tb.trigger("small", "exc-values", "s")
+	tb.waitFor("big's object, with what the exception allows", "big-out", func(cm *corev1.ConfigMap) bool {
+		return cm != nil && cm.Data["policy"] == "large,huge|ghcr.io/team/*"
+	})
+	tb.waitFor("small's object, with nothing allowed", "small-out", func(cm *corev1.ConfigMap) bool {
+		return cm != nil && cm.Data["policy"] == "|"
+	})
+}

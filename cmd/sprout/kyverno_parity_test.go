@@ -179,3 +179,155 @@ func TestSproutTestInlineValues(t *testing.T) {
 		}
 	}
 }
+
+// TestSproutTestSearchesHiddenFolders: kyverno test finds a
+// kyverno-test.yaml in every folder below the one it is given, hidden ones
+// too (Kyverno keeps suites in .kyverno-tests/ next to its chainsaw
+// tests), and so does sprout test; only .git, which never holds a test, is
+// left out.
+func TestSproutTestSearchesHiddenFolders(t *testing.T) {
+	root := filepath.Join(t.TempDir(), "suites")
+	copyDir(t, "testdata/kyverno-test/clone", filepath.Join(root, "clone"))
+	copyDir(t, "testdata/kyverno-test/data", filepath.Join(root, "team", ".kyverno-tests"))
+	broken := filepath.Join(root, ".git", "suite")
+	copyDir(t, "testdata/kyverno-test/data", broken)
+	if err := os.WriteFile(filepath.Join(broken, "kyverno-test.yaml"), []byte("not: a test\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	testPasses(t, root,
+		"copy-pull-secret  Namespace shop      pass  pass  PASS",
+		"team-settings     Namespace payments  pass  pass  PASS",
+		"3 tests, 3 passing, 0 failing",
+	)
+}
+
+// TestSproutTestFailsAResultOfNoPolicy: a result naming a policy the test
+// does not hold fails, as kyverno test fails it (not found), even when it
+// wants skip: a misspelt name must not pass for a policy that skipped.
+func TestSproutTestFailsAResultOfNoPolicy(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "typo")
+	copyDir(t, "testdata/kyverno-test/data", dir)
+	f, err := os.OpenFile(filepath.Join(dir, "kyverno-test.yaml"), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString(`- policy: team-setting
+  kind: Namespace
+  resources: [scratch]
+  result: skip
+- policy: default/team-settings
+  kind: Namespace
+  resources: [scratch]
+  result: skip
+`); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	out, code := runTestCommand(t, dir)
+	if code != 1 {
+		t.Fatalf("exit %d, want 1:\n%s", code, out)
+	}
+	for _, re := range []string{
+		`(?m)^\S+ +team-setting +Namespace scratch +skip +- +FAIL`,
+		`(?m)^\S+ +default/team-settings +Namespace scratch +skip +- +FAIL`,
+		`no policy team-setting among the test's policies`,
+		`4 tests, 2 passing, 2 failing`,
+	} {
+		if !regexp.MustCompile(re).MatchString(out) {
+			t.Errorf("the output does not match %q:\n%s", re, out)
+		}
+	}
+}
+
+// TestSproutTestTakesKyvernoTestFlags: the flags of a kyverno test command
+// line work: --file-name (-f) names the test files, --fail-only lists the
+// failing rows alone, and --remove-color and --detailed-results are
+// accepted (sprout test prints no colour, and every failure with why).
+func TestSproutTestTakesKyvernoTestFlags(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "named")
+	copyDir(t, "testdata/kyverno-test/data", dir)
+	data, err := os.ReadFile(filepath.Join(dir, "kyverno-test.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	data = append(data, "- {policy: team-settings, kind: Namespace, resources: [scratch], result: pass}\n"...)
+	if err := os.WriteFile(filepath.Join(dir, "gpol-test.yaml"), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(dir, "kyverno-test.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	out, _, err := execute("test", "-f", "gpol-test.yaml", "--fail-only", "--remove-color", "--detailed-results", dir)
+	if code := exitCode(err); code != 1 {
+		t.Fatalf("exit %d (%v), want 1:\n%s", code, err, out)
+	}
+	for _, re := range []string{
+		`(?m)^\S+gpol-test.yaml +team-settings +Namespace scratch +pass +skip +FAIL$`,
+		`3 tests, 2 passing, 1 failing`,
+	} {
+		if !regexp.MustCompile(re).MatchString(out) {
+			t.Errorf("the output does not match %q:\n%s", re, out)
+		}
+	}
+	if strings.Contains(out, "PASS") {
+		t.Errorf("--fail-only listed a passing row:\n%s", out)
+	}
+}
+
+// TestSproutTestAnnotationsAsKyvernoGeneratesThem: kyverno test drops every
+// annotation of the objects it generates, so a generatedResource written
+// for it holds none, and passes here too though the policy writes some;
+// annotations a generatedResource does hold are compared.
+func TestSproutTestAnnotationsAsKyvernoGeneratesThem(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "annotated")
+	files := map[string]string{
+		"policy.yaml": `apiVersion: policies.kyverno.io/v1
+kind: GeneratingPolicy
+metadata: {name: annotated}
+spec:
+  matchConstraints:
+    resourceRules:
+    - {apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [namespaces]}
+  generate:
+  - expression: >-
+      generator.Apply(object.metadata.name, [{"apiVersion": dyn("v1"), "kind": dyn("ConfigMap"),
+        "metadata": dyn({"name": "cfg", "annotations": {"example.com/owner": object.metadata.name}}),
+        "data": dyn({"a": "b"})}])
+`,
+		"resources.yaml": "apiVersion: v1\nkind: Namespace\nmetadata: {name: shop}\n---\napiVersion: v1\nkind: Namespace\nmetadata: {name: lab}\n",
+		"shop.yaml":      "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cfg, namespace: shop}\ndata: {a: b}\n",
+		"lab.yaml":       "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cfg, namespace: lab, annotations: {example.com/owner: shop}}\ndata: {a: b}\n",
+		"kyverno-test.yaml": `apiVersion: cli.kyverno.io/v1alpha1
+kind: Test
+metadata: {name: annotated}
+policies: [policy.yaml]
+resources: [resources.yaml]
+results:
+- {policy: annotated, kind: Namespace, resources: [shop], generatedResource: shop.yaml, result: pass}
+- {policy: annotated, kind: Namespace, resources: [lab], generatedResource: lab.yaml, result: pass}
+`,
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, data := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out, code := runTestCommand(t, dir)
+	if code != 1 {
+		t.Fatalf("exit %d, want 1:\n%s", code, out)
+	}
+	for _, re := range []string{
+		`annotated +Namespace shop +pass +pass +PASS`,
+		`annotated +Namespace lab +pass +pass +FAIL`,
+		`(?s)v1 ConfigMap/lab/cfg differs:.*-    example.com/owner: shop\n\+    example.com/owner: lab`,
+	} {
+		if !regexp.MustCompile(re).MatchString(out) {
+			t.Errorf("the output does not match %q:\n%s", re, out)
+		}
+	}
+}

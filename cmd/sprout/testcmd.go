@@ -17,7 +17,8 @@ import (
 var errTestsFailed = errors.New("some tests failed")
 
 func newTestCommand() *cobra.Command {
-	return &cobra.Command{
+	fileName, failOnly := offline.TestFile, false
+	cmd := &cobra.Command{
 		Use:   "test DIR...",
 		Short: "Run policy tests offline: Kyverno's kyverno-test.yaml files and fixture folders",
 		Long: `Find every test below the folders given and run it offline, as sprout render
@@ -52,12 +53,12 @@ Two layouts are tests:
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var cases []offline.Case
 			for _, dir := range args {
-				found, err := offline.FindTests(dir)
+				found, err := offline.FindTests(dir, fileName)
 				if err != nil {
 					return err
 				}
 				if len(found) == 0 {
-					return fmt.Errorf("%s: no %s and no fixture folder (policy.yaml or policies/, triggers.yaml, expected.yaml or error.txt)", dir, offline.TestFile)
+					return fmt.Errorf("%s: no %s and no fixture folder (policy.yaml or policies/, triggers.yaml, expected.yaml or error.txt)", dir, fileName)
 				}
 				cases = append(cases, found...)
 			}
@@ -65,14 +66,21 @@ Two layouts are tests:
 			for _, c := range cases {
 				rows = append(rows, c.Run(cmd.Context())...)
 			}
-			return printTestRows(cmd.OutOrStdout(), rows)
+			return printTestRows(cmd.OutOrStdout(), rows, failOnly)
 		},
 	}
+	// kyverno test's flags, so that its command lines run unchanged.
+	cmd.Flags().StringVarP(&fileName, "file-name", "f", fileName, "the name of the Kyverno test files to run, as kyverno test's")
+	cmd.Flags().BoolVar(&failOnly, "fail-only", false, "list only the failing rows (the counts are of every row)")
+	cmd.Flags().Bool("remove-color", false, "accepted for kyverno test's command lines: sprout test prints no colour")
+	cmd.Flags().Bool("detailed-results", false, "accepted for kyverno test's command lines: every failure is printed with why")
+	return cmd
 }
 
-// printTestRows writes the table, the details of each failure and a count,
-// and returns errTestsFailed when a row failed.
-func printTestRows(out io.Writer, rows []offline.Row) error {
+// printTestRows writes the table (its failing rows alone with failOnly),
+// the details of each failure and a count, and returns errTestsFailed when
+// a row failed.
+func printTestRows(out io.Writer, rows []offline.Row, failOnly bool) error {
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "CASE\tPOLICY\tRESOURCE\tWANT\tGOT\tRESULT")
 	failed := 0
@@ -81,6 +89,8 @@ func printTestRows(out io.Writer, rows []offline.Row) error {
 		if !r.Pass {
 			result = "FAIL"
 			failed++
+		} else if failOnly {
+			continue
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.Case, r.Policy, r.Resource, r.Want, r.Got, result)
 	}

@@ -23,7 +23,7 @@ import (
 
 // kyvernoTest is the part of Kyverno's Test (cli.kyverno.io/v1alpha1) that
 // concerns generating policies. Fields for other kinds of policy are
-// ignored, as are results for policies the file does not hold.
+// ignored.
 type kyvernoTest struct {
 	APIVersion       string          `json:"apiVersion"`
 	Kind             string          `json:"kind"`
@@ -73,9 +73,9 @@ type kyvernoResult struct {
 	Namespace string `json:"namespace"`
 }
 
-// kyvernoCase runs the kyverno-test.yaml of dir.
-func kyvernoCase(dir string) Case {
-	file := filepath.Join(dir, TestFile)
+// kyvernoCase runs the Kyverno test file of dir named testFile.
+func kyvernoCase(dir, testFile string) Case {
+	file := filepath.Join(dir, testFile)
 	return Case{Name: file, Run: func(ctx context.Context) []Row {
 		rows, err := runKyvernoTest(ctx, dir, file)
 		if err != nil {
@@ -443,14 +443,15 @@ func findTrigger(triggers []*unstructured.Unstructured, kind, name string) *unst
 
 // resolve finds the policy a result names: name, or namespace/name for a
 // NamespacedGeneratingPolicy; a name alone also names the one namespaced
-// policy of that name, as Kyverno's CLI compares names alone.
+// policy of that name, as Kyverno's CLI compares names alone. A name no
+// policy of the test has fails, as kyverno test fails it (not found).
 func (k kyvernoRun) resolve(policy string) (string, string) {
-	if strings.Contains(policy, "/") {
+	found := k.byName[policy[strings.LastIndex(policy, "/")+1:]]
+	switch {
+	case slices.Contains(found, policy):
 		return policy, ""
-	}
-	switch found := k.byName[policy]; {
-	case len(found) == 0 || slices.Contains(found, policy):
-		return policy, ""
+	case len(found) == 0 || strings.Contains(policy, "/"):
+		return "", fmt.Sprintf("no policy %s among the test's policies", policy)
 	case len(found) == 1:
 		return found[0], ""
 	default:

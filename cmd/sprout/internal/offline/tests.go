@@ -13,7 +13,7 @@ import (
 	"k8s.io/apiserver/pkg/admission"
 )
 
-// TestFile is the file name `kyverno test` looks for.
+// TestFile is the file name `kyverno test` looks for unless told another.
 const TestFile = "kyverno-test.yaml"
 
 // Row is one line of the result table.
@@ -34,9 +34,11 @@ type Case struct {
 	Run  func(ctx context.Context) []Row
 }
 
-// FindTests walks dir for kyverno-test.yaml files and fixture folders, in
-// lexical order, skipping hidden folders.
-func FindTests(dir string) ([]Case, error) {
+// FindTests walks dir for Kyverno test files named testFile and fixture
+// folders, in lexical order. Hidden folders are searched too, as kyverno
+// test searches them (Kyverno keeps suites in .kyverno-tests/ folders);
+// only .git is skipped, which never holds a test.
+func FindTests(dir, testFile string) ([]Case, error) {
 	var cases []Case
 	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -45,11 +47,11 @@ func FindTests(dir string) ([]Case, error) {
 		if !d.IsDir() {
 			return nil
 		}
-		if path != dir && strings.HasPrefix(d.Name(), ".") {
+		if path != dir && d.Name() == ".git" {
 			return filepath.SkipDir
 		}
-		if isFile(filepath.Join(path, TestFile)) {
-			cases = append(cases, kyvernoCase(path))
+		if isFile(filepath.Join(path, testFile)) {
+			cases = append(cases, kyvernoCase(path, testFile))
 		} else if c, ok := fixtureCase(path); ok {
 			cases = append(cases, c)
 		}
