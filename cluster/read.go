@@ -85,9 +85,7 @@ func (f Form) FromList(u *unstructured.Unstructured) (*Object, error) {
 		o.originWritten = originWritten(carriedOrigin(str(labels, sproutv1alpha1.LabelManagedBy) != "", str(labels, sproutv1alpha1.LabelPolicyName),
 			str(labels, sproutv1alpha1.LabelPolicyNamespace), o.triggerUID, policy, o.chain), writtenBySprout(entries))
 	}
-	if policy != "" {
-		o.proven = f.proof.proves(str(annotations, AnnotationProof), o.origin(o.chain), str(labels, sproutv1alpha1.LabelManagedBy) != "", o.originWritten)
-	}
+	o.proven = f.proof.proves(str(annotations, AnnotationProof), o.origin(o.chain), str(labels, sproutv1alpha1.LabelManagedBy) != "", o.originWritten)
 	delete(md, "managedFields")
 	content, err := json.Marshal(u.Object)
 	if err != nil {
@@ -151,9 +149,7 @@ func (f Form) FromJSON(raw []byte) (*Object, error) {
 		o.originWritten = originWritten(carriedOrigin(bool(md.Labels.ManagedBy), md.Labels.PolicyName, md.Labels.PolicyNamespace,
 			md.Labels.TriggerUID, md.Annotations.Policy, md.Annotations.Chain), writtenBySprout(entries))
 	}
-	if md.Annotations.Policy != "" {
-		o.proven = f.proof.proves(md.Annotations.Proof, o.origin(md.Annotations.Chain), bool(md.Labels.ManagedBy), o.originWritten)
-	}
+	o.proven = f.proof.proves(md.Annotations.Proof, o.origin(md.Annotations.Chain), bool(md.Labels.ManagedBy), o.originWritten)
 	f.setContent(o, content)
 	f.created.watch(o)
 	return o, nil
@@ -219,9 +215,7 @@ func (f Form) identityOf(obj runtime.Object) (*Object, error) {
 		originWritten:   OriginWritten(m.GetManagedFields(), labels, annotations),
 		intact:          originIntact(policy, labels[sproutv1alpha1.LabelPolicyName], labels[sproutv1alpha1.LabelPolicyNamespace]),
 	}
-	if policy != "" {
-		o.proven = f.proof.proves(annotations[AnnotationProof], o.origin(annotations[sproutv1alpha1.AnnotationChain]), labels[sproutv1alpha1.LabelManagedBy] != "", o.originWritten)
-	}
+	o.proven = f.proof.proves(annotations[AnnotationProof], o.origin(annotations[sproutv1alpha1.AnnotationChain]), labels[sproutv1alpha1.LabelManagedBy] != "", o.originWritten)
 	return o, nil
 }
 
