@@ -320,3 +320,28 @@ func TestLostRecordIsNotRebuiltFromForgedManagedFields(t *testing.T) {
 		t.Errorf("the forged ConfigMap was pruned or written over: %v", cm)
 	}
 }
+
+// TestForgedManagedFieldsDoNotExemptATrigger: a tenant creates their
+// trigger carrying the origin of another policy's object, written under
+// Sprout's own field manager, so that its managed fields say Sprout wrote
+// it. A policy that skips background requests (Kyverno's default) still
+// generates for it: only a signed proof tells what Sprout generated.
+func TestForgedManagedFieldsDoNotExemptATrigger(t *testing.T) {
+	startController(t)
+	tb := newTable(t, "forgedskip")
+	tb.applyPolicy(derivedPolicy("forged-skip", "forgedskip", "out", "one", true, false))
+	t.Cleanup(func() { tb.deletePolicy("forged-skip") })
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "mine", Namespace: tb.ns,
+		Labels: map[string]string{"app": "forgedskip", sproutv1alpha1.LabelManagedBy: sproutv1alpha1.ManagedBy,
+			sproutv1alpha1.LabelPolicyName: "other", sproutv1alpha1.LabelTriggerUID: "t1"},
+		Annotations: map[string]string{sproutv1alpha1.AnnotationPolicy: "GeneratingPolicy/other"},
+	}, Data: map[string]string{"value": "v"}}
+	created, err := tb.kube.CoreV1().ConfigMaps(tb.ns).Create(context.Background(), cm, metav1.CreateOptions{FieldManager: sproutv1alpha1.FieldManager})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(created.ManagedFields, func(e metav1.ManagedFieldsEntry) bool { return e.Manager == sproutv1alpha1.FieldManager }) {
+		t.Fatalf("the forged trigger's managed fields name no %s: %v", sproutv1alpha1.FieldManager, created.ManagedFields)
+	}
+	tb.waitFor("the forged trigger's object", "mine-out", exists)
+}
