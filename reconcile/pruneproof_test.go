@@ -3,6 +3,7 @@ package reconcile_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -344,4 +345,35 @@ func TestForgedManagedFieldsDoNotExemptATrigger(t *testing.T) {
 		t.Fatalf("the forged trigger's managed fields name no %s: %v", sproutv1alpha1.FieldManager, created.ManagedFields)
 	}
 	tb.waitFor("the forged trigger's object", "mine-out", exists)
+}
+
+// TestObjectsWrittenBeforeProofsAreSignedThenPruned: an object a
+// synchronizing policy wrote before Sprout signed its objects carries no
+// proof. The policy's next apply, at the start, signs it; from then on it
+// is pruned as the policy's when its trigger goes.
+func TestObjectsWrittenBeforeProofsAreSignedThenPruned(t *testing.T) {
+	const proof = "sprout.dev/proof"
+	tb := newTable(t, "unsigned")
+	tb.applyPolicy(derivedPolicy("unsigned", "unsigned", "out", "one", true, false))
+	t.Cleanup(func() { tb.deletePolicy("unsigned") })
+	tb.trigger("a", "unsigned", "a1")
+	runUntilSynced(t, cfg, "GeneratingPolicy/unsigned")
+
+	// While stopped: a-out as Sprout wrote it before proofs.
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:null}}}`, proof)
+	unsigned, err := tb.kube.CoreV1().ConfigMaps(tb.ns).Patch(context.Background(), "a-out", types.MergePatchType, []byte(patch),
+		metav1.PatchOptions{FieldManager: sproutv1alpha1.FieldManager})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := unsigned.Annotations[proof]; ok {
+		t.Fatalf("a-out still carries a proof: %v", unsigned.Annotations)
+	}
+
+	startController(t)
+	tb.waitFor("a-out signed by the policy's apply at the start", "a-out", func(cm *corev1.ConfigMap) bool {
+		return cm != nil && cm.Annotations[proof] != ""
+	})
+	tb.delete("a")
+	tb.waitFor("a-out, signed, pruned with its trigger", "a-out", absent)
 }
