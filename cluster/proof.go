@@ -68,7 +68,7 @@ func (k *ProofKey) Set(secret []byte) error {
 		return fmt.Errorf("the proof key has %d bytes, fewer than %d", len(secret), MinProofKeyBytes)
 	}
 	k.key = append([]byte(nil), secret...)
-	k.macs.New = func() any { return hmac.New(sha256.New, k.key) }
+	k.macs.New = func() any { return &macState{h: hmac.New(sha256.New, k.key)} }
 	return nil
 }
 
@@ -82,20 +82,32 @@ type origin struct {
 	policy, triggerUID, chain string
 }
 
-// mac returns the proof of o.
-func (k *ProofKey) mac(o origin) string {
-	h := k.macs.Get().(hash.Hash)
-	defer k.macs.Put(h)
-	h.Reset()
-	var n [binary.MaxVarintLen64]byte
+// macState is one MAC under way: its hash and its message, kept for the
+// next, as every object a watch brings is verified.
+type macState struct {
+	h   hash.Hash
+	msg []byte
+	sum [sha256.Size]byte
+}
+
+// encodedProofBytes is the length of a proof: proofBytes in base64url,
+// unpadded.
+const encodedProofBytes = (proofBytes*8 + 5) / 6
+
+// mac writes the proof of o into out, encodedProofBytes long.
+func (k *ProofKey) mac(o origin, out []byte) {
+	m := k.macs.Get().(*macState)
+	defer k.macs.Put(m)
+	m.msg = m.msg[:0]
 	for _, field := range [...]string{proofDomain, o.gk.Group, o.gk.Kind, o.namespace, o.name, o.policy, o.triggerUID, o.chain} {
 		// Each field is prefixed with its length: no two origins write the
 		// same bytes.
-		h.Write(n[:binary.PutUvarint(n[:], uint64(len(field)))])
-		h.Write([]byte(field))
+		m.msg = binary.AppendUvarint(m.msg, uint64(len(field)))
+		m.msg = append(m.msg, field...)
 	}
-	var sum [sha256.Size]byte
-	return base64.RawURLEncoding.EncodeToString(h.Sum(sum[:0])[:proofBytes])
+	m.h.Reset()
+	m.h.Write(m.msg)
+	base64.RawURLEncoding.Encode(out, m.h.Sum(m.sum[:0])[:proofBytes])
 }
 
 // Sign writes into obj, a desired object labelled with its origin, the
@@ -107,8 +119,10 @@ func (k *ProofKey) Sign(obj *unstructured.Unstructured) {
 	if !k.Keyed() || policy == "" {
 		return
 	}
-	annotations[AnnotationProof] = k.mac(origin{gk: KindOf(obj).GroupKind(), namespace: obj.GetNamespace(), name: obj.GetName(),
-		policy: policy, triggerUID: obj.GetLabels()[sproutv1alpha1.LabelTriggerUID], chain: annotations[sproutv1alpha1.AnnotationChain]})
+	proof := make([]byte, encodedProofBytes)
+	k.mac(origin{gk: KindOf(obj).GroupKind(), namespace: obj.GetNamespace(), name: obj.GetName(),
+		policy: policy, triggerUID: obj.GetLabels()[sproutv1alpha1.LabelTriggerUID], chain: annotations[sproutv1alpha1.AnnotationChain]}, proof)
+	annotations[AnnotationProof] = string(proof)
 	obj.SetAnnotations(annotations)
 }
 
@@ -119,8 +133,10 @@ func (k *ProofKey) proves(proof string, o origin, managedBy, written bool) bool 
 	if !k.Keyed() {
 		return written
 	}
-	if !managedBy || o.policy == "" || len(proof) != base64.RawURLEncoding.EncodedLen(proofBytes) {
+	if !managedBy || o.policy == "" || len(proof) != encodedProofBytes {
 		return false
 	}
-	return hmac.Equal([]byte(proof), []byte(k.mac(o)))
+	var want [encodedProofBytes]byte
+	k.mac(o, want[:])
+	return hmac.Equal([]byte(proof), want[:])
 }
