@@ -2,7 +2,9 @@
 // cluster: how its informers watch them (the watch decoding, JSON and
 // protobuf), the one form its caches keep every object in (Object), and
 // the pairing of the versions Sprout's creates made with the watch events
-// that bring them, so that the caches keep those versions released.
+// that bring them, so that the caches keep those versions released; and
+// the proof Sprout signs into what it generates, verified as an object is
+// decoded (ProofKey).
 //
 // It is a package of its own, apart from reconcile, which runs the
 // informers, and inventory, which writes: both read these objects, and

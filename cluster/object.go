@@ -57,6 +57,9 @@ type Object struct {
 	// originWritten: Sprout wrote the labels and annotation that name its
 	// origin (OriginWritten); read with the managed fields.
 	originWritten bool
+	// proven: its AnnotationProof proves its identity and origin
+	// (proof.go); verified once, at decode.
+	proven bool
 	// intact: its policy labels name the policy its owner annotation does.
 	// One that stops being intact, or leaves the label-selected cache
 	// while its object stays, had its labels edited.
@@ -221,17 +224,29 @@ func (o *Object) Written() bool { return o.written }
 // OriginWritten reports whether Sprout wrote the labels and annotation
 // that name the object's origin: its managed fields give every one of them
 // it carries, the managed-by label among them, to an entry of Sprout's
-// (OriginWritten). Only such an object is a policy's to prune or to take
-// as its own: the labels alone may have been copied by anyone who may
-// patch it.
+// (OriginWritten). Such an object is a policy's to write over: the labels
+// alone may have been copied by anyone who may patch it. To prune it or
+// claim it takes its proof (Proven): managed fields can be forged.
 func (o *Object) OriginWritten() bool { return o.originWritten }
 
+// Proven reports whether the object's proof (AnnotationProof) proves its
+// identity and origin: Sprout signed them, under a key no client holds.
+// Only such an object is a policy's to prune, to claim or to rebuild a
+// lost record from, and a trigger one Sprout generated: its labels and
+// managed fields may have been written by anyone who may patch it.
+func (o *Object) Proven() bool { return o.proven }
+
+// origin is what o's proof is made over, with chain its AnnotationChain.
+func (o *Object) origin(chain string) origin {
+	return origin{gk: o.kind.Value().GroupKind(), namespace: o.namespace, name: o.name, policy: o.owner, triggerUID: o.triggerUID, chain: chain}
+}
+
 // Chain returns the policies whose generated objects led to o, in order,
-// its owner last: nil unless Sprout wrote its origin (OriginWritten), the
-// chain among it. A chain copied onto an object, or an object a client
-// wrote, starts none.
+// its owner last: nil unless Sprout signed its origin (Proven), the chain
+// among it. A chain copied onto an object, or an object a client wrote,
+// starts none.
 func (o *Object) Chain() []string {
-	if !o.originWritten || o.owner == "" {
+	if !o.proven || o.owner == "" {
 		return nil
 	}
 	if o.chain == "" {
@@ -252,10 +267,10 @@ func (o *Object) ID() string {
 // (nil: gone from it), no longer carries the origin o did: its owner
 // annotation, trigger label or policy labels were changed or removed. A
 // label-selected cache loses an object whose managed-by label is removed.
-// Only an origin Sprout wrote can be left: one copied onto the object by
-// someone else never made it the policy's.
+// Only an origin Sprout wrote or signed can be left: one copied onto the
+// object by someone else never made it the policy's.
 func (o *Object) Left(next *Object) bool {
-	if !o.intact || !o.originWritten {
+	if !o.intact || !o.originWritten && !o.proven {
 		return false
 	}
 	return next == nil || !next.intact || next.owner != o.owner || next.triggerUID != o.triggerUID

@@ -323,7 +323,7 @@ func TestCachedKnowsWhetherSproutWroteIt(t *testing.T) {
 			if err := k8sruntime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, typed); err != nil {
 				t.Fatal(err)
 			}
-			fromProtobuf, err := identityOf(typed)
+			fromProtobuf, err := Generated(nil).identityOf(typed)
 			if err != nil {
 				t.Fatal(err)
 			}

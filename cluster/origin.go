@@ -21,7 +21,8 @@ import (
 //
 // A client may still name itself sprout (a field manager is a request
 // parameter) or write managedFields outright: the managed fields are
-// evidence against a copy, not a signature.
+// evidence against a copy, not a signature. They suffice to write over an
+// object; to prune or claim one takes its proof (proof.go).
 
 // originFields is a set of the fields that name an object's origin.
 type originFields uint8

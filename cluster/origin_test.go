@@ -112,7 +112,7 @@ func TestOriginWrittenAgreesEverywhere(t *testing.T) {
 			if err := k8sruntime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, typed); err != nil {
 				t.Fatal(err)
 			}
-			fromProtobuf, err := identityOf(typed)
+			fromProtobuf, err := Generated(nil).identityOf(typed)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -31,6 +31,8 @@ type Form struct {
 	// created pairs the versions Sprout's creates made with the events
 	// that bring them; nil pairs nothing.
 	created *CreatedVersions
+	// proof verifies the objects' proofs (proof.go).
+	proof *ProofKey
 }
 
 // Triggers is the form of the caches of triggers and of what programs
@@ -40,6 +42,12 @@ var Triggers = Form{}
 // Generated is the form of the caches of Sprout's own objects: a version
 // one of its creates made as desired (created) is kept released.
 func Generated(created *CreatedVersions) Form { return Form{generated: true, created: created} }
+
+// WithProof returns f verifying the proofs of its objects with k.
+func (f Form) WithProof(k *ProofKey) Form {
+	f.proof = k
+	return f
+}
 
 // FromList returns u, as a list gave it, as a cache of f holds it, and
 // pairs nothing: a list shows versions older than the creates under way.
@@ -75,8 +83,9 @@ func (f Form) FromList(u *unstructured.Unstructured) (*Object, error) {
 			o.written = slices.ContainsFunc(entries, managedEntry.isSprouts)
 		}
 		o.originWritten = originWritten(carriedOrigin(str(labels, sproutv1alpha1.LabelManagedBy) != "", str(labels, sproutv1alpha1.LabelPolicyName),
-			str(labels, sproutv1alpha1.LabelPolicyNamespace), str(labels, sproutv1alpha1.LabelTriggerUID), policy, o.chain), writtenBySprout(entries))
+			str(labels, sproutv1alpha1.LabelPolicyNamespace), o.triggerUID, policy, o.chain), writtenBySprout(entries))
 	}
+	o.proven = f.proof.proves(str(annotations, AnnotationProof), o.origin(o.chain), str(labels, sproutv1alpha1.LabelManagedBy) != "", o.originWritten)
 	delete(md, "managedFields")
 	content, err := json.Marshal(u.Object)
 	if err != nil {
@@ -140,6 +149,7 @@ func (f Form) FromJSON(raw []byte) (*Object, error) {
 		o.originWritten = originWritten(carriedOrigin(bool(md.Labels.ManagedBy), md.Labels.PolicyName, md.Labels.PolicyNamespace,
 			md.Labels.TriggerUID, md.Annotations.Policy, md.Annotations.Chain), writtenBySprout(entries))
 	}
+	o.proven = f.proof.proves(md.Annotations.Proof, o.origin(md.Annotations.Chain), bool(md.Labels.ManagedBy), o.originWritten)
 	f.setContent(o, content)
 	f.created.watch(o)
 	return o, nil
@@ -158,7 +168,7 @@ func (f Form) fromTyped(obj runtime.Object) (*Object, error) {
 		}
 		return f.FromJSON(raw)
 	}
-	o, err := identityOf(obj)
+	o, err := f.identityOf(obj)
 	if err != nil {
 		return nil, err
 	}
@@ -180,7 +190,7 @@ func (f Form) fromTyped(obj runtime.Object) (*Object, error) {
 
 // identityOf returns what a generated object's cache reads of obj, a typed
 // object, without its content: the fields syncs read, from its metadata.
-func identityOf(obj runtime.Object) (*Object, error) {
+func (f Form) identityOf(obj runtime.Object) (*Object, error) {
 	m, err := meta.Accessor(obj)
 	if err != nil {
 		return nil, err
@@ -188,7 +198,7 @@ func identityOf(obj runtime.Object) (*Object, error) {
 	labels, annotations := m.GetLabels(), m.GetAnnotations()
 	_, clone := labels[sproutv1alpha1.LabelSourceUID]
 	policy := annotations[sproutv1alpha1.AnnotationPolicy]
-	return &Object{
+	o := &Object{
 		kind:            unique.Make(obj.GetObjectKind().GroupVersionKind()),
 		namespace:       Intern(m.GetNamespace()),
 		name:            Intern(m.GetName()),
@@ -204,7 +214,9 @@ func identityOf(obj runtime.Object) (*Object, error) {
 		written:         slices.ContainsFunc(m.GetManagedFields(), IsSproutEntry),
 		originWritten:   OriginWritten(m.GetManagedFields(), labels, annotations),
 		intact:          originIntact(policy, labels[sproutv1alpha1.LabelPolicyName], labels[sproutv1alpha1.LabelPolicyNamespace]),
-	}, nil
+	}
+	o.proven = f.proof.proves(annotations[AnnotationProof], o.origin(annotations[sproutv1alpha1.AnnotationChain]), labels[sproutv1alpha1.LabelManagedBy] != "", o.originWritten)
+	return o, nil
 }
 
 // name is how f keeps an object's name: the names of generated objects
@@ -246,8 +258,8 @@ func originIntact(policy, label, namespace string) bool {
 
 // metadata is what FromJSON decodes of an object's metadata. The tags are
 // LabelGeneratedOnDelete, LabelSourceUID, LabelTriggerUID, LabelPolicyName,
-// LabelPolicyNamespace, LabelManagedBy, AnnotationPolicy and
-// AnnotationChain (TestFromJSONAgreesWithFromList and TestOriginWrittenAgreesEverywhere
+// LabelPolicyNamespace, LabelManagedBy, AnnotationPolicy, AnnotationChain
+// and AnnotationProof (TestFromJSONAgreesWithFromList and TestOriginWrittenAgreesEverywhere
 // hold them to each other).
 type metadata struct {
 	Name              string    `json:"name"`
@@ -267,6 +279,7 @@ type metadata struct {
 	Annotations struct {
 		Policy string `json:"sprout.dev/policy"`
 		Chain  string `json:"sprout.dev/chain"`
+		Proof  string `json:"sprout.dev/proof"`
 	} `json:"annotations"`
 	ManagedFields json.RawMessage `json:"managedFields"`
 }

@@ -58,7 +58,7 @@ func (a *Applier) decideRead(ctx context.Context, obj *unstructured.Unstructured
 
 // decideCached decides from the cached state of obj.
 func decideCached(obj *unstructured.Unstructured, cached *cluster.Object, opts ApplyOptions) decision {
-	wrote := sproutWrote{object: cached.Written(), origin: cached.OriginWritten()}
+	wrote := sproutWrote{object: cached.Written(), origin: cached.OriginWritten() || cached.Proven()}
 	if holds, ok := cached.Released(); ok {
 		return decideReleased(obj, holds, wrote, opts)
 	}
@@ -107,7 +107,7 @@ func mayDrop(applied string, obj *unstructured.Unstructured) bool {
 // sproutWrote is what an object's managed fields say of Sprout's writes:
 // object, that they hold an entry of Sprout's (cluster.IsSproutEntry);
 // origin, that Sprout's entries hold the labels and annotation naming its
-// origin (cluster.OriginWritten).
+// origin (cluster.OriginWritten) or that its proof proves it.
 type sproutWrote struct{ object, origin bool }
 
 // decideOwner returns the decision for an object that exists with labels

@@ -330,7 +330,7 @@ func (r *Round) End() {
 }
 
 // Stale returns the owned objects that the last round's objects do not
-// hold and whose origin Sprout wrote, as stale does; before any round,
+// hold and whose origin Sprout signed, as stale does; before any round,
 // none. A cached object paired then is
 // desired without a comparison; the others are compared with the objects
 // not paired and those created in the round (on a sync that changed
@@ -344,7 +344,7 @@ func (d *Decisions) Stale(owned []*cluster.Object) []*cluster.Object {
 	}
 	var unpaired []*cluster.Object
 	for _, o := range owned {
-		if _, ok := d.claimed[o]; !ok && o.OriginWritten() {
+		if _, ok := d.claimed[o]; !ok && o.Proven() {
 			unpaired = append(unpaired, o)
 		}
 	}

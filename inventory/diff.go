@@ -27,7 +27,7 @@ func cachedKey(o *cluster.Object) objectKey {
 // synchronizing policy prunes. Objects are the same when kind, namespace
 // and name are; the API version does not count. Objects generated from a
 // trigger's DELETE are never stale: their trigger is gone by design; nor
-// are objects whose origin Sprout did not write (proof.go): labels copied
+// are objects whose origin Sprout did not sign (proof.go): labels copied
 // onto them never made them the policy's.
 // Decisions.Stale finds the same for a round's objects with less work;
 // the tests hold the two to each other.
@@ -38,7 +38,7 @@ func stale(owned []*cluster.Object, desired []*unstructured.Unstructured) []*clu
 	}
 	var out []*cluster.Object
 	for _, o := range owned {
-		if !want[cachedKey(o)] && !o.OnDelete() && o.OriginWritten() {
+		if !want[cachedKey(o)] && !o.OnDelete() && o.Proven() {
 			out = append(out, o)
 		}
 	}
@@ -47,11 +47,11 @@ func stale(owned []*cluster.Object, desired []*unstructured.Unstructured) []*clu
 
 // Data returns what a deleted policy takes with it of objs, its objects:
 // those that are not clones (it leaves clones, as Kyverno does) and whose
-// origin Sprout wrote (proof.go).
+// origin Sprout signed (proof.go).
 func Data(objs []*cluster.Object) []*cluster.Object {
 	var out []*cluster.Object
 	for _, o := range objs {
-		if !o.Clone() && o.OriginWritten() {
+		if !o.Clone() && o.Proven() {
 			out = append(out, o)
 		}
 	}

@@ -7,24 +7,27 @@ import "github.com/sprout-gitops/sprout/cluster"
 // to copy who may patch an object: copied onto a tenant's own object, they
 // made Sprout delete it with the policy's rights when the policy pruned (a
 // delete by proxy), write over it, or, rebuilding a lost record, admit the
-// trigger it named. So whatever treats an object as a policy's own asks
-// first whether Sprout wrote its origin, which the object's managed fields
-// tell (cluster.Object.OriginWritten): pruning (Decisions.Stale, stale,
-// Data), writing over an object that exists (decideOwner) and rebuilding a
-// record (Proven). An object whose origin Sprout did not write is left as
-// it is, and named NotOwned where the policy wants its name.
+// trigger it named. Managed fields that say Sprout wrote them stop a copy
+// made as anyone else, but a client may name itself sprout. So what takes
+// an object for a policy's own asks for the proof Sprout signed into it
+// (cluster.Object.Proven): pruning (Decisions.Stale, stale, Data) and
+// rebuilding a record (Proven). Writing over an object that exists
+// (decideOwner) takes the managed fields too: the policy's content
+// written over an object whose origin was forged harms only its forger,
+// and the write signs it. An object proven neither way is left as it is,
+// and named NotOwned where the policy wants its name.
 
-// Proven returns the objects of objs whose origin Sprout wrote: the ones a
-// policy may prune, write over or learn its past from. objs itself when
-// that is all of them; otherwise a new slice.
+// Proven returns the objects of objs whose origin Sprout signed: the ones
+// a policy may prune or learn its past from. objs itself when that is all
+// of them; otherwise a new slice.
 func Proven(objs []*cluster.Object) []*cluster.Object {
 	for i, o := range objs {
-		if o.OriginWritten() {
+		if o.Proven() {
 			continue
 		}
 		out := append(make([]*cluster.Object, 0, len(objs)-1), objs[:i]...)
 		for _, o := range objs[i+1:] {
-			if o.OriginWritten() {
+			if o.Proven() {
 				out = append(out, o)
 			}
 		}

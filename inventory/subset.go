@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	sproutv1alpha1 "github.com/sprout-gitops/sprout/api/sprout/v1alpha1"
+	"github.com/sprout-gitops/sprout/cluster"
 )
 
 // Stamp sets obj's sproutv1alpha1.AnnotationApplied to the digest of the rest of obj.
@@ -29,13 +30,19 @@ func Stamp(obj *unstructured.Unstructured) {
 	obj.SetAnnotations(annotations)
 }
 
-// appliedDigest digests obj without its sproutv1alpha1.AnnotationApplied, reading obj only.
+// appliedDigest digests obj without its sproutv1alpha1.AnnotationApplied,
+// reading obj only. Its cluster.AnnotationProof is left out too: the proof
+// follows from what the digest holds (identity and origin) under the key,
+// so a plan, which holds no key, stamps as the controller does.
 func appliedDigest(obj *unstructured.Unstructured) string {
 	object := obj.Object
 	if annotations, ok, _ := unstructured.NestedMap(obj.Object, "metadata", "annotations"); ok {
-		if _, stamped := annotations[sproutv1alpha1.AnnotationApplied]; stamped {
+		_, stamped := annotations[sproutv1alpha1.AnnotationApplied]
+		_, signed := annotations[cluster.AnnotationProof]
+		if stamped || signed {
 			// A shallow copy down to the annotations, without the stamp.
 			delete(annotations, sproutv1alpha1.AnnotationApplied) // annotations is NestedMap's deep copy
+			delete(annotations, cluster.AnnotationProof)
 			metadata := maps.Clone(obj.Object["metadata"].(map[string]any))
 			if len(annotations) == 0 {
 				delete(metadata, "annotations")

@@ -126,6 +126,14 @@ type Options struct {
 	// the result of each policy, as Kyverno does; nil writes none.
 	// DefaultOptions sets it, as Kyverno reports by default.
 	PolicyReports *policyreport.Options
+	// ProofKey is the key Sprout signs the origin of the objects it
+	// generates with, and without which it prunes or claims none
+	// (cluster.ProofKey): at least cluster.MinProofKeyBytes, the same
+	// across restarts and replicas. Without one (Controller.Prove may give
+	// it later), objects whose managed fields say Sprout wrote their origin
+	// count as proven, as before proofs: what a plan needs, which holds no
+	// key, and no controller that writes should run so.
+	ProofKey []byte
 	// OnSync, when set, is called after every sync of a policy with its key
 	// (Kind/[namespace/]name) and result. Tests wait on it instead of sleeping.
 	OnSync func(policy string, err error)
@@ -172,6 +180,8 @@ type Controller struct {
 	// created pairs the versions every writer's creates made with the
 	// events of the generated objects' informers.
 	created *cluster.CreatedVersions
+	// proof signs the objects generated and verifies their proofs.
+	proof *cluster.ProofKey
 	// pipeline syncs one policy at a time: the sync's phases.
 	pipeline *syncer
 
@@ -241,6 +251,10 @@ func New(cfg *rest.Config, opts Options) (*Controller, error) {
 	if err != nil {
 		return nil, err
 	}
+	proof, err := cluster.NewProofKey(opts.ProofKey)
+	if err != nil {
+		return nil, fmt.Errorf("ProofKey: %w", err)
+	}
 	created := new(cluster.CreatedVersions)
 	applier, err := inventory.NewApplier(cfg, created)
 	if err != nil {
@@ -258,6 +272,7 @@ func New(cfg *rest.Config, opts Options) (*Controller, error) {
 		log:      opts.Logger,
 		kinds:    kinds.New(kube.Discovery()),
 		created:  created,
+		proof:    proof,
 		queue:    queue.New(m, opts.Workers),
 		metrics:  m,
 		policies: map[policy.Key]*policy.Compiled{},
@@ -279,11 +294,11 @@ func New(cfg *rest.Config, opts Options) (*Controller, error) {
 	in := &intake{policies: c.withPolicies, states: c.states, queue: c.queue, reads: c.reads, kinds: c.kinds,
 		informers: factory, rights: c.rights, created: created}
 	c.intake = in
-	in.triggers = watches.NewTriggers(dyn, raw, opts.Logger, triggerEvents{in})
-	in.generated = watches.NewGenerated(dyn, raw, created, in.servedInProtobuf, opts.Logger, generatedEvents{in})
+	in.triggers = watches.NewTriggers(dyn, raw, c.proof, opts.Logger, triggerEvents{in})
+	in.generated = watches.NewGenerated(dyn, raw, created, c.proof, in.servedInProtobuf, opts.Logger, generatedEvents{in})
 	// The evaluator reads the generated objects' caches: made after them.
 	c.eval = newEvaluator(c, nsInformer.Lister(), kube)
-	c.ledger = ledger.New(ledgerCore{c}, in.generated, dyn, opts.Logger)
+	c.ledger = ledger.New(ledgerCore{c}, in.generated, dyn, c.proof, opts.Logger)
 	if c.tell, err = c.teller(cfg, dyn, kube.CoreV1().Events("")); err != nil {
 		return nil, err
 	}
@@ -333,7 +348,7 @@ func newEvaluator(c *Controller, namespaces listersv1.NamespaceLister, kube kube
 	o := c.opts
 	return evaluate.New(evaluate.Config{Log: o.Logger, Timeout: o.EvaluationTimeout, HTTP: o.HTTP, GlobalContext: o.GlobalContext,
 		Exceptions: o.PolicyExceptions, ExceptionNamespace: o.ExceptionNamespace, Namespaces: namespaces, Client: kube,
-		Kinds: c.kinds, Live: c.intake.live(), Cache: c.intake.readCache, Requeue: func(key policy.Key) { c.queue.Add(key) },
+		Kinds: c.kinds, Live: c.intake.live(), Proof: c.proof, Cache: c.intake.readCache, Requeue: func(key policy.Key) { c.queue.Add(key) },
 		Cores: evaluate.NewCores(0),
 		LastUpdate: func(cp *policy.Compiled, gvr schema.GroupVersionResource, uid types.UID) *cluster.Object {
 			return c.intake.lastUpdate(c.intake.triggerKeyOf(cp, gvr), uid)

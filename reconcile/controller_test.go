@@ -65,10 +65,17 @@ func runControllerOn(t *testing.T, config *rest.Config, edit func(*reconcile.Opt
 	return logs, c
 }
 
+// testProofKey is the key every controller of the tests signs with, the
+// same across a test's restarts, as a key read from the cluster is.
+var testProofKey = []byte("sprout-test-proof-key-32-bytes-!")
+
 // launchController runs a controller through config with opts; stop ends
 // it and returns what its Run returned.
 func launchController(t *testing.T, config *rest.Config, opts reconcile.Options) (c *reconcile.Controller, stop func() error) {
 	t.Helper()
+	if opts.ProofKey == nil {
+		opts.ProofKey = testProofKey
+	}
 	c, err := reconcile.New(config, opts)
 	if err != nil {
 		t.Fatal(err)

@@ -3,8 +3,10 @@ package reconcile_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -183,4 +185,195 @@ func TestLostRecordIsNotRebuiltFromCopiedLabels(t *testing.T) {
 	if cm := tb.get("mine"); cm == nil || cm.Data["mine"] != "yes" {
 		t.Errorf("the stamped ConfigMap was pruned or written over: %v", cm)
 	}
+}
+
+// forge has the stamper create its own ConfigMap name, then write onto it
+// the origin of from, one of the policy's objects (trigger, when not
+// empty, for its trigger's UID), as Sprout writes it: a server-side apply
+// under Sprout's field manager, so that the managed fields say Sprout
+// wrote the origin. Only the proof it cannot write tells it apart.
+func forge(t *testing.T, cms typedcorev1.ConfigMapInterface, name string, from *corev1.ConfigMap, trigger types.UID) {
+	t.Helper()
+	ctx := context.Background()
+	own := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}, Data: map[string]string{"mine": "yes"}}
+	if _, err := cms.Create(ctx, own, metav1.CreateOptions{FieldManager: "stamper"}); err != nil {
+		t.Fatal(err)
+	}
+	labels := map[string]string{}
+	for k, v := range from.Labels {
+		labels[k] = v
+	}
+	if trigger != "" {
+		labels[sproutv1alpha1.LabelTriggerUID] = string(trigger)
+	}
+	patch, err := json.Marshal(map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": name, "labels": labels,
+		"annotations": map[string]string{sproutv1alpha1.AnnotationPolicy: from.Annotations[sproutv1alpha1.AnnotationPolicy]}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	forged, err := cms.Patch(ctx, name, types.ApplyPatchType, patch, metav1.PatchOptions{FieldManager: sproutv1alpha1.FieldManager, Force: new(true)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(forged.ManagedFields, func(e metav1.ManagedFieldsEntry) bool { return e.Manager == sproutv1alpha1.FieldManager }) {
+		t.Fatalf("the forged ConfigMap's managed fields name no %s: %v", sproutv1alpha1.FieldManager, forged.ManagedFields)
+	}
+}
+
+// TestForgedManagedFieldsAreNotPruned: a ServiceAccount that may patch
+// ConfigMaps but not delete them writes a synchronizing policy's origin
+// onto ConfigMaps of its own with a server-side apply under Sprout's own
+// field manager. The policy then prunes, for a trigger deleted and for a
+// trigger that no longer matches: its own objects go, the forged ones
+// stay. Managed fields are evidence, not a signature: pruning takes the
+// proof Sprout signed.
+func TestForgedManagedFieldsAreNotPruned(t *testing.T) {
+	startController(t)
+	tb := newTable(t, "forgedprune")
+	ctx := context.Background()
+	cms := stamper(t, tb)
+	tb.applyPolicy(derivedPolicy("forged-prune", "forgedprune", "out", "one", true, false))
+	t.Cleanup(func() { tb.deletePolicy("forged-prune") })
+	tb.trigger("a", "forgedprune", "a1")
+	tb.trigger("b", "forgedprune", "b1")
+	aOut := tb.waitFor("the policy's object for a", "a-out", exists)
+	bOut := tb.waitFor("the policy's object for b", "b-out", exists)
+
+	forge(t, cms, "mine-a", aOut, "")
+	forge(t, cms, "mine-b", bOut, "")
+	if err := cms.Delete(ctx, "mine-a", metav1.DeleteOptions{}); !apierrors.IsForbidden(err) {
+		t.Fatalf("the stamper deleting its own ConfigMap: %v, want Forbidden", err)
+	}
+
+	tb.delete("a") // its objects go
+	b := tb.get("b")
+	b.Labels["app"] = "elsewhere" // no longer matching: its objects go
+	if _, err := tb.kube.CoreV1().ConfigMaps(tb.ns).Update(ctx, b, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	tb.waitFor("the object of the deleted trigger to be pruned", "a-out", absent)
+	tb.waitFor("the object of the trigger no longer matching to be pruned", "b-out", absent)
+	tb.settle("forgedprune", 1) // a sync after both prunes
+	for _, name := range []string{"mine-a", "mine-b"} {
+		if cm := tb.get(name); cm == nil || cm.Data["mine"] != "yes" {
+			t.Errorf("%s, forged as the policy's by its managed fields, was pruned or written over: %v", name, cm)
+		}
+	}
+}
+
+// TestLostRecordIsNotRebuiltFromForgedManagedFields: a policy from a
+// folder loses its record while Sprout is stopped, and a ServiceAccount
+// writes, on a ConfigMap of its own and under Sprout's field manager, the
+// policy's origin for a trigger the policy never admitted. The record is
+// rebuilt from the objects Sprout signed alone: the forgery admits
+// nothing, and does not move the policy's beginning back.
+func TestLostRecordIsNotRebuiltFromForgedManagedFields(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "p.yaml"), []byte(derivedPolicy("forged-rebuild", "forgedrebuild", "out", "one", true, false)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fromDir := func(o *reconcile.Options) {
+		o.Sources = []sources.Source{sources.NewDirectory(dir, 100*time.Millisecond)}
+	}
+	const policy = "GeneratingPolicy/forged-rebuild"
+	tb := newTable(t, "forgedrebuild")
+	cms := stamper(t, tb)
+	tb.trigger("old", "forgedrebuild", "o1") // before the policy begins: never admitted
+	old := tb.get("old")
+	poll(t, "a second after the old trigger", func(context.Context) (bool, error) {
+		return time.Now().Truncate(time.Second).After(old.CreationTimestamp.Time), nil
+	})
+	runUntilSyncedWith(t, cfg, fromDir, policy) // the policy begins
+	tb.trigger("new", "forgedrebuild", "n1")
+	runUntilSyncedWith(t, cfg, fromDir, policy)
+	newOut := tb.get("new-out")
+	if newOut == nil || tb.get("old-out") != nil {
+		t.Fatalf("before the loss: new-out %v, old-out generated %v", newOut != nil, tb.get("old-out") != nil)
+	}
+	began := activated(t, "forged-rebuild")
+
+	// While stopped: the record goes, and the forgery names the old trigger.
+	forge(t, cms, "mine", newOut, old.UID)
+	if err := dynamic.NewForConfigOrDie(cfg).Resource(sproutv1alpha1.PolicyInventories).Delete(context.Background(), "gpol.forged-rebuild", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	created := tb.get("new").CreationTimestamp.Time
+	poll(t, "a second after the new trigger", func(context.Context) (bool, error) {
+		return time.Now().Truncate(time.Second).After(created), nil
+	})
+	runController(t, fromDir)
+	tb.trigger("after", "forgedrebuild", "a1")
+	poll(t, "the record rebuilt", func(ctx context.Context) (bool, error) {
+		rec, err := dynamic.NewForConfigOrDie(cfg).Resource(sproutv1alpha1.PolicyInventories).Get(ctx, "gpol.forged-rebuild", metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		return err == nil && rec.GetLabels()[ledger.LabelRebuilding] == "", err
+	})
+	tb.settle("forgedrebuild", 1) // a sync after the rebuild
+	if tb.get("old-out") != nil {
+		t.Error("the forged managed fields admitted a trigger the policy never admitted: old-out was generated")
+	}
+	if at := activated(t, "forged-rebuild"); at.Before(began) {
+		t.Errorf("the policy's beginning moved back to %v, before it began (%v)", at, began)
+	}
+	if cm := tb.get("mine"); cm == nil || cm.Data["mine"] != "yes" {
+		t.Errorf("the forged ConfigMap was pruned or written over: %v", cm)
+	}
+}
+
+// TestForgedManagedFieldsDoNotExemptATrigger: a tenant creates their
+// trigger carrying the origin of another policy's object, written under
+// Sprout's own field manager, so that its managed fields say Sprout wrote
+// it. A policy that skips background requests (Kyverno's default) still
+// generates for it: only a signed proof tells what Sprout generated.
+func TestForgedManagedFieldsDoNotExemptATrigger(t *testing.T) {
+	startController(t)
+	tb := newTable(t, "forgedskip")
+	tb.applyPolicy(derivedPolicy("forged-skip", "forgedskip", "out", "one", true, false))
+	t.Cleanup(func() { tb.deletePolicy("forged-skip") })
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "mine", Namespace: tb.ns,
+		Labels: map[string]string{"app": "forgedskip", sproutv1alpha1.LabelManagedBy: sproutv1alpha1.ManagedBy,
+			sproutv1alpha1.LabelPolicyName: "other", sproutv1alpha1.LabelTriggerUID: "t1"},
+		Annotations: map[string]string{sproutv1alpha1.AnnotationPolicy: "GeneratingPolicy/other"},
+	}, Data: map[string]string{"value": "v"}}
+	created, err := tb.kube.CoreV1().ConfigMaps(tb.ns).Create(context.Background(), cm, metav1.CreateOptions{FieldManager: sproutv1alpha1.FieldManager})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(created.ManagedFields, func(e metav1.ManagedFieldsEntry) bool { return e.Manager == sproutv1alpha1.FieldManager }) {
+		t.Fatalf("the forged trigger's managed fields name no %s: %v", sproutv1alpha1.FieldManager, created.ManagedFields)
+	}
+	tb.waitFor("the forged trigger's object", "mine-out", exists)
+}
+
+// TestObjectsWrittenBeforeProofsAreSignedThenPruned: an object a
+// synchronizing policy wrote before Sprout signed its objects carries no
+// proof. The policy's next apply, at the start, signs it; from then on it
+// is pruned as the policy's when its trigger goes.
+func TestObjectsWrittenBeforeProofsAreSignedThenPruned(t *testing.T) {
+	const proof = "sprout.dev/proof"
+	tb := newTable(t, "unsigned")
+	tb.applyPolicy(derivedPolicy("unsigned", "unsigned", "out", "one", true, false))
+	t.Cleanup(func() { tb.deletePolicy("unsigned") })
+	tb.trigger("a", "unsigned", "a1")
+	runUntilSynced(t, cfg, "GeneratingPolicy/unsigned")
+
+	// While stopped: a-out as Sprout wrote it before proofs.
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:null}}}`, proof)
+	unsigned, err := tb.kube.CoreV1().ConfigMaps(tb.ns).Patch(context.Background(), "a-out", types.MergePatchType, []byte(patch),
+		metav1.PatchOptions{FieldManager: sproutv1alpha1.FieldManager})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := unsigned.Annotations[proof]; ok {
+		t.Fatalf("a-out still carries a proof: %v", unsigned.Annotations)
+	}
+
+	startController(t)
+	tb.waitFor("a-out signed by the policy's apply at the start", "a-out", func(cm *corev1.ConfigMap) bool {
+		return cm != nil && cm.Annotations[proof] != ""
+	})
+	tb.delete("a")
+	tb.waitFor("a-out, signed, pruned with its trigger", "a-out", absent)
 }

@@ -271,7 +271,7 @@ func TestCrashAfterApplyLeavesNothingUnfound(t *testing.T) {
 		return crash
 	})
 	opts := reconcile.DefaultOptions()
-	opts.Logger = slog.New(slog.DiscardHandler)
+	opts.Logger, opts.ProofKey = slog.New(slog.DiscardHandler), testProofKey
 	c, err := reconcile.New(crashing, opts)
 	if err != nil {
 		t.Fatal(err)

@@ -248,3 +248,13 @@ func (a syncChecks) pruneRefused(ctx context.Context, w writer, key policy.Key, 
 }
 
 func (a syncChecks) waitsForPermission(err error) bool { return a.c.rights.WaitsForPermission(err) }
+
+// Prove gives the controller the key it signs and verifies origins with
+// (Options.ProofKey), once it is known: `sprout run` reads it from the
+// cluster after the API server answers. Call it before Run.
+func (c *Controller) Prove(key []byte) error {
+	if err := c.proof.Set(key); err != nil {
+		return fmt.Errorf("proof key: %w", err)
+	}
+	return nil
+}

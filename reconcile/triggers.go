@@ -262,11 +262,11 @@ func (m *triggerMatcher) eachCachedTrigger(cp *policy.Compiled, fn func(*cluster
 // generated, which a policy that skips background requests (Kyverno's
 // default) does not trigger on: in Kyverno the background controller's
 // requests reach no generating policy, and here what Sprout wrote, told by
-// the managed fields that show Sprout wrote its origin, not by labels
-// anyone may copy. Two policies that generate each other's triggers then
+// the proof Sprout signed into it (cluster.Object.Proven), not by labels
+// or managed fields anyone may write. Two policies that generate each other's triggers then
 // stop after one round.
 func generatedByPolicies(cp *policy.Compiled, u *cluster.Object) bool {
-	return u.OriginWritten() && cp.Policy.PolicySpec().SkipBackgroundRequests()
+	return u.Proven() && cp.Policy.PolicySpec().SkipBackgroundRequests()
 }
 
 // matchDirty finds, from the caches, the changed triggers the policy has

@@ -13,6 +13,7 @@ import (
 	"github.com/robfig/cron/v3"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
 	"github.com/spf13/cobra"
@@ -36,6 +37,9 @@ type runOptions struct {
 	probeAddress   string
 	pprofAddress   string
 	leader         leaderOptions
+	// proofKeySecret names the Secret of the proof key, in Sprout's
+	// namespace (proofkey.go).
+	proofKeySecret string
 	// reports: PolicyReports are written (--policy-reports);
 	// openReports: in openreports.io's API (--openreports-enabled).
 	reports, openReports bool
@@ -124,6 +128,7 @@ func registerRunFlags(f *pflag.FlagSet, g *globalFlags, opts *reconcile.Options,
 	f.StringVar(&ro.pprofAddress, "pprof-bind-address", "0", `the address Go's runtime profiles (/debug/pprof/) are served on, such as "127.0.0.1:6060"; "0" turns them off`)
 	f.BoolVar(&ro.leader.enabled, "leader-elect", false, "run only while holding a coordination.k8s.io Lease, so one of several replicas writes")
 	f.StringVar(&ro.leader.namespace, "leader-election-namespace", "", "the namespace of the Lease (default: the pod's, else default)")
+	f.StringVar(&ro.proofKeySecret, "proof-key-secret", defaultProofKeySecret, "the Secret, in the Lease's namespace (--leader-election-namespace), that holds the key Sprout signs its objects' origin with, created when absent; only an object whose signature verifies is pruned")
 	f.StringVar(&ro.leader.name, "leader-election-id", "sprout", "the name of the Lease; a shard's (--watch-label-selector) adds a digest of its selector")
 	f.DurationVar(&ro.leader.leaseDuration, "leader-elect-lease-duration", 15*time.Second, "how long a standby replica waits before taking a Lease its holder stopped renewing")
 	f.DurationVar(&ro.leader.renewDeadline, "leader-elect-renew-deadline", 10*time.Second, "how long the leader keeps trying to renew before it stops")
@@ -173,6 +178,9 @@ func runController(ctx context.Context, g *globalFlags, opts reconcile.Options, 
 	// Asked once the API server answers: before, a silent one would hold
 	// the start without a word.
 	c.Protect(ownNamespaces(ctx, cfg, ro.leader.namespace, log)...)
+	if err := prove(ctx, cfg, c, ro); err != nil {
+		return err
+	}
 	// The entries are served, and their status written, by the leader.
 	lead := func(ctx context.Context) error {
 		go gctx.Run(ctx)
@@ -232,12 +240,7 @@ func serveRunEndpoints(ctx context.Context, ro runOptions, reg *prometheus.Regis
 	if err := serve(ctx, ro.pprofAddress, pprofHandler(), log, "pprof"); err != nil {
 		return nil, fmt.Errorf("--pprof-bind-address: %w", err)
 	}
-	if ro.leader.namespace == "" {
-		ro.leader.namespace = inClusterNamespace()
-	}
-	if ro.leader.namespace == "" {
-		ro.leader.namespace = "default"
-	}
+	ro.leader.namespace = leaseNamespace(ro)
 	elector := &leaderElector{opts: ro.leader, log: log}
 	if err := serve(ctx, ro.probeAddress, probesHandler(func() string { return elector.ready(c.Synced) }), log, "probes"); err != nil {
 		return nil, fmt.Errorf("--health-probe-bind-address: %w", err)
@@ -347,4 +350,29 @@ func registerReportFlags(f *pflag.FlagSet, opts *reconcile.Options, ro *runOptio
 	f.BoolVar(&ro.reports, "policy-reports", true, "write a wgpolicyk8s.io PolicyReport per trigger with each policy's result, as Kyverno does (needs the report CRDs: deploy/report-crds)")
 	f.BoolVar(&ro.openReports, "openreports-enabled", false, "write the reports as openreports.io Reports and ClusterReports, as Kyverno does with --openreportsEnabled (needs their CRDs: deploy/report-crds/openreports)")
 	f.Float64Var(&opts.PolicyReports.QPS, "policy-report-qps", opts.PolicyReports.QPS, "the most PolicyReport writes a second (burst: twice as many); reports wait, generation does not")
+}
+
+// leaseNamespace is the namespace of the Lease: --leader-election-namespace,
+// else the pod's, else default.
+func leaseNamespace(ro runOptions) string {
+	switch {
+	case ro.leader.namespace != "":
+		return ro.leader.namespace
+	case inClusterNamespace() != "":
+		return inClusterNamespace()
+	}
+	return "default"
+}
+
+// prove gives c the proof key, from its Secret in the Lease's namespace.
+func prove(ctx context.Context, cfg *rest.Config, c *reconcile.Controller, ro runOptions) error {
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	key, err := proofKey(ctx, kube, leaseNamespace(ro), ro.proofKeySecret)
+	if err != nil {
+		return err
+	}
+	return c.Prove(key)
 }

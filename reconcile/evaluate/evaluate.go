@@ -49,6 +49,9 @@ type Config struct {
 	Kinds Mapper
 	// Live serves the cached objects a kept evaluation settled.
 	Live inventory.Live
+	// Proof signs the origin of every object generated (cluster.ProofKey);
+	// nil signs none.
+	Proof *cluster.ProofKey
 	// LastUpdate returns the state of a trigger of cp before its last
 	// UPDATE, or nil.
 	LastUpdate func(cp *policy.Compiled, gvr schema.GroupVersionResource, uid types.UID) *cluster.Object
@@ -203,6 +206,7 @@ func (e *Evaluator) labelled(cp *policy.Compiled, t policy.Trigger, u *unstructu
 			// the next policy to be bounded by (reconcile/chain.go).
 			inventory.MarkChain(o, chain)
 		}
+		e.cfg.Proof.Sign(o)
 		inventory.Stamp(o)
 	}
 	return objs

@@ -13,7 +13,7 @@ import (
 // event of its own, and queues nothing more.
 func TestFirstSeenIsConfirmedOnce(t *testing.T) {
 	core := newFakeCore(key)
-	l := New(core, fakeCache{}, nil, slog.New(slog.DiscardHandler))
+	l := New(core, fakeCache{}, nil, nil, slog.New(slog.DiscardHandler))
 	store := cache.NewStore(cache.MetaNamespaceKeyFunc)
 	kept := generated(t, key, "default", "a", "t1", false)
 	gone := generated(t, key, "default", "b", "t1", false)

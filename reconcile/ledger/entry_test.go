@@ -192,7 +192,7 @@ func TestOwnedIsReadFromTheCaches(t *testing.T) {
 		watches.ByTrigger + "=" + watches.TriggerBucket("t1"): {mine, elsewhere},
 	}}
 	core := newFakeCore(nkey)
-	l := New(core, cache, nil, slog.New(slog.DiscardHandler))
+	l := New(core, cache, nil, nil, slog.New(slog.DiscardHandler))
 	if owned, _ := l.Owned(nkey); len(owned) != 0 {
 		t.Fatalf("owned before anything was written: %d", len(owned))
 	}
@@ -224,7 +224,7 @@ func TestOwnedLiveIsListedFromTheServer(t *testing.T) {
 		object("team", "mine", nkey.String()), object("other", "elsewhere", nkey.String()),
 		object("team", "another", "NamespacedGeneratingPolicy/team/q"))
 	core := newFakeCore(nkey)
-	l := New(core, fakeCache{}, dyn, slog.New(slog.DiscardHandler))
+	l := New(core, fakeCache{}, dyn, nil, slog.New(slog.DiscardHandler))
 	core.Entry(nkey).WritesTo(sets.New(configMaps))
 	owned, err := l.OwnedLive(t.Context(), nkey)
 	if err != nil || len(owned) != 1 || owned[0].GetName() != "mine" {

@@ -102,7 +102,7 @@ func (e *Entry) RetainGenerated(pending func() sets.Set[string], exists func(str
 }
 
 // NoteOwned remembers as generated the objects the caches show the policy
-// owns now, whose origin Sprout wrote: when its synchronize is switched
+// owns now, whose origin Sprout signed (a claim): when its synchronize is switched
 // off, it generates none of them again, also one deleted before its first
 // sync without synchronize, which would otherwise find it missing and
 // create it.
@@ -110,7 +110,7 @@ func (l *Ledger) NoteOwned(key policy.Key) error {
 	objs, err := l.Owned(key)
 	ids := make([]string, 0, len(objs))
 	for _, o := range objs {
-		if o.OriginWritten() && o.TriggerUID() != "" {
+		if o.Proven() && o.TriggerUID() != "" {
 			id := o.GetKind() + "/" + o.GetName()
 			if ns := o.GetNamespace(); ns != "" {
 				id = o.GetKind() + "/" + ns + "/" + o.GetName()

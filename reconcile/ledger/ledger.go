@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/dynamic"
 
+	"github.com/sprout-gitops/sprout/cluster"
 	"github.com/sprout-gitops/sprout/inventory"
 	"github.com/sprout-gitops/sprout/reconcile/policy"
 )
@@ -21,7 +22,9 @@ type Ledger struct {
 	cache Cache
 	// dyn reads the objects live and writes the records.
 	dyn dynamic.Interface
-	log *slog.Logger
+	// proof verifies the proofs of the objects read live.
+	proof *cluster.ProofKey
+	log   *slog.Logger
 	// records reads PolicyInventory records from their cache and writes
 	// them; set by Start.
 	records *inventory.Records
@@ -54,10 +57,11 @@ type Cache interface {
 }
 
 // New returns a Ledger that asks core, reads the generated objects from
-// cache, or live through dyn, and writes the records through dyn; its
-// records are read once Start has started their cache.
-func New(core Core, cache Cache, dyn dynamic.Interface, log *slog.Logger) *Ledger {
-	return &Ledger{core: core, cache: cache, dyn: dyn, log: log}
+// cache, or live through dyn (their proofs verified with proof), and
+// writes the records through dyn; its records are read once Start has
+// started their cache.
+func New(core Core, cache Cache, dyn dynamic.Interface, proof *cluster.ProofKey, log *slog.Logger) *Ledger {
+	return &Ledger{core: core, cache: cache, dyn: dyn, proof: proof, log: log}
 }
 
 // Names are the sources' claims on policy names.

@@ -49,7 +49,7 @@ const LabelRebuilding = "sprout.dev/rebuilding"
 func (e *Entry) Relearn(cp *policy.Compiled, owned []*cluster.Object, created map[types.UID]time.Time) (began time.Time, admitted int) {
 	var named []types.UID
 	earliest := cp.Activated
-	for _, o := range inventory.Proven(owned) { // copied labels tell nothing
+	for _, o := range inventory.Proven(owned) { // copied labels, forged managed fields tell nothing
 		uid := types.UID(o.TriggerUID())
 		t, ok := created[uid]
 		if !ok {
@@ -149,7 +149,7 @@ func (l *Ledger) OwnedLive(ctx context.Context, key policy.Key) ([]*cluster.Obje
 			return nil, fmt.Errorf("%s: list: %w", watches.ResourceName(gvr), err)
 		}
 		for i := range list.Items {
-			o, err := cluster.Generated(nil).FromList(&unstructured.Unstructured{Object: list.Items[i].Object})
+			o, err := cluster.Generated(nil).WithProof(l.proof).FromList(&unstructured.Unstructured{Object: list.Items[i].Object})
 			if err != nil {
 				return nil, err
 			}

@@ -77,7 +77,7 @@ func TestRestoreFromTheRecord(t *testing.T) {
 		Resources: []sproutv1alpha1.Resource{{Version: "v1", Resource: "configmaps"}},
 		Admitted:  []string{"t1"}, Generated: []string{"t1 ConfigMap/default/a"}, Derived: &derived,
 	}}
-	l := New(newFakeCore(), fakeCache{}, nil, slog.New(slog.DiscardHandler))
+	l := New(newFakeCore(), fakeCache{}, nil, nil, slog.New(slog.DiscardHandler))
 	startRecords(t, l, rec)
 
 	var same Entry
@@ -100,7 +100,7 @@ func TestRestoreFromTheRecord(t *testing.T) {
 // A record is written with what the entry holds, and only when that
 // changed; its status is not written before the record exists.
 func TestSaveWritesWhatChanged(t *testing.T) {
-	l := New(newFakeCore(), fakeCache{}, nil, slog.New(slog.DiscardHandler))
+	l := New(newFakeCore(), fakeCache{}, nil, nil, slog.New(slog.DiscardHandler))
 	applied := startRecords(t, l)
 	ctx := t.Context()
 	cp := compiled(time.Time{}, time.Unix(1000, 0))
@@ -133,7 +133,7 @@ func TestSaveWritesWhatChanged(t *testing.T) {
 // writes it again; one of a policy that does not run queues nothing.
 func TestRecordDeletedQueuesItsPolicy(t *testing.T) {
 	core := newFakeCore(key)
-	l := New(core, fakeCache{}, nil, slog.New(slog.DiscardHandler))
+	l := New(core, fakeCache{}, nil, nil, slog.New(slog.DiscardHandler))
 	rec := func(name string) *unstructured.Unstructured {
 		return &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"policy": map[string]any{"kind": key.Kind, "name": name}}}}
 	}

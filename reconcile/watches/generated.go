@@ -84,6 +84,8 @@ type Generated struct {
 	client  dynamic.Interface
 	raw     rest.Interface
 	created *cluster.CreatedVersions
+	// proof verifies the objects' proofs.
+	proof *cluster.ProofKey
 	// protobuf reports whether a resource is served in protobuf.
 	protobuf func(schema.GroupVersionResource) bool
 	log      *slog.Logger
@@ -95,10 +97,11 @@ type Generated struct {
 }
 
 // NewGenerated runs informers through client and raw, pairing the
-// versions created's creates made with their events, and hands their
-// events to handler, once Start has given them a context.
-func NewGenerated(client dynamic.Interface, raw rest.Interface, created *cluster.CreatedVersions, protobuf func(schema.GroupVersionResource) bool, log *slog.Logger, handler GeneratedHandler) *Generated {
-	return &Generated{client: client, raw: raw, created: created, protobuf: protobuf, log: log, handler: handler,
+// versions created's creates made with their events and verifying the
+// objects' proofs with proof, and hands their events to handler, once
+// Start has given them a context.
+func NewGenerated(client dynamic.Interface, raw rest.Interface, created *cluster.CreatedVersions, proof *cluster.ProofKey, protobuf func(schema.GroupVersionResource) bool, log *slog.Logger, handler GeneratedHandler) *Generated {
+	return &Generated{client: client, raw: raw, created: created, proof: proof, protobuf: protobuf, log: log, handler: handler,
 		informers: map[schema.GroupVersionResource]*informer{}}
 }
 
@@ -126,7 +129,7 @@ func (g *Generated) Ensure(gvrs sets.Set[schema.GroupVersionResource]) {
 		}
 		ctx, cancel := context.WithCancel(g.ctx)
 		inf := cluster.NewInformer(g.client, g.raw, cluster.Resource{GVR: gvr, LabelSelector: GeneratedSelector, Protobuf: protobuf[gvr]},
-			cache.Indexers{ByOwner: ownerIndex, ByTrigger: triggerIndex}, cluster.Generated(g.created))
+			cache.Indexers{ByOwner: ownerIndex, ByTrigger: triggerIndex}, cluster.Generated(g.created).WithProof(g.proof))
 		ti := &informer{informer: inf, cancel: cancel}
 		_, _ = inf.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
 			AddFunc: func(obj any, isInInitialList bool) {

@@ -68,6 +68,8 @@ type Triggers struct {
 	raw     rest.Interface
 	log     *slog.Logger
 	handler TriggerHandler
+	// proof verifies the proofs of triggers Sprout generated.
+	proof *cluster.ProofKey
 
 	mu        sync.RWMutex
 	ctx       context.Context
@@ -88,9 +90,10 @@ type informer struct {
 }
 
 // NewTriggers runs trigger informers through client and raw, handing their
-// events to handler, once Start has given them a context.
-func NewTriggers(client dynamic.Interface, raw rest.Interface, log *slog.Logger, handler TriggerHandler) *Triggers {
-	return &Triggers{client: client, raw: raw, log: log, handler: handler, informers: map[Key]*informer{}}
+// events to handler, once Start has given them a context; proof verifies
+// the proofs of the triggers Sprout generated.
+func NewTriggers(client dynamic.Interface, raw rest.Interface, proof *cluster.ProofKey, log *slog.Logger, handler TriggerHandler) *Triggers {
+	return &Triggers{client: client, raw: raw, proof: proof, log: log, handler: handler, informers: map[Key]*informer{}}
 }
 
 // Start sets the context every informer runs under.
@@ -115,7 +118,7 @@ func (t *Triggers) Ensure(keys ...Key) {
 			continue
 		}
 		ctx, cancel := context.WithCancel(t.ctx)
-		inf := cluster.NewInformer(t.client, t.raw, cluster.Resource{GVR: w.GVR, Namespace: w.Namespace, LabelSelector: w.Selector}, nil, cluster.Triggers)
+		inf := cluster.NewInformer(t.client, t.raw, cluster.Resource{GVR: w.GVR, Namespace: w.Namespace, LabelSelector: w.Selector}, nil, cluster.Triggers.WithProof(t.proof))
 		ti := &informer{informer: inf, cancel: cancel}
 		_, _ = inf.AddEventHandler(t.events(w, ti))
 		t.informers[w] = ti

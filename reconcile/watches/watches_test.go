@@ -45,7 +45,7 @@ func (r *recorded) Listed(w Key) { r.events = append(r.events, "listed "+w.Strin
 // before it, "" for a write of status alone, DELETE from a tombstone too.
 func TestTriggerEventsAreAdmissionEvents(t *testing.T) {
 	h := &recorded{}
-	tr := NewTriggers(nil, nil, slog.New(slog.DiscardHandler), h)
+	tr := NewTriggers(nil, nil, nil, slog.New(slog.DiscardHandler), h)
 	w := Key{GVR: configMaps}
 	ti := &informer{}
 	ev := tr.events(w, ti).(cache.ResourceEventHandlerDetailedFuncs)
@@ -94,7 +94,7 @@ func TestGeneratedIndexes(t *testing.T) {
 // it is given leaves out, and keeps those it holds; what was kept of an
 // object's last update goes with its informer.
 func TestReleaseStopsWhatIsNotNeeded(t *testing.T) {
-	tr := NewTriggers(nil, nil, slog.New(slog.DiscardHandler), &recorded{})
+	tr := NewTriggers(nil, nil, nil, slog.New(slog.DiscardHandler), &recorded{})
 	kept, gone := Key{GVR: configMaps}, Key{GVR: configMaps, Namespace: "ns"}
 	stopped := map[Key]bool{}
 	for _, k := range []Key{kept, gone} {
@@ -117,7 +117,7 @@ var configMaps = schema.GroupVersionResource{Version: "v1", Resource: "configmap
 // counts as seen: an object of it is written, and a create that finds it
 // is told so.
 func TestLiveAnswersForWhatItDoesNotWatch(t *testing.T) {
-	g := NewGenerated(nil, nil, new(cluster.CreatedVersions), func(schema.GroupVersionResource) bool { return false }, slog.New(slog.DiscardHandler), nil)
+	g := NewGenerated(nil, nil, new(cluster.CreatedVersions), nil, func(schema.GroupVersionResource) bool { return false }, slog.New(slog.DiscardHandler), nil)
 	cm := schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}
 	for name, resource := range map[string]func(schema.GroupVersionKind) (schema.GroupVersionResource, error){
 		"not watched": func(schema.GroupVersionKind) (schema.GroupVersionResource, error) { return configMaps, nil },

@@ -1,0 +1,173 @@
+package cluster
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+
+	sproutv1alpha1 "github.com/sprout-gitops/sprout/api/sprout/v1alpha1"
+)
+
+// proofKey is a key for the tests, or another one.
+func proofKey(t *testing.T, b byte) *ProofKey {
+	t.Helper()
+	k, err := NewProofKey(bytes.Repeat([]byte{b}, MinProofKeyBytes))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+// provenEverywhere returns whether obj is proven under k in each form a
+// cache makes an Object of it: of a list's maps, of a watch's JSON, of a
+// protobuf watch's typed object, and as a trigger.
+func provenEverywhere(t *testing.T, k *ProofKey, obj *unstructured.Unstructured) map[string]bool {
+	t.Helper()
+	typed := &corev1.ConfigMap{}
+	if err := k8sruntime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, typed); err != nil {
+		t.Fatal(err)
+	}
+	fromProtobuf, err := Generated(nil).WithProof(k).identityOf(typed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := json.Marshal(obj.Object)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fromJSON, err := Generated(nil).WithProof(k).FromJSON(bytes.Clone(raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	trigger, err := Triggers.WithProof(k).FromJSON(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fromMaps, err := Generated(nil).WithProof(k).FromList(watched(t, obj))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return map[string]bool{"maps": fromMaps.Proven(), "JSON": fromJSON.Proven(), "typed": fromProtobuf.Proven(), "trigger": trigger.Proven()}
+}
+
+// TestProofProvesIdentityAndOrigin: an object Sprout signed is proven in
+// every form a cache makes of it, whoever its managed fields name. A proof
+// copied onto another object, kept under a changed trigger, policy or
+// chain, checked under another key, or on an object without the
+// managed-by label, proves nothing; nor do managed fields forged as
+// Sprout's without a proof, once Sprout holds a key.
+func TestProofProvesIdentityAndOrigin(t *testing.T) {
+	key := proofKey(t, 1)
+	signed := func() *unstructured.Unstructured {
+		obj := appliedConfigMap()
+		labels := obj.GetLabels()
+		labels[sproutv1alpha1.LabelTriggerUID] = "t1"
+		obj.SetLabels(labels)
+		annotations := obj.GetAnnotations()
+		annotations[sproutv1alpha1.AnnotationChain] = "GeneratingPolicy/a"
+		obj.SetAnnotations(annotations)
+		obj.SetManagedFields([]metav1.ManagedFieldsEntry{managedBy("kubectl", metav1.ManagedFieldsOperationApply, originFieldsV1)})
+		key.Sign(obj)
+		return obj
+	}
+	setLabel := func(k, v string) func(*unstructured.Unstructured) {
+		return func(o *unstructured.Unstructured) {
+			l := o.GetLabels()
+			l[k] = v
+			o.SetLabels(l)
+		}
+	}
+	setAnnotation := func(k, v string) func(*unstructured.Unstructured) {
+		return func(o *unstructured.Unstructured) {
+			a := o.GetAnnotations()
+			a[k] = v
+			o.SetAnnotations(a)
+		}
+	}
+	for _, tt := range []struct {
+		name string
+		key  *ProofKey
+		edit func(*unstructured.Unstructured)
+		want bool
+	}{
+		{"signed", key, nil, true},
+		{"copied onto another name", key, func(o *unstructured.Unstructured) { o.SetName("theirs") }, false},
+		{"copied into another namespace", key, func(o *unstructured.Unstructured) { o.SetNamespace("team-blue") }, false},
+		{"copied onto another kind", key, func(o *unstructured.Unstructured) { o.SetKind("Secret") }, false},
+		{"another trigger", key, setLabel(sproutv1alpha1.LabelTriggerUID, "t2"), false},
+		{"another policy", key, setAnnotation(sproutv1alpha1.AnnotationPolicy, "GeneratingPolicy/other"), false},
+		{"another chain", key, setAnnotation(sproutv1alpha1.AnnotationChain, ""), false},
+		{"without the managed-by label", key, func(o *unstructured.Unstructured) {
+			l := o.GetLabels()
+			delete(l, sproutv1alpha1.LabelManagedBy)
+			o.SetLabels(l)
+		}, false},
+		{"a guessed proof", key, setAnnotation(AnnotationProof, "AAAAAAAAAAAAAAAAAAAAAA"), false},
+		{"another key", proofKey(t, 2), nil, false},
+		{"managed fields forged as Sprout's, no proof", key, func(o *unstructured.Unstructured) {
+			a := o.GetAnnotations()
+			delete(a, AnnotationProof)
+			o.SetAnnotations(a)
+			o.SetManagedFields([]metav1.ManagedFieldsEntry{managedBy(sproutv1alpha1.FieldManager, metav1.ManagedFieldsOperationApply, originFieldsV1)})
+		}, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			obj := signed()
+			if tt.edit != nil {
+				tt.edit(obj)
+			}
+			for how, got := range provenEverywhere(t, tt.key, obj) {
+				if got != tt.want {
+					t.Errorf("from %s: proven %v, want %v", how, got, tt.want)
+				}
+			}
+		})
+	}
+}
+
+// TestWithoutAKeyManagedFieldsProve: a ProofKey without a key (what a
+// plan or a diff runs with) signs nothing and takes an origin Sprout's
+// managed fields wrote for proven, as before proofs.
+func TestWithoutAKeyManagedFieldsProve(t *testing.T) {
+	var none *ProofKey
+	obj := appliedConfigMap()
+	obj.SetManagedFields([]metav1.ManagedFieldsEntry{managedBy(sproutv1alpha1.FieldManager, metav1.ManagedFieldsOperationApply, originFieldsV1)})
+	none.Sign(obj)
+	if _, ok := obj.GetAnnotations()[AnnotationProof]; ok {
+		t.Error("signed without a key")
+	}
+	for how, got := range provenEverywhere(t, none, obj) {
+		if !got {
+			t.Errorf("from %s: an origin Sprout's managed fields wrote is not proven without a key", how)
+		}
+	}
+	if _, err := NewProofKey([]byte("short")); err == nil {
+		t.Error("a 5-byte key was taken")
+	}
+}
+
+// TestVerifyingAProofAllocatesNothing: every object a watch brings that
+// names a policy is verified, so the check costs no allocation, and a
+// proof is as long as its encoding says.
+func TestVerifyingAProofAllocatesNothing(t *testing.T) {
+	if encodedProofBytes != base64.RawURLEncoding.EncodedLen(proofBytes) {
+		t.Fatalf("encodedProofBytes is %d, base64url of %d bytes is %d", encodedProofBytes, proofBytes, base64.RawURLEncoding.EncodedLen(proofBytes))
+	}
+	key := proofKey(t, 1)
+	obj := appliedConfigMap()
+	key.Sign(obj)
+	o, err := Generated(nil).WithProof(key).FromList(watched(t, obj))
+	if err != nil || !o.Proven() {
+		t.Fatalf("the signed object is not proven: %v", err)
+	}
+	proof, at := obj.GetAnnotations()[AnnotationProof], o.origin("")
+	if n := testing.AllocsPerRun(100, func() { key.proves(proof, at, true, false) }); n != 0 {
+		t.Errorf("verifying a proof allocates %v times", n)
+	}
+}

@@ -1,0 +1,67 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/sprout-gitops/sprout/cluster"
+)
+
+// TestProofKeyIsMadeOnceAndKept: with the rights deploy/ gives it in its
+// own namespace (create Secrets, get the one), Sprout makes its proof key
+// when the Secret is absent, and reads the same key at every start after.
+// A key too short to sign with is refused, naming the Secret.
+func TestProofKeyIsMadeOnceAndKept(t *testing.T) {
+	t.Parallel()
+	cp := startControlPlane(t)
+	ctx := context.Background()
+	admin := kubernetes.NewForConfigOrDie(cp.Config)
+	const ns = "sprout-system"
+	if _, err := admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "sprout-proof-key"}, Rules: []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get"}, ResourceNames: []string{defaultProofKeySecret}},
+		{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"create"}},
+	}}
+	if _, err := admin.RbacV1().Roles(ns).Create(ctx, role, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	binding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "sprout-proof-key"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "sprout-proof-key"},
+		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Namespace: ns, Name: "sprout"}}}
+	if _, err := admin.RbacV1().RoleBindings(ns).Create(ctx, binding, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	asSprout := rest.CopyConfig(cp.Config)
+	asSprout.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + ns + ":sprout"}
+	sprout := kubernetes.NewForConfigOrDie(asSprout)
+
+	first, err := proofKey(ctx, sprout, ns, defaultProofKeySecret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := proofKey(ctx, sprout, ns, defaultProofKeySecret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(first) != cluster.MinProofKeyBytes || !bytes.Equal(first, again) {
+		t.Errorf("the key made (%d bytes) and the key read at the next start differ: %x, %x", len(first), first, again)
+	}
+
+	short := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "short"}, Data: map[string][]byte{proofKeyData: []byte("short")}}
+	if _, err := admin.CoreV1().Secrets(ns).Create(ctx, short, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := proofKey(ctx, admin, ns, "short"); err == nil || !strings.Contains(err.Error(), "--proof-key-secret: Secret sprout-system/short: data.key has 5 bytes") {
+		t.Errorf("a 5-byte key: %v", err)
+	}
+}
