@@ -114,18 +114,20 @@ git:
 	@command -v git >/dev/null 2>&1 || { echo "installing git (Debian package)"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq git; }
 
-## test: vet and lint, then every test against a real kube-apiserver and etcd, the reconcile tests again under Kyverno's CRDs, a release, then fuzz
-# The control-plane tests spend most of their time waiting on the API
-# server, not on the CPU, so they run side by side: every test process starts
-# its own control plane (TestMain), cmd/sprout's tests each start their own
-# and run in parallel, and reconcile's tests, which share their process's
-# control plane, are split over two processes (RECONCILE_SHARDS, by name).
+## test: vet and lint, then every test against a real kube-apiserver and etcd, the reconcile tests that depend on the CRD set again under Kyverno's CRDs, a release, and fuzz
+# The control-plane tests spend much of their time waiting on the API
+# server, not on the CPU, so they run side by side, four jobs at a time,
+# with the release and each fuzz target, which fill the waits: every test
+# process starts its own control plane (TestMain), cmd/sprout's tests each
+# start their own and run in parallel, and reconcile's tests, which share
+# their process's control plane, are split over two processes
+# (RECONCILE_SHARDS, by name). The longest jobs are listed first, as make
+# starts them in that order. docs/decisions.md (#45) says what each takes.
 RECONCILE_SHARDS := ^Test[A-La-l] ^Test[M-Zm-z_0-9]
 test: tools git vet lint
-	@$(MAKE) --no-print-directory -j 4 --output-sync=target test-packages \
-		$(foreach i,$(shell seq $(words $(RECONCILE_SHARDS))),test-reconcile-$(i)) test-kyverno-crds
-	@$(MAKE) --no-print-directory test-release
-	@$(MAKE) --no-print-directory fuzz
+	@$(MAKE) --no-print-directory -j 4 --output-sync=target \
+		$(foreach i,$(shell seq $(words $(RECONCILE_SHARDS))),test-reconcile-$(i)) test-packages \
+		test-kyverno-crds test-release $(FUZZ_JOBS)
 
 ## test-packages: the tests of every package but reconcile (test-reconcile-N runs those)
 test-packages: tools git
@@ -136,8 +138,8 @@ test-reconcile-%: tools
 	$(GO) test ./reconcile -count=1 -timeout 15m -run '$(word $*,$(RECONCILE_SHARDS))'
 
 ## test-release: `make release` into a temporary folder, and a check of every file it wrote
-# Alone, after the other tests: its first run cross-compiles every
-# dependency for arm64, which is slow on a busy machine.
+# Its first run cross-compiles every dependency for arm64, slow on a busy
+# machine: hence its own 30 minutes.
 test-release: git
 	$(GO) test ./hack/release -run '^TestReleaseArtifacts$$' -count=1 -timeout 30m
 
@@ -165,13 +167,17 @@ test-kyverno-crds: tools git
 # from fuzzing for most of a short run, so it is off. A failure writes its
 # input to the package's testdata/fuzz/<target>/: commit it with the fix, as
 # a regression seed.
+# Each target is its own job (fuzz-N), so that `make test` runs them side by
+# side with the other tests, and `make -j fuzz` with each other.
 FUZZTIME ?= 1000x
 FUZZ_TARGETS := celenv:FuzzTemplate sources:FuzzDecodePolicy sources:FuzzLoadTree api/sprout/v1alpha1:FuzzLabelValue inventory:FuzzAppendJSON
-fuzz:
-	@for t in $(FUZZ_TARGETS); do \
-		echo "fuzzing $${t#*:} in ./$${t%%:*} for $(FUZZTIME)"; \
-		$(GO) test ./$${t%%:*} -run '^$$' -fuzz "^$${t#*:}$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 0 || exit 1; \
-	done
+FUZZ_JOBS := $(foreach i,$(shell seq $(words $(FUZZ_TARGETS))),fuzz-$(i))
+fuzz: $(FUZZ_JOBS)
+
+## fuzz-N: the Nth of FUZZ_TARGETS, for FUZZTIME
+fuzz-%:
+	@t='$(word $*,$(FUZZ_TARGETS))'; echo "fuzzing $${t#*:} in ./$${t%%:*} for $(FUZZTIME)"; \
+	$(GO) test ./$${t%%:*} -run '^$$' -fuzz "^$${t#*:}$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 0
 
 ## bench: issue #10's benchmarks against local control planes, results in bench/results/
 ## (about 13 minutes at the defaults, the issue's sizes; not part of test); BENCH_ARGS passes
