@@ -20,7 +20,7 @@ KUBE_LDFLAGS := -s -w \
 APISERVER_STAMP := $(BIN)/.kube-apiserver-$(KUBE_VERSION)
 ETCD_STAMP := $(BIN)/.etcd-$(ETCD_VERSION)
 
-.PHONY: all build image release tools git lint test test-packages test-kyverno-crds test-release fuzz bench bench-go run run-cluster vet generate clean
+.PHONY: all build image release tools git lint test test-packages test-kyverno-crds test-release reconcile-test fuzz bench bench-go run run-cluster vet generate clean
 
 all: build tools
 
@@ -130,12 +130,29 @@ test: tools git vet lint
 		test-kyverno-crds test-release $(FUZZ_JOBS)
 
 ## test-packages: the tests of every package but reconcile (test-reconcile-N runs those)
+# TestReleaseArtifacts is test-release's. TestVersionFromBuild links a
+# binary stamped with -ldflags and reads its version, which test-release
+# proves of the release's own binaries, with the Makefile's flags: here it
+# would be one more link of sprout, some 15 s of CPU.
 test-packages: tools git
-	$(GO) test -tags demo $$($(GO) list ./... | grep -vx '$(MODULE)/reconcile') -count=1 -parallel 4 -timeout 15m -skip '^TestReleaseArtifacts$$'
+	$(GO) test -tags demo $$($(GO) list ./... | grep -vx '$(MODULE)/reconcile') -count=1 -parallel 4 -timeout 15m \
+		-skip '^(TestReleaseArtifacts|TestVersionFromBuild)$$'
 
 ## test-reconcile-N: the reconcile tests of the Nth of RECONCILE_SHARDS
-test-reconcile-%: tools
-	$(GO) test ./reconcile -count=1 -timeout 15m -run '$(word $*,$(RECONCILE_SHARDS))'
+# The shards and test-kyverno-crds run one test binary, linked once: a link
+# of it takes some 15 s of CPU. run_reconcile runs it as go test would: in
+# the package's folder, its output shown only if it fails.
+RECONCILE_TEST := $(BIN)/reconcile.test
+run_reconcile = cd reconcile && out=$$(mktemp) && start=$$SECONDS; \
+	if $(1) $(RECONCILE_TEST) -test.count=1 -test.timeout 15m $(2) >$$out 2>&1; \
+	then echo "ok  	$(MODULE)/reconcile $(strip $(1) $(2))	$$((SECONDS - start))s"; rm -f $$out; \
+	else cat $$out; rm -f $$out; echo "FAIL	$(MODULE)/reconcile $(strip $(1) $(2))"; exit 1; fi
+test-reconcile-%: tools reconcile-test
+	@$(call run_reconcile,,-test.run '$(word $*,$(RECONCILE_SHARDS))')
+
+reconcile-test:
+	@mkdir -p $(BIN)
+	$(GO) test -c -o $(RECONCILE_TEST) ./reconcile
 
 ## test-release: `make release` into a temporary folder, and a check of every file it wrote
 # Its first run cross-compiles every dependency for arm64, slow on a busy
@@ -152,8 +169,9 @@ test-release: git
 # source, so a new test is placed by what it reads); the others ran under
 # Sprout's CRDs to the same outcome. The few that read what only Sprout's
 # CRDs keep skip themselves here (onlySproutCRDs). docs/decisions.md, #45.
-test-kyverno-crds: tools git
-	SPROUT_TEST_CRDS=kyverno $(GO) test ./reconcile ./internal/controlplane -count=1 -timeout 15m
+test-kyverno-crds: tools git reconcile-test
+	@$(call run_reconcile,SPROUT_TEST_CRDS=kyverno)
+	SPROUT_TEST_CRDS=kyverno $(GO) test ./internal/controlplane -count=1 -timeout 15m
 
 ## fuzz: each fuzz target for FUZZTIME (1000 inputs) past its seeds and corpus
 # -fuzz takes one target per go test, so each links its own instrumented test
