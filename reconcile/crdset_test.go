@@ -181,25 +181,25 @@ func addRefs(refs map[string]map[string]bool, name string, node ast.Node) {
 	})
 }
 
-// TestTestsThatReadPolicyStatusRunUnderBothCRDSets: the tests that read a
-// policy's status, columns or the CRD set, directly or through helpers,
-// are those test-kyverno-crds runs; a test that only generates is not.
+// TestTestsThatReadPolicyStatusRunUnderBothCRDSets: a test that reads a
+// policy's status (unstructured or decoded), its columns or the CRD set,
+// through a function, method or variable of its package, is found to
+// depend on the CRD set (testdata/crdset); one that only generates is
+// not. In this package, the thousand-policy lifecycle test is not.
 func TestTestsThatReadPolicyStatusRunUnderBothCRDSets(t *testing.T) {
-	dependent, independent, err := crdDependentTests(".")
+	dependent, independent, err := crdDependentTests("testdata/crdset")
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{
-		"TestKubectlGetShowsPoliciesAndRecords",      // columns
-		"TestKstatusOfPolicies",                      // the set, through waitHealth
-		"TestStatusWritesCoalesce",                   // readyOf, through policyCondition
-		"TestIncrementalSyncAgreesWithFullRecompute", // "status", through converged
-	} {
-		if !slices.Contains(dependent, name) {
-			t.Errorf("%s reads what the CRD set decides, but would not run under Kyverno's CRDs", name)
-		}
+	want := []string{"TestAsksWhichSetRuns", "TestReadsADecodedStatus", "TestReadsAStatusField", "TestReadsTheColumns"}
+	if !slices.Equal(dependent, want) || !slices.Equal(independent, []string{"TestGeneratesOnly"}) {
+		t.Errorf("depend on the CRD set: %v, do not: %v; want %v and [TestGeneratesOnly]", dependent, independent, want)
 	}
-	if !slices.Contains(independent, "TestNoPolicyStateOutlivesItsPolicy") {
-		t.Errorf("TestNoPolicyStateOutlivesItsPolicy reads no policy status, but would run under both CRD sets")
+	dependent, independent, err = crdDependentTests(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(dependent, "TestStatusWritesCoalesce") || !slices.Contains(independent, "TestNoPolicyStateOutlivesItsPolicy") {
+		t.Errorf("in reconcile, TestStatusWritesCoalesce reads a policy's Ready condition and TestNoPolicyStateOutlivesItsPolicy no status; found %v depend on the CRD set", dependent)
 	}
 }
