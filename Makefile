@@ -127,7 +127,7 @@ RECONCILE_SHARDS := ^Test[A-La-l] ^Test[M-Zm-z_0-9]
 test: tools git vet lint
 	@$(MAKE) --no-print-directory -j 4 --output-sync=target \
 		$(foreach i,$(shell seq $(words $(RECONCILE_SHARDS))),test-reconcile-$(i)) test-packages \
-		test-kyverno-crds test-release $(FUZZ_JOBS)
+		test-kyverno-crds test-release $(FUZZ_JOBS) FUZZ_WORKERS=1
 
 ## test-packages: the tests of every package but reconcile (test-reconcile-N runs those)
 # TestReleaseArtifacts is test-release's. TestVersionFromBuild links a
@@ -186,7 +186,9 @@ test-kyverno-crds: tools git reconcile-test
 # input to the package's testdata/fuzz/<target>/: commit it with the fix, as
 # a regression seed.
 # Each target is its own job (fuzz-N), so that `make test` runs them side by
-# side with the other tests, and `make -j fuzz` with each other.
+# side with the other tests, each with one worker (FUZZ_WORKERS; one a
+# core when unset) so that a fuzz job loads the machine no more than a test
+# job does, and `make -j fuzz` runs them side by side with each other.
 FUZZTIME ?= 1000x
 FUZZ_TARGETS := celenv:FuzzTemplate sources:FuzzDecodePolicy sources:FuzzLoadTree api/sprout/v1alpha1:FuzzLabelValue inventory:FuzzAppendJSON
 FUZZ_JOBS := $(foreach i,$(shell seq $(words $(FUZZ_TARGETS))),fuzz-$(i))
@@ -195,7 +197,7 @@ fuzz: $(FUZZ_JOBS)
 ## fuzz-N: the Nth of FUZZ_TARGETS, for FUZZTIME
 fuzz-%:
 	@t='$(word $*,$(FUZZ_TARGETS))'; echo "fuzzing $${t#*:} in ./$${t%%:*} for $(FUZZTIME)"; \
-	$(GO) test ./$${t%%:*} -run '^$$' -fuzz "^$${t#*:}$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 0
+	$(GO) test ./$${t%%:*} -run '^$$' -fuzz "^$${t#*:}$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 0 $(if $(FUZZ_WORKERS),-parallel $(FUZZ_WORKERS))
 
 ## bench: issue #10's benchmarks against local control planes, results in bench/results/
 ## (about 13 minutes at the defaults, the issue's sizes; not part of test); BENCH_ARGS passes
