@@ -154,6 +154,7 @@ func TestCloneSourceWithoutSynchronize(t *testing.T) {
 // TestCloneDownstreamTable: rows 1–4 of the table for clones, with and
 // without synchronize.
 func TestCloneDownstreamTable(t *testing.T) {
+	onlySproutCRDs(t, "status.triggers, which it waits on")
 	startController(t)
 	kube := kubernetes.NewForConfigOrDie(cfg)
 	ctx := context.Background()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -28,7 +29,13 @@ import (
 
 var cfg *rest.Config
 
-func TestMain(m *testing.M) { controlplane.Main(m, &cfg) }
+func TestMain(m *testing.M) {
+	if err := onlyCRDDependentTests(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	controlplane.Main(m, &cfg)
+}
 
 // startController runs a controller until the test ends and returns its log.
 func startController(t *testing.T) *syncbuf.Buffer {

@@ -51,6 +51,7 @@ func row(t *testing.T, table metav1.Table, name string) map[string]string {
 // TestKubectlGetShowsPoliciesAndRecords: kubectl get gpol and kubectl get
 // pinv show each policy's readiness, source, revision and counts.
 func TestKubectlGetShowsPoliciesAndRecords(t *testing.T) {
+	onlySproutCRDs(t, "the printer columns it reads")
 	tb := newTable(t, "kubectl")
 	tb.applyPolicy(derivedPolicy("shown", "kubectl", "out", "one", true, false))
 	t.Cleanup(func() { tb.deletePolicy("shown") })

@@ -17,6 +17,7 @@ import (
 // quick succession, the second compared with the copy the first had), is
 // written back: the policy does not keep showing the change.
 func TestStatusWrittenBackOverALaggingCache(t *testing.T) {
+	onlySproutCRDs(t, "status.triggers and status.objects, which it compares")
 	ctx := context.Background()
 	tb := newTable(t, "lagged")
 	h := startRecompute(t, "lagged", []string{"lagged"}, "lagged-status")
