@@ -144,6 +144,16 @@ func (c *conformance) deletePolicy(apiVersion, name string) {
 	})
 }
 
+// running waits until a GeneratingPolicy is Ready: it watches its triggers,
+// so that one created and deleted at once is seen.
+func (c *conformance) running(name string) {
+	c.t.Helper()
+	poll(c.t, "the policy to be running", func(ctx context.Context) (bool, error) {
+		cond, err := policyCondition(ctx, name)
+		return cond != nil && cond.Status == metav1.ConditionTrue, notFoundIsNil(err)
+	})
+}
+
 func present(u *unstructured.Unstructured) bool { return u != nil }
 func gone(u *unstructured.Unstructured) bool    { return u == nil }
 
@@ -347,12 +357,7 @@ func TestConformanceCloneGenerateOnTriggerDeletion(t *testing.T) {
 	c := newConformance(t)
 	c.create(generateOnTriggerDeletionPolicy)
 	c.create(sourceSecret("clone-generate-on-trigger-deletion"))
-	// The policy watches ConfigMaps once it is running: a trigger created
-	// and deleted before is never seen.
-	poll(t, "the policy to be running", func(ctx context.Context) (bool, error) {
-		cond, err := policyCondition(ctx, "generate-networkpolicy")
-		return cond != nil && cond.Status == metav1.ConditionTrue, err
-	})
+	c.running("generate-networkpolicy")
 	c.create(configMapIn("clone-generate-on-trigger-deletion", "clone-generate-on-trigger-deletion"))
 	c.delete(configMapRef("clone-generate-on-trigger-deletion", "clone-generate-on-trigger-deletion"))
 	c.waitFor("the downstream generated on the trigger's deletion",

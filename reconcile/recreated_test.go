@@ -32,6 +32,7 @@ func TestPolicyRecreatedAfterARestartDoesNotCrash(t *testing.T) {
 	c = newConformance(t)
 	c.create(generateOnTriggerDeletionPolicy)
 	c.create(sourceSecret("clone-generate-on-trigger-deletion"))
+	c.running("generate-networkpolicy")
 	c.create(configMapIn("recreated-ns", "b"))
 	c.delete(configMapRef("recreated-ns", "b"))
 	c.waitFor("the downstream generated on the trigger's deletion",
