@@ -159,7 +159,9 @@ func (c *Controller) processNextWorkItem(ctx context.Context) bool {
 		// Backs off (100 ms doubling to at most 3.2 s) and says so once it
 		// has lasted: a cache that never syncs (RBAC forbids the list, a CRD
 		// was removed) must not be a silent hot loop.
-		n := c.states.Of(key).Waited()
+		// A policy forgotten meanwhile (deleted while its sync waited)
+		// keeps no count and says 0: it waits as on a first time.
+		n := max(c.states.Of(key).Waited(), 1)
 		if n%20 == 0 {
 			c.log.Warn("still waiting for caches to sync", "policy", key.String(), "attempts", n)
 		}

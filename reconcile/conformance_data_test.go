@@ -1,0 +1,436 @@
+package reconcile_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/sprout-gitops/sprout/reconcile"
+)
+
+// More of Kyverno's conformance scenarios (see conformance_test.go): data
+// policies, a namespaceSelector on Namespace triggers, and namespaced
+// policies.
+
+// data/nosync/nosync-delete-policy: the zk-kafka-address policy, without
+// synchronize.
+const dataNoSyncDeletePolicyPolicy = `
+apiVersion: policies.kyverno.io/v1
+kind: GeneratingPolicy
+metadata:
+  name: zk-kafka-address
+spec:
+  matchConstraints:
+    resourceRules:
+    - apiGroups:   [""]
+      apiVersions: ["v1"]
+      operations:  ["CREATE", "UPDATE"]
+      resources:   ["namespaces"]
+  matchConditions:
+  - name: red-label
+    expression: "has(object.metadata.labels) && object.metadata.labels.?color.orValue('') == 'red'"
+  variables:
+  - name: nsName
+    expression: "object.metadata.name"
+  - name: configmap
+    expression: >-
+      [
+        {
+          "kind": dyn("ConfigMap"),
+          "apiVersion": dyn("v1"),
+          "metadata": dyn({
+            "name": "zk-kafka-address",
+            "namespace": string(variables.nsName),
+          }),
+          "data": dyn({
+            "KAFKA_ADDRESS": "192.168.10.13:9092,192.168.10.14:9092,192.168.10.15:9092",
+            "ZK_ADDRESS": "192.168.10.10:2181,192.168.10.11:2181,192.168.10.12:2181"
+          })
+        }
+      ]
+  generate:
+  - expression: generator.Apply(variables.nsName, variables.configmap)
+`
+
+// TestConformanceDataNoSyncDeletePolicy: a data object stays when its
+// policy, without synchronize, is deleted.
+func TestConformanceDataNoSyncDeletePolicy(t *testing.T) {
+	c := newConformance(t)
+	c.create(dataNoSyncDeletePolicyPolicy)
+	c.create("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: nosync-delete-policy-data\n  labels:\n    color: red\n")
+	cm := c.waitFor("the downstream", configMapRef("nosync-delete-policy-data", "zk-kafka-address"), present)
+	c.deletePolicy("policies.kyverno.io/v1", "zk-kafka-address")
+	c.mustExist(configMapRef("nosync-delete-policy-data", "zk-kafka-address"), cm.GetUID(), "the deleted policy's downstream")
+}
+
+// data/sync/match-namespace-with-ns-selector.
+const matchNamespaceWithNsSelectorPolicy = `
+apiVersion: policies.kyverno.io/v1alpha1
+kind: GeneratingPolicy
+metadata:
+  name: match-namespace-with-ns-selector
+spec:
+  evaluation:
+    generateExisting:
+      enabled: true
+    synchronize:
+      enabled: true
+  matchConstraints:
+    resourceRules:
+    - apiGroups:   [""]
+      apiVersions: ["v1"]
+      operations:  ["CREATE"]
+      resources:   ["namespaces"]
+    namespaceSelector:
+      matchLabels:
+          app.kubernetes.io/managed-by: my-app
+  variables:
+    - name: targetNs
+      expression: "object.metadata.name"
+    - name: sourceSecret
+      expression: resource.Get("v1", "secrets", "source-namespace", "secret-name")
+  generate:
+    - expression: generator.Apply(variables.targetNs, [variables.sourceSecret])
+`
+
+// managedNamespace is a Namespace, labelled as the selector wants or not.
+func managedNamespace(name string, managed bool) string {
+	doc := "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: " + name + "\n"
+	if managed {
+		doc += "  labels:\n    app.kubernetes.io/managed-by: my-app\n"
+	}
+	return doc
+}
+
+// TestConformanceMatchNamespaceWithNsSelector: a namespaceSelector selects
+// a Namespace trigger by the Namespace's own labels, as the API server's
+// admission does: a labelled Namespace gets the clone, at creation and,
+// with generateExisting, when it existed before the policy; an unlabelled
+// one gets nothing; synchronize brings a deleted clone back.
+func TestConformanceMatchNamespaceWithNsSelector(t *testing.T) {
+	c := newConformance(t)
+	c.create(`
+apiVersion: v1
+kind: Namespace
+metadata:
+  name: source-namespace
+---
+apiVersion: v1
+data:
+  foo: YmFy
+kind: Secret
+metadata:
+  name: secret-name
+  namespace: source-namespace
+type: Opaque
+`)
+	c.create(managedNamespace("existing-namespace", true))
+	c.create(managedNamespace("unmanaged-namespace", false))
+	c.create(matchNamespaceWithNsSelectorPolicy)
+	c.waitFor("the existing Namespace's clone", secretRef("existing-namespace", "secret-name"), present)
+	c.create(managedNamespace("target-namespace", true))
+	first := c.waitFor("the downstream", secretRef("target-namespace", "secret-name"), present)
+	if u, err := c.get(context.Background(), secretRef("unmanaged-namespace", "secret-name")); err != nil || u != nil {
+		t.Errorf("a Namespace the selector does not select got the clone (err %v)", err)
+	}
+	c.delete(secretRef("target-namespace", "secret-name"))
+	c.waitFor("the downstream to be generated again", secretRef("target-namespace", "secret-name"), func(u *unstructured.Unstructured) bool {
+		return u != nil && u.GetUID() != first.GetUID()
+	})
+}
+
+// data/sync/sync-trigger-stops-matching.
+const syncTriggerStopsMatchingPolicy = `
+apiVersion: policies.kyverno.io/v1beta1
+kind: GeneratingPolicy
+metadata:
+  name: sync-trigger-stops-matching
+spec:
+  evaluation:
+    synchronize:
+      enabled: true
+  matchConstraints:
+    resourceRules:
+    - apiGroups:   [""]
+      apiVersions: ["v1"]
+      operations:  ["CREATE", "UPDATE"]
+      resources:   ["namespaces"]
+  matchConditions:
+    - name: opt-in
+      expression: object.metadata.?labels["opt-in"].orValue("") == "true"
+  variables:
+    - name: nsName
+      expression: "object.metadata.name"
+    - name: configmap
+      expression: >-
+        [
+          {
+            "kind": dyn("ConfigMap"),
+            "apiVersion": dyn("v1"),
+            "metadata": dyn({
+              "name": "sync-trigger-stops-matching",
+              "namespace": string(variables.nsName),
+            }),
+            "data": dyn({
+              "source": "GeneratingPolicy"
+            })
+          }
+        ]
+  generate:
+    - expression: generator.apply(variables.nsName, variables.configmap)
+`
+
+// TestConformanceSyncTriggerStopsMatching: a synchronized object goes when
+// its trigger is changed so that it no longer matches.
+func TestConformanceSyncTriggerStopsMatching(t *testing.T) {
+	c := newConformance(t)
+	c.create(syncTriggerStopsMatchingPolicy)
+	ns := "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: sync-trigger-stops-matching\n  labels:\n    opt-in: "
+	c.create(ns + `"true"` + "\n")
+	cm := configMapRef("sync-trigger-stops-matching", "sync-trigger-stops-matching")
+	c.waitFor("the downstream", cm, func(u *unstructured.Unstructured) bool {
+		return u != nil && u.Object["data"].(map[string]any)["source"] == "GeneratingPolicy"
+	})
+	c.create(ns + `"false"` + "\n")
+	c.waitFor("the downstream to go", cm, gone)
+}
+
+// data/sync/sync-update-trigger-in-place.
+const syncUpdateTriggerInPlacePolicy = `
+apiVersion: policies.kyverno.io/v1beta1
+kind: GeneratingPolicy
+metadata:
+  name: sync-update-trigger-in-place
+spec:
+  evaluation:
+    synchronize:
+      enabled: true
+  matchConstraints:
+    resourceRules:
+    - apiGroups:   [""]
+      apiVersions: ["v1"]
+      operations:  ["CREATE", "UPDATE"]
+      resources:   ["namespaces"]
+  variables:
+    - name: nsName
+      expression: "object.metadata.name"
+    - name: quota
+      expression: object.metadata.?annotations["quota"].orValue("10")
+    - name: configmap
+      expression: >-
+        [
+          {
+            "kind": dyn("ConfigMap"),
+            "apiVersion": dyn("v1"),
+            "metadata": dyn({
+              "name": "sync-update-trigger-in-place",
+              "namespace": string(variables.nsName),
+            }),
+            "data": dyn({
+              "QUOTA": string(variables.quota)
+            })
+          }
+        ]
+  generate:
+    - expression: generator.apply(variables.nsName, variables.configmap)
+`
+
+// TestConformanceSyncUpdateTriggerInPlace: a trigger's UPDATE updates its
+// object in place, not by deleting and creating it again.
+func TestConformanceSyncUpdateTriggerInPlace(t *testing.T) {
+	c := newConformance(t)
+	c.create(syncUpdateTriggerInPlacePolicy)
+	ns := "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: sync-update-trigger-in-place\n"
+	c.create(ns)
+	cm := configMapRef("sync-update-trigger-in-place", "sync-update-trigger-in-place")
+	quota := func(want string) func(*unstructured.Unstructured) bool {
+		return func(u *unstructured.Unstructured) bool {
+			return u != nil && u.Object["data"].(map[string]any)["QUOTA"] == want
+		}
+	}
+	first := c.waitFor("the downstream", cm, quota("10"))
+	c.create(ns + "  annotations:\n    quota: \"50\"\n")
+	c.waitFor("the downstream to follow its trigger", cm, quota("50"))
+	c.mustExist(cm, first.GetUID(), "the updated downstream")
+}
+
+// namespaced-generating-policies/data/cross-namespace-denied.
+const crossNamespaceDeniedPolicy = `
+apiVersion: policies.kyverno.io/v1beta1
+kind: NamespacedGeneratingPolicy
+metadata:
+  name: cross-ns-escalate
+  namespace: test-namespace
+spec:
+  matchConstraints:
+    resourceRules:
+    - apiGroups:   [""]
+      apiVersions: ["v1"]
+      operations:  ["CREATE", "UPDATE"]
+      resources:   ["namespaces"]
+  variables:
+    - name: configmap
+      expression: >-
+        [
+          {
+            "kind": dyn("ConfigMap"),
+            "apiVersion": dyn("v1"),
+            "metadata": dyn({
+              "name": "should-not-exist",
+              "namespace": "default",
+            }),
+            "data": dyn({
+              "managed-by": "kyverno"
+            })
+          }
+        ]
+  generate:
+    - expression: generator.apply("default", variables.configmap)
+`
+
+// TestConformanceNamespacedCrossNamespaceDenied: a namespaced policy may
+// not generate into another namespace. The scenario's policy triggers on
+// Namespaces, which Sprout says can never trigger a namespaced policy; the
+// same policy triggering on ConfigMaps of its namespace reaches
+// generator.apply, which refuses the other namespace.
+func TestConformanceNamespacedCrossNamespaceDenied(t *testing.T) {
+	c := newConformance(t)
+	c.create("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: test-namespace\n")
+	grant(t, kubernetes.NewForConfigOrDie(cfg), "test-namespace", reconcile.DefaultServiceAccount, allVerbs, "configmaps")
+	c.create(crossNamespaceDeniedPolicy)
+	reason := func(want, message string) {
+		t.Helper()
+		poll(t, "the policy's "+want, func(ctx context.Context) (bool, error) {
+			cond, err := namespacedPolicyCondition(ctx, "test-namespace", "cross-ns-escalate")
+			return cond != nil && cond.Reason == want && strings.Contains(cond.Message, message), notFoundIsNil(err)
+		})
+	}
+	reason(reconcile.ReasonUnobservableTrigger, "namespaces.v1 is cluster-scoped and can never trigger a NamespacedGeneratingPolicy")
+	c.create("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: cross-ns-trigger\n")
+	denied := configMapRef("default", "should-not-exist")
+	if u, err := c.get(context.Background(), denied); err != nil || u != nil {
+		t.Errorf("the namespaced policy generated into default (err %v)", err)
+	}
+
+	c.create(strings.Replace(crossNamespaceDeniedPolicy, `resources:   ["namespaces"]`, `resources:   ["configmaps"]`, 1))
+	c.create(configMapIn("test-namespace", "trigger"))
+	reason(reconcile.ReasonEvaluationFailed, `cross-namespace generation denied: policy in "test-namespace" cannot generate into "default"`)
+	if u, err := c.get(context.Background(), denied); err != nil || u != nil {
+		t.Errorf("the namespaced policy generated into default (err %v)", err)
+	}
+}
+
+// namespaced-generating-policies/data/issue-15312-generate-pdb.
+const generatePDBPolicy = `
+apiVersion: policies.kyverno.io/v1beta1
+kind: NamespacedGeneratingPolicy
+metadata:
+  name: add-pdb-to-deployments
+  namespace: test-15312
+spec:
+  evaluation:
+    generateExisting:
+      enabled: true
+    synchronize:
+      enabled: true
+  matchConstraints:
+    resourceRules:
+    - apiGroups: ["apps"]
+      apiVersions: ["v1"]
+      operations: ["CREATE", "UPDATE"]
+      resources: ["deployments"]
+  variables:
+  - name: pdbName
+    expression: object.metadata.name + '-pdb'
+  - name: selector
+    expression: object.spec.selector
+  generate:
+  - expression: |
+      generator.apply([
+        {
+          "apiVersion": dyn("policy/v1"),
+          "kind": dyn("PodDisruptionBudget"),
+          "metadata": dyn({
+            "name": variables.pdbName
+          }),
+          "spec": dyn({
+            "minAvailable": dyn(1),
+            "selector": dyn(variables.selector)
+          })
+        }
+      ])
+`
+
+// deployment is the scenario's Deployment, with replicas.
+func deployment(name, replicas string) string {
+	return `
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: ` + name + `
+  namespace: test-15312
+spec:
+  replicas: ` + replicas + `
+  selector:
+    matchLabels:
+      app: demo
+  template:
+    metadata:
+      labels:
+        app: demo
+    spec:
+      containers:
+      - name: nginx
+        image: nginx:1.27
+        ports:
+        - containerPort: 80
+`
+}
+
+// TestConformanceNamespacedGeneratePDB: a namespaced policy with
+// generateExisting generates for a Deployment older than it, and a later
+// UPDATE of the Deployment keeps the PodDisruptionBudget.
+func TestConformanceNamespacedGeneratePDB(t *testing.T) {
+	c := newConformance(t)
+	c.create("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: test-15312\n")
+	// The policy runs as the namespace's account: Kyverno's background
+	// controller is given the same rights in permissions.yaml.
+	grantPDBs(t, "test-15312")
+	c.create(deployment("demo", "1"))
+	c.create(generatePDBPolicy)
+	pdb := ref{"policy/v1", "PodDisruptionBudget", "test-15312", "demo-pdb"}
+	first := c.waitFor("the existing Deployment's PDB", pdb, func(u *unstructured.Unstructured) bool {
+		if u == nil {
+			return false
+		}
+		labels, _, _ := unstructured.NestedStringMap(u.Object, "spec", "selector", "matchLabels")
+		min, _, _ := unstructured.NestedInt64(u.Object, "spec", "minAvailable")
+		return labels["app"] == "demo" && min == 1
+	})
+	c.create(deployment("demo", "2"))
+	// A Deployment created after the update: once its PDB exists, the
+	// policy has synced the update.
+	c.create(deployment("marker", "1"))
+	c.waitFor("the marker's PDB", ref{"policy/v1", "PodDisruptionBudget", "test-15312", "marker-pdb"}, present)
+	c.mustExist(pdb, first.GetUID(), "the PDB after its Deployment's update")
+}
+
+// grantPDBs gives the default account of ns what the PDB policy needs.
+func grantPDBs(t *testing.T, ns string) {
+	t.Helper()
+	kube := kubernetes.NewForConfigOrDie(cfg)
+	name, sa := "generate-pdb", reconcile.DefaultServiceAccount
+	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Rules: []rbacv1.PolicyRule{
+		{APIGroups: []string{"apps"}, Resources: []string{"deployments"}, Verbs: []string{"get", "list", "watch"}},
+		{APIGroups: []string{"policy"}, Resources: []string{"poddisruptionbudgets"}, Verbs: allVerbs},
+	}}
+	if _, err := kube.RbacV1().Roles(ns).Create(context.Background(), role, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	rebind(t, kube, ns, name, sa)
+}
