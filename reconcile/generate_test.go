@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
@@ -118,8 +119,13 @@ func TestLargeSyncWritesBeforeItHasEvaluatedEverything(t *testing.T) {
 		}
 	}
 	(&table{t: t}).deletePolicy("parts")
-	poll(t, "the objects pruned with their policy", func(ctx context.Context) (bool, error) {
+	// A thousand deletes: under make test's load they took over poll's
+	// 30 s once, so this wait has a bound of its own.
+	err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
 		list, err := kube.CoreV1().ConfigMaps("").List(ctx, metav1.ListOptions{LabelSelector: selector})
 		return err == nil && len(list.Items) == 0, err
 	})
+	if err != nil {
+		t.Fatalf("waiting for the objects pruned with their policy: %v", err)
+	}
 }
