@@ -126,10 +126,17 @@ func matchLabels(m *dto.Metric, want map[string]string) bool {
 // which revision runs and why a later one was rejected, and recover with a
 // fixed revision.
 func TestSourceStatus(t *testing.T) {
-	dir := t.TempDir()
+	dir, staging := t.TempDir(), t.TempDir()
+	// Written whole, by a rename: a poll between os.WriteFile's create and
+	// its write read an empty c.yaml once, a good revision of two
+	// policies, which then ran in the place of the first.
 	write := func(name, content string) {
 		t.Helper()
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+		tmp := filepath.Join(staging, name)
+		if err := os.WriteFile(tmp, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, filepath.Join(dir, name)); err != nil {
 			t.Fatal(err)
 		}
 	}
