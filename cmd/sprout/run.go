@@ -179,6 +179,9 @@ func runController(ctx context.Context, g *globalFlags, opts reconcile.Options, 
 	// the start without a word.
 	c.Protect(ownNamespaces(ctx, cfg, ro.leader.namespace, log)...)
 	if err := prove(ctx, cfg, c, ro); err != nil {
+		if ctx.Err() != nil {
+			return nil // stopped by a signal while it waited
+		}
 		return err
 	}
 	// The entries are served, and their status written, by the leader.
