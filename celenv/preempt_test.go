@@ -44,19 +44,22 @@ func stopsWithin(t *testing.T, policy apiv1.Policy, limit time.Duration) {
 		_, err := p.Evaluate(context.Background(), celenv.Input{Object: trigger.Object, Timeout: limit})
 		done <- outcome{err, time.Since(start)}
 	}()
+	// Unpreempted, these walks take hours; the slack is for a machine
+	// busy with make test's other jobs, where 1 s passed once.
+	const slack = 2 * time.Second
 	var got outcome
 	select {
 	case got = <-done:
-	case <-time.After(10 * limit):
-		t.Fatalf("the evaluation still runs %v after it started; its time limit is %v", 10*limit, limit)
+	case <-time.After(limit + 10*slack):
+		t.Fatalf("the evaluation still runs %v after it started; its time limit is %v", limit+10*slack, limit)
 	}
 	timeLimit := fmt.Sprintf("evaluation took longer than its time limit of %v", limit)
 	budget := fmt.Sprintf("cost more than their limit of %d together", celenv.PerEvaluationCostLimit)
 	if got.err == nil || !strings.Contains(got.err.Error(), timeLimit) && !strings.Contains(got.err.Error(), budget) {
 		t.Fatalf("want an error saying %q or %q, got %.300v", timeLimit, budget, got.err)
 	}
-	if got.took > 2*limit {
-		t.Fatalf("the evaluation stopped %v after it started, more than twice its time limit of %v", got.took, limit)
+	if got.took > limit+slack {
+		t.Fatalf("the evaluation stopped %v after it started, more than %v past its time limit of %v", got.took, slack, limit)
 	}
 	t.Logf("stopped after %v: %v", got.took, got.err)
 }
