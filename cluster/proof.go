@@ -50,6 +50,18 @@ const proofDomain = "sprout.dev/proof/v1"
 type ProofKey struct {
 	key  []byte
 	macs sync.Pool
+	// home is the Secret that holds the key, namespace and name: no
+	// policy reads it (KeptIn).
+	home [2]string
+}
+
+// KeptIn names the Secret that holds the key: policies read Secrets with
+// Sprout's rights, and one that read the key could forge proofs.
+func (k *ProofKey) KeptIn(namespace, name string) { k.home = [2]string{namespace, name} }
+
+// Holds reports whether the Secret namespace/name holds the key.
+func (k *ProofKey) Holds(namespace, name string) bool {
+	return k != nil && k.home[1] != "" && k.home == [2]string{namespace, name}
 }
 
 // NewProofKey returns a ProofKey with secret as its key, or without one

@@ -252,9 +252,10 @@ func (a syncChecks) waitsForPermission(err error) bool { return a.c.rights.Waits
 // Prove gives the controller the key it signs and verifies origins with
 // (Options.ProofKey), once it is known: `sprout run` reads it from the
 // cluster after the API server answers. Call it before Run.
-func (c *Controller) Prove(key []byte) error {
+func (c *Controller) Prove(key []byte, namespace, name string) error {
 	if err := c.proof.Set(key); err != nil {
 		return fmt.Errorf("proof key: %w", err)
 	}
+	c.proof.KeptIn(namespace, name)
 	return nil
 }

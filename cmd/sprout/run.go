@@ -377,5 +377,5 @@ func prove(ctx context.Context, cfg *rest.Config, c *reconcile.Controller, ro ru
 	if err != nil {
 		return err
 	}
-	return c.Prove(key)
+	return c.Prove(key, leaseNamespace(ro), ro.proofKeySecret)
 }

@@ -50,6 +50,8 @@ type Reader struct {
 	may        func(ctx context.Context, verb string, gvr schema.GroupVersionResource, namespace string) error
 	onRead     func(schema.GroupVersionResource)
 	exceptions *PolicyExceptions
+	// proof names the Secret of Sprout's proof key, which no policy reads.
+	proof *cluster.ProofKey
 
 	// reads counts the reads, so that an evaluation that read none is
 	// told from one that did.
@@ -75,7 +77,7 @@ var _ celenv.Reader = (*Reader)(nil)
 
 // Reader returns the reader of one sync's evaluations.
 func (e *Evaluator) Reader(s Sync) *Reader {
-	r := &Reader{cache: e.cfg.Cache, kinds: e.cfg.Kinds, scope: s.Scope, may: s.May, onRead: s.Read, exceptions: s.Exceptions,
+	r := &Reader{cache: e.cfg.Cache, kinds: e.cfg.Kinds, scope: s.Scope, may: s.May, onRead: s.Read, exceptions: s.Exceptions, proof: e.cfg.Proof,
 		read: sets.New[schema.GroupVersionResource](), allowed: map[string]error{}, decoded: map[*cluster.Object]*unstructured.Unstructured{}}
 	if e.cfg.HTTP != nil {
 		r.web = e.cfg.HTTP.Round()
@@ -145,10 +147,16 @@ func (r *Reader) Get(ctx context.Context, gvr schema.GroupVersionResource, names
 	if err != nil {
 		return nil, err
 	}
-	if !ok {
+	if !ok || r.hidden(gvr, namespace, name) {
 		return nil, apierrors.NewNotFound(gvr.GroupResource(), name)
 	}
 	return r.decode(obj.(*cluster.Object)).Object, nil
+}
+
+// hidden reports whether the object is one no policy reads: the Secret
+// of Sprout's proof key.
+func (r *Reader) hidden(gvr schema.GroupVersionResource, namespace, name string) bool {
+	return gvr.Group == "" && gvr.Resource == "secrets" && r.proof.Holds(namespace, name)
 }
 
 // List returns the cached objects of namespace ("" for all) that selector
@@ -168,7 +176,9 @@ func (r *Reader) List(ctx context.Context, gvr schema.GroupVersionResource, name
 	cached := store.List()
 	objs := make([]*unstructured.Unstructured, 0, len(cached))
 	for _, obj := range cached {
-		objs = append(objs, r.decode(obj.(*cluster.Object)))
+		if o := obj.(*cluster.Object); !r.hidden(gvr, o.GetNamespace(), o.GetName()) {
+			objs = append(objs, r.decode(o))
+		}
 	}
 	return celenv.ListOf(gvr, objs, namespace, selector), nil
 }

@@ -8,9 +8,12 @@ import (
 	"testing"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/sprout-gitops/sprout/cluster"
 )
 
 // TestReaderServesTheCaches: Get and List answer from the cache of their
@@ -157,5 +160,41 @@ func TestReaderReadsEntriesAsTheAccount(t *testing.T) {
 	}
 	if New(Config{}).Reader(Sync{}).globalContext() != nil || New(Config{}).Reader(Sync{}).Entries() != nil {
 		t.Error("no store: entries served")
+	}
+}
+
+// TestReaderHidesTheProofKey: the Secret that holds Sprout's proof key is
+// never read by a policy, by Get or in a List of its namespace; the other
+// Secrets are, and a ConfigMap of the same name is.
+func TestReaderHidesTheProofKey(t *testing.T) {
+	secrets := schema.GroupVersionResource{Version: "v1", Resource: "secrets"}
+	secret := func(namespace, name string) *unstructured.Unstructured {
+		u := configMap(namespace, name, nil)
+		u.SetKind("Secret")
+		return u
+	}
+	caches := &fakeCaches{stores: map[schema.GroupVersionResource]cache.Store{
+		secrets:    cached(t, secret("sprout", "sprout-proof-key"), secret("sprout", "other")),
+		configMaps: cached(t, configMap("sprout", "sprout-proof-key", nil)),
+	}}
+	proof, err := cluster.NewProofKey(make([]byte, cluster.MinProofKeyBytes))
+	if err != nil {
+		t.Fatal(err)
+	}
+	proof.KeptIn("sprout", "sprout-proof-key")
+	r := New(Config{Cache: caches.cache, Proof: proof}).Reader(Sync{})
+	ctx := context.Background()
+	if _, err := r.Get(ctx, secrets, "sprout", "sprout-proof-key"); !apierrors.IsNotFound(err) {
+		t.Errorf("Get of the key's Secret: %v, want NotFound", err)
+	}
+	list, err := r.List(ctx, secrets, "sprout", labels.Everything())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if items := list["items"].([]any); len(items) != 1 || items[0].(map[string]any)["metadata"].(map[string]any)["name"] != "other" {
+		t.Errorf("List of the key's namespace: %v, want the other Secret alone", items)
+	}
+	if _, err := r.Get(ctx, configMaps, "sprout", "sprout-proof-key"); err != nil {
+		t.Errorf("Get of a ConfigMap named as the key's Secret: %v", err)
 	}
 }
