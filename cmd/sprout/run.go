@@ -178,10 +178,11 @@ func runController(ctx context.Context, g *globalFlags, opts reconcile.Options, 
 	// Asked once the API server answers: before, a silent one would hold
 	// the start without a word.
 	c.Protect(ownNamespaces(ctx, cfg, ro.leader.namespace, log)...)
-	if err := prove(ctx, cfg, c, ro); err != nil {
-		if ctx.Err() != nil {
-			return nil // stopped by a signal while it waited
-		}
+	err = prove(ctx, cfg, c, ro)
+	switch {
+	case ctx.Err() != nil:
+		return nil // stopped by a signal while it read the key
+	case err != nil:
 		return err
 	}
 	// The entries are served, and their status written, by the leader.
