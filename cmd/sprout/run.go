@@ -179,10 +179,12 @@ func runController(ctx context.Context, g *globalFlags, opts reconcile.Options, 
 	// the start without a word.
 	c.Protect(ownNamespaces(ctx, cfg, ro.leader.namespace, log)...)
 	err = prove(ctx, cfg, c, ro)
-	switch {
-	case ctx.Err() != nil:
+	select {
+	case <-ctx.Done():
 		return nil // stopped by a signal while it read the key
-	case err != nil:
+	default:
+	}
+	if err != nil {
 		return err
 	}
 	// The entries are served, and their status written, by the leader.
