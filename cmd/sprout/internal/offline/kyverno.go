@@ -17,61 +17,8 @@ import (
 	apiv1 "github.com/sprout-gitops/sprout/api/policies/v1"
 	"github.com/sprout-gitops/sprout/celenv"
 	"github.com/sprout-gitops/sprout/internal/manifest"
-	"github.com/sprout-gitops/sprout/internal/yamlbudget"
 	"github.com/sprout-gitops/sprout/sources"
 )
-
-// kyvernoTest is the part of Kyverno's Test (cli.kyverno.io/v1alpha1) that
-// concerns generating policies. Fields for other kinds of policy are
-// ignored.
-type kyvernoTest struct {
-	APIVersion       string          `json:"apiVersion"`
-	Kind             string          `json:"kind"`
-	Policies         []string        `json:"policies"`
-	Resources        []string        `json:"resources"`
-	Context          string          `json:"context"`
-	ClusterResources []string        `json:"clusterResources"`
-	Results          []kyvernoResult `json:"results"`
-	// Exceptions are files of PolicyExceptions.
-	Exceptions []string `json:"exceptions"`
-	// GlobalContextEntries are the data globalContext.Get reads.
-	GlobalContextEntries []kyvernoEntry `json:"globalContextEntries"`
-	// Variables names a values file; Values, when set, is one inline and
-	// the file is not read, as in Kyverno.
-	Variables string         `json:"variables"`
-	Values    *kyvernoValues `json:"values"`
-	// Checks are kyverno-json assertions on Kyverno's rule responses,
-	// which Sprout does not have: each test that holds some fails, rather
-	// than passing without them.
-	Checks []any `json:"checks"`
-}
-
-// kyvernoValues is the part of Kyverno's values (cli.kyverno.io Value, or
-// a test's values) that generating policies read: the labels of the
-// triggers' Namespaces. The rest (globalValues, policies, subresources)
-// feeds JMESPath variables, which CEL policies do not have.
-type kyvernoValues struct {
-	NamespaceSelectors []struct {
-		Name   string            `json:"name"`
-		Labels map[string]string `json:"labels"`
-	} `json:"namespaceSelector"`
-	Namespaces []corev1.Namespace `json:"namespaces"`
-}
-
-type kyvernoResult struct {
-	Policy              string   `json:"policy"`
-	Rule                string   `json:"rule"`
-	Kind                string   `json:"kind"`
-	Resources           []string `json:"resources"`
-	Result              string   `json:"result"`
-	GeneratedResource   string   `json:"generatedResource"`
-	CloneSourceResource string   `json:"cloneSourceResource"`
-	// Deprecated in Kyverno, still read: status for result, resource for
-	// resources, namespace for a namespaced policy's.
-	Status    string `json:"status"`
-	Resource  string `json:"resource"`
-	Namespace string `json:"namespace"`
-}
 
 // kyvernoCase runs the Kyverno test file of dir named testFile.
 func kyvernoCase(dir, testFile string) Case {
@@ -110,15 +57,9 @@ func runKyvernoTest(ctx context.Context, dir, file string) ([]Row, error) {
 	if err != nil {
 		return nil, err
 	}
-	var t kyvernoTest
-	if err := yamlbudget.Check(data, yamlbudget.ForText(len(data))); err != nil {
-		return nil, fmt.Errorf("%s: %w", file, err)
-	}
-	if err := yaml.Unmarshal(data, &t); err != nil {
-		return nil, fmt.Errorf("%s: %w", file, err)
-	}
-	if t.Kind != "" && (t.Kind != "Test" || !strings.HasPrefix(t.APIVersion, "cli.kyverno.io/")) {
-		return nil, fmt.Errorf("%s: apiVersion %q kind %q is not a cli.kyverno.io Test", file, t.APIVersion, t.Kind)
+	t, err := decodeTest(file, data)
+	if err != nil {
+		return nil, err
 	}
 	rel := func(paths ...string) []string {
 		var out []string
@@ -358,14 +299,10 @@ func (k kyvernoRun) rows(i int, r kyvernoResult) []Row {
 	if r.Namespace != "" && !strings.Contains(policy, "/") {
 		policy = r.Namespace + "/" + policy
 	}
-	names := r.Resources
-	if len(names) == 0 && r.Resource != "" {
-		names = []string{r.Resource}
-	}
 	var rows []Row
-	for _, name := range names {
-		row := Row{Case: k.file, Policy: policy, Resource: r.Kind + " " + name, Want: want}
-		got, objs, detail := k.outcome(r, policy, name)
+	for _, res := range resourcesOf(r) {
+		row := Row{Case: k.file, Policy: policy, Resource: res.kind + " " + res.name, Want: want}
+		got, objs, detail := k.outcome(r, policy, res)
 		row.Got = got
 		var diff string
 		if got == "pass" && r.GeneratedResource != "" && detail == "" {
@@ -393,10 +330,10 @@ func (k kyvernoRun) rows(i int, r kyvernoResult) []Row {
 // matched and evaluated, with the objects), skip (it did not match, or an
 // exception skipped it), an excepted trigger's reportResult, or error;
 // detail is set when the test itself is wrong.
-func (k kyvernoRun) outcome(r kyvernoResult, policy, name string) (string, []*unstructured.Unstructured, string) {
-	trigger := findTrigger(k.triggers, r.Kind, name)
+func (k kyvernoRun) outcome(r kyvernoResult, policy string, res named) (string, []*unstructured.Unstructured, string) {
+	trigger := findTrigger(k.triggers, res.kind, res.name)
 	if trigger == nil {
-		return "-", nil, fmt.Sprintf("no resource %s named %s in the test's resources", r.Kind, name)
+		return "-", nil, fmt.Sprintf("no resource %s named %s in the test's resources", res.kind, res.name)
 	}
 	full, detail := k.resolve(policy)
 	if detail != "" {

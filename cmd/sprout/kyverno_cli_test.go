@@ -1,0 +1,108 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// kyvernoTestCopy copies a kyverno-test.yaml's folder to a temporary one
+// and returns it, with edit replacing text in a file of the copy.
+func kyvernoTestCopy(t *testing.T, from string) (string, func(file, old, new string)) {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), filepath.Base(from))
+	copyDir(t, from, dir)
+	return dir, func(file, old, new string) {
+		t.Helper()
+		path := filepath.Join(dir, file)
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(data), old) {
+			t.Fatalf("%s has no %q", file, old)
+		}
+		if err := os.WriteFile(path, []byte(strings.Replace(string(data), old, new, 1)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestSproutTestRefusesUnknownFields: a kyverno-test.yaml is decoded
+// strictly, as kyverno test decodes it: a field written wrong, at the top
+// (polices) or in a result (polcy), fails the file with an error naming
+// the field and the file, rather than rows failing with "want pass, got
+// skip".
+func TestSproutTestRefusesUnknownFields(t *testing.T) {
+	for _, tc := range []struct{ name, old, new, field string }{
+		{"top", "policies:", "polices:", `unknown field "polices"`},
+		{"result", "  policy: team-settings\n  kind: Namespace\n  resources:\n  - scratch",
+			"  polcy: team-settings\n  kind: Namespace\n  resources:\n  - scratch", `unknown field "results[1].polcy"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir, edit := kyvernoTestCopy(t, "testdata/kyverno-test/data")
+			edit("kyverno-test.yaml", tc.old, tc.new)
+			out, code := runTestCommand(t, dir)
+			if code != 1 {
+				t.Fatalf("exit %d, want 1:\n%s", code, out)
+			}
+			file := filepath.Join(dir, "kyverno-test.yaml")
+			if !strings.Contains(out, file+": "+tc.field) {
+				t.Errorf("the output does not name %s and %s:\n%s", file, tc.field, out)
+			}
+			if strings.Contains(out, "want pass, got skip") {
+				t.Errorf("the rows ran:\n%s", out)
+			}
+		})
+	}
+}
+
+// TestSproutTestAcceptsKyvernoFields: every field of Kyverno's Test, its
+// results (the kind flags, patchedResources, resourceSpecs, the deprecated
+// status, resource and namespace) and its values is accepted; a result's
+// resourceSpecs name resources as its resources do.
+func TestSproutTestAcceptsKyvernoFields(t *testing.T) {
+	dir, edit := kyvernoTestCopy(t, "testdata/kyverno-test/data")
+	edit("kyverno-test.yaml", "policies:", `name: team-settings
+jsonPayload: ""
+httpPayloads: []
+envoyPayloads: []
+targetResources: []
+paramResources: []
+userinfo: ""
+apiCallResponses: []
+values:
+  globalValues: {request.operation: CREATE}
+  policies:
+  - name: team-settings
+    resources: [{name: payments, values: {a: b}}]
+    rules: [{name: r, values: {a: b}, foreachValues: [{a: [b]}]}]
+  namespaceSelector: [{name: payments, labels: {team: pay}}]
+  subresources: []
+  variables: {a: b}
+policies:`)
+	edit("kyverno-test.yaml", "- isGeneratingPolicy: true\n  policy: team-settings\n  kind: Namespace\n  resources:\n  - scratch\n  result: skip", `- isGeneratingPolicy: true
+  isValidatingAdmissionPolicy: false
+  isMutatingAdmissionPolicy: false
+  isValidatingPolicy: false
+  isDeletingPolicy: false
+  isImageValidatingPolicy: false
+  isMutatingPolicy: false
+  patchedResources: ""
+  patchedResource: ""
+  rule: ""
+  policy: team-settings
+  kind: Namespace
+  resourceSpecs:
+  - {version: v1, kind: Namespace, name: scratch}
+  status: skip
+- policy: team-settings
+  kind: Namespace
+  resource: scratch
+  namespace: ""
+  result: skip`)
+	testPasses(t, dir,
+		"team-settings  Namespace payments  pass  pass  PASS",
+		"3 tests, 3 passing, 0 failing")
+}
