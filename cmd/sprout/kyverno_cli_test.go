@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -105,4 +106,62 @@ policies:`)
 	testPasses(t, dir,
 		"team-settings  Namespace payments  pass  pass  PASS",
 		"3 tests, 3 passing, 0 failing")
+}
+
+// TestSproutTestCaseSelector: -t/--test-case-selector runs the results
+// that match, as kyverno test's: policy, rule and resource wildcards; a
+// result naming no rule is not filtered by rule=; a result runs whole when
+// one of its resources matches; a malformed selector is an error naming
+// the flag.
+func TestSproutTestCaseSelector(t *testing.T) {
+	for _, tc := range []struct {
+		selector string
+		want     []string
+		not      []string
+	}{
+		{"policy=gold-*", []string{`gold-quota +ConfigMap shop/settings`, `gold-quota +ConfigMap lab/settings`, `2 tests, 2 passing`},
+			[]string{"team-setup", "owner-label"}},
+		{"policy=*, rule=require-*, resource=shop*", []string{`team-setup +Namespace shop `, `gold-quota +ConfigMap shop/settings`,
+			`owner-label +ConfigMap shop/settings`, `3 tests, 3 passing`}, []string{"lab/", "Namespace lab", "sandbox"}},
+		{"policy=*,rule=*,resource=*", []string{"6 tests, 6 passing"}, nil},
+	} {
+		t.Run(tc.selector, func(t *testing.T) {
+			out, _, err := execute("test", parityDir, "-t", tc.selector)
+			if err != nil {
+				t.Fatalf("%v:\n%s", err, out)
+			}
+			for _, w := range tc.want {
+				if !regexp.MustCompile(w).MatchString(out) {
+					t.Errorf("the output has no %q:\n%s", w, out)
+				}
+			}
+			for _, n := range tc.not {
+				if strings.Contains(out, n) {
+					t.Errorf("the output has %q:\n%s", n, out)
+				}
+			}
+		})
+	}
+	for _, bad := range []string{"polcy=x", "policy"} {
+		_, _, err := execute("test", parityDir, "--test-case-selector", bad)
+		if err == nil || !strings.Contains(err.Error(), "--test-case-selector") || !strings.Contains(err.Error(), bad) {
+			t.Errorf("-t %q: %v, want an error naming the flag and %q", bad, err, bad)
+		}
+	}
+}
+
+// TestSproutTestRefusesGit: a Git URL as the folder, or --git-branch,
+// which kyverno test clones, is refused with a message saying to clone
+// first, rather than "no such file".
+func TestSproutTestRefusesGit(t *testing.T) {
+	for _, args := range [][]string{
+		{"test", "https://github.com/kyverno/policies/main"},
+		{"test", "-b", "main", "https://github.com/kyverno/policies/best-practices"},
+		{"test", "--git-branch", "main", parityDir},
+	} {
+		_, _, err := execute(args...)
+		if err == nil || !strings.Contains(err.Error(), "git clone") {
+			t.Errorf("%v: %v, want an error saying to clone first", args, err)
+		}
+	}
 }

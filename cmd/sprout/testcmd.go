@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"text/tabwriter"
 
@@ -17,7 +18,7 @@ import (
 var errTestsFailed = errors.New("some tests failed")
 
 func newTestCommand() *cobra.Command {
-	fileName, failOnly := offline.TestFile, false
+	fileName, failOnly, selector, gitBranch := offline.TestFile, false, "", ""
 	cmd := &cobra.Command{
 		Use:   "test DIR...",
 		Short: "Run policy tests offline: Kyverno's kyverno-test.yaml files and fixture folders",
@@ -51,9 +52,16 @@ Two layouts are tests:
   sprout test policies/tests/`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			sel, err := offline.ParseSelector(selector)
+			if err != nil {
+				return fmt.Errorf("--test-case-selector: %w", err)
+			}
+			if err := refuseGit(args, gitBranch); err != nil {
+				return err
+			}
 			var cases []offline.Case
 			for _, dir := range args {
-				found, err := offline.FindTests(dir, fileName)
+				found, err := offline.FindTests(dir, fileName, sel)
 				if err != nil {
 					return err
 				}
@@ -71,6 +79,9 @@ Two layouts are tests:
 	}
 	// kyverno test's flags, so that its command lines run unchanged.
 	cmd.Flags().StringVarP(&fileName, "file-name", "f", fileName, "the name of the Kyverno test files to run, as kyverno test's")
+	cmd.Flags().StringVarP(&selector, "test-case-selector", "t", "policy=*,rule=*,resource=*",
+		"run only the results that match: policy=, rule= and resource= wildcards, separated by commas, as kyverno test's")
+	cmd.Flags().StringVarP(&gitBranch, "git-branch", "b", "", "refused: sprout test reads local folders; clone the repository first")
 	cmd.Flags().BoolVar(&failOnly, "fail-only", false, "list only the failing rows (the counts are of every row)")
 	cmd.Flags().Bool("remove-color", false, "accepted for kyverno test's command lines: sprout test prints no colour")
 	cmd.Flags().Bool("detailed-results", false, "accepted for kyverno test's command lines: every failure is printed with why")
@@ -80,6 +91,35 @@ Two layouts are tests:
 // printTestRows writes the table (its failing rows alone with failOnly),
 // the details of each failure and a count, and returns errTestsFailed when
 // a row failed.
+// refuseGit refuses what kyverno test clones (a Git URL as a folder, or
+// --git-branch): sprout test reads local folders only, and says how.
+func refuseGit(dirs []string, branch string) error {
+	if branch != "" {
+		return fmt.Errorf("--git-branch %s: sprout test does not clone; run git clone --branch %s URL DIR, then sprout test DIR", branch, branch)
+	}
+	for _, d := range dirs {
+		if isGitURL(d) {
+			return fmt.Errorf("%s: a Git URL; sprout test reads local folders only: run git clone URL DIR, then sprout test DIR", d)
+		}
+	}
+	return nil
+}
+
+// isGitURL reports whether dir is written as kyverno test's Git sources
+// are (https://github.com/owner/repo/…) or as another URL, and is no
+// local path.
+func isGitURL(dir string) bool {
+	if _, err := os.Stat(dir); err == nil {
+		return false
+	}
+	for _, prefix := range []string{"https://", "http://", "ssh://", "git://", "git@", "file://"} {
+		if strings.HasPrefix(dir, prefix) {
+			return true
+		}
+	}
+	return false
+}
+
 func printTestRows(out io.Writer, rows []offline.Row, failOnly bool) error {
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "CASE\tPOLICY\tRESOURCE\tWANT\tGOT\tRESULT")

@@ -20,11 +20,12 @@ import (
 	"github.com/sprout-gitops/sprout/sources"
 )
 
-// kyvernoCase runs the Kyverno test file of dir named testFile.
-func kyvernoCase(dir, testFile string) Case {
+// kyvernoCase runs the results sel picks of the Kyverno test file of dir
+// named testFile.
+func kyvernoCase(dir, testFile string, sel Selector) Case {
 	file := filepath.Join(dir, testFile)
 	return Case{Name: file, Run: func(ctx context.Context) []Row {
-		rows, err := runKyvernoTest(ctx, dir, file)
+		rows, err := runKyvernoTest(ctx, dir, file, sel)
 		if err != nil {
 			return []Row{{Case: file, Policy: "*", Resource: "*", Want: "-", Got: "error", Detail: err.Error()}}
 		}
@@ -52,7 +53,7 @@ func readTestFile(path string) ([]byte, error) {
 // outcomeKey names one policy's evaluation for one trigger.
 type outcomeKey struct{ policy, trigger string }
 
-func runKyvernoTest(ctx context.Context, dir, file string) ([]Row, error) {
+func runKyvernoTest(ctx context.Context, dir, file string, sel Selector) ([]Row, error) {
 	data, err := readTestFile(file)
 	if err != nil {
 		return nil, err
@@ -92,7 +93,9 @@ func runKyvernoTest(ctx context.Context, dir, file string) ([]Row, error) {
 	}
 	var rows []Row
 	for i, r := range t.Results {
-		rows = append(rows, run.rows(i, r)...)
+		if sel.selects(r) {
+			rows = append(rows, run.rows(i, r)...)
+		}
 	}
 	if len(t.Checks) > 0 {
 		rows = append(rows, Row{Case: file, Policy: "*", Resource: "*", Want: "checks", Got: "-",

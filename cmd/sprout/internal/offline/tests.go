@@ -35,10 +35,11 @@ type Case struct {
 }
 
 // FindTests walks dir for Kyverno test files named testFile and fixture
-// folders, in lexical order. Hidden folders are searched too, as kyverno
+// folders, in lexical order; sel picks the results of the Kyverno tests to
+// run (a fixture has none to pick). Hidden folders are searched too, as kyverno
 // test searches them (Kyverno keeps suites in .kyverno-tests/ folders);
 // only .git is skipped, which never holds a test.
-func FindTests(dir, testFile string) ([]Case, error) {
+func FindTests(dir, testFile string, sel Selector) ([]Case, error) {
 	var cases []Case
 	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -51,7 +52,7 @@ func FindTests(dir, testFile string) ([]Case, error) {
 			return filepath.SkipDir
 		}
 		if isFile(filepath.Join(path, testFile)) {
-			cases = append(cases, kyvernoCase(path, testFile))
+			cases = append(cases, kyvernoCase(path, testFile, sel))
 		} else if c, ok := fixtureCase(path); ok {
 			cases = append(cases, c)
 		}
