@@ -165,3 +165,28 @@ func TestSproutTestRefusesGit(t *testing.T) {
 		}
 	}
 }
+
+// TestSproutTestMixedKinds: a kyverno-test.yaml whose policies mix kinds
+// (a ClusterPolicy in the generating policy's file, a ValidatingPolicy in
+// another) runs the generating policy's results, and reports each result
+// of the others as skipped, naming the policy and its kind, without
+// failing the run; a policy in the mixed file that is wrong still fails,
+// named by its document.
+func TestSproutTestMixedKinds(t *testing.T) {
+	const dir = "testdata/kyverno-mixed"
+	testPasses(t, dir,
+		"require-team-label  Namespace payments  pass  -     SKIPPED",
+		"no-scratch          Namespace scratch   fail  -     SKIPPED",
+		"team-settings       Namespace payments  pass  pass  PASS",
+		"team-settings       Namespace scratch   skip  skip  PASS",
+		"ClusterPolicy require-team-label is not a generating policy",
+		"ValidatingPolicy no-scratch is not a generating policy",
+		"5 tests, 2 passing, 0 failing, 3 skipped (not a generating policy)")
+
+	broken, edit := kyvernoTestCopy(t, dir)
+	edit("policies.yaml", "  matchConditions:", "  matchCondition:")
+	out, code := runTestCommand(t, broken)
+	if code != 1 || !strings.Contains(out, `policies.yaml: document 1: GeneratingPolicy team-settings: strict decoding error: unknown field "spec.matchCondition"`) {
+		t.Errorf("exit %d, want 1 naming document 1's unknown field:\n%s", code, out)
+	}
+}

@@ -43,7 +43,11 @@ Two layouts are tests:
   one excepts is reported as its reportResult (skip unless it says pass).
   globalContextEntries give globalContext.Get its data as Kyverno mocks it
   (data, resources or resourceFiles, then fieldPath and projections).
-  checks cannot run and fail the test.
+  checks cannot run and fail the test. The file is read strictly: a field
+  a Test does not have is an error naming it. Results naming a policy of
+  another kind (a ClusterPolicy, a ValidatingPolicy...) are SKIPPED, with
+  why: sprout test runs generating policies only, and they do not fail the
+  run. -t picks results by policy=, rule= and resource= wildcards.
 - a fixture folder: policy.yaml (or a policies/ folder), triggers.yaml,
   optionally context.yaml and exceptions.yaml (PolicyExceptions), and
   expected.yaml (every object render prints, labels included) or error.txt
@@ -88,9 +92,6 @@ Two layouts are tests:
 	return cmd
 }
 
-// printTestRows writes the table (its failing rows alone with failOnly),
-// the details of each failure and a count, and returns errTestsFailed when
-// a row failed.
 // refuseGit refuses what kyverno test clones (a Git URL as a folder, or
 // --git-branch): sprout test reads local folders only, and says how.
 func refuseGit(dirs []string, branch string) error {
@@ -120,16 +121,24 @@ func isGitURL(dir string) bool {
 	return false
 }
 
+// printTestRows writes the table (its failing rows alone with failOnly),
+// the details of each failure, each row not run and why (not with
+// failOnly), and a count, and returns errTestsFailed when a row failed.
 func printTestRows(out io.Writer, rows []offline.Row, failOnly bool) error {
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "CASE\tPOLICY\tRESOURCE\tWANT\tGOT\tRESULT")
-	failed := 0
+	failed, notRun := 0, 0
 	for _, r := range rows {
 		result := "PASS"
-		if !r.Pass {
+		switch {
+		case !r.Pass:
 			result = "FAIL"
 			failed++
-		} else if failOnly {
+		case r.NotRun != "":
+			result = "SKIPPED"
+			notRun++
+		}
+		if failOnly && r.Pass {
 			continue
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.Case, r.Policy, r.Resource, r.Want, r.Got, result)
@@ -142,7 +151,19 @@ func printTestRows(out io.Writer, rows []offline.Row, failOnly bool) error {
 			fmt.Fprintf(out, "\nFAIL %s %s %s:\n%s\n", r.Case, r.Policy, r.Resource, strings.TrimRight(r.Detail, "\n"))
 		}
 	}
-	fmt.Fprintf(out, "\n%s, %d passing, %d failing\n", plural(len(rows), "test", "tests"), len(rows)-failed, failed)
+	if notRun > 0 && !failOnly {
+		fmt.Fprintln(out)
+		for _, r := range rows {
+			if r.NotRun != "" {
+				fmt.Fprintf(out, "SKIPPED %s %s %s: %s\n", r.Case, r.Policy, r.Resource, r.NotRun)
+			}
+		}
+	}
+	count := fmt.Sprintf("%s, %d passing, %d failing", plural(len(rows), "test", "tests"), len(rows)-failed-notRun, failed)
+	if notRun > 0 {
+		count += fmt.Sprintf(", %d skipped (not a generating policy)", notRun)
+	}
+	fmt.Fprintf(out, "\n%s\n", count)
 	if failed > 0 {
 		return errTestsFailed
 	}

@@ -71,7 +71,7 @@ func runKyvernoTest(ctx context.Context, dir, file string, sel Selector) ([]Row,
 		}
 		return out
 	}
-	policies, in, err := kyvernoInputs(t, dir, rel)
+	policies, others, in, err := kyvernoInputs(t, dir, rel)
 	if err != nil {
 		return nil, err
 	}
@@ -87,7 +87,8 @@ func runKyvernoTest(ctx context.Context, dir, file string, sel Selector) ([]Row,
 	if err != nil {
 		return nil, err
 	}
-	run := kyvernoRun{file: file, dir: dir, triggers: in.Triggers, outcomes: outcomes, compileErrs: compileErrs, byName: map[string][]string{}}
+	run := kyvernoRun{file: file, dir: dir, triggers: in.Triggers, outcomes: outcomes, compileErrs: compileErrs,
+		byName: map[string][]string{}, others: others}
 	for _, p := range policies {
 		run.byName[p.GetName()] = append(run.byName[p.GetName()], policyName(p))
 	}
@@ -112,50 +113,53 @@ type kyvernoRun struct {
 	compileErrs map[string]error
 	// byName lists the policies of each name, as results name them.
 	byName map[string][]string
+	// others are the test's policies Sprout does not run.
+	others otherPolicies
 }
 
-// kyvernoInputs reads the policies of a test and what they are evaluated
+// kyvernoInputs reads the generating policies of a test (and the names of
+// the others, which Sprout does not run) and what they are evaluated
 // with: the triggers, the objects to read, the exceptions of the policy
 // files and of exceptions, and the globalContextEntries.
-func kyvernoInputs(t kyvernoTest, dir string, rel func(...string) []string) ([]apiv1.Policy, Inputs, error) {
+func kyvernoInputs(t kyvernoTest, dir string, rel func(...string) []string) ([]apiv1.Policy, otherPolicies, Inputs, error) {
 	var in Inputs
-	policies, exceptions, err := ReadPolicies(rel(t.Policies...))
+	policies, exceptions, others, err := readTestPolicies(rel(t.Policies...))
 	if err != nil {
-		return nil, in, fmt.Errorf("policies: %w", err)
+		return nil, nil, in, fmt.Errorf("policies: %w", err)
 	}
 	given, err := ReadExceptions(rel(t.Exceptions...))
 	if err != nil {
-		return nil, in, fmt.Errorf("exceptions: %w", err)
+		return nil, nil, in, fmt.Errorf("exceptions: %w", err)
 	}
 	in.Exceptions = append(exceptions, given...)
 	if in.Triggers, err = ReadObjects(rel(t.Resources...)); err != nil {
-		return nil, in, fmt.Errorf("resources: %w", err)
+		return nil, nil, in, fmt.Errorf("resources: %w", err)
 	}
 	if in.Objects, _, err = readContextObjects(rel(t.Context), dir); err != nil {
-		return nil, in, fmt.Errorf("context: %w", err)
+		return nil, nil, in, fmt.Errorf("context: %w", err)
 	}
 	cluster, scopes, err := readContextObjects(rel(t.ClusterResources...), dir)
 	if err != nil {
-		return nil, in, fmt.Errorf("clusterResources: %w", err)
+		return nil, nil, in, fmt.Errorf("clusterResources: %w", err)
 	}
 	in.Objects = append(in.Objects, cluster...)
 	if len(scopes) > 0 {
 		in.Scopes = scopes
 	}
 	if in.Namespaces, err = readValues(t, dir); err != nil {
-		return nil, in, err
+		return nil, nil, in, err
 	}
 	for i, r := range t.Results {
 		objs, err := ReadObjects(rel(r.CloneSourceResource))
 		if err != nil {
-			return nil, in, fmt.Errorf("results[%d].cloneSourceResource: %w", i, err)
+			return nil, nil, in, fmt.Errorf("results[%d].cloneSourceResource: %w", i, err)
 		}
 		in.Objects = append(in.Objects, objs...)
 	}
 	if in.GlobalContext, err = mockEntries(dir, t.GlobalContextEntries); err != nil {
-		return nil, in, err
+		return nil, nil, in, err
 	}
-	return policies, in, nil
+	return policies, others, in, nil
 }
 
 // readContextObjects reads object files, unwrapping Kyverno's Context and
@@ -302,9 +306,15 @@ func (k kyvernoRun) rows(i int, r kyvernoResult) []Row {
 	if r.Namespace != "" && !strings.Contains(policy, "/") {
 		policy = r.Namespace + "/" + policy
 	}
+	notRun := k.notRun(policy)
 	var rows []Row
 	for _, res := range resourcesOf(r) {
 		row := Row{Case: k.file, Policy: policy, Resource: res.kind + " " + res.name, Want: want}
+		if notRun != "" {
+			row.Got, row.NotRun, row.Pass = "-", notRun, true
+			rows = append(rows, row)
+			continue
+		}
 		got, objs, detail := k.outcome(r, policy, res)
 		row.Got = got
 		var diff string
@@ -327,6 +337,24 @@ func (k kyvernoRun) rows(i int, r kyvernoResult) []Row {
 		rows = append(rows, row)
 	}
 	return rows
+}
+
+// notRun says why the policy a result names is not run, when it is one
+// of the test's policies of another kind than Sprout runs, and none of its
+// generating policies has its name: "" when Sprout runs it.
+func (k kyvernoRun) notRun(policy string) string {
+	short := policy[strings.LastIndex(policy, "/")+1:]
+	if len(k.byName[short]) > 0 {
+		return ""
+	}
+	kind, ok := k.others[policy]
+	if !ok {
+		kind, ok = k.others[short]
+	}
+	if !ok {
+		return ""
+	}
+	return fmt.Sprintf("%s %s is not a generating policy: sprout test runs generating policies only (kyverno test runs it)", kind, policy)
 }
 
 // outcome finds what the policy did for the resource named: pass (it

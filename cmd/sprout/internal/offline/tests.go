@@ -26,6 +26,10 @@ type Row struct {
 	Pass     bool
 	// Detail explains a failure: a diff, or the error that was not expected.
 	Detail string
+	// NotRun says why the row was not run: its policy is of a kind Sprout
+	// does not run. Such a row passes, so that a test run beside kyverno
+	// test does not fail for what kyverno test checks.
+	NotRun string
 }
 
 // Case is one folder of tests: a kyverno-test.yaml or a fixture.
