@@ -2,6 +2,7 @@ package main
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -188,5 +189,25 @@ func TestSproutTestMixedKinds(t *testing.T) {
 	out, code := runTestCommand(t, broken)
 	if code != 1 || !strings.Contains(out, `policies.yaml: document 1: GeneratingPolicy team-settings: strict decoding error: unknown field "spec.matchCondition"`) {
 		t.Errorf("exit %d, want 1 naming document 1's unknown field:\n%s", code, out)
+	}
+}
+
+// TestKyvernoTestPolicyBombIsRefused: a kyverno-test.yaml whose policies
+// file is the policy bomb fails naming the file, the document and the
+// limit, having allocated little: the documents are looked at for their
+// kind (to pass over other kinds of policy) only within the decoder's
+// bounds.
+func TestKyvernoTestPolicyBombIsRefused(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, dir, "bomb.yaml", policyBomb())
+	writeFile(t, dir, "kyverno-test.yaml", "apiVersion: cli.kyverno.io/v1alpha1\nkind: Test\nmetadata:\n  name: t\npolicies: [bomb.yaml]\n")
+	cmd := exec.Command(sproutBinary(t), "test", dir)
+	out, err := cmd.CombinedOutput()
+	want := "bomb.yaml: document 0: its aliases expand it to more than 4194304 bytes, the limit; the count passed it at spec.copies[7]"
+	if err == nil || !strings.Contains(string(out), want) {
+		t.Errorf("want sprout test to fail with %q, got %v:\n%.2000s", want, err, out)
+	}
+	if peak := maxRSS(t, cmd); peak > peakBound {
+		t.Errorf("sprout test peaked at %d MiB, more than %d MiB", peak>>20, peakBound>>20)
 	}
 }

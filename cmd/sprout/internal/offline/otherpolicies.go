@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	apiv1 "github.com/sprout-gitops/sprout/api/policies/v1"
+	"github.com/sprout-gitops/sprout/internal/yamlbudget"
 	"github.com/sprout-gitops/sprout/sources"
 )
 
@@ -79,7 +80,10 @@ func takeOtherPolicies(data []byte, others otherPolicies) ([]byte, error) {
 				Namespace string `json:"namespace"`
 			} `json:"metadata"`
 		}
-		if yaml.Unmarshal(doc, &head) == nil && isOtherPolicy(head.APIVersion, head.Kind) {
+		// A document too large, or that its aliases would expand too far,
+		// is left for the decoder to refuse, before it is parsed here.
+		bounded := len(doc) <= apiv1.MaxDocumentSize && yamlbudget.Check(doc, apiv1.MaxExpandedDocumentSize) == nil
+		if bounded && yaml.Unmarshal(doc, &head) == nil && isOtherPolicy(head.APIVersion, head.Kind) {
 			others[head.Metadata.Name] = head.Kind
 			if head.Metadata.Namespace != "" {
 				others[head.Metadata.Namespace+"/"+head.Metadata.Name] = head.Kind
