@@ -171,8 +171,8 @@ func TestSproutTestRefusesGit(t *testing.T) {
 // (a ClusterPolicy in the generating policy's file, a ValidatingPolicy in
 // another) runs the generating policy's results, and reports each result
 // of the others as skipped, naming the policy and its kind, without
-// failing the run; a policy in the mixed file that is wrong still fails,
-// named by its document.
+// failing the run (--fail-only lists them not, but counts them); a policy
+// in the mixed file that is wrong still fails, named by its document.
 func TestSproutTestMixedKinds(t *testing.T) {
 	const dir = "testdata/kyverno-mixed"
 	testPasses(t, dir,
@@ -183,6 +183,11 @@ func TestSproutTestMixedKinds(t *testing.T) {
 		"ClusterPolicy require-team-label is not a generating policy",
 		"ValidatingPolicy no-scratch is not a generating policy",
 		"5 tests, 2 passing, 0 failing, 3 skipped (not a generating policy)")
+
+	out, _, err := execute("test", dir, "--fail-only")
+	if err != nil || strings.Contains(out, "SKIPPED") || !strings.Contains(out, "0 failing, 3 skipped (not a generating policy)") {
+		t.Errorf("--fail-only: %v, want no skipped rows and their count:\n%s", err, out)
+	}
 
 	broken, edit := kyvernoTestCopy(t, dir)
 	edit("policies.yaml", "  matchConditions:", "  matchCondition:")
