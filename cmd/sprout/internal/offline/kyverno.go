@@ -17,67 +17,15 @@ import (
 	apiv1 "github.com/sprout-gitops/sprout/api/policies/v1"
 	"github.com/sprout-gitops/sprout/celenv"
 	"github.com/sprout-gitops/sprout/internal/manifest"
-	"github.com/sprout-gitops/sprout/internal/yamlbudget"
 	"github.com/sprout-gitops/sprout/sources"
 )
 
-// kyvernoTest is the part of Kyverno's Test (cli.kyverno.io/v1alpha1) that
-// concerns generating policies. Fields for other kinds of policy are
-// ignored.
-type kyvernoTest struct {
-	APIVersion       string          `json:"apiVersion"`
-	Kind             string          `json:"kind"`
-	Policies         []string        `json:"policies"`
-	Resources        []string        `json:"resources"`
-	Context          string          `json:"context"`
-	ClusterResources []string        `json:"clusterResources"`
-	Results          []kyvernoResult `json:"results"`
-	// Exceptions are files of PolicyExceptions.
-	Exceptions []string `json:"exceptions"`
-	// GlobalContextEntries are the data globalContext.Get reads.
-	GlobalContextEntries []kyvernoEntry `json:"globalContextEntries"`
-	// Variables names a values file; Values, when set, is one inline and
-	// the file is not read, as in Kyverno.
-	Variables string         `json:"variables"`
-	Values    *kyvernoValues `json:"values"`
-	// Checks are kyverno-json assertions on Kyverno's rule responses,
-	// which Sprout does not have: each test that holds some fails, rather
-	// than passing without them.
-	Checks []any `json:"checks"`
-}
-
-// kyvernoValues is the part of Kyverno's values (cli.kyverno.io Value, or
-// a test's values) that generating policies read: the labels of the
-// triggers' Namespaces. The rest (globalValues, policies, subresources)
-// feeds JMESPath variables, which CEL policies do not have.
-type kyvernoValues struct {
-	NamespaceSelectors []struct {
-		Name   string            `json:"name"`
-		Labels map[string]string `json:"labels"`
-	} `json:"namespaceSelector"`
-	Namespaces []corev1.Namespace `json:"namespaces"`
-}
-
-type kyvernoResult struct {
-	Policy              string   `json:"policy"`
-	Rule                string   `json:"rule"`
-	Kind                string   `json:"kind"`
-	Resources           []string `json:"resources"`
-	Result              string   `json:"result"`
-	GeneratedResource   string   `json:"generatedResource"`
-	CloneSourceResource string   `json:"cloneSourceResource"`
-	// Deprecated in Kyverno, still read: status for result, resource for
-	// resources, namespace for a namespaced policy's.
-	Status    string `json:"status"`
-	Resource  string `json:"resource"`
-	Namespace string `json:"namespace"`
-}
-
-// kyvernoCase runs the Kyverno test file of dir named testFile.
-func kyvernoCase(dir, testFile string) Case {
+// kyvernoCase runs the results sel picks of the Kyverno test file of dir
+// named testFile.
+func kyvernoCase(dir, testFile string, sel Selector) Case {
 	file := filepath.Join(dir, testFile)
 	return Case{Name: file, Run: func(ctx context.Context) []Row {
-		rows, err := runKyvernoTest(ctx, dir, file)
+		rows, err := runKyvernoTest(ctx, dir, file, sel)
 		if err != nil {
 			return []Row{{Case: file, Policy: "*", Resource: "*", Want: "-", Got: "error", Detail: err.Error()}}
 		}
@@ -105,20 +53,14 @@ func readTestFile(path string) ([]byte, error) {
 // outcomeKey names one policy's evaluation for one trigger.
 type outcomeKey struct{ policy, trigger string }
 
-func runKyvernoTest(ctx context.Context, dir, file string) ([]Row, error) {
+func runKyvernoTest(ctx context.Context, dir, file string, sel Selector) ([]Row, error) {
 	data, err := readTestFile(file)
 	if err != nil {
 		return nil, err
 	}
-	var t kyvernoTest
-	if err := yamlbudget.Check(data, yamlbudget.ForText(len(data))); err != nil {
-		return nil, fmt.Errorf("%s: %w", file, err)
-	}
-	if err := yaml.Unmarshal(data, &t); err != nil {
-		return nil, fmt.Errorf("%s: %w", file, err)
-	}
-	if t.Kind != "" && (t.Kind != "Test" || !strings.HasPrefix(t.APIVersion, "cli.kyverno.io/")) {
-		return nil, fmt.Errorf("%s: apiVersion %q kind %q is not a cli.kyverno.io Test", file, t.APIVersion, t.Kind)
+	t, err := decodeTest(file, data)
+	if err != nil {
+		return nil, err
 	}
 	rel := func(paths ...string) []string {
 		var out []string
@@ -129,7 +71,7 @@ func runKyvernoTest(ctx context.Context, dir, file string) ([]Row, error) {
 		}
 		return out
 	}
-	policies, in, err := kyvernoInputs(t, dir, rel)
+	policies, others, in, err := kyvernoInputs(t, dir, rel)
 	if err != nil {
 		return nil, err
 	}
@@ -145,13 +87,16 @@ func runKyvernoTest(ctx context.Context, dir, file string) ([]Row, error) {
 	if err != nil {
 		return nil, err
 	}
-	run := kyvernoRun{file: file, dir: dir, triggers: in.Triggers, outcomes: outcomes, compileErrs: compileErrs, byName: map[string][]string{}}
+	run := kyvernoRun{file: file, dir: dir, triggers: in.Triggers, outcomes: outcomes, compileErrs: compileErrs,
+		byName: map[string][]string{}, others: others}
 	for _, p := range policies {
 		run.byName[p.GetName()] = append(run.byName[p.GetName()], policyName(p))
 	}
 	var rows []Row
 	for i, r := range t.Results {
-		rows = append(rows, run.rows(i, r)...)
+		if sel.selects(r) {
+			rows = append(rows, run.rows(i, r)...)
+		}
 	}
 	if len(t.Checks) > 0 {
 		rows = append(rows, Row{Case: file, Policy: "*", Resource: "*", Want: "checks", Got: "-",
@@ -168,50 +113,53 @@ type kyvernoRun struct {
 	compileErrs map[string]error
 	// byName lists the policies of each name, as results name them.
 	byName map[string][]string
+	// others are the test's policies Sprout does not run.
+	others otherPolicies
 }
 
-// kyvernoInputs reads the policies of a test and what they are evaluated
+// kyvernoInputs reads the generating policies of a test (and the names of
+// the others, which Sprout does not run) and what they are evaluated
 // with: the triggers, the objects to read, the exceptions of the policy
 // files and of exceptions, and the globalContextEntries.
-func kyvernoInputs(t kyvernoTest, dir string, rel func(...string) []string) ([]apiv1.Policy, Inputs, error) {
+func kyvernoInputs(t kyvernoTest, dir string, rel func(...string) []string) ([]apiv1.Policy, otherPolicies, Inputs, error) {
 	var in Inputs
-	policies, exceptions, err := ReadPolicies(rel(t.Policies...))
+	policies, exceptions, others, err := readTestPolicies(rel(t.Policies...))
 	if err != nil {
-		return nil, in, fmt.Errorf("policies: %w", err)
+		return nil, nil, in, fmt.Errorf("policies: %w", err)
 	}
 	given, err := ReadExceptions(rel(t.Exceptions...))
 	if err != nil {
-		return nil, in, fmt.Errorf("exceptions: %w", err)
+		return nil, nil, in, fmt.Errorf("exceptions: %w", err)
 	}
 	in.Exceptions = append(exceptions, given...)
 	if in.Triggers, err = ReadObjects(rel(t.Resources...)); err != nil {
-		return nil, in, fmt.Errorf("resources: %w", err)
+		return nil, nil, in, fmt.Errorf("resources: %w", err)
 	}
 	if in.Objects, _, err = readContextObjects(rel(t.Context), dir); err != nil {
-		return nil, in, fmt.Errorf("context: %w", err)
+		return nil, nil, in, fmt.Errorf("context: %w", err)
 	}
 	cluster, scopes, err := readContextObjects(rel(t.ClusterResources...), dir)
 	if err != nil {
-		return nil, in, fmt.Errorf("clusterResources: %w", err)
+		return nil, nil, in, fmt.Errorf("clusterResources: %w", err)
 	}
 	in.Objects = append(in.Objects, cluster...)
 	if len(scopes) > 0 {
 		in.Scopes = scopes
 	}
 	if in.Namespaces, err = readValues(t, dir); err != nil {
-		return nil, in, err
+		return nil, nil, in, err
 	}
 	for i, r := range t.Results {
 		objs, err := ReadObjects(rel(r.CloneSourceResource))
 		if err != nil {
-			return nil, in, fmt.Errorf("results[%d].cloneSourceResource: %w", i, err)
+			return nil, nil, in, fmt.Errorf("results[%d].cloneSourceResource: %w", i, err)
 		}
 		in.Objects = append(in.Objects, objs...)
 	}
 	if in.GlobalContext, err = mockEntries(dir, t.GlobalContextEntries); err != nil {
-		return nil, in, err
+		return nil, nil, in, err
 	}
-	return policies, in, nil
+	return policies, others, in, nil
 }
 
 // readContextObjects reads object files, unwrapping Kyverno's Context and
@@ -358,14 +306,16 @@ func (k kyvernoRun) rows(i int, r kyvernoResult) []Row {
 	if r.Namespace != "" && !strings.Contains(policy, "/") {
 		policy = r.Namespace + "/" + policy
 	}
-	names := r.Resources
-	if len(names) == 0 && r.Resource != "" {
-		names = []string{r.Resource}
-	}
+	notRun := k.notRun(policy)
 	var rows []Row
-	for _, name := range names {
-		row := Row{Case: k.file, Policy: policy, Resource: r.Kind + " " + name, Want: want}
-		got, objs, detail := k.outcome(r, policy, name)
+	for _, res := range resourcesOf(r) {
+		row := Row{Case: k.file, Policy: policy, Resource: res.kind + " " + res.name, Want: want}
+		if notRun != "" {
+			row.Got, row.NotRun, row.Pass = "-", notRun, true
+			rows = append(rows, row)
+			continue
+		}
+		got, objs, detail := k.outcome(r, policy, res)
 		row.Got = got
 		var diff string
 		if got == "pass" && r.GeneratedResource != "" && detail == "" {
@@ -389,14 +339,32 @@ func (k kyvernoRun) rows(i int, r kyvernoResult) []Row {
 	return rows
 }
 
+// notRun says why the policy a result names is not run, when it is one
+// of the test's policies of another kind than Sprout runs, and none of its
+// generating policies has its name: "" when Sprout runs it.
+func (k kyvernoRun) notRun(policy string) string {
+	short := policy[strings.LastIndex(policy, "/")+1:]
+	if len(k.byName[short]) > 0 {
+		return ""
+	}
+	kind, ok := k.others[policy]
+	if !ok {
+		kind, ok = k.others[short]
+	}
+	if !ok {
+		return ""
+	}
+	return fmt.Sprintf("%s %s is not a generating policy: sprout test runs generating policies only (kyverno test runs it)", kind, policy)
+}
+
 // outcome finds what the policy did for the resource named: pass (it
 // matched and evaluated, with the objects), skip (it did not match, or an
 // exception skipped it), an excepted trigger's reportResult, or error;
 // detail is set when the test itself is wrong.
-func (k kyvernoRun) outcome(r kyvernoResult, policy, name string) (string, []*unstructured.Unstructured, string) {
-	trigger := findTrigger(k.triggers, r.Kind, name)
+func (k kyvernoRun) outcome(r kyvernoResult, policy string, res named) (string, []*unstructured.Unstructured, string) {
+	trigger := findTrigger(k.triggers, res.kind, res.name)
 	if trigger == nil {
-		return "-", nil, fmt.Sprintf("no resource %s named %s in the test's resources", r.Kind, name)
+		return "-", nil, fmt.Sprintf("no resource %s named %s in the test's resources", res.kind, res.name)
 	}
 	full, detail := k.resolve(policy)
 	if detail != "" {

@@ -26,6 +26,10 @@ type Row struct {
 	Pass     bool
 	// Detail explains a failure: a diff, or the error that was not expected.
 	Detail string
+	// NotRun says why the row was not run: its policy is of a kind Sprout
+	// does not run. Such a row passes, so that a test run beside kyverno
+	// test does not fail for what kyverno test checks.
+	NotRun string
 }
 
 // Case is one folder of tests: a kyverno-test.yaml or a fixture.
@@ -35,10 +39,11 @@ type Case struct {
 }
 
 // FindTests walks dir for Kyverno test files named testFile and fixture
-// folders, in lexical order. Hidden folders are searched too, as kyverno
+// folders, in lexical order; sel picks the results of the Kyverno tests to
+// run (a fixture has none to pick). Hidden folders are searched too, as kyverno
 // test searches them (Kyverno keeps suites in .kyverno-tests/ folders);
 // only .git is skipped, which never holds a test.
-func FindTests(dir, testFile string) ([]Case, error) {
+func FindTests(dir, testFile string, sel Selector) ([]Case, error) {
 	var cases []Case
 	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -51,7 +56,7 @@ func FindTests(dir, testFile string) ([]Case, error) {
 			return filepath.SkipDir
 		}
 		if isFile(filepath.Join(path, testFile)) {
-			cases = append(cases, kyvernoCase(path, testFile))
+			cases = append(cases, kyvernoCase(path, testFile, sel))
 		} else if c, ok := fixtureCase(path); ok {
 			cases = append(cases, c)
 		}

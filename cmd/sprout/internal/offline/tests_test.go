@@ -15,7 +15,7 @@ import (
 // and each passes with one row.
 func TestFindTestsRunsTheFixtures(t *testing.T) {
 	root := filepath.Join("..", "..", "..", "..", "fixtures")
-	cases, err := FindTests(root, TestFile)
+	cases, err := FindTests(root, TestFile, Selector{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +50,7 @@ func TestKyvernoTestFileIsBounded(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, TestFile), []byte(big), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	rows := kyvernoCase(dir, TestFile).Run(context.Background())
+	rows := kyvernoCase(dir, TestFile, Selector{}).Run(context.Background())
 	want := fmt.Sprintf("more than the %d a file may have", sources.MaxFileSize)
 	if len(rows) != 1 || rows[0].Got != "error" || !strings.Contains(rows[0].Detail, want) || !strings.Contains(rows[0].Detail, TestFile) {
 		t.Fatalf("a test file over the bound: %+v, want one error row saying %q", rows, want)
