@@ -18,12 +18,14 @@ import (
 // policies.
 
 // data/nosync/nosync-delete-policy: the zk-kafka-address policy, without
-// synchronize.
+// synchronize, under a name of its own: the object it leaves behind would
+// be found, and its trigger admitted, by the next test's policy of that
+// name.
 const dataNoSyncDeletePolicyPolicy = `
 apiVersion: policies.kyverno.io/v1
 kind: GeneratingPolicy
 metadata:
-  name: zk-kafka-address
+  name: nosync-delete-policy-data
 spec:
   matchConstraints:
     resourceRules:
@@ -64,7 +66,7 @@ func TestConformanceDataNoSyncDeletePolicy(t *testing.T) {
 	c.create(dataNoSyncDeletePolicyPolicy)
 	c.create("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: nosync-delete-policy-data\n  labels:\n    color: red\n")
 	cm := c.waitFor("the downstream", configMapRef("nosync-delete-policy-data", "zk-kafka-address"), present)
-	c.deletePolicy("policies.kyverno.io/v1", "zk-kafka-address")
+	c.deletePolicy("policies.kyverno.io/v1", "nosync-delete-policy-data")
 	c.mustExist(configMapRef("nosync-delete-policy-data", "zk-kafka-address"), cm.GetUID(), "the deleted policy's downstream")
 }
 
