@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
 	"fmt"
 	"maps"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 
+	sproutcluster "github.com/sprout-gitops/sprout/cluster"
 	"github.com/sprout-gitops/sprout/inventory"
 )
 
@@ -109,7 +111,30 @@ func sproutObject(policy, ns string, uid types.UID) *unstructured.Unstructured {
 		Trigger:    inventory.ObjectRef{GVK: corev1.SchemeGroupVersion.WithKind("Namespace"), Name: ns, UID: uid},
 	})
 	inventory.Stamp(obj)
+	rawProof.Sign(obj) // as Sprout signs its objects, with a key of its own
 	return obj
+}
+
+// rawProof signs the raw writes' objects: Sprout's carry a proof of their
+// origin (sproutcluster.ProofKey), and (a) and (b) must write the same bytes.
+var rawProof = func() *sproutcluster.ProofKey {
+	key := make([]byte, sproutcluster.MinProofKeyBytes)
+	_, _ = rand.Read(key) // never fails (crypto/rand)
+	k, err := sproutcluster.NewProofKey(key)
+	if err != nil {
+		panic(err)
+	}
+	return k
+}()
+
+// unkeyed returns annotations with the proof's value replaced by its
+// length: Sprout's key is not the raw writes'.
+func unkeyed(annotations map[string]string) map[string]string {
+	out := maps.Clone(annotations)
+	if p, ok := out[sproutcluster.AnnotationProof]; ok {
+		out[sproutcluster.AnnotationProof] = fmt.Sprintf("%d bytes", len(p))
+	}
+	return out
 }
 
 // namespaceUIDs maps every Namespace's name to its UID.
@@ -146,7 +171,7 @@ func (c *cluster) sameShape(ctx context.Context, ns string) error {
 	for _, m := range []struct {
 		what      string
 		got, want map[string]string
-	}{{"labels", got.Labels, want.GetLabels()}, {"annotations", got.Annotations, want.GetAnnotations()}} {
+	}{{"labels", got.Labels, want.GetLabels()}, {"annotations", unkeyed(got.Annotations), unkeyed(want.GetAnnotations())}} {
 		if !maps.Equal(m.got, m.want) {
 			diffs = append(diffs, fmt.Sprintf("%s: sprout wrote %v, the raw writes %v", m.what, m.got, m.want))
 		}

@@ -9,6 +9,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	sproutv1alpha1 "github.com/sprout-gitops/sprout/api/sprout/v1alpha1"
+	sproutcluster "github.com/sprout-gitops/sprout/cluster"
 )
 
 // TestSproutObjectIsTheFixturesExpectedOutput checks that the raw writes'
@@ -33,6 +34,12 @@ func TestSproutObjectIsTheFixturesExpectedOutput(t *testing.T) {
 		t.Errorf("no %s stamp in %v", sproutv1alpha1.AnnotationApplied, annotations)
 	}
 	delete(annotations, sproutv1alpha1.AnnotationApplied)
+	// Signed as the controller signs; render, whose output the fixture
+	// holds, has no key.
+	if annotations[sproutcluster.AnnotationProof] == "" {
+		t.Errorf("no %s in %v", sproutcluster.AnnotationProof, annotations)
+	}
+	delete(annotations, sproutcluster.AnnotationProof)
 	if !maps.Equal(annotations, want.GetAnnotations()) {
 		t.Errorf("annotations:\n got %v\nwant %v", annotations, want.GetAnnotations())
 	}
