@@ -77,7 +77,8 @@ const (
 // keeps one cluster-wide counter's order: both come from one etcd).
 // Unknown otherwise, or where a version is not a number.
 func (cp *Compiled) OrderOf(created time.Time, rv string) Order {
-	if cp.ActivatedVersion == "" || !created.Equal(cp.Activated) {
+	// generateExisting admits either way: nothing to place, or to keep.
+	if cp.ActivatedVersion == "" || cp.Derives.GenerateExisting || !created.Equal(cp.Activated) {
 		return Unknown
 	}
 	c, err := resourceversion.CompareResourceVersion(rv, cp.ActivatedVersion)

@@ -65,4 +65,9 @@ func TestOrderOf(t *testing.T) {
 	if got := (&Compiled{Activated: activated}).OrderOf(activated, "5"); got != Unknown {
 		t.Errorf("without the policy's version: %v, want Unknown", got)
 	}
+	// generateExisting admits either way: nothing is placed, nor kept.
+	gex := &Compiled{Activated: activated, ActivatedVersion: "1000", Derives: sproutv1alpha1.DerivedAdmissions{GenerateExisting: true}}
+	if got := gex.OrderOf(activated, "999"); got != Unknown {
+		t.Errorf("under generateExisting: %v, want Unknown", got)
+	}
 }
