@@ -121,6 +121,30 @@ func (r *Records) cached(name string) (*sproutv1alpha1.PolicyInventory, error) {
 	return rec, nil
 }
 
+// Generations names the versions of the specs of a policy's record and its
+// shards that the cache holds: their UIDs and generations, which a status
+// write leaves as they are. "" when no record is cached.
+func (r *Records) Generations(ref sproutv1alpha1.PolicyReference) string {
+	name := RecordName(ref)
+	obj, ok, err := r.store.GetByKey(name)
+	if err != nil || !ok {
+		return ""
+	}
+	u := obj.(*unstructured.Unstructured)
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s/%d", u.GetUID(), u.GetGeneration())
+	shards, _, _ := unstructured.NestedInt64(u.Object, "spec", "shards")
+	for i := range int(shards) {
+		obj, ok, err := r.store.GetByKey(shardName(name, int(shards), i))
+		if err != nil || !ok {
+			return ""
+		}
+		s := obj.(*unstructured.Unstructured)
+		fmt.Fprintf(&b, ",%s/%d", s.GetUID(), s.GetGeneration())
+	}
+	return b.String()
+}
+
 // Get returns a policy's record with its shards merged back in, or nil.
 func (r *Records) Get(ref sproutv1alpha1.PolicyReference) (*sproutv1alpha1.PolicyInventory, error) {
 	main, err := r.cached(RecordName(ref))

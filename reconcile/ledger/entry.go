@@ -50,6 +50,13 @@ type Entry struct {
 	// applied is the content revision the policy's objects were last
 	// synced to without error (the record's spec.applied).
 	applied string
+	// changes counts the changes to what the record holds (rebuilding,
+	// admitted, derived, predating, written, generated, applied), and
+	// saved is what the last save wrote, or found written: a save whose
+	// stamp is the same has nothing to write, and need not build a record
+	// of every trigger to find that out (Ledger.Save).
+	changes uint64
+	saved   saveStamp
 }
 
 // with runs f under the entry's lock; on a nil entry, not at all.
@@ -62,8 +69,24 @@ func (e *Entry) with(f func(*Entry)) {
 	f(e)
 }
 
+// change runs f under the entry's lock, as a change to what the record
+// holds when f reports one.
+func (e *Entry) change(f func(*Entry) bool) {
+	e.with(func(e *Entry) {
+		if f(e) {
+			e.changes++
+		}
+	})
+}
+
 // Rebuild marks, or unmarks, the record as being rebuilt.
-func (e *Entry) Rebuild(on bool) { e.with(func(e *Entry) { e.rebuilding = on }) }
+func (e *Entry) Rebuild(on bool) {
+	e.change(func(e *Entry) bool {
+		changed := e.rebuilding != on
+		e.rebuilding = on
+		return changed
+	})
+}
 
 // Rebuilding reports whether the record is being rebuilt: the policy
 // prunes nothing meanwhile.
@@ -75,12 +98,14 @@ func (e *Entry) Rebuilding() (on bool) {
 // WritesTo records that the policy writes to gvrs and returns every
 // resource it has written to.
 func (e *Entry) WritesTo(gvrs sets.Set[schema.GroupVersionResource]) (all sets.Set[schema.GroupVersionResource]) {
-	e.with(func(e *Entry) {
+	e.change(func(e *Entry) bool {
 		if e.written == nil {
 			e.written = sets.New[schema.GroupVersionResource]()
 		}
+		before := e.written.Len()
 		e.written.Insert(gvrs.UnsortedList()...)
 		all = e.written.Clone()
+		return e.written.Len() != before
 	})
 	return all
 }
@@ -98,20 +123,26 @@ func (e *Entry) RestoreWritten(rec *sproutv1alpha1.PolicyInventory) {
 	for _, r := range rec.Spec.Resources {
 		written.Insert(schema.GroupVersionResource{Group: r.Group, Version: r.Version, Resource: r.Resource})
 	}
-	e.with(func(e *Entry) {
-		if e.written == nil {
-			e.written = written
+	e.change(func(e *Entry) bool {
+		if e.written != nil {
+			return false
 		}
+		e.written = written
+		return true
 	})
 }
 
 // Admit admits the trigger uid.
 func (e *Entry) Admit(uid types.UID) {
-	e.with(func(e *Entry) {
+	e.change(func(e *Entry) bool {
+		if e.admitted.Has(uid) {
+			return false
+		}
 		if e.admitted == nil {
 			e.admitted = sets.New[types.UID]()
 		}
 		e.admitted.Insert(uid)
+		return true
 	})
 }
 
@@ -151,11 +182,15 @@ func (e *Entry) Order(cp *policy.Compiled, uid types.UID, created time.Time, rv 
 // predates the policy: a later write raises its version past the
 // policy's, and it must not then look newer.
 func (e *Entry) Predate(uid types.UID) {
-	e.with(func(e *Entry) {
+	e.change(func(e *Entry) bool {
+		if e.predating.Has(uid) {
+			return false
+		}
 		if e.predating == nil {
 			e.predating = sets.New[types.UID]()
 		}
 		e.predating.Insert(uid)
+		return true
 	})
 }
 
@@ -188,9 +223,13 @@ func (e *Entry) RetainAdmitted(exists func(types.UID) bool) {
 			gone = append(gone, uid)
 		}
 	}
-	e.with(func(e *Entry) {
+	if len(gone) == 0 {
+		return
+	}
+	e.change(func(e *Entry) bool {
 		e.admitted.Delete(gone...)
 		e.predating.Delete(gone...)
+		return true
 	})
 }
 
@@ -208,14 +247,21 @@ func (e *Entry) DerivedBy() (d sproutv1alpha1.DerivedAdmissions, ok bool) {
 
 // SetDerivedBy records that the listed admissions now complete d.
 func (e *Entry) SetDerivedBy(d sproutv1alpha1.DerivedAdmissions) {
-	e.with(func(e *Entry) { e.derived = &d })
+	e.change(func(e *Entry) bool {
+		changed := e.derived == nil || *e.derived != d
+		e.derived = &d
+		return changed
+	})
 }
 
 // ForgetAdmissions forgets what events admitted. A policy that stops
 // running and comes back under the same name is another: what it admits,
 // its record says.
 func (e *Entry) ForgetAdmissions() {
-	e.with(func(e *Entry) { e.admitted, e.derived, e.predating = nil, nil, nil })
+	e.change(func(e *Entry) bool {
+		e.admitted, e.derived, e.predating = nil, nil, nil
+		return true
+	})
 }
 
 // Applied returns the content revision the policy's objects were last
@@ -227,4 +273,10 @@ func (e *Entry) Applied() (rev string) {
 
 // SetApplied records that the policy's objects are synced to rev; the
 // next save writes it to the record.
-func (e *Entry) SetApplied(rev string) { e.with(func(e *Entry) { e.applied = rev }) }
+func (e *Entry) SetApplied(rev string) {
+	e.change(func(e *Entry) bool {
+		changed := e.applied != rev
+		e.applied = rev
+		return changed
+	})
+}

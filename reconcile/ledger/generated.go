@@ -29,26 +29,34 @@ func (e *Entry) generatedIDs() (out sets.Set[string]) {
 
 // noteGenerated adds ids to what the policy generated or claims.
 func (e *Entry) noteGenerated(ids ...string) {
-	e.with(func(e *Entry) {
+	e.change(func(e *Entry) bool {
 		if e.generated == nil {
 			e.generated = sets.New[string]()
 		}
+		before := e.generated.Len()
 		e.generated.Insert(ids...)
+		return e.generated.Len() != before
 	})
 }
 
 // forgetGenerated removes ids from what the policy generated or claims.
 func (e *Entry) forgetGenerated(ids ...string) {
-	e.with(func(e *Entry) { e.generated.Delete(ids...) })
+	e.change(func(e *Entry) bool {
+		before := e.generated.Len()
+		e.generated.Delete(ids...)
+		return e.generated.Len() != before
+	})
 }
 
 // restoreGenerated takes what a record names as generated, unless the
 // policy's syncs have recorded their own.
 func (e *Entry) restoreGenerated(ids []string) {
-	e.with(func(e *Entry) {
-		if e.generated == nil {
-			e.generated = sets.New(ids...)
+	e.change(func(e *Entry) bool {
+		if e.generated != nil {
+			return false
 		}
+		e.generated = sets.New(ids...)
+		return true
 	})
 }
 

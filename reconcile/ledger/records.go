@@ -89,9 +89,55 @@ func (l *Ledger) Restore(key policy.Key, uid string, e *Entry) {
 	}
 }
 
+// saveStamp is what a save wrote from: the policy's settings, the
+// entry's changes and the record's generations as the cache held them
+// after. The same stamp again means the same record.
+type saveStamp struct {
+	policy      policyStamp
+	changes     uint64
+	generations string
+}
+
+// policyStamp is what a record holds of the compiled policy.
+type policyStamp struct {
+	uid, source, revision, activatedVersion string
+	synchronize, orphan                     bool
+	activated                               int64
+	derives                                 sproutv1alpha1.DerivedAdmissions
+}
+
+func stampOf(cp *policy.Compiled) policyStamp {
+	spec := cp.Policy.PolicySpec()
+	return policyStamp{uid: string(cp.Policy.GetUID()), source: cp.Source, revision: cp.Revision, activatedVersion: cp.ActivatedVersion,
+		synchronize: spec.Synchronize(), orphan: spec.OrphanDownstreamOnPolicyDelete(), activated: cp.Activated.UnixNano(), derives: cp.Derives}
+}
+
 // Save writes the policy's record, from cp and e, if what it should hold
-// changed.
+// changed. A sync saves it before each part it applies: when neither the
+// policy, nor the entry, nor the record's spec (its generation) changed
+// since the last save, the record is not built again, which costs a list
+// of every trigger admitted and a comparison of every entry.
 func (l *Ledger) Save(ctx context.Context, key policy.Key, cp *policy.Compiled, e *Entry) error {
+	ref := Ref(key)
+	var changes uint64
+	var saved saveStamp
+	e.with(func(e *Entry) { changes, saved = e.changes, e.saved })
+	stamp := saveStamp{policy: stampOf(cp), changes: changes, generations: l.records.Generations(ref)}
+	if stamp.generations != "" && stamp == saved {
+		return nil
+	}
+	if err := l.save(ctx, key, cp, e); err != nil {
+		return err
+	}
+	// Read again: a write the cache has not seen yet leaves it as it was,
+	// and the next save compares once more. Without a cached record there
+	// is no stamp: one deleted before the cache saw it is written again.
+	stamp.generations = l.records.Generations(ref)
+	e.with(func(e *Entry) { e.saved = stamp })
+	return nil
+}
+
+func (l *Ledger) save(ctx context.Context, key policy.Key, cp *policy.Compiled, e *Entry) error {
 	rec := &sproutv1alpha1.PolicyInventory{}
 	spec := cp.Policy.PolicySpec()
 	rec.Labels = map[string]string{sproutv1alpha1.LabelManagedBy: sproutv1alpha1.ManagedBy}
