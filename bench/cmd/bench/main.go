@@ -65,6 +65,9 @@ type params struct {
 	// TenantsSeconds is how long scenario 11 creates triggers, alone and
 	// attacked.
 	TenantsSeconds float64 `json:"tenantsSeconds"`
+	// SproutArgs are flags added to every `sprout run`, to measure a
+	// setting against the default.
+	SproutArgs []string `json:"sproutArgs,omitempty"`
 }
 
 // part is a part of the benchmark: the scenarios of issue #10 measured
@@ -111,6 +114,8 @@ func main() {
 	flag.IntVar(&p.ScaleNamespaces, "scale-namespaces", 10, "scenario 10: how many Namespaces the trigger ConfigMaps are spread over")
 	flag.DurationVar(&scaleDuration, "scale-duration", 30*time.Second, "scenario 10: how long trigger ConfigMaps are created for at -steady-rate")
 	flag.DurationVar(&tenants, "tenants-duration", 20*time.Second, "scenario 11: how long Namespaces are created at -steady-rate, alone and while a tenant attacks")
+	var sproutArgs string
+	flag.StringVar(&sproutArgs, "sprout-args", "", "flags added to every `sprout run`, separated by spaces, such as \"--policy-reports=false\"")
 	flag.StringVar(&p.Scenarios, "scenarios", "cold,growth,steady,policies,burst,scale,tenants", "the parts to run: cold (scenarios 1, 3, 4, 6), growth (7), steady (2), policies (5, 6), burst (8, 9), scale (10), tenants (11)")
 	flag.Parse()
 	var err error
@@ -118,6 +123,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(2)
 	}
+	p.SproutArgs = strings.Fields(sproutArgs)
 	p.ScaleSeconds = scaleDuration.Seconds()
 	p.SteadySeconds = steady.Seconds()
 	p.TenantsSeconds = tenants.Seconds()
@@ -238,7 +244,7 @@ func (b *bench) withCluster(name string, fn func(c *cluster, dir string) error) 
 }
 
 func (b *bench) sproutArgs() []string {
-	return []string{"--workers", fmt.Sprint(b.Workers), "--kube-api-qps", fmt.Sprint(b.ControllerQPS), "--kube-api-burst", fmt.Sprint(b.ControllerBurst)}
+	return append([]string{"--workers", fmt.Sprint(b.Workers), "--kube-api-qps", fmt.Sprint(b.ControllerQPS), "--kube-api-burst", fmt.Sprint(b.ControllerBurst)}, b.SproutArgs...)
 }
 
 func (b *bench) baselineArgs() []string {

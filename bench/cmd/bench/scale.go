@@ -91,7 +91,7 @@ func (b *bench) scaleRun(ctx context.Context, c *cluster, dir, name string, n in
 		if err := c.createScalePolicy(ctx); err != nil {
 			return r, err
 		}
-		p, err = startSprout(b.sprout, c.kubeconfig, log, "--workers", fmt.Sprint(b.Workers))
+		p, err = startSprout(b.sprout, c.kubeconfig, log, append([]string{"--workers", fmt.Sprint(b.Workers)}, b.SproutArgs...)...)
 	} else {
 		p, err = startBaseline(b.baseline, c.kubeconfig, log, append(b.baselineArgs(), "--triggers", "configmaps", "--selector", scaleSelector)...)
 	}
