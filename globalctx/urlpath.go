@@ -47,7 +47,7 @@ func (g keyGuard) readsSecrets() bool {
 // exist (rest.Result.Raw), which quotes no name. It is nil for any other
 // read.
 func (g keyGuard) hidden() error {
-	if g.readsSecrets() && g.info.Verb == "get" && g.info.Subresource == "" && g.key.Holds(g.info.Namespace, g.info.Name) {
+	if g.readsSecrets() && g.info.Verb == "get" && g.key.Holds(g.info.Namespace, g.info.Name) {
 		return apierrors.NewGenericServerResponse(http.StatusNotFound, http.MethodGet, schema.GroupResource{}, "", "unknown", 0, true)
 	}
 	return nil
