@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -23,7 +24,8 @@ const maxErrorBodyBytes = 256
 // refresh interval, each refresh tried up to its retry limit, as Kyverno
 // polls it. The data is the answer's JSON. A service is called through
 // the http rules of policies (allowed hosts, timeout, response size); a
-// urlPath is read from the API server with Sprout's rights.
+// urlPath is read from the API server with Sprout's rights, all but the
+// Secret that holds Sprout's proof key.
 type callSource struct {
 	// what names the call in errors: its method and URL or path.
 	what     string
@@ -32,19 +34,10 @@ type callSource struct {
 	tries    int
 }
 
-func newCallSource(web *celenv.HTTP, api rest.Interface, c *v2beta1.ExternalAPICall) (callSource, error) {
+func newCallSource(web *celenv.HTTP, api rest.Interface, key KeyHolder, c *v2beta1.ExternalAPICall) (callSource, error) {
 	src := callSource{interval: c.Interval(), tries: c.Tries()}
 	if c.URLPath != "" {
-		src.what = "GET " + c.URLPath
-		src.fetch = func(ctx context.Context) ([]byte, int, error) {
-			if api == nil {
-				return nil, 0, errors.New("no client for the API server")
-			}
-			var status int
-			raw, err := api.Get().AbsPath(c.URLPath).Do(ctx).StatusCode(&status).Raw()
-			return raw, status, err
-		}
-		return src, nil
+		return src.readPath(api, key, c.URLPath)
 	}
 	call := celenv.HTTPCall{Method: c.Method, URL: c.Service.URL, CABundle: c.Service.CABundle, Headers: map[string]string{}}
 	if call.Method == "" {
@@ -75,6 +68,42 @@ func newCallSource(web *celenv.HTTP, api rest.Interface, c *v2beta1.ExternalAPIC
 		return web.Fetch(ctx, call)
 	}
 	return src, nil
+}
+
+// readPath makes src read urlPath from the API server, with its query as
+// parameters, as kubectl get --raw reads it; the proof key is kept out
+// (keyGuard).
+func (c callSource) readPath(api rest.Interface, key KeyHolder, urlPath string) (callSource, error) {
+	u, info, err := (&v2beta1.ExternalAPICall{URLPath: urlPath}).Request()
+	if err != nil {
+		return callSource{}, fmt.Errorf("spec.apiCall.urlPath: %w", err)
+	}
+	guard, err := newKeyGuard(key, u, info)
+	if err != nil {
+		return callSource{}, err
+	}
+	c.what = "GET " + urlPath
+	c.fetch = func(ctx context.Context) ([]byte, int, error) {
+		if err := guard.hidden(); err != nil {
+			return nil, http.StatusNotFound, err
+		}
+		if api == nil {
+			return nil, 0, errors.New("no client for the API server")
+		}
+		req := api.Get().AbsPath(u.Path)
+		for name, values := range u.Query() {
+			for _, v := range values {
+				req = req.Param(name, v)
+			}
+		}
+		var status int
+		raw, err := req.Do(ctx).StatusCode(&status).Raw()
+		if err == nil {
+			raw, err = guard.filter(raw)
+		}
+		return raw, status, err
+	}
+	return c, nil
 }
 
 func (c callSource) run(ctx context.Context, s sink) {

@@ -33,6 +33,9 @@ type Options struct {
 	// API reads the urlPath of apiCall entries from the API server, with
 	// Sprout's rights; nil fails them.
 	API rest.Interface
+	// ProofKey names the Secret that holds Sprout's proof key, which no
+	// urlPath serves; nil hides none.
+	ProofKey KeyHolder
 	// WriteStatus writes each entry's Ready condition and lastRefreshTime
 	// as Kyverno does. Leave it off where Kyverno's controller also serves
 	// the entries, so that the two do not write the status in turn.
@@ -210,7 +213,7 @@ func (s *Store) start(ctx context.Context, e *entry, gce *v2beta1.GlobalContextE
 	if r := gce.Spec.KubernetesResource; r != nil {
 		src = resourceSource{client: s.opts.Client, gvr: r.GVR(), namespace: r.Namespace}
 	} else {
-		call, err := newCallSource(s.opts.HTTP, s.opts.API, gce.Spec.APICall)
+		call, err := newCallSource(s.opts.HTTP, s.opts.API, s.opts.ProofKey, gce.Spec.APICall)
 		if err != nil {
 			s.loaded(e, nil, fmt.Errorf("GlobalContextEntry %s: %w", e.name, err))
 			return

@@ -27,12 +27,21 @@ import (
 	"github.com/sprout-gitops/sprout/reconcile"
 )
 
+// gctxKey is where the stores of the tests are told the proof key is.
+type gctxKey struct{ namespace, name string }
+
+func (k gctxKey) Holds(namespace, name string) bool { return k == gctxKey{namespace, name} }
+
+var gctxKeySecret = gctxKey{namespace: "gctx-key-home", name: "sprout-proof-key"}
+
 // runGlobalContext runs a store of GlobalContextEntries, writing their
-// status, and a controller reading it, until the test ends.
+// status and hiding gctxKeySecret, and a controller reading it, until the
+// test ends.
 func runGlobalContext(t *testing.T, web *celenv.HTTP, edits ...func(*reconcile.Options)) {
 	t.Helper()
 	api := discovery.NewDiscoveryClientForConfigOrDie(cfg).RESTClient()
-	store := globalctx.New(globalctx.Options{Client: dynamic.NewForConfigOrDie(cfg), API: api, HTTP: web, WriteStatus: true})
+	store := globalctx.New(globalctx.Options{Client: dynamic.NewForConfigOrDie(cfg), API: api, HTTP: web, WriteStatus: true,
+		ProofKey: gctxKeySecret})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); store.Run(ctx) }()

@@ -3,16 +3,23 @@ package main
 import (
 	"bytes"
 	"context"
+	"log/slog"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/sprout-gitops/sprout/api/kyverno/v2beta1"
 	"github.com/sprout-gitops/sprout/cluster"
+	"github.com/sprout-gitops/sprout/reconcile"
 )
 
 // TestProofKeyIsMadeOnceAndKept: with the rights deploy/ gives it in its
@@ -63,5 +70,51 @@ func TestProofKeyIsMadeOnceAndKept(t *testing.T) {
 	}
 	if _, err := proofKey(ctx, admin, ns, "short"); err == nil || !strings.Contains(err.Error(), "--proof-key-secret: Secret sprout-system/short: data.key has 5 bytes") {
 		t.Errorf("a 5-byte key: %v", err)
+	}
+}
+
+// TestGlobalContextHidesTheProofKey: the store `sprout run` builds knows
+// the key's Secret from --proof-key-secret and the Lease's namespace, and
+// serves it to no urlPath entry.
+func TestGlobalContextHidesTheProofKey(t *testing.T) {
+	t.Parallel()
+	cp := startControlPlane(t)
+	ctx := context.Background()
+	admin := kubernetes.NewForConfigOrDie(cp.Config)
+	const ns, name = "sprout-home", "the-key"
+	if _, err := admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := proofKey(ctx, admin, ns, name); err != nil {
+		t.Fatal(err)
+	}
+	ro := runOptions{proofKeySecret: name, leader: leaderOptions{namespace: ns}}
+	store, err := newGlobalContext(cp.Config, reconcile.DefaultOptions(), ro, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); store.Run(runCtx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	entry := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": v2beta1.GroupVersion.String(), "kind": v2beta1.Kind,
+		"metadata": map[string]any{"name": "key"},
+		"spec":     map[string]any{"apiCall": map[string]any{"urlPath": "/api/v1/namespaces/" + ns + "/secrets/" + name}},
+	}}
+	if _, err := dynamic.NewForConfigOrDie(cp.Config).Resource(v2beta1.Resource).Create(ctx, entry, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var v any
+	var getErr error
+	if err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		var found bool
+		v, found, getErr = store.Get(ctx, "key", "")
+		return found, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if v != nil || getErr == nil || !strings.Contains(getErr.Error(), "the server could not find the requested resource") {
+		t.Fatalf("the proof key's Secret, read by a urlPath entry: want not found, got %v, %v", v, getErr)
 	}
 }

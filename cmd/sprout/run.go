@@ -200,7 +200,7 @@ func runController(ctx context.Context, g *globalFlags, opts reconcile.Options, 
 
 // newGlobalContext makes the store of GlobalContextEntries policies read
 // with globalContext.Get, calling out through the policies' http rules and
-// reading urlPath entries from the API server.
+// reading urlPath entries from the API server, all but the proof key.
 func newGlobalContext(cfg *rest.Config, opts reconcile.Options, ro runOptions, log *slog.Logger) (*globalctx.Store, error) {
 	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {
@@ -212,6 +212,7 @@ func newGlobalContext(cfg *rest.Config, opts reconcile.Options, ro runOptions, l
 	}
 	o := ro.globalContext
 	o.Client, o.API, o.HTTP, o.Logger = dyn, api.RESTClient(), opts.HTTP, log
+	o.ProofKey = proofKeySecret{namespace: leaseNamespace(ro), name: ro.proofKeySecret}
 	return globalctx.New(o), nil
 }
 

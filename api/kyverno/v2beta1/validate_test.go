@@ -76,6 +76,8 @@ func TestURLPathRead(t *testing.T) {
 		"/api/v1/namespaces/a/configmaps/b": {Verb: "get", Resource: schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, Namespace: "a"},
 		"/apis/apps/v1/deployments?limit=1": {Verb: "list", Resource: schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}},
 		"/api/v1/namespaces/kube-system":    {Verb: "get", Resource: schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}, Namespace: "kube-system"},
+		// Read as the client sends it: cleaned.
+		"/api/v1/namespaces/x/../a/configmaps/": {Verb: "list", Resource: schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, Namespace: "a"},
 	} {
 		got, ok := (&v2beta1.ExternalAPICall{URLPath: path}).Read()
 		if !ok || got != want {
