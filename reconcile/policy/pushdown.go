@@ -2,6 +2,7 @@ package policy
 
 import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/sets"
 )
 
@@ -69,4 +70,16 @@ func admitsAlike(mc *admissionregistrationv1.MatchResources) bool {
 		}
 	}
 	return true
+}
+
+// ListedCriteria are the criteria that select a trigger its informers
+// listed: where they list only what the policy's object selector selects
+// (Selector), the API server has matched that selector already, and a
+// trigger's labels need not be decoded to match it again.
+func (cp *Compiled) ListedCriteria() MatchCriteria {
+	crit := cp.Criteria.State
+	if cp.Selector != "" {
+		crit.Objects = labels.Everything()
+	}
+	return crit
 }

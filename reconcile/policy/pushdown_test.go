@@ -4,6 +4,8 @@ import (
 	"testing"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 )
 
 // TestAdmitsAlike: a selector is pushed only for rules under which an
@@ -40,5 +42,27 @@ func TestAdmitsAlike(t *testing.T) {
 		if got := admitsAlike(mc); got != tc.want {
 			t.Errorf("%s: admitsAlike = %v, want %v", tc.name, got, tc.want)
 		}
+	}
+}
+
+// TestListedCriteriaTrustTheInformer: the triggers of an informer that
+// lists by the policy's object selector are matched without their labels;
+// without a pushed selector, the labels are read.
+func TestListedCriteriaTrustTheInformer(t *testing.T) {
+	mr := admissionregistrationv1.MatchResources{ObjectSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"role": "trigger"}}}
+	cp := &Compiled{Criteria: NewCriteria(mr)}
+	if !cp.ListedCriteria().ReadsLabels() {
+		t.Error("without a pushed selector, the criteria do not read a trigger's labels")
+	}
+	cp.Selector = "role=trigger"
+	crit := cp.ListedCriteria()
+	if crit.ReadsLabels() {
+		t.Error("with the selector pushed into the informer, the criteria still read a trigger's labels")
+	}
+	if sel, _ := crit.GetParsedObjectSelector(); !sel.Matches(labels.Set{}) {
+		t.Error("with the selector pushed, an unlabelled object from the informer is not selected")
+	}
+	if !cp.Criteria.State.ReadsLabels() {
+		t.Error("ListedCriteria changed the policy's own criteria")
 	}
 }
