@@ -165,7 +165,7 @@ func (in *intake) onTrigger(w watchKey, op admission.Operation, o, old *cluster.
 // updates (reappliesOnUpdate) apply them again. labelled is o's metadata
 // with its labels, decoded once for every policy: it returns it.
 func (in *intake) admit(key policy.Key, cp *policy.Compiled, gvr schema.GroupVersionResource, op admission.Operation, o *cluster.Object, labelled *metav1.PartialObjectMetadata) *metav1.PartialObjectMetadata {
-	crit := cp.Criteria.Events
+	crit := cp.Listed(cp.Criteria.Events) // o is from the informer of cp's triggers
 	sel := labelled
 	if !crit.ReadsLabels() {
 		sel = o.Selectable(false)

@@ -194,7 +194,7 @@ func (m *triggerMatcher) selects(cp *policy.Compiled, gvr schema.GroupVersionRes
 	if memo.MatchKnown && memo.MatchNamespace == ns {
 		return memo.Selected && !(memo.Self && m.states.Of(policy.KeyOf(cp.Policy)).Ledger().GeneratedBy(u)), nil
 	}
-	crit := cp.ListedCriteria() // u is from the informer of cp's triggers
+	crit := cp.Listed(cp.Criteria.State) // u is from the informer of cp's triggers
 	ok, err := m.eval.Match(crit, gvr, admission.Create, u.GroupVersionKind(), u.Selectable(crit.ReadsLabels()))
 	if err != nil {
 		return false, err

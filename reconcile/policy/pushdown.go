@@ -72,12 +72,11 @@ func admitsAlike(mc *admissionregistrationv1.MatchResources) bool {
 	return true
 }
 
-// ListedCriteria are the criteria that select a trigger its informers
+// Listed returns crit, one of cp's criteria, for a trigger its informers
 // listed: where they list only what the policy's object selector selects
 // (Selector), the API server has matched that selector already, and a
 // trigger's labels need not be decoded to match it again.
-func (cp *Compiled) ListedCriteria() MatchCriteria {
-	crit := cp.Criteria.State
+func (cp *Compiled) Listed(crit MatchCriteria) MatchCriteria {
 	if cp.Selector != "" {
 		crit.Objects = labels.Everything()
 	}

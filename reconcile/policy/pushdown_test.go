@@ -51,11 +51,11 @@ func TestAdmitsAlike(t *testing.T) {
 func TestListedCriteriaTrustTheInformer(t *testing.T) {
 	mr := admissionregistrationv1.MatchResources{ObjectSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"role": "trigger"}}}
 	cp := &Compiled{Criteria: NewCriteria(mr)}
-	if !cp.ListedCriteria().ReadsLabels() {
+	if !cp.Listed(cp.Criteria.State).ReadsLabels() {
 		t.Error("without a pushed selector, the criteria do not read a trigger's labels")
 	}
 	cp.Selector = "role=trigger"
-	crit := cp.ListedCriteria()
+	crit := cp.Listed(cp.Criteria.State)
 	if crit.ReadsLabels() {
 		t.Error("with the selector pushed into the informer, the criteria still read a trigger's labels")
 	}
@@ -63,6 +63,6 @@ func TestListedCriteriaTrustTheInformer(t *testing.T) {
 		t.Error("with the selector pushed, an unlabelled object from the informer is not selected")
 	}
 	if !cp.Criteria.State.ReadsLabels() {
-		t.Error("ListedCriteria changed the policy's own criteria")
+		t.Error("Listed changed the policy's own criteria")
 	}
 }
