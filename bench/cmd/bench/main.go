@@ -207,6 +207,9 @@ type bench struct {
 	sprout   string
 	baseline string
 	res      result
+	// baselineFirst is when the baseline's first copy came in scenario
+	// 10's last run of it: how long sprout's start-up is profiled.
+	baselineFirst float64
 }
 
 // buildFlags are how the image and `make build` build sprout (the

@@ -371,6 +371,7 @@ func (r *result) printProfiles(w io.Writer) {
 		{fmt.Sprintf("6 CPU profile, %d s of scenario 1's generation", r.Params.CPUProfileSeconds), pr.ColdCPU},
 		{fmt.Sprintf("6 CPU profile, %d s of scenario 2's steady creation", r.Params.CPUProfileSeconds), pr.SteadyCPU},
 		{fmt.Sprintf("10 CPU profile, %d s of the steady creation at the largest size", r.Params.CPUProfileSeconds), pr.ScaleCPU},
+		{"10 CPU profile of the start-up at the largest size, as long as the baseline took to its first copy", pr.StartCPU},
 		{fmt.Sprintf("10 heap allocated in those %d s", r.Params.CPUProfileSeconds), pr.ScaleAllocs},
 		{"6 heap in use at the end of scenario 1", pr.ColdHeap},
 		{"6 heap allocated during scenario 1", pr.ColdAllocs},

@@ -298,6 +298,10 @@ type profiles struct {
 	// ScaleCPU is one taken during scenario 10's steady creation at its
 	// largest size.
 	ScaleCPU *profileSummary `json:"scaleCPU,omitempty"`
+	// StartCPU is one taken from sprout's start at scenario 10's largest
+	// size, as long as the baseline took to its first copy (a second at
+	// least): what sprout's first copy waits for.
+	StartCPU *profileSummary `json:"startCPU,omitempty"`
 	// ScaleAllocs is what was allocated during that CPU profile: the
 	// garbage whose collection is most of the CPU at a large heap.
 	ScaleAllocs *profileSummary `json:"scaleAllocs,omitempty"`

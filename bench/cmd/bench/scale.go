@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -54,6 +56,7 @@ func (b *bench) scale(ctx context.Context) error {
 						round.Sprout = r
 					} else {
 						round.Baseline = r
+						b.baselineFirst = r.Cold.FirstSeconds
 					}
 					return err
 				})
@@ -99,6 +102,7 @@ func (b *bench) scaleRun(ctx context.Context, c *cluster, dir, name string, n in
 		return r, err
 	}
 	defer p.stop()
+	startProfile := b.startProfile(ctx, name, n, p, dir)
 	if !pollUntil(b.timeout, func() bool { return k.count() >= n }) {
 		return r, fmt.Errorf("%s copied %d of %d ConfigMaps within %s (log: %s)", name, k.count(), n, b.timeout, log)
 	}
@@ -107,6 +111,9 @@ func (b *bench) scaleRun(ctx context.Context, c *cluster, dir, name string, n in
 	if name == "sprout" {
 		// The sync that copied them records them; steady starts after it.
 		pollUntil(b.timeout, func() bool { return p.metricSum(ctx, "sprout_objects_total{") >= float64(n) })
+	}
+	if err := startProfile(); err != nil {
+		return r, err
 	}
 	time.Sleep(2 * time.Second) // both controllers settle alike
 	logf("scale %d: %s: copies in %.2fs, first at %.2fs, %.2f CPU s, peak RSS %.0f MiB", n, name, r.Cold.Seconds, r.Cold.FirstSeconds, r.Cold.CPUSeconds, r.Cold.PeakRSSMiB)
@@ -141,6 +148,31 @@ func (b *bench) scaleRun(ctx context.Context, c *cluster, dir, name string, n in
 		return r, fmt.Errorf("%s copied %d of the %d ConfigMaps created at a steady rate (log: %s)", name, r.Steady.Seen, steadyN, log)
 	}
 	return r, nil
+}
+
+// startProfile profiles sprout's CPU from its start, at the largest size
+// in its first round, until the baseline's first copy came at the latest
+// (one second at least): what a first copy waits for. It returns what
+// waits for the profile.
+func (b *bench) startProfile(ctx context.Context, name string, n int, p *process, dir string) func() error {
+	if name != "sprout" || n != b.ScaleSizes[len(b.ScaleSizes)-1] || b.res.Profiles.StartCPU != nil {
+		return func() error { return nil }
+	}
+	seconds := max(1, int(math.Ceil(b.baselineFirst)))
+	var wg sync.WaitGroup
+	var err error
+	wg.Go(func() {
+		var s *profileSummary
+		// The profile server is up within milliseconds of the start.
+		for range 100 {
+			if s, err = p.cpuProfile(ctx, seconds, filepath.Join(dir, "start-cpu.pprof")); err == nil {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		b.res.Profiles.StartCPU = s
+	})
+	return func() error { wg.Wait(); return err }
 }
 
 // scaleProfile starts sprout's CPU profile in the middle of the steady
