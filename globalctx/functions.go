@@ -307,7 +307,7 @@ func jpPatternMatch(arguments []any) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return wildcardMatch(pattern, s), nil
+	return WildcardMatch(pattern, s), nil
 }
 
 // patternArgs reads the pattern and the string, or number, it is matched

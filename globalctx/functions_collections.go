@@ -117,10 +117,11 @@ func ifaceToString(v any) (string, error) {
 	return "", errors.New("error, undefined type cast")
 }
 
-// wildcardMatch reports whether s matches pattern, where * matches any run
-// of characters and ? any one, as Kyverno's wildcards. It backtracks only
-// to the last star, so its time is linear in their product at worst.
-func wildcardMatch(pattern, s string) bool {
+// WildcardMatch reports whether s matches pattern, where * matches any run
+// of characters and ? any one, as Kyverno's wildcards (JMESPath's
+// pattern_match here, and the selectors of sprout test). It backtracks
+// only to the last star, so its time is linear in their product at worst.
+func WildcardMatch(pattern, s string) bool {
 	p, str := []rune(pattern), []rune(s)
 	pi, si, star, mark := 0, 0, -1, 0
 	for si < len(str) {

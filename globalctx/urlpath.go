@@ -20,6 +20,13 @@ type KeyHolder interface {
 	Holds(namespace, name string) bool
 }
 
+// KeySecret is the KeyHolder of one Secret, Namespace/Name: the Secret
+// `sprout run --proof-key-secret` names.
+type KeySecret struct{ Namespace, Name string }
+
+// Holds reports whether the Secret namespace/name is k.
+func (k KeySecret) Holds(namespace, name string) bool { return k == KeySecret{namespace, name} }
+
 // keyGuard keeps the proof key out of what one urlPath serves, as the API
 // server parses the path: a get of the key's Secret is answered as for a
 // Secret that does not exist, a list of Secrets is served without it,

@@ -8,17 +8,13 @@ import (
 	"github.com/sprout-gitops/sprout/api/kyverno/v2beta1"
 )
 
-type holder struct{ namespace, name string }
-
-func (h holder) Holds(namespace, name string) bool { return h == holder{namespace, name} }
-
 func guardOf(t *testing.T, urlPath string) (keyGuard, error) {
 	t.Helper()
 	u, info, err := (&v2beta1.ExternalAPICall{URLPath: urlPath}).Request()
 	if err != nil {
 		t.Fatalf("%s: %v", urlPath, err)
 	}
-	return newKeyGuard(holder{"home", "key"}, u, info)
+	return newKeyGuard(KeySecret{"home", "key"}, u, info)
 }
 
 // The guard reads a urlPath as the API server reads the request sent: a

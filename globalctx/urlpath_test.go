@@ -18,13 +18,9 @@ import (
 	"github.com/sprout-gitops/sprout/globalctx"
 )
 
-// keySecret is where the tests keep the proof key: a Secret like the one
+// testKey is where the tests keep the proof key: a Secret like the one
 // `sprout run` creates, labelled as it labels it.
-type keySecret struct{ namespace, name string }
-
-func (k keySecret) Holds(namespace, name string) bool { return k == keySecret{namespace, name} }
-
-var testKey = keySecret{namespace: "sprout-home", name: "sprout-proof-key"}
+var testKey = globalctx.KeySecret{Namespace: "sprout-home", Name: "sprout-proof-key"}
 
 // keyStore creates the key's Secret beside another in its namespace and a
 // third elsewhere, all labelled app.kubernetes.io/name: sprout, and runs a
@@ -34,7 +30,7 @@ func keyStore(t *testing.T) *globalctx.Store {
 	t.Helper()
 	ctx := context.Background()
 	kube := kubernetes.NewForConfigOrDie(cfg)
-	for _, s := range [][2]string{{testKey.namespace, testKey.name}, {testKey.namespace, "other"}, {"sprout-elsewhere", "app"}} {
+	for _, s := range [][2]string{{testKey.Namespace, testKey.Name}, {testKey.Namespace, "other"}, {"sprout-elsewhere", "app"}} {
 		_, _ = kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: s[0]}}, metav1.CreateOptions{})
 		if _, err := kube.CoreV1().Secrets(s[0]).Create(ctx, &corev1.Secret{
 			ObjectMeta: metav1.ObjectMeta{Name: s[1], Labels: map[string]string{"app.kubernetes.io/name": "sprout"}},
@@ -95,8 +91,8 @@ func secretNames(t *testing.T, v any) []string {
 // Secret that does not exist.
 func TestURLPathGetOfTheProofKeyIsNotFound(t *testing.T) {
 	store := keyStore(t)
-	prefix := "/api/v1/namespaces/" + testKey.namespace + "/secrets/"
-	v, keyErr := readPath(t, store, "key-get", prefix+testKey.name)
+	prefix := "/api/v1/namespaces/" + testKey.Namespace + "/secrets/"
+	v, keyErr := readPath(t, store, "key-get", prefix+testKey.Name)
 	if keyErr == nil {
 		t.Fatalf("the key's Secret was served: %v", v)
 	}
@@ -104,11 +100,11 @@ func TestURLPathGetOfTheProofKeyIsNotFound(t *testing.T) {
 	if absentErr == nil {
 		t.Fatal("an absent Secret was served")
 	}
-	if got, want := strings.ReplaceAll(keyErr.Error(), testKey.name, "absent"), absentErr.Error(); got != want {
+	if got, want := strings.ReplaceAll(keyErr.Error(), testKey.Name, "absent"), absentErr.Error(); got != want {
 		t.Fatalf("the key's Secret: want the error of an absent Secret, %q, got %q", want, keyErr)
 	}
 	// The path as the API server reads it: cleaned, with a trailing slash.
-	if v, err := readPath(t, store, "key-get-dots", "/api/v1/namespaces/elsewhere/../"+testKey.namespace+"/secrets/"+testKey.name+"/"); err == nil {
+	if v, err := readPath(t, store, "key-get-dots", "/api/v1/namespaces/elsewhere/../"+testKey.Namespace+"/secrets/"+testKey.Name+"/"); err == nil {
 		t.Fatalf("the key's Secret, by a path with dots, was served: %v", v)
 	}
 }
@@ -117,15 +113,15 @@ func TestURLPathGetOfTheProofKeyIsNotFound(t *testing.T) {
 // with selectors that pick the key, gets every Secret but the key's.
 func TestURLPathListOfSecretsLeavesTheProofKeyOut(t *testing.T) {
 	store := keyStore(t)
-	home := "/api/v1/namespaces/" + testKey.namespace + "/secrets"
+	home := "/api/v1/namespaces/" + testKey.Namespace + "/secrets"
 	for name, tt := range map[string]struct {
 		path string
 		want []string
 	}{
-		"list-home":      {home, []string{testKey.namespace + "/other"}},
-		"list-all":       {"/api/v1/secrets", []string{"sprout-elsewhere/app", testKey.namespace + "/other"}},
-		"list-by-name":   {home + "?fieldSelector=metadata.name%3D" + testKey.name, nil},
-		"list-by-label":  {"/api/v1/secrets?labelSelector=app.kubernetes.io%2Fname%3Dsprout", []string{"sprout-elsewhere/app", testKey.namespace + "/other"}},
+		"list-home":      {home, []string{testKey.Namespace + "/other"}},
+		"list-all":       {"/api/v1/secrets", []string{"sprout-elsewhere/app", testKey.Namespace + "/other"}},
+		"list-by-name":   {home + "?fieldSelector=metadata.name%3D" + testKey.Name, nil},
+		"list-by-label":  {"/api/v1/secrets?labelSelector=app.kubernetes.io%2Fname%3Dsprout", []string{"sprout-elsewhere/app", testKey.Namespace + "/other"}},
 		"list-elsewhere": {"/api/v1/namespaces/sprout-elsewhere/secrets", []string{"sprout-elsewhere/app"}},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -135,7 +131,7 @@ func TestURLPathListOfSecretsLeavesTheProofKeyOut(t *testing.T) {
 			}
 			got := slices.DeleteFunc(secretNames(t, v), func(n string) bool {
 				// Secrets of other tests and of the API server itself.
-				return !strings.HasPrefix(n, testKey.namespace+"/") && !strings.HasPrefix(n, "sprout-elsewhere/")
+				return !strings.HasPrefix(n, testKey.Namespace+"/") && !strings.HasPrefix(n, "sprout-elsewhere/")
 			})
 			slices.Sort(got)
 			if !slices.Equal(got, tt.want) {
@@ -150,7 +146,7 @@ func TestURLPathListOfSecretsLeavesTheProofKeyOut(t *testing.T) {
 func TestURLPathWatchIsRefused(t *testing.T) {
 	store := keyStore(t)
 	for name, path := range map[string]string{
-		"watch-param": "/api/v1/namespaces/" + testKey.namespace + "/secrets?watch=1",
+		"watch-param": "/api/v1/namespaces/" + testKey.Namespace + "/secrets?watch=1",
 		"watch-path":  "/api/v1/watch/secrets",
 	} {
 		v, err := readPath(t, store, name, path)

@@ -17,88 +17,14 @@ import (
 // policies, a namespaceSelector on Namespace triggers, and namespaced
 // policies.
 
-// data/nosync/nosync-delete-policy: the zk-kafka-address policy, without
-// synchronize, under a name of its own: the object it leaves behind would
-// be found, and its trigger admitted, by the next test's policy of that
-// name.
-const dataNoSyncDeletePolicyPolicy = `
-apiVersion: policies.kyverno.io/v1
-kind: GeneratingPolicy
-metadata:
-  name: nosync-delete-policy-data
-spec:
-  matchConstraints:
-    resourceRules:
-    - apiGroups:   [""]
-      apiVersions: ["v1"]
-      operations:  ["CREATE", "UPDATE"]
-      resources:   ["namespaces"]
-  matchConditions:
-  - name: red-label
-    expression: "has(object.metadata.labels) && object.metadata.labels.?color.orValue('') == 'red'"
-  variables:
-  - name: nsName
-    expression: "object.metadata.name"
-  - name: configmap
-    expression: >-
-      [
-        {
-          "kind": dyn("ConfigMap"),
-          "apiVersion": dyn("v1"),
-          "metadata": dyn({
-            "name": "zk-kafka-address",
-            "namespace": string(variables.nsName),
-          }),
-          "data": dyn({
-            "KAFKA_ADDRESS": "192.168.10.13:9092,192.168.10.14:9092,192.168.10.15:9092",
-            "ZK_ADDRESS": "192.168.10.10:2181,192.168.10.11:2181,192.168.10.12:2181"
-          })
-        }
-      ]
-  generate:
-  - expression: generator.Apply(variables.nsName, variables.configmap)
-`
-
 // TestConformanceDataNoSyncDeletePolicy: a data object stays when its
 // policy, without synchronize, is deleted.
 func TestConformanceDataNoSyncDeletePolicy(t *testing.T) {
 	c := newConformance(t)
-	c.create(dataNoSyncDeletePolicyPolicy)
+	c.create(c.policy("generating-policies/data/nosync/nosync-delete-policy"))
 	c.create("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: nosync-delete-policy-data\n  labels:\n    color: red\n")
-	cm := c.waitFor("the downstream", configMapRef("nosync-delete-policy-data", "zk-kafka-address"), present)
-	c.deletePolicy("policies.kyverno.io/v1", "nosync-delete-policy-data")
-	c.mustExist(configMapRef("nosync-delete-policy-data", "zk-kafka-address"), cm.GetUID(), "the deleted policy's downstream")
+	c.outlivesItsPolicy(configMapRef("nosync-delete-policy-data", "zk-kafka-address"), "policies.kyverno.io/v1", "nosync-delete-policy-data")
 }
-
-// data/sync/match-namespace-with-ns-selector.
-const matchNamespaceWithNsSelectorPolicy = `
-apiVersion: policies.kyverno.io/v1alpha1
-kind: GeneratingPolicy
-metadata:
-  name: match-namespace-with-ns-selector
-spec:
-  evaluation:
-    generateExisting:
-      enabled: true
-    synchronize:
-      enabled: true
-  matchConstraints:
-    resourceRules:
-    - apiGroups:   [""]
-      apiVersions: ["v1"]
-      operations:  ["CREATE"]
-      resources:   ["namespaces"]
-    namespaceSelector:
-      matchLabels:
-          app.kubernetes.io/managed-by: my-app
-  variables:
-    - name: targetNs
-      expression: "object.metadata.name"
-    - name: sourceSecret
-      expression: resource.Get("v1", "secrets", "source-namespace", "secret-name")
-  generate:
-    - expression: generator.Apply(variables.targetNs, [variables.sourceSecret])
-`
 
 // managedNamespace is a Namespace, labelled as the selector wants or not.
 func managedNamespace(name string, managed bool) string {
@@ -133,7 +59,7 @@ type: Opaque
 `)
 	c.create(managedNamespace("existing-namespace", true))
 	c.create(managedNamespace("unmanaged-namespace", false))
-	c.create(matchNamespaceWithNsSelectorPolicy)
+	c.create(c.policy("generating-policies/data/sync/match-namespace-with-ns-selector"))
 	c.waitFor("the existing Namespace's clone", secretRef("existing-namespace", "secret-name"), present)
 	c.create(managedNamespace("target-namespace", true))
 	first := c.waitFor("the downstream", secretRef("target-namespace", "secret-name"), present)
@@ -146,52 +72,11 @@ type: Opaque
 	})
 }
 
-// data/sync/sync-trigger-stops-matching.
-const syncTriggerStopsMatchingPolicy = `
-apiVersion: policies.kyverno.io/v1beta1
-kind: GeneratingPolicy
-metadata:
-  name: sync-trigger-stops-matching
-spec:
-  evaluation:
-    synchronize:
-      enabled: true
-  matchConstraints:
-    resourceRules:
-    - apiGroups:   [""]
-      apiVersions: ["v1"]
-      operations:  ["CREATE", "UPDATE"]
-      resources:   ["namespaces"]
-  matchConditions:
-    - name: opt-in
-      expression: object.metadata.?labels["opt-in"].orValue("") == "true"
-  variables:
-    - name: nsName
-      expression: "object.metadata.name"
-    - name: configmap
-      expression: >-
-        [
-          {
-            "kind": dyn("ConfigMap"),
-            "apiVersion": dyn("v1"),
-            "metadata": dyn({
-              "name": "sync-trigger-stops-matching",
-              "namespace": string(variables.nsName),
-            }),
-            "data": dyn({
-              "source": "GeneratingPolicy"
-            })
-          }
-        ]
-  generate:
-    - expression: generator.apply(variables.nsName, variables.configmap)
-`
-
 // TestConformanceSyncTriggerStopsMatching: a synchronized object goes when
 // its trigger is changed so that it no longer matches.
 func TestConformanceSyncTriggerStopsMatching(t *testing.T) {
 	c := newConformance(t)
-	c.create(syncTriggerStopsMatchingPolicy)
+	c.create(c.policy("generating-policies/data/sync/sync-trigger-stops-matching"))
 	ns := "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: sync-trigger-stops-matching\n  labels:\n    opt-in: "
 	c.create(ns + `"true"` + "\n")
 	cm := configMapRef("sync-trigger-stops-matching", "sync-trigger-stops-matching")
@@ -202,51 +87,11 @@ func TestConformanceSyncTriggerStopsMatching(t *testing.T) {
 	c.waitFor("the downstream to go", cm, gone)
 }
 
-// data/sync/sync-update-trigger-in-place.
-const syncUpdateTriggerInPlacePolicy = `
-apiVersion: policies.kyverno.io/v1beta1
-kind: GeneratingPolicy
-metadata:
-  name: sync-update-trigger-in-place
-spec:
-  evaluation:
-    synchronize:
-      enabled: true
-  matchConstraints:
-    resourceRules:
-    - apiGroups:   [""]
-      apiVersions: ["v1"]
-      operations:  ["CREATE", "UPDATE"]
-      resources:   ["namespaces"]
-  variables:
-    - name: nsName
-      expression: "object.metadata.name"
-    - name: quota
-      expression: object.metadata.?annotations["quota"].orValue("10")
-    - name: configmap
-      expression: >-
-        [
-          {
-            "kind": dyn("ConfigMap"),
-            "apiVersion": dyn("v1"),
-            "metadata": dyn({
-              "name": "sync-update-trigger-in-place",
-              "namespace": string(variables.nsName),
-            }),
-            "data": dyn({
-              "QUOTA": string(variables.quota)
-            })
-          }
-        ]
-  generate:
-    - expression: generator.apply(variables.nsName, variables.configmap)
-`
-
 // TestConformanceSyncUpdateTriggerInPlace: a trigger's UPDATE updates its
 // object in place, not by deleting and creating it again.
 func TestConformanceSyncUpdateTriggerInPlace(t *testing.T) {
 	c := newConformance(t)
-	c.create(syncUpdateTriggerInPlacePolicy)
+	c.create(c.policy("generating-policies/data/sync/sync-update-trigger-in-place"))
 	ns := "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: sync-update-trigger-in-place\n"
 	c.create(ns)
 	cm := configMapRef("sync-update-trigger-in-place", "sync-update-trigger-in-place")
@@ -261,40 +106,6 @@ func TestConformanceSyncUpdateTriggerInPlace(t *testing.T) {
 	c.mustExist(cm, first.GetUID(), "the updated downstream")
 }
 
-// namespaced-generating-policies/data/cross-namespace-denied.
-const crossNamespaceDeniedPolicy = `
-apiVersion: policies.kyverno.io/v1beta1
-kind: NamespacedGeneratingPolicy
-metadata:
-  name: cross-ns-escalate
-  namespace: test-namespace
-spec:
-  matchConstraints:
-    resourceRules:
-    - apiGroups:   [""]
-      apiVersions: ["v1"]
-      operations:  ["CREATE", "UPDATE"]
-      resources:   ["namespaces"]
-  variables:
-    - name: configmap
-      expression: >-
-        [
-          {
-            "kind": dyn("ConfigMap"),
-            "apiVersion": dyn("v1"),
-            "metadata": dyn({
-              "name": "should-not-exist",
-              "namespace": "default",
-            }),
-            "data": dyn({
-              "managed-by": "kyverno"
-            })
-          }
-        ]
-  generate:
-    - expression: generator.apply("default", variables.configmap)
-`
-
 // TestConformanceNamespacedCrossNamespaceDenied: a namespaced policy may
 // not generate into another namespace. The scenario's policy triggers on
 // Namespaces, which Sprout says can never trigger a namespaced policy; the
@@ -304,7 +115,7 @@ func TestConformanceNamespacedCrossNamespaceDenied(t *testing.T) {
 	c := newConformance(t)
 	c.create("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: test-namespace\n")
 	grant(t, kubernetes.NewForConfigOrDie(cfg), "test-namespace", reconcile.DefaultServiceAccount, allVerbs, "configmaps")
-	c.create(crossNamespaceDeniedPolicy)
+	c.create(c.policy("namespaced-generating-policies/data/cross-namespace-denied"))
 	reason := func(want, message string) {
 		t.Helper()
 		poll(t, "the policy's "+want, func(ctx context.Context) (bool, error) {
@@ -319,54 +130,13 @@ func TestConformanceNamespacedCrossNamespaceDenied(t *testing.T) {
 		t.Errorf("the namespaced policy generated into default (err %v)", err)
 	}
 
-	c.create(strings.Replace(crossNamespaceDeniedPolicy, `resources:   ["namespaces"]`, `resources:   ["configmaps"]`, 1))
+	c.create(strings.Replace(c.policy("namespaced-generating-policies/data/cross-namespace-denied"), `resources:   ["namespaces"]`, `resources:   ["configmaps"]`, 1))
 	c.create(configMapIn("test-namespace", "trigger"))
 	reason(reconcile.ReasonEvaluationFailed, `cross-namespace generation denied: policy in "test-namespace" cannot generate into "default"`)
 	if u, err := c.get(context.Background(), denied); err != nil || u != nil {
 		t.Errorf("the namespaced policy generated into default (err %v)", err)
 	}
 }
-
-// namespaced-generating-policies/data/issue-15312-generate-pdb.
-const generatePDBPolicy = `
-apiVersion: policies.kyverno.io/v1beta1
-kind: NamespacedGeneratingPolicy
-metadata:
-  name: add-pdb-to-deployments
-  namespace: test-15312
-spec:
-  evaluation:
-    generateExisting:
-      enabled: true
-    synchronize:
-      enabled: true
-  matchConstraints:
-    resourceRules:
-    - apiGroups: ["apps"]
-      apiVersions: ["v1"]
-      operations: ["CREATE", "UPDATE"]
-      resources: ["deployments"]
-  variables:
-  - name: pdbName
-    expression: object.metadata.name + '-pdb'
-  - name: selector
-    expression: object.spec.selector
-  generate:
-  - expression: |
-      generator.apply([
-        {
-          "apiVersion": dyn("policy/v1"),
-          "kind": dyn("PodDisruptionBudget"),
-          "metadata": dyn({
-            "name": variables.pdbName
-          }),
-          "spec": dyn({
-            "minAvailable": dyn(1),
-            "selector": dyn(variables.selector)
-          })
-        }
-      ])
-`
 
 // deployment is the scenario's Deployment, with replicas.
 func deployment(name, replicas string) string {
@@ -404,7 +174,7 @@ func TestConformanceNamespacedGeneratePDB(t *testing.T) {
 	// controller is given the same rights in permissions.yaml.
 	grantPDBs(t, "test-15312")
 	c.create(deployment("demo", "1"))
-	c.create(generatePDBPolicy)
+	c.create(c.policy("namespaced-generating-policies/data/issue-15312-generate-pdb"))
 	pdb := ref{"policy/v1", "PodDisruptionBudget", "test-15312", "demo-pdb"}
 	first := c.waitFor("the existing Deployment's PDB", pdb, func(u *unstructured.Unstructured) bool {
 		if u == nil {
@@ -415,10 +185,7 @@ func TestConformanceNamespacedGeneratePDB(t *testing.T) {
 		return labels["app"] == "demo" && min == 1
 	})
 	c.create(deployment("demo", "2"))
-	// A Deployment created after the update: once its PDB exists, the
-	// policy has synced the update.
-	c.create(deployment("marker", "1"))
-	c.waitFor("the marker's PDB", ref{"policy/v1", "PodDisruptionBudget", "test-15312", "marker-pdb"}, present)
+	c.syncedPast(deployment("marker", "1"), ref{"policy/v1", "PodDisruptionBudget", "test-15312", "marker-pdb"})
 	c.mustExist(pdb, first.GetUID(), "the PDB after its Deployment's update")
 }
 

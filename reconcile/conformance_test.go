@@ -2,6 +2,8 @@ package reconcile_test
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"testing"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -18,7 +20,7 @@ import (
 // The tests TestConformance* follow scenarios of Kyverno's own conformance
 // suite for generating policies (test/conformance/chainsaw/generating-policies
 // in kyverno/kyverno), step by step, with the scenario's policy as Kyverno
-// has it (#46). Where a chainsaw step sleeps before asserting an absence or
+// has it (#46), in testdata/conformance under the scenario's path. Where a chainsaw step sleeps before asserting an absence or
 // a survival, these wait instead for a later event to be synced: a marker
 // trigger's object, or the deleted policy's record to go. The permissions
 // Kyverno's background controller needs are left out: Sprout runs cluster
@@ -67,6 +69,17 @@ func (c *conformance) create(doc string) {
 			})
 		}
 	}
+}
+
+// policy is the policy of the Kyverno scenario at path (under
+// test/conformance/chainsaw), as testdata/conformance holds it.
+func (c *conformance) policy(path string) string {
+	c.t.Helper()
+	doc, err := os.ReadFile(filepath.Join("testdata", "conformance", filepath.FromSlash(path)+".yaml"))
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return string(doc)
 }
 
 // ref names one object, as a chainsaw delete or assert step does.
@@ -154,6 +167,23 @@ func (c *conformance) running(name string) {
 	})
 }
 
+// outlivesItsPolicy waits for downstream, deletes the GeneratingPolicy
+// name, and fails unless the same downstream is still there.
+func (c *conformance) outlivesItsPolicy(downstream ref, apiVersion, name string) {
+	c.t.Helper()
+	first := c.waitFor("the downstream", downstream, present)
+	c.deletePolicy(apiVersion, name)
+	c.mustExist(downstream, first.GetUID(), "the deleted policy's downstream")
+}
+
+// syncedPast creates a marker trigger, doc, and waits for its downstream:
+// once it exists, the policy has synced what came before the marker.
+func (c *conformance) syncedPast(doc string, downstream ref) {
+	c.t.Helper()
+	c.create(doc)
+	c.waitFor("the marker's downstream", downstream, present)
+}
+
 func present(u *unstructured.Unstructured) bool { return u != nil }
 func gone(u *unstructured.Unstructured) bool    { return u == nil }
 
@@ -193,36 +223,11 @@ type: Opaque
 `
 }
 
-// clone/sync/sync-delete-trigger.
-const syncDeleteTriggerPolicy = `
-apiVersion: policies.kyverno.io/v1alpha1
-kind: GeneratingPolicy
-metadata:
-  name: sync-delete-trigger
-spec:
-  evaluation:
-    synchronize:
-      enabled: true
-  matchConstraints:
-    resourceRules:
-    - apiGroups:   ["networking.k8s.io"]
-      apiVersions: ["v1"]
-      operations:  ["CREATE", "UPDATE"]
-      resources:   ["networkpolicies"]
-  variables:
-    - name: nsName
-      expression: "object.metadata.namespace"
-    - name: source
-      expression: resource.Get("v1", "secrets", "default", "sync-delete-trigger")
-  generate:
-    - expression: generator.Apply(variables.nsName, [variables.source])
-`
-
 // TestConformanceCloneSyncDeleteTrigger: a synchronized clone goes with its
 // trigger.
 func TestConformanceCloneSyncDeleteTrigger(t *testing.T) {
 	c := newConformance(t)
-	c.create(syncDeleteTriggerPolicy)
+	c.create(c.policy("generating-policies/clone/sync/sync-delete-trigger"))
 	c.create(sourceSecret("sync-delete-trigger"))
 	c.create(networkPolicyTrigger("sync-delete-trigger"))
 	clone := secretRef("sync-delete-trigger", "sync-delete-trigger")
@@ -231,36 +236,11 @@ func TestConformanceCloneSyncDeleteTrigger(t *testing.T) {
 	c.waitFor("the downstream to go with its trigger", clone, gone)
 }
 
-// clone/sync/sync-delete-one-trigger.
-const syncDeleteOneTriggerPolicy = `
-apiVersion: policies.kyverno.io/v1alpha1
-kind: GeneratingPolicy
-metadata:
-  name: clone-sync-delete-one-trigger
-spec:
-  evaluation:
-    synchronize:
-      enabled: true
-  matchConstraints:
-    resourceRules:
-    - apiGroups:   ["networking.k8s.io"]
-      apiVersions: ["v1"]
-      operations:  ["CREATE", "UPDATE"]
-      resources:   ["networkpolicies"]
-  variables:
-    - name: nsName
-      expression: "object.metadata.namespace"
-    - name: source
-      expression: resource.get("v1", "secrets", "default", "clone-sync-delete-one-trigger")
-  generate:
-    - expression: generator.apply(variables.nsName, [variables.source])
-`
-
 // TestConformanceCloneSyncDeleteOneTrigger: of two triggers' clones, only
 // the deleted trigger's goes.
 func TestConformanceCloneSyncDeleteOneTrigger(t *testing.T) {
 	c := newConformance(t)
-	c.create(syncDeleteOneTriggerPolicy)
+	c.create(c.policy("generating-policies/clone/sync/sync-delete-one-trigger"))
 	c.create(sourceSecret("clone-sync-delete-one-trigger"))
 	first, second := "clone-sync-delete-one-trigger-1", "clone-sync-delete-one-trigger-2"
 	c.create(networkPolicyTrigger(first))
@@ -273,28 +253,6 @@ func TestConformanceCloneSyncDeleteOneTrigger(t *testing.T) {
 	c.waitFor("the deleted trigger's downstream to go", firstClone, gone)
 	c.mustExist(secondClone, kept.GetUID(), "the other trigger's downstream")
 }
-
-// clone/nosync/nosync-delete-trigger.
-const nosyncDeleteTriggerPolicy = `
-apiVersion: policies.kyverno.io/v1beta1
-kind: GeneratingPolicy
-metadata:
-  name: generate-networkpolicy
-spec:
-  matchConstraints:
-    resourceRules:
-    - apiGroups:   [""]
-      apiVersions: ["v1"]
-      operations:  ["CREATE", "UPDATE"]
-      resources:   ["configmaps"]
-  variables:
-    - name: nsName
-      expression: "object.metadata.namespace"
-    - name: source
-      expression: resource.get("v1", "secrets", "default", "regcred")
-  generate:
-    - expression: generator.apply(variables.nsName, [variables.source])
-`
 
 // configMapIn is a Namespace and a ConfigMap in it.
 func configMapIn(ns, name string) string {
@@ -316,84 +274,41 @@ metadata:
 // outlives its trigger.
 func TestConformanceCloneNoSyncDeleteTrigger(t *testing.T) {
 	c := newConformance(t)
-	c.create(nosyncDeleteTriggerPolicy)
+	c.create(c.policy("generating-policies/clone/nosync/nosync-delete-trigger"))
 	c.create(sourceSecret("regcred"))
 	c.create(configMapIn("test-ns", "test-org"))
 	clone := c.waitFor("the downstream", secretRef("test-ns", "regcred"), present)
 	c.delete(configMapRef("test-ns", "test-org"))
-	// A trigger created after the delete: once its clone exists, the
-	// policy has synced since.
-	c.create(configMapIn("test-ns-marker", "test-org"))
-	c.waitFor("the marker's downstream", secretRef("test-ns-marker", "regcred"), present)
+	c.syncedPast(configMapIn("test-ns-marker", "test-org"), secretRef("test-ns-marker", "regcred"))
 	c.mustExist(secretRef("test-ns", "regcred"), clone.GetUID(), "the deleted trigger's downstream")
 }
-
-// clone/nosync/generate-on-trigger-deletion.
-const generateOnTriggerDeletionPolicy = `
-apiVersion: policies.kyverno.io/v1beta1
-kind: GeneratingPolicy
-metadata:
-  name: generate-networkpolicy
-spec:
-  matchConstraints:
-    resourceRules:
-    - apiGroups:   [""]
-      apiVersions: ["v1"]
-      operations:  ["DELETE"]
-      resources:   ["configmaps"]
-  variables:
-    - name: nsName
-      expression: "namespaceObject.metadata.name"
-    - name: source
-      expression: resource.Get("v1", "secrets", "default", "clone-generate-on-trigger-deletion")
-  generate:
-    - expression: generator.Apply(variables.nsName, [variables.source])
-`
 
 // TestConformanceCloneGenerateOnTriggerDeletion: a policy that lists only
 // DELETE clones when its trigger is deleted, into the trigger's Namespace
 // as namespaceObject names it.
 func TestConformanceCloneGenerateOnTriggerDeletion(t *testing.T) {
-	c := newConformance(t)
-	c.create(generateOnTriggerDeletionPolicy)
-	c.create(sourceSecret("clone-generate-on-trigger-deletion"))
-	c.running("generate-networkpolicy")
-	c.create(configMapIn("clone-generate-on-trigger-deletion", "clone-generate-on-trigger-deletion"))
-	c.delete(configMapRef("clone-generate-on-trigger-deletion", "clone-generate-on-trigger-deletion"))
-	c.waitFor("the downstream generated on the trigger's deletion",
-		secretRef("clone-generate-on-trigger-deletion", "clone-generate-on-trigger-deletion"), present)
+	newConformance(t).generateOnTriggerDeletion("clone-generate-on-trigger-deletion", "clone-generate-on-trigger-deletion")
 }
 
-// clone/nosync/nosync-delete-policy.
-const cloneNoSyncDeletePolicyPolicy = `
-apiVersion: policies.kyverno.io/v1beta1
-kind: GeneratingPolicy
-metadata:
-  name: generate-secret
-spec:
-  matchConstraints:
-    resourceRules:
-    - apiGroups:   [""]
-      apiVersions: ["v1"]
-      operations:  ["CREATE", "UPDATE"]
-      resources:   ["namespaces"]
-  variables:
-    - name: nsName
-      expression: "object.metadata.name"
-    - name: source
-      expression: resource.Get("v1", "secrets", "default", "regcred")
-  generate:
-    - expression: generator.Apply(variables.nsName, [variables.source])
-`
+// generateOnTriggerDeletion runs the scenario of
+// TestConformanceCloneGenerateOnTriggerDeletion with the trigger, a
+// ConfigMap name, in the Namespace ns.
+func (c *conformance) generateOnTriggerDeletion(ns, name string) {
+	c.t.Helper()
+	c.create(c.policy("generating-policies/clone/nosync/generate-on-trigger-deletion"))
+	c.create(sourceSecret("clone-generate-on-trigger-deletion"))
+	c.running("generate-networkpolicy")
+	c.create(configMapIn(ns, name))
+	c.delete(configMapRef(ns, name))
+	c.waitFor("the downstream generated on the trigger's deletion", secretRef(ns, "clone-generate-on-trigger-deletion"), present)
+}
 
 // TestConformanceCloneNoSyncDeletePolicy: a clone stays when its policy,
 // without synchronize, is deleted.
 func TestConformanceCloneNoSyncDeletePolicy(t *testing.T) {
 	c := newConformance(t)
-	c.create(cloneNoSyncDeletePolicyPolicy)
+	c.create(c.policy("generating-policies/clone/nosync/nosync-delete-policy"))
 	c.create(sourceSecret("regcred"))
 	c.create("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: nosync-delete-policy-clone\n")
-	clone := c.waitFor("the downstream", secretRef("nosync-delete-policy-clone", "regcred"), present)
-	c.deletePolicy("policies.kyverno.io/v1beta1", "generate-secret")
-	c.mustExist(secretRef("nosync-delete-policy-clone", "regcred"), clone.GetUID(), "the deleted policy's downstream")
+	c.outlivesItsPolicy(secretRef("nosync-delete-policy-clone", "regcred"), "policies.kyverno.io/v1beta1", "generate-secret")
 }

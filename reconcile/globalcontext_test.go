@@ -27,12 +27,8 @@ import (
 	"github.com/sprout-gitops/sprout/reconcile"
 )
 
-// gctxKey is where the stores of the tests are told the proof key is.
-type gctxKey struct{ namespace, name string }
-
-func (k gctxKey) Holds(namespace, name string) bool { return k == gctxKey{namespace, name} }
-
-var gctxKeySecret = gctxKey{namespace: "gctx-key-home", name: "sprout-proof-key"}
+// gctxKeySecret is where the stores of the tests are told the proof key is.
+var gctxKeySecret = globalctx.KeySecret{Namespace: "gctx-key-home", Name: "sprout-proof-key"}
 
 // runGlobalContext runs a store of GlobalContextEntries, writing their
 // status and hiding gctxKeySecret, and a controller reading it, until the

@@ -50,8 +50,8 @@ spec:
 // rights.
 func TestGlobalContextURLPathHidesTheProofKey(t *testing.T) {
 	runGlobalContext(t, nil)
-	home := newTable(t, gctxKeySecret.namespace)
-	for _, name := range []string{gctxKeySecret.name, "other"} {
+	home := newTable(t, gctxKeySecret.Namespace)
+	for _, name := range []string{gctxKeySecret.Name, "other"} {
 		if _, err := home.kube.CoreV1().Secrets(home.ns).Create(context.Background(), &corev1.Secret{
 			ObjectMeta: metav1.ObjectMeta{Name: name}, Data: map[string][]byte{"key": []byte("not to be read")}}, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)

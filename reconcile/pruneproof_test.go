@@ -41,29 +41,49 @@ func stamper(t *testing.T, tb *table) typedcorev1.ConfigMapInterface {
 	return kubernetes.NewForConfigOrDie(as).CoreV1().ConfigMaps(tb.ns)
 }
 
-// stamp has the stamper create its own ConfigMap name, then patch onto it
-// the labels and annotation that name the origin of from, one of the
+// copier is how a stamper writes the origin of one of a policy's objects
+// onto ConfigMaps of its own, and how a failure names what it wrote.
+type copier struct {
+	write  func(t *testing.T, cms typedcorev1.ConfigMapInterface, name string, from *corev1.ConfigMap, trigger types.UID)
+	copied string // what a written ConfigMap is, after its name
+	what   string // what was written onto it
+	mine   string // a written ConfigMap
+}
+
+var (
+	stamping = copier{stamp, "stamped with the policy's origin", "the copied labels", "the stamped ConfigMap"}
+	forging  = copier{forge, "forged as the policy's by its managed fields", "the forged managed fields", "the forged ConfigMap"}
+)
+
+// ownWithOrigin has the stamper create its own ConfigMap name, and returns
+// the labels and annotations that name the origin of from, one of the
 // policy's objects, with trigger (when not empty) for its trigger's UID.
-func stamp(t *testing.T, cms typedcorev1.ConfigMapInterface, name string, from *corev1.ConfigMap, trigger types.UID) {
+func ownWithOrigin(t *testing.T, cms typedcorev1.ConfigMapInterface, name string, from *corev1.ConfigMap, trigger types.UID) (labels, annotations map[string]string) {
 	t.Helper()
-	ctx := context.Background()
 	own := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}, Data: map[string]string{"mine": "yes"}}
-	if _, err := cms.Create(ctx, own, metav1.CreateOptions{FieldManager: "stamper"}); err != nil {
+	if _, err := cms.Create(context.Background(), own, metav1.CreateOptions{FieldManager: "stamper"}); err != nil {
 		t.Fatal(err)
 	}
-	labels := map[string]string{}
+	labels = map[string]string{}
 	for k, v := range from.Labels {
 		labels[k] = v
 	}
 	if trigger != "" {
 		labels[sproutv1alpha1.LabelTriggerUID] = string(trigger)
 	}
-	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"labels": labels,
-		"annotations": map[string]string{sproutv1alpha1.AnnotationPolicy: from.Annotations[sproutv1alpha1.AnnotationPolicy]}}})
+	return labels, map[string]string{sproutv1alpha1.AnnotationPolicy: from.Annotations[sproutv1alpha1.AnnotationPolicy]}
+}
+
+// stamp writes the origin of from onto the stamper's own ConfigMap name
+// (see ownWithOrigin) with a merge patch, under the stamper's name.
+func stamp(t *testing.T, cms typedcorev1.ConfigMapInterface, name string, from *corev1.ConfigMap, trigger types.UID) {
+	t.Helper()
+	labels, annotations := ownWithOrigin(t, cms, name, from, trigger)
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"labels": labels, "annotations": annotations}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := cms.Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: "stamper"}); err != nil {
+	if _, err := cms.Patch(context.Background(), name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: "stamper"}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -79,26 +99,26 @@ func activated(t *testing.T, name string) time.Time {
 	return at
 }
 
-// TestCopiedOriginIsNotPruned: a ServiceAccount that may patch ConfigMaps
-// but not delete them copies a synchronizing policy's origin labels and
-// annotation onto ConfigMaps of its own. The policy then prunes, for a
-// trigger deleted and for a trigger that no longer matches: its own
-// objects go, the stamped ones stay. Labels copied onto an object never
-// make Sprout delete it (a delete by proxy).
-func TestCopiedOriginIsNotPruned(t *testing.T) {
+// copiesOutliveAPrune: a synchronizing policy name, triggered by ConfigMaps
+// labelled app in a table of that name, generates for two triggers; the
+// stamper writes their objects' origin onto two ConfigMaps of its own, as
+// c does. The policy then prunes, for a trigger deleted and for a trigger
+// that no longer matches: its own objects go, the stamper's stay.
+func copiesOutliveAPrune(t *testing.T, app, name string, c copier) {
+	t.Helper()
 	startController(t)
-	tb := newTable(t, "pruneproof")
+	tb := newTable(t, app)
 	ctx := context.Background()
 	cms := stamper(t, tb)
-	tb.applyPolicy(derivedPolicy("prune-proof", "pruneproof", "out", "one", true, false))
-	t.Cleanup(func() { tb.deletePolicy("prune-proof") })
-	tb.trigger("a", "pruneproof", "a1")
-	tb.trigger("b", "pruneproof", "b1")
+	tb.applyPolicy(derivedPolicy(name, app, "out", "one", true, false))
+	t.Cleanup(func() { tb.deletePolicy(name) })
+	tb.trigger("a", app, "a1")
+	tb.trigger("b", app, "b1")
 	aOut := tb.waitFor("the policy's object for a", "a-out", exists)
 	bOut := tb.waitFor("the policy's object for b", "b-out", exists)
 
-	stamp(t, cms, "mine-a", aOut, "")
-	stamp(t, cms, "mine-b", bOut, "")
+	c.write(t, cms, "mine-a", aOut, "")
+	c.write(t, cms, "mine-b", bOut, "")
 	if err := cms.Delete(ctx, "mine-a", metav1.DeleteOptions{}); !apierrors.IsForbidden(err) {
 		t.Fatalf("the stamper deleting its own ConfigMap: %v, want Forbidden", err)
 	}
@@ -111,48 +131,49 @@ func TestCopiedOriginIsNotPruned(t *testing.T) {
 	}
 	tb.waitFor("the object of the deleted trigger to be pruned", "a-out", absent)
 	tb.waitFor("the object of the trigger no longer matching to be pruned", "b-out", absent)
-	tb.settle("pruneproof", 1) // a sync after both prunes
-	for _, name := range []string{"mine-a", "mine-b"} {
-		if cm := tb.get(name); cm == nil || cm.Data["mine"] != "yes" {
-			t.Errorf("%s, stamped with the policy's origin, was pruned or written over: %v", name, cm)
+	tb.settle(app, 1) // a sync after both prunes
+	for _, mine := range []string{"mine-a", "mine-b"} {
+		if cm := tb.get(mine); cm == nil || cm.Data["mine"] != "yes" {
+			t.Errorf("%s, %s, was pruned or written over: %v", mine, c.copied, cm)
 		}
 	}
 }
 
-// TestLostRecordIsNotRebuiltFromCopiedLabels: a policy from a folder loses
-// its record while Sprout is stopped, and a ServiceAccount stamps, on a
-// ConfigMap of its own, the policy's origin for a trigger the policy never
-// admitted (created before the policy began). The record is rebuilt from
-// the objects Sprout wrote alone: the copy admits nothing, and does not
-// move the policy's beginning back.
-func TestLostRecordIsNotRebuiltFromCopiedLabels(t *testing.T) {
+// copiesAdmitNothingToARebuild: a synchronizing policy name from a folder,
+// triggered by ConfigMaps labelled app in a table of that name, loses its
+// record while Sprout is stopped, and the stamper writes, as c does, the
+// policy's origin for a trigger the policy never admitted onto a ConfigMap
+// of its own. The record is rebuilt from the objects Sprout signed alone:
+// the copy admits nothing, and does not move the policy's beginning back.
+func copiesAdmitNothingToARebuild(t *testing.T, app, name string, c copier) {
+	t.Helper()
 	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "p.yaml"), []byte(derivedPolicy("rebuild-proof", "rebuildproof", "out", "one", true, false)), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "p.yaml"), []byte(derivedPolicy(name, app, "out", "one", true, false)), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	fromDir := func(o *reconcile.Options) {
 		o.Sources = []sources.Source{sources.NewDirectory(dir, 100*time.Millisecond)}
 	}
-	const policy = "GeneratingPolicy/rebuild-proof"
-	tb := newTable(t, "rebuildproof")
+	policy := "GeneratingPolicy/" + name
+	tb := newTable(t, app)
 	cms := stamper(t, tb)
-	tb.trigger("old", "rebuildproof", "o1") // before the policy begins: never admitted
+	tb.trigger("old", app, "o1") // before the policy begins: never admitted
 	old := tb.get("old")
 	poll(t, "a second after the old trigger", func(context.Context) (bool, error) {
 		return time.Now().Truncate(time.Second).After(old.CreationTimestamp.Time), nil
 	})
 	runUntilSyncedWith(t, cfg, fromDir, policy) // the policy begins
-	tb.trigger("new", "rebuildproof", "n1")
+	tb.trigger("new", app, "n1")
 	runUntilSyncedWith(t, cfg, fromDir, policy)
 	newOut := tb.get("new-out")
 	if newOut == nil || tb.get("old-out") != nil {
 		t.Fatalf("before the loss: new-out %v, old-out generated %v", newOut != nil, tb.get("old-out") != nil)
 	}
-	began := activated(t, "rebuild-proof")
+	began := activated(t, name)
 
-	// While stopped: the record goes, and the stamp names the old trigger.
-	stamp(t, cms, "mine", newOut, old.UID)
-	if err := dynamic.NewForConfigOrDie(cfg).Resource(sproutv1alpha1.PolicyInventories).Delete(context.Background(), "gpol.rebuild-proof", metav1.DeleteOptions{}); err != nil {
+	// While stopped: the record goes, and the copy names the old trigger.
+	c.write(t, cms, "mine", newOut, old.UID)
+	if err := dynamic.NewForConfigOrDie(cfg).Resource(sproutv1alpha1.PolicyInventories).Delete(context.Background(), "gpol."+name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -167,51 +188,59 @@ func TestLostRecordIsNotRebuiltFromCopiedLabels(t *testing.T) {
 	// are looked for in the resources it writes to, which a trigger newer
 	// than the restart names. Until one comes the record stays rebuilding
 	// and prunes nothing.
-	tb.trigger("after", "rebuildproof", "a1")
+	tb.trigger("after", app, "a1")
 	poll(t, "the record rebuilt", func(ctx context.Context) (bool, error) {
-		rec, err := dynamic.NewForConfigOrDie(cfg).Resource(sproutv1alpha1.PolicyInventories).Get(ctx, "gpol.rebuild-proof", metav1.GetOptions{})
+		rec, err := dynamic.NewForConfigOrDie(cfg).Resource(sproutv1alpha1.PolicyInventories).Get(ctx, "gpol."+name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return false, nil
 		}
 		return err == nil && rec.GetLabels()[ledger.LabelRebuilding] == "", err
 	})
-	tb.settle("rebuildproof", 1) // a sync after the rebuild
+	tb.settle(app, 1) // a sync after the rebuild
 	if tb.get("old-out") != nil {
-		t.Error("the copied labels admitted a trigger the policy never admitted: old-out was generated")
+		t.Errorf("%s admitted a trigger the policy never admitted: old-out was generated", c.what)
 	}
-	if at := activated(t, "rebuild-proof"); at.Before(began) {
+	if at := activated(t, name); at.Before(began) {
 		t.Errorf("the policy's beginning moved back to %v, before it began (%v)", at, began)
 	}
 	if cm := tb.get("mine"); cm == nil || cm.Data["mine"] != "yes" {
-		t.Errorf("the stamped ConfigMap was pruned or written over: %v", cm)
+		t.Errorf("%s was pruned or written over: %v", c.mine, cm)
 	}
 }
 
-// forge has the stamper create its own ConfigMap name, then write onto it
-// the origin of from, one of the policy's objects (trigger, when not
-// empty, for its trigger's UID), as Sprout writes it: a server-side apply
-// under Sprout's field manager, so that the managed fields say Sprout
-// wrote the origin. Only the proof it cannot write tells it apart.
+// TestCopiedOriginIsNotPruned: a ServiceAccount that may patch ConfigMaps
+// but not delete them copies a synchronizing policy's origin labels and
+// annotation onto ConfigMaps of its own. The policy then prunes, for a
+// trigger deleted and for a trigger that no longer matches: its own
+// objects go, the stamped ones stay. Labels copied onto an object never
+// make Sprout delete it (a delete by proxy).
+func TestCopiedOriginIsNotPruned(t *testing.T) {
+	copiesOutliveAPrune(t, "pruneproof", "prune-proof", stamping)
+}
+
+// TestLostRecordIsNotRebuiltFromCopiedLabels: a policy from a folder loses
+// its record while Sprout is stopped, and a ServiceAccount stamps, on a
+// ConfigMap of its own, the policy's origin for a trigger the policy never
+// admitted (created before the policy began). The record is rebuilt from
+// the objects Sprout wrote alone: the copy admits nothing, and does not
+// move the policy's beginning back.
+func TestLostRecordIsNotRebuiltFromCopiedLabels(t *testing.T) {
+	copiesAdmitNothingToARebuild(t, "rebuildproof", "rebuild-proof", stamping)
+}
+
+// forge writes the origin of from onto the stamper's own ConfigMap name
+// (see ownWithOrigin) as Sprout writes it: a server-side apply under
+// Sprout's field manager, so that the managed fields say Sprout wrote the
+// origin. Only the proof it cannot write tells it apart.
 func forge(t *testing.T, cms typedcorev1.ConfigMapInterface, name string, from *corev1.ConfigMap, trigger types.UID) {
 	t.Helper()
-	ctx := context.Background()
-	own := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}, Data: map[string]string{"mine": "yes"}}
-	if _, err := cms.Create(ctx, own, metav1.CreateOptions{FieldManager: "stamper"}); err != nil {
-		t.Fatal(err)
-	}
-	labels := map[string]string{}
-	for k, v := range from.Labels {
-		labels[k] = v
-	}
-	if trigger != "" {
-		labels[sproutv1alpha1.LabelTriggerUID] = string(trigger)
-	}
-	patch, err := json.Marshal(map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": name, "labels": labels,
-		"annotations": map[string]string{sproutv1alpha1.AnnotationPolicy: from.Annotations[sproutv1alpha1.AnnotationPolicy]}}})
+	labels, annotations := ownWithOrigin(t, cms, name, from, trigger)
+	patch, err := json.Marshal(map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
+		"metadata": map[string]any{"name": name, "labels": labels, "annotations": annotations}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	forged, err := cms.Patch(ctx, name, types.ApplyPatchType, patch, metav1.PatchOptions{FieldManager: sproutv1alpha1.FieldManager, Force: new(true)})
+	forged, err := cms.Patch(context.Background(), name, types.ApplyPatchType, patch, metav1.PatchOptions{FieldManager: sproutv1alpha1.FieldManager, Force: new(true)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -228,37 +257,7 @@ func forge(t *testing.T, cms typedcorev1.ConfigMapInterface, name string, from *
 // stay. Managed fields are evidence, not a signature: pruning takes the
 // proof Sprout signed.
 func TestForgedManagedFieldsAreNotPruned(t *testing.T) {
-	startController(t)
-	tb := newTable(t, "forgedprune")
-	ctx := context.Background()
-	cms := stamper(t, tb)
-	tb.applyPolicy(derivedPolicy("forged-prune", "forgedprune", "out", "one", true, false))
-	t.Cleanup(func() { tb.deletePolicy("forged-prune") })
-	tb.trigger("a", "forgedprune", "a1")
-	tb.trigger("b", "forgedprune", "b1")
-	aOut := tb.waitFor("the policy's object for a", "a-out", exists)
-	bOut := tb.waitFor("the policy's object for b", "b-out", exists)
-
-	forge(t, cms, "mine-a", aOut, "")
-	forge(t, cms, "mine-b", bOut, "")
-	if err := cms.Delete(ctx, "mine-a", metav1.DeleteOptions{}); !apierrors.IsForbidden(err) {
-		t.Fatalf("the stamper deleting its own ConfigMap: %v, want Forbidden", err)
-	}
-
-	tb.delete("a") // its objects go
-	b := tb.get("b")
-	b.Labels["app"] = "elsewhere" // no longer matching: its objects go
-	if _, err := tb.kube.CoreV1().ConfigMaps(tb.ns).Update(ctx, b, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	tb.waitFor("the object of the deleted trigger to be pruned", "a-out", absent)
-	tb.waitFor("the object of the trigger no longer matching to be pruned", "b-out", absent)
-	tb.settle("forgedprune", 1) // a sync after both prunes
-	for _, name := range []string{"mine-a", "mine-b"} {
-		if cm := tb.get(name); cm == nil || cm.Data["mine"] != "yes" {
-			t.Errorf("%s, forged as the policy's by its managed fields, was pruned or written over: %v", name, cm)
-		}
-	}
+	copiesOutliveAPrune(t, "forgedprune", "forged-prune", forging)
 }
 
 // TestLostRecordIsNotRebuiltFromForgedManagedFields: a policy from a
@@ -268,58 +267,7 @@ func TestForgedManagedFieldsAreNotPruned(t *testing.T) {
 // rebuilt from the objects Sprout signed alone: the forgery admits
 // nothing, and does not move the policy's beginning back.
 func TestLostRecordIsNotRebuiltFromForgedManagedFields(t *testing.T) {
-	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "p.yaml"), []byte(derivedPolicy("forged-rebuild", "forgedrebuild", "out", "one", true, false)), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	fromDir := func(o *reconcile.Options) {
-		o.Sources = []sources.Source{sources.NewDirectory(dir, 100*time.Millisecond)}
-	}
-	const policy = "GeneratingPolicy/forged-rebuild"
-	tb := newTable(t, "forgedrebuild")
-	cms := stamper(t, tb)
-	tb.trigger("old", "forgedrebuild", "o1") // before the policy begins: never admitted
-	old := tb.get("old")
-	poll(t, "a second after the old trigger", func(context.Context) (bool, error) {
-		return time.Now().Truncate(time.Second).After(old.CreationTimestamp.Time), nil
-	})
-	runUntilSyncedWith(t, cfg, fromDir, policy) // the policy begins
-	tb.trigger("new", "forgedrebuild", "n1")
-	runUntilSyncedWith(t, cfg, fromDir, policy)
-	newOut := tb.get("new-out")
-	if newOut == nil || tb.get("old-out") != nil {
-		t.Fatalf("before the loss: new-out %v, old-out generated %v", newOut != nil, tb.get("old-out") != nil)
-	}
-	began := activated(t, "forged-rebuild")
-
-	// While stopped: the record goes, and the forgery names the old trigger.
-	forge(t, cms, "mine", newOut, old.UID)
-	if err := dynamic.NewForConfigOrDie(cfg).Resource(sproutv1alpha1.PolicyInventories).Delete(context.Background(), "gpol.forged-rebuild", metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	created := tb.get("new").CreationTimestamp.Time
-	poll(t, "a second after the new trigger", func(context.Context) (bool, error) {
-		return time.Now().Truncate(time.Second).After(created), nil
-	})
-	runController(t, fromDir)
-	tb.trigger("after", "forgedrebuild", "a1")
-	poll(t, "the record rebuilt", func(ctx context.Context) (bool, error) {
-		rec, err := dynamic.NewForConfigOrDie(cfg).Resource(sproutv1alpha1.PolicyInventories).Get(ctx, "gpol.forged-rebuild", metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			return false, nil
-		}
-		return err == nil && rec.GetLabels()[ledger.LabelRebuilding] == "", err
-	})
-	tb.settle("forgedrebuild", 1) // a sync after the rebuild
-	if tb.get("old-out") != nil {
-		t.Error("the forged managed fields admitted a trigger the policy never admitted: old-out was generated")
-	}
-	if at := activated(t, "forged-rebuild"); at.Before(began) {
-		t.Errorf("the policy's beginning moved back to %v, before it began (%v)", at, began)
-	}
-	if cm := tb.get("mine"); cm == nil || cm.Data["mine"] != "yes" {
-		t.Errorf("the forged ConfigMap was pruned or written over: %v", cm)
-	}
+	copiesAdmitNothingToARebuild(t, "forgedrebuild", "forged-rebuild", forging)
 }
 
 // TestForgedManagedFieldsDoNotExemptATrigger: a tenant creates their

@@ -21,7 +21,7 @@ func TestPolicyRecreatedAfterARestartDoesNotCrash(t *testing.T) {
 	first, stop := launchController(t, cfg, opts)
 	poll(t, "the first Sprout's caches", func(context.Context) (bool, error) { return first.Synced(), nil })
 	c := conformanceClient(t)
-	c.create(nosyncDeleteTriggerPolicy)
+	c.create(c.policy("generating-policies/clone/nosync/nosync-delete-trigger"))
 	c.create(sourceSecret("regcred"))
 	c.create(configMapIn("recreated-ns", "a"))
 	c.waitFor("the downstream", secretRef("recreated-ns", "regcred"), present)
@@ -29,12 +29,5 @@ func TestPolicyRecreatedAfterARestartDoesNotCrash(t *testing.T) {
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
-	c = newConformance(t)
-	c.create(generateOnTriggerDeletionPolicy)
-	c.create(sourceSecret("clone-generate-on-trigger-deletion"))
-	c.running("generate-networkpolicy")
-	c.create(configMapIn("recreated-ns", "b"))
-	c.delete(configMapRef("recreated-ns", "b"))
-	c.waitFor("the downstream generated on the trigger's deletion",
-		secretRef("recreated-ns", "clone-generate-on-trigger-deletion"), present)
+	newConformance(t).generateOnTriggerDeletion("recreated-ns", "b")
 }

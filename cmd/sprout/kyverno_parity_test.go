@@ -3,7 +3,6 @@ package main
 import (
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
 
@@ -18,6 +17,31 @@ import (
 // Namespaces, and exceptions, one of which lets the policy run and read
 // exceptions.allowedValues.
 const parityDir = "testdata/kyverno-parity"
+
+// copyParity copies parityDir, its CRDs too, to a new folder name, which
+// it returns, for a test to edit.
+func copyParity(t *testing.T, name string) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), name)
+	copyDir(t, parityDir, dir)
+	copyDir(t, filepath.Join(parityDir, "crds"), filepath.Join(dir, "crds"))
+	return dir
+}
+
+// appendToTest appends text to dir's kyverno-test.yaml.
+func appendToTest(t *testing.T, dir, text string) {
+	t.Helper()
+	f, err := os.OpenFile(filepath.Join(dir, "kyverno-test.yaml"), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString(text); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
 
 // TestSproutTestKyvernoParity: every result holds as kyverno test computes
 // it. team-setup clones a Secret found only in clusterResources, keeps the
@@ -43,9 +67,7 @@ func TestSproutTestKyvernoParity(t *testing.T) {
 // wants fail holds for an evaluation that errs, as in kyverno test, and one
 // that wants error for a trigger that passes fails.
 func TestSproutTestKyvernoParityFails(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "parity")
-	copyDir(t, parityDir, dir)
-	copyDir(t, filepath.Join(parityDir, "crds"), filepath.Join(dir, "crds"))
+	dir := copyParity(t, "parity")
 	edit := func(file, from, to string) {
 		t.Helper()
 		path := filepath.Join(dir, file)
@@ -69,21 +91,13 @@ func TestSproutTestKyvernoParityFails(t *testing.T) {
 	edit("kyverno-test.yaml", "result: error", "result: fail")
 	edit("kyverno-test.yaml", "resources: [lab/settings]\n  result: skip", "resources: [lab/settings]\n  result: error")
 
-	out, code := runTestCommand(t, dir)
-	if code != 1 {
-		t.Fatalf("exit %d, want 1:\n%s", code, out)
-	}
-	for _, re := range []string{
+	testFails(t, dir,
 		`team-setup +Namespace shop +pass +pass +FAIL`,
 		`(?s)FAIL \S+ team-setup Namespace shop:\nv1 ConfigMap/shop/team-info differs:.*\n\+  ownerReferences:`,
 		`owner-label +ConfigMap shop/settings +fail +error +PASS`,
 		`gold-quota +ConfigMap lab/settings +error +skip +FAIL`,
 		`6 tests, 4 passing, 2 failing`,
-	} {
-		if !regexp.MustCompile(re).MatchString(out) {
-			t.Errorf("the output does not match %q:\n%s", re, out)
-		}
-	}
+	)
 }
 
 // TestRenderKeepsOwnerReferences: render prints the ownerReferences a
@@ -132,16 +146,7 @@ func TestRenderKeepsOwnerReferences(t *testing.T) {
 func TestSproutTestRefusesChecks(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "checks")
 	copyDir(t, "testdata/kyverno-test/data", dir)
-	f, err := os.OpenFile(filepath.Join(dir, "kyverno-test.yaml"), os.O_APPEND|os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.WriteString("checks:\n- match: {policy: {name: team-settings}}\n  assert: {status: pass}\n"); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Close(); err != nil {
-		t.Fatal(err)
-	}
+	appendToTest(t, dir, "checks:\n- match: {policy: {name: team-settings}}\n  assert: {status: pass}\n")
 	out, code := runTestCommand(t, dir)
 	if code != 1 || !strings.Contains(out, "checks: 1 assertions on Kyverno's rule responses, which sprout test cannot run") {
 		t.Errorf("exit %d, want 1 and the checks named:\n%s", code, out)
@@ -152,32 +157,13 @@ func TestSproutTestRefusesChecks(t *testing.T) {
 // variables file, as in Kyverno: its namespaces label lab tier: gold, and
 // shop, which only the file labels, is gold no more.
 func TestSproutTestInlineValues(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "values")
-	copyDir(t, parityDir, dir)
-	copyDir(t, filepath.Join(parityDir, "crds"), filepath.Join(dir, "crds"))
-	f, err := os.OpenFile(filepath.Join(dir, "kyverno-test.yaml"), os.O_APPEND|os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.WriteString("values:\n  namespaces:\n  - metadata: {name: lab, labels: {tier: gold}}\n"); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Close(); err != nil {
-		t.Fatal(err)
-	}
-	out, code := runTestCommand(t, dir)
-	if code != 1 {
-		t.Fatalf("exit %d, want 1:\n%s", code, out)
-	}
-	for _, re := range []string{
+	dir := copyParity(t, "values")
+	appendToTest(t, dir, "values:\n  namespaces:\n  - metadata: {name: lab, labels: {tier: gold}}\n")
+	testFails(t, dir,
 		`gold-quota +ConfigMap shop/settings +pass +skip +FAIL`,
 		`gold-quota +ConfigMap lab/settings +skip +pass +FAIL`,
 		`6 tests, 4 passing, 2 failing`,
-	} {
-		if !regexp.MustCompile(re).MatchString(out) {
-			t.Errorf("the output does not match %q:\n%s", re, out)
-		}
-	}
+	)
 }
 
 // TestSproutTestSearchesHiddenFolders: kyverno test finds a
@@ -207,11 +193,7 @@ func TestSproutTestSearchesHiddenFolders(t *testing.T) {
 func TestSproutTestFailsAResultOfNoPolicy(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "typo")
 	copyDir(t, "testdata/kyverno-test/data", dir)
-	f, err := os.OpenFile(filepath.Join(dir, "kyverno-test.yaml"), os.O_APPEND|os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.WriteString(`- policy: team-setting
+	appendToTest(t, dir, `- policy: team-setting
   kind: Namespace
   resources: [scratch]
   result: skip
@@ -219,26 +201,13 @@ func TestSproutTestFailsAResultOfNoPolicy(t *testing.T) {
   kind: Namespace
   resources: [scratch]
   result: skip
-`); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Close(); err != nil {
-		t.Fatal(err)
-	}
-	out, code := runTestCommand(t, dir)
-	if code != 1 {
-		t.Fatalf("exit %d, want 1:\n%s", code, out)
-	}
-	for _, re := range []string{
+`)
+	testFails(t, dir,
 		`(?m)^\S+ +team-setting +Namespace scratch +skip +- +FAIL`,
 		`(?m)^\S+ +default/team-settings +Namespace scratch +skip +- +FAIL`,
 		`no policy team-setting among the test's policies`,
 		`4 tests, 2 passing, 2 failing`,
-	} {
-		if !regexp.MustCompile(re).MatchString(out) {
-			t.Errorf("the output does not match %q:\n%s", re, out)
-		}
-	}
+	)
 }
 
 // TestSproutTestTakesKyvernoTestFlags: the flags of a kyverno test command
@@ -263,14 +232,10 @@ func TestSproutTestTakesKyvernoTestFlags(t *testing.T) {
 	if code := exitCode(err); code != 1 {
 		t.Fatalf("exit %d (%v), want 1:\n%s", code, err, out)
 	}
-	for _, re := range []string{
+	outputMatches(t, out,
 		`(?m)^\S+gpol-test.yaml +team-settings +Namespace scratch +pass +skip +FAIL$`,
 		`3 tests, 2 passing, 1 failing`,
-	} {
-		if !regexp.MustCompile(re).MatchString(out) {
-			t.Errorf("the output does not match %q:\n%s", re, out)
-		}
-	}
+	)
 	if strings.Contains(out, "PASS") {
 		t.Errorf("--fail-only listed a passing row:\n%s", out)
 	}
@@ -317,17 +282,9 @@ results:
 			t.Fatal(err)
 		}
 	}
-	out, code := runTestCommand(t, dir)
-	if code != 1 {
-		t.Fatalf("exit %d, want 1:\n%s", code, out)
-	}
-	for _, re := range []string{
+	testFails(t, dir,
 		`annotated +Namespace shop +pass +pass +PASS`,
 		`annotated +Namespace lab +pass +pass +FAIL`,
 		`(?s)v1 ConfigMap/lab/cfg differs:.*-    example.com/owner: shop\n\+    example.com/owner: lab`,
-	} {
-		if !regexp.MustCompile(re).MatchString(out) {
-			t.Errorf("the output does not match %q:\n%s", re, out)
-		}
-	}
+	)
 }

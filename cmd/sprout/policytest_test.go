@@ -20,6 +20,28 @@ func runTestCommand(t *testing.T, dirs ...string) (string, int) {
 	return out, 0
 }
 
+// testFails runs `sprout test dir`, which must fail (exit 1), and checks
+// that its output matches every one of patterns (regular expressions).
+func testFails(t *testing.T, dir string, patterns ...string) {
+	t.Helper()
+	out, code := runTestCommand(t, dir)
+	if code != 1 {
+		t.Fatalf("exit %d, want 1:\n%s", code, out)
+	}
+	outputMatches(t, out, patterns...)
+}
+
+// outputMatches checks that out matches every one of patterns (regular
+// expressions).
+func outputMatches(t *testing.T, out string, patterns ...string) {
+	t.Helper()
+	for _, re := range patterns {
+		if !regexp.MustCompile(re).MatchString(out) {
+			t.Errorf("the output does not match %q:\n%s", re, out)
+		}
+	}
+}
+
 // testPasses runs `sprout test dir`, which must pass, and checks that its
 // table holds every one of lines.
 func testPasses(t *testing.T, dir string, lines ...string) {

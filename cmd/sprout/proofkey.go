@@ -50,13 +50,3 @@ func proofKey(ctx context.Context, kube kubernetes.Interface, namespace, name st
 	}
 	return key, nil
 }
-
-// proofKeySecret is the Secret, namespace and name, that holds the proof
-// key: the global context serves it to no urlPath entry
-// (globalctx.KeyHolder).
-type proofKeySecret struct{ namespace, name string }
-
-// Holds reports whether the Secret namespace/name holds the key.
-func (s proofKeySecret) Holds(namespace, name string) bool {
-	return s == proofKeySecret{namespace: namespace, name: name}
-}

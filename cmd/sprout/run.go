@@ -212,7 +212,8 @@ func newGlobalContext(cfg *rest.Config, opts reconcile.Options, ro runOptions, l
 	}
 	o := ro.globalContext
 	o.Client, o.API, o.HTTP, o.Logger = dyn, api.RESTClient(), opts.HTTP, log
-	o.ProofKey = proofKeySecret{namespace: leaseNamespace(ro), name: ro.proofKeySecret}
+	// The proof key's Secret: the global context serves it to no urlPath entry.
+	o.ProofKey = globalctx.KeySecret{Namespace: leaseNamespace(ro), Name: ro.proofKeySecret}
 	return globalctx.New(o), nil
 }
 

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/sprout-gitops/sprout/globalctx"
 )
 
 // Selector picks the results of a kyverno-test.yaml to run, as kyverno
@@ -51,47 +53,19 @@ func (s Selector) selects(r kyvernoResult) bool {
 		names = append(names, n.name)
 	}
 	for _, p := range s.policy {
-		if r.Policy != "" && !wildcardMatch(p, r.Policy) {
+		if r.Policy != "" && !globalctx.WildcardMatch(p, r.Policy) {
 			return false
 		}
 	}
 	for _, p := range s.rule {
-		if r.Rule != "" && !wildcardMatch(p, r.Rule) {
+		if r.Rule != "" && !globalctx.WildcardMatch(p, r.Rule) {
 			return false
 		}
 	}
 	for _, p := range s.resource {
-		if len(names) > 0 && !slices.ContainsFunc(names, func(n string) bool { return wildcardMatch(p, n) }) {
+		if len(names) > 0 && !slices.ContainsFunc(names, func(n string) bool { return globalctx.WildcardMatch(p, n) }) {
 			return false
 		}
 	}
 	return true
-}
-
-// wildcardMatch reports whether s matches pattern, where * matches any run
-// of characters and ? any one, as Kyverno's wildcards. It backtracks only
-// to the last star, so its time is linear in their product at worst.
-func wildcardMatch(pattern, s string) bool {
-	p, str := []rune(pattern), []rune(s)
-	pi, si, star, mark := 0, 0, -1, 0
-	for si < len(str) {
-		switch {
-		case pi < len(p) && (p[pi] == '?' || p[pi] == str[si]):
-			pi++
-			si++
-		case pi < len(p) && p[pi] == '*':
-			star, mark = pi, si
-			pi++
-		case star >= 0:
-			pi = star + 1
-			mark++
-			si = mark
-		default:
-			return false
-		}
-	}
-	for pi < len(p) && p[pi] == '*' {
-		pi++
-	}
-	return pi == len(p)
 }
