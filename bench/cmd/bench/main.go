@@ -93,6 +93,7 @@ func main() {
 	var timeout, steady, scaleDuration, tenants time.Duration
 	var scaleSizes string
 	out := flag.String("out", "bench/results/latest.json", "where the JSON results are written")
+	report := flag.String("report", "", "print the report of a results file written before, such as bench/results/latest.json, and run nothing")
 	keep := flag.Bool("keep", false, "keep the temporary folder with the binaries, kubeconfigs, controller logs and profiles")
 	flag.IntVar(&p.Namespaces, "namespaces", 10000, "scenarios 1, 3 and 7: how many Namespaces exist before the controller starts")
 	flag.IntVar(&p.Rounds, "rounds", 3, "scenario 1: how many times (a), (b), the baseline and sprout each run, interleaved; the figures are the medians")
@@ -136,12 +137,35 @@ func main() {
 		_ = os.Setenv("KUBEBUILDER_CONTROLPLANE_START_TIMEOUT", "2m")
 	}
 
+	if *report != "" {
+		if err := printReport(*report); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, p, timeout, *out, *keep); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
+}
+
+// printReport prints the report of the results in file, judged again.
+func printReport(file string) error {
+	raw, err := os.ReadFile(file)
+	if err != nil {
+		return err
+	}
+	var r result
+	if err := json.Unmarshal(raw, &r); err != nil {
+		return fmt.Errorf("%s: %w", file, err)
+	}
+	r.Targets = nil
+	r.judge()
+	r.print(os.Stdout)
+	return nil
 }
 
 func run(ctx context.Context, p params, timeout time.Duration, out string, keep bool) error {

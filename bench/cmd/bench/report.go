@@ -146,6 +146,7 @@ func (r *result) print(w io.Writer) {
 	}
 	r.printComparison(w)
 	r.printScaleRounds(w)
+	r.printLevel(w)
 	r.printProfiles(w)
 	fmt.Fprintln(w)
 	t := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)

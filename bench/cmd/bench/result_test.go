@@ -116,3 +116,15 @@ func TestScaleMedian(t *testing.T) {
 			z.Baseline.Steady.Latency.P99Ms, z.Sprout.Steady.PeakRSSMiB)
 	}
 }
+
+// A figure against the baseline is judged by its worst round: one met by
+// the medians but not by every round is not met by more than the noise.
+func TestLevelJudgedByTheWorstRound(t *testing.T) {
+	f := levelFigure{baseline: 10, mine: 11, rounds: []float64{1.1, 1.3, 1.0}}
+	if got := f.worst(); got != 1.3 {
+		t.Errorf("worst of rounds 1.1, 1.3, 1.0 with medians at 1.1: %.2f, want 1.30", got)
+	}
+	if got := (levelFigure{baseline: 10, mine: 11}).worst(); got != 1.1 {
+		t.Errorf("worst of one run at 1.1: %.2f", got)
+	}
+}

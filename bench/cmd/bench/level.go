@@ -1,0 +1,101 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+)
+
+// levelTarget is issue #44's: every figure of sprout's within this ratio
+// of the baseline's (the minimal controller), lower being better.
+const levelTarget = 1.2
+
+// levelFigure is one figure of the comparison with the baseline: the
+// median rounds' values and the ratio of each round, one after the other
+// on the same machine.
+type levelFigure struct {
+	name, unit     string
+	baseline, mine float64
+	rounds         []float64
+}
+
+// worst is the highest ratio of the rounds, or the medians' when there is
+// one round: a target is met only if every round meets it, so that it is
+// met by more than the spread of the rounds.
+func (f levelFigure) worst() float64 {
+	w := ratio(f.mine, f.baseline)
+	for _, r := range f.rounds {
+		w = max(w, r)
+	}
+	return w
+}
+
+// levelFigures are the figures issue #44 compares: start-up, steady p99,
+// CPU per event and peak RSS at each size of scenario 10, the cold CPU per
+// object and peak RSS of scenario 1, and scenario 2's steady figures.
+func (r *result) levelFigures() []levelFigure {
+	var out []levelFigure
+	if r.ran("cold") {
+		c := r.Cold
+		cpu := levelFigure{name: "1 cold: CPU per created object", unit: "ms", baseline: c.Baseline.cpuMsPerObject(), mine: c.Sprout.cpuMsPerObject()}
+		rss := levelFigure{name: "1 cold: peak RSS", unit: "MiB", baseline: c.Baseline.PeakRSSMiB, mine: c.Sprout.PeakRSSMiB}
+		for _, rd := range c.EachRound {
+			cpu.rounds = append(cpu.rounds, ratio(rd.Sprout.cpuMsPerObject(), rd.Baseline.cpuMsPerObject()))
+			rss.rounds = append(rss.rounds, ratio(rd.Sprout.PeakRSSMiB, rd.Baseline.PeakRSSMiB))
+		}
+		out = append(out, cpu, rss)
+	}
+	if r.ran("steady") {
+		b, s := r.Steady.Baseline, r.Steady.Sprout
+		out = append(out,
+			levelFigure{name: "2 steady Namespaces: created → seen p99", unit: "ms", baseline: b.Latency.P99Ms, mine: s.Latency.P99Ms},
+			levelFigure{name: "2 steady Namespaces: CPU", unit: "s", baseline: b.CPUSeconds, mine: s.CPUSeconds})
+	}
+	for _, z := range r.Scale {
+		sc := fmt.Sprintf("10 scale %d: ", z.Triggers)
+		figs := []struct {
+			name, unit string
+			get        func(scaleRun) float64
+		}{
+			{"first copy after start", "s", func(s scaleRun) float64 { return s.Cold.FirstSeconds }},
+			{"created → copy seen p99", "ms", func(s scaleRun) float64 { return s.Steady.Latency.P99Ms }},
+			{"CPU per event", "ms", func(s scaleRun) float64 { return s.CPUMsPerEvent }},
+			{"peak RSS", "MiB", func(s scaleRun) float64 { return max(s.Cold.PeakRSSMiB, s.Steady.PeakRSSMiB) }},
+		}
+		for _, g := range figs {
+			f := levelFigure{name: sc + g.name, unit: g.unit, baseline: g.get(z.Baseline), mine: g.get(z.Sprout)}
+			if len(z.EachRound) > 1 {
+				for _, rd := range z.EachRound {
+					f.rounds = append(f.rounds, ratio(g.get(rd.Sprout), g.get(rd.Baseline)))
+				}
+			}
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// printLevel is issue #44's table: each figure against the baseline's,
+// with the ratio of every round, judged by the worst.
+func (r *result) printLevel(w io.Writer) {
+	figs := r.levelFigures()
+	if len(figs) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\nagainst the baseline (issue #44: each figure within %.1fx in every round)\n", levelTarget)
+	t := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(t, "figure\t(c) baseline\tsprout\tsprout/(c)\teach round\t")
+	for _, f := range figs {
+		var rounds []string
+		for _, x := range f.rounds {
+			rounds = append(rounds, fmt.Sprintf("%.2f", x))
+		}
+		verdict := "met"
+		if f.worst() > levelTarget {
+			verdict = "MISSED"
+		}
+		fmt.Fprintf(t, "%s\t%.2f %s\t%.2f %s\t%.2f\t%s\t%s\n", f.name, f.baseline, f.unit, f.mine, f.unit, ratio(f.mine, f.baseline), strings.Join(rounds, ", "), verdict)
+	}
+	_ = t.Flush()
+}
