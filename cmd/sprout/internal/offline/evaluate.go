@@ -182,10 +182,19 @@ func namespaceLister(objs []*unstructured.Unstructured, given []*corev1.Namespac
 // as a policy folder is (sources.ReadFiles), and the PolicyExceptions among
 // them, compiled, as a folder source carries them.
 func ReadPolicies(paths []string) ([]apiv1.Policy, []sources.Exception, error) {
+	return readPolicies(paths, func(data []byte) ([]byte, error) { return data, nil })
+}
+
+// readPolicies is ReadPolicies, decoding what keep leaves of each file.
+func readPolicies(paths []string, keep func(data []byte) ([]byte, error)) ([]apiv1.Policy, []sources.Exception, error) {
 	var out []apiv1.Policy
 	var exceptions []sources.Exception
 	err := eachFile(paths, sources.PolicyLimits, func(path string, data []byte) error {
-		ps, es, err := apiv1.DecodeWithExceptions(data)
+		kept, err := keep(data)
+		if err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		ps, es, err := apiv1.DecodeWithExceptions(kept)
 		if err != nil {
 			return fmt.Errorf("%s: %w", path, err)
 		}

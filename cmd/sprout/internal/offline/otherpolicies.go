@@ -37,24 +37,8 @@ type otherPolicies map[string]string
 // passes over the documents of otherPolicyKinds, which it returns by name,
 // rather than failing the whole test on them.
 func readTestPolicies(paths []string) ([]apiv1.Policy, []sources.Exception, otherPolicies, error) {
-	var out []apiv1.Policy
-	var exceptions []sources.Exception
 	others := otherPolicies{}
-	err := eachFile(paths, sources.PolicyLimits, func(path string, data []byte) error {
-		kept, err := takeOtherPolicies(data, others)
-		if err != nil {
-			return fmt.Errorf("%s: %w", path, err)
-		}
-		ps, es, err := apiv1.DecodeWithExceptions(kept)
-		if err != nil {
-			return fmt.Errorf("%s: %w", path, err)
-		}
-		out = append(out, ps...)
-		for _, e := range es {
-			exceptions = append(exceptions, sources.CompileException(e, path))
-		}
-		return nil
-	})
+	out, exceptions, err := readPolicies(paths, func(data []byte) ([]byte, error) { return takeOtherPolicies(data, others) })
 	return out, exceptions, others, err
 }
 
