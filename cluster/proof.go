@@ -126,16 +126,14 @@ func (k *ProofKey) mac(o origin, out []byte) {
 // proof of its identity and origin. An object without a policy
 // annotation, or a k without a key, gets none.
 func (k *ProofKey) Sign(obj *unstructured.Unstructured) {
-	annotations := obj.GetAnnotations()
-	policy := annotations[sproutv1alpha1.AnnotationPolicy]
+	policy := Annotation(obj, sproutv1alpha1.AnnotationPolicy)
 	if !k.Keyed() || policy == "" {
 		return
 	}
 	proof := make([]byte, encodedProofBytes)
 	k.mac(origin{gk: KindOf(obj).GroupKind(), namespace: obj.GetNamespace(), name: obj.GetName(),
-		policy: policy, triggerUID: obj.GetLabels()[sproutv1alpha1.LabelTriggerUID], chain: annotations[sproutv1alpha1.AnnotationChain]}, proof)
-	annotations[AnnotationProof] = string(proof)
-	obj.SetAnnotations(annotations)
+		policy: policy, triggerUID: Label(obj, sproutv1alpha1.LabelTriggerUID), chain: Annotation(obj, sproutv1alpha1.AnnotationChain)}, proof)
+	OwnStrings(obj, "annotations", 0)[AnnotationProof] = string(proof)
 }
 
 // proves reports whether proof, an object's AnnotationProof, proves o, of

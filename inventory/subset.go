@@ -19,15 +19,12 @@ import (
 // to.
 func Stamp(obj *unstructured.Unstructured) {
 	digest := appliedDigest(obj)
-	annotations := obj.GetAnnotations()
-	if annotations[sproutv1alpha1.AnnotationApplied] == digest {
+	if cluster.Annotation(obj, sproutv1alpha1.AnnotationApplied) == digest {
 		return
 	}
-	if annotations == nil {
-		annotations = map[string]string{}
+	if annotations := cluster.OwnStrings(obj, "annotations", 0); annotations != nil {
+		annotations[sproutv1alpha1.AnnotationApplied] = digest
 	}
-	annotations[sproutv1alpha1.AnnotationApplied] = digest
-	obj.SetAnnotations(annotations)
 }
 
 // appliedDigest digests obj without its sproutv1alpha1.AnnotationApplied,
@@ -36,14 +33,16 @@ func Stamp(obj *unstructured.Unstructured) {
 // so a plan, which holds no key, stamps as the controller does.
 func appliedDigest(obj *unstructured.Unstructured) string {
 	object := obj.Object
-	if annotations, ok, _ := unstructured.NestedMap(obj.Object, "metadata", "annotations"); ok {
+	metadata, _ := obj.Object["metadata"].(map[string]any)
+	if annotations, ok := metadata["annotations"].(map[string]any); ok {
 		_, stamped := annotations[sproutv1alpha1.AnnotationApplied]
 		_, signed := annotations[cluster.AnnotationProof]
 		if stamped || signed {
 			// A shallow copy down to the annotations, without the stamp.
-			delete(annotations, sproutv1alpha1.AnnotationApplied) // annotations is NestedMap's deep copy
+			annotations = maps.Clone(annotations)
+			delete(annotations, sproutv1alpha1.AnnotationApplied)
 			delete(annotations, cluster.AnnotationProof)
-			metadata := maps.Clone(obj.Object["metadata"].(map[string]any))
+			metadata := maps.Clone(metadata)
 			if len(annotations) == 0 {
 				delete(metadata, "annotations")
 			} else {

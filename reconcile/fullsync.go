@@ -22,7 +22,7 @@ type fullSync struct{ s *syncer }
 func (f fullSync) match(run *syncRun) (bool, error) {
 	s := f.s
 	s.states.Of(run.key).SetTally(nil)
-	s.metrics.Syncs.WithLabelValues(run.key.String(), "full").Inc()
+	s.metrics.CountSync(run.key.String(), false)
 	run.phase = s.metrics.Phases()
 	triggers, unmatched, err := s.matcher.matchingTriggers(run.cp)
 	if errors.Is(err, errWaiting) {
@@ -59,7 +59,7 @@ func (f fullSync) keep(run *syncRun, g *generation, changes inventory.ChangeSet,
 func (f fullSync) applied(run *syncRun, g *generation) {
 	s := f.s
 	if run.cp.Policy.PolicySpec().Synchronize() {
-		s.metrics.Settled.WithLabelValues(run.key.String()).Set(float64(g.settled))
+		s.metrics.SetSettled(run.key.String(), g.settled)
 	}
 	for _, uid := range run.unmatched {
 		g.failed.Insert(string(uid))

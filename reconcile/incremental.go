@@ -85,7 +85,7 @@ func (i *incrementalSync) match(run *syncRun) (bool, error) {
 	}
 	i.dirty = dirty
 	s.tell.UnreportDirty(run.cp, dirty, triggers)
-	s.metrics.Syncs.WithLabelValues(run.key.String(), "incremental").Inc()
+	s.metrics.CountSync(run.key.String(), true)
 	run.phase.Done("match")
 	run.triggers, run.incremental = triggers, true
 	return true, nil
@@ -124,7 +124,7 @@ func (i *incrementalSync) prune(ctx context.Context, run *syncRun, w writer, g *
 	t.Since += len(i.dirty)
 	g.matched, g.objects = t.Matched, t.Objects
 	if run.cp.Policy.PolicySpec().Synchronize() {
-		s.metrics.Settled.WithLabelValues(run.key.String()).Set(float64(t.Settled))
+		s.metrics.SetSettled(run.key.String(), t.Settled)
 	}
 	return changes, pruneErr
 }

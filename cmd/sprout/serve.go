@@ -12,15 +12,26 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	clientmetrics "k8s.io/client-go/tools/metrics"
 )
 
 // newRegistry returns the registry `sprout run` serves: the controller's
-// series plus the Go runtime's and the process's.
+// series plus the Go runtime's and the process's. client-go's count of
+// requests by code, method and host is turned off: controller-runtime's
+// init hands it a counter in controller-runtime's own registry, which
+// nothing serves, and it looked the counter up by its labels on every
+// request (docs/decisions.md).
 func newRegistry() *prometheus.Registry {
+	clientmetrics.RequestResult = noRequestResults{}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return reg
 }
+
+// noRequestResults counts nothing, as client-go does by default.
+type noRequestResults struct{}
+
+func (noRequestResults) Increment(context.Context, string, string, string) {}
 
 // metricsHandler serves reg at /metrics, uncompressed: the page is small,
 // and a gzip compressor, kept between scrapes, holds far more memory than

@@ -1,10 +1,15 @@
 package main
 
 import (
+	"context"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	clientmetrics "k8s.io/client-go/tools/metrics"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 )
 
 func TestProfilesOnlyOnThePprofHandler(t *testing.T) {
@@ -43,5 +48,17 @@ func TestMetricsUncompressed(t *testing.T) {
 	}
 	if !strings.Contains(rec.Body.String(), "go_goroutines") {
 		t.Errorf("GET /metrics: no go_goroutines series in\n%.300s", rec.Body.String())
+	}
+}
+
+// TestRequestsAreNotCountedForNobody: controller-runtime's init makes
+// client-go count every request in a registry `sprout run` does not serve;
+// newRegistry turns that count off.
+func TestRequestsAreNotCountedForNobody(t *testing.T) {
+	newRegistry()
+	clientmetrics.RequestResult.Increment(context.Background(), "200", http.MethodGet, "127.0.0.1")
+	n, err := testutil.GatherAndCount(crmetrics.Registry, "rest_client_requests_total")
+	if err != nil || n != 0 {
+		t.Fatalf("rest_client_requests_total: %d series (%v), want none", n, err)
 	}
 }

@@ -206,8 +206,10 @@ func (e *Evaluator) labelled(cp *policy.Compiled, t policy.Trigger, u *unstructu
 			// the next policy to be bounded by (reconcile/chain.go).
 			inventory.MarkChain(o, chain)
 		}
-		e.cfg.Proof.Sign(o)
+		// Stamped first: the digest leaves the proof out, and one made
+		// before there is a proof copies no annotations.
 		inventory.Stamp(o)
+		e.cfg.Proof.Sign(o)
 	}
 	return objs
 }

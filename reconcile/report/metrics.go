@@ -1,6 +1,7 @@
 package report
 
 import (
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -28,6 +29,96 @@ type Metrics struct {
 	SourceReady     *prometheus.GaugeVec
 	SourcePolicies  *prometheus.GaugeVec
 	SourceRevision  *prometheus.GaugeVec
+
+	// series are each policy's children of the vectors above, looked up
+	// once: a sync counts in a dozen of them, and a lookup by label values
+	// hashes them every time. Forget drops a policy's.
+	mu     sync.Mutex
+	series map[string]*policySeries
+	phases sync.Map // phase name → prometheus.Observer
+}
+
+// policySeries are one policy's children of the vectors counted at every
+// sync; the others are made at their first use, as WithLabelValues would.
+type policySeries struct {
+	policy            string
+	duration          prometheus.Observer
+	evaluated, reused prometheus.Counter
+	mu                sync.Mutex
+	lazy              map[lazySeries]prometheus.Collector
+}
+
+// lazySeries names a child made at its first use: its vector and its
+// second label value, if any.
+type lazySeries struct {
+	vec   prometheus.Collector
+	label string
+}
+
+// child returns the child of vec for the policy and label, made at its
+// first use.
+func (p *policySeries) child(vec interface {
+	prometheus.Collector
+	GetMetricWithLabelValues(...string) (prometheus.Metric, error)
+}, label ...string) prometheus.Metric {
+	k := lazySeries{vec: vec}
+	if len(label) > 0 {
+		k.label = label[0]
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if c, ok := p.lazy[k]; ok {
+		return c.(prometheus.Metric)
+	}
+	c, err := vec.GetMetricWithLabelValues(append([]string{p.policy}, label...)...)
+	if err != nil {
+		panic(err) // the label counts are this file's
+	}
+	p.lazy[k] = c.(prometheus.Collector)
+	return c
+}
+
+// of returns policy's series, made at its first sync.
+func (m *Metrics) of(policy string) *policySeries {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if p, ok := m.series[policy]; ok {
+		return p
+	}
+	p := &policySeries{policy: policy, duration: m.syncDuration.WithLabelValues(policy),
+		evaluated: m.evaluations.WithLabelValues(policy, "evaluated"), reused: m.evaluations.WithLabelValues(policy, "reused"),
+		lazy: map[lazySeries]prometheus.Collector{}}
+	m.series[policy] = p
+	return p
+}
+
+// CountSync counts a sync of policy that got past its snapshot, full or
+// incremental.
+func (m *Metrics) CountSync(policy string, incremental bool) {
+	mode := "full"
+	if incremental {
+		mode = "incremental"
+	}
+	m.of(policy).child(counterVec{m.Syncs}, mode).(prometheus.Counter).Inc()
+}
+
+// SetSettled sets how many desired objects policy's kept evaluations hold
+// settled.
+func (m *Metrics) SetSettled(policy string, n int) {
+	m.of(policy).child(gaugeVec{m.Settled}).(prometheus.Gauge).Set(float64(n))
+}
+
+// counterVec and gaugeVec give the vectors one method to make a child by.
+type counterVec struct{ *prometheus.CounterVec }
+
+func (v counterVec) GetMetricWithLabelValues(lvs ...string) (prometheus.Metric, error) {
+	return v.CounterVec.GetMetricWithLabelValues(lvs...)
+}
+
+type gaugeVec struct{ *prometheus.GaugeVec }
+
+func (v gaugeVec) GetMetricWithLabelValues(lvs ...string) (prometheus.Metric, error) {
+	return v.GaugeVec.GetMetricWithLabelValues(lvs...)
 }
 
 // NewMetrics makes the series, registered on reg when it is not nil.
@@ -67,7 +158,8 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "sprout_syncs_total",
 			Help: "Syncs of a policy that got past its snapshot, by mode: full (every trigger), or incremental (only the triggers changed since the last).",
 		}, []string{"policy", "mode"}),
-		Queue: newQueueMetrics(),
+		Queue:  newQueueMetrics(),
+		series: map[string]*policySeries{},
 
 		SourceChecks: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sprout_source_checks_total",
@@ -144,31 +236,34 @@ func (g informerObjects) Collect(ch chan<- prometheus.Metric) {
 
 // ObserveEvaluations counts one sync's evaluations.
 func (m *Metrics) ObserveEvaluations(policy string, evaluated, reused int) {
-	m.evaluations.WithLabelValues(policy, "evaluated").Add(float64(evaluated))
-	m.evaluations.WithLabelValues(policy, "reused").Add(float64(reused))
+	p := m.of(policy)
+	p.evaluated.Add(float64(evaluated))
+	p.reused.Add(float64(reused))
 }
 
 // ObserveSync counts one sync of a policy: its duration, the reason of
 // its failure (none: ""), what it did to each object and how many
 // evaluations failed.
 func (m *Metrics) ObserveSync(policy string, seconds float64, reason string, changes inventory.ChangeSet, evalErr error) {
-	m.syncDuration.WithLabelValues(policy).Observe(seconds)
+	p := m.of(policy)
+	p.duration.Observe(seconds)
 	if reason != "" {
-		m.syncErrors.WithLabelValues(policy, reason).Inc()
+		p.child(counterVec{m.syncErrors}, reason).(prometheus.Counter).Inc()
 	}
-	counts := map[inventory.Action]int{}
-	for _, ch := range changes.Changes {
-		counts[ch.Action]++
-	}
-	for action, n := range counts {
-		m.objects.WithLabelValues(policy, string(action)).Add(float64(n))
+	// Consecutive changes of one action are added at once.
+	for i := 0; i < len(changes.Changes); {
+		action, n := changes.Changes[i].Action, 0
+		for ; i < len(changes.Changes) && changes.Changes[i].Action == action; i++ {
+			n++
+		}
+		p.child(counterVec{m.objects}, string(action)).(prometheus.Counter).Add(float64(n))
 	}
 	if evalErr != nil {
 		n := 1
 		if joined, ok := evalErr.(interface{ Unwrap() []error }); ok {
 			n = len(joined.Unwrap())
 		}
-		m.evaluationErrors.WithLabelValues(policy).Add(float64(n))
+		p.child(counterVec{m.evaluationErrors}).(prometheus.Counter).Add(float64(n))
 	}
 }
 
@@ -199,12 +294,19 @@ func (p *Phases) Done(phase string) {
 // Observe records the time each phase took.
 func (p *Phases) Observe() {
 	for _, name := range p.names {
-		p.m.phaseDuration.WithLabelValues(name).Observe(p.spent[name].Seconds())
+		o, ok := p.m.phases.Load(name)
+		if !ok {
+			o, _ = p.m.phases.LoadOrStore(name, p.m.phaseDuration.WithLabelValues(name))
+		}
+		o.(prometheus.Observer).Observe(p.spent[name].Seconds())
 	}
 }
 
 // Forget drops the series of a policy that is gone.
 func (m *Metrics) Forget(policy string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.series, policy)
 	for _, v := range []interface {
 		DeletePartialMatch(prometheus.Labels) int
 	}{m.syncDuration, m.syncErrors, m.objects, m.evaluationErrors, m.evaluations, m.Settled, m.Syncs} {
