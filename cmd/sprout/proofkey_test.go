@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -51,6 +52,21 @@ func TestProofKeyIsMadeOnceAndKept(t *testing.T) {
 	asSprout := rest.CopyConfig(cp.Config)
 	asSprout.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + ns + ":sprout"}
 	sprout := kubernetes.NewForConfigOrDie(asSprout)
+	// The API server's authorizer reads RBAC from its own caches: the
+	// binding holds once it says so.
+	for _, attrs := range []authorizationv1.ResourceAttributes{
+		{Namespace: ns, Verb: "get", Resource: "secrets", Name: defaultProofKeySecret},
+		{Namespace: ns, Verb: "create", Resource: "secrets"},
+	} {
+		review := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+			User: asSprout.Impersonate.UserName, ResourceAttributes: &attrs}}
+		if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+			got, err := admin.AuthorizationV1().SubjectAccessReviews().Create(ctx, review, metav1.CreateOptions{})
+			return err == nil && got.Status.Allowed, err
+		}); err != nil {
+			t.Fatalf("the binding of %s %s: %v", attrs.Verb, attrs.Resource, err)
+		}
+	}
 
 	first, err := proofKey(ctx, sprout, ns, defaultProofKeySecret)
 	if err != nil {
