@@ -55,7 +55,9 @@ type Object struct {
 	// for generated objects only.
 	onDelete, clone, createHeld, written bool
 	// originWritten: Sprout wrote the labels and annotation that name its
-	// origin (OriginWritten); read with the managed fields.
+	// origin (OriginWritten); read with the managed fields, except from a
+	// protobuf watch when the proof proves the origin: every reader asks
+	// for either.
 	originWritten bool
 	// proven: its AnnotationProof proves its identity and origin
 	// (proof.go); verified once, at decode.
@@ -226,7 +228,9 @@ func (o *Object) Written() bool { return o.written }
 // it carries, the managed-by label among them, to an entry of Sprout's
 // (OriginWritten). Such an object is a policy's to write over: the labels
 // alone may have been copied by anyone who may patch it. To prune it or
-// claim it takes its proof (Proven): managed fields can be forged.
+// claim it takes its proof (Proven): managed fields can be forged. It
+// is not read, and false, for an object from a protobuf watch whose
+// proof proves its origin: a caller asks for OriginWritten or Proven.
 func (o *Object) OriginWritten() bool { return o.originWritten }
 
 // Proven reports whether the object's proof (AnnotationProof) proves its

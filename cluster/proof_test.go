@@ -171,3 +171,81 @@ func TestVerifyingAProofAllocatesNothing(t *testing.T) {
 		t.Errorf("verifying a proof allocates %v times", n)
 	}
 }
+
+// TestOriginWrittenOrProvenIsReadAlikeEverywhere: the readers of an
+// object's origin (a decision to write over it, whether it left its
+// origin) ask whether Sprout wrote the origin or its proof proves it. A
+// protobuf watch does not decode the managed fields of an object whose
+// proof proves its origin; the answer is the same in every form, and the
+// managed fields are still read where the proof proves nothing.
+func TestOriginWrittenOrProvenIsReadAlikeEverywhere(t *testing.T) {
+	key := proofKey(t, 1)
+	for _, tt := range []struct {
+		name              string
+		manager           string
+		sign              bool
+		written, provenOK bool
+	}{
+		{"signed, written by Sprout", sproutv1alpha1.FieldManager, true, true, true},
+		{"signed, origin written by another", "kubectl", true, false, true},
+		{"unsigned, written by Sprout", sproutv1alpha1.FieldManager, false, true, false},
+		{"unsigned, origin written by another", "kubectl", false, false, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			obj := appliedConfigMap()
+			obj.SetManagedFields([]metav1.ManagedFieldsEntry{managedBy(tt.manager, metav1.ManagedFieldsOperationApply, originFieldsV1)})
+			if tt.sign {
+				key.Sign(obj)
+			}
+			typed := &corev1.ConfigMap{}
+			if err := k8sruntime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, typed); err != nil {
+				t.Fatal(err)
+			}
+			fromProtobuf, err := Generated(nil).WithProof(key).identityOf(typed)
+			if err != nil {
+				t.Fatal(err)
+			}
+			raw, err := json.Marshal(obj.Object)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fromJSON, err := Generated(nil).WithProof(key).FromJSON(raw)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for how, o := range map[string]*Object{"protobuf": fromProtobuf, "JSON": fromJSON} {
+				if o.Proven() != tt.provenOK || (o.OriginWritten() || o.Proven()) != (tt.written || tt.provenOK) {
+					t.Errorf("from %s: proven %v, origin written %v; want proven %v, written or proven %v",
+						how, o.Proven(), o.OriginWritten(), tt.provenOK, tt.written || tt.provenOK)
+				}
+				if !tt.provenOK && o.OriginWritten() != tt.written {
+					t.Errorf("from %s without a proof: origin written %v, want %v", how, o.OriginWritten(), tt.written)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkProvenWatchEvent measures what a protobuf watch reads of a
+// generated object Sprout wrote and signed, its content aside: its
+// identity and whether its origin is Sprout's.
+func BenchmarkProvenWatchEvent(b *testing.B) {
+	key, err := NewProofKey(bytes.Repeat([]byte{1}, MinProofKeyBytes))
+	if err != nil {
+		b.Fatal(err)
+	}
+	obj := appliedConfigMap()
+	obj.SetManagedFields([]metav1.ManagedFieldsEntry{managedBy(sproutv1alpha1.FieldManager, metav1.ManagedFieldsOperationApply, originFieldsV1)})
+	key.Sign(obj)
+	typed := &corev1.ConfigMap{}
+	if err := k8sruntime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, typed); err != nil {
+		b.Fatal(err)
+	}
+	f := Generated(nil).WithProof(key)
+	b.ReportAllocs()
+	for b.Loop() {
+		if o, err := f.identityOf(typed); err != nil || !o.Proven() {
+			b.Fatal("not proven", err)
+		}
+	}
+}

@@ -212,10 +212,16 @@ func (f Form) identityOf(obj runtime.Object) (*Object, error) {
 		clone:           clone,
 		createHeld:      slices.ContainsFunc(m.GetManagedFields(), IsCreateEntry),
 		written:         slices.ContainsFunc(m.GetManagedFields(), IsSproutEntry),
-		originWritten:   OriginWritten(m.GetManagedFields(), labels, annotations),
 		intact:          originIntact(policy, labels[sproutv1alpha1.LabelPolicyName], labels[sproutv1alpha1.LabelPolicyNamespace]),
 	}
-	o.proven = f.proof.proves(annotations[AnnotationProof], o.origin(annotations[sproutv1alpha1.AnnotationChain]), labels[sproutv1alpha1.LabelManagedBy] != "", o.originWritten)
+	proof, origin, managedBy := annotations[AnnotationProof], o.origin(annotations[sproutv1alpha1.AnnotationChain]), labels[sproutv1alpha1.LabelManagedBy] != ""
+	// A proof that proves the origin answers every question the managed
+	// fields would (OriginWritten): they are not decoded, at every event
+	// of every object Sprout signed.
+	if o.proven = f.proof.Keyed() && f.proof.proves(proof, origin, managedBy, false); !o.proven {
+		o.originWritten = OriginWritten(m.GetManagedFields(), labels, annotations)
+		o.proven = f.proof.proves(proof, origin, managedBy, o.originWritten)
+	}
 	return o, nil
 }
 
