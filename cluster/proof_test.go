@@ -24,10 +24,10 @@ func proofKey(t *testing.T, b byte) *ProofKey {
 	return k
 }
 
-// provenEverywhere returns whether obj is proven under k in each form a
-// cache makes an Object of it: of a list's maps, of a watch's JSON, of a
-// protobuf watch's typed object, and as a trigger.
-func provenEverywhere(t *testing.T, k *ProofKey, obj *unstructured.Unstructured) map[string]bool {
+// everyForm returns the Object a cache under k makes of obj in each of
+// its forms: of a list's maps, of a watch's JSON, of a protobuf watch's
+// typed object, and as a trigger.
+func everyForm(t *testing.T, k *ProofKey, obj *unstructured.Unstructured) map[string]*Object {
 	t.Helper()
 	typed := &corev1.ConfigMap{}
 	if err := k8sruntime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, typed); err != nil {
@@ -53,7 +53,18 @@ func provenEverywhere(t *testing.T, k *ProofKey, obj *unstructured.Unstructured)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return map[string]bool{"maps": fromMaps.Proven(), "JSON": fromJSON.Proven(), "typed": fromProtobuf.Proven(), "trigger": trigger.Proven()}
+	return map[string]*Object{"maps": fromMaps, "JSON": fromJSON, "typed": fromProtobuf, "trigger": trigger}
+}
+
+// provenEverywhere returns whether obj is proven under k in each form a
+// cache makes an Object of it (everyForm).
+func provenEverywhere(t *testing.T, k *ProofKey, obj *unstructured.Unstructured) map[string]bool {
+	t.Helper()
+	proven := map[string]bool{}
+	for how, o := range everyForm(t, k, obj) {
+		proven[how] = o.Proven()
+	}
+	return proven
 }
 
 // TestProofProvesIdentityAndOrigin: an object Sprout signed is proven in
@@ -197,23 +208,9 @@ func TestOriginWrittenOrProvenIsReadAlikeEverywhere(t *testing.T) {
 			if tt.sign {
 				key.Sign(obj)
 			}
-			typed := &corev1.ConfigMap{}
-			if err := k8sruntime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, typed); err != nil {
-				t.Fatal(err)
-			}
-			fromProtobuf, err := Generated(nil).WithProof(key).identityOf(typed)
-			if err != nil {
-				t.Fatal(err)
-			}
-			raw, err := json.Marshal(obj.Object)
-			if err != nil {
-				t.Fatal(err)
-			}
-			fromJSON, err := Generated(nil).WithProof(key).FromJSON(raw)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for how, o := range map[string]*Object{"protobuf": fromProtobuf, "JSON": fromJSON} {
+			forms := everyForm(t, key, obj)
+			for _, how := range []string{"typed", "JSON"} {
+				o := forms[how]
 				if o.Proven() != tt.provenOK || (o.OriginWritten() || o.Proven()) != (tt.written || tt.provenOK) {
 					t.Errorf("from %s: proven %v, origin written %v; want proven %v, written or proven %v",
 						how, o.Proven(), o.OriginWritten(), tt.provenOK, tt.written || tt.provenOK)
