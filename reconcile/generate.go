@@ -31,6 +31,19 @@ const (
 	maxApplying = 2
 )
 
+// maxJoined bounds the parts an incremental sync takes on while its applies
+// are under way (joinArrived), so that a stream of events ends it all the
+// same: each part it joins is applied beside those before it.
+const maxJoined = 16
+
+// joiner is a scope whose sync may take on, while its applies are under
+// way, the triggers events changed since it began (incrementalSync).
+type joiner interface {
+	// join takes them and returns those the policy matches; not ok: it
+	// takes no more in this sync.
+	join(run *syncRun) (triggers []policy.Trigger, ok bool)
+}
+
 // generation is what a sync's evaluations and applies gave, part by part.
 type generation struct {
 	changes inventory.ChangeSet
@@ -85,6 +98,9 @@ type parts struct {
 	// updated are the triggers an UPDATE selected since the last sync,
 	// whose objects a policy that reappliesOnUpdate applies again.
 	updated sets.Set[types.UID]
+	// joined counts the parts joinArrived took on, each applied beside
+	// those before it.
+	joined int
 }
 
 // generate evaluates the policy for its triggers and applies what they
@@ -99,7 +115,11 @@ type parts struct {
 // after an apply leaves nothing unfound and forgets no admission). An
 // error of that, or caches still syncing, stops the sync: the parts
 // applied stay applied, and nothing is pruned.
-func (s *syncer) generate(ctx context.Context, run *syncRun, w writer, reader *evaluate.Reader) (_ *generation, retErr error) {
+//
+// An incremental sync then takes on, while its applies are under way, the
+// triggers events change meanwhile (joinArrived): a slow write for one
+// trigger does not hold back the next ones' objects until it ends.
+func (s *syncer) generate(ctx context.Context, run *syncRun, w writer, reader *evaluate.Reader, sc scope) (_ *generation, retErr error) {
 	cp, triggers := run.cp, run.triggers
 	// Most policies generate one object a trigger.
 	g := &generation{changes: inventory.ChangeSet{Changes: make([]inventory.Change, 0, len(triggers))}, verdicts: access.NewVerdicts(), failed: sets.New[string]()}
@@ -138,17 +158,60 @@ func (s *syncer) generate(ctx context.Context, run *syncRun, w writer, reader *e
 		}
 		run.phase.Done("apply")
 	}()
+	j, joins := sc.(joiner)
+	joins = joins && run.incremental && !reappliesOnUpdate(cp) && err == nil
 	for start, size := 0, firstPart; start == 0 || start < len(triggers); size = min(2*size, maxPart) {
 		if err := ctx.Err(); err != nil {
 			return g, err // stopped: the policy deleted, or Sprout stopping
 		}
 		part := triggers[start:min(start+size, len(triggers))]
 		start += max(len(part), 1)
-		if err := s.generatePart(ctx, ps, part, start >= len(triggers)); err != nil {
+		if err := s.generatePart(ctx, ps, part, start >= len(triggers) && !joins); err != nil {
 			return g, err
 		}
 	}
+	if joins {
+		return g, s.joinArrived(ctx, ps, j)
+	}
 	return g, nil
+}
+
+// joinArrived waits for the applies under way and meanwhile takes on, as
+// parts of their own, the triggers events mark changed (at most maxJoined
+// times). Without it, a create the API server holds (a Namespace its own
+// cache has not seen yet holds a create in it 50 ms) would hold every
+// trigger of the policy that comes after it.
+func (s *syncer) joinArrived(ctx context.Context, ps *parts, j joiner) error {
+	stop, joining := func() {}, true
+	defer func() { stop() }()
+	for len(ps.applying) > 0 {
+		var arrived <-chan struct{}
+		if joining && ps.joined < maxJoined && ctx.Err() == nil {
+			stop()
+			// Armed before the take: a mark after it wakes the wait.
+			arrived, stop = s.loop.arrivals(ps.run.key)
+			triggers, ok := j.join(ps.run)
+			if !ok {
+				joining, arrived = false, nil
+			}
+			if len(triggers) > 0 {
+				ps.joined++
+				ps.recorded = -1 // the record names the triggers admitted since
+				if err := s.generatePart(ctx, ps, triggers, false); err != nil {
+					return err
+				}
+				continue
+			}
+		}
+		select {
+		case <-ps.applying[0].done:
+			s.finish(ps.applying[0], ps)
+			ps.applying = ps.applying[1:]
+		case <-arrived:
+		}
+		ps.run.phase.Done("apply") // waited for the applies
+	}
+	return nil
 }
 
 // generatePart evaluates one part of the triggers, records the resources
@@ -176,7 +239,7 @@ func (s *syncer) generatePart(ctx context.Context, ps *parts, part []policy.Trig
 		s.tell.ApplyFailed(run.cp, part, failed)
 	}
 	run.phase.Done("evaluate")
-	if len(ps.applying) == maxApplying {
+	if len(ps.applying) >= maxApplying+ps.joined {
 		s.finish(ps.applying[0], ps)
 		ps.applying = ps.applying[1:]
 		run.phase.Done("apply")

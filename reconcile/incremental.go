@@ -10,6 +10,7 @@ import (
 	"github.com/sprout-gitops/sprout/cluster"
 	"github.com/sprout-gitops/sprout/inventory"
 	"github.com/sprout-gitops/sprout/reconcile/evaluate"
+	"github.com/sprout-gitops/sprout/reconcile/policy"
 	"github.com/sprout-gitops/sprout/reconcile/queue"
 )
 
@@ -89,6 +90,36 @@ func (i *incrementalSync) match(run *syncRun) (bool, error) {
 	run.phase.Done("match")
 	run.triggers, run.incremental = triggers, true
 	return true, nil
+}
+
+// join takes on the triggers events changed since the sync began, those it
+// does not hold already, while the tally allows as many more incremental
+// triggers; a change it cannot sync alone (matchDirty) queues a full sync
+// and ends the joining.
+func (i *incrementalSync) join(run *syncRun) ([]policy.Trigger, bool) {
+	s := i.s
+	st := s.states.Of(run.key)
+	if st.Ledger().Rebuilding() || len(st.PendingTombstones()) > 0 {
+		return nil, false
+	}
+	room := max(len(i.tally.ByUID), minFullEvery) - i.tally.Since - len(i.dirty)
+	if room <= 0 {
+		return nil, false
+	}
+	held := sets.New(i.dirty...)
+	p := s.loop.takeArrived(run.key, held.Has, room)
+	if p == nil {
+		return nil, true
+	}
+	triggers, dirty, ok := s.matcher.matchDirty(run, p, i.tally)
+	if !ok {
+		s.loop.queue(run.key) // a full sync, which looks at every trigger
+		return nil, false
+	}
+	i.dirty = append(i.dirty, dirty...)
+	s.tell.UnreportDirty(run.cp, dirty, triggers)
+	run.triggers = append(run.triggers, triggers...)
+	return triggers, true
 }
 
 // accept gives way to a full sync on any failure: only a clean generation

@@ -71,6 +71,11 @@ type syncLoop interface {
 	// changed of it since its last sync (nil: nothing).
 	queue(key policy.Key)
 	takeChanges(key policy.Key) *queue.Changes
+	// takeArrived takes, for a sync under way, the triggers marked changed
+	// since it began that in does not report, if at most limit
+	// (queue.TakeTriggers); arrivals waits for the policy's next mark.
+	takeArrived(key policy.Key, in func(types.UID) bool, limit int) *queue.Changes
+	arrivals(key policy.Key) (<-chan struct{}, func())
 	// beginSync returns the context of a sync of cp's policy, cancelled
 	// when the policy is deleted, and the function that ends it.
 	beginSync(ctx context.Context, key policy.Key, cp *policy.Compiled) (context.Context, func())
@@ -146,3 +151,11 @@ func (l syncerCore) retire(key policy.Key) {
 func (l syncerCore) queue(key policy.Key) { l.c.queue.Add(key) }
 
 func (l syncerCore) takeChanges(key policy.Key) *queue.Changes { return l.c.queue.Take(key) }
+
+func (l syncerCore) takeArrived(key policy.Key, in func(types.UID) bool, limit int) *queue.Changes {
+	return l.c.queue.TakeTriggers(key, in, limit)
+}
+
+func (l syncerCore) arrivals(key policy.Key) (<-chan struct{}, func()) {
+	return l.c.queue.Arrivals(key)
+}

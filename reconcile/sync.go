@@ -123,7 +123,7 @@ func (s *syncer) runPhases(ctx, outer context.Context, run *syncRun, sc scope) (
 		w = gd
 	}
 	reader := s.cache.readerFor(run, as)
-	g, err := s.generate(ctx, run, w, reader)
+	g, err := s.generate(ctx, run, w, reader, sc)
 	s.recordReads(run, reader)
 	if ctx.Err() != nil && outer.Err() == nil {
 		// The policy was deleted: its last sync, queued, prunes what this

@@ -52,6 +52,16 @@ type Changes struct {
 type changeSets struct {
 	mu sync.Mutex
 	m  map[policy.Key]*Changes
+	// arrived are closed at the next mark of their policy (Arrivals).
+	arrived map[policy.Key]chan struct{}
+}
+
+// marked wakes whoever waits for key's next mark. d.mu is held.
+func (d *changeSets) marked(key policy.Key) {
+	if ch, ok := d.arrived[key]; ok {
+		close(ch)
+		delete(d.arrived, key)
+	}
 }
 
 func (d *changeSets) entry(key policy.Key) *Changes {
@@ -71,6 +81,7 @@ func (d *changeSets) markFull(key policy.Key) {
 	defer d.mu.Unlock()
 	p := d.entry(key)
 	p.Full, p.Triggers = true, nil
+	d.marked(key)
 }
 
 // markTrigger notes that the trigger uid of the policy changed. The first
@@ -82,6 +93,7 @@ func (d *changeSets) markTrigger(key policy.Key, uid types.UID, t Change) {
 	if p.Full {
 		return
 	}
+	defer d.marked(key)
 	if len(p.Triggers) >= MaxChanged {
 		p.Full, p.Triggers = true, nil
 		return
@@ -105,6 +117,56 @@ func (d *changeSets) take(key policy.Key) *Changes {
 	p := d.m[key]
 	delete(d.m, key)
 	return p
+}
+
+// takeTriggers takes the triggers marked changed for the policy that in
+// does not report, if they are at most limit; nil if there are none, more,
+// or the policy is marked full. Those in reports stay marked.
+func (d *changeSets) takeTriggers(key policy.Key, in func(types.UID) bool, limit int) *Changes {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	p := d.m[key]
+	if p == nil || p.Full {
+		return nil
+	}
+	out := &Changes{Triggers: map[types.UID]Change{}}
+	for uid, t := range p.Triggers {
+		if !in(uid) {
+			out.Triggers[uid] = t
+		}
+	}
+	if len(out.Triggers) == 0 || len(out.Triggers) > limit {
+		return nil
+	}
+	for uid := range out.Triggers {
+		delete(p.Triggers, uid)
+	}
+	if len(p.Triggers) == 0 {
+		delete(d.m, key)
+	}
+	return out
+}
+
+// arrivals returns a channel closed at the policy's next mark, and the
+// function that stops waiting for it.
+func (d *changeSets) arrivals(key policy.Key) (<-chan struct{}, func()) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	ch, ok := d.arrived[key]
+	if !ok {
+		if d.arrived == nil {
+			d.arrived = map[policy.Key]chan struct{}{}
+		}
+		ch = make(chan struct{})
+		d.arrived[key] = ch
+	}
+	return ch, func() {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		if d.arrived[key] == ch {
+			delete(d.arrived, key)
+		}
+	}
 }
 
 // Queue is the work queue of policy keys. Add, AddAfter and
@@ -178,6 +240,19 @@ func (q *Queue) AddTrigger(key policy.Key, uid types.UID, t Change, d time.Durat
 // Take returns what changed for the policy since it was last taken, and
 // forgets it; nil when nothing was marked, which a sync takes as full.
 func (q *Queue) Take(key policy.Key) *Changes { return q.dirty.take(key) }
+
+// TakeTriggers is Take for a sync under way that takes more triggers: it
+// takes those marked changed that in does not report (those the sync holds
+// already stay marked for the next), if they are at most limit; nil if
+// there are none, more, or the policy is marked for a full sync.
+func (q *Queue) TakeTriggers(key policy.Key, in func(types.UID) bool, limit int) *Changes {
+	return q.dirty.takeTriggers(key, in, limit)
+}
+
+// Arrivals returns a channel closed when the policy is next marked changed,
+// by a trigger event or for a full sync, and the function that stops
+// waiting for it.
+func (q *Queue) Arrivals(key policy.Key) (<-chan struct{}, func()) { return q.dirty.arrivals(key) }
 
 // MarkFull marks the policy's next sync a full one, without queueing it.
 func (q *Queue) MarkFull(key policy.Key) { q.dirty.markFull(key) }

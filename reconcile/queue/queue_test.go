@@ -199,3 +199,63 @@ func TestNoTenantPassesItsShareWhileAnotherBelowWaits(t *testing.T) {
 		}
 	}
 }
+
+// A sync under way takes the triggers marked since it began that it does
+// not hold, at most its limit; those it holds stay marked for the next, and
+// a policy marked full gives nothing.
+func TestTakeTriggersLeavesWhatTheSyncHolds(t *testing.T) {
+	q := newQueue(t)
+	cms := schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
+	held := func(uid types.UID) bool { return uid == "a" }
+	q.AddTrigger(key, "a", Change{GVR: cms, Key: "ns/a"}, 0)
+	if got := q.TakeTriggers(key, held, 10); got != nil {
+		t.Fatalf("took %+v, want nothing: the sync holds a", got)
+	}
+	q.AddTrigger(key, "b", Change{GVR: cms, Key: "ns/b"}, 0)
+	q.AddTrigger(key, "c", Change{GVR: cms, Key: "ns/c"}, 0)
+	if got := q.TakeTriggers(key, held, 1); got != nil {
+		t.Fatalf("took %+v, want nothing past the limit", got)
+	}
+	got := q.TakeTriggers(key, held, 2)
+	if got == nil || got.Full || len(got.Triggers) != 2 || got.Triggers["b"].Key != "ns/b" {
+		t.Fatalf("took %+v, want b and c", got)
+	}
+	if left := q.Take(key); left == nil || len(left.Triggers) != 1 || left.Triggers["a"].Key != "ns/a" {
+		t.Fatalf("left %+v, want a for the next sync", left)
+	}
+	q.AddTrigger(key, "d", Change{GVR: cms, Key: "ns/d"}, 0)
+	q.MarkFull(key)
+	if got := q.TakeTriggers(key, held, 10); got != nil {
+		t.Fatalf("took %+v from a policy marked full", got)
+	}
+}
+
+// Arrivals wakes at the policy's next mark, not at one made before it was
+// armed, nor at another policy's.
+func TestArrivalsWakeAtTheNextMark(t *testing.T) {
+	q := newQueue(t)
+	other := policy.Key{Kind: "GeneratingPolicy", Name: "other"}
+	q.AddTrigger(key, "a", Change{Key: "ns/a"}, 0)
+	ch, stop := q.Arrivals(key)
+	defer stop()
+	q.AddTrigger(other, "b", Change{Key: "ns/b"}, 0)
+	select {
+	case <-ch:
+		t.Fatal("woken by a mark before it was armed, or by another policy's")
+	default:
+	}
+	q.AddTrigger(key, "c", Change{Key: "ns/c"}, 0)
+	select {
+	case <-ch:
+	default:
+		t.Fatal("not woken by the policy's next mark")
+	}
+	ch, stop = q.Arrivals(key)
+	stop()
+	q.MarkFull(key)
+	select {
+	case <-ch:
+		t.Fatal("woken after it stopped waiting")
+	default:
+	}
+}

@@ -1,0 +1,78 @@
+package reconcile_test
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/rest"
+)
+
+// TestASlowWriteDoesNotHoldTheNextTriggers: the API server holds the
+// create of one trigger's object (as it holds a create in a Namespace its
+// own cache has not seen yet); a trigger created meanwhile gets its object
+// before that create ends, and both are the policy's: the later one's
+// object is pruned with its trigger.
+func TestASlowWriteDoesNotHoldTheNextTriggers(t *testing.T) {
+	const ns = "join"
+	tb := newTable(t, ns)
+	held := make(chan struct{})
+	var holding atomic.Int32
+	gated := rest.CopyConfig(cfg)
+	gated.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
+			if req.Method != http.MethodPost || req.URL.Path != "/api/v1/namespaces/"+ns+"/configmaps" || req.Body == nil {
+				return rt.RoundTrip(req)
+			}
+			body, err := io.ReadAll(req.Body)
+			if err != nil {
+				return nil, err
+			}
+			req.Body = io.NopCloser(bytes.NewReader(body))
+			if bytes.Contains(body, []byte("slow-out")) {
+				holding.Add(1)
+				select {
+				case <-held:
+				case <-req.Context().Done():
+					return nil, req.Context().Err()
+				}
+			}
+			return rt.RoundTrip(req)
+		})
+	})
+	opened := false
+	open := func() {
+		if !opened {
+			opened = true
+			close(held)
+		}
+	}
+	runControllerOn(t, gated, nil)
+	t.Cleanup(open) // before the controller stops: cleanups run last first
+	tb.applyPolicy(derivedPolicy("join", "join", "out", "v", true, false))
+	t.Cleanup(func() { tb.deletePolicy("join") })
+	exists := func(cm *corev1.ConfigMap) bool { return cm != nil }
+	// The policy runs, and its next syncs are incremental ones.
+	tb.trigger("first", "join", "v")
+	tb.waitFor("the first trigger's object", "first-out", exists)
+
+	tb.trigger("slow", "join", "v")
+	poll(t, "the slow trigger's create to be held", func(context.Context) (bool, error) { return holding.Load() > 0, nil })
+	tb.trigger("next", "join", "v")
+	tb.waitFor("the next trigger's object while the slow one's create is held", "next-out", exists)
+	if holding.Load() == 0 || tb.get("slow-out") != nil {
+		t.Fatal("the slow trigger's create was not held")
+	}
+	open()
+	tb.waitFor("the slow trigger's object", "slow-out", exists)
+	tb.delete("next")
+	tb.waitFor("the next trigger's object pruned with it", "next-out", func(cm *corev1.ConfigMap) bool { return cm == nil })
+	if cm := tb.get("slow-out"); cm == nil || !strings.HasSuffix(cm.Name, "-out") {
+		t.Errorf("the slow trigger's object is gone: %v", cm)
+	}
+}
