@@ -33,6 +33,16 @@ type Resource struct {
 	// Protobuf asks for a protobuf watch (see protobufEvents): only a
 	// built-in resource has one.
 	Protobuf bool
+	// Cached starts the informer from what the API server's cache holds,
+	// as an informer's list did before consistent reads, rather than at
+	// the newest revision. A consistent start waits until the API server's
+	// cache of the resource has seen every write to any resource since
+	// (up to its progress request period, 100 ms, after any other write):
+	// a cache that may start a moment behind costs nothing where the
+	// events after the start correct it before anything is decided on it
+	// that cannot be undone (the generated objects: one missed is created
+	// and found existing, one deleted meanwhile is put back on its delete).
+	Cached bool
 }
 
 // NewInformer makes an informer on r, as the dynamic informer does, whose
@@ -47,6 +57,9 @@ func NewInformer(dyn dynamic.Interface, raw rest.Interface, r Resource, indexers
 		},
 		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 			o.LabelSelector = r.LabelSelector
+			if r.Cached && o.SendInitialEvents != nil && *o.SendInitialEvents && o.ResourceVersion == "" {
+				o.ResourceVersion = "0"
+			}
 			d, err := openWatch(ctx, raw, r, o, form)
 			if err != nil {
 				return nil, err

@@ -128,7 +128,7 @@ func (g *Generated) Ensure(gvrs sets.Set[schema.GroupVersionResource]) {
 			continue
 		}
 		ctx, cancel := context.WithCancel(g.ctx)
-		inf := cluster.NewInformer(g.client, g.raw, cluster.Resource{GVR: gvr, LabelSelector: GeneratedSelector, Protobuf: protobuf[gvr]},
+		inf := cluster.NewInformer(g.client, g.raw, cluster.Resource{GVR: gvr, LabelSelector: GeneratedSelector, Protobuf: protobuf[gvr], Cached: true},
 			cache.Indexers{ByOwner: ownerIndex, ByTrigger: triggerIndex}, cluster.Generated(g.created).WithProof(g.proof))
 		ti := &informer{informer: inf, cancel: cancel}
 		_, _ = inf.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{

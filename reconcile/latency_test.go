@@ -6,11 +6,14 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/rest"
+
+	"github.com/sprout-gitops/sprout/reconcile/watches"
 )
 
 // TestASlowWriteDoesNotHoldTheNextTriggers: the API server holds the
@@ -74,5 +77,58 @@ func TestASlowWriteDoesNotHoldTheNextTriggers(t *testing.T) {
 	tb.waitFor("the next trigger's object pruned with it", "next-out", func(cm *corev1.ConfigMap) bool { return cm == nil })
 	if cm := tb.get("slow-out"); cm == nil || !strings.HasSuffix(cm.Name, "-out") {
 		t.Errorf("the slow trigger's object is gone: %v", cm)
+	}
+}
+
+// TestGeneratedObjectsAreWatchedFromTheCache: the informers of the generated
+// objects start from what the API server's cache holds (resourceVersion 0),
+// without waiting for it to catch up with every write since, as an
+// informer's list did before consistent reads; the triggers' start
+// consistent, since a trigger missed would have its objects pruned.
+func TestGeneratedObjectsAreWatchedFromTheCache(t *testing.T) {
+	const ns = "cached-start"
+	tb := newTable(t, ns)
+	var mu sync.Mutex
+	starts := map[string][]string{} // label selector → resourceVersions of initial-event watches
+	watched := rest.CopyConfig(cfg)
+	watched.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
+			q := req.URL.Query()
+			if req.URL.Path == "/api/v1/configmaps" || strings.HasSuffix(req.URL.Path, "/configmaps") {
+				if q.Get("watch") == "true" && q.Get("sendInitialEvents") == "true" {
+					mu.Lock()
+					starts[q.Get("labelSelector")] = append(starts[q.Get("labelSelector")], q.Get("resourceVersion"))
+					mu.Unlock()
+				}
+			}
+			return rt.RoundTrip(req)
+		})
+	})
+	runControllerOn(t, watched, nil)
+	tb.applyPolicy(derivedPolicy("cached-start", "cached-start", "out", "v", true, false))
+	t.Cleanup(func() { tb.deletePolicy("cached-start") })
+	tb.trigger("a", "cached-start", "v")
+	tb.waitFor("the trigger's object", "a-out", func(cm *corev1.ConfigMap) bool { return cm != nil })
+	mu.Lock()
+	defer mu.Unlock()
+	var generated, triggers int
+	for selector, versions := range starts {
+		for _, rv := range versions {
+			switch {
+			case strings.Contains(selector, "app=cached-start"):
+				triggers++
+				if rv != "" {
+					t.Errorf("the triggers' watch started at resourceVersion %q, want a consistent start", rv)
+				}
+			case strings.Contains(selector, watches.GeneratedSelector):
+				generated++
+				if rv != "0" {
+					t.Errorf("the generated objects' watch started at resourceVersion %q, want 0: what the cache holds", rv)
+				}
+			}
+		}
+	}
+	if generated == 0 || triggers == 0 {
+		t.Errorf("watches started: %v; want the triggers' and the generated objects'", starts)
 	}
 }
