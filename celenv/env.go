@@ -110,6 +110,11 @@ var (
 	clusterWalks, namespacedWalks cel.ProgramOption
 )
 
+// Prepare builds the shared environments ahead of the first compile, so
+// that a process can build them while it waits on the API server: the
+// first policy compiled would otherwise wait for them.
+func Prepare() { _, _, _ = environments() }
+
 // environments returns the two shared environments, built once: one for
 // cluster policies and one for namespaced policies, which differ only in the
 // generator and resource forms they may call.

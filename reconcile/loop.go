@@ -47,6 +47,9 @@ func (c *Controller) start(ctx context.Context) error {
 	c.mu.Unlock()
 	c.intake.triggers.Start(ctx)
 	c.intake.generated.Start(ctx)
+	// Discovery is asked while the records and sources are read: the first
+	// policy maps its rules to resources with it, and would wait for it.
+	go func() { _, _ = c.kinds.Resources() }()
 
 	// A Namespace's labels decide namespaceSelector matches and are read as
 	// namespaceObject: when they change, every policy is recomputed.

@@ -172,13 +172,16 @@ func runController(ctx context.Context, g *globalFlags, opts reconcile.Options, 
 		return err
 	}
 	log.Info("sprout starting", "host", cfg.Host, "version", currentBuild().String())
+	go celenv.Prepare()
 	if err := waitForAPIServer(ctx, cfg, log); err != nil {
 		return err
 	}
 	// Asked once the API server answers: before, a silent one would hold
-	// the start without a word.
-	c.Protect(ownNamespaces(ctx, cfg, ro.leader.namespace, log)...)
+	// the start without a word. The two questions are asked at once.
+	own := make(chan []string, 1)
+	go func() { own <- ownNamespaces(ctx, cfg, ro.leader.namespace, log) }()
 	err = prove(ctx, cfg, c, ro)
+	c.Protect(<-own...)
 	select {
 	case <-ctx.Done():
 		return nil // stopped by a signal while it read the key
