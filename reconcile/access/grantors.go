@@ -46,10 +46,37 @@ func GrantsRights(obj *unstructured.Unstructured, gk schema.GroupKind) string {
 	case gk == schema.GroupKind{Kind: "Secret"} && obj.Object["type"] == string(corev1.SecretTypeServiceAccountToken):
 		return "a ServiceAccount token Secret"
 	}
-	if path := podSpecPath(obj.Object, ""); path != "" {
-		return "it runs a workload (" + path + ")"
+	if holdsPodSpec(obj.Object) {
+		return "it runs a workload (" + podSpecPath(obj.Object, "") + ")"
 	}
 	return ""
+}
+
+// holdsPodSpec reports whether v holds a list of containers at any depth.
+// It is podSpecPath's question without the path, asked of every object a
+// sync generates, where almost none holds one: it visits in any order and
+// names nothing, so it allocates nothing.
+func holdsPodSpec(v any) bool {
+	switch v := v.(type) {
+	case map[string]any:
+		for _, name := range podSpecLists {
+			if list, ok := v[name].([]any); ok && anyObject(list) {
+				return true
+			}
+		}
+		for _, child := range v {
+			if holdsPodSpec(child) {
+				return true
+			}
+		}
+	case []any:
+		for _, child := range v {
+			if holdsPodSpec(child) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // podSpecPath returns the path of the first list of containers in v, ""

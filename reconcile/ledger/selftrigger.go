@@ -87,13 +87,16 @@ func (e *Entry) PassedOver(n int) (changed bool) {
 }
 
 // MayTriggerItself reports whether the policy writes to one of its trigger
-// resources: only then can its objects be its triggers.
-func (e *Entry) MayTriggerItself(cp *policy.Compiled) bool {
-	written := e.Written()
-	for _, gvr := range cp.Triggers {
-		if written.Has(gvr) {
-			return true
+// resources: only then can its objects be its triggers. Asked at every
+// sync, it reads the resources written in place rather than a copy.
+func (e *Entry) MayTriggerItself(cp *policy.Compiled) (may bool) {
+	e.with(func(e *Entry) {
+		for _, gvr := range cp.Triggers {
+			if e.written.Has(gvr) {
+				may = true
+				return
+			}
 		}
-	}
-	return false
+	})
+	return may
 }

@@ -49,7 +49,16 @@ func (b *bench) steadyLatency(ctx context.Context) error {
 		} else {
 			b.res.Steady.Baseline = r
 		}
-		logf("steady: %s: %d/%d ConfigMaps, p50 %.1f ms, p99 %.1f ms, max %.1f ms", name, count, n, r.Latency.P50Ms, r.Latency.P99Ms, r.Latency.MaxMs)
+		// Copies over 40 ms: the API server's NamespaceLifecycle
+		// admission holds a create in a Namespace its informer has not
+		// seen for 50 ms, and how many it held decides the p99.
+		held := 0
+		for _, l := range latencies {
+			if l > 40*time.Millisecond {
+				held++
+			}
+		}
+		logf("steady: %s: %d/%d ConfigMaps, p50 %.1f ms, p99 %.1f ms, max %.1f ms, held %d", name, count, n, r.Latency.P50Ms, r.Latency.P99Ms, r.Latency.MaxMs, held)
 		return nil
 	})
 }
