@@ -134,6 +134,13 @@ type Options struct {
 	// count as proven, as before proofs: what a plan needs, which holds no
 	// key, and no controller that writes should run so.
 	ProofKey []byte
+	// Identify, when set, is called as Run starts, while the records and
+	// the policies are read: what the first policy needs of the controller
+	// before its triggers are watched and its guard judges, and Run need
+	// not wait for before reading. `sprout run` reads its proof key and
+	// its own namespaces there (Prove, Protect). No policy is compiled
+	// before it returns; its error ends Run.
+	Identify func(ctx context.Context) error
 	// OnSync, when set, is called after every sync of a policy with its key
 	// (Kind/[namespace/]name) and result. Tests wait on it instead of sleeping.
 	OnSync func(policy string, err error)

@@ -8,7 +8,41 @@ import (
 )
 
 // policyHandler receives the policies of every source for a Controller.
-type policyHandler struct{ c *Controller }
+// Sources start while the records are read, and who the controller is
+// (Options.Identify) asked: what the sources deliver waits for records,
+// and a policy's triggers are watched once identified opens.
+type policyHandler struct {
+	c                   *Controller
+	records, identified *intakeGate
+}
+
+// intakeGate holds what the sources deliver until the controller can take
+// it: opened once, or shut with the error that stops the controller.
+type intakeGate struct {
+	opened, closed chan struct{}
+	err            error
+}
+
+func newIntakeGate() *intakeGate {
+	return &intakeGate{opened: make(chan struct{}), closed: make(chan struct{})}
+}
+
+func (a *intakeGate) open() { close(a.opened) }
+
+func (a *intakeGate) shut(err error) {
+	a.err = err
+	close(a.closed)
+}
+
+// wait waits until a is opened, nil, or shut, its error.
+func (a *intakeGate) wait() error {
+	select {
+	case <-a.opened:
+		return nil
+	case <-a.closed:
+		return a.err
+	}
+}
 
 var _ sources.Handler = policyHandler{}
 
@@ -16,6 +50,9 @@ var _ sources.Handler = policyHandler{}
 // informers its triggers need and queues it. A change that keeps the
 // generation (a status write) only refreshes the policy kept for status.
 func (h policyHandler) Upsert(p sources.Policy) {
+	if h.records.wait() != nil {
+		return // the controller stops
+	}
 	c := h.c
 	key := policy.KeyOf(p.Policy)
 	if p.Program == nil {
@@ -79,6 +116,9 @@ func (h policyHandler) Upsert(p sources.Policy) {
 	c.policies[key] = cp
 	delete(c.deleted, key)
 	c.mu.Unlock()
+	if h.identified.wait() != nil {
+		return // the controller stops
+	}
 	c.intake.ensureInformers(c.intake.triggerKeys(cp)...)
 	if cur != nil {
 		c.intake.releaseInformers() // the new generation may watch less
@@ -89,6 +129,9 @@ func (h policyHandler) Upsert(p sources.Policy) {
 // Delete queues a policy that is gone from its source for its last sync,
 // which removes what it leaves behind unless it orphans its objects.
 func (h policyHandler) Delete(p sources.Policy) {
+	if h.records.wait() != nil {
+		return
+	}
 	c := h.c
 	key := policy.KeyOf(p.Policy)
 	if !h.unclaim(key, p) {
@@ -118,12 +161,18 @@ func (h policyHandler) Delete(p sources.Policy) {
 // SourceChecked keeps what a polled source found for its PolicySource and
 // metrics, and logs a failure once per distinct error.
 func (h policyHandler) SourceChecked(source string, st sources.Status) {
+	if h.records.wait() != nil {
+		return
+	}
 	h.c.tell.Sources().Checked(source, st)
 }
 
 // SourceComplete is called once a source has delivered its first whole
 // revision: records of its policies missing from it are now known gone.
 func (h policyHandler) SourceComplete(source string) {
+	if h.records.wait() != nil {
+		return
+	}
 	h.c.retireOrphanRecords(source)
 }
 

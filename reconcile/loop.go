@@ -72,14 +72,35 @@ func (c *Controller) start(ctx context.Context) error {
 	// The Namespace cache starts with the first policy whose triggers are
 	// namespaced (needNamespaces): with Namespaces as triggers only, it
 	// would list every Namespace a second time for nothing.
-	// Records first: a policy delivered by a source resumes from its record.
+	//
+	// The records, the policies and who the controller is (Identify) are
+	// read at once: each is a round trip the others need not wait for. A
+	// policy delivered by a source resumes from its record, so the sources'
+	// policies wait in the handler until the records are in; a policy is
+	// compiled meanwhile, but its triggers are watched (and verified with
+	// the proof key) once the controller knows who it is, and no policy is
+	// synced before.
 	c.log.Info("waiting for the PolicyInventory records and the policy sources to be read", "sources", len(c.opts.Sources))
-	if !cache.WaitFor(ctx, "", c.ledger.Start(ctx, c.opts.RecordShardSize)) {
-		return fmt.Errorf("inventory records did not sync: %w", ctx.Err())
-	}
+	records := c.ledger.Start(ctx, c.opts.RecordShardSize)
+	recordsIn, identified := newIntakeGate(), newIntakeGate()
+	go func() {
+		if err := c.identify(ctx); err != nil {
+			identified.shut(err)
+			return
+		}
+		identified.open()
+	}()
+	go func() {
+		if !cache.WaitFor(ctx, "", records) {
+			recordsIn.shut(fmt.Errorf("inventory records did not sync: %w", ctx.Err()))
+			return
+		}
+		recordsIn.open()
+	}()
+	h := policyHandler{c: c, records: recordsIn, identified: identified}
 	var synced []cache.InformerSynced
 	for _, src := range c.opts.Sources {
-		if err := src.Start(ctx, policyHandler{c}); err != nil {
+		if err := src.Start(ctx, h); err != nil {
 			return err
 		}
 		synced = append(synced, src.HasSynced)
@@ -87,10 +108,29 @@ func (c *Controller) start(ctx context.Context) error {
 			c.tell.Sources().Queue(src.Name())
 		}
 	}
+	if err := recordsIn.wait(); err != nil {
+		return err
+	}
+	if err := identified.wait(); err != nil {
+		return err
+	}
 	if !waitSynced(ctx, synced...) {
 		return fmt.Errorf("informer caches did not sync: %w", ctx.Err())
 	}
 	return nil
+}
+
+// identify calls Options.Identify, if set: the error of a stop meanwhile
+// is the stop's.
+func (c *Controller) identify(ctx context.Context) error {
+	if c.opts.Identify == nil {
+		return nil
+	}
+	err := c.opts.Identify(ctx)
+	if err != nil && ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return err
 }
 
 // stop stops what start started.

@@ -163,7 +163,27 @@ func runController(ctx context.Context, g *globalFlags, opts reconcile.Options, 
 		return err
 	}
 	opts.GlobalContext = gctx
-	c, err := newRunController(ctx, cfg, opts, ro, reg, log)
+	var c *reconcile.Controller
+	// Who Sprout is, asked once the API server answers, while the records
+	// and policies are read: the first policy needs the proof key before
+	// its triggers are watched, and Sprout's own namespaces before its
+	// guard judges a binding. The two questions are asked at once.
+	opts.Identify = func(ctx context.Context) error {
+		start := time.Now()
+		own := make(chan []string, 1)
+		var ownTook time.Duration
+		go func() {
+			namespaces := ownNamespaces(ctx, cfg, ro.leader.namespace, log)
+			ownTook = time.Since(start)
+			own <- namespaces
+		}()
+		err := prove(ctx, cfg, c, ro)
+		proofTook := time.Since(start)
+		c.Protect(<-own...)
+		log.Debug("own namespaces and proof key known", "own", ownTook, "proof", proofTook)
+		return err
+	}
+	c, err = newRunController(ctx, cfg, opts, ro, reg, log)
 	if err != nil {
 		return err
 	}
@@ -176,20 +196,7 @@ func runController(ctx context.Context, g *globalFlags, opts reconcile.Options, 
 	if err := waitForAPIServer(ctx, cfg, log); err != nil {
 		return err
 	}
-	// Asked once the API server answers: before, a silent one would hold
-	// the start without a word. The two questions are asked at once.
-	own := make(chan []string, 1)
-	go func() { own <- ownNamespaces(ctx, cfg, ro.leader.namespace, log) }()
-	err = prove(ctx, cfg, c, ro)
-	c.Protect(<-own...)
-	select {
-	case <-ctx.Done():
-		return nil // stopped by a signal while it read the key
-	default:
-	}
-	if err != nil {
-		return err
-	}
+	log.Debug("the API server answers")
 	// The entries are served, and their status written, by the leader.
 	lead := func(ctx context.Context) error {
 		go gctx.Run(ctx)

@@ -1,0 +1,102 @@
+package reconcile_test
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/rest"
+
+	"github.com/sprout-gitops/sprout/reconcile"
+)
+
+// Who the controller is (Options.Identify) is asked while the records and
+// the policies are read, not before them: a start waits for the longest of
+// the three, not for their sum. No policy is taken before it is known: its
+// triggers are watched after.
+func TestStartReadsRecordsAndPoliciesWhileIdentifying(t *testing.T) {
+	applyColorPolicy(t, "identify", "identify", nil)
+	createNamespace(t, "identify-red", map[string]string{"color": "identify"})
+
+	// What the controller asked, in order, and when Identify returned.
+	var mu sync.Mutex
+	var asked []string
+	note := func(s string) {
+		mu.Lock()
+		defer mu.Unlock()
+		asked = append(asked, s)
+	}
+	sent := make(chan string, 4096)
+	watched := rest.CopyConfig(cfg)
+	watched.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
+			if req.URL.Query().Get("watch") == "true" {
+				note(req.URL.Path)
+				select {
+				case sent <- req.URL.Path:
+				default:
+				}
+			}
+			return rt.RoundTrip(req)
+		})
+	})
+	const identified = "identified"
+	runControllerOn(t, watched, func(o *reconcile.Options) {
+		o.Identify = func(ctx context.Context) error {
+			defer note(identified)
+			// Returns once both are being read: a start that asked first
+			// and read after would never get here.
+			var records, policies bool
+			for !records || !policies {
+				select {
+				case p := <-sent:
+					records = records || strings.HasSuffix(p, "/policyinventories")
+					policies = policies || strings.HasSuffix(p, "/generatingpolicies")
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+			}
+			return nil
+		}
+	})
+	poll(t, "ConfigMap in identify-red", func(ctx context.Context) (bool, error) {
+		cm, err := getConfigMap(ctx, "identify-red", "zk-kafka-address")
+		return cm != nil, err
+	})
+
+	mu.Lock()
+	defer mu.Unlock()
+	at := slices.Index(asked, identified)
+	trigger := slices.IndexFunc(asked, func(p string) bool { return p == "/api/v1/namespaces" })
+	if at < 0 || trigger < at {
+		t.Errorf("the policy's triggers were watched at %d, Identify returned at %d, want after: %v", trigger, at, asked)
+	}
+}
+
+// An error of Identify ends Run with it, and the controller takes no
+// policy.
+func TestIdentifyErrorEndsRun(t *testing.T) {
+	errNoKey := errors.New("no proof key")
+	opts := reconcile.DefaultOptions()
+	opts.Logger = slog.New(slog.DiscardHandler)
+	opts.ProofKey = testProofKey
+	opts.Identify = func(context.Context) error { return errNoKey }
+	c, err := reconcile.New(cfg, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := c.Run(ctx); !errors.Is(err, errNoKey) {
+		t.Fatalf("Run = %v, want %v", err, errNoKey)
+	}
+	if ctx.Err() != nil {
+		t.Fatal("Run returned only when its context ended")
+	}
+}
