@@ -94,3 +94,17 @@ func (c *Controller) PolicyStateLeft() map[string]int {
 	out["reports"] = c.tell.Pending()
 	return out
 }
+
+// RoundSeen counts the cached triggers the round under way of the policy
+// named Kind/[namespace/]name has looked at so far; -1 when it is not
+// running.
+func (c *Controller) RoundSeen(name string) int {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	for key, cp := range c.policies {
+		if key.String() == name {
+			return cp.Evaluations.Seen()
+		}
+	}
+	return -1
+}

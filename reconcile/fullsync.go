@@ -24,16 +24,30 @@ func (f fullSync) match(run *syncRun) (bool, error) {
 	s.states.Of(run.key).SetTally(nil)
 	s.metrics.CountSync(run.key.String(), false)
 	run.phase = s.metrics.Phases()
-	triggers, unmatched, err := s.matcher.matchingTriggers(run.cp)
-	if errors.Is(err, errWaiting) {
-		return false, errWaiting
+	mt, err := s.matcher.matchingTriggers(run.cp)
+	if err != nil {
+		return false, err
 	}
 	run.phase.Done("match")
 	run.tombstones = s.states.Of(run.key).PendingTombstones()
-	run.triggers = append(triggers, run.tombstones...)
-	run.unmatched, run.matchErr = unmatched, err
-	s.tell.UnreportUnmatched(run.cp, run.triggers, run.unmatched)
+	// Matched a part at a time as generate takes them (matching).
+	run.matching = mt
 	return true, nil
+}
+
+// endMatch matches what the sync's match has not yet (generate stopped
+// early, or the policy may generate nothing), and keeps what the whole
+// match found: the triggers, then the tombstones, and those whose match
+// failed.
+func (s *syncer) endMatch(run *syncRun, tombstonesTaken bool) {
+	mt := run.matching
+	run.matching = nil
+	run.triggers = append(run.triggers, mt.all()...)
+	if !tombstonesTaken {
+		run.triggers = append(run.triggers, run.tombstones...)
+	}
+	run.unmatched, run.matchErr = mt.done()
+	s.tell.UnreportUnmatched(run.cp, run.triggers, run.unmatched)
 }
 
 func (fullSync) accept(*syncRun, *generation, error) bool { return true }

@@ -120,9 +120,15 @@ type parts struct {
 // triggers events change meanwhile (joinArrived): a slow write for one
 // trigger does not hold back the next ones' objects until it ends.
 func (s *syncer) generate(ctx context.Context, run *syncRun, w writer, reader *evaluate.Reader, sc scope) (_ *generation, retErr error) {
-	cp, triggers := run.cp, run.triggers
+	cp := run.cp
+	src := partSource(&sliceParts{triggers: run.triggers})
+	size := len(run.triggers)
+	if mt := run.matching; mt != nil {
+		mp := &matchedParts{run: run}
+		src, size = mp, mt.candidates+len(run.tombstones)
+	}
 	// Most policies generate one object a trigger.
-	g := &generation{changes: inventory.ChangeSet{Changes: make([]inventory.Change, 0, len(triggers))}, verdicts: access.NewVerdicts(), failed: sets.New[string]()}
+	g := &generation{changes: inventory.ChangeSet{Changes: make([]inventory.Change, 0, size)}, verdicts: access.NewVerdicts(), failed: sets.New[string]()}
 	run.decisions = cp.Decisions
 	if run.incremental {
 		// The policy's decisions stand for its whole desired set: an
@@ -131,13 +137,16 @@ func (s *syncer) generate(ctx context.Context, run *syncRun, w writer, reader *e
 	} else {
 		defer cp.Evaluations.EndRound()
 	}
+	if mp, ok := src.(*matchedParts); ok {
+		defer func() { s.endMatch(run, mp.tombstonesTaken) }() // before the round ends
+	}
 	ps := &parts{run: run, g: g, round: run.decisions.Begin(), w: w, reader: reader, sync: cp.Policy.PolicySpec().Synchronize(),
 		alive: s.matcher.triggerExists(cp), mapped: map[schema.GroupVersionKind]error{}, recorded: -1}
 	defer ps.round.End()
 	limit, err := s.checks.maxObjects(cp)
 	if err != nil {
 		g.evalErrs = append(g.evalErrs, err)
-		triggers = nil // nothing is evaluated, and nothing pruned
+		src = &sliceParts{} // nothing is evaluated, and nothing pruned
 	}
 	ps.limit = limit
 	if reappliesOnUpdate(cp) {
@@ -160,13 +169,13 @@ func (s *syncer) generate(ctx context.Context, run *syncRun, w writer, reader *e
 	}()
 	j, joins := sc.(joiner)
 	joins = joins && run.incremental && !reappliesOnUpdate(cp) && err == nil
-	for start, size := 0, firstPart; start == 0 || start < len(triggers); size = min(2*size, maxPart) {
+	for size, last := firstPart, false; !last; size = min(2*size, maxPart) {
 		if err := ctx.Err(); err != nil {
 			return g, err // stopped: the policy deleted, or Sprout stopping
 		}
-		part := triggers[start:min(start+size, len(triggers))]
-		start += max(len(part), 1)
-		if err := s.generatePart(ctx, ps, part, start >= len(triggers) && !joins); err != nil {
+		var part []policy.Trigger
+		part, last = src.next(size)
+		if err := s.generatePart(ctx, ps, part, last && !joins); err != nil {
 			return g, err
 		}
 	}
@@ -174,6 +183,41 @@ func (s *syncer) generate(ctx context.Context, run *syncRun, w writer, reader *e
 		return g, s.joinArrived(ctx, ps, j)
 	}
 	return g, nil
+}
+
+// partSource hands generate its triggers a part at a time: the first
+// call returns a part, even an empty one; last says no part follows.
+type partSource interface {
+	next(size int) (part []policy.Trigger, last bool)
+}
+
+// sliceParts are the parts of triggers already matched.
+type sliceParts struct {
+	triggers []policy.Trigger
+	start    int
+}
+
+func (p *sliceParts) next(size int) ([]policy.Trigger, bool) {
+	part := p.triggers[p.start:min(p.start+size, len(p.triggers))]
+	p.start += len(part)
+	return part, p.start >= len(p.triggers)
+}
+
+// matchedParts are the parts of a full sync's triggers, each matched as it
+// is taken, then its tombstones; each is added to the sync's triggers.
+type matchedParts struct {
+	run             *syncRun
+	tombstonesTaken bool
+}
+
+func (p *matchedParts) next(size int) ([]policy.Trigger, bool) {
+	mt := p.run.matching
+	part := mt.next(size)
+	if len(part) == 0 {
+		part, p.tombstonesTaken = p.run.tombstones, true
+	}
+	p.run.triggers = append(p.run.triggers, part...)
+	return part, p.tombstonesTaken || len(p.run.tombstones) == 0 && mt.exhausted()
 }
 
 // joinArrived waits for the applies under way and meanwhile takes on, as

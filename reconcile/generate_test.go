@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -63,26 +64,38 @@ func TestLargeSyncWritesBeforeItHasEvaluatedEverything(t *testing.T) {
 	// The count is read as the controller sends its first write of the
 	// policy's objects, on the controller's own goroutine: how busy the
 	// machine is cannot move it, as it could a read after a watch event.
-	atFirstWrite := make(chan float64, 1)
+	// So is how many triggers the sync had looked at: it matches them a
+	// part at a time too, and one that matched them all first would have
+	// seen every Namespace.
+	type firstWrite struct {
+		evaluated float64
+		seen      int
+	}
+	atFirstWrite := make(chan firstWrite, 1)
 	var first sync.Once
+	var controller atomic.Pointer[reconcile.Controller]
 	watched := rest.CopyConfig(cfg)
 	watched.Wrap(func(rt http.RoundTripper) http.RoundTripper {
 		return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
 			if req.Method != http.MethodGet && strings.HasPrefix(req.URL.Path, "/api/v1/namespaces/parts-") && strings.Contains(req.URL.Path, "/configmaps") {
-				first.Do(func() { atFirstWrite <- evaluated() })
+				first.Do(func() { atFirstWrite <- firstWrite{evaluated(), controller.Load().RoundSeen("GeneratingPolicy/parts")} })
 			}
 			return rt.RoundTrip(req)
 		})
 	})
-	runControllerOn(t, watched, func(o *reconcile.Options) { o.Metrics = reg })
+	_, c := runControllerOn(t, watched, func(o *reconcile.Options) { o.Metrics = reg })
+	controller.Store(c)
 	selector := sproutv1alpha1.LabelPolicyName + "=parts"
 	applyColorPolicy(t, "parts", "parts", func(u *unstructured.Unstructured) {
 		_ = unstructured.SetNestedField(u.Object, true, "spec", "evaluation", "generateExisting", "enabled")
 	})
 	select {
 	case got := <-atFirstWrite:
-		if got >= n {
-			t.Errorf("%v triggers evaluated when the first object was written, want fewer than %d", got, n)
+		if got.evaluated >= n {
+			t.Errorf("%v triggers evaluated when the first object was written, want fewer than %d", got.evaluated, n)
+		}
+		if got.seen < 0 || got.seen >= n/2 {
+			t.Errorf("%d triggers looked at when the first object was written, want fewer than %d", got.seen, n/2)
 		}
 	case <-time.After(2 * time.Minute):
 		t.Fatal("no object of the policy written in 2 minutes")

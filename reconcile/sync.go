@@ -26,7 +26,10 @@ type syncRun struct {
 	start time.Time
 	phase *report.Phases
 	// triggers are the admitted, matching triggers, then the tombstones.
+	// A full sync matches them as generate takes them (matching, nil once
+	// every trigger is matched).
 	triggers, tombstones []policy.Trigger
+	matching             *matching
 	// unmatched are the triggers whose match failed, for matchErr.
 	unmatched []types.UID
 	matchErr  error

@@ -74,49 +74,96 @@ func (m *triggerMatcher) triggersSynced(cp *policy.Compiled) bool {
 	return true
 }
 
-// matchingTriggers lists, from the caches, the triggers the policy matches
-// now and has admitted: every match with generateExisting, otherwise those
-// created since the policy's activation or admitted by an event. They come
-// in the caches' order, which is none.
-func (m *triggerMatcher) matchingTriggers(cp *policy.Compiled) ([]policy.Trigger, []types.UID, error) {
+// matching is a match of every cached trigger of a policy, taken a part
+// at a time (next) so that a full sync applies its first part before it
+// has matched the last trigger: at start, with every trigger new, matching
+// them all first held the first object back by as long as that took. The
+// triggers come in the caches' order, which is none. done ends it; a sync
+// that stops early still matches the rest there, so that the round of
+// memos and what the ledger keeps are those of a whole match.
+type matching struct {
+	m      *triggerMatcher
+	key    policy.Key
+	cp     *policy.Compiled
+	ms     matchSettings
+	gvrs   []schema.GroupVersionResource
+	cached [][]any
+	// at is where next goes on: cached[gvr][i].
+	gvr, i int
+	// candidates counts the cached objects, matched or not.
+	candidates int
+	errs       []error
+	failed     []types.UID // triggers whose match failed
+	self       int         // the policy's own objects, passed over
+}
+
+// matchingTriggers begins a match of the triggers the policy matches now
+// and has admitted: every match with generateExisting, otherwise those
+// created since the policy's activation or admitted by an event.
+func (m *triggerMatcher) matchingTriggers(cp *policy.Compiled) (*matching, error) {
 	key := policy.KeyOf(cp.Policy)
-	ms := m.matchSettingsOf(key, cp)
-	var out []policy.Trigger
-	var errs []error
-	var failed []types.UID // triggers whose match failed
-	self := 0              // the policy's own objects, passed over
-	defer func() { m.reportSelfTriggers(key, cp, self) }()
+	mt := &matching{m: m, key: key, cp: cp, ms: m.matchSettingsOf(key, cp)}
 	for _, gvr := range cp.Triggers {
 		store, _ := m.informers.Store(m.watch.triggerKeyOf(cp, gvr))
 		if store == nil {
-			return nil, nil, errWaiting // released meanwhile by a policy change
+			return nil, errWaiting // released meanwhile by a policy change
 		}
 		cached := store.List()
-		out = slices.Grow(out, len(cached))
-		for _, obj := range cached {
-			u := obj.(*cluster.Object)
-			memo := cp.Evaluations.Of(u)
-			ok, isSelf, err := m.matchOne(key, cp, gvr, u, memo, ms)
-			switch {
-			case err != nil:
-				errs = append(errs, err)
-				failed = append(failed, memo.UID)
-			case isSelf:
-				self++
-			case ok:
-				out = append(out, policy.Trigger{GVR: gvr, Object: u, Memo: memo})
+		mt.gvrs, mt.cached = append(mt.gvrs, gvr), append(mt.cached, cached)
+		mt.candidates += len(cached)
+	}
+	return mt, nil
+}
+
+// next returns up to n more matching triggers; none when every cached
+// trigger has been looked at.
+func (mt *matching) next(n int) []policy.Trigger {
+	var out []policy.Trigger
+	for mt.gvr < len(mt.gvrs) && len(out) < n {
+		cached := mt.cached[mt.gvr]
+		if mt.i == len(cached) {
+			mt.gvr, mt.i = mt.gvr+1, 0
+			continue
+		}
+		u := cached[mt.i].(*cluster.Object)
+		mt.i++
+		memo := mt.cp.Evaluations.Of(u)
+		ok, isSelf, err := mt.m.matchOne(mt.key, mt.cp, mt.gvrs[mt.gvr], u, memo, mt.ms)
+		switch {
+		case err != nil:
+			mt.errs = append(mt.errs, err)
+			mt.failed = append(mt.failed, memo.UID)
+		case isSelf:
+			mt.self++
+		case ok:
+			if out == nil {
+				out = make([]policy.Trigger, 0, n)
 			}
+			out = append(out, policy.Trigger{GVR: mt.gvrs[mt.gvr], Object: u, Memo: memo})
 		}
 	}
-	exists := m.triggerExists(cp)
-	st := m.states.Of(key)
+	return out
+}
+
+// exhausted reports whether every cached trigger has been looked at.
+func (mt *matching) exhausted() bool { return mt.gvr == len(mt.gvrs) || mt.gvr == len(mt.gvrs)-1 && mt.i == len(mt.cached[mt.gvr]) }
+
+// all returns every matching trigger not returned yet.
+func (mt *matching) all() []policy.Trigger { return mt.next(mt.candidates) }
+
+// done ends the match: it returns the triggers whose match failed and
+// the error of each, and keeps what the whole match found.
+func (mt *matching) done() ([]types.UID, error) {
+	m, st := mt.m, mt.m.states.Of(mt.key)
+	m.reportSelfTriggers(mt.key, mt.cp, mt.self)
+	exists := m.triggerExists(mt.cp)
 	st.Ledger().RetainAdmitted(func(uid types.UID) bool { return exists(string(uid)) })
 	st.Ledger().RetainGenerated(st.Tombstoned, exists)
-	if len(errs) == 0 {
+	if len(mt.errs) == 0 {
 		// Every trigger the old settings admitted is listed now.
-		m.states.Of(key).Ledger().SetDerivedBy(cp.Derives)
+		st.Ledger().SetDerivedBy(mt.cp.Derives)
 	}
-	return out, failed, joinSorted(errs)
+	return mt.failed, joinSorted(mt.errs)
 }
 
 // matchSettings are what deciding a policy's admissions needs beside the

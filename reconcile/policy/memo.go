@@ -102,6 +102,14 @@ func (e *Evaluations) Of(u *cluster.Object) *Memo {
 	return m
 }
 
+// Seen counts the objects the round under way has seen so far: a full
+// sync's match looks at every cached trigger in it.
+func (e *Evaluations) Seen() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return len(e.next)
+}
+
 // EndRound forgets every object the round did not see.
 func (e *Evaluations) EndRound() {
 	e.mu.Lock()
