@@ -122,6 +122,11 @@ func (h policyHandler) Upsert(p sources.Policy) {
 	c.intake.ensureInformers(c.intake.triggerKeys(cp)...)
 	if cur != nil {
 		c.intake.releaseInformers() // the new generation may watch less
+	} else {
+		// What its record says it wrote to is listed beside its triggers:
+		// its first sync would start them only once its first part is
+		// evaluated, and wait for their lists.
+		c.intake.generated.Ensure(c.states.Of(key).Ledger().Written())
 	}
 	c.queue.Add(key)
 }

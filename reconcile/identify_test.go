@@ -100,3 +100,36 @@ func TestIdentifyErrorEndsRun(t *testing.T) {
 		t.Fatal("Run returned only when its context ended")
 	}
 }
+
+// On a restart, the resources a policy's record says it wrote to are
+// watched as the policy is taken, beside its triggers: its first sync
+// does not wait for their lists after its trigger list. Here the trigger
+// list is held until the generated objects' watch has been asked for: a
+// start that asked for it only in the first sync never syncs.
+func TestRestartWatchesWhatTheRecordNamesBesideTheTriggers(t *testing.T) {
+	applyColorPolicy(t, "early", "early", nil)
+	createNamespace(t, "early-red", map[string]string{"color": "early"})
+	runUntilSynced(t, cfg, "GeneratingPolicy/early")
+
+	generatedWatched := make(chan struct{})
+	var once sync.Once
+	held := rest.CopyConfig(cfg)
+	held.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
+			if req.URL.Query().Get("watch") == "true" {
+				switch req.URL.Path {
+				case "/api/v1/configmaps":
+					once.Do(func() { close(generatedWatched) })
+				case "/api/v1/namespaces":
+					select {
+					case <-generatedWatched:
+					case <-req.Context().Done():
+						return nil, req.Context().Err()
+					}
+				}
+			}
+			return rt.RoundTrip(req)
+		})
+	})
+	runUntilSynced(t, held, "GeneratingPolicy/early")
+}
