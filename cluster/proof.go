@@ -53,6 +53,32 @@ type ProofKey struct {
 	// home is the Secret that holds the key, namespace and name: no
 	// policy reads it (KeptIn).
 	home [2]string
+	// known, for a key still to come (Pending), is closed once Set or
+	// Abandon has said what it is; once, as settle makes sure.
+	known  chan struct{}
+	settle sync.Once
+}
+
+// Pending makes k a key still to come: until Set gives it, or Abandon
+// says there is none, every question about a proof waits, but those an
+// object without Sprout's origin asks, whose answer no key changes. A
+// start reads triggers while it asks the cluster for its key. Call it
+// before k is used.
+func (k *ProofKey) Pending() { k.known = make(chan struct{}) }
+
+// Abandon says that a key still to come will not: the questions waiting
+// are answered without one. Set calls it once it holds the key.
+func (k *ProofKey) Abandon() {
+	if k.known != nil {
+		k.settle.Do(func() { close(k.known) })
+	}
+}
+
+// await waits until k's key is known, if it is still to come.
+func (k *ProofKey) await() {
+	if k != nil && k.known != nil {
+		<-k.known
+	}
 }
 
 // KeptIn names the Secret that holds the key: policies read Secrets with
@@ -79,13 +105,24 @@ func (k *ProofKey) Set(secret []byte) error {
 	if len(secret) < MinProofKeyBytes {
 		return fmt.Errorf("the proof key has %d bytes, fewer than %d", len(secret), MinProofKeyBytes)
 	}
+	if k.known != nil {
+		select {
+		case <-k.known:
+			return fmt.Errorf("the proof key was abandoned")
+		default:
+		}
+	}
 	k.key = append([]byte(nil), secret...)
 	k.macs.New = func() any { return &macState{h: hmac.New(sha256.New, k.key)} }
+	k.Abandon() // known now: the questions waiting are answered with it
 	return nil
 }
 
-// Keyed reports whether k holds a key.
-func (k *ProofKey) Keyed() bool { return k != nil && k.key != nil }
+// Keyed reports whether k holds a key, once it is known.
+func (k *ProofKey) Keyed() bool {
+	k.await()
+	return k != nil && k.key != nil
+}
 
 // origin is what a proof is made over.
 type origin struct {
@@ -140,6 +177,9 @@ func (k *ProofKey) Sign(obj *unstructured.Unstructured) {
 // an object that carries the managed-by label (managedBy). Without a key,
 // written (OriginWritten) is the answer.
 func (k *ProofKey) proves(proof string, o origin, managedBy, written bool) bool {
+	if o.policy == "" && !written {
+		return false // with a key or without: asked of most triggers, it does not wait
+	}
 	if !k.Keyed() {
 		return written
 	}

@@ -142,6 +142,61 @@ func TestProofProvesIdentityAndOrigin(t *testing.T) {
 	}
 }
 
+// TestAPendingKeyAnswersWithTheKey: a key still to come (Pending) answers
+// every question as the key will, once Set gives it, and as no key does
+// once abandoned. An object without Sprout's origin, most triggers, is
+// answered at once: a start decodes them while it asks for its key.
+func TestAPendingKeyAnswersWithTheKey(t *testing.T) {
+	secret := bytes.Repeat([]byte{1}, MinProofKeyBytes)
+	signed := appliedConfigMap()
+	// Managed fields that do not say Sprout wrote the origin: without a
+	// key it is not proven, with one its proof proves it.
+	signed.SetManagedFields([]metav1.ManagedFieldsEntry{managedBy("kubectl", metav1.ManagedFieldsOperationApply, originFieldsV1)})
+	proofKey(t, 1).Sign(signed)
+	raw, err := json.Marshal(signed.Object)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
+		"metadata": map[string]any{"name": "plain", "namespace": "team-red", "uid": "u2"}}}
+
+	pending, _ := NewProofKey(nil)
+	pending.Pending()
+	for how, proven := range provenEverywhere(t, pending, plain) { // would wait for ever
+		if proven {
+			t.Errorf("a plain object from %s: proven", how)
+		}
+	}
+	answer := make(chan bool, 1)
+	go func() {
+		o, err := Triggers.WithProof(pending).FromJSON(bytes.Clone(raw))
+		answer <- err == nil && o.Proven()
+	}()
+	if err := pending.Set(secret); err != nil {
+		t.Fatal(err)
+	}
+	if !<-answer {
+		t.Error("a signed trigger decoded while the key was pending: not proven, want the key's answer")
+	}
+	for how, proven := range provenEverywhere(t, pending, signed) {
+		if !proven {
+			t.Errorf("a signed object from %s, once the key is set: not proven", how)
+		}
+	}
+
+	abandoned, _ := NewProofKey(nil)
+	abandoned.Pending()
+	abandoned.Abandon()
+	for how, proven := range provenEverywhere(t, abandoned, signed) {
+		if proven {
+			t.Errorf("a signed object from %s under an abandoned key: proven, want the answer without a key", how)
+		}
+	}
+	if abandoned.Set(secret) == nil {
+		t.Error("an abandoned key was set")
+	}
+}
+
 // TestWithoutAKeyManagedFieldsProve: a ProofKey without a key (what a
 // plan or a diff runs with) signs nothing and takes an origin Sprout's
 // managed fields wrote for proven, as before proofs.

@@ -218,7 +218,7 @@ func (f Form) identityOf(obj runtime.Object) (*Object, error) {
 	// A proof that proves the origin answers every question the managed
 	// fields would (OriginWritten): they are not decoded, at every event
 	// of every object Sprout signed.
-	if o.proven = f.proof.Keyed() && f.proof.proves(proof, origin, managedBy, false); !o.proven {
+	if o.proven = origin.policy != "" && f.proof.Keyed() && f.proof.proves(proof, origin, managedBy, false); !o.proven {
 		o.originWritten = OriginWritten(m.GetManagedFields(), labels, annotations)
 		o.proven = f.proof.proves(proof, origin, managedBy, o.originWritten)
 	}

@@ -134,12 +134,13 @@ type Options struct {
 	// count as proven, as before proofs: what a plan needs, which holds no
 	// key, and no controller that writes should run so.
 	ProofKey []byte
-	// Identify, when set, is called as Run starts, while the records and
-	// the policies are read: what the first policy needs of the controller
-	// before its triggers are watched and its guard judges, and Run need
-	// not wait for before reading. `sprout run` reads its proof key and
-	// its own namespaces there (Prove, Protect). No policy is compiled
-	// before it returns; its error ends Run.
+	// Identify, when set, is called as Run starts, while the records, the
+	// policies and their triggers are read: what the controller needs
+	// before its first sync and need not wait for before reading. `sprout
+	// run` reads its proof key and its own namespaces there (Prove,
+	// Protect); without ProofKey, a proof met meanwhile is verified once
+	// the key is known. No policy is synced before it returns; its error
+	// ends Run.
 	Identify func(ctx context.Context) error
 	// OnSync, when set, is called after every sync of a policy with its key
 	// (Kind/[namespace/]name) and result. Tests wait on it instead of sleeping.
@@ -261,6 +262,10 @@ func New(cfg *rest.Config, opts Options) (*Controller, error) {
 	proof, err := cluster.NewProofKey(opts.ProofKey)
 	if err != nil {
 		return nil, fmt.Errorf("ProofKey: %w", err)
+	}
+	if opts.ProofKey == nil && opts.Identify != nil {
+		// Identify may give it (Prove): the triggers are read meanwhile.
+		proof.Pending()
 	}
 	created := new(cluster.CreatedVersions)
 	applier, err := inventory.NewApplier(cfg, created)

@@ -8,12 +8,11 @@ import (
 )
 
 // policyHandler receives the policies of every source for a Controller.
-// Sources start while the records are read, and who the controller is
-// (Options.Identify) asked: what the sources deliver waits for records,
-// and a policy's triggers are watched once identified opens.
+// Sources start while the records are read: what they deliver waits for
+// them (records).
 type policyHandler struct {
-	c                   *Controller
-	records, identified *intakeGate
+	c       *Controller
+	records *intakeGate
 }
 
 // intakeGate holds what the sources deliver until the controller can take
@@ -116,9 +115,6 @@ func (h policyHandler) Upsert(p sources.Policy) {
 	c.policies[key] = cp
 	delete(c.deleted, key)
 	c.mu.Unlock()
-	if h.identified.wait() != nil {
-		return // the controller stops
-	}
 	c.intake.ensureInformers(c.intake.triggerKeys(cp)...)
 	if cur != nil {
 		c.intake.releaseInformers() // the new generation may watch less

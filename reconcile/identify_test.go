@@ -16,15 +16,16 @@ import (
 	"github.com/sprout-gitops/sprout/reconcile"
 )
 
-// Who the controller is (Options.Identify) is asked while the records and
-// the policies are read, not before them: a start waits for the longest of
-// the three, not for their sum. No policy is taken before it is known: its
-// triggers are watched after.
-func TestStartReadsRecordsAndPoliciesWhileIdentifying(t *testing.T) {
+// Who the controller is (Options.Identify) is asked while the records,
+// the policies and their triggers are read, not before them: a start waits
+// for the longest, not for their sum. No policy is synced before it is
+// known.
+func TestStartReadsWhileIdentifying(t *testing.T) {
 	applyColorPolicy(t, "identify", "identify", nil)
 	createNamespace(t, "identify-red", map[string]string{"color": "identify"})
 
-	// What the controller asked, in order, and when Identify returned.
+	// What the controller asked, in order, when Identify returned and when
+	// the policy synced.
 	var mu sync.Mutex
 	var asked []string
 	note := func(s string) {
@@ -46,36 +47,52 @@ func TestStartReadsRecordsAndPoliciesWhileIdentifying(t *testing.T) {
 			return rt.RoundTrip(req)
 		})
 	})
-	const identified = "identified"
-	runControllerOn(t, watched, func(o *reconcile.Options) {
+	const identified, synced = "identified", "synced"
+	controller := make(chan *reconcile.Controller, 1)
+	_, c := runControllerOn(t, watched, func(o *reconcile.Options) {
+		o.OnSync = func(policy string, err error) {
+			if policy == "GeneratingPolicy/identify" {
+				note(synced)
+			}
+		}
 		o.Identify = func(ctx context.Context) error {
 			defer note(identified)
-			// Returns once both are being read: a start that asked first
-			// and read after would never get here.
-			var records, policies bool
-			for !records || !policies {
+			// Returns once all three are being read: a start that asked
+			// first and read after would never get here.
+			var records, policies, triggers bool
+			for !records || !policies || !triggers {
 				select {
 				case p := <-sent:
 					records = records || strings.HasSuffix(p, "/policyinventories")
 					policies = policies || strings.HasSuffix(p, "/generatingpolicies")
+					triggers = triggers || p == "/api/v1/namespaces"
 				case <-ctx.Done():
 					return ctx.Err()
 				}
 			}
-			return nil
+			// The key, given as `sprout run` gives it (no Options.ProofKey).
+			select {
+			case c := <-controller:
+				return c.Prove(testProofKey, "default", "sprout-proof-key")
+			case <-ctx.Done():
+				return ctx.Err()
+			}
 		}
 	})
-	poll(t, "ConfigMap in identify-red", func(ctx context.Context) (bool, error) {
+	controller <- c
+	poll(t, "ConfigMap in identify-red, its sync ended", func(ctx context.Context) (bool, error) {
+		mu.Lock()
+		ended := slices.Contains(asked, synced)
+		mu.Unlock()
 		cm, err := getConfigMap(ctx, "identify-red", "zk-kafka-address")
-		return cm != nil, err
+		return ended && cm != nil, err
 	})
 
 	mu.Lock()
 	defer mu.Unlock()
-	at := slices.Index(asked, identified)
-	trigger := slices.IndexFunc(asked, func(p string) bool { return p == "/api/v1/namespaces" })
-	if at < 0 || trigger < at {
-		t.Errorf("the policy's triggers were watched at %d, Identify returned at %d, want after: %v", trigger, at, asked)
+	at, sync := slices.Index(asked, identified), slices.Index(asked, synced)
+	if at < 0 || sync < at {
+		t.Errorf("the policy synced at %d, Identify returned at %d, want after: %v", sync, at, asked)
 	}
 }
 

@@ -76,15 +76,17 @@ func (c *Controller) start(ctx context.Context) error {
 	// The records, the policies and who the controller is (Identify) are
 	// read at once: each is a round trip the others need not wait for. A
 	// policy delivered by a source resumes from its record, so the sources'
-	// policies wait in the handler until the records are in; a policy is
-	// compiled meanwhile, but its triggers are watched (and verified with
-	// the proof key) once the controller knows who it is, and no policy is
-	// synced before.
+	// policies wait in the handler until the records are in; then it is
+	// compiled and its triggers watched, while the controller may still
+	// be asking who it is (a proof met meanwhile waits for the key), and
+	// no policy is synced before it knows.
 	c.log.Info("waiting for the PolicyInventory records and the policy sources to be read", "sources", len(c.opts.Sources))
 	records := c.ledger.Start(ctx, c.opts.RecordShardSize)
 	recordsIn, identified := newIntakeGate(), newIntakeGate()
 	go func() {
-		if err := c.identify(ctx); err != nil {
+		err := c.identify(ctx)
+		c.proof.Abandon() // given by then, if at all
+		if err != nil {
 			identified.shut(err)
 			return
 		}
@@ -97,7 +99,7 @@ func (c *Controller) start(ctx context.Context) error {
 		}
 		recordsIn.open()
 	}()
-	h := policyHandler{c: c, records: recordsIn, identified: identified}
+	h := policyHandler{c: c, records: recordsIn}
 	var synced []cache.InformerSynced
 	for _, src := range c.opts.Sources {
 		if err := src.Start(ctx, h); err != nil {
