@@ -1,6 +1,8 @@
 package reconcile
 
 import (
+	"time"
+
 	"github.com/sprout-gitops/sprout/reconcile/ledger"
 	"github.com/sprout-gitops/sprout/reconcile/policy"
 	"github.com/sprout-gitops/sprout/reconcile/report"
@@ -97,7 +99,9 @@ func (h policyHandler) Upsert(p sources.Policy) {
 		c.ledger.Restore(key, string(p.GetUID()), c.states.Of(key).Ledger())
 	}
 
+	began := time.Now()
 	cp := c.compile(p, cur)
+	c.log.Debug("policy taken", "policy", key.String(), "duration", time.Since(began))
 	c.keepGeneratedOnSyncOff(key, cur, cp)
 	if err := cp.Program.Err(); err != nil {
 		c.log.Error("policy does not compile", "policy", key.String(), "source", p.Source, "error", err.Error())

@@ -229,16 +229,26 @@ func where(namespace string, url bool) string {
 
 // MayWatch checks that Sprout, whose informers watch, and sa, if any, may
 // list and watch gvr in namespace.
+//
+// The reviews are asked at once: a policy's triggers are watched once they
+// are answered, and a start waited for each in turn. The error is the
+// first in the order Sprout's, then sa's, each verb in WatchVerbs' order.
 func (r *Reviews) MayWatch(ctx context.Context, sa *Account, gvr schema.GroupVersionResource, namespace string) error {
 	whom := []*Account{nil}
 	if sa != nil {
 		whom = append(whom, sa)
 	}
-	for _, who := range whom {
-		for _, verb := range WatchVerbs {
-			if err := r.May(ctx, who, verb, gvr, namespace); err != nil {
-				return err
-			}
+	errs := make([]error, len(whom)*len(WatchVerbs))
+	var wg sync.WaitGroup
+	for i, who := range whom {
+		for j, verb := range WatchVerbs {
+			wg.Go(func() { errs[i*len(WatchVerbs)+j] = r.May(ctx, who, verb, gvr, namespace) })
+		}
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err
 		}
 	}
 	return nil

@@ -5,11 +5,14 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes/fake"
+	authorizationv1client "k8s.io/client-go/kubernetes/typed/authorization/v1"
 	k8stesting "k8s.io/client-go/testing"
 )
 
@@ -161,4 +164,52 @@ func TestAccountNames(t *testing.T) {
 	if err := (Accounts{Namespaces: []string{"a/b"}}).Validate(); err == nil || !strings.Contains(err.Error(), "--service-account-namespaces") {
 		t.Errorf("an invalid namespace: %v", err)
 	}
+}
+
+// TestMayWatchAsksAtOnce: the reviews of a policy's triggers are asked at
+// once, not one after the other: here no review is answered until
+// Sprout's two have both been asked, and asked in turn they never would
+// be. A denial is still the first in order: Sprout's, then the account's.
+func TestMayWatchAsksAtOnce(t *testing.T) {
+	both := make(chan struct{})
+	reviews := &meetingReviews{SelfSubjectAccessReviewInterface: fake.NewClientset().AuthorizationV1().SelfSubjectAccessReviews(), meet: len(WatchVerbs), met: both}
+	client := meetingClient{AuthorizationV1Interface: fake.NewClientset().AuthorizationV1(), reviews: reviews}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err := NewReviews(client).MayWatch(ctx, nil, configmaps, "team")
+	if want := "Sprout may not watch configmaps.v1 in namespace team"; err == nil || err.Error() != want {
+		t.Errorf("MayWatch = %v, want %q", err, want)
+	}
+}
+
+// meetingClient serves its SelfSubjectAccessReviews from reviews.
+type meetingClient struct {
+	authorizationv1client.AuthorizationV1Interface
+	reviews *meetingReviews
+}
+
+func (c meetingClient) SelfSubjectAccessReviews() authorizationv1client.SelfSubjectAccessReviewInterface {
+	return c.reviews
+}
+
+// meetingReviews answers no review until meet of them have been asked:
+// then list is allowed, nothing else.
+type meetingReviews struct {
+	authorizationv1client.SelfSubjectAccessReviewInterface
+	meet  int
+	asked atomic.Int64
+	met   chan struct{}
+}
+
+func (r *meetingReviews) Create(ctx context.Context, review *authorizationv1.SelfSubjectAccessReview, _ metav1.CreateOptions) (*authorizationv1.SelfSubjectAccessReview, error) {
+	if r.asked.Add(1) == int64(r.meet) {
+		close(r.met)
+	}
+	select {
+	case <-r.met:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	review.Status.Allowed = review.Spec.ResourceAttributes.Verb == "list"
+	return review, nil
 }
