@@ -196,6 +196,11 @@ func runController(ctx context.Context, g *globalFlags, opts reconcile.Options, 
 	if err := waitForAPIServer(ctx, cfg, log); err != nil {
 		return err
 	}
+	select {
+	case <-ctx.Done():
+		return nil // stopped while it waited: nothing was started
+	default:
+	}
 	log.Debug("the API server answers")
 	// The entries are served, and their status written, by the leader.
 	lead := func(ctx context.Context) error {

@@ -46,7 +46,8 @@ func TestRunValidatesFlagsBeforeConnecting(t *testing.T) {
 
 // TestRunSaysWhatItWaitsFor: `sprout run` with the API server down says, at
 // the default log level, that it waits for the API server, and says so again
-// at each retry; a SIGTERM then ends it cleanly, without an error.
+// at each retry; a SIGTERM then ends it cleanly, without an error and
+// without starting what follows.
 func TestRunSaysWhatItWaitsFor(t *testing.T) {
 	addr := freeAddress(t)
 	p := startProcess(t, unreachableKubeconfig(t, addr))
@@ -62,6 +63,10 @@ func TestRunSaysWhatItWaitsFor(t *testing.T) {
 	}
 	if strings.Contains(p.logs.String(), "level=ERROR") {
 		t.Errorf("a shutdown logged an error:\n%s", p.logs.String())
+	}
+	// Stopped while waiting, it starts nothing after.
+	if strings.Contains(p.logs.String(), "waiting for the PolicyInventory records") {
+		t.Errorf("a stop while it waited for the API server started the controller:\n%s", p.logs.String())
 	}
 }
 
