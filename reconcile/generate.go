@@ -123,9 +123,10 @@ func (s *syncer) generate(ctx context.Context, run *syncRun, w writer, reader *e
 	cp := run.cp
 	src := partSource(&sliceParts{triggers: run.triggers})
 	size := len(run.triggers)
+	var matched *matchedParts
 	if mt := run.matching; mt != nil {
-		mp := &matchedParts{run: run}
-		src, size = mp, mt.candidates+len(run.tombstones)
+		matched = &matchedParts{run: run}
+		src, size = matched, mt.candidates+len(run.tombstones)
 	}
 	// Most policies generate one object a trigger.
 	g := &generation{changes: inventory.ChangeSet{Changes: make([]inventory.Change, 0, size)}, verdicts: access.NewVerdicts(), failed: sets.New[string]()}
@@ -137,8 +138,8 @@ func (s *syncer) generate(ctx context.Context, run *syncRun, w writer, reader *e
 	} else {
 		defer cp.Evaluations.EndRound()
 	}
-	if mp, ok := src.(*matchedParts); ok {
-		defer func() { s.endMatch(run, mp.tombstonesTaken) }() // before the round ends
+	if matched != nil {
+		defer func() { s.endMatch(run, matched.tombstonesTaken) }() // before the round ends
 	}
 	ps := &parts{run: run, g: g, round: run.decisions.Begin(), w: w, reader: reader, sync: cp.Policy.PolicySpec().Synchronize(),
 		alive: s.matcher.triggerExists(cp), mapped: map[schema.GroupVersionKind]error{}, recorded: -1}

@@ -146,7 +146,9 @@ func (mt *matching) next(n int) []policy.Trigger {
 }
 
 // exhausted reports whether every cached trigger has been looked at.
-func (mt *matching) exhausted() bool { return mt.gvr == len(mt.gvrs) || mt.gvr == len(mt.gvrs)-1 && mt.i == len(mt.cached[mt.gvr]) }
+func (mt *matching) exhausted() bool {
+	return mt.gvr == len(mt.gvrs) || mt.gvr == len(mt.gvrs)-1 && mt.i == len(mt.cached[mt.gvr])
+}
 
 // all returns every matching trigger not returned yet.
 func (mt *matching) all() []policy.Trigger { return mt.next(mt.candidates) }

@@ -164,23 +164,16 @@ func runController(ctx context.Context, g *globalFlags, opts reconcile.Options, 
 	}
 	opts.GlobalContext = gctx
 	var c *reconcile.Controller
-	// Who Sprout is, asked once the API server answers, while the records
-	// and policies are read: the first policy needs the proof key before
-	// its triggers are watched, and Sprout's own namespaces before its
-	// guard judges a binding. The two questions are asked at once.
+	// Who Sprout is, asked once the API server answers, while the records,
+	// the policies and their triggers are read: its first sync needs the
+	// proof key, and Sprout's own namespaces before its guard judges a
+	// binding. The two questions are asked at once.
 	opts.Identify = func(ctx context.Context) error {
-		start := time.Now()
 		own := make(chan []string, 1)
-		var ownTook time.Duration
-		go func() {
-			namespaces := ownNamespaces(ctx, cfg, ro.leader.namespace, log)
-			ownTook = time.Since(start)
-			own <- namespaces
-		}()
+		go func() { own <- ownNamespaces(ctx, cfg, ro.leader.namespace, log) }()
 		err := prove(ctx, cfg, c, ro)
-		proofTook := time.Since(start)
 		c.Protect(<-own...)
-		log.Debug("own namespaces and proof key known", "own", ownTook, "proof", proofTook)
+		log.Debug("own namespaces and proof key known")
 		return err
 	}
 	c, err = newRunController(ctx, cfg, opts, ro, reg, log)
