@@ -43,6 +43,9 @@ type Resource struct {
 	// that cannot be undone (the generated objects: one missed is created
 	// and found existing, one deleted meanwhile is put back on its delete).
 	Cached bool
+	// Listing, when set, is handed the objects of the informer's first
+	// list as they come (see Listing).
+	Listing *Listing
 }
 
 // NewInformer makes an informer on r, as the dynamic informer does, whose
@@ -63,6 +66,9 @@ func NewInformer(dyn dynamic.Interface, raw rest.Interface, r Resource, indexers
 			d, err := openWatch(ctx, raw, r, o, form)
 			if err != nil {
 				return nil, err
+			}
+			if r.Listing != nil && o.SendInitialEvents != nil && *o.SendInitialEvents {
+				d = r.Listing.decoder(d)
 			}
 			return watch.NewStreamWatcher(d,
 				apierrors.NewClientErrorReporter(http.StatusInternalServerError, http.MethodGet, "ClientWatchDecoding")), nil

@@ -19,12 +19,12 @@ type fullSync struct{ s *syncer }
 
 // match lists the policy's admitted, matching triggers, then the
 // tombstones it has yet to replay.
-func (f fullSync) match(run *syncRun) (bool, error) {
+func (f fullSync) match(ctx context.Context, run *syncRun) (bool, error) {
 	s := f.s
 	s.states.Of(run.key).SetTally(nil)
 	s.metrics.CountSync(run.key.String(), false)
 	run.phase = s.metrics.Phases()
-	mt, err := s.matcher.matchingTriggers(run.cp)
+	mt, err := s.matcher.matchingTriggers(ctx, run.cp)
 	if err != nil {
 		return false, err
 	}
@@ -47,7 +47,10 @@ func (s *syncer) endMatch(run *syncRun, tombstonesTaken bool) {
 		run.triggers = append(run.triggers, run.tombstones...)
 	}
 	run.unmatched, run.matchErr = mt.done()
-	s.tell.UnreportUnmatched(run.cp, run.triggers, run.unmatched)
+	if mt.stopped == nil {
+		// What was not matched is known only after a whole match.
+		s.tell.UnreportUnmatched(run.cp, run.triggers, run.unmatched)
+	}
 }
 
 func (fullSync) accept(*syncRun, *generation, error) bool { return true }

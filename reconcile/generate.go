@@ -175,7 +175,11 @@ func (s *syncer) generate(ctx context.Context, run *syncRun, w writer, reader *e
 			return g, err // stopped: the policy deleted, or Sprout stopping
 		}
 		var part []policy.Trigger
-		part, last = src.next(size)
+		var err error
+		part, last, err = src.next(size)
+		if err != nil {
+			return g, err // the sync ended, or an informer was released
+		}
 		if err := s.generatePart(ctx, ps, part, last && !joins); err != nil {
 			return g, err
 		}
@@ -189,7 +193,7 @@ func (s *syncer) generate(ctx context.Context, run *syncRun, w writer, reader *e
 // partSource hands generate its triggers a part at a time: the first
 // call returns a part, even an empty one; last says no part follows.
 type partSource interface {
-	next(size int) (part []policy.Trigger, last bool)
+	next(size int) (part []policy.Trigger, last bool, err error)
 }
 
 // sliceParts are the parts of triggers already matched.
@@ -198,10 +202,10 @@ type sliceParts struct {
 	start    int
 }
 
-func (p *sliceParts) next(size int) ([]policy.Trigger, bool) {
+func (p *sliceParts) next(size int) ([]policy.Trigger, bool, error) {
 	part := p.triggers[p.start:min(p.start+size, len(p.triggers))]
 	p.start += len(part)
-	return part, p.start >= len(p.triggers)
+	return part, p.start >= len(p.triggers), nil
 }
 
 // matchedParts are the parts of a full sync's triggers, each matched as it
@@ -211,14 +215,17 @@ type matchedParts struct {
 	tombstonesTaken bool
 }
 
-func (p *matchedParts) next(size int) ([]policy.Trigger, bool) {
+func (p *matchedParts) next(size int) ([]policy.Trigger, bool, error) {
 	mt := p.run.matching
-	part := mt.next(size)
+	part, err := mt.next(size)
+	if err != nil {
+		return nil, true, err
+	}
 	if len(part) == 0 {
 		part, p.tombstonesTaken = p.run.tombstones, true
 	}
 	p.run.triggers = append(p.run.triggers, part...)
-	return part, p.tombstonesTaken || len(p.run.tombstones) == 0 && mt.exhausted()
+	return part, p.tombstonesTaken || len(p.run.tombstones) == 0 && mt.exhausted(), nil
 }
 
 // joinArrived waits for the applies under way and meanwhile takes on, as
@@ -292,6 +299,11 @@ func (s *syncer) generatePart(ctx context.Context, ps *parts, part []policy.Trig
 	if err := s.recordAhead(ctx, ps, gvrs); err != nil {
 		return err
 	}
+	if run.listing {
+		if err := s.matcher.waitListedWrites(ctx, run.cp, gvrs); err != nil {
+			return err
+		}
+	}
 	toWrite, again := desired, []*unstructured.Unstructured(nil)
 	if !ps.sync {
 		again, toWrite = splitUpdated(desired, ps.updated)
@@ -357,7 +369,11 @@ func (s *syncer) recordAhead(ctx context.Context, ps *parts, gvrs sets.Set[schem
 		// only a part that writes to a new resource can find more.
 		ps.rebuiltAt = written
 		var learnt bool
-		run.cp, learnt = s.matcher.rebuildAdmissions(run.key, run.cp)
+		var err error
+		run.cp, learnt, err = s.matcher.rebuildAdmissions(ctx, run.key, run.cp)
+		if err != nil {
+			return err
+		}
 		ps.g.rebuilt, ps.g.relearnt = written > 0, ps.g.relearnt || learnt
 		if learnt {
 			ps.recorded = -1

@@ -67,7 +67,7 @@ type incrementalSync struct {
 	dirty []types.UID
 }
 
-func (i *incrementalSync) match(run *syncRun) (bool, error) {
+func (i *incrementalSync) match(_ context.Context, run *syncRun) (bool, error) {
 	s := i.s
 	p := s.loop.takeChanges(run.key)
 	if p == nil {
@@ -76,7 +76,8 @@ func (i *incrementalSync) match(run *syncRun) (bool, error) {
 		p = &queue.Changes{}
 	}
 	i.tally = s.states.Of(run.key).Tally()
-	if !i.allowed(run, p, i.tally) {
+	if run.listing || !i.allowed(run, p, i.tally) {
+		// A list under way is matched whole, by a full sync.
 		return false, nil
 	}
 	run.phase = s.metrics.Phases()

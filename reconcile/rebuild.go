@@ -1,6 +1,8 @@
 package reconcile
 
 import (
+	"context"
+	"fmt"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -13,11 +15,26 @@ import (
 // generated for, and takes the beginning they tell of a policy from files
 // (ledger.Entry.Relearn), while its record is being rebuilt. It returns
 // the policy, changed when its beginning did, and whether anything was
-// learnt.
-func (m *triggerMatcher) rebuildAdmissions(key policy.Key, cp *policy.Compiled) (*policy.Compiled, bool) {
+// learnt. It reads every trigger: a trigger informer still listing is
+// waited for (errWaiting when it is released meanwhile). An error stops
+// the sync.
+func (m *triggerMatcher) rebuildAdmissions(ctx context.Context, key policy.Key, cp *policy.Compiled) (*policy.Compiled, bool, error) {
 	owned, err := m.ledger.Owned(key)
-	if err != nil || len(owned) == 0 {
-		return cp, false
+	if err != nil {
+		// Rebuilt from what could not be read, the record would forget
+		// admissions: the sync stops, and is tried again.
+		return cp, false, fmt.Errorf("rebuild the record from the objects: %w", err)
+	}
+	if len(owned) == 0 {
+		return cp, false, nil
+	}
+	for _, gvr := range cp.Triggers {
+		if _, listed := m.informers.WaitListed(ctx, m.watch.triggerKeyOf(cp, gvr)); !listed {
+			if err := ctx.Err(); err != nil {
+				return cp, false, err
+			}
+			return cp, false, errWaiting
+		}
 	}
 	created := map[types.UID]time.Time{}
 	m.eachCachedTrigger(cp, func(o *cluster.Object) { created[o.GetUID()] = o.Created() })
@@ -33,5 +50,5 @@ func (m *triggerMatcher) rebuildAdmissions(key policy.Key, cp *policy.Compiled) 
 	if admitted > 0 {
 		m.log.Info("policy's admissions rebuilt from its objects", "policy", key.String(), "triggers", admitted)
 	}
-	return cp, learnt || admitted > 0
+	return cp, learnt || admitted > 0, nil
 }

@@ -30,6 +30,9 @@ type syncRun struct {
 	// every trigger is matched).
 	triggers, tombstones []policy.Trigger
 	matching             *matching
+	// listing: a trigger informer was still listing when the sync began;
+	// its match takes the objects as they come (matching).
+	listing bool
 	// unmatched are the triggers whose match failed, for matchErr.
 	unmatched []types.UID
 	matchErr  error
@@ -82,7 +85,7 @@ func (s *syncer) forgetChanges(key policy.Key) {
 type scope interface {
 	// match finds the triggers the sync looks at. Not ok: the scope
 	// cannot decide, and a full sync must, meeting err again if any.
-	match(run *syncRun) (ok bool, err error)
+	match(ctx context.Context, run *syncRun) (ok bool, err error)
 	// accept reports whether what generate found may be applied in this
 	// scope; not: a full sync must decide.
 	accept(run *syncRun, g *generation, err error) bool
@@ -101,7 +104,7 @@ type scope interface {
 // was done; not done, a full sync must follow, and nothing this one did is
 // lost.
 func (s *syncer) runPhases(ctx, outer context.Context, run *syncRun, sc scope) (bool, error) {
-	if ok, err := sc.match(run); !ok {
+	if ok, err := sc.match(ctx, run); !ok {
 		return false, err
 	}
 	as, err := s.checks.actingAs(ctx, run.cp.Policy)
@@ -207,9 +210,11 @@ func (s *syncer) snapshot(ctx context.Context, key policy.Key) (*syncRun, error)
 			return nil, cp.ResolveErr
 		}
 	}
-	if !s.matcher.triggersSynced(cp) {
+	readable, listing := s.matcher.triggersReadable(cp)
+	if !readable {
 		return nil, errWaiting
 	}
+	run.listing = listing
 	return run, nil
 }
 

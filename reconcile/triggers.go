@@ -1,6 +1,7 @@
 package reconcile
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -10,6 +11,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apiserver/pkg/admission"
 
 	sproutv1alpha1 "github.com/sprout-gitops/sprout/api/sprout/v1alpha1"
@@ -60,75 +62,186 @@ func (m *triggerMatcher) resolveAgain(key policy.Key, cp *policy.Compiled) *poli
 	return &next
 }
 
-// triggersSynced reports whether every trigger informer of the policy has
-// listed its objects: before that the cache would look empty.
-func (m *triggerMatcher) triggersSynced(cp *policy.Compiled) bool {
+// triggersReadable reports whether the policy's triggers can be matched:
+// every trigger informer has listed its objects (before that its cache
+// would look empty), or is listing them and hands them out as they come
+// (listing).
+func (m *triggerMatcher) triggersReadable(cp *policy.Compiled) (ok, listing bool) {
 	if !m.watch.namespacesSynced(cp.Triggers) {
-		return false
+		return false, false
 	}
 	for _, gvr := range cp.Triggers {
-		if store, synced := m.informers.Store(m.watch.triggerKeyOf(cp, gvr)); store == nil || !synced {
-			return false
+		key := m.watch.triggerKeyOf(cp, gvr)
+		store, synced := m.informers.Store(key)
+		switch {
+		case store == nil:
+			return false, false
+		case !synced && m.informers.Listing(key) == nil:
+			return false, false
+		case !synced:
+			listing = true
 		}
 	}
-	return true
+	return true, listing
 }
 
-// matching is a match of every cached trigger of a policy, taken a part
-// at a time (next) so that a full sync applies its first part before it
-// has matched the last trigger: at start, with every trigger new, matching
-// them all first held the first object back by as long as that took. The
-// triggers come in the caches' order, which is none. done ends it; a sync
-// that stops early still matches the rest there, so that the round of
-// memos and what the ledger keeps are those of a whole match.
+// waitListedWrites waits until the policy's trigger informers of the
+// resources in gvrs have listed. The API server ends a watch that falls
+// behind the writes to its resource, and a watch sending the initial
+// events of its list takes in no other: a policy that writes, during its
+// triggers' list, to the resource they are listed from (a ConfigMap for
+// each ConfigMap) would have that list cut short, and started over, again
+// and again. It returns errWaiting when an informer is released meanwhile.
+func (m *triggerMatcher) waitListedWrites(ctx context.Context, cp *policy.Compiled, gvrs sets.Set[schema.GroupVersionResource]) error {
+	for _, gvr := range cp.Triggers {
+		if !gvrs.Has(gvr) {
+			continue
+		}
+		key := m.watch.triggerKeyOf(cp, gvr)
+		if _, synced := m.informers.Store(key); !synced {
+			m.log.Info("writes wait for the list of the triggers they would cut short", "policy", policy.KeyOf(cp.Policy).String(), "resource", key.String())
+		}
+		if _, listed := m.informers.WaitListed(ctx, key); !listed {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			return errWaiting
+		}
+	}
+	return nil
+}
+
+// matching is a match of every trigger of a policy, taken a part at a
+// time (next) so that a full sync applies its first part before it has
+// matched the last trigger: at start, with every trigger new, matching
+// them all first held the first object back by as long as that took. A
+// trigger informer still listing hands its objects out as they come, and
+// the rest from its cache once listed: a trigger listed exists, so what it
+// wants may be written before the list ends; only a prune needs the whole
+// list, and it comes after the whole match. The triggers come in the
+// caches' order, which is none. done ends it; a sync that stops early
+// still matches the rest there, so that the round of memos and what the
+// ledger keeps are those of a whole match.
 type matching struct {
-	m      *triggerMatcher
-	key    policy.Key
-	cp     *policy.Compiled
-	ms     matchSettings
-	gvrs   []schema.GroupVersionResource
-	cached [][]any
-	// at is where next goes on: cached[gvr][i].
-	gvr, i int
-	// candidates counts the cached objects, matched or not.
+	m       *triggerMatcher
+	ctx     context.Context
+	key     policy.Key
+	cp      *policy.Compiled
+	ms      matchSettings
+	sources []triggerSource
+	// at is the source next goes on with.
+	at int
+	// candidates counts the cached objects, matched or not, as far as
+	// known.
 	candidates int
 	errs       []error
 	failed     []types.UID // triggers whose match failed
 	self       int         // the policy's own objects, passed over
+	// stopped is why the match ended before every trigger was looked at:
+	// the sync's end, or an informer released meanwhile.
+	stopped error
+}
+
+// triggerSource is one trigger informer's objects, for a match: those of
+// its list as they come while it lists, then those of its cache.
+type triggerSource struct {
+	gvr     schema.GroupVersionResource
+	key     watchKey
+	listing *cluster.Listing
+	// taken are the objects the listing gave, passed over in the cache.
+	taken  sets.Set[types.UID]
+	cached []any
+	i      int
+}
+
+// take returns the source's next object: Ended when there is none left,
+// NotYet when the list has not brought it and wait is not set.
+func (ts *triggerSource) take(ctx context.Context, m *triggerMatcher, wait bool) (*cluster.Object, cluster.Taken, error) {
+	for {
+		if ts.listing != nil {
+			o, got, err := ts.listing.At(ctx, ts.i, wait)
+			if err != nil || got == cluster.NotYet {
+				return nil, cluster.NotYet, err
+			}
+			if got == cluster.Got {
+				ts.i++
+				ts.taken.Insert(o.GetUID())
+				return o, cluster.Got, nil
+			}
+			store, synced := m.informers.Store(ts.key)
+			if !synced && wait {
+				store, synced = m.informers.WaitListed(ctx, ts.key)
+				if !synced {
+					if err := ctx.Err(); err != nil {
+						return nil, cluster.NotYet, err
+					}
+					return nil, cluster.NotYet, errWaiting // released by a policy change
+				}
+			}
+			if !synced {
+				return nil, cluster.NotYet, nil
+			}
+			ts.listing, ts.cached, ts.i = nil, store.List(), 0
+		}
+		if ts.i == len(ts.cached) {
+			return nil, cluster.Ended, nil
+		}
+		u := ts.cached[ts.i].(*cluster.Object)
+		ts.i++
+		if !ts.taken.Has(u.GetUID()) {
+			return u, cluster.Got, nil
+		}
+	}
 }
 
 // matchingTriggers begins a match of the triggers the policy matches now
 // and has admitted: every match with generateExisting, otherwise those
-// created since the policy's activation or admitted by an event.
-func (m *triggerMatcher) matchingTriggers(cp *policy.Compiled) (*matching, error) {
+// created since the policy's activation or admitted by an event. ctx ends
+// a wait for the objects of a list.
+func (m *triggerMatcher) matchingTriggers(ctx context.Context, cp *policy.Compiled) (*matching, error) {
 	key := policy.KeyOf(cp.Policy)
-	mt := &matching{m: m, key: key, cp: cp, ms: m.matchSettingsOf(key, cp)}
+	mt := &matching{m: m, ctx: ctx, key: key, cp: cp, ms: m.matchSettingsOf(key, cp)}
 	for _, gvr := range cp.Triggers {
-		store, _ := m.informers.Store(m.watch.triggerKeyOf(cp, gvr))
+		wk := m.watch.triggerKeyOf(cp, gvr)
+		store, synced := m.informers.Store(wk)
 		if store == nil {
 			return nil, errWaiting // released meanwhile by a policy change
 		}
-		cached := store.List()
-		mt.gvrs, mt.cached = append(mt.gvrs, gvr), append(mt.cached, cached)
-		mt.candidates += len(cached)
+		ts := triggerSource{gvr: gvr, key: wk}
+		if synced {
+			ts.cached = store.List()
+		} else if ts.listing = m.informers.Listing(wk); ts.listing == nil {
+			// Listed since triggersReadable looked.
+			ts.cached = store.List()
+		} else {
+			ts.taken = sets.New[types.UID]()
+		}
+		mt.sources = append(mt.sources, ts)
+		mt.candidates += len(ts.cached)
 	}
 	return mt, nil
 }
 
-// next returns up to n more matching triggers; none when every cached
-// trigger has been looked at.
-func (mt *matching) next(n int) []policy.Trigger {
+// next returns up to n more matching triggers; none when every trigger
+// has been looked at. It waits for a list's objects only while it has none
+// to return. An error stops the match (stopped).
+func (mt *matching) next(n int) ([]policy.Trigger, error) {
 	var out []policy.Trigger
-	for mt.gvr < len(mt.gvrs) && len(out) < n {
-		cached := mt.cached[mt.gvr]
-		if mt.i == len(cached) {
-			mt.gvr, mt.i = mt.gvr+1, 0
+	for mt.stopped == nil && mt.at < len(mt.sources) && len(out) < n {
+		ts := &mt.sources[mt.at]
+		u, got, err := ts.take(mt.ctx, mt.m, len(out) == 0)
+		switch {
+		case err != nil:
+			mt.stopped = err
+			return out, err
+		case got == cluster.NotYet:
+			return out, nil
+		case got == cluster.Ended:
+			mt.at++
 			continue
 		}
-		u := cached[mt.i].(*cluster.Object)
-		mt.i++
 		memo := mt.cp.Evaluations.Of(u)
-		ok, isSelf, err := mt.m.matchOne(mt.key, mt.cp, mt.gvrs[mt.gvr], u, memo, mt.ms)
+		ok, isSelf, err := mt.m.matchOne(mt.key, mt.cp, ts.gvr, u, memo, mt.ms)
 		switch {
 		case err != nil:
 			mt.errs = append(mt.errs, err)
@@ -139,29 +252,43 @@ func (mt *matching) next(n int) []policy.Trigger {
 			if out == nil {
 				out = make([]policy.Trigger, 0, n)
 			}
-			out = append(out, policy.Trigger{GVR: mt.gvrs[mt.gvr], Object: u, Memo: memo})
+			out = append(out, policy.Trigger{GVR: ts.gvr, Object: u, Memo: memo})
 		}
+	}
+	return out, mt.stopped
+}
+
+// exhausted reports whether every trigger has been looked at.
+func (mt *matching) exhausted() bool {
+	if mt.at == len(mt.sources) {
+		return true
+	}
+	ts := &mt.sources[mt.at]
+	return mt.at == len(mt.sources)-1 && ts.listing == nil && ts.i == len(ts.cached)
+}
+
+// all returns every matching trigger not returned yet; after the match
+// stopped, none.
+func (mt *matching) all() []policy.Trigger {
+	var out []policy.Trigger
+	for mt.stopped == nil && !mt.exhausted() {
+		part, _ := mt.next(max(mt.candidates, maxPart))
+		out = append(out, part...)
 	}
 	return out
 }
-
-// exhausted reports whether every cached trigger has been looked at.
-func (mt *matching) exhausted() bool {
-	return mt.gvr == len(mt.gvrs) || mt.gvr == len(mt.gvrs)-1 && mt.i == len(mt.cached[mt.gvr])
-}
-
-// all returns every matching trigger not returned yet.
-func (mt *matching) all() []policy.Trigger { return mt.next(mt.candidates) }
 
 // done ends the match: it returns the triggers whose match failed and
 // the error of each, and keeps what the whole match found.
 func (mt *matching) done() ([]types.UID, error) {
 	m, st := mt.m, mt.m.states.Of(mt.key)
-	m.reportSelfTriggers(mt.key, mt.cp, mt.self)
+	if mt.stopped == nil {
+		m.reportSelfTriggers(mt.key, mt.cp, mt.self)
+	}
 	exists := m.triggerExists(mt.cp)
 	st.Ledger().RetainAdmitted(func(uid types.UID) bool { return exists(string(uid)) })
 	st.Ledger().RetainGenerated(st.Tombstoned, exists)
-	if len(mt.errs) == 0 {
+	if len(mt.errs) == 0 && mt.stopped == nil {
 		// Every trigger the old settings admitted is listed now.
 		st.Ledger().SetDerivedBy(mt.cp.Derives)
 	}
@@ -289,15 +416,17 @@ func (m *triggerMatcher) triggerExists(cp *policy.Compiled) func(string) bool {
 }
 
 // eachCachedTrigger calls fn with every cached object of the policy's
-// trigger resources, and reports whether every one of them is watched.
+// trigger resources, and reports whether every one of them is watched and
+// listed.
 func (m *triggerMatcher) eachCachedTrigger(cp *policy.Compiled, fn func(*cluster.Object)) bool {
 	all := true
 	for _, gvr := range cp.Triggers {
-		store, _ := m.informers.Store(m.watch.triggerKeyOf(cp, gvr))
+		store, synced := m.informers.Store(m.watch.triggerKeyOf(cp, gvr))
 		if store == nil {
 			all = false
 			continue
 		}
+		all = all && synced
 		for _, obj := range store.List() {
 			if o, ok := obj.(*cluster.Object); ok {
 				fn(o)

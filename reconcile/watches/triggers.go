@@ -87,6 +87,8 @@ type informer struct {
 	// updated holds, for objects whose last event was an update, the state
 	// before it, for as long as whoever runs the informers asks.
 	updated lastUpdates
+	// listing hands out the objects of the first list as they come.
+	listing *cluster.Listing
 }
 
 // NewTriggers runs trigger informers through client and raw, handing their
@@ -118,8 +120,9 @@ func (t *Triggers) Ensure(keys ...Key) {
 			continue
 		}
 		ctx, cancel := context.WithCancel(t.ctx)
-		inf := cluster.NewInformer(t.client, t.raw, cluster.Resource{GVR: w.GVR, Namespace: w.Namespace, LabelSelector: w.Selector}, nil, cluster.Triggers.WithProof(t.proof))
-		ti := &informer{informer: inf, cancel: cancel}
+		listing := cluster.NewListing()
+		inf := cluster.NewInformer(t.client, t.raw, cluster.Resource{GVR: w.GVR, Namespace: w.Namespace, LabelSelector: w.Selector, Listing: listing}, nil, cluster.Triggers.WithProof(t.proof))
+		ti := &informer{informer: inf, cancel: cancel, listing: listing}
 		_, _ = inf.AddEventHandler(t.events(w, ti))
 		t.informers[w] = ti
 		go inf.RunWithContext(ctx)
@@ -127,7 +130,9 @@ func (t *Triggers) Ensure(keys ...Key) {
 		go func() {
 			// A sync before the list is in waits: its policies go at once
 			// when it is.
-			if cache.WaitFor(ctx, "", inf.HasSyncedChecker()) {
+			listed := cache.WaitFor(ctx, "", inf.HasSyncedChecker())
+			listing.End()
+			if listed {
 				t.log.Info("triggers listed", "resource", w.String(), "objects", len(inf.GetStore().ListKeys()), "duration", time.Since(started))
 				t.handler.Listed(w)
 			}
@@ -221,6 +226,18 @@ func (t *Triggers) Store(w Key) (store cache.Store, synced bool) {
 		return nil, false
 	}
 	return ti.informer.GetStore(), ti.informer.HasSynced()
+}
+
+// Listing returns what w's first list has brought so far, while w has
+// not listed; nil when it has, or is not watched.
+func (t *Triggers) Listing(w Key) *cluster.Listing {
+	t.mu.RLock()
+	ti := t.informers[w]
+	t.mu.RUnlock()
+	if ti == nil || ti.informer.HasSynced() {
+		return nil
+	}
+	return ti.listing
 }
 
 // WaitListed waits until w has listed what exists, or ctx is done; false
