@@ -128,7 +128,8 @@ type matching struct {
 	key     policy.Key
 	cp      *policy.Compiled
 	ms      matchSettings
-	sources []triggerSource
+	sources []*watches.Source
+	gvrs    []schema.GroupVersionResource
 	// at is the source next goes on with.
 	at int
 	// candidates counts the cached objects, matched or not, as far as
@@ -142,58 +143,6 @@ type matching struct {
 	stopped error
 }
 
-// triggerSource is one trigger informer's objects, for a match: those of
-// its list as they come while it lists, then those of its cache.
-type triggerSource struct {
-	gvr     schema.GroupVersionResource
-	key     watchKey
-	listing *cluster.Listing
-	// taken are the objects the listing gave, passed over in the cache.
-	taken  sets.Set[types.UID]
-	cached []any
-	i      int
-}
-
-// take returns the source's next object: Ended when there is none left,
-// NotYet when the list has not brought it and wait is not set.
-func (ts *triggerSource) take(ctx context.Context, m *triggerMatcher, wait bool) (*cluster.Object, cluster.Taken, error) {
-	for {
-		if ts.listing != nil {
-			o, got, err := ts.listing.At(ctx, ts.i, wait)
-			if err != nil || got == cluster.NotYet {
-				return nil, cluster.NotYet, err
-			}
-			if got == cluster.Got {
-				ts.i++
-				ts.taken.Insert(o.GetUID())
-				return o, cluster.Got, nil
-			}
-			store, synced := m.informers.Store(ts.key)
-			if !synced && wait {
-				store, synced = m.informers.WaitListed(ctx, ts.key)
-				if !synced {
-					if err := ctx.Err(); err != nil {
-						return nil, cluster.NotYet, err
-					}
-					return nil, cluster.NotYet, errWaiting // released by a policy change
-				}
-			}
-			if !synced {
-				return nil, cluster.NotYet, nil
-			}
-			ts.listing, ts.cached, ts.i = nil, store.List(), 0
-		}
-		if ts.i == len(ts.cached) {
-			return nil, cluster.Ended, nil
-		}
-		u := ts.cached[ts.i].(*cluster.Object)
-		ts.i++
-		if !ts.taken.Has(u.GetUID()) {
-			return u, cluster.Got, nil
-		}
-	}
-}
-
 // matchingTriggers begins a match of the triggers the policy matches now
 // and has admitted: every match with generateExisting, otherwise those
 // created since the policy's activation or admitted by an event. ctx ends
@@ -202,22 +151,12 @@ func (m *triggerMatcher) matchingTriggers(ctx context.Context, cp *policy.Compil
 	key := policy.KeyOf(cp.Policy)
 	mt := &matching{m: m, ctx: ctx, key: key, cp: cp, ms: m.matchSettingsOf(key, cp)}
 	for _, gvr := range cp.Triggers {
-		wk := m.watch.triggerKeyOf(cp, gvr)
-		store, synced := m.informers.Store(wk)
-		if store == nil {
+		src, ok := m.informers.Source(m.watch.triggerKeyOf(cp, gvr))
+		if !ok {
 			return nil, errWaiting // released meanwhile by a policy change
 		}
-		ts := triggerSource{gvr: gvr, key: wk}
-		if synced {
-			ts.cached = store.List()
-		} else if ts.listing = m.informers.Listing(wk); ts.listing == nil {
-			// Listed since triggersReadable looked.
-			ts.cached = store.List()
-		} else {
-			ts.taken = sets.New[types.UID]()
-		}
-		mt.sources = append(mt.sources, ts)
-		mt.candidates += len(ts.cached)
+		mt.sources, mt.gvrs = append(mt.sources, src), append(mt.gvrs, gvr)
+		mt.candidates += src.Cached()
 	}
 	return mt, nil
 }
@@ -228,8 +167,11 @@ func (m *triggerMatcher) matchingTriggers(ctx context.Context, cp *policy.Compil
 func (mt *matching) next(n int) ([]policy.Trigger, error) {
 	var out []policy.Trigger
 	for mt.stopped == nil && mt.at < len(mt.sources) && len(out) < n {
-		ts := &mt.sources[mt.at]
-		u, got, err := ts.take(mt.ctx, mt.m, len(out) == 0)
+		u, got, err := mt.sources[mt.at].Next(mt.ctx, len(out) == 0)
+		if errors.Is(err, watches.ErrReleased) {
+			err = errWaiting // released by a policy change
+		}
+		gvr := mt.gvrs[mt.at]
 		switch {
 		case err != nil:
 			mt.stopped = err
@@ -241,7 +183,7 @@ func (mt *matching) next(n int) ([]policy.Trigger, error) {
 			continue
 		}
 		memo := mt.cp.Evaluations.Of(u)
-		ok, isSelf, err := mt.m.matchOne(mt.key, mt.cp, ts.gvr, u, memo, mt.ms)
+		ok, isSelf, err := mt.m.matchOne(mt.key, mt.cp, gvr, u, memo, mt.ms)
 		switch {
 		case err != nil:
 			mt.errs = append(mt.errs, err)
@@ -252,7 +194,7 @@ func (mt *matching) next(n int) ([]policy.Trigger, error) {
 			if out == nil {
 				out = make([]policy.Trigger, 0, n)
 			}
-			out = append(out, policy.Trigger{GVR: ts.gvr, Object: u, Memo: memo})
+			out = append(out, policy.Trigger{GVR: gvr, Object: u, Memo: memo})
 		}
 	}
 	return out, mt.stopped
@@ -263,8 +205,7 @@ func (mt *matching) exhausted() bool {
 	if mt.at == len(mt.sources) {
 		return true
 	}
-	ts := &mt.sources[mt.at]
-	return mt.at == len(mt.sources)-1 && ts.listing == nil && ts.i == len(ts.cached)
+	return mt.at == len(mt.sources)-1 && mt.sources[mt.at].Exhausted()
 }
 
 // all returns every matching trigger not returned yet; after the match

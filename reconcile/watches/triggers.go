@@ -2,6 +2,7 @@ package watches
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"strings"
 	"sync"
@@ -319,4 +320,85 @@ func (l *lastUpdates) get(uid types.UID) *cluster.Object {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.old[uid]
+}
+
+// ErrReleased says that a trigger informer was stopped while a Source
+// waited for its list.
+var ErrReleased = errors.New("trigger informer released")
+
+// Source is what one reader takes of a trigger informer's objects: those
+// of its first list as they come while it lists (Listing), then those of
+// its cache that the list did not give.
+type Source struct {
+	t       *Triggers
+	key     Key
+	listing *cluster.Listing
+	// taken are the objects the listing gave, passed over in the cache.
+	taken  sets.Set[types.UID]
+	cached []any
+	i      int
+}
+
+// Source begins a read of w's objects; false when w is not watched.
+func (t *Triggers) Source(w Key) (*Source, bool) {
+	store, synced := t.Store(w)
+	if store == nil {
+		return nil, false
+	}
+	s := &Source{t: t, key: w}
+	if !synced {
+		s.listing = t.Listing(w)
+	}
+	if s.listing == nil {
+		s.cached = store.List()
+	} else {
+		s.taken = sets.New[types.UID]()
+	}
+	return s, true
+}
+
+// Cached counts the cache's objects, once the source reads the cache.
+func (s *Source) Cached() int { return len(s.cached) }
+
+// Exhausted reports whether every object has been taken.
+func (s *Source) Exhausted() bool { return s.listing == nil && s.i == len(s.cached) }
+
+// Next returns the next object: Ended when there is none left, NotYet
+// when the list has not brought it and wait is not set. ErrReleased when
+// the informer stopped before it listed.
+func (s *Source) Next(ctx context.Context, wait bool) (*cluster.Object, cluster.Taken, error) {
+	for {
+		if s.listing != nil {
+			o, got, err := s.listing.At(ctx, s.i, wait)
+			if err != nil || got == cluster.NotYet {
+				return nil, cluster.NotYet, err
+			}
+			if got == cluster.Got {
+				s.i++
+				s.taken.Insert(o.GetUID())
+				return o, cluster.Got, nil
+			}
+			store, synced := s.t.Store(s.key)
+			if !synced && wait {
+				if store, synced = s.t.WaitListed(ctx, s.key); !synced {
+					if err := ctx.Err(); err != nil {
+						return nil, cluster.NotYet, err
+					}
+					return nil, cluster.NotYet, ErrReleased
+				}
+			}
+			if !synced {
+				return nil, cluster.NotYet, nil
+			}
+			s.listing, s.cached, s.i = nil, store.List(), 0
+		}
+		if s.i == len(s.cached) {
+			return nil, cluster.Ended, nil
+		}
+		u := s.cached[s.i].(*cluster.Object)
+		s.i++
+		if !s.taken.Has(u.GetUID()) {
+			return u, cluster.Got, nil
+		}
+	}
 }
