@@ -17,13 +17,16 @@ import (
 // only what is absent needs the whole list) starts that much sooner.
 //
 // The objects are those of the first watch that sends initial events, up
-// to the bookmark that ends them. The listing ends there, when that watch
-// ends first, when a later watch starts over, or with End: a reader then
-// waits for the informer's store and reads the rest from it.
+// to the bookmark that ends them. The listing ends there (Whole), or
+// broken: when that watch fails to open or ends first, when a later watch
+// starts over, or with End. A reader then reads the rest from the
+// informer's store, which a whole listing fills at once; after a broken
+// one it fills when the informer's retries list.
 type Listing struct {
 	mu      sync.Mutex
 	objects []*Object
 	ended   bool
+	whole   bool
 	watched bool
 	// more is closed, and replaced, when objects grow or the listing ends.
 	more chan struct{}
@@ -73,11 +76,21 @@ func (l *Listing) At(ctx context.Context, i int, wait bool) (*Object, Taken, err
 
 // End ends the listing: its objects are let go, and its readers read the
 // store.
-func (l *Listing) End() {
+func (l *Listing) End() { l.end(false) }
+
+// Whole reports whether the listing ended at the end of its list, rather
+// than broken.
+func (l *Listing) Whole() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.whole
+}
+
+func (l *Listing) end(whole bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if !l.ended {
-		l.ended, l.objects = true, nil
+		l.ended, l.whole, l.objects = true, whole, nil
 		close(l.more)
 	}
 }
@@ -131,7 +144,7 @@ func (d *listingDecoder) Decode() (watch.EventType, runtime.Object, error) {
 	case typ == watch.Bookmark:
 		if m, merr := meta.Accessor(obj); merr == nil && m.GetAnnotations()[metav1.InitialEventsAnnotationKey] == "true" {
 			d.done = true
-			d.l.End()
+			d.l.end(true)
 		}
 	}
 	return typ, obj, err

@@ -5,11 +5,15 @@ import (
 	"errors"
 	"io"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
 )
 
 // events is a watch.Decoder that returns its events, then io.EOF.
@@ -102,6 +106,9 @@ func TestListingEndsWithItsBookmarkOrItsWatch(t *testing.T) {
 	if _, got, _ := l.At(ctx, 0, true); got != Ended {
 		t.Fatalf("after the bookmark: %v, want Ended", got)
 	}
+	if !l.Whole() {
+		t.Error("a listing ended by its bookmark is not whole")
+	}
 
 	l = NewListing()
 	src := &events{events: []watch.Event{{Type: watch.Added, Object: &Object{}}}}
@@ -119,6 +126,9 @@ func TestListingEndsWithItsBookmarkOrItsWatch(t *testing.T) {
 	if _, got, _ := l.At(ctx, 1, true); got != Ended {
 		t.Fatalf("after the watch closed: %v, want Ended", got)
 	}
+	if l.Whole() {
+		t.Error("a listing whose watch closed before its bookmark is whole")
+	}
 
 	l = NewListing()
 	stopped, cancel := context.WithCancel(ctx)
@@ -134,5 +144,33 @@ func TestListingEndsWithItsBookmarkOrItsWatch(t *testing.T) {
 	l.End()
 	if got := <-done; got != Ended {
 		t.Fatalf("a reader waiting when the listing ended: %v, want Ended", got)
+	}
+}
+
+// TestListingEndsWhenItsWatchCannotOpen: a watch-list the API server
+// refuses (here RBAC: the user may not list ConfigMaps) ends the listing,
+// broken, so that its reader goes on to wait as for any informer not
+// synced, rather than for a stream that is not coming.
+func TestListingEndsWhenItsWatchCannotOpen(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	nobody := rest.CopyConfig(cfg)
+	nobody.Impersonate = rest.ImpersonationConfig{UserName: "listing-nobody"}
+	raw, err := NewRawClient(nobody)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := NewListing()
+	inf := NewInformer(dynamic.NewForConfigOrDie(nobody), raw,
+		Resource{GVR: schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, Listing: l}, nil, Triggers)
+	go inf.RunWithContext(ctx)
+	if _, got, err := l.At(ctx, 0, true); got != Ended || err != nil {
+		t.Fatalf("a listing whose watch was refused: %v, %v; want Ended", got, err)
+	}
+	if l.Whole() {
+		t.Error("a listing whose watch was refused is whole")
+	}
+	if inf.HasSynced() {
+		t.Error("the informer listed what it may not list")
 	}
 }

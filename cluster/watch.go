@@ -64,10 +64,16 @@ func NewInformer(dyn dynamic.Interface, raw rest.Interface, r Resource, indexers
 				o.ResourceVersion = "0"
 			}
 			d, err := openWatch(ctx, raw, r, o, form)
-			if err != nil {
+			listing := r.Listing != nil && o.SendInitialEvents != nil && *o.SendInitialEvents
+			switch {
+			case err != nil && listing:
+				// The reflector lists instead, or retries: a reader of the
+				// listing must not wait for a stream that is not coming.
+				r.Listing.End()
 				return nil, err
-			}
-			if r.Listing != nil && o.SendInitialEvents != nil && *o.SendInitialEvents {
+			case err != nil:
+				return nil, err
+			case listing:
 				d = r.Listing.decoder(d)
 			}
 			return watch.NewStreamWatcher(d,

@@ -300,7 +300,7 @@ func (s *syncer) generatePart(ctx context.Context, ps *parts, part []policy.Trig
 		return err
 	}
 	if run.listing {
-		if err := s.matcher.waitListedWrites(ctx, run.cp, gvrs); err != nil {
+		if err := s.matcher.waitListedWrites(run.cp, gvrs); err != nil {
 			return err
 		}
 	}

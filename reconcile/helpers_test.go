@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -82,4 +83,28 @@ func policyRecord(t *testing.T, name string) *unstructured.Unstructured {
 		return err == nil, nil
 	})
 	return rec
+}
+
+// inParallel calls do for 0 to n-1, workers at a time, and returns the
+// first error.
+func inParallel(workers, n int, do func(i int) error) error {
+	next := make(chan int)
+	errs := make(chan error, n)
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for i := range next {
+				if err := do(i); err != nil {
+					errs <- err
+				}
+			}
+		})
+	}
+	for i := range n {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	close(errs)
+	return <-errs
 }

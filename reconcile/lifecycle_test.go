@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -41,43 +40,20 @@ func TestNoPolicyStateOutlivesItsPolicy(t *testing.T) {
 	// thousand can outlast the API server's request timeout on a busy
 	// machine.
 	deleteAll := func() error {
-		names := make(chan int)
-		errs := make(chan error, policies)
-		var wg sync.WaitGroup
-		for range 8 {
-			wg.Go(func() {
-				for i := range names {
-					err := client.Delete(context.Background(), fmt.Sprintf("life-%04d", i), metav1.DeleteOptions{})
-					if err != nil && !apierrors.IsNotFound(err) {
-						errs <- err
-					}
-				}
-			})
-		}
-		for i := range policies {
-			names <- i
-		}
-		close(names)
-		wg.Wait()
-		close(errs)
-		return <-errs
-	}
-	t.Cleanup(func() { _ = deleteAll() })
-	names := make(chan int)
-	var wg sync.WaitGroup
-	for range 8 {
-		wg.Go(func() {
-			for i := range names {
-				doc := generatingExisting(derivedPolicy(fmt.Sprintf("life-%04d", i), fmt.Sprintf("life-%d", i%triggers), fmt.Sprintf("o%04d", i), "v", true, false))
-				tb.applyPolicy(strings.Replace(doc, "metadata:\n", "metadata:\n  labels: {lifecycle: \"yes\"}\n", 1))
+		return inParallel(8, policies, func(i int) error {
+			err := client.Delete(context.Background(), fmt.Sprintf("life-%04d", i), metav1.DeleteOptions{})
+			if apierrors.IsNotFound(err) {
+				return nil
 			}
+			return err
 		})
 	}
-	for i := range policies {
-		names <- i
-	}
-	close(names)
-	wg.Wait()
+	t.Cleanup(func() { _ = deleteAll() })
+	_ = inParallel(8, policies, func(i int) error {
+		doc := generatingExisting(derivedPolicy(fmt.Sprintf("life-%04d", i), fmt.Sprintf("life-%d", i%triggers), fmt.Sprintf("o%04d", i), "v", true, false))
+		tb.applyPolicy(strings.Replace(doc, "metadata:\n", "metadata:\n  labels: {lifecycle: \"yes\"}\n", 1))
+		return nil
+	})
 
 	generated := func(ctx context.Context) (int, error) {
 		list, err := tb.kube.CoreV1().ConfigMaps(tb.ns).List(ctx, metav1.ListOptions{LabelSelector: sproutv1alpha1.LabelManagedBy + "=" + sproutv1alpha1.ManagedBy})

@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/kubernetes"
@@ -30,70 +31,24 @@ import (
 func TestFirstObjectsBeforeTheTriggerListEnds(t *testing.T) {
 	const n, ns = 300, "listing-held"
 	kube := kubernetes.NewForConfigOrDie(cfg)
-	ctx := context.Background()
-	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	createNamespace(t, ns, nil)
 	t.Cleanup(func() { _ = kube.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{}) })
-	names := make(chan string)
-	errs := make(chan error, n)
-	var wg sync.WaitGroup
-	for range 16 {
-		wg.Go(func() {
-			for name := range names {
-				_, err := kube.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{
-					ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"listing": "held"}},
-				}, metav1.CreateOptions{})
-				if err != nil {
-					errs <- err
-				}
-			}
-		})
-	}
-	for i := range n {
-		names <- fmt.Sprintf("t-%03d", i)
-	}
-	close(names)
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
+	createTriggers(t, kube, ns, "listing", "held", n)
 
 	// The list is held after its first 8 KiB, a dozen events, until the
 	// controller writes an object of the policy.
 	written := make(chan struct{})
 	var firstWrite sync.Once
-	held := rest.CopyConfig(cfg)
-	held.Wrap(func(rt http.RoundTripper) http.RoundTripper {
-		return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
-			if req.Method == http.MethodPost && req.URL.Path == "/api/v1/namespaces/"+ns+"/secrets" {
-				firstWrite.Do(func() { close(written) })
-			}
-			q := req.URL.Query()
-			resp, err := rt.RoundTrip(req)
-			if err == nil && req.Method == http.MethodGet && q.Get("watch") == "true" && q.Get("sendInitialEvents") == "true" &&
-				strings.Contains(q.Get("labelSelector"), "listing=held") {
-				resp.Body = &heldBody{ReadCloser: resp.Body, free: 8 << 10, release: written, ctx: req.Context()}
-			}
-			return resp, err
-		})
+	held := holdingList(ns, "held", 8<<10, written, func(r string) {
+		if r == "secrets" {
+			firstWrite.Do(func() { close(written) })
+		}
 	})
 	reg := prometheus.NewRegistry()
 	runControllerOn(t, held, func(o *reconcile.Options) { o.Metrics = reg })
 	// A Secret for each ConfigMap: writes to the resource being listed
 	// wait for the list (waitListedWrites).
-	applyFixture(t, "configmap-copy", "policy.yaml", func(u *unstructured.Unstructured) {
-		u.SetName("listing")
-		_ = unstructured.SetNestedStringMap(u.Object, map[string]string{"listing": "held"}, "spec", "matchConstraints", "objectSelector", "matchLabels")
-		_ = unstructured.SetNestedField(u.Object, true, "spec", "evaluation", "generateExisting", "enabled")
-		gen, _, _ := unstructured.NestedSlice(u.Object, "spec", "generate")
-		g := gen[0].(map[string]any)
-		expr := strings.Replace(g["expression"].(string), `dyn("ConfigMap")`, `dyn("Secret")`, 1)
-		g["expression"] = strings.Replace(expr, `"data": dyn({"source": object.metadata.name})`, `"type": dyn("Opaque")`, 1)
-		_ = unstructured.SetNestedSlice(u.Object, gen, "spec", "generate")
-	})
-	t.Cleanup(func() { (&table{t: t}).deletePolicy("listing") })
+	applySecretCopy(t, "listing", "held")
 	select {
 	case <-written:
 	case <-time.After(time.Minute):
@@ -118,6 +73,102 @@ func TestFirstObjectsBeforeTheTriggerListEnds(t *testing.T) {
 	if got := metricValue(t, reg, "sprout_evaluations_total", map[string]string{"policy": "GeneratingPolicy/listing", "result": "evaluated"}); got != n {
 		t.Errorf("%v evaluations, want one per trigger: %d", got, n)
 	}
+}
+
+// createTriggers creates n ConfigMaps labelled label=value in ns.
+func createTriggers(t *testing.T, kube kubernetes.Interface, ns, label, value string, n int) {
+	t.Helper()
+	if err := inParallel(16, n, func(i int) error {
+		_, err := kube.CoreV1().ConfigMaps(ns).Create(context.Background(), &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("t-%03d", i), Labels: map[string]string{label: value}},
+		}, metav1.CreateOptions{})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// applySecretCopy applies configmap-copy as policy name, generating a
+// Secret for each ConfigMap labelled listing=value, every one existing.
+func applySecretCopy(t *testing.T, name, value string) {
+	t.Helper()
+	applyFixture(t, "configmap-copy", "policy.yaml", func(u *unstructured.Unstructured) {
+		u.SetName(name)
+		_ = unstructured.SetNestedStringMap(u.Object, map[string]string{"listing": value}, "spec", "matchConstraints", "objectSelector", "matchLabels")
+		_ = unstructured.SetNestedField(u.Object, true, "spec", "evaluation", "generateExisting", "enabled")
+		gen, _, _ := unstructured.NestedSlice(u.Object, "spec", "generate")
+		g := gen[0].(map[string]any)
+		expr := strings.Replace(g["expression"].(string), `dyn("ConfigMap")`, `dyn("Secret")`, 1)
+		g["expression"] = strings.Replace(expr, `"data": dyn({"source": object.metadata.name})`, `"type": dyn("Opaque")`, 1)
+		_ = unstructured.SetNestedSlice(u.Object, gen, "spec", "generate")
+	})
+	t.Cleanup(func() { (&table{t: t}).deletePolicy(name) })
+}
+
+// TestAStalledListHoldsNoWorker: a first sync that takes its triggers as
+// their list streams in gives its worker back when the stream stops
+// bringing them: with one worker, a policy whose trigger list the API
+// server holds for ever does not keep another policy from syncing.
+func TestAStalledListHoldsNoWorker(t *testing.T) {
+	const ns = "listing-stalled"
+	kube := kubernetes.NewForConfigOrDie(cfg)
+	createNamespace(t, ns, nil)
+	t.Cleanup(func() { _ = kube.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{}) })
+	createTriggers(t, kube, ns, "listing", "stalled", 100)
+	never := make(chan struct{})
+	started := make(chan struct{})
+	var firstWrite sync.Once
+	held := holdingList(ns, "stalled", 4<<10, never, func(r string) {
+		if r == "secrets" {
+			firstWrite.Do(func() { close(started) })
+		}
+	})
+	runControllerOn(t, held, func(o *reconcile.Options) { o.Workers = 1 })
+	applySecretCopy(t, "listing-stalled", "stalled")
+	// Its first sync writes what the stream brought, then waits for more.
+	select {
+	case <-started:
+	case <-time.After(time.Minute):
+		t.Fatal("the stalled policy wrote nothing in a minute")
+	}
+	if _, err := kube.CoreV1().ConfigMaps(ns).Create(context.Background(), &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: "free", Labels: map[string]string{"listing": "free"}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	applySecretCopy(t, "listing-free", "free")
+	poll(t, "the other policy's object", func(ctx context.Context) (bool, error) {
+		_, err := kube.CoreV1().Secrets(ns).Get(ctx, "free-out", metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		return err == nil, err
+	})
+}
+
+// holdingList returns cfg whose trigger watch-lists of the ConfigMaps
+// labelled listing=value pass free bytes, then hold the rest until
+// release is closed; posted sees every POST to the ConfigMaps or Secrets
+// of ns, by resource.
+func holdingList(ns, value string, free int, release <-chan struct{}, posted func(resource string)) *rest.Config {
+	held := rest.CopyConfig(cfg)
+	held.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
+			for _, r := range []string{"configmaps", "secrets"} {
+				if req.Method == http.MethodPost && req.URL.Path == "/api/v1/namespaces/"+ns+"/"+r {
+					posted(r)
+				}
+			}
+			q := req.URL.Query()
+			resp, err := rt.RoundTrip(req)
+			if err == nil && req.Method == http.MethodGet && q.Get("watch") == "true" && q.Get("sendInitialEvents") == "true" &&
+				strings.Contains(q.Get("labelSelector"), "listing="+value) {
+				resp.Body = &heldBody{ReadCloser: resp.Body, free: free, release: release, ctx: req.Context()}
+			}
+			return resp, err
+		})
+	})
+	return held
 }
 
 // heldBody passes free bytes of a response, then holds the rest until
@@ -152,39 +203,20 @@ func (b *heldBody) Read(p []byte) (int, error) {
 func TestWritesToTheListedResourceWaitForTheList(t *testing.T) {
 	const n, ns = 100, "listing-same"
 	kube := kubernetes.NewForConfigOrDie(cfg)
-	ctx := context.Background()
-	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	createNamespace(t, ns, nil)
 	t.Cleanup(func() { _ = kube.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{}) })
-	for i := range n {
-		if _, err := kube.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{
-			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("t-%03d", i), Labels: map[string]string{"listing": "same"}},
-		}, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	createTriggers(t, kube, ns, "listing", "same", n)
 	release := make(chan struct{})
 	var mu sync.Mutex
 	released, writtenWhileHeld := false, 0
-	held := rest.CopyConfig(cfg)
-	held.Wrap(func(rt http.RoundTripper) http.RoundTripper {
-		return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
-			if req.Method == http.MethodPost && req.URL.Path == "/api/v1/namespaces/"+ns+"/configmaps" {
-				mu.Lock()
-				if !released {
-					writtenWhileHeld++
-				}
-				mu.Unlock()
+	held := holdingList(ns, "same", 4<<10, release, func(r string) {
+		if r == "configmaps" {
+			mu.Lock()
+			if !released {
+				writtenWhileHeld++
 			}
-			q := req.URL.Query()
-			resp, err := rt.RoundTrip(req)
-			if err == nil && req.Method == http.MethodGet && q.Get("watch") == "true" && q.Get("sendInitialEvents") == "true" &&
-				strings.Contains(q.Get("labelSelector"), "listing=same") {
-				resp.Body = &heldBody{ReadCloser: resp.Body, free: 4 << 10, release: release, ctx: req.Context()}
-			}
-			return resp, err
-		})
+			mu.Unlock()
+		}
 	})
 	reg := prometheus.NewRegistry()
 	logs, _ := runControllerOn(t, held, func(o *reconcile.Options) { o.Metrics = reg })

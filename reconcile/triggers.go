@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -85,14 +86,15 @@ func (m *triggerMatcher) triggersReadable(cp *policy.Compiled) (ok, listing bool
 	return true, listing
 }
 
-// waitListedWrites waits until the policy's trigger informers of the
-// resources in gvrs have listed. The API server ends a watch that falls
-// behind the writes to its resource, and a watch sending the initial
-// events of its list takes in no other: a policy that writes, during its
-// triggers' list, to the resource they are listed from (a ConfigMap for
-// each ConfigMap) would have that list cut short, and started over, again
-// and again. It returns errWaiting when an informer is released meanwhile.
-func (m *triggerMatcher) waitListedWrites(ctx context.Context, cp *policy.Compiled, gvrs sets.Set[schema.GroupVersionResource]) error {
+// waitListedWrites ends the sync (errWaiting) while a trigger informer of
+// a resource in gvrs lists: the informer's Listed queues the policy again.
+// The API server ends a watch that falls behind the writes to its
+// resource, and a watch sending the initial events of its list takes in no
+// other: a policy that writes, during its triggers' list, to the resource
+// they are listed from (a ConfigMap for each ConfigMap) would have that
+// list cut short, and started over, again and again. It does not wait in
+// the sync: a worker held for a list is one the other policies lack.
+func (m *triggerMatcher) waitListedWrites(cp *policy.Compiled, gvrs sets.Set[schema.GroupVersionResource]) error {
 	for _, gvr := range cp.Triggers {
 		if !gvrs.Has(gvr) {
 			continue
@@ -100,16 +102,18 @@ func (m *triggerMatcher) waitListedWrites(ctx context.Context, cp *policy.Compil
 		key := m.watch.triggerKeyOf(cp, gvr)
 		if _, synced := m.informers.Store(key); !synced {
 			m.log.Info("writes wait for the list of the triggers they would cut short", "policy", policy.KeyOf(cp.Policy).String(), "resource", key.String())
-		}
-		if _, listed := m.informers.WaitListed(ctx, key); !listed {
-			if err := ctx.Err(); err != nil {
-				return err
-			}
 			return errWaiting
 		}
 	}
 	return nil
 }
+
+// listingPatience is how long a sync waits for the next object of a
+// trigger list that is streaming in before it gives its worker back
+// (errWaiting) and comes back when the list is in: a list that stalls (an
+// API server slow to answer, a watch that broke and is retried) must not
+// hold a worker the other policies need.
+const listingPatience = time.Second
 
 // matching is a match of every trigger of a policy, taken a part at a
 // time (next) so that a full sync applies its first part before it has
@@ -135,6 +139,7 @@ type matching struct {
 	// candidates counts the cached objects, matched or not, as far as
 	// known.
 	candidates int
+	looked     int // the objects looked at
 	errs       []error
 	failed     []types.UID // triggers whose match failed
 	self       int         // the policy's own objects, passed over
@@ -167,9 +172,18 @@ func (m *triggerMatcher) matchingTriggers(ctx context.Context, cp *policy.Compil
 func (mt *matching) next(n int) ([]policy.Trigger, error) {
 	var out []policy.Trigger
 	for mt.stopped == nil && mt.at < len(mt.sources) && len(out) < n {
-		u, got, err := mt.sources[mt.at].Next(mt.ctx, len(out) == 0)
-		if errors.Is(err, watches.ErrReleased) {
+		var patience time.Duration // waits only while it has nothing
+		if len(out) == 0 {
+			patience = listingPatience
+		}
+		u, got, err := mt.sources[mt.at].Next(mt.ctx, patience)
+		switch {
+		case errors.Is(err, watches.ErrReleased):
 			err = errWaiting // released by a policy change
+		case errors.Is(err, watches.ErrNotListed):
+			mt.m.log.Info("the sync gives its worker back until its triggers are listed: their list stalled or broke off",
+				"policy", mt.key.String(), "resource", mt.gvrs[mt.at].String(), "looked", mt.looked)
+			err = errWaiting
 		}
 		gvr := mt.gvrs[mt.at]
 		switch {
@@ -182,6 +196,7 @@ func (mt *matching) next(n int) ([]policy.Trigger, error) {
 			mt.at++
 			continue
 		}
+		mt.looked++
 		memo := mt.cp.Evaluations.Of(u)
 		ok, isSelf, err := mt.m.matchOne(mt.key, mt.cp, gvr, u, memo, mt.ms)
 		switch {

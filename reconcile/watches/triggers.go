@@ -326,6 +326,11 @@ func (l *lastUpdates) get(uid types.UID) *cluster.Object {
 // waited for its list.
 var ErrReleased = errors.New("trigger informer released")
 
+// ErrNotListed says that a Source's listing brought nothing for as long as
+// it was given, or broke off, and the informer has not listed: its reader
+// should come back when it has (Handler.Listed) rather than hold on.
+var ErrNotListed = errors.New("trigger list not in")
+
 // Source is what one reader takes of a trigger informer's objects: those
 // of its first list as they come while it lists (Listing), then those of
 // its cache that the list did not give.
@@ -364,12 +369,14 @@ func (s *Source) Cached() int { return len(s.cached) }
 func (s *Source) Exhausted() bool { return s.listing == nil && s.i == len(s.cached) }
 
 // Next returns the next object: Ended when there is none left, NotYet
-// when the list has not brought it and wait is not set. ErrReleased when
-// the informer stopped before it listed.
-func (s *Source) Next(ctx context.Context, wait bool) (*cluster.Object, cluster.Taken, error) {
+// when the list has not brought it. Given patience, Next waits up to that
+// long for the list's next object, and after a whole list for the cache
+// to take it in; ErrNotListed when the list brought nothing meanwhile or
+// broke off, ErrReleased when the informer stopped.
+func (s *Source) Next(ctx context.Context, patience time.Duration) (*cluster.Object, cluster.Taken, error) {
 	for {
 		if s.listing != nil {
-			o, got, err := s.listing.At(ctx, s.i, wait)
+			o, got, err := s.at(ctx, patience)
 			if err != nil || got == cluster.NotYet {
 				return nil, cluster.NotYet, err
 			}
@@ -379,16 +386,21 @@ func (s *Source) Next(ctx context.Context, wait bool) (*cluster.Object, cluster.
 				return o, cluster.Got, nil
 			}
 			store, synced := s.t.Store(s.key)
-			if !synced && wait {
+			switch {
+			case synced:
+			case patience == 0:
+				return nil, cluster.NotYet, nil
+			case !s.listing.Whole():
+				return nil, cluster.NotYet, ErrNotListed
+			default:
+				// The store takes in what the stream brought: work of this
+				// process alone, not worth a requeue.
 				if store, synced = s.t.WaitListed(ctx, s.key); !synced {
 					if err := ctx.Err(); err != nil {
 						return nil, cluster.NotYet, err
 					}
 					return nil, cluster.NotYet, ErrReleased
 				}
-			}
-			if !synced {
-				return nil, cluster.NotYet, nil
 			}
 			s.listing, s.cached, s.i = nil, store.List(), 0
 		}
@@ -401,4 +413,21 @@ func (s *Source) Next(ctx context.Context, wait bool) (*cluster.Object, cluster.
 			return u, cluster.Got, nil
 		}
 	}
+}
+
+// at is the listing's next object, waited for up to patience.
+func (s *Source) at(ctx context.Context, patience time.Duration) (*cluster.Object, cluster.Taken, error) {
+	if patience == 0 {
+		return s.listing.At(ctx, s.i, false)
+	}
+	if o, got, err := s.listing.At(ctx, s.i, false); got != cluster.NotYet || err != nil {
+		return o, got, err
+	}
+	wait, cancel := context.WithTimeout(ctx, patience)
+	defer cancel()
+	o, got, err := s.listing.At(wait, s.i, true)
+	if err != nil && ctx.Err() == nil {
+		return nil, cluster.NotYet, ErrNotListed
+	}
+	return o, got, err
 }
