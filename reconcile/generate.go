@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -179,6 +180,14 @@ func (s *syncer) generate(ctx context.Context, run *syncRun, w writer, reader *e
 		part, last, err = src.next(size)
 		if err != nil {
 			return g, err // the sync ended, or an informer was released
+		}
+		if matched != nil {
+			// A list that streamed in is counted once in the cache: the
+			// changes are sized then, not grown object by object.
+			run.matching.candidates = watches.Cached(run.matching.sources)
+			if want := run.matching.candidates + len(run.tombstones); want > cap(g.changes.Changes) {
+				g.changes.Changes = slices.Grow(g.changes.Changes, want-len(g.changes.Changes))
+			}
 		}
 		if err := s.generatePart(ctx, ps, part, last && !joins); err != nil {
 			return g, err

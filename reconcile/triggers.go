@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"time"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -108,13 +107,6 @@ func (m *triggerMatcher) waitListedWrites(cp *policy.Compiled, gvrs sets.Set[sch
 	return nil
 }
 
-// listingPatience is how long a sync waits for the next object of a
-// trigger list that is streaming in before it gives its worker back
-// (errWaiting) and comes back when the list is in: a list that stalls (an
-// API server slow to answer, a watch that broke and is retried) must not
-// hold a worker the other policies need.
-const listingPatience = time.Second
-
 // matching is a match of every trigger of a policy, taken a part at a
 // time (next) so that a full sync applies its first part before it has
 // matched the last trigger: at start, with every trigger new, matching
@@ -137,9 +129,8 @@ type matching struct {
 	// at is the source next goes on with.
 	at int
 	// candidates counts the cached objects, matched or not, as far as
-	// known.
+	// known: those of a source still listing are not.
 	candidates int
-	looked     int // the objects looked at
 	errs       []error
 	failed     []types.UID // triggers whose match failed
 	self       int         // the policy's own objects, passed over
@@ -161,8 +152,8 @@ func (m *triggerMatcher) matchingTriggers(ctx context.Context, cp *policy.Compil
 			return nil, errWaiting // released meanwhile by a policy change
 		}
 		mt.sources, mt.gvrs = append(mt.sources, src), append(mt.gvrs, gvr)
-		mt.candidates += src.Cached()
 	}
+	mt.candidates = watches.Cached(mt.sources)
 	return mt, nil
 }
 
@@ -172,18 +163,9 @@ func (m *triggerMatcher) matchingTriggers(ctx context.Context, cp *policy.Compil
 func (mt *matching) next(n int) ([]policy.Trigger, error) {
 	var out []policy.Trigger
 	for mt.stopped == nil && mt.at < len(mt.sources) && len(out) < n {
-		var patience time.Duration // waits only while it has nothing
-		if len(out) == 0 {
-			patience = listingPatience
-		}
-		u, got, err := mt.sources[mt.at].Next(mt.ctx, patience)
-		switch {
-		case errors.Is(err, watches.ErrReleased):
-			err = errWaiting // released by a policy change
-		case errors.Is(err, watches.ErrNotListed):
-			mt.m.log.Info("the sync gives its worker back until its triggers are listed: their list stalled or broke off",
-				"policy", mt.key.String(), "resource", mt.gvrs[mt.at].String(), "looked", mt.looked)
-			err = errWaiting
+		u, got, err := mt.sources[mt.at].Next(mt.ctx, len(out) == 0)
+		if errors.Is(err, watches.ErrReleased) || errors.Is(err, watches.ErrNotListed) {
+			err = errWaiting // released by a policy change, or the list is not in
 		}
 		gvr := mt.gvrs[mt.at]
 		switch {
@@ -196,7 +178,6 @@ func (mt *matching) next(n int) ([]policy.Trigger, error) {
 			mt.at++
 			continue
 		}
-		mt.looked++
 		memo := mt.cp.Evaluations.Of(u)
 		ok, isSelf, err := mt.m.matchOne(mt.key, mt.cp, gvr, u, memo, mt.ms)
 		switch {

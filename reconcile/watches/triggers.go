@@ -326,10 +326,26 @@ func (l *lastUpdates) get(uid types.UID) *cluster.Object {
 // waited for its list.
 var ErrReleased = errors.New("trigger informer released")
 
-// ErrNotListed says that a Source's listing brought nothing for as long as
-// it was given, or broke off, and the informer has not listed: its reader
-// should come back when it has (Handler.Listed) rather than hold on.
+// ErrNotListed says that a Source's listing brought nothing for
+// ListingPatience, or broke off, and the informer has not listed: its
+// reader should come back when it has (Handler.Listed) rather than hold on.
 var ErrNotListed = errors.New("trigger list not in")
+
+// ListingPatience is how long Next waits for the next object of a list
+// that is streaming in: a list that stalls (an API server slow to answer,
+// a watch that broke and is retried) must not hold a reader, a worker
+// the other policies need, for longer.
+const ListingPatience = time.Second
+
+// Cached counts the cache's objects of sources, as far as they read
+// their caches.
+func Cached(sources []*Source) int {
+	n := 0
+	for _, s := range sources {
+		n += s.Cached()
+	}
+	return n
+}
 
 // Source is what one reader takes of a trigger informer's objects: those
 // of its first list as they come while it lists (Listing), then those of
@@ -369,11 +385,15 @@ func (s *Source) Cached() int { return len(s.cached) }
 func (s *Source) Exhausted() bool { return s.listing == nil && s.i == len(s.cached) }
 
 // Next returns the next object: Ended when there is none left, NotYet
-// when the list has not brought it. Given patience, Next waits up to that
-// long for the list's next object, and after a whole list for the cache
-// to take it in; ErrNotListed when the list brought nothing meanwhile or
-// broke off, ErrReleased when the informer stopped.
-func (s *Source) Next(ctx context.Context, patience time.Duration) (*cluster.Object, cluster.Taken, error) {
+// when the list has not brought it. With wait, Next waits up to
+// ListingPatience for the list's next object, and after a whole list for
+// the cache to take it in; ErrNotListed when the list brought nothing
+// meanwhile or broke off, ErrReleased when the informer stopped.
+func (s *Source) Next(ctx context.Context, wait bool) (*cluster.Object, cluster.Taken, error) {
+	var patience time.Duration
+	if wait {
+		patience = ListingPatience
+	}
 	for {
 		if s.listing != nil {
 			o, got, err := s.at(ctx, patience)
@@ -391,6 +411,7 @@ func (s *Source) Next(ctx context.Context, patience time.Duration) (*cluster.Obj
 			case patience == 0:
 				return nil, cluster.NotYet, nil
 			case !s.listing.Whole():
+				s.t.log.Info("a trigger list broke off: its reader comes back when the informer has listed", "resource", s.key.String())
 				return nil, cluster.NotYet, ErrNotListed
 			default:
 				// The store takes in what the stream brought: work of this
@@ -427,6 +448,7 @@ func (s *Source) at(ctx context.Context, patience time.Duration) (*cluster.Objec
 	defer cancel()
 	o, got, err := s.listing.At(wait, s.i, true)
 	if err != nil && ctx.Err() == nil {
+		s.t.log.Info("a trigger list brought nothing for a while: its reader comes back when the informer has listed", "resource", s.key.String(), "waited", patience)
 		return nil, cluster.NotYet, ErrNotListed
 	}
 	return o, got, err
