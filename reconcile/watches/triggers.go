@@ -390,13 +390,9 @@ func (s *Source) Exhausted() bool { return s.listing == nil && s.i == len(s.cach
 // the cache to take it in; ErrNotListed when the list brought nothing
 // meanwhile or broke off, ErrReleased when the informer stopped.
 func (s *Source) Next(ctx context.Context, wait bool) (*cluster.Object, cluster.Taken, error) {
-	var patience time.Duration
-	if wait {
-		patience = ListingPatience
-	}
 	for {
 		if s.listing != nil {
-			o, got, err := s.at(ctx, patience)
+			o, got, err := s.at(ctx, wait)
 			if err != nil || got == cluster.NotYet {
 				return nil, cluster.NotYet, err
 			}
@@ -408,7 +404,7 @@ func (s *Source) Next(ctx context.Context, wait bool) (*cluster.Object, cluster.
 			store, synced := s.t.Store(s.key)
 			switch {
 			case synced:
-			case patience == 0:
+			case !wait:
 				return nil, cluster.NotYet, nil
 			case !s.listing.Whole():
 				s.t.log.Info("a trigger list broke off: its reader comes back when the informer has listed", "resource", s.key.String())
@@ -436,19 +432,17 @@ func (s *Source) Next(ctx context.Context, wait bool) (*cluster.Object, cluster.
 	}
 }
 
-// at is the listing's next object, waited for up to patience.
-func (s *Source) at(ctx context.Context, patience time.Duration) (*cluster.Object, cluster.Taken, error) {
-	if patience == 0 {
-		return s.listing.At(ctx, s.i, false)
-	}
-	if o, got, err := s.listing.At(ctx, s.i, false); got != cluster.NotYet || err != nil {
+// at is the listing's next object, with wait waited for up to
+// ListingPatience.
+func (s *Source) at(ctx context.Context, wait bool) (*cluster.Object, cluster.Taken, error) {
+	if o, got, err := s.listing.At(ctx, s.i, false); !wait || got != cluster.NotYet || err != nil {
 		return o, got, err
 	}
-	wait, cancel := context.WithTimeout(ctx, patience)
+	patient, cancel := context.WithTimeout(ctx, ListingPatience)
 	defer cancel()
-	o, got, err := s.listing.At(wait, s.i, true)
+	o, got, err := s.listing.At(patient, s.i, true)
 	if err != nil && ctx.Err() == nil {
-		s.t.log.Info("a trigger list brought nothing for a while: its reader comes back when the informer has listed", "resource", s.key.String(), "waited", patience)
+		s.t.log.Info("a trigger list brought nothing for a while: its reader comes back when the informer has listed", "resource", s.key.String(), "waited", ListingPatience)
 		return nil, cluster.NotYet, ErrNotListed
 	}
 	return o, got, err
