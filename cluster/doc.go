@@ -4,8 +4,8 @@
 // the pairing of the versions Sprout's creates made with the watch events
 // that bring them, so that the caches keep those versions released; and
 // the proof Sprout signs into what it generates, verified as an object is
-// decoded (ProofKey); and the objects of an informer's first list as its
-// watch brings them, before the list is complete (Listing).
+// decoded (ProofKey); and the objects of an informer's first list a
+// page at a time, before the list is complete (Listing).
 //
 // It is a package of its own, apart from reconcile, which runs the
 // informers, and inventory, which writes: both read these objects, and

@@ -4,30 +4,27 @@ import (
 	"context"
 	"sync"
 
-	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/watch"
 )
 
-// Listing hands out the objects of an informer's first list as its watch
-// stream brings them, before the list is complete. client-go's reflector
-// gives its store nothing of a watch-list until the list's last object:
-// a reader that may act on each object alone (an object listed exists;
-// only what is absent needs the whole list) starts that much sooner.
+// Listing hands out the objects of an informer's first list a page at a
+// time, as the pages come, before the list is complete. client-go's
+// reflector gives its store nothing of a list until its last page: a
+// reader that may act on each object alone (an object listed exists; only
+// what is absent needs the whole list) starts that much sooner.
 //
-// The objects are those of the first watch that sends initial events, up
-// to the bookmark that ends them. The listing ends there (Whole), or
-// broken: when that watch fails to open or ends first, when a later watch
-// starts over, or with End. A reader then reads the rest from the
-// informer's store, which a whole listing fills at once; after a broken
-// one it fills when the informer's retries list.
+// The objects are those of the informer's first list, up to its last
+// page. The listing ends there (Whole), or broken: when a page of it
+// fails, when a later list starts over, or with End. A reader then reads
+// the rest from the informer's store, which a whole listing fills at
+// once; after a broken one it fills when the informer's retries list.
 type Listing struct {
 	mu      sync.Mutex
 	objects []*Object
 	ended   bool
 	whole   bool
-	watched bool
+	// begun: the informer's first list has begun.
+	begun bool
 	// more is closed, and replaced, when objects grow or the listing ends.
 	more chan struct{}
 }
@@ -76,7 +73,14 @@ func (l *Listing) At(ctx context.Context, i int, wait bool) (*Object, Taken, err
 
 // End ends the listing: its objects are let go, and its readers read the
 // store.
-func (l *Listing) End() { l.end(false) }
+func (l *Listing) End() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.ended {
+		l.ended, l.objects = true, nil
+		close(l.more)
+	}
+}
 
 // Whole reports whether the listing ended at the end of its list, rather
 // than broken.
@@ -86,73 +90,38 @@ func (l *Listing) Whole() bool {
 	return l.whole
 }
 
-func (l *Listing) end(whole bool) {
+// takes reports whether the page a list asks for next is l's: a page of
+// the first list. A list that starts over (the first page of another, or
+// the pager's whole list when a later page expired) ends l, broken: its
+// objects may differ from the first's.
+func (l *Listing) takes(continued bool) bool {
 	l.mu.Lock()
-	defer l.mu.Unlock()
-	if !l.ended {
-		l.ended, l.whole, l.objects = true, whole, nil
-		close(l.more)
+	first := !continued && !l.begun && !l.ended
+	mine := first || continued && l.begun && !l.ended
+	l.begun = true
+	l.mu.Unlock()
+	if !mine {
+		l.End()
 	}
+	return mine
 }
 
-func (l *Listing) add(o *Object) {
+// add adds the objects of a page of the first list; last ends l whole.
+func (l *Listing) add(objs []runtime.Object, last bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.ended {
 		return
 	}
-	l.objects = append(l.objects, o)
-	close(l.more)
-	l.more = make(chan struct{})
-}
-
-// decoder returns d, reading into the listing when d is the first watch
-// that sends initial events; a later one ends the listing: its objects
-// may differ from the first's.
-func (l *Listing) decoder(d watch.Decoder) watch.Decoder {
-	l.mu.Lock()
-	first := !l.watched && !l.ended
-	l.watched = true
-	l.mu.Unlock()
-	if !first {
-		l.End()
-		return d
-	}
-	return &listingDecoder{Decoder: d, l: l}
-}
-
-// listingDecoder adds the initial events of a watch to its listing.
-type listingDecoder struct {
-	watch.Decoder
-	l    *Listing
-	done bool
-}
-
-func (d *listingDecoder) Decode() (watch.EventType, runtime.Object, error) {
-	typ, obj, err := d.Decoder.Decode()
-	if d.done {
-		return typ, obj, err
-	}
-	switch {
-	case err != nil || typ == watch.Error:
-		d.done = true
-		d.l.End()
-	case typ == watch.Added:
+	for _, obj := range objs {
 		if o, ok := obj.(*Object); ok {
-			d.l.add(o)
-		}
-	case typ == watch.Bookmark:
-		if m, merr := meta.Accessor(obj); merr == nil && m.GetAnnotations()[metav1.InitialEventsAnnotationKey] == "true" {
-			d.done = true
-			d.l.end(true)
+			l.objects = append(l.objects, o)
 		}
 	}
-	return typ, obj, err
-}
-
-// Close ends the listing too: a watch closed before its initial events
-// ended leaves it incomplete.
-func (d *listingDecoder) Close() {
-	d.l.End()
-	d.Decoder.Close()
+	close(l.more)
+	if last {
+		l.ended, l.whole, l.objects = true, true, nil
+		return
+	}
+	l.more = make(chan struct{})
 }

@@ -3,131 +3,91 @@ package cluster
 import (
 	"context"
 	"errors"
-	"io"
+	"fmt"
+	"net/http"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
 )
 
-// events is a watch.Decoder that returns its events, then io.EOF.
-type events struct {
-	events []watch.Event
-	closed bool
-}
-
-func (e *events) Decode() (watch.EventType, runtime.Object, error) {
-	if len(e.events) == 0 {
-		return "", nil, io.EOF
-	}
-	ev := e.events[0]
-	e.events = e.events[1:]
-	return ev.Type, ev.Object, nil
-}
-
-func (e *events) Close() { e.closed = true }
-
-func bookmark(end bool) *unstructured.Unstructured {
-	u := &unstructured.Unstructured{Object: map[string]any{}}
-	if end {
-		u.SetAnnotations(map[string]string{metav1.InitialEventsAnnotationKey: "true"})
-	}
-	return u
-}
-
-func decodeAll(t *testing.T, d watch.Decoder) {
-	t.Helper()
-	for {
-		if _, _, err := d.Decode(); err != nil {
-			if !errors.Is(err, io.EOF) {
-				t.Fatal(err)
-			}
-			return
-		}
-	}
-}
-
-// TestListingHandsOutTheInitialEvents: a listing holds the objects of the
-// first watch's ADDED events up to the bookmark that ends the initial
-// events, and ends there; what comes after is not in it.
-func TestListingHandsOutTheInitialEvents(t *testing.T) {
+// TestListingHandsOutItsFirstListsPages: a listing holds the objects of
+// the pages of the informer's first list as they come, and ends whole with
+// its last page; a list that starts over is not read into it.
+func TestListingHandsOutItsFirstListsPages(t *testing.T) {
 	ctx := context.Background()
 	a, b, c := &Object{}, &Object{}, &Object{}
 	l := NewListing()
 	if _, got, err := l.At(ctx, 0, false); got != NotYet || err != nil {
 		t.Fatalf("empty listing: %v, %v; want NotYet", got, err)
 	}
-	d := l.decoder(&events{events: []watch.Event{
-		{Type: watch.Added, Object: a},
-		{Type: watch.Bookmark, Object: bookmark(false)},
-		{Type: watch.Added, Object: b},
-	}})
-	for range 3 {
-		if _, _, err := d.Decode(); err != nil {
-			t.Fatal(err)
-		}
+	if !l.takes(false) {
+		t.Fatal("the first list's first page is not the listing's")
 	}
+	l.add([]runtime.Object{a, b}, false)
 	for i, want := range []*Object{a, b} {
 		if o, got, err := l.At(ctx, i, true); o != want || got != Got || err != nil {
 			t.Fatalf("At(%d) = %p, %v, %v; want %p", i, o, got, err, want)
 		}
 	}
 	if _, got, _ := l.At(ctx, 2, false); got != NotYet {
-		t.Fatalf("At(2) before the end: %v, want NotYet", got)
+		t.Fatalf("At(2) before the next page: %v, want NotYet", got)
 	}
-	// The initial events end; a later ADDED is an event, not a listed object.
-	d2 := &events{events: []watch.Event{{Type: watch.Bookmark, Object: bookmark(true)}, {Type: watch.Added, Object: c}}}
-	d = l.decoder(d2)
-	if d != d2 {
-		t.Fatal("a second watch was read into the listing")
+	// A reader waiting for the next object wakes to the next page.
+	next := make(chan *Object)
+	go func() {
+		o, _, _ := l.At(ctx, 2, true)
+		next <- o
+	}()
+	if !l.takes(true) {
+		t.Fatal("the first list's next page is not the listing's")
 	}
-	if _, got, _ := l.At(ctx, 0, true); got != Ended {
-		t.Fatalf("after a second watch began: %v, want Ended", got)
+	l.add([]runtime.Object{c}, false)
+	if o := <-next; o != c {
+		t.Fatalf("the reader waiting for the next page got %p, want %p", o, c)
+	}
+	// The last page ends the listing whole: its objects are read from the
+	// informer's cache, which the whole list fills at once.
+	l.takes(true)
+	l.add([]runtime.Object{&Object{}}, true)
+	if _, got, _ := l.At(ctx, 3, true); got != Ended || !l.Whole() {
+		t.Fatalf("after the last page: %v, whole %v; want Ended, whole", got, l.Whole())
+	}
+	if l.takes(false) {
+		t.Error("a later list was read into the listing")
+	}
+	if !l.Whole() {
+		t.Error("a later list broke a listing that had ended whole")
 	}
 }
 
-// TestListingEndsWithItsBookmarkOrItsWatch: the bookmark that ends the
-// initial events ends the listing, and so does its watch closing first; a
-// reader waiting for an object wakes to the end, or to its context.
-func TestListingEndsWithItsBookmarkOrItsWatch(t *testing.T) {
+// TestListingEndsBrokenWhenItsListStartsOver: a list that starts over
+// before its last page (the pager's whole list after an expired page, the
+// reflector's retry after a failed one) ends the listing broken, and so
+// does End; a reader waiting for an object wakes to the end, or to its
+// context.
+func TestListingEndsBrokenWhenItsListStartsOver(t *testing.T) {
 	ctx := context.Background()
 	l := NewListing()
-	decodeAll(t, l.decoder(&events{events: []watch.Event{
-		{Type: watch.Added, Object: &Object{}},
-		{Type: watch.Bookmark, Object: bookmark(true)},
-		{Type: watch.Added, Object: &Object{}},
-	}}))
-	if _, got, _ := l.At(ctx, 0, true); got != Ended {
-		t.Fatalf("after the bookmark: %v, want Ended", got)
+	l.takes(false)
+	l.add([]runtime.Object{&Object{}}, false)
+	if l.takes(false) {
+		t.Fatal("a list started over was read into the listing")
 	}
-	if !l.Whole() {
-		t.Error("a listing ended by its bookmark is not whole")
+	if _, got, _ := l.At(ctx, 0, true); got != Ended || l.Whole() {
+		t.Fatalf("after the list started over: %v, whole %v; want Ended, broken", got, l.Whole())
 	}
-
-	l = NewListing()
-	src := &events{events: []watch.Event{{Type: watch.Added, Object: &Object{}}}}
-	d := l.decoder(src)
-	if _, _, err := d.Decode(); err != nil {
-		t.Fatal(err)
-	}
-	if _, got, _ := l.At(ctx, 1, false); got != NotYet {
-		t.Fatalf("before the watch closed: %v, want NotYet", got)
-	}
-	d.Close()
-	if !src.closed {
-		t.Error("the watch was not closed")
-	}
-	if _, got, _ := l.At(ctx, 1, true); got != Ended {
-		t.Fatalf("after the watch closed: %v, want Ended", got)
-	}
-	if l.Whole() {
-		t.Error("a listing whose watch closed before its bookmark is whole")
+	if l.takes(true) {
+		t.Error("a page of a list started over was read into the listing")
 	}
 
 	l = NewListing()
@@ -142,16 +102,116 @@ func TestListingEndsWithItsBookmarkOrItsWatch(t *testing.T) {
 		done <- got
 	}()
 	l.End()
-	if got := <-done; got != Ended {
-		t.Fatalf("a reader waiting when the listing ended: %v, want Ended", got)
+	if got := <-done; got != Ended || l.Whole() {
+		t.Fatalf("a reader waiting when the listing ended: %v, whole %v; want Ended, broken", got, l.Whole())
 	}
 }
 
-// TestListingEndsWhenItsWatchCannotOpen: a watch-list the API server
-// refuses (here RBAC: the user may not list ConfigMaps) ends the listing,
-// broken, so that its reader goes on to wait as for any informer not
-// synced, rather than for a stream that is not coming.
-func TestListingEndsWhenItsWatchCannotOpen(t *testing.T) {
+// TestListingTakesTheListInPages: an informer with a listing lists in
+// pages, never a watch-list, and hands each page but the last out before
+// the next is asked for; its objects are the ones its cache then holds,
+// each with the apiVersion and kind a list's items of a built-in type come
+// without.
+func TestListingTakesTheListInPages(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	const ns, n = "listing-pages", 5
+	kube := kubernetes.NewForConfigOrDie(cfg)
+	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = kube.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{}) })
+	for i := range n {
+		if _, err := kube.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cm-%d", i), Labels: map[string]string{"paged": "yes"}},
+			Data:       map[string]string{"i": fmt.Sprint(i)},
+		}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Two objects a page; the second page's request waits until the first
+	// page's objects are in the listing.
+	l := NewListing()
+	paged := rest.CopyConfig(cfg)
+	var mu sync.Mutex
+	var requests []string
+	paged.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripper(func(req *http.Request) (*http.Response, error) {
+			q := req.URL.Query()
+			if q.Get("labelSelector") == "paged=yes" {
+				if q.Get("watch") != "true" {
+					q.Set("limit", "2")
+					req.URL.RawQuery = q.Encode()
+				}
+				if q.Get("continue") != "" {
+					if _, got, _ := l.At(req.Context(), 1, false); got != Got {
+						t.Errorf("the next page was asked for before the first page's objects were in the listing: %v", got)
+					}
+				}
+				mu.Lock()
+				requests = append(requests, fmt.Sprintf("watch=%s sendInitialEvents=%s continue=%t", q.Get("watch"), q.Get("sendInitialEvents"), q.Get("continue") != ""))
+				mu.Unlock()
+			}
+			return rt.RoundTrip(req)
+		})
+	})
+	raw, err := NewRawClient(paged)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inf := NewInformer(dynamic.NewForConfigOrDie(paged), raw, Resource{GVR: schema.GroupVersionResource{Version: "v1", Resource: "configmaps"},
+		Namespace: ns, LabelSelector: "paged=yes", Listing: l}, nil, Triggers)
+	go inf.RunWithContext(ctx)
+	var names []string
+	for i := 0; ; i++ {
+		o, got, err := l.At(ctx, i, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got == Ended {
+			break
+		}
+		names = append(names, o.GetName())
+		u := o.Decode()
+		if u.GetAPIVersion() != "v1" || u.GetKind() != "ConfigMap" || u.GetName() != o.GetName() || u.Object["data"] == nil {
+			t.Errorf("listed object %d decodes as %v", i, u.Object)
+		}
+		if o.GroupVersionKind() != corev1.SchemeGroupVersion.WithKind("ConfigMap") {
+			t.Errorf("listed object %d is a %v", i, o.GroupVersionKind())
+		}
+	}
+	if !l.Whole() {
+		t.Fatal("the listing ended broken")
+	}
+	if want := []string{"cm-0", "cm-1", "cm-2", "cm-3"}; !slices.Equal(names, want) {
+		t.Fatalf("listed %v, want %v: the pages before the last", names, want)
+	}
+	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
+		t.Fatal("the informer did not sync")
+	}
+	for _, name := range append(names, "cm-4") {
+		if _, ok, _ := inf.GetStore().GetByKey(ns + "/" + name); !ok {
+			t.Errorf("%s is not in the cache", name)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	lists := requests[:3]
+	if want := []string{"watch= sendInitialEvents= continue=false", "watch= sendInitialEvents= continue=true", "watch= sendInitialEvents= continue=true"}; !slices.Equal(lists, want) {
+		t.Errorf("requests %q, want the list in three pages first", requests)
+	}
+	for _, r := range requests[3:] {
+		if r != "watch=true sendInitialEvents= continue=false" {
+			t.Errorf("after the list: %q, want a watch without initial events", r)
+		}
+	}
+}
+
+// TestListingEndsWhenItsListIsRefused: a list the API server refuses
+// (here RBAC: the user may not list ConfigMaps) ends the listing, broken,
+// so that its reader goes on to wait as for any informer not synced,
+// rather than for pages that are not coming.
+func TestListingEndsWhenItsListIsRefused(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	nobody := rest.CopyConfig(cfg)
@@ -165,12 +225,16 @@ func TestListingEndsWhenItsWatchCannotOpen(t *testing.T) {
 		Resource{GVR: schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, Listing: l}, nil, Triggers)
 	go inf.RunWithContext(ctx)
 	if _, got, err := l.At(ctx, 0, true); got != Ended || err != nil {
-		t.Fatalf("a listing whose watch was refused: %v, %v; want Ended", got, err)
+		t.Fatalf("a listing whose list was refused: %v, %v; want Ended", got, err)
 	}
 	if l.Whole() {
-		t.Error("a listing whose watch was refused is whole")
+		t.Error("a listing whose list was refused is whole")
 	}
 	if inf.HasSynced() {
 		t.Error("the informer listed what it may not list")
 	}
 }
+
+type roundTripper func(*http.Request) (*http.Response, error)
+
+func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }

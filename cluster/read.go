@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -101,6 +102,19 @@ func (f Form) FromList(u *unstructured.Unstructured) (*Object, error) {
 // raw becomes the Object's. An object whose managed fields cannot be told
 // apart in raw is made as FromList makes it.
 func (f Form) FromJSON(raw []byte) (*Object, error) {
+	o, err := f.fromJSON(raw, nil)
+	if err != nil {
+		return nil, err
+	}
+	f.created.watch(o)
+	return o, nil
+}
+
+// fromJSON makes the Object of raw, as FromJSON does, and pairs nothing.
+// An item of a list of a built-in type comes without its apiVersion and
+// kind, which then are listed's, written into raw: the content a trigger
+// is evaluated on has them.
+func (f Form) fromJSON(raw []byte, listed *schema.GroupVersionKind) (*Object, error) {
 	var top struct {
 		APIVersion string   `json:"apiVersion"`
 		Kind       string   `json:"kind"`
@@ -109,20 +123,22 @@ func (f Form) FromJSON(raw []byte) (*Object, error) {
 	if err := sigsjson.UnmarshalCaseSensitivePreserveInts(raw, &top); err != nil {
 		return nil, err
 	}
+	if listed != nil && top.APIVersion == "" && top.Kind == "" {
+		var err error
+		if raw, err = withKind(raw, *listed); err != nil {
+			return nil, err
+		}
+		top.APIVersion, top.Kind = listed.ToAPIVersionAndKind()
+	}
 	md := top.Metadata
 	content, m, err := withoutManagedFields(raw, md.ManagedFields)
 	if err != nil {
 		return nil, err
 	}
-	var o *Object
 	if m != nil {
-		if o, err = f.FromList(&unstructured.Unstructured{Object: m}); err != nil {
-			return nil, err
-		}
-		f.created.watch(o)
-		return o, nil
+		return f.FromList(&unstructured.Unstructured{Object: m})
 	}
-	o = &Object{
+	o := &Object{
 		kind:            unique.Make(schema.FromAPIVersionAndKind(top.APIVersion, top.Kind)),
 		namespace:       Intern(md.Namespace),
 		name:            f.name(md.Name),
@@ -151,8 +167,30 @@ func (f Form) FromJSON(raw []byte) (*Object, error) {
 	}
 	o.proven = f.proof.proves(md.Annotations.Proof, o.origin(md.Annotations.Chain), bool(md.Labels.ManagedBy), o.originWritten)
 	f.setContent(o, content)
-	f.created.watch(o)
 	return o, nil
+}
+
+// withKind returns raw, a JSON object, with apiVersion and kind members
+// of gvk written first.
+func withKind(raw []byte, gvk schema.GroupVersionKind) ([]byte, error) {
+	raw = bytes.TrimLeft(raw, " \t\r\n")
+	if len(raw) < 2 || raw[0] != '{' {
+		return nil, fmt.Errorf("a list item is not a JSON object")
+	}
+	apiVersion, kind := gvk.ToAPIVersionAndKind()
+	head, err := json.Marshal(struct {
+		APIVersion string `json:"apiVersion"`
+		Kind       string `json:"kind"`
+	}{apiVersion, kind})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]byte, 0, len(head)+len(raw))
+	out = append(out, head[:len(head)-1]...)
+	if rest := bytes.TrimLeft(raw[1:], " \t\r\n"); len(rest) > 0 && rest[0] != '}' {
+		out = append(out, ',')
+	}
+	return append(out, raw[1:]...), nil
 }
 
 // fromTyped returns obj, a typed object as a protobuf watch decoded it, as

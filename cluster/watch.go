@@ -3,11 +3,14 @@ package cluster
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -20,6 +23,7 @@ import (
 	"k8s.io/client-go/rest"
 	restwatch "k8s.io/client-go/rest/watch"
 	"k8s.io/client-go/tools/cache"
+	sigsjson "sigs.k8s.io/json"
 )
 
 // Resource is what one informer watches: a resource, in every namespace
@@ -56,6 +60,9 @@ func NewInformer(dyn dynamic.Interface, raw rest.Interface, r Resource, indexers
 	lw := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			o.LabelSelector = r.LabelSelector
+			if r.Listing != nil {
+				return listPage(ctx, raw, r, o, form)
+			}
 			return dyn.Resource(r.GVR).Namespace(r.Namespace).List(ctx, o)
 		},
 		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
@@ -64,24 +71,20 @@ func NewInformer(dyn dynamic.Interface, raw rest.Interface, r Resource, indexers
 				o.ResourceVersion = "0"
 			}
 			d, err := openWatch(ctx, raw, r, o, form)
-			listing := r.Listing != nil && o.SendInitialEvents != nil && *o.SendInitialEvents
-			switch {
-			case err != nil && listing:
-				// The reflector lists instead, or retries: a reader of the
-				// listing must not wait for a stream that is not coming.
-				r.Listing.End()
+			if err != nil {
 				return nil, err
-			case err != nil:
-				return nil, err
-			case listing:
-				d = r.Listing.decoder(d)
 			}
 			return watch.NewStreamWatcher(d,
 				apierrors.NewClientErrorReporter(http.StatusInternalServerError, http.MethodGet, "ClientWatchDecoding")), nil
 		},
 	}
-	// No example type: a list gives unstructured objects, a watch Objects.
-	inf := cache.NewSharedIndexInformerWithOptions(lw, nil,
+	var lister cache.ListerWatcher = lw
+	if r.Listing != nil {
+		lister = pagedLister{lw}
+	}
+	// No example type: a list gives unstructured objects, or Objects (a
+	// Listing's pages), a watch Objects.
+	inf := cache.NewSharedIndexInformerWithOptions(lister, nil,
 		cache.SharedIndexInformerOptions{Indexers: indexers, ObjectDescription: r.GVR.String()})
 	_ = inf.SetTransform(func(obj any) (any, error) {
 		if u, ok := obj.(*unstructured.Unstructured); ok {
@@ -90,6 +93,87 @@ func NewInformer(dyn dynamic.Interface, raw rest.Interface, r Resource, indexers
 		return obj, nil
 	})
 	return inf
+}
+
+// pagedLister is the ListerWatcher of an informer that has a Listing: its
+// first list is a list in pages, each handed to the Listing as it comes,
+// never a watch-list. The API server's watch cache hands every write to
+// a resource to each of its watches, and ends one that falls behind; a
+// watch still sending the initial events of a watch-list takes in none:
+// a policy that writes, during its triggers' list, to the resource they
+// are listed from (a ConfigMap for each ConfigMap) had that list cut
+// short, and started over, again and again. A list in pages is read at
+// a consistent revision whatever is written meanwhile, and its pages come
+// as soon as a watch-list's objects do.
+type pagedLister struct{ *cache.ListWatch }
+
+// IsWatchListSemanticsUnSupported tells client-go's reflector to list, not
+// to watch-list.
+func (pagedLister) IsWatchListSemanticsUnSupported() bool { return true }
+
+// listPage reads one page of a list of r in JSON, as the reflector's pager
+// asks for it, each item made in form by the one-pass decoder (FromJSON),
+// and hands the page to r's Listing when it is one of the first list's.
+// The first list asks for revision "0", which the API server serves whole
+// from its cache, whatever the limit: it asks for the newest instead,
+// which the API server serves in pages.
+func listPage(ctx context.Context, raw rest.Interface, r Resource, o metav1.ListOptions, form Form) (runtime.Object, error) {
+	if o.ResourceVersion == "0" && o.Continue == "" {
+		o.ResourceVersion = ""
+	}
+	mine := r.Listing.takes(o.Continue != "")
+	page, err := readPage(ctx, raw, r, o, form)
+	switch {
+	case !mine:
+	case err != nil:
+		r.Listing.End()
+	default:
+		r.Listing.add(page.Items, page.Continue == "")
+	}
+	if err != nil {
+		return nil, err
+	}
+	return page, nil
+}
+
+// readPage reads one page of a list of r in JSON, each item made in form.
+// Items of a built-in type come without apiVersion and kind: the list's
+// give them.
+func readPage(ctx context.Context, raw rest.Interface, r Resource, o metav1.ListOptions, form Form) (*metainternalversion.List, error) {
+	body, err := raw.Get().AbsPath(apiPrefix(r.GVR)).Namespace(r.Namespace).Resource(r.GVR.Resource).
+		SpecificallyVersionedParams(&o, metav1.ParameterCodec, metav1.SchemeGroupVersion).
+		SetHeader("Accept", acceptJSON).
+		DoRaw(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var page struct {
+		APIVersion string            `json:"apiVersion"`
+		Kind       string            `json:"kind"`
+		Metadata   metav1.ListMeta   `json:"metadata"`
+		Items      []json.RawMessage `json:"items"`
+	}
+	if err := sigsjson.UnmarshalCaseSensitivePreserveInts(body, &page); err != nil {
+		return nil, fmt.Errorf("list of %s: %w", r.GVR, err)
+	}
+	kind := schema.FromAPIVersionAndKind(page.APIVersion, strings.TrimSuffix(page.Kind, "List"))
+	list := &metainternalversion.List{ListMeta: page.Metadata, Items: make([]runtime.Object, len(page.Items))}
+	for i, item := range page.Items {
+		obj, err := form.fromJSON(item, &kind)
+		if err != nil {
+			return nil, fmt.Errorf("list of %s: items[%d]: %w", r.GVR, i, err)
+		}
+		list.Items[i] = obj
+	}
+	return list, nil
+}
+
+// apiPrefix is the path of gvr's API group version.
+func apiPrefix(gvr schema.GroupVersionResource) string {
+	if gvr.Group == "" {
+		return "/api/" + gvr.Version
+	}
+	return "/apis/" + gvr.Group + "/" + gvr.Version
 }
 
 // NewRawClient returns a REST client for absolute paths, whose answers
@@ -116,15 +200,11 @@ const (
 func openWatch(ctx context.Context, raw rest.Interface, r Resource, o metav1.ListOptions, form Form) (watch.Decoder, error) {
 	gvr := r.GVR
 	o.Watch = true
-	prefix := "/apis/" + gvr.Group + "/" + gvr.Version
-	if gvr.Group == "" {
-		prefix = "/api/" + gvr.Version
-	}
 	accept := acceptJSON
 	if r.Protobuf {
 		accept = acceptProtobuf
 	}
-	body, err := raw.Get().AbsPath(prefix).Namespace(r.Namespace).Resource(gvr.Resource).
+	body, err := raw.Get().AbsPath(apiPrefix(gvr)).Namespace(r.Namespace).Resource(gvr.Resource).
 		SpecificallyVersionedParams(&o, metav1.ParameterCodec, metav1.SchemeGroupVersion).
 		SetHeader("Accept", accept).
 		Stream(ctx)

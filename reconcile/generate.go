@@ -182,7 +182,7 @@ func (s *syncer) generate(ctx context.Context, run *syncRun, w writer, reader *e
 			return g, err // the sync ended, or an informer was released
 		}
 		if matched != nil {
-			// A list that streamed in is counted once in the cache: the
+			// A list taken as it came is counted once in the cache: the
 			// changes are sized then, not grown object by object.
 			run.matching.candidates = watches.Cached(run.matching.sources)
 			if want := run.matching.candidates + len(run.tombstones); want > cap(g.changes.Changes) {
@@ -307,11 +307,6 @@ func (s *syncer) generatePart(ctx context.Context, ps *parts, part []policy.Trig
 	}
 	if err := s.recordAhead(ctx, ps, gvrs); err != nil {
 		return err
-	}
-	if run.listing {
-		if err := s.matcher.waitListedWrites(run.cp, gvrs); err != nil {
-			return err
-		}
 	}
 	toWrite, again := desired, []*unstructured.Unstructured(nil)
 	if !ps.sync {

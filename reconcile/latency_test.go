@@ -84,18 +84,22 @@ func TestASlowWriteDoesNotHoldTheNextTriggers(t *testing.T) {
 // objects start from what the API server's cache holds (resourceVersion 0),
 // without waiting for it to catch up with every write since, as an
 // informer's list did before consistent reads; the triggers' start
-// consistent, since a trigger missed would have its objects pruned.
+// consistent, since a trigger missed would have its objects pruned: a
+// list in pages at the newest revision (cluster.Listing says why not a
+// watch-list).
 func TestGeneratedObjectsAreWatchedFromTheCache(t *testing.T) {
 	const ns = "cached-start"
 	tb := newTable(t, ns)
 	var mu sync.Mutex
-	starts := map[string][]string{} // label selector → resourceVersions of initial-event watches
+	starts := map[string][]string{} // label selector → resourceVersions of initial-event watches and of lists
 	watched := rest.CopyConfig(cfg)
 	watched.Wrap(func(rt http.RoundTripper) http.RoundTripper {
 		return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
 			q := req.URL.Query()
 			if req.URL.Path == "/api/v1/configmaps" || strings.HasSuffix(req.URL.Path, "/configmaps") {
-				if q.Get("watch") == "true" && q.Get("sendInitialEvents") == "true" {
+				watchList := q.Get("watch") == "true" && q.Get("sendInitialEvents") == "true"
+				list := req.Method == http.MethodGet && q.Get("watch") != "true" && q.Get("continue") == "" && q.Get("limit") != ""
+				if watchList || list {
 					mu.Lock()
 					starts[q.Get("labelSelector")] = append(starts[q.Get("labelSelector")], q.Get("resourceVersion"))
 					mu.Unlock()

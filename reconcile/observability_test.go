@@ -198,8 +198,9 @@ func TestNamespaceTriggersListNamespacesOnce(t *testing.T) {
 	var lists atomic.Int64
 	counted.Wrap(func(rt http.RoundTripper) http.RoundTripper {
 		return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
-			if req.Method == http.MethodGet && req.URL.Path == "/api/v1/namespaces" {
-				lists.Add(1) // a list, or a watch (a watch-list's initial events are its list)
+			if q := req.URL.Query(); req.Method == http.MethodGet && req.URL.Path == "/api/v1/namespaces" &&
+				(q.Get("watch") != "true" && q.Get("continue") == "" || q.Get("sendInitialEvents") == "true") {
+				lists.Add(1) // a list's first page, or a watch-list
 			}
 			return rt.RoundTrip(req)
 		})
@@ -235,16 +236,17 @@ func (f roundTripperFunc) RoundTrip(req *http.Request) (*http.Response, error) {
 // TestFirstSyncFollowsTheTriggerList: a policy whose triggers are not
 // listed yet waits, backing off up to seconds; once the list is in, it
 // syncs at once, not when its back-off runs out. The API server is made to
-// answer the Namespace watch 2 s late, by which time the back-off is
-// 1.6 s.
+// answer the first page of the Namespace list 2 s late, by which time the
+// back-off is 1.6 s.
 func TestFirstSyncFollowsTheTriggerList(t *testing.T) {
 	dir := fixtureDir(t, "list-late")
 	const late = 2 * time.Second
 	slow := rest.CopyConfig(cfg)
-	var answered atomic.Int64 // when the Namespace watch was answered, in Unix nanoseconds
+	var answered atomic.Int64 // when the Namespace list was answered, in Unix nanoseconds
 	slow.Wrap(func(rt http.RoundTripper) http.RoundTripper {
 		return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
-			if req.Method != http.MethodGet || req.URL.Path != "/api/v1/namespaces" {
+			if q := req.URL.Query(); req.Method != http.MethodGet || req.URL.Path != "/api/v1/namespaces" ||
+				q.Get("watch") == "true" || q.Get("continue") != "" {
 				return rt.RoundTrip(req)
 			}
 			select { // a slow server, not a wait for the test's sake
@@ -268,7 +270,7 @@ func TestFirstSyncFollowsTheTriggerList(t *testing.T) {
 	})
 	poll(t, "the first sync", func(context.Context) (bool, error) { return synced.Load() != 0, nil })
 	if answered.Load() == 0 {
-		t.Fatal("synced before the Namespace watch was answered")
+		t.Fatal("synced before the Namespace list was answered")
 	}
 	t.Logf("first sync %v after the trigger list", time.Duration(synced.Load()-answered.Load()))
 	// Its back-off would have it wait up to 1.6 s more.

@@ -11,7 +11,6 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apiserver/pkg/admission"
 
 	sproutv1alpha1 "github.com/sprout-gitops/sprout/api/sprout/v1alpha1"
@@ -83,28 +82,6 @@ func (m *triggerMatcher) triggersReadable(cp *policy.Compiled) (ok, listing bool
 		}
 	}
 	return true, listing
-}
-
-// waitListedWrites ends the sync (errWaiting) while a trigger informer of
-// a resource in gvrs lists: the informer's Listed queues the policy again.
-// The API server ends a watch that falls behind the writes to its
-// resource, and a watch sending the initial events of its list takes in no
-// other: a policy that writes, during its triggers' list, to the resource
-// they are listed from (a ConfigMap for each ConfigMap) would have that
-// list cut short, and started over, again and again. It does not wait in
-// the sync: a worker held for a list is one the other policies lack.
-func (m *triggerMatcher) waitListedWrites(cp *policy.Compiled, gvrs sets.Set[schema.GroupVersionResource]) error {
-	for _, gvr := range cp.Triggers {
-		if !gvrs.Has(gvr) {
-			continue
-		}
-		key := m.watch.triggerKeyOf(cp, gvr)
-		if _, synced := m.informers.Store(key); !synced {
-			m.log.Info("writes wait for the list of the triggers they would cut short", "policy", policy.KeyOf(cp.Policy).String(), "resource", key.String())
-			return errWaiting
-		}
-	}
-	return nil
 }
 
 // matching is a match of every trigger of a policy, taken a part at a

@@ -332,8 +332,8 @@ var ErrReleased = errors.New("trigger informer released")
 var ErrNotListed = errors.New("trigger list not in")
 
 // ListingPatience is how long Next waits for the next object of a list
-// that is streaming in: a list that stalls (an API server slow to answer,
-// a watch that broke and is retried) must not hold a reader, a worker
+// whose pages are coming: a list that stalls (an API server slow to
+// answer, a list that failed and is retried) must not hold a reader, a worker
 // the other policies need, for longer.
 const ListingPatience = time.Second
 
@@ -410,7 +410,7 @@ func (s *Source) Next(ctx context.Context, wait bool) (*cluster.Object, cluster.
 				s.t.log.Info("a trigger list broke off: its reader comes back when the informer has listed", "resource", s.key.String())
 				return nil, cluster.NotYet, ErrNotListed
 			default:
-				// The store takes in what the stream brought: work of this
+				// The store takes in what the list brought: work of this
 				// process alone, not worth a requeue.
 				if store, synced = s.t.WaitListed(ctx, s.key); !synced {
 					if err := ctx.Err(); err != nil {
