@@ -148,7 +148,7 @@ func TestRunRefusesAliasBombs(t *testing.T) {
 
 	// The policies generate for triggers created once Sprout watches.
 	eventually(t, "/readyz", func(ctx context.Context) bool {
-		code, _ := p.get(ctx, p.probes, "/readyz")
+		code, _ := p.get(ctx, p.probes(), "/readyz")
 		return code == http.StatusOK
 	})
 	kube := kubernetes.NewForConfigOrDie(cp.Config)

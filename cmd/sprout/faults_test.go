@@ -425,8 +425,12 @@ func TestSIGTERMUnderLoad(t *testing.T) {
 	}
 	// Having taken the signal, sprout stops serving its probes; it must still
 	// be running then, its write under way.
+	probes := first.probes()
+	if probes == "" {
+		t.Fatal("sprout generated before serving its probes")
+	}
 	within(t, "sprout to take the signal", 10*time.Second, func(ctx context.Context) bool {
-		code, _ := first.get(ctx, first.probes, "/healthz")
+		code, _ := first.get(ctx, probes, "/healthz")
 		return code == 0
 	})
 	if !first.alive() {

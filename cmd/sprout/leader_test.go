@@ -61,7 +61,7 @@ func TestLeaderFailover(t *testing.T) {
 		"--leader-elect-lease-duration", "4s", "--leader-elect-renew-deadline", "3s", "--leader-elect-retry-period", "250ms"}
 	policy := `policy="GeneratingPolicy/zk-kafka-address"`
 	syncs := func(ctx context.Context, p *process) float64 {
-		_, m := p.get(ctx, p.metric, "/metrics")
+		_, m := p.get(ctx, p.metric(), "/metrics")
 		return metricSum(m, "sprout_reconcile_duration_seconds_count", policy)
 	}
 
@@ -78,7 +78,7 @@ func TestLeaderFailover(t *testing.T) {
 
 	b := startProcess(t, kubeconfig, leaderFlags...)
 	eventually(t, "the second replica to stand by, ready", func(ctx context.Context) bool {
-		code, _ := b.get(ctx, b.probes, "/readyz")
+		code, _ := b.get(ctx, b.probes(), "/readyz")
 		return code == http.StatusOK && strings.Contains(b.logs.String(), "standing by")
 	})
 	if n := syncs(context.Background(), b); n != 0 {
@@ -126,24 +126,24 @@ func TestProbesAndMetrics(t *testing.T) {
 	p := startProcess(t, proxy.kubeconfig(t))
 
 	eventually(t, "/healthz", func(ctx context.Context) bool {
-		code, _ := p.get(ctx, p.probes, "/healthz")
+		code, _ := p.get(ctx, p.probes(), "/healthz")
 		return code == http.StatusOK
 	})
 	for range 3 {
-		if code, body := p.get(context.Background(), p.probes, "/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(body, "not synced") {
+		if code, body := p.get(context.Background(), p.probes(), "/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(body, "not synced") {
 			t.Fatalf("/readyz before the caches synced: %d %q", code, body)
 		}
 	}
 	release()
 	eventually(t, "/readyz", func(ctx context.Context) bool {
-		code, _ := p.get(ctx, p.probes, "/readyz")
+		code, _ := p.get(ctx, p.probes(), "/readyz")
 		return code == http.StatusOK
 	})
 
 	policy := `policy="GeneratingPolicy/zk-kafka-address"`
 	var m string
 	eventually(t, "the sync in /metrics", func(ctx context.Context) bool {
-		_, m = p.get(ctx, p.metric, "/metrics")
+		_, m = p.get(ctx, p.metric(), "/metrics")
 		return metricSum(m, "sprout_objects_total", policy, `action="created"`) == 1
 	})
 	for _, c := range []struct {

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -208,20 +209,21 @@ func (p *apiProxy) kubeconfig(t *testing.T) string {
 
 // process is a sprout process started by a test.
 type process struct {
-	cmd    *exec.Cmd
-	logs   *syncbuf.Buffer
-	done   chan error
-	probes string
-	metric string
+	cmd  *exec.Cmd
+	logs *syncbuf.Buffer
+	done chan error
 }
 
-// startProcess runs `sprout run` with args, probes and metrics on their own
-// loopback ports; it is killed when the test ends if still running.
+// startProcess runs `sprout run` with args, probes and metrics on loopback
+// ports the process picks itself; it is killed when the test ends if still
+// running.
 func startProcess(t *testing.T, kubeconfig string, args ...string) *process {
 	t.Helper()
-	p := &process{logs: &syncbuf.Buffer{}, done: make(chan error, 1), probes: freeAddress(t), metric: freeAddress(t)}
+	p := &process{logs: &syncbuf.Buffer{}, done: make(chan error, 1)}
+	// A port picked here and closed before sprout binds it may be taken by
+	// another test meanwhile: the kernel picks, and the log says which.
 	p.cmd = exec.Command(sproutBinary(t), append([]string{"run", "--kubeconfig", kubeconfig,
-		"--metrics-bind-address", p.metric, "--health-probe-bind-address", p.probes}, args...)...)
+		"--metrics-bind-address", "127.0.0.1:0", "--health-probe-bind-address", "127.0.0.1:0"}, args...)...)
 	p.cmd.Stdout, p.cmd.Stderr = p.logs, p.logs
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -237,9 +239,32 @@ func startProcess(t *testing.T, kubeconfig string, args ...string) *process {
 	return p
 }
 
+// servingAt matches the line sprout logs once a server listens.
+var servingAt = regexp.MustCompile(`msg="serving (\w+)" address=http://(\S+)`)
+
+// serving returns the address sprout logged it serves what ("probes",
+// "metrics") on, or "" before it has.
+func (p *process) serving(what string) string {
+	for _, m := range servingAt.FindAllStringSubmatch(p.logs.String(), -1) {
+		if m[1] == what {
+			return m[2]
+		}
+	}
+	return ""
+}
+
+// probes is the address of /healthz and /readyz, "" until sprout serves them.
+func (p *process) probes() string { return p.serving("probes") }
+
+// metric is the address of /metrics, "" until sprout serves it.
+func (p *process) metric() string { return p.serving("metrics") }
+
 // get returns the status code and body of a path on one of the process's
-// servers, or 0 when it does not answer.
+// servers, or 0 when it does not answer or is not yet serving.
 func (p *process) get(ctx context.Context, addr, path string) (int, string) {
+	if addr == "" {
+		return 0, ""
+	}
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+path, nil)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

@@ -84,7 +84,7 @@ func TestTwoShards(t *testing.T) {
 	start("shard2")
 	syncs := func(ctx context.Context, shard, policy string) float64 {
 		p := shards[shard]
-		_, m := p.get(ctx, p.metric, "/metrics")
+		_, m := p.get(ctx, p.metric(), "/metrics")
 		return metricSum(m, "sprout_reconcile_duration_seconds_count", `policy="GeneratingPolicy/`+policy+`"`)
 	}
 	configMap := func(ctx context.Context, name string) *corev1.ConfigMap {

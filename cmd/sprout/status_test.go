@@ -2,14 +2,11 @@ package main
 
 import (
 	"context"
-	"io"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -21,32 +18,20 @@ import (
 	"github.com/sprout-gitops/sprout/sources"
 )
 
-// freeAddress returns a loopback address no one listens on now.
+// freeAddress returns a loopback address no one listens on now, for a
+// kubeconfig that must not reach a server. A process that serves is given
+// port 0 instead and says where it listens: a port picked and closed here
+// may be taken by another test before the process binds it.
 func freeAddress(t *testing.T) string {
 	t.Helper()
-	handedOut.Lock()
-	defer handedOut.Unlock()
-	for {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		addr := ln.Addr().String()
-		_ = ln.Close()
-		// A port closed here may be given out again at the next Listen:
-		// two processes of TestTwoShards once got the same one.
-		if !handedOut.addrs[addr] {
-			handedOut.addrs[addr] = true
-			return addr
-		}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
 	}
+	addr := ln.Addr().String()
+	_ = ln.Close()
+	return addr
 }
-
-// handedOut are the addresses freeAddress gave, in this test process.
-var handedOut = struct {
-	sync.Mutex
-	addrs map[string]bool
-}{addrs: map[string]bool{}}
 
 // gitCommit commits the files (empty content removes one) with the git
 // binary, as a user would.
@@ -89,10 +74,10 @@ func TestGitSourceStatusAndMetrics(t *testing.T) {
 	}
 	gitCommit(t, dir, map[string]string{"policies/zk.yaml": string(policy)})
 
-	metrics := freeAddress(t)
 	url := "file://" + dir
-	cp := startRun(t, "--cluster-policies=false", "--git-url", url, "--git-branch", "main",
-		"--git-path", "policies", "--poll-interval", "200ms", "--metrics-bind-address", metrics)
+	cp := startControlPlane(t)
+	p := startProcess(t, writeKubeconfig(t, cp), "--cluster-policies=false", "--git-url", url, "--git-branch", "main",
+		"--git-path", "policies", "--poll-interval", "200ms")
 	kube := kubernetes.NewForConfigOrDie(cp.Config)
 	source := sources.ObjectName("git:" + url)
 
@@ -101,14 +86,8 @@ func TestGitSourceStatusAndMetrics(t *testing.T) {
 		return tableRow(ctx, kube, "/apis/sprout.dev/v1alpha1/policysources/"+source)
 	}
 	scrape := func(ctx context.Context) string {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+metrics+"/metrics", nil)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return ""
-		}
-		defer resp.Body.Close()
-		body, _ := io.ReadAll(resp.Body)
-		return string(body)
+		_, body := p.get(ctx, p.metric(), "/metrics")
+		return body
 	}
 	waitUntil := func(what string, cond func(ctx context.Context) bool) {
 		t.Helper()
