@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -64,6 +65,13 @@ func StartWith(set CRDSet) (*ControlPlane, error) {
 	env := &envtest.Environment{
 		BinaryAssetsDirectory: assets,
 		CRDs:                  crds,
+	}
+	// envtest gives each start 20 s: on two cores busy compiling and
+	// fuzzing beside the tests, a cold kube-apiserver has taken longer than
+	// that five times in a row. $KUBEBUILDER_CONTROLPLANE_START_TIMEOUT
+	// still rules when set.
+	if os.Getenv("KUBEBUILDER_CONTROLPLANE_START_TIMEOUT") == "" {
+		env.ControlPlaneStartTimeout = 2 * time.Minute
 	}
 	env.ControlPlane.APIServer = &envtest.APIServer{CertDir: certs}
 	// Without a grace period for watches, a stopping API server waits for
