@@ -155,9 +155,15 @@ func BenchmarkCreatedAsDesired(b *testing.B) {
 // desired with an identity, a version and the managed fields of the create.
 func createAnswer(t testing.TB, desired *unstructured.Unstructured) []byte {
 	t.Helper()
+	return createAnswerOf(t, desired, "42")
+}
+
+// createAnswerOf is createAnswer with the version given.
+func createAnswerOf(t testing.TB, desired *unstructured.Unstructured, version string) []byte {
+	t.Helper()
 	made := desired.DeepCopy()
 	made.SetUID("0b5e3e2a-6a52-4b6f-8a38-7a3c7d1e9f10")
-	made.SetResourceVersion("42")
+	made.SetResourceVersion(version)
 	now := metav1.Now()
 	made.SetCreationTimestamp(now)
 	fields := map[string]any{}

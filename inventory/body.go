@@ -4,8 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 
+	"google.golang.org/protobuf/encoding/protowire"
 	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -74,29 +74,197 @@ func protobufBody(obj *unstructured.Unstructured) ([]byte, bool) {
 // generation, creation time and managed fields). sent converted exactly
 // (protobufBody), so such an answer holds every field of the desired
 // object; any other difference, a default or a webhook's change, is for
-// createdAsDesired's comparison to weigh. Reading the answer this way costs
-// an encode, where converting it to unstructured cost several times that.
+// createdAsDesired's comparison to weigh.
+//
+// It compares the two encodings field by field, without decoding either:
+// both are the generated marshallers' output for the same type, which
+// writes every field in the order of its number and a map's keys sorted,
+// so the same object is the same bytes. Decoding the answer and encoding
+// it again cost each create a copy of the object in memory, and a tenth
+// of the allocations of a cold start (docs/performance.md).
 func madeAsSent(answer, sent []byte, gvk schema.GroupVersionKind) (string, bool) {
-	obj, got, err := protobufCodec.Decode(answer, nil, nil)
-	if err != nil || got == nil || *got != gvk {
+	answerType, answerRaw, ok := envelope(answer)
+	if !ok {
 		return "", false
 	}
-	m, err := meta.Accessor(obj)
-	if err != nil {
+	sentType, sentRaw, ok := envelope(sent)
+	if !ok || !bytes.Equal(answerType, sentType) || !typeMetaIs(sentType, gvk) {
 		return "", false
 	}
-	version := m.GetResourceVersion()
-	m.SetUID("")
-	m.SetResourceVersion("")
-	m.SetGeneration(0)
-	m.SetCreationTimestamp(metav1.Time{})
-	m.SetManagedFields(nil)
-	obj.GetObjectKind().SetGroupVersionKind(gvk)
-	var made bytes.Buffer
-	if protobufCodec.Encode(obj, &made) != nil || !bytes.Equal(made.Bytes(), sent) {
+	answerMeta, answerRest, ok := metadataFirst(answerRaw)
+	if !ok {
 		return "", false
 	}
-	return version, version != ""
+	sentMeta, sentRest, ok := metadataFirst(sentRaw)
+	if !ok || !bytes.Equal(answerRest, sentRest) {
+		return "", false
+	}
+	return sameMetadata(answerMeta, sentMeta)
+}
+
+// Field numbers of the protobuf encodings madeAsSent reads: runtime.Unknown
+// (the envelope), TypeMeta, an object's metadata and, in ObjectMeta, what
+// the API server sets on every create.
+const (
+	unknownTypeMeta       protowire.Number = 1
+	unknownRaw            protowire.Number = 2
+	typeMetaAPIVersion    protowire.Number = 1
+	typeMetaKind          protowire.Number = 2
+	objectMetadata        protowire.Number = 1
+	metaUID               protowire.Number = 5
+	metaResourceVersion   protowire.Number = 6
+	metaGeneration        protowire.Number = 7
+	metaCreationTimestamp protowire.Number = 8
+	metaManagedFields     protowire.Number = 17
+)
+
+// field is one field of a protobuf message: its number, its type, its
+// value (a length-delimited one without its length) and its whole encoding.
+type field struct {
+	num          protowire.Number
+	typ          protowire.Type
+	value, whole []byte
+}
+
+// nextField reads the field b begins with and returns it and what follows;
+// ok is false when b does not begin with a whole field.
+func nextField(b []byte) (f field, rest []byte, ok bool) {
+	num, typ, n := protowire.ConsumeTag(b)
+	if n < 0 {
+		return field{}, nil, false
+	}
+	m := protowire.ConsumeFieldValue(num, typ, b[n:])
+	if m < 0 {
+		return field{}, nil, false
+	}
+	f = field{num: num, typ: typ, value: b[n : n+m], whole: b[:n+m]}
+	if typ == protowire.BytesType {
+		f.value, _ = protowire.ConsumeBytes(b[n:])
+	}
+	return f, b[n+m:], true
+}
+
+// envelope returns the TypeMeta and the raw object of a protobuf body of
+// the API server's, its runtime.Unknown after the magic prefix.
+func envelope(body []byte) (typeMeta, raw []byte, ok bool) {
+	b, found := bytes.CutPrefix(body, protobufPrefix)
+	if !found {
+		return nil, nil, false
+	}
+	for len(b) > 0 {
+		var f field
+		if f, b, ok = nextField(b); !ok {
+			return nil, nil, false
+		}
+		switch f.num {
+		case unknownTypeMeta:
+			typeMeta = f.value
+		case unknownRaw:
+			raw = f.value
+		}
+	}
+	return typeMeta, raw, raw != nil
+}
+
+// typeMetaIs reports whether an encoded TypeMeta names gvk.
+func typeMetaIs(typeMeta []byte, gvk schema.GroupVersionKind) bool {
+	var apiVersion, kind []byte
+	for len(typeMeta) > 0 {
+		f, rest, ok := nextField(typeMeta)
+		if !ok {
+			return false
+		}
+		switch f.num {
+		case typeMetaAPIVersion:
+			apiVersion = f.value
+		case typeMetaKind:
+			kind = f.value
+		}
+		typeMeta = rest
+	}
+	return string(kind) == gvk.Kind && string(apiVersion) == gvk.GroupVersion().String()
+}
+
+// metadataFirst splits an encoded object into its metadata and the fields
+// after it; the generated marshallers write metadata, field 1, first.
+func metadataFirst(raw []byte) (metadata, rest []byte, ok bool) {
+	f, rest, ok := nextField(raw)
+	if !ok || f.num != objectMetadata || f.typ != protowire.BytesType {
+		return nil, nil, false
+	}
+	return f.value, rest, true
+}
+
+// setOnCreate reports whether the API server sets field num of ObjectMeta
+// on every create.
+func setOnCreate(num protowire.Number) bool {
+	switch num {
+	case metaUID, metaResourceVersion, metaGeneration, metaCreationTimestamp, metaManagedFields:
+		return true
+	}
+	return false
+}
+
+// sameMetadata compares the encoded metadata of a create's answer with
+// the one sent, but for the fields the API server sets on every create,
+// which the one sent must leave empty; it returns the answer's
+// resourceVersion when they are the same.
+func sameMetadata(answer, sent []byte) (version string, ok bool) {
+	versionOf := func(f field) bool {
+		if f.num == metaResourceVersion {
+			version = string(f.value)
+		}
+		return true
+	}
+	for {
+		a, answerRest, inAnswer, ok := nextKept(answer, versionOf)
+		if !ok {
+			return "", false
+		}
+		s, sentRest, inSent, ok := nextKept(sent, emptyValue)
+		if !ok {
+			return "", false
+		}
+		if !inAnswer && !inSent {
+			return version, version != ""
+		}
+		if inAnswer != inSent || !bytes.Equal(a.whole, s.whole) {
+			return "", false
+		}
+		answer, sent = answerRest, sentRest
+	}
+}
+
+// nextKept reads the fields of encoded metadata b up to the first one the
+// API server does not set on every create, and returns it and what follows
+// (found is false when b ends first); each field it passes over goes to
+// passed, and ok is false when passed refuses one or b does not decode.
+func nextKept(b []byte, passed func(field) bool) (f field, rest []byte, found, ok bool) {
+	for len(b) > 0 {
+		if f, b, ok = nextField(b); !ok {
+			return field{}, nil, false, false
+		}
+		if !setOnCreate(f.num) {
+			return f, b, true, true
+		}
+		if !passed(f) {
+			return field{}, nil, false, false
+		}
+	}
+	return field{}, nil, false, true
+}
+
+// emptyValue reports whether f holds its type's zero: an empty string or
+// message, or a 0.
+func emptyValue(f field) bool {
+	switch f.typ {
+	case protowire.BytesType:
+		return len(f.value) == 0
+	case protowire.VarintType:
+		v, _ := protowire.ConsumeVarint(f.value)
+		return v == 0
+	}
+	return false
 }
 
 // fromProtobuf decodes a protobuf answer of kind gvk into unstructured, as

@@ -403,6 +403,55 @@ func TestCreatedAsDesired(t *testing.T) {
 	}
 }
 
+// TestMadeAsSentComparesTheEncodings: the answer to a protobuf create is
+// compared with the body sent without decoding either; only what the API
+// server sets on every create may differ, and only when the body sent left
+// it empty; anything that is not such a body is not found made as sent.
+func TestMadeAsSentComparesTheEncodings(t *testing.T) {
+	objects, _ := desiredSet(1)
+	desired := objects[0]
+	gvk := desired.GroupVersionKind()
+	sent, _, err := createBody(desired)
+	if err != nil {
+		t.Fatal(err)
+	}
+	answer := protobufAnswer(t, createAnswer(t, desired))
+	if v, ok := madeAsSent(answer, sent, gvk); !ok || v != "42" {
+		t.Fatalf("as sent: %q, %v; want 42", v, ok)
+	}
+
+	withUID := desired.DeepCopy()
+	withUID.SetUID("0b5e3e2a-6a52-4b6f-8a38-7a3c7d1e9f10") // the answer's
+	sentUID, _, err := createBody(withUID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	otherKind := gvk
+	otherKind.Kind = "Secret"
+	unversioned := desired.DeepCopy()
+	unversioned.SetResourceVersion("")
+	annotated := desired.DeepCopy()
+	annotated.SetAnnotations(map[string]string{"by": "webhook"})
+	for _, tc := range []struct {
+		name         string
+		answer, sent []byte
+		gvk          schema.GroupVersionKind
+	}{
+		{"a body sent with a uid, even the one made", answer, sentUID, gvk},
+		{"another kind asked for", answer, sent, otherKind},
+		{"an annotation added", protobufAnswer(t, createAnswerOf(t, annotated, "42")), sent, gvk},
+		{"an answer without a version", protobufAnswer(t, createAnswerOf(t, unversioned, "")), sent, gvk},
+		{"a cut answer", answer[:len(answer)-3], sent, gvk},
+		{"a cut body", answer, sent[:len(sent)-3], gvk},
+		{"no prefix", answer[len(protobufPrefix):], sent, gvk},
+		{"JSON", createAnswer(t, desired), sent, gvk},
+	} {
+		if v, ok := madeAsSent(tc.answer, tc.sent, tc.gvk); ok {
+			t.Errorf("%s: made as sent, version %q", tc.name, v)
+		}
+	}
+}
+
 // protobufAnswer is a JSON answer as the API server sends it to a client
 // that accepts protobuf.
 func protobufAnswer(t testing.TB, answer []byte) []byte {
