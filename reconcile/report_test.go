@@ -6,9 +6,9 @@ import (
 	"testing"
 )
 
-// TestStatusWritesCoalesce: triggers arriving one after another cost one
-// sync each but far fewer status writes: an outcome that only changes the
-// counts waits a little for the next. The status still ends with the last
+// TestStatusWritesCoalesce: triggers arriving one after another cost a
+// sync each (or fewer) but far fewer status writes: an outcome that only
+// changes the counts waits a little for the next. The status still ends with the last
 // counts, and a restart has nothing left to write.
 func TestStatusWritesCoalesce(t *testing.T) {
 	tb := newTable(t, "coalesce")
@@ -21,7 +21,7 @@ func TestStatusWritesCoalesce(t *testing.T) {
 	for i := range triggers {
 		name := fmt.Sprintf("t%02d", i)
 		tb.trigger(name, "coalesce", name)
-		tb.waitFor("its downstream", name+"-out", exists) // one sync at least per trigger
+		tb.waitFor("its downstream", name+"-out", exists)
 	}
 	// Stopped once the last trigger's sync has ended (its object exists
 	// before its outcome is handed over), and at once: the counts not yet
@@ -33,8 +33,10 @@ func TestStatusWritesCoalesce(t *testing.T) {
 		t.Errorf("status after the controller stopped: %v (error %v), want %q", c, err, want)
 	}
 	statusWrites := len(counter.about("generatingpolicies/coalesce/status"))
-	if n := syncs.Load(); n < triggers || statusWrites*2 > int(n) {
-		t.Errorf("%d syncs wrote the status %d times: want at least %d syncs and at most half as many writes", n, statusWrites, triggers)
+	// A sync may take a trigger that arrived while it ran (on a busy
+	// machine, 18 syncs for the 20): the writes are counted against both.
+	if n := syncs.Load(); statusWrites*2 > triggers || statusWrites*2 > int(n) {
+		t.Errorf("%d triggers took %d syncs and %d status writes: want at most half as many writes as either", triggers, n, statusWrites)
 	}
 
 	again, restarted := countingWrites(cfg)
