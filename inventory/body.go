@@ -80,8 +80,8 @@ func protobufBody(obj *unstructured.Unstructured) ([]byte, bool) {
 // both are the generated marshallers' output for the same type, which
 // writes every field in the order of its number and a map's keys sorted,
 // so the same object is the same bytes. Decoding the answer and encoding
-// it again cost each create a copy of the object in memory, and a tenth
-// of the allocations of a cold start (docs/performance.md).
+// it again cost each create a copy of the object in memory
+// (docs/performance.md has the figures).
 func madeAsSent(answer, sent []byte, gvk schema.GroupVersionKind) (string, bool) {
 	answerType, answerRaw, ok := envelope(answer)
 	if !ok {
@@ -151,38 +151,33 @@ func envelope(body []byte) (typeMeta, raw []byte, ok bool) {
 	if !found {
 		return nil, nil, false
 	}
-	for len(b) > 0 {
-		var f field
-		if f, b, ok = nextField(b); !ok {
-			return nil, nil, false
-		}
-		switch f.num {
-		case unknownTypeMeta:
-			typeMeta = f.value
-		case unknownRaw:
-			raw = f.value
-		}
-	}
-	return typeMeta, raw, raw != nil
+	typeMeta, raw, ok = twoFields(b, unknownTypeMeta, unknownRaw)
+	return typeMeta, raw, ok && raw != nil
 }
 
 // typeMetaIs reports whether an encoded TypeMeta names gvk.
 func typeMetaIs(typeMeta []byte, gvk schema.GroupVersionKind) bool {
-	var apiVersion, kind []byte
-	for len(typeMeta) > 0 {
-		f, rest, ok := nextField(typeMeta)
-		if !ok {
-			return false
+	apiVersion, kind, ok := twoFields(typeMeta, typeMetaAPIVersion, typeMetaKind)
+	return ok && string(kind) == gvk.Kind && string(apiVersion) == gvk.GroupVersion().String()
+}
+
+// twoFields returns the values of fields first and second of an encoded
+// message, nil for one it does not hold; ok is false when it does not
+// decode.
+func twoFields(msg []byte, first, second protowire.Number) (a, b []byte, ok bool) {
+	for len(msg) > 0 {
+		var f field
+		if f, msg, ok = nextField(msg); !ok {
+			return nil, nil, false
 		}
 		switch f.num {
-		case typeMetaAPIVersion:
-			apiVersion = f.value
-		case typeMetaKind:
-			kind = f.value
+		case first:
+			a = f.value
+		case second:
+			b = f.value
 		}
-		typeMeta = rest
 	}
-	return string(kind) == gvk.Kind && string(apiVersion) == gvk.GroupVersion().String()
+	return a, b, true
 }
 
 // metadataFirst splits an encoded object into its metadata and the fields

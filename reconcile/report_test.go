@@ -33,8 +33,8 @@ func TestStatusWritesCoalesce(t *testing.T) {
 		t.Errorf("status after the controller stopped: %v (error %v), want %q", c, err, want)
 	}
 	statusWrites := len(counter.about("generatingpolicies/coalesce/status"))
-	// A sync may take a trigger that arrived while it ran (on a busy
-	// machine, 18 syncs for the 20): the writes are counted against both.
+	// A sync may take a trigger that arrived while it ran, so there may
+	// be fewer syncs than triggers: the writes are counted against both.
 	if n := syncs.Load(); statusWrites*2 > triggers || statusWrites*2 > int(n) {
 		t.Errorf("%d triggers took %d syncs and %d status writes: want at most half as many writes as either", triggers, n, statusWrites)
 	}

@@ -66,10 +66,9 @@ func StartWith(set CRDSet) (*ControlPlane, error) {
 		BinaryAssetsDirectory: assets,
 		CRDs:                  crds,
 	}
-	// envtest gives each start 20 s: on two cores busy compiling and
-	// fuzzing beside the tests, a cold kube-apiserver has taken longer than
-	// that five times in a row. $KUBEBUILDER_CONTROLPLANE_START_TIMEOUT
-	// still rules when set.
+	// envtest gives each start 20 s, which a cold kube-apiserver can
+	// exceed on a small machine busy compiling and fuzzing beside the
+	// tests. $KUBEBUILDER_CONTROLPLANE_START_TIMEOUT still rules when set.
 	if os.Getenv("KUBEBUILDER_CONTROLPLANE_START_TIMEOUT") == "" {
 		env.ControlPlaneStartTimeout = 2 * time.Minute
 	}
