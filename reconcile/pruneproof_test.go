@@ -99,6 +99,27 @@ func activated(t *testing.T, name string) time.Time {
 	return at
 }
 
+// restartRebuilding runs a controller, with options changed by edit, whose
+// policy name from files has lost its record, and returns in a second
+// after the record written again says the policy began again: a trigger
+// created from then on is newer than the policy, however slowly the
+// controller started.
+func restartRebuilding(t *testing.T, edit func(*reconcile.Options), name string) {
+	t.Helper()
+	runController(t, edit)
+	poll(t, "the record written again, rebuilding", func(ctx context.Context) (bool, error) {
+		rec, err := dynamic.NewForConfigOrDie(cfg).Resource(sproutv1alpha1.PolicyInventories).Get(ctx, "gpol."+name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		return err == nil && rec.GetLabels()[ledger.LabelRebuilding] != "", err
+	})
+	again := activated(t, name)
+	poll(t, "a second after the policy began again", func(context.Context) (bool, error) {
+		return time.Now().Truncate(time.Second).After(again), nil
+	})
+}
+
 // copiesOutliveAPrune: a synchronizing policy name, triggered by ConfigMaps
 // labelled app in a table of that name, generates for two triggers; the
 // stamper writes their objects' origin onto two ConfigMaps of its own, as
@@ -183,11 +204,11 @@ func copiesAdmitNothingToARebuild(t *testing.T, app, name string, c copier) {
 	poll(t, "a second after the new trigger", func(context.Context) (bool, error) {
 		return time.Now().Truncate(time.Second).After(created), nil
 	})
-	runController(t, fromDir)
-	// A policy from files without its record begins again now; its objects
-	// are looked for in the resources it writes to, which a trigger newer
-	// than the restart names. Until one comes the record stays rebuilding
-	// and prunes nothing.
+	// A policy from files without its record begins again when Sprout reads
+	// it; its objects are looked for in the resources it writes to, which a
+	// trigger newer than that names. Until one comes the record stays
+	// rebuilding and prunes nothing.
+	restartRebuilding(t, fromDir, name)
 	tb.trigger("after", app, "a1")
 	poll(t, "the record rebuilt", func(ctx context.Context) (bool, error) {
 		rec, err := dynamic.NewForConfigOrDie(cfg).Resource(sproutv1alpha1.PolicyInventories).Get(ctx, "gpol."+name, metav1.GetOptions{})

@@ -71,7 +71,7 @@ func TestRecordLostWhileStoppedPrunesNothing(t *testing.T) {
 		return time.Now().Truncate(time.Second).After(last), nil
 	})
 
-	runController(t, fromDir)
+	restartRebuilding(t, fromDir, "lost-record")
 	tb.trigger("d", "lostrec", "d1") // the policy's next write
 	tb.waitFor("the downstream of a new trigger", "d-out", exists)
 	tb.settle("lostrec", 1)
