@@ -113,6 +113,10 @@ type Result struct {
 	Reproducible bool
 }
 
+// variablesType is the type of the variables value: a map of any value by
+// name.
+var variablesType = types.NewMapType(types.StringType, types.DynType)
+
 // timeLimitExceeded is the cause of an evaluation's context past its time
 // limit. It is made for every evaluation, so its message is only formatted
 // when read.
@@ -143,14 +147,17 @@ func (p *Program) Evaluate(ctx context.Context, in Input) (Result, error) {
 	gen := &generation{namespace: p.namespace, reads: rd, scopes: in.Scopes, budget: evaluationBudget{cancel: cancel, done: ctx.Done()}}
 	libs := lib.Bind(ctx, in.Now, in.HTTP, in.GlobalContext)
 	reproducible := func() bool { return !rd.any && !libs.Used() }
-	vars := lazy.NewMapValue(types.NewMapType(types.StringType, types.DynType))
+	vars := lazy.NewMapValue(variablesType)
 	// Sized for the libraries' variables too: a map grown after it is made
 	// costs an allocation in every evaluation.
 	activation := make(map[string]any, 10)
 	libs.AddTo(activation)
 	activation[varObject] = orNull(in.Object)
 	activation[varOldObject] = orNull(in.OldObject)
-	activation[varRequest] = in.Request.value()
+	// Made when an expression first reads it, as a variable is: most
+	// policies never do, and its maps cost every evaluation otherwise.
+	req := in.Request
+	activation[varRequest] = func() any { return req.value() }
 	activation[varNamespaceObject] = orNull(in.NamespaceObject)
 	activation[varVariables] = vars
 	activation[varGenerator] = gen

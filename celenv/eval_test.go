@@ -247,3 +247,33 @@ func TestMatchConditionsFollowAdmission(t *testing.T) {
 		})
 	}
 }
+
+// TestRequestReadsAsAdmissionGivesIt: the request variable, made only when
+// an expression first reads it, holds the trigger's operation, name, kind
+// and resource wherever it is read, first and again: in a matchCondition,
+// in variables and in a generate expression.
+func TestRequestReadsAsAdmissionGivesIt(t *testing.T) {
+	p := celtest.ExprPolicy(
+		`request.kind.kind + "/" + request.resource.resource`,
+		`variables.v0 + " " + request.operation + " " + request.name + " " + string(size(request.userInfo)) + " [" + request.namespace + "]"`,
+	)
+	p.Spec.MatchConditions = []admissionregistrationv1.MatchCondition{{Name: "created", Expression: `request.operation == "CREATE"`}}
+	prog := celenv.Compile(p)
+	if err := prog.Err(); err != nil {
+		t.Fatal(err)
+	}
+	in := createNamespace(namespace("team", nil))
+	in.Scopes = celenv.BuiltinScopes{}
+	res, err := prog.Evaluate(context.Background(), in)
+	if err != nil || !res.Matched || len(res.Objects) != 1 {
+		t.Fatalf("matched %v, %d objects, error %v", res.Matched, len(res.Objects), err)
+	}
+	got, _, _ := unstructured.NestedString(res.Objects[0].Object.Object, "data", "value")
+	if want := "Namespace/namespaces CREATE team 0 []"; got != want {
+		t.Errorf("data.value = %q, want %q", got, want)
+	}
+	in.Request.Operation = "UPDATE"
+	if res, err := prog.Evaluate(context.Background(), in); err != nil || res.Matched {
+		t.Errorf("an update: matched %v, error %v; want skipped by request.operation", res.Matched, err)
+	}
+}

@@ -367,21 +367,48 @@ func (a *Applier) create(ctx context.Context, obj *unstructured.Unstructured) (C
 	if err != nil {
 		return Change{}, err
 	}
-	res := a.raw.Post().AbsPath(p.prefix).
+	// Stream, not Do: Do reads every answer into a new slice, which it
+	// grows as it reads, and times the request for a metric Sprout does not
+	// serve; the answer is only read here, so a buffer is taken from a pool
+	// and given back. A refusal's Status is read into its error either way.
+	answer, err := a.raw.Post().AbsPath(p.prefix).
 		NamespaceIfScoped(obj.GetNamespace(), p.namespaced).
 		Resource(p.resource).
 		Param("fieldManager", sproutv1alpha1.FieldManager).
 		SetHeader("Content-Type", contentType).
 		SetHeader("Accept", contentType).
 		Body(body).
-		Do(ctx)
-	if err := res.Error(); err != nil {
-		return Change{}, err // Error, not Raw, reads the Status of a refusal
+		Stream(ctx)
+	if err != nil {
+		return Change{}, err
 	}
-	answer, _ := res.Raw()
+	buf := answers.Get().(*bytes.Buffer)
+	defer putAnswer(buf)
+	_, err = buf.ReadFrom(answer)
+	if closeErr := answer.Close(); err == nil {
+		err = closeErr
+	}
+	if err != nil {
+		// Created, but unread: as Do says, the caller tries again, and
+		// finds the object there.
+		return Change{}, fmt.Errorf("reading the answer to the create of %s: %w", ObjectID(obj), err)
+	}
 	ch := changeOf(obj, Created, "")
-	ch.ResourceVersion = createdAsDesired(answer, body, obj)
+	ch.ResourceVersion = createdAsDesired(buf.Bytes(), body, obj) // copies what it keeps
 	return ch, nil
+}
+
+// answers holds the buffers creates read their answers into.
+var answers = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+// putAnswer gives buf back to answers, unless an unusually large answer
+// grew it: a pool keeps what it holds until the collector runs twice.
+func putAnswer(buf *bytes.Buffer) {
+	if buf.Cap() > 64<<10 {
+		return
+	}
+	buf.Reset()
+	answers.Put(buf)
 }
 
 // createdAsDesired reads a create's answer, the object as the create made

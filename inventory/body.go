@@ -61,11 +61,26 @@ func protobufBody(obj *unstructured.Unstructured) ([]byte, bool) {
 	if err != nil || !coversValue(back, obj.Object) {
 		return nil, false
 	}
-	var buf bytes.Buffer
-	if protobufCodec.Encode(typed, &buf) != nil {
+	var body keptWrite
+	if protobufCodec.EncodeWithAllocator(typed, &body, &runtime.SimpleAllocator{}) != nil {
 		return nil, false
 	}
-	return buf.Bytes(), true
+	return body, true
+}
+
+// keptWrite keeps what is written to it, unlike an io.Writer: the protobuf
+// encoder writes a body in one write, from the allocator it was given,
+// which made it to measure; a buffer would copy it. The allocator is the
+// body's alone, so nothing else writes to what is kept.
+type keptWrite []byte
+
+func (k *keptWrite) Write(p []byte) (int, error) {
+	if *k == nil {
+		*k = p
+	} else {
+		*k = append(*k, p...)
+	}
+	return len(p), nil
 }
 
 // madeAsSent reads a protobuf answer to the create of the protobuf body

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"io"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"net/http"
 	"strings"
 	"sync"
@@ -174,5 +175,34 @@ func TestCreatesAsTheAPIServerTakesThem(t *testing.T) {
 	protobuf, json := runtime.ContentTypeProtobuf+" "+runtime.ContentTypeProtobuf, runtime.ContentTypeJSON+" "+runtime.ContentTypeJSON
 	if len(posted) < 2 || posted[0] != protobuf || posted[1] != json {
 		t.Errorf("creates posted and accepted %q, want %q then %q", posted, protobuf, json)
+	}
+}
+
+// TestCreateOfAnObjectThereReadsIt: a create refused because the object is
+// there (Sprout's, not cached yet) is read and compared instead, as when
+// the cache held it: the refusal's Status is read into its error, which
+// names it as already there, and the object needs nothing.
+func TestCreateOfAnObjectThereReadsIt(t *testing.T) {
+	ctx := context.Background()
+	a, err := NewApplier(config(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.New(config(t), client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	namespace(t, c, "there")
+	obj := generated("there", "zk", map[string]any{"ZK_ADDRESS": "192.168.10.10:2181"})
+	if cs, err := a.Apply(ctx, []*unstructured.Unstructured{obj.DeepCopy()}, cachedObjects{}, ApplyOptions{Synchronize: true}); err != nil || cs.Count(Created) != 1 {
+		t.Fatalf("the first create: %v %+v", err, cs.Changes)
+	}
+	_, err = a.create(ctx, obj.DeepCopy())
+	if !apierrors.IsAlreadyExists(err) {
+		t.Fatalf("a second create: %v, want already exists", err)
+	}
+	cs, err := a.Apply(ctx, []*unstructured.Unstructured{obj.DeepCopy()}, cachedObjects{}, ApplyOptions{Synchronize: true})
+	if err != nil || cs.Count(Unchanged) != 1 {
+		t.Fatalf("applied again, not cached: %v %+v, want unchanged", err, cs.Changes)
 	}
 }
