@@ -3,12 +3,14 @@ package cluster
 import (
 	"bufio"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"strings"
 
+	"google.golang.org/protobuf/encoding/protowire"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -21,9 +23,10 @@ import (
 	"k8s.io/client-go/dynamic"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
-	restwatch "k8s.io/client-go/rest/watch"
 	"k8s.io/client-go/tools/cache"
 	sigsjson "sigs.k8s.io/json"
+
+	"github.com/sprout-gitops/sprout/internal/wire"
 )
 
 // Resource is what one informer watches: a resource, in every namespace
@@ -233,19 +236,30 @@ func isJSONStart(b byte) bool {
 	return b == '{' || b == ' ' || b == '\t' || b == '\r' || b == '\n'
 }
 
-// protobufEvents reads a protobuf watch stream of a built-in resource with
-// client-go's own decoder (length-delimited frames, each a
-// metav1.WatchEvent whose object is a protobuf object) and makes each
-// object in its form from the typed object. Other clients of built-in
-// resources (the controller manager, the kubelet, any typed client-go
-// informer) watch in protobuf, and the API server encodes each event once
-// per media type for all its watchers: a JSON watch of the ConfigMaps
-// Sprout generates cost it an encoding of its own of every one. The
-// generated objects' informers watch so; triggers do not (reconcile's
-// newInformer says why).
+// protobufEvents reads a protobuf watch stream of a built-in resource
+// (length-delimited frames, each a metav1.WatchEvent whose object is a
+// protobuf object) and makes each object in its form from the typed
+// object. Other clients of built-in resources (the controller manager, the
+// kubelet, any typed client-go informer) watch in protobuf, and the API
+// server encodes each event once per media type for all its watchers: a
+// JSON watch of the ConfigMaps Sprout generates cost it an encoding of its
+// own of every one. The generated objects' informers watch so; triggers
+// do not (reconcile's newInformer says why).
+//
+// It reads what client-go's decoder reads, as client-go's typed watches
+// do, but decodes each event's typed object straight from the frame read:
+// client-go's decoder copies the object's bytes out of the event, then
+// out of its envelope, before decoding it (two copies of every event). An
+// event it does not read so, a Status or a frame that does not parse, is
+// decoded as client-go does.
 type protobufEvents struct {
-	events *restwatch.Decoder
-	form   Form
+	body   io.ReadCloser
+	header [4]byte
+	// frame holds the frame last read; the next one is read into it. The
+	// typed objects decoded from it keep nothing of it: the generated
+	// unmarshallers copy every string and byte slice they read.
+	frame []byte
+	form  Form
 }
 
 var _ watch.Decoder = (*protobufEvents)(nil)
@@ -258,16 +272,23 @@ var (
 	protobufObjects = clientgoscheme.Codecs.UniversalDeserializer()
 )
 
+// maxFrame is the largest frame read, as client-go's decoder reads: a
+// larger one is passed over, and its Decode fails.
+const maxFrame = 16 << 20
+
 func newProtobufEvents(body io.ReadCloser, form Form) *protobufEvents {
-	frames := streaming.NewDecoder(protobuf.LengthDelimitedFramer.NewFrameReader(body), protobufWatch)
-	return &protobufEvents{events: restwatch.NewDecoder(frames, protobufObjects), form: form}
+	return &protobufEvents{body: body, form: form}
 }
 
 // Decode returns the next event. Bookmarks and errors are typed objects
 // (a Status for an error), which the reflector reads as it reads those of
 // typed informers.
 func (d *protobufEvents) Decode() (watch.EventType, runtime.Object, error) {
-	typ, obj, err := d.events.Decode()
+	frame, err := d.next()
+	if err != nil {
+		return "", nil, err
+	}
+	typ, obj, err := decodeEvent(frame)
 	if err != nil {
 		return "", nil, err
 	}
@@ -282,5 +303,104 @@ func (d *protobufEvents) Decode() (watch.EventType, runtime.Object, error) {
 	return typ, obj, nil
 }
 
+// next reads the next frame: its length, 4 bytes big-endian, then as many
+// bytes. At the end of the stream between two frames it returns io.EOF.
+func (d *protobufEvents) next() ([]byte, error) {
+	if _, err := io.ReadFull(d.body, d.header[:]); err != nil {
+		return nil, err
+	}
+	n := int(binary.BigEndian.Uint32(d.header[:]))
+	if n > maxFrame {
+		if _, err := io.CopyN(io.Discard, d.body, int64(n)); err != nil {
+			return nil, err
+		}
+		return nil, streaming.ErrObjectTooLarge
+	}
+	if cap(d.frame) < n {
+		d.frame = make([]byte, n, max(n, 2*cap(d.frame)))
+	}
+	d.frame = d.frame[:n]
+	if _, err := io.ReadFull(d.body, d.frame); err != nil {
+		if err == io.EOF {
+			err = io.ErrUnexpectedEOF
+		}
+		return nil, err
+	}
+	return d.frame, nil
+}
+
+// Field numbers of metav1.WatchEvent and of runtime.RawExtension.
+const (
+	watchEventType   protowire.Number = 1
+	watchEventObject protowire.Number = 2
+	rawExtensionRaw  protowire.Number = 1
+)
+
+// decodeEvent decodes the watch event frame holds. Its object is decoded
+// from frame when it is a built-in type in a protobuf envelope, and as
+// client-go decodes it otherwise, with client-go's errors.
+func decodeEvent(frame []byte) (watch.EventType, runtime.Object, error) {
+	typ, object, ok := wire.TwoFields(frame, watchEventType, watchEventObject)
+	if !ok {
+		return decodeEventAsClientGo(frame)
+	}
+	switch t := watch.EventType(typ); t {
+	case watch.Added, watch.Modified, watch.Deleted, watch.Bookmark:
+		raw, _, ok := wire.TwoFields(object, rawExtensionRaw, 0)
+		if !ok {
+			return decodeEventAsClientGo(frame)
+		}
+		if obj := typedOf(raw); obj != nil {
+			return t, obj, nil
+		}
+	}
+	return decodeEventAsClientGo(frame)
+}
+
+// typedOf decodes a protobuf object of a built-in type from raw, as the
+// protobuf serializer does, or returns nil.
+func typedOf(raw []byte) runtime.Object {
+	typeMeta, body, ok := wire.Envelope(raw)
+	if !ok {
+		return nil
+	}
+	gvk, ok := wire.Kind(typeMeta)
+	if !ok {
+		return nil
+	}
+	obj, err := clientgoscheme.Scheme.New(gvk)
+	if err != nil {
+		return nil
+	}
+	pb, ok := obj.(interface{ Unmarshal([]byte) error })
+	if !ok || pb.Unmarshal(body) != nil {
+		return nil
+	}
+	obj.GetObjectKind().SetGroupVersionKind(gvk)
+	return obj
+}
+
+// decodeEventAsClientGo decodes frame as client-go's watch decoder does.
+func decodeEventAsClientGo(frame []byte) (watch.EventType, runtime.Object, error) {
+	var got metav1.WatchEvent
+	res, _, err := protobufWatch.Decode(frame, nil, &got)
+	if err != nil {
+		return "", nil, err
+	}
+	if res != &got {
+		return "", nil, fmt.Errorf("unable to decode to metav1.WatchEvent")
+	}
+	switch watch.EventType(got.Type) {
+	case watch.Added, watch.Modified, watch.Deleted, watch.Error, watch.Bookmark:
+	default:
+		return "", nil, fmt.Errorf("got invalid watch event type: %v", got.Type)
+	}
+	obj, err := runtime.Decode(protobufObjects, got.Object.Raw)
+	if err != nil {
+		return "", nil, fmt.Errorf("unable to decode watch event: %v", err)
+	}
+	return watch.EventType(got.Type), obj, nil
+}
+
 // Close closes the stream, which ends a Decode under way.
-func (d *protobufEvents) Close() { d.events.Close() }
+func (d *protobufEvents) Close() { _ = d.body.Close() }

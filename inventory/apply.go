@@ -27,6 +27,7 @@ import (
 
 	sproutv1alpha1 "github.com/sprout-gitops/sprout/api/sprout/v1alpha1"
 	"github.com/sprout-gitops/sprout/cluster"
+	"github.com/sprout-gitops/sprout/internal/wire"
 )
 
 // reasonPresent marks objects a non-synchronizing policy leaves as they are.
@@ -423,8 +424,8 @@ func putAnswer(buf *bytes.Buffer) {
 // first, when the create sent protobuf too, compared with what was sent.
 func createdAsDesired(answer, sent []byte, desired *unstructured.Unstructured) string {
 	var made *unstructured.Unstructured
-	if bytes.HasPrefix(answer, protobufPrefix) {
-		if bytes.HasPrefix(sent, protobufPrefix) {
+	if bytes.HasPrefix(answer, wire.Prefix) {
+		if bytes.HasPrefix(sent, wire.Prefix) {
 			if version, ok := madeAsSent(answer, sent, desired.GroupVersionKind()); ok {
 				return version
 			}

@@ -11,13 +11,12 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+
+	"github.com/sprout-gitops/sprout/internal/wire"
 )
 
 // protobufCodec encodes and decodes the built-in types client-go knows.
 var protobufCodec = protobuf.NewSerializer(clientgoscheme.Scheme, clientgoscheme.Scheme)
-
-// protobufPrefix begins every protobuf body of the API server's.
-var protobufPrefix = []byte{0x6b, 0x38, 0x73, 0x00}
 
 // createBody encodes obj for its create, with the body's content type: as
 // protobuf when obj is of a built-in type and converts to it exactly,
@@ -98,12 +97,12 @@ func (k *keptWrite) Write(p []byte) (int, error) {
 // it again cost each create a copy of the object in memory
 // (docs/performance.md has the figures).
 func madeAsSent(answer, sent []byte, gvk schema.GroupVersionKind) (string, bool) {
-	answerType, answerRaw, ok := envelope(answer)
+	answerType, answerRaw, ok := wire.Envelope(answer)
 	if !ok {
 		return "", false
 	}
-	sentType, sentRaw, ok := envelope(sent)
-	if !ok || !bytes.Equal(answerType, sentType) || !typeMetaIs(sentType, gvk) {
+	sentType, sentRaw, ok := wire.Envelope(sent)
+	if !ok || !bytes.Equal(answerType, sentType) || !wire.KindIs(sentType, gvk) {
 		return "", false
 	}
 	answerMeta, answerRest, ok := metadataFirst(answerRaw)
@@ -117,14 +116,9 @@ func madeAsSent(answer, sent []byte, gvk schema.GroupVersionKind) (string, bool)
 	return sameMetadata(answerMeta, sentMeta)
 }
 
-// Field numbers of the protobuf encodings madeAsSent reads: runtime.Unknown
-// (the envelope), TypeMeta, an object's metadata and, in ObjectMeta, what
-// the API server sets on every create.
+// Field numbers madeAsSent reads: an object's metadata and, in ObjectMeta,
+// what the API server sets on every create.
 const (
-	unknownTypeMeta       protowire.Number = 1
-	unknownRaw            protowire.Number = 2
-	typeMetaAPIVersion    protowire.Number = 1
-	typeMetaKind          protowire.Number = 2
 	objectMetadata        protowire.Number = 1
 	metaUID               protowire.Number = 5
 	metaResourceVersion   protowire.Number = 6
@@ -133,76 +127,14 @@ const (
 	metaManagedFields     protowire.Number = 17
 )
 
-// field is one field of a protobuf message: its number, its type, its
-// value (a length-delimited one without its length) and its whole encoding.
-type field struct {
-	num          protowire.Number
-	typ          protowire.Type
-	value, whole []byte
-}
-
-// nextField reads the field b begins with and returns it and what follows;
-// ok is false when b does not begin with a whole field.
-func nextField(b []byte) (f field, rest []byte, ok bool) {
-	num, typ, n := protowire.ConsumeTag(b)
-	if n < 0 {
-		return field{}, nil, false
-	}
-	m := protowire.ConsumeFieldValue(num, typ, b[n:])
-	if m < 0 {
-		return field{}, nil, false
-	}
-	f = field{num: num, typ: typ, value: b[n : n+m], whole: b[:n+m]}
-	if typ == protowire.BytesType {
-		f.value, _ = protowire.ConsumeBytes(b[n:])
-	}
-	return f, b[n+m:], true
-}
-
-// envelope returns the TypeMeta and the raw object of a protobuf body of
-// the API server's, its runtime.Unknown after the magic prefix.
-func envelope(body []byte) (typeMeta, raw []byte, ok bool) {
-	b, found := bytes.CutPrefix(body, protobufPrefix)
-	if !found {
-		return nil, nil, false
-	}
-	typeMeta, raw, ok = twoFields(b, unknownTypeMeta, unknownRaw)
-	return typeMeta, raw, ok && raw != nil
-}
-
-// typeMetaIs reports whether an encoded TypeMeta names gvk.
-func typeMetaIs(typeMeta []byte, gvk schema.GroupVersionKind) bool {
-	apiVersion, kind, ok := twoFields(typeMeta, typeMetaAPIVersion, typeMetaKind)
-	return ok && string(kind) == gvk.Kind && string(apiVersion) == gvk.GroupVersion().String()
-}
-
-// twoFields returns the values of fields first and second of an encoded
-// message, nil for one it does not hold; ok is false when it does not
-// decode.
-func twoFields(msg []byte, first, second protowire.Number) (a, b []byte, ok bool) {
-	for len(msg) > 0 {
-		var f field
-		if f, msg, ok = nextField(msg); !ok {
-			return nil, nil, false
-		}
-		switch f.num {
-		case first:
-			a = f.value
-		case second:
-			b = f.value
-		}
-	}
-	return a, b, true
-}
-
 // metadataFirst splits an encoded object into its metadata and the fields
 // after it; the generated marshallers write metadata, field 1, first.
 func metadataFirst(raw []byte) (metadata, rest []byte, ok bool) {
-	f, rest, ok := nextField(raw)
-	if !ok || f.num != objectMetadata || f.typ != protowire.BytesType {
+	f, rest, ok := wire.Next(raw)
+	if !ok || f.Num != objectMetadata || f.Type != protowire.BytesType {
 		return nil, nil, false
 	}
-	return f.value, rest, true
+	return f.Value, rest, true
 }
 
 // setOnCreate reports whether the API server sets field num of ObjectMeta
@@ -220,9 +152,9 @@ func setOnCreate(num protowire.Number) bool {
 // which the one sent must leave empty; it returns the answer's
 // resourceVersion when they are the same.
 func sameMetadata(answer, sent []byte) (version string, ok bool) {
-	versionOf := func(f field) bool {
-		if f.num == metaResourceVersion {
-			version = string(f.value)
+	versionOf := func(f wire.Field) bool {
+		if f.Num == metaResourceVersion {
+			version = string(f.Value)
 		}
 		return true
 	}
@@ -238,7 +170,7 @@ func sameMetadata(answer, sent []byte) (version string, ok bool) {
 		if !inAnswer && !inSent {
 			return version, version != ""
 		}
-		if inAnswer != inSent || !bytes.Equal(a.whole, s.whole) {
+		if inAnswer != inSent || !bytes.Equal(a.Whole, s.Whole) {
 			return "", false
 		}
 		answer, sent = answerRest, sentRest
@@ -249,29 +181,29 @@ func sameMetadata(answer, sent []byte) (version string, ok bool) {
 // API server does not set on every create, and returns it and what follows
 // (found is false when b ends first); each field it passes over goes to
 // passed, and ok is false when passed refuses one or b does not decode.
-func nextKept(b []byte, passed func(field) bool) (f field, rest []byte, found, ok bool) {
+func nextKept(b []byte, passed func(wire.Field) bool) (f wire.Field, rest []byte, found, ok bool) {
 	for len(b) > 0 {
-		if f, b, ok = nextField(b); !ok {
-			return field{}, nil, false, false
+		if f, b, ok = wire.Next(b); !ok {
+			return wire.Field{}, nil, false, false
 		}
-		if !setOnCreate(f.num) {
+		if !setOnCreate(f.Num) {
 			return f, b, true, true
 		}
 		if !passed(f) {
-			return field{}, nil, false, false
+			return wire.Field{}, nil, false, false
 		}
 	}
-	return field{}, nil, false, true
+	return wire.Field{}, nil, false, true
 }
 
 // emptyValue reports whether f holds its type's zero: an empty string or
 // message, or a 0.
-func emptyValue(f field) bool {
-	switch f.typ {
+func emptyValue(f wire.Field) bool {
+	switch f.Type {
 	case protowire.BytesType:
-		return len(f.value) == 0
+		return len(f.Value) == 0
 	case protowire.VarintType:
-		v, _ := protowire.ConsumeVarint(f.value)
+		v, _ := protowire.ConsumeVarint(f.Value)
 		return v == 0
 	}
 	return false

@@ -18,6 +18,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 
 	"github.com/sprout-gitops/sprout/cluster"
+	"github.com/sprout-gitops/sprout/internal/wire"
 )
 
 // TestDecisionsPassOverOnlyWhatTheyComparedBefore: an object found
@@ -387,7 +388,7 @@ func TestCreatedAsDesired(t *testing.T) {
 		{"a field changed", protobufAnswer(t, answer), objects[0], ""},
 		{"a field added", protobufAnswer(t, added), objects[0], "42"},
 		{"another kind", protobufAnswer(t, createAnswer(t, objects[0])), other, ""},
-		{"does not decode", append(slices.Clone(protobufPrefix), "not protobuf"...), objects[0], ""},
+		{"does not decode", append(slices.Clone(wire.Prefix), "not protobuf"...), objects[0], ""},
 	} {
 		for _, sent := range [][]byte{sent, nil} {
 			if v := createdAsDesired(tc.answer, sent, tc.desired); v != tc.want {
@@ -443,7 +444,7 @@ func TestMadeAsSentComparesTheEncodings(t *testing.T) {
 		{"an answer without a version", protobufAnswer(t, createAnswerOf(t, unversioned, "")), sent, gvk},
 		{"a cut answer", answer[:len(answer)-3], sent, gvk},
 		{"a cut body", answer, sent[:len(sent)-3], gvk},
-		{"no prefix", answer[len(protobufPrefix):], sent, gvk},
+		{"no prefix", answer[len(wire.Prefix):], sent, gvk},
 		{"JSON", createAnswer(t, desired), sent, gvk},
 	} {
 		if v, ok := madeAsSent(tc.answer, tc.sent, tc.gvk); ok {
