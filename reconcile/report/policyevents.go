@@ -2,7 +2,7 @@ package report
 
 import (
 	"fmt"
-	"sort"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -49,20 +49,18 @@ func (t *Teller) Events(key policy.Key, cp *policy.Compiled, before *metav1.Cond
 	if ref == nil {
 		return
 	}
-	var written, deleted []inventory.Change
-	for _, ch := range changes.Changes {
-		switch ch.Action {
-		case inventory.Created, inventory.Configured:
-			written = append(written, ch)
-		case inventory.Deleted:
-			deleted = append(deleted, ch)
+	written := []inventory.Action{inventory.Created, inventory.Configured}
+	// The first sync of a policy over many triggers holds a change for
+	// each of its objects: they are counted, and the few named picked,
+	// without a copy or a sort of them all.
+	if text, n := describeChanges(changes.Changes, written...); n > 0 {
+		t.events.Event(ref, corev1.EventTypeNormal, ReasonGenerated, text)
+		if t.triggerEvents {
+			defer t.triggerEventsOf(celenv.PolicyRef(cp.Policy), changes.Changes, triggers)
 		}
 	}
-	if len(written) > 0 {
-		t.events.Event(ref, corev1.EventTypeNormal, ReasonGenerated, describeChanges(written))
-	}
-	if len(deleted) > 0 {
-		t.events.Event(ref, corev1.EventTypeNormal, ReasonPruned, describeChanges(deleted))
+	if text, n := describeChanges(changes.Changes, inventory.Deleted); n > 0 {
+		t.events.Event(ref, corev1.EventTypeNormal, ReasonPruned, text)
 	}
 	if out.Reason != "" && out.Err != nil && t.failureChanged(key, before, out.Reason+": "+out.Err.Error()) {
 		t.events.Event(ref, corev1.EventTypeWarning, out.Reason, out.Err.Error())
@@ -71,9 +69,6 @@ func (t *Teller) Events(key policy.Key, cp *policy.Compiled, before *metav1.Cond
 		t.failureChanged(key, nil, "")
 	}
 	t.conflictEvents(key, changes)
-	if t.triggerEvents && len(written) > 0 {
-		t.triggerEventsOf(celenv.PolicyRef(cp.Policy), written, triggers)
-	}
 }
 
 // Event records an Event about ref.
@@ -101,11 +96,14 @@ func (t *Teller) conflictEvents(key policy.Key, changes inventory.ChangeSet) {
 	}
 }
 
-// triggerEventsOf emits, on each trigger, what the policy generated for it.
-func (t *Teller) triggerEventsOf(name string, written []inventory.Change, triggers []policy.Trigger) {
+// triggerEventsOf emits, on each trigger, what the policy generated for it
+// (its objects created and configured among changes).
+func (t *Teller) triggerEventsOf(name string, changes []inventory.Change, triggers []policy.Trigger) {
 	byUID := map[string][]inventory.Change{}
-	for _, ch := range written {
-		byUID[ch.TriggerUID] = append(byUID[ch.TriggerUID], ch)
+	for _, ch := range changes {
+		if ch.Action == inventory.Created || ch.Action == inventory.Configured {
+			byUID[ch.TriggerUID] = append(byUID[ch.TriggerUID], ch)
+		}
 	}
 	for _, tr := range triggers {
 		chs := byUID[string(tr.Object.GetUID())]
@@ -116,7 +114,8 @@ func (t *Teller) triggerEventsOf(name string, written []inventory.Change, trigge
 			APIVersion: tr.Object.GetAPIVersion(), Kind: tr.Object.GetKind(),
 			Namespace: tr.Object.GetNamespace(), Name: tr.Object.GetName(), UID: tr.Object.GetUID(),
 		}
-		t.events.Eventf(ref, corev1.EventTypeNormal, ReasonGenerated, "%s: %s", name, describeChanges(chs))
+		text, _ := describeChanges(chs, inventory.Created, inventory.Configured)
+		t.events.Eventf(ref, corev1.EventTypeNormal, ReasonGenerated, "%s: %s", name, text)
 	}
 }
 
@@ -139,28 +138,44 @@ func (t *Teller) Reference(key policy.Key, cp *policy.Compiled) *corev1.ObjectRe
 	}
 }
 
-// describeChanges says what was done to which objects, naming a few:
-// "created 2, configured 1: ConfigMap/a/x, ConfigMap/b/x, ConfigMap/c/x".
-func describeChanges(chs []inventory.Change) string {
-	counts := map[inventory.Action]int{}
-	ids := make([]string, 0, len(chs))
-	for _, ch := range chs {
-		counts[ch.Action]++
-		ids = append(ids, ch.ID)
+// describeChanges says what was done to which objects, of those changes
+// whose action is among actions, naming the first few by ID: "created 2,
+// configured 1: ConfigMap/a/x, ConfigMap/b/x, ConfigMap/c/x". It returns
+// how many it described.
+func describeChanges(changes []inventory.Change, actions ...inventory.Action) (string, int) {
+	counts := make([]int, len(actions))
+	named := make([]string, 0, EventObjects+1) // the first IDs, sorted
+	n := 0
+	for _, ch := range changes {
+		i := slices.Index(actions, ch.Action)
+		if i < 0 {
+			continue
+		}
+		counts[i]++
+		n++
+		if len(named) == EventObjects && ch.ID >= named[EventObjects-1] {
+			continue
+		}
+		at, _ := slices.BinarySearch(named, ch.ID)
+		named = slices.Insert(named, at, ch.ID)
+		if len(named) > EventObjects {
+			named = named[:EventObjects]
+		}
+	}
+	if n == 0 {
+		return "", 0
 	}
 	var parts []string
 	for _, a := range []inventory.Action{inventory.Created, inventory.Configured, inventory.Deleted} {
-		if counts[a] > 0 {
-			parts = append(parts, fmt.Sprintf("%s %d", a, counts[a]))
+		if i := slices.Index(actions, a); i >= 0 && counts[i] > 0 {
+			parts = append(parts, fmt.Sprintf("%s %d", a, counts[i]))
 		}
 	}
-	sort.Strings(ids)
 	more := ""
-	if len(ids) > EventObjects {
-		more = fmt.Sprintf(" and %d more", len(ids)-EventObjects)
-		ids = ids[:EventObjects]
+	if n > len(named) {
+		more = fmt.Sprintf(" and %d more", n-len(named))
 	}
-	return strings.Join(parts, ", ") + ": " + strings.Join(ids, ", ") + more
+	return strings.Join(parts, ", ") + ": " + strings.Join(named, ", ") + more, n
 }
 
 // failureChanged records failure (reason: message; "" for none) as the
