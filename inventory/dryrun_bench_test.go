@@ -11,10 +11,10 @@ import (
 	"github.com/sprout-gitops/sprout/internal/controlplane"
 )
 
-// BenchmarkDiff measures `sprout diff`'s path for a small case: a
-// ConfigMap and a Secret that would change, each read, sent as a
-// server-side dry-run apply and compared, against the test control plane.
-func BenchmarkDiff(b *testing.B) {
+// benchClients returns an Applier and a client of the test control plane,
+// which it starts once.
+func benchClients(b *testing.B) (*Applier, client.Client) {
+	b.Helper()
 	started.Do(func() { controlPlane, startErr = controlplane.Start() })
 	if startErr != nil {
 		b.Fatal(startErr)
@@ -27,6 +27,14 @@ func BenchmarkDiff(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	return a, c
+}
+
+// BenchmarkDiff measures `sprout diff`'s path for a small case: a
+// ConfigMap and a Secret that would change, each read, sent as a
+// server-side dry-run apply and compared, against the test control plane.
+func BenchmarkDiff(b *testing.B) {
+	a, c := benchClients(b)
 	ctx := context.Background()
 	ns := &unstructured.Unstructured{}
 	ns.SetAPIVersion("v1")
@@ -73,18 +81,7 @@ func BenchmarkDiff(b *testing.B) {
 // answer, against the test control plane. Its allocations are the
 // client's alone (the API server is another process).
 func BenchmarkCreate(b *testing.B) {
-	started.Do(func() { controlPlane, startErr = controlplane.Start() })
-	if startErr != nil {
-		b.Fatal(startErr)
-	}
-	a, err := NewApplier(controlPlane.Config, new(cluster.CreatedVersions))
-	if err != nil {
-		b.Fatal(err)
-	}
-	c, err := client.New(controlPlane.Config, client.Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
+	a, c := benchClients(b)
 	ctx := context.Background()
 	ns := &unstructured.Unstructured{}
 	ns.SetAPIVersion("v1")
