@@ -27,6 +27,7 @@ import (
 
 	sproutv1alpha1 "github.com/sprout-gitops/sprout/api/sprout/v1alpha1"
 	"github.com/sprout-gitops/sprout/cluster"
+	"github.com/sprout-gitops/sprout/internal/gopool"
 	"github.com/sprout-gitops/sprout/internal/wire"
 )
 
@@ -172,8 +173,8 @@ func (a *Applier) each(ctx context.Context, objects []*unstructured.Unstructured
 		p.down, p.requests, p.memo = &opts.Round.down, opts.Round.requests, opts.Round.d
 		defer opts.Round.add(objects, opts.Settled)
 	} else {
-		p.requests = newWorkers(applyParallelism)
-		defer p.requests.stop()
+		p.requests = gopool.New(applyParallelism)
+		defer p.requests.Stop()
 	}
 	var wg sync.WaitGroup
 	// The last request runs on this goroutine, which would only wait: a
@@ -190,7 +191,7 @@ func (a *Applier) each(ctx context.Context, objects []*unstructured.Unstructured
 		}
 		if run := last; run != nil {
 			wg.Add(1)
-			p.requests.do(func() { defer wg.Done(); run() })
+			p.requests.Do(func() { defer wg.Done(); run() })
 		}
 		last = func() { p.request(ctx, i, obj, cached, inCache, d) }
 	}
@@ -219,7 +220,7 @@ type pass struct {
 	// whether an object failed with it untried.
 	down     *atomic.Pointer[error]
 	notTried atomic.Bool
-	requests *workers
+	requests *gopool.Pool
 }
 
 // fromCache decides object i, obj, from what the round remembers and what

@@ -192,7 +192,7 @@ func TestApplyRunsItsLastRequestItself(t *testing.T) {
 		if err != nil || cs.Count(Configured) != n || written.Load() != int64(n) {
 			t.Fatalf("%d objects: %d configured, %d written, error %v", n, cs.Count(Configured), written.Load(), err)
 		}
-		if started := len(round.requests.started); started > n-1 {
+		if started := round.requests.Started(); started > int64(n-1) {
 			t.Errorf("%d objects written: %d workers started, want at most %d", n, started, n-1)
 		}
 		round.End()

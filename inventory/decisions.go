@@ -12,6 +12,7 @@ import (
 
 	sproutv1alpha1 "github.com/sprout-gitops/sprout/api/sprout/v1alpha1"
 	"github.com/sprout-gitops/sprout/cluster"
+	"github.com/sprout-gitops/sprout/internal/gopool"
 )
 
 // Decisions remembers, for one policy, the desired objects the cache last
@@ -60,7 +61,7 @@ type Round struct {
 	// requests run the requests of all the round's Apply calls, which may
 	// overlap, on one bound: a call's last requests do not hold the next
 	// back.
-	requests *workers
+	requests *gopool.Pool
 }
 
 // Begin opens a round. Whatever a round not ended left is forgotten.
@@ -69,7 +70,7 @@ func (d *Decisions) Begin() *Round {
 	defer d.mu.Unlock()
 	clear(d.next)
 	clear(d.nextClaimed)
-	return &Round{d: d, requests: newWorkers(applyParallelism)}
+	return &Round{d: d, requests: gopool.New(applyParallelism)}
 }
 
 // add counts objects and settled among what the round was given.
@@ -308,7 +309,7 @@ func (d *Decisions) keep(desired *unstructured.Unstructured, p *unchangedPair) {
 // End closes the round: the Decisions forget the pairs it did not see,
 // and the goroutines of its requests end.
 func (r *Round) End() {
-	r.requests.stop()
+	r.requests.Stop()
 	d := r.d
 	d.mu.Lock()
 	defer d.mu.Unlock()

@@ -108,3 +108,6 @@ func (c *Controller) RoundSeen(name string) int {
 	}
 	return -1
 }
+
+// AppliesStarted counts the goroutines the syncs' part applies started.
+func (c *Controller) AppliesStarted() int64 { return c.pipeline.applies.Started() }

@@ -277,8 +277,10 @@ func (s *syncer) joinArrived(ctx context.Context, ps *parts, j joiner) error {
 
 // generatePart evaluates one part of the triggers, records the resources
 // it writes to and starts its apply. The last part's apply runs on the
-// sync's goroutine, which has nothing left to evaluate: a sync of one
-// trigger's event starts no goroutine, whose stack would grow to a
+// sync's goroutine, which has nothing left to evaluate; the others on
+// goroutines kept between syncs (syncer.applies): an incremental sync,
+// which may take on more triggers while its apply runs, applies its first
+// part there, and a goroutine started for each event grew its stack to a
 // request's depth each time.
 func (s *syncer) generatePart(ctx context.Context, ps *parts, part []policy.Trigger, last bool) error {
 	g, run := ps.g, ps.run
@@ -338,7 +340,7 @@ func (s *syncer) generatePart(ctx context.Context, ps *parts, part []policy.Trig
 	if last {
 		apply()
 	} else {
-		go apply()
+		s.applies.Do(apply)
 	}
 	ps.applying = append(ps.applying, p)
 	g.objects += len(desired) + want.settledLen()

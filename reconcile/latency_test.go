@@ -2,6 +2,7 @@ package reconcile_test
 
 import (
 	"bytes"
+	"fmt"
 	"context"
 	"io"
 	"net/http"
@@ -134,5 +135,33 @@ func TestGeneratedObjectsAreWatchedFromTheCache(t *testing.T) {
 	}
 	if generated == 0 || triggers == 0 {
 		t.Errorf("watches started: %v; want the triggers' and the generated objects'", starts)
+	}
+}
+
+// TestEventsReuseTheApplyGoroutines: an incremental sync applies its part
+// on a goroutine while it waits for more triggers; the syncs of events
+// one after another reuse one kept goroutine rather than starting one
+// each, whose stack would grow to a request's depth every time.
+func TestEventsReuseTheApplyGoroutines(t *testing.T) {
+	const ns, events = "kept", 12
+	tb := newTable(t, ns)
+	_, c := runController(t, nil)
+	tb.applyPolicy(derivedPolicy("kept", "kept", "out", "v", true, false))
+	t.Cleanup(func() { tb.deletePolicy("kept") })
+	exists := func(cm *corev1.ConfigMap) bool { return cm != nil }
+	tb.trigger("t0", "kept", "v")
+	tb.waitFor("the first trigger's object", "t0-out", exists)
+	before := c.AppliesStarted()
+	for i := 1; i <= events; i++ {
+		name := fmt.Sprintf("t%d", i)
+		tb.trigger(name, "kept", "v")
+		tb.waitFor("the object of "+name, name+"-out", exists)
+	}
+	started := c.AppliesStarted() - before
+	if started > 2 {
+		t.Errorf("%d goroutines started for the applies of %d events one after another, want at most 2", started, events)
+	}
+	if c.AppliesStarted() == 0 {
+		t.Error("no apply ran on the kept goroutines: the incremental syncs did not take the path this test is about")
 	}
 }

@@ -3,6 +3,7 @@ package reconcile
 import (
 	"context"
 	"log/slog"
+	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -11,6 +12,7 @@ import (
 
 	apiv1 "github.com/sprout-gitops/sprout/api/policies/v1"
 	"github.com/sprout-gitops/sprout/cluster"
+	"github.com/sprout-gitops/sprout/internal/gopool"
 	"github.com/sprout-gitops/sprout/inventory"
 	"github.com/sprout-gitops/sprout/reconcile/access"
 	"github.com/sprout-gitops/sprout/reconcile/evaluate"
@@ -55,6 +57,9 @@ type syncer struct {
 	// the plan in planned.
 	reporter reporter
 	planned  plans
+	// applies run the applies of a sync's parts but its last one, which
+	// runs on the sync's goroutine (generate.go).
+	applies *gopool.Pool
 }
 
 // syncLoop is what the pipeline asks of the loop: the policies it runs,
@@ -111,7 +116,8 @@ type syncReads interface {
 func newSyncer(c *Controller, writers *access.Writers[writer]) *syncer {
 	s := &syncer{loop: syncerCore{c}, checks: syncChecks{c}, cache: c.intake, log: c.log, dryRun: c.opts.DryRun,
 		blastRadius: c.opts.BlastRadius, eval: c.eval, ledger: c.ledger, tell: c.tell, metrics: c.metrics, rbac: c.rights.RBAC(),
-		writers: writers, created: c.created, reads: c.reads, states: c.states, live: c.intake.live()}
+		writers: writers, created: c.created, reads: c.reads, states: c.states, live: c.intake.live(),
+		applies: gopool.NewIdle((c.opts.Workers+1)*(maxApplying+maxJoined), time.Minute)}
 	s.matcher = &triggerMatcher{loop: s.loop, checks: s.checks, watch: c.intake, informers: c.intake.triggers,
 		eval: c.eval, ledger: c.ledger, tell: c.tell, states: c.states, log: c.log, dryRun: c.opts.DryRun,
 		maxChain: c.opts.MaxChain, chains: &chainReports{}}
