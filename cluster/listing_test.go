@@ -238,3 +238,67 @@ func TestListingEndsWhenItsListIsRefused(t *testing.T) {
 type roundTripper func(*http.Request) (*http.Response, error)
 
 func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// TestListingsFirstPageIsSmall: the first page of a Listing's list asks
+// for firstPage objects, so that a sync has its first triggers before the
+// reflector's page of 500 would come; the pages after it ask for 500, and
+// the listing holds every object.
+func TestListingsFirstPageIsSmall(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	const ns, n = "listing-first", firstPage + 10
+	kube := kubernetes.NewForConfigOrDie(cfg)
+	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = kube.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{}) })
+	for i := range n {
+		if _, err := kube.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cm-%03d", i), Labels: map[string]string{"first": "yes"}},
+		}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l := NewListing()
+	watched := rest.CopyConfig(cfg)
+	var mu sync.Mutex
+	var limits []string
+	watched.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripper(func(req *http.Request) (*http.Response, error) {
+			if q := req.URL.Query(); q.Get("labelSelector") == "first=yes" && q.Get("watch") != "true" {
+				mu.Lock()
+				limits = append(limits, q.Get("limit"))
+				mu.Unlock()
+			}
+			return rt.RoundTrip(req)
+		})
+	})
+	raw, err := NewRawClient(watched)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inf := NewInformer(dynamic.NewForConfigOrDie(watched), raw, Resource{GVR: schema.GroupVersionResource{Version: "v1", Resource: "configmaps"},
+		Namespace: ns, LabelSelector: "first=yes", Listing: l}, nil, Triggers)
+	go inf.RunWithContext(ctx)
+	listed := 0
+	for ; ; listed++ {
+		_, got, err := l.At(ctx, listed, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got == Ended {
+			break
+		}
+	}
+	if !l.Whole() || listed != firstPage {
+		t.Fatalf("the listing held %d objects before its last page, whole %v; want the first page's %d", listed, l.Whole(), firstPage)
+	}
+	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) || len(inf.GetStore().ListKeys()) != n {
+		t.Fatalf("the cache holds %d objects, want %d", len(inf.GetStore().ListKeys()), n)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if want := []string{fmt.Sprint(firstPage), "500"}; !slices.Equal(limits, want) {
+		t.Errorf("the list asked for pages of %q objects, want %q", limits, want)
+	}
+}

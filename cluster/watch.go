@@ -110,6 +110,10 @@ func NewInformer(dyn dynamic.Interface, raw rest.Interface, r Resource, indexers
 // as soon as a watch-list's objects do.
 type pagedLister struct{ *cache.ListWatch }
 
+// firstPage is how many objects the first page of a Listing's list asks
+// for; the pages after it, as many as the reflector asks for (500).
+const firstPage = 64
+
 // IsWatchListSemanticsUnSupported tells client-go's reflector to list, not
 // to watch-list.
 func (pagedLister) IsWatchListSemanticsUnSupported() bool { return true }
@@ -119,12 +123,19 @@ func (pagedLister) IsWatchListSemanticsUnSupported() bool { return true }
 // and hands the page to r's Listing when it is one of the first list's.
 // The first list asks for revision "0", which the API server serves whole
 // from its cache, whatever the limit: it asks for the newest instead,
-// which the API server serves in pages.
+// which the API server serves in pages. The first page of the Listing's
+// list is a small one (firstPage): a sync begins with its first objects,
+// and a first page of the reflector's size held the first generated
+// object of a cold start until hundreds of triggers were encoded, sent
+// and decoded.
 func listPage(ctx context.Context, raw rest.Interface, r Resource, o metav1.ListOptions, form Form) (runtime.Object, error) {
 	if o.ResourceVersion == "0" && o.Continue == "" {
 		o.ResourceVersion = ""
 	}
 	mine := r.Listing.takes(o.Continue != "")
+	if mine && o.Continue == "" && (o.Limit == 0 || o.Limit > firstPage) {
+		o.Limit = firstPage
+	}
 	page, err := readPage(ctx, raw, r, o, form)
 	switch {
 	case !mine:
