@@ -1,12 +1,10 @@
 package main
 
-// The release image is the binary alone on an empty base (docs/decisions.md),
-// and the binary is also shipped bare: it carries what a distribution would
-// otherwise lend it. The CA roots are used only where the system has none
-// (HTTPS Git remotes from a scratch image); the time-zone database only
-// where the system has none (a --resync-schedule with CRON_TZ=).
-import (
-	_ "time/tzdata"
-
-	_ "golang.org/x/crypto/x509roots/fallback"
-)
+// The release image is the binary alone on an empty base, with the CA
+// roots as a file beside it (docs/decisions.md), and the binary is also
+// shipped bare: it carries the time-zone database a distribution would
+// otherwise lend it, used only where the system has none (a
+// --resync-schedule with CRON_TZ=). It does not carry CA roots: parsing
+// them was the largest package initialisation of every start, and the
+// hosts it runs on bare have their own.
+import _ "time/tzdata"

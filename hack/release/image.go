@@ -3,6 +3,7 @@ package main
 import (
 	"archive/tar"
 	"bytes"
+	"encoding/pem"
 	"fmt"
 	"io"
 	"io/fs"
@@ -15,10 +16,29 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/google/go-containerregistry/pkg/v1/types"
+	"golang.org/x/crypto/x509roots/fallback/bundle"
 )
 
 // entrypoint is where the binary sits in the image, as the Dockerfile puts it.
 const entrypoint = "/sprout"
+
+// caFile is where the image keeps the CA roots: the first file Go's
+// crypto/x509 (and OpenSSL's Debian layout) looks for on Linux.
+const caFile = "/etc/ssl/certs/ca-certificates.crt"
+
+// caRoots returns the roots of Mozilla's NSS trust store that Go's x509roots
+// bundle holds, as PEM. A root NSS trusts only for certificates issued
+// before a date is left out: a file cannot say so, and a root trusted
+// beyond its date would be trusted more than NSS trusts it.
+func caRoots() []byte {
+	var out bytes.Buffer
+	for root := range bundle.Roots() {
+		if root.Constraint == nil {
+			_ = pem.Encode(&out, &pem.Block{Type: "CERTIFICATE", Bytes: root.Certificate})
+		}
+	}
+	return out.Bytes()
+}
 
 // nonroot is distroless's non-root user, which the Dockerfile's image runs
 // as and deploy/'s runAsUser names.
@@ -127,8 +147,9 @@ func (r release) platformImage(arch string) (v1.Image, error) {
 	return mutate.ConfigFile(img, cf)
 }
 
-// rootfs is the layer's tar: the binary, the user database and a /tmp
-// anyone may write to, for the Git clones when no volume is mounted there.
+// rootfs is the layer's tar: the binary, the user database, the CA roots
+// and a /tmp anyone may write to, for the Git clones when no volume is
+// mounted there.
 func (r release) rootfs(arch string) ([]byte, error) {
 	bin, err := os.ReadFile(filepath.Join(r.Dist, binary(arch)))
 	if err != nil {
@@ -142,6 +163,9 @@ func (r release) rootfs(arch string) ([]byte, error) {
 		{"etc/", 0o755, nil},
 		{"etc/group", 0o644, []byte(group)},
 		{"etc/passwd", 0o644, []byte(passwd)},
+		{"etc/ssl/", 0o755, nil},
+		{"etc/ssl/certs/", 0o755, nil},
+		{caFile[1:], 0o644, caRoots()},
 		{entrypoint[1:], 0o755, bin},
 		{"tmp/", 0o1777, nil},
 	}

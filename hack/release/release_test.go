@@ -5,6 +5,7 @@ import (
 	"bufio"
 	"bytes"
 	"crypto/sha256"
+	"crypto/x509"
 	"debug/elf"
 	"fmt"
 	"io"
@@ -354,11 +355,19 @@ func checkPlatformImage(t *testing.T, dist string, p *v1.Platform, img v1.Image)
 	if got := files["tmp/"]; got.mode != 0o1777 {
 		t.Errorf("%s: /tmp has mode %o, want 1777", p.Architecture, got.mode)
 	}
+	// The CA roots, where Go's crypto/x509 looks first on Linux: the
+	// binary carries none, and HTTPS Git remotes need them.
+	roots := x509.NewCertPool()
+	if got := files[caFile[1:]]; got.mode != 0o644 || !roots.AppendCertsFromPEM(got.data) || len(got.data) < 100_000 {
+		t.Errorf("%s: %s has mode %o and %d bytes of PEM, want the CA roots, readable by all", p.Architecture, caFile, got.mode, len(got.data))
+	}
 }
 
 type imageFile struct {
 	sum  string
 	mode int64
+	// data is the content of a file under etc/.
+	data []byte
 }
 
 // imageFiles reads every layer of img: each file's SHA-256 and mode by name.
@@ -383,10 +392,15 @@ func imageFiles(t *testing.T, img v1.Image) map[string]imageFile {
 				t.Fatal(err)
 			}
 			sum := sha256.New()
-			if _, err := io.Copy(sum, tr); err != nil {
+			var data bytes.Buffer
+			w := io.Writer(sum)
+			if strings.HasPrefix(h.Name, "etc/") {
+				w = io.MultiWriter(sum, &data)
+			}
+			if _, err := io.Copy(w, tr); err != nil {
 				t.Fatal(err)
 			}
-			files[h.Name] = imageFile{sum: fmt.Sprintf("%x", sum.Sum(nil)), mode: h.Mode}
+			files[h.Name] = imageFile{sum: fmt.Sprintf("%x", sum.Sum(nil)), mode: h.Mode, data: data.Bytes()}
 		}
 		_ = rc.Close()
 	}
