@@ -33,7 +33,8 @@ func (f levelFigure) worst() float64 {
 
 // levelFigures are the figures issue #44 compares: start-up, steady p99,
 // CPU per event and peak RSS at each size of scenario 10, the cold CPU per
-// object and peak RSS of scenario 1, and scenario 2's steady figures.
+// object and peak RSS of scenario 1, the first copy after a restart on
+// scenario 1's cluster (3), and scenario 2's steady figures.
 func (r *result) levelFigures() []levelFigure {
 	var out []levelFigure
 	if r.ran("cold") {
@@ -45,6 +46,10 @@ func (r *result) levelFigures() []levelFigure {
 			rss.rounds = append(rss.rounds, ratio(rd.Sprout.PeakRSSMiB, rd.Baseline.PeakRSSMiB))
 		}
 		out = append(out, cpu, rss)
+		if rs := r.Restart; rs.FirstSeconds > 0 && rs.BaselineFirstSeconds > 0 {
+			out = append(out, levelFigure{name: fmt.Sprintf("3 restart, %d recorded: first copy after start", rs.Objects), unit: "s",
+				baseline: rs.BaselineFirstSeconds, mine: rs.FirstSeconds})
+		}
 	}
 	if r.ran("steady") {
 		b, s := r.Steady.Baseline, r.Steady.Sprout

@@ -38,6 +38,7 @@ type process struct {
 	metrics string
 	probes  string
 	pprof   string
+	stopped sync.Once
 }
 
 // startSprout runs `sprout run` with its servers on free loopback ports.
@@ -76,15 +77,18 @@ func (p *process) start(bin, logPath string, args ...string) error {
 }
 
 // stop sends SIGTERM and waits up to 30 seconds, then kills.
+// Only its first call does.
 func (p *process) stop() {
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case err := <-p.done:
-		_ = err // it was asked to stop: how it ended is not a failure
-	case <-time.After(30 * time.Second):
-		_ = p.cmd.Process.Kill()
-		<-p.done //nolint:errcheck // killed: how it ended is not news
-	}
+	p.stopped.Do(func() {
+		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case err := <-p.done:
+			_ = err // it was asked to stop: how it ended is not a failure
+		case <-time.After(30 * time.Second):
+			_ = p.cmd.Process.Kill()
+			<-p.done //nolint:errcheck // killed: how it ended is not news
+		}
+	})
 }
 
 // cpuSeconds is the user and system CPU time the process used so far.

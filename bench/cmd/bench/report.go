@@ -298,6 +298,9 @@ func (r *result) printComparison(w io.Writer) {
 	row := func(s, fig, unit string, base, sprout float64) {
 		fmt.Fprintf(t, "%s\t%s\t%.2f %s\t%.2f %s\t%.2f\n", s, fig, base, unit, sprout, unit, ratio(sprout, base))
 	}
+	if rs := r.Restart; r.ran("cold") && rs.FirstSeconds > 0 && rs.BaselineFirstSeconds > 0 {
+		row("3 restart", fmt.Sprintf("%d copies in place: first copy after start", rs.Objects), "s", rs.BaselineFirstSeconds, rs.FirstSeconds)
+	}
 	if r.ran("steady") {
 		b, s := r.Steady.Baseline, r.Steady.Sprout
 		fig := fmt.Sprintf("%.0f Namespaces/s for %.0f s", r.Params.SteadyRate, r.Params.SteadySeconds)

@@ -196,6 +196,12 @@ type restart struct {
 	// other write, a report written again included.
 	OwedReports       int64 `json:"owedReports"`
 	ResyncOwedReports int64 `json:"resyncOwedReports"`
+	// FirstSeconds and BaselineFirstSeconds are the time from the start
+	// of a controller, sprout's and the baseline's, on a cluster holding
+	// every copy of the cold scenario (and sprout's record of them), to
+	// the copy for a Namespace created while it was stopped.
+	FirstSeconds         float64 `json:"firstSeconds,omitempty"`
+	BaselineFirstSeconds float64 `json:"baselineFirstSeconds,omitempty"`
 }
 
 // drift is scenario 4: how fast each controller puts back what was changed

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"path/filepath"
 	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // coldGeneration is scenario 1, with 3, 4 and 6 on its clusters: N
@@ -89,7 +91,14 @@ func (b *bench) coldRound(ctx context.Context, i int) (coldRound, error) {
 		if !first {
 			return nil
 		}
-		return b.driftRepair(ctx, c, nil, &b.res.Drift.Baseline)
+		if err := b.driftRepair(ctx, c, nil, &b.res.Drift.Baseline); err != nil {
+			return err
+		}
+		p.stop()
+		b.res.Restart.BaselineFirstSeconds, err = b.firstAfterRestart(ctx, c, func() (*process, error) {
+			return startBaseline(b.baseline, c.kubeconfig, filepath.Join(dir, "baseline-late.log"), b.baselineArgs()...)
+		})
+		return err
 	})
 	if err != nil {
 		return round, err
@@ -103,7 +112,13 @@ func (b *bench) coldRound(ctx context.Context, i int) (coldRound, error) {
 		if err != nil || !first {
 			return err
 		}
-		return b.noopRestart(ctx, c, dir)
+		if err := b.noopRestart(ctx, c, dir); err != nil {
+			return err
+		}
+		b.res.Restart.FirstSeconds, err = b.firstAfterRestart(ctx, c, func() (*process, error) {
+			return startSprout(b.sprout, c.kubeconfig, filepath.Join(dir, "sprout-late.log"), b.sproutArgs()...)
+		})
+		return err
 	})
 	return round, err
 }
@@ -168,6 +183,34 @@ func (b *bench) generateCold(ctx context.Context, c *cluster, dir string, n int,
 	prof := &b.res.Profiles
 	prof.ColdHeap, prof.ColdAllocs, err = p.heapProfile(ctx, filepath.Join(dir, "heap.pprof"))
 	return p, run, err
+}
+
+// firstAfterRestart is scenario 3's first object after a start on a
+// cluster that holds every trigger's copy already (and, for sprout, the
+// record of all of them): a Namespace created while the controller was
+// stopped gets its ConfigMap. It returns the seconds from the start of the
+// process that start starts until that ConfigMap was seen.
+func (b *bench) firstAfterRestart(ctx context.Context, c *cluster, start func() (*process, error)) (float64, error) {
+	ns := namespaceName("late", 0)
+	if _, _, err := c.createNamespaces(ctx, "late", 1, 1); err != nil {
+		return 0, fmt.Errorf("create Namespace %s: %w", ns, err)
+	}
+	k, err := c.watchConfigMaps(ctx, 1, metav1.ListOptions{FieldSelector: "metadata.namespace=" + ns + ",metadata.name=" + generatedName})
+	if err != nil {
+		return 0, err
+	}
+	p, err := start()
+	if err != nil {
+		return 0, err
+	}
+	defer p.stop()
+	count, first, _ := k.wait(b.timeout)
+	if count < 1 {
+		return 0, fmt.Errorf("no ConfigMap in %s within %s of a restart", ns, b.timeout)
+	}
+	s := first.Sub(p.started).Seconds()
+	logf("restart: first copy, in a Namespace created while stopped, %.2fs after start", s)
+	return s, nil
 }
 
 // resyncEvery is the restarted sprout's --resync-schedule, in seconds.
