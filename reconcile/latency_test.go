@@ -2,8 +2,8 @@ package reconcile_test
 
 import (
 	"bytes"
-	"fmt"
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"

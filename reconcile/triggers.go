@@ -114,6 +114,9 @@ type matching struct {
 	// stopped is why the match ended before every trigger was looked at:
 	// the sync's end, or an informer released meanwhile.
 	stopped error
+	// deferred are matching triggers whose objects the caches hold, handed
+	// out after every other (next).
+	deferred []policy.Trigger
 }
 
 // matchingTriggers begins a match of the triggers the policy matches now
@@ -131,12 +134,15 @@ func (m *triggerMatcher) matchingTriggers(ctx context.Context, cp *policy.Compil
 		mt.sources, mt.gvrs = append(mt.sources, src), append(mt.gvrs, gvr)
 	}
 	mt.candidates = watches.Cached(mt.sources)
+	m.ledger.Track(ctx, key, nil) // what tells deferred triggers; applies wait for it too
 	return mt, nil
 }
 
 // next returns up to n more matching triggers; none when every trigger
 // has been looked at. It waits for a list's objects only while it has none
-// to return. An error stops the match (stopped).
+// to return. An error stops the match (stopped). Triggers whose objects
+// the caches hold come once every other has (deferred): a trigger created
+// while Sprout was stopped is not written for after a restart's whole list.
 func (mt *matching) next(n int) ([]policy.Trigger, error) {
 	var out []policy.Trigger
 	for mt.stopped == nil && mt.at < len(mt.sources) && len(out) < n {
@@ -163,6 +169,8 @@ func (mt *matching) next(n int) ([]policy.Trigger, error) {
 			mt.failed = append(mt.failed, memo.UID)
 		case isSelf:
 			mt.self++
+		case ok && mt.m.ledger.HasOwned(mt.key, memo.UID):
+			mt.deferred = append(mt.deferred, policy.Trigger{GVR: gvr, Object: u, Memo: memo})
 		case ok:
 			if out == nil {
 				out = make([]policy.Trigger, 0, n)
@@ -170,11 +178,18 @@ func (mt *matching) next(n int) ([]policy.Trigger, error) {
 			out = append(out, policy.Trigger{GVR: gvr, Object: u, Memo: memo})
 		}
 	}
+	if len(out) == 0 && mt.stopped == nil { // every trigger looked at
+		k := min(n, len(mt.deferred))
+		out, mt.deferred = mt.deferred[:k:k], mt.deferred[k:]
+	}
 	return out, mt.stopped
 }
 
-// exhausted reports whether every trigger has been looked at.
+// exhausted reports whether every trigger has been looked at and handed out.
 func (mt *matching) exhausted() bool {
+	if len(mt.deferred) > 0 {
+		return false
+	}
 	if mt.at == len(mt.sources) {
 		return true
 	}

@@ -105,6 +105,13 @@ func (l *Ledger) OwnedBy(key policy.Key, uids []types.UID) ([]*cluster.Object, e
 	}), err
 }
 
+// HasOwned reports whether the caches hold an object the policy generated
+// for the trigger uid.
+func (l *Ledger) HasOwned(key policy.Key, uid types.UID) bool {
+	objs, err := l.OwnedBy(key, []types.UID{uid})
+	return err == nil && len(objs) > 0
+}
+
 // ownedIn lists the policy's cached objects that index holds under values.
 func (l *Ledger) ownedIn(key policy.Key, index string, values ...string) ([]*cluster.Object, error) {
 	written := l.core.Entry(key).Written().UnsortedList()

@@ -1,0 +1,111 @@
+package reconcile_test
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/sprout-gitops/sprout/celenv"
+	"github.com/sprout-gitops/sprout/reconcile"
+)
+
+// TestRestartWritesForANewTriggerFirst: a trigger created while Sprout was
+// stopped gets its object from the restart's first sync before the
+// triggers listed ahead of it, whose objects exist, are evaluated again.
+// The evaluation of the first of those is held (its http.Get does not
+// answer) until the new trigger's object exists: it comes while the hold
+// lasts only if the new trigger was evaluated first.
+func TestRestartWritesForANewTriggerFirst(t *testing.T) {
+	const ns, known = "restart-first", 70 // more than a sync's first part
+	var (
+		mu       sync.Mutex
+		holding  bool
+		released = make(chan struct{})
+	)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		hold := holding && strings.HasSuffix(r.URL.Path, "/k-00")
+		mu.Unlock()
+		if hold {
+			select {
+			case <-released:
+			case <-r.Context().Done():
+				return
+			}
+		}
+		_, _ = io.WriteString(w, `{"tier": "gold"}`)
+	}))
+	t.Cleanup(srv.Close)
+	release := sync.OnceFunc(func() { close(released) })
+	t.Cleanup(release) // before the server closes: cleanups run last first
+	web, err := celenv.NewHTTP(celenv.HTTPOptions{AllowedHosts: []string{"127.0.0.1"}, Timeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := reconcile.DefaultOptions()
+	opts.HTTP, opts.EvaluationTimeout = web, time.Minute
+	tb := newTable(t, ns)
+	for i := range known {
+		tb.trigger(fmt.Sprintf("k-%02d", i), "first", "x")
+	}
+	tb.applyPolicy(tierPerTriggerPolicy("restart-first", ns, srv.URL))
+	t.Cleanup(func() { tb.deletePolicy("restart-first") })
+	exists := func(cm *corev1.ConfigMap) bool { return cm != nil }
+
+	_, stop := launchController(t, cfg, opts)
+	for i := range known {
+		tb.waitFor("the known triggers' objects", fmt.Sprintf("k-%02d-tier", i), exists)
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	tb.trigger("zz-new", "first", "x")
+	mu.Lock()
+	holding = true
+	mu.Unlock()
+	_, stop = launchController(t, cfg, opts)
+	t.Cleanup(func() {
+		release()
+		if err := stop(); err != nil {
+			t.Errorf("controller: %v", err)
+		}
+	})
+	tb.waitFor("the new trigger's object while the first known trigger's evaluation is held", "zz-new-tier", exists)
+}
+
+// tierPerTriggerPolicy generates, for every ConfigMap labelled app=first
+// in ns, <name>-tier holding what http.Get of <url>/tier/<name> answers.
+func tierPerTriggerPolicy(name, ns, url string) string {
+	return fmt.Sprintf(`apiVersion: policies.kyverno.io/v1
+kind: GeneratingPolicy
+metadata:
+  name: %[1]s
+spec:
+  evaluation:
+    generateExisting: {enabled: true}
+  matchConstraints:
+    resourceRules:
+    - apiGroups: [""]
+      apiVersions: ["v1"]
+      operations: ["CREATE", "UPDATE"]
+      resources: ["configmaps"]
+    namespaceSelector:
+      matchLabels: {kubernetes.io/metadata.name: %[2]s}
+    objectSelector:
+      matchLabels: {app: first}
+  variables:
+  - name: answer
+    expression: http.Get("%[3]s/tier/" + object.metadata.name)
+  generate:
+  - expression: >-
+      generator.Apply(object.metadata.namespace, [{"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": object.metadata.name + "-tier"}, "data": {"tier": variables.answer.tier}}])
+`, name, ns, url)
+}
