@@ -241,8 +241,8 @@ func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { retur
 
 // TestListingsFirstPageIsSmall: the first page of a Listing's list asks
 // for firstPage objects, so that a sync has its first triggers before the
-// reflector's page of 500 would come; the pages after it ask for 500, and
-// the listing holds every object.
+// reflector's page of 500 would come; the pages after it ask for
+// laterPages, and the listing holds every object.
 func TestListingsFirstPageIsSmall(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -298,7 +298,7 @@ func TestListingsFirstPageIsSmall(t *testing.T) {
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	if want := []string{fmt.Sprint(firstPage), "500"}; !slices.Equal(limits, want) {
+	if want := []string{fmt.Sprint(firstPage), fmt.Sprint(laterPages)}; !slices.Equal(limits, want) {
 		t.Errorf("the list asked for pages of %q objects, want %q", limits, want)
 	}
 }
