@@ -110,16 +110,6 @@ func NewInformer(dyn dynamic.Interface, raw rest.Interface, r Resource, indexers
 // as soon as a watch-list's objects do.
 type pagedLister struct{ *cache.ListWatch }
 
-// The pages of a Listing's list: the first asks for firstPage objects,
-// each after it for laterPages, four times the reflector's 500: the
-// objects are decoded as they were, and the list takes a quarter of the
-// requests, each a round trip its sync may wait on (a restart's first
-// sync waits for the whole list before it checks what exists).
-const (
-	firstPage  = 64
-	laterPages = 2000
-)
-
 // IsWatchListSemanticsUnSupported tells client-go's reflector to list, not
 // to watch-list.
 func (pagedLister) IsWatchListSemanticsUnSupported() bool { return true }
@@ -129,22 +119,12 @@ func (pagedLister) IsWatchListSemanticsUnSupported() bool { return true }
 // and hands the page to r's Listing when it is one of the first list's.
 // The first list asks for revision "0", which the API server serves whole
 // from its cache, whatever the limit: it asks for the newest instead,
-// which the API server serves in pages. The first page of the Listing's
-// list is a small one (firstPage): a sync begins with its first objects,
-// and a first page of the reflector's size held the first generated
-// object of a cold start until hundreds of triggers were encoded, sent
-// and decoded.
+// which the API server serves in pages.
 func listPage(ctx context.Context, raw rest.Interface, r Resource, o metav1.ListOptions, form Form) (runtime.Object, error) {
 	if o.ResourceVersion == "0" && o.Continue == "" {
 		o.ResourceVersion = ""
 	}
 	mine := r.Listing.takes(o.Continue != "")
-	switch {
-	case mine && o.Continue == "":
-		o.Limit = firstPage
-	case mine:
-		o.Limit = laterPages
-	}
 	page, err := readPage(ctx, raw, r, o, form)
 	switch {
 	case !mine:
