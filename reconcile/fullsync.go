@@ -21,10 +21,13 @@ type fullSync struct{ s *syncer }
 // tombstones it has yet to replay.
 func (f fullSync) match(ctx context.Context, run *syncRun) (bool, error) {
 	s := f.s
+	// Without a tally, no full sync of the policy has run cleanly since
+	// Sprout started: a restart's, whose new triggers come first.
+	newFirst := s.states.Of(run.key).Tally() == nil
 	s.states.Of(run.key).SetTally(nil)
 	s.metrics.CountSync(run.key.String(), false)
 	run.phase = s.metrics.Phases()
-	mt, err := s.matcher.matchingTriggers(ctx, run.cp)
+	mt, err := s.matcher.matchingTriggers(ctx, run.cp, newFirst)
 	if err != nil {
 		return false, err
 	}

@@ -230,12 +230,14 @@ func (in *intake) queueTrigger(key policy.Key, cp *policy.Compiled, gvr schema.G
 	in.queue.AddTrigger(key, o.GetUID(), d, 0)
 }
 
-// queueWatching queues every policy that informer w serves, for triggers
-// or reads.
+// queueWatching queues the policies that informer w serves, for triggers
+// or reads, whose last sync waited for a cache: w may be it. Not the one
+// whose sync took w's list as it came: that sync matches all of it, and
+// another would match every trigger again, for nothing.
 func (in *intake) queueWatching(w watchKey) {
 	in.policies(false, func(running map[policy.Key]*policy.Compiled) {
 		for key, cp := range running {
-			if in.watches(key, cp, w) {
+			if in.watches(key, cp, w) && in.states.Of(key).Waiting() {
 				in.queue.Add(key)
 			}
 		}

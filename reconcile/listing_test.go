@@ -45,7 +45,7 @@ func TestFirstObjectsBeforeTheTriggerListEnds(t *testing.T) {
 		}
 	})
 	reg := prometheus.NewRegistry()
-	runControllerOn(t, held, func(o *reconcile.Options) { o.Metrics = reg })
+	logs, _ := runControllerOn(t, held, func(o *reconcile.Options) { o.Metrics = reg })
 	applySecretCopy(t, "listing", "held")
 	select {
 	case <-written:
@@ -70,6 +70,31 @@ func TestFirstObjectsBeforeTheTriggerListEnds(t *testing.T) {
 	}
 	if got := metricValue(t, reg, "sprout_evaluations_total", map[string]string{"policy": "GeneratingPolicy/listing", "result": "evaluated"}); got != n {
 		t.Errorf("%v evaluations, want one per trigger: %d", got, n)
+	}
+
+	// The sync that took the list as it came matched all of it: the list's
+	// end queues no second full sync, and a trigger created after it is
+	// synced alone.
+	poll(t, "the list's end", func(context.Context) (bool, error) {
+		return strings.Contains(logs.String(), `msg="triggers listed"`), nil
+	})
+	if _, err := kube.CoreV1().ConfigMaps(ns).Create(context.Background(), &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("t-%03d", n), Labels: map[string]string{"listing": "held"}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, "the new trigger's object", func(ctx context.Context) (bool, error) {
+		_, err := kube.CoreV1().Secrets(ns).Get(ctx, fmt.Sprintf("t-%03d-out", n), metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		return err == nil, err
+	})
+	syncs := func(mode string) float64 {
+		return metricValue(t, reg, "sprout_syncs_total", map[string]string{"policy": "GeneratingPolicy/listing", "mode": mode})
+	}
+	if full, inc := syncs("full"), syncs("incremental"); full != 1 || inc < 1 {
+		t.Errorf("%v full syncs and %v incremental ones, want the first full one and an incremental one since", full, inc)
 	}
 }
 

@@ -199,6 +199,7 @@ func (c *Controller) processNextWorkItem(ctx context.Context) bool {
 	}
 	defer c.queue.Done(key)
 	start := time.Now()
+	c.states.Of(key).Begin()
 	err := c.pipeline.sync(ctx, key)
 	if errors.Is(err, errWaiting) {
 		// Backs off (100 ms doubling to at most 3.2 s) and says so once it

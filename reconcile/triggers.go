@@ -114,16 +114,18 @@ type matching struct {
 	// stopped is why the match ended before every trigger was looked at:
 	// the sync's end, or an informer released meanwhile.
 	stopped error
-	// deferred are matching triggers whose objects the caches hold, handed
-	// out after every other (next).
+	// holds, when set, tells the matching triggers whose objects the
+	// caches hold: deferred, handed out after every other (next).
+	holds    func(types.UID) bool
 	deferred []policy.Trigger
 }
 
 // matchingTriggers begins a match of the triggers the policy matches now
 // and has admitted: every match with generateExisting, otherwise those
 // created since the policy's activation or admitted by an event. ctx ends
-// a wait for the objects of a list.
-func (m *triggerMatcher) matchingTriggers(ctx context.Context, cp *policy.Compiled) (*matching, error) {
+// a wait for the objects of a list. newFirst hands out the triggers whose
+// objects the caches hold after every other.
+func (m *triggerMatcher) matchingTriggers(ctx context.Context, cp *policy.Compiled, newFirst bool) (*matching, error) {
 	key := policy.KeyOf(cp.Policy)
 	mt := &matching{m: m, ctx: ctx, key: key, cp: cp, ms: m.matchSettingsOf(key, cp)}
 	for _, gvr := range cp.Triggers {
@@ -134,7 +136,10 @@ func (m *triggerMatcher) matchingTriggers(ctx context.Context, cp *policy.Compil
 		mt.sources, mt.gvrs = append(mt.sources, src), append(mt.gvrs, gvr)
 	}
 	mt.candidates = watches.Cached(mt.sources)
-	m.ledger.Track(ctx, key, nil) // what tells deferred triggers; applies wait for it too
+	if newFirst {
+		m.ledger.Track(ctx, key, nil) // the caches Holds reads; applies wait for them too
+		mt.holds = m.ledger.Holds(key)
+	}
 	return mt, nil
 }
 
@@ -169,7 +174,7 @@ func (mt *matching) next(n int) ([]policy.Trigger, error) {
 			mt.failed = append(mt.failed, memo.UID)
 		case isSelf:
 			mt.self++
-		case ok && mt.m.ledger.HasOwned(mt.key, memo.UID):
+		case ok && mt.holds != nil && mt.holds(memo.UID):
 			mt.deferred = append(mt.deferred, policy.Trigger{GVR: gvr, Object: u, Memo: memo})
 		case ok:
 			if out == nil {

@@ -105,11 +105,25 @@ func (l *Ledger) OwnedBy(key policy.Key, uids []types.UID) ([]*cluster.Object, e
 	}), err
 }
 
-// HasOwned reports whether the caches hold an object the policy generated
-// for the trigger uid.
-func (l *Ledger) HasOwned(key policy.Key, uid types.UID) bool {
-	objs, err := l.OwnedBy(key, []types.UID{uid})
-	return err == nil && len(objs) > 0
+// Holds returns what tells whether the caches hold an object the policy
+// generated for a trigger, in the resources it had written to when Holds
+// was called. One look-up per resource and trigger, without allocating a
+// list: a full sync asks it of every trigger it matches.
+func (l *Ledger) Holds(key policy.Key) func(uid types.UID) bool {
+	written, owner := l.core.Entry(key).Written().UnsortedList(), key.String()
+	return func(uid types.UID) bool {
+		bucket := watches.TriggerBucket(string(uid))
+		for _, gvr := range written {
+			objs, _ := l.cache.ByIndex(gvr, watches.ByTrigger, bucket)
+			for _, o := range objs {
+				if o := o.(*cluster.Object); o.TriggerUID() == string(uid) && o.Owner() == owner &&
+					(key.Namespace == "" || o.GetNamespace() == key.Namespace) {
+					return true
+				}
+			}
+		}
+		return false
+	}
 }
 
 // ownedIn lists the policy's cached objects that index holds under values.

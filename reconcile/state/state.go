@@ -31,8 +31,10 @@ type State struct {
 	// tally is what the last clean full sync found per trigger, for the
 	// incremental syncs after it; nil: the next sync is a full one.
 	tally *Tally
-	// waits counts the syncs in a row that had to wait for a cache.
-	waits int
+	// waits counts the syncs in a row that had to wait for a cache;
+	// waiting: the last one did, and none has begun since (Waiting).
+	waits   int
+	waiting bool
 	// roles are the roles its bindings referred to in its last sync.
 	roles access.RoleRefs
 	// told is what was told of it: its status, Events and verdict.
@@ -140,11 +142,23 @@ func (st *State) SetTally(t *Tally) { st.with(func(st *State) { st.tally = t }) 
 // Waited counts a sync that waited for a cache, and returns how many in a
 // row did; Done resets the count.
 func (st *State) Waited() (n int) {
-	st.with(func(st *State) { st.waits++; n = st.waits })
+	st.with(func(st *State) { st.waits++; n = st.waits; st.waiting = true })
 	return n
 }
 
-func (st *State) Done() { st.with(func(st *State) { st.waits = 0 }) }
+func (st *State) Done() { st.with(func(st *State) { st.waits, st.waiting = 0, false }) }
+
+// Begin says a sync of the policy begins: what it would wait for, it
+// looks at itself.
+func (st *State) Begin() { st.with(func(st *State) { st.waiting = false }) }
+
+// Waiting reports whether the policy's last sync waited for a cache and
+// no sync has begun since: a cache that syncs should wake it rather than
+// leave it to its back-off.
+func (st *State) Waiting() (yes bool) {
+	st.with(func(st *State) { yes = st.waiting })
+	return yes
+}
 
 // Bound keeps the roles the policy's bindings referred to in a sync. A
 // sync that stopped before judging every binding only adds to them.
