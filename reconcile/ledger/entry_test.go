@@ -205,6 +205,16 @@ func TestOwnedIsReadFromTheCaches(t *testing.T) {
 	if owned, err := l.OwnedBy(nkey, []types.UID{"t1", "t2"}); err != nil || len(owned) != 1 || owned[0] != mine {
 		t.Errorf("owned by t1: %v, %v", owned, err)
 	}
+	holds := l.Holds(nkey)
+	if !holds("t1") || holds("t2") {
+		t.Errorf("holds t1 %v, t2 %v; want t1's object only", holds("t1"), holds("t2"))
+	}
+	// Another policy's object for t1, and this one's elsewhere, are not its.
+	other := policy.Key{Kind: apiv1.NamespacedGeneratingPolicyKind, Namespace: "team", Name: "q"}
+	cache[configMaps][watches.ByTrigger+"="+watches.TriggerBucket("t1")] = []any{generated(t, other, "team", "c", "t1", false), elsewhere}
+	if l.Holds(nkey)("t1") {
+		t.Error("holds t1 with only another policy's object, and its own outside its namespace")
+	}
 }
 
 // The last sync of a deleted policy finds its objects live, in the
