@@ -116,14 +116,20 @@ func (l *Ledger) Holds(key policy.Key) func(uid types.UID) bool {
 		for _, gvr := range written {
 			objs, _ := l.cache.ByIndex(gvr, watches.ByTrigger, bucket)
 			for _, o := range objs {
-				if o := o.(*cluster.Object); o.TriggerUID() == string(uid) && o.Owner() == owner &&
-					(key.Namespace == "" || o.GetNamespace() == key.Namespace) {
+				if o := o.(*cluster.Object); o.TriggerUID() == string(uid) && o.Owner() == owner && inScope(key, o) {
 					return true
 				}
 			}
 		}
 		return false
 	}
+}
+
+// inScope reports whether the policy key may have written o. A
+// NamespacedGeneratingPolicy writes only in its namespace: what carries
+// its origin elsewhere was stamped by someone else.
+func inScope(key policy.Key, o *cluster.Object) bool {
+	return key.Namespace == "" || o.GetNamespace() == key.Namespace
 }
 
 // ownedIn lists the policy's cached objects that index holds under values.
@@ -137,9 +143,7 @@ func (l *Ledger) ownedIn(key policy.Key, index string, values ...string) ([]*clu
 				return nil, err
 			}
 			for _, o := range objs {
-				// A NamespacedGeneratingPolicy writes only in its namespace:
-				// what carries its origin elsewhere was stamped by someone else.
-				if o := o.(*cluster.Object); key.Namespace == "" || o.GetNamespace() == key.Namespace {
+				if o := o.(*cluster.Object); inScope(key, o) {
 					out = append(out, o)
 				}
 			}
