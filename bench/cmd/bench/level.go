@@ -47,8 +47,14 @@ func (r *result) levelFigures() []levelFigure {
 		}
 		out = append(out, cpu, rss)
 		if rs := r.Restart; rs.FirstSeconds > 0 && rs.BaselineFirstSeconds > 0 {
-			out = append(out, levelFigure{name: fmt.Sprintf("3 restart, %d recorded: first copy after start", rs.Objects), unit: "s",
-				baseline: rs.BaselineFirstSeconds, mine: rs.FirstSeconds})
+			f := levelFigure{name: fmt.Sprintf("3 restart, %d recorded: first copy after start", rs.Objects), unit: "s",
+				baseline: rs.BaselineFirstSeconds, mine: rs.FirstSeconds}
+			if len(c.EachRound) > 1 {
+				for _, rd := range c.EachRound {
+					f.rounds = append(f.rounds, ratio(rd.RestartFirstSeconds, rd.BaselineRestartFirstSeconds))
+				}
+			}
+			out = append(out, f)
 		}
 	}
 	if r.ran("steady") {

@@ -157,6 +157,10 @@ type coldRound struct {
 	PlainApply  *rate         `json:"plainApply,omitempty"`
 	Baseline    controllerRun `json:"baseline"`
 	Sprout      controllerRun `json:"sprout"`
+	// RestartFirstSeconds and BaselineRestartFirstSeconds are scenario 3's
+	// first copy after a restart on this round's clusters.
+	RestartFirstSeconds         float64 `json:"restartFirstSeconds,omitempty"`
+	BaselineRestartFirstSeconds float64 `json:"baselineRestartFirstSeconds,omitempty"`
 }
 
 // median sets each of c's measurements to its median round by objects per
@@ -176,6 +180,21 @@ func (c *cold) median() {
 	c.Baseline = pick(func(r coldRound) float64 { return r.Baseline.PerSecond }).Baseline
 	c.Sprout = pick(func(r coldRound) float64 { return r.Sprout.PerSecond }).Sprout
 	c.PlainCreate, c.PlainApply = c.EachRound[0].PlainCreate, c.EachRound[0].PlainApply
+}
+
+// restartFirst is the median of the rounds' first copies after a restart,
+// sprout's and the baseline's, each on its own.
+func (c *cold) restartFirst() (sprout, baseline float64) {
+	var s, b []float64
+	for _, r := range c.EachRound {
+		s, b = append(s, r.RestartFirstSeconds), append(b, r.BaselineRestartFirstSeconds)
+	}
+	if len(s) == 0 {
+		return 0, 0
+	}
+	slices.Sort(s)
+	slices.Sort(b)
+	return s[len(s)/2], b[len(b)/2]
 }
 
 type restart struct {
@@ -199,7 +218,8 @@ type restart struct {
 	// FirstSeconds and BaselineFirstSeconds are the time from the start
 	// of a controller, sprout's and the baseline's, on a cluster holding
 	// every copy of the cold scenario (and sprout's record of them), to
-	// the copy for a Namespace created while it was stopped.
+	// the copy for a Namespace created while it was stopped: the medians
+	// of the cold rounds'.
 	FirstSeconds         float64 `json:"firstSeconds,omitempty"`
 	BaselineFirstSeconds float64 `json:"baselineFirstSeconds,omitempty"`
 }

@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -96,6 +97,31 @@ func TestColdMedian(t *testing.T) {
 	if m := c.peakRSSMiB(); m != 125 {
 		t.Errorf("peak RSS over the rounds = %v, want 125", m)
 	}
+}
+
+// A restart's first copy is each controller's median round, and the
+// level table judges its every round.
+func TestRestartFirstMedian(t *testing.T) {
+	c := cold{EachRound: []coldRound{
+		{RestartFirstSeconds: 0.9, BaselineRestartFirstSeconds: 0.5},
+		{RestartFirstSeconds: 0.6, BaselineRestartFirstSeconds: 1.0},
+		{RestartFirstSeconds: 0.7, BaselineRestartFirstSeconds: 0.6},
+	}}
+	s, b := c.restartFirst()
+	if s != 0.7 || b != 0.6 {
+		t.Errorf("medians = %v, %v; want 0.7, 0.6", s, b)
+	}
+	r := result{Cold: c, Restart: restart{Objects: 10, FirstSeconds: s, BaselineFirstSeconds: b}}
+	r.Scenarios = []scenarioTime{{Name: "cold"}}
+	for _, f := range r.levelFigures() {
+		if strings.HasPrefix(f.name, "3 restart") {
+			if w := f.worst(); w != 1.8 {
+				t.Errorf("worst round = %.2f, want 1.80 (0.9 s against 0.5)", w)
+			}
+			return
+		}
+	}
+	t.Error("no restart figure in the level table")
 }
 
 func TestScaleMedian(t *testing.T) {
