@@ -17,24 +17,31 @@ import (
 // loadPage is how many reports one list reads.
 const loadPage = 500
 
-// Load reads the reports Sprout wrote before it started, so that the
-// results that did not change since are not written again: a restart
-// writes no report. Call it before the first Set. Without the report CRDs
-// the writer turns off, and says so; so it does when it may not list them.
+// loadWritten reads the reports Sprout wrote before it started, so that
+// the results that did not change since are not written again: a restart
+// writes no report. Run calls it first, once Options.Yield lets it: after
+// the first syncs, not before them, so that a start's first objects do not
+// wait on a list of every report. What the syncs set meanwhile is held over
+// the report the load finds (keep). Without the report CRDs the writer
+// turns off, and says so; so it does when it may not list them.
 //
 // An answer that may pass, as a fresh CRD's "retry later" while the API
 // server builds its cache, is asked again for a while first.
-func (w *Writer) Load(ctx context.Context) {
+func (w *Writer) loadWritten(ctx context.Context) {
+	if w.opts.Yield != nil {
+		w.opts.Yield(ctx)
+	}
 	var err error
 	_ = wait.ExponentialBackoffWithContext(ctx, loadBackoff, func(ctx context.Context) (bool, error) {
 		err = w.load(ctx)
 		return err == nil || !transient(err), nil
 	})
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.loaded, w.retains = true, nil
 	if err != nil {
 		w.off.Store(true)
-		w.mu.Lock()
 		w.triggers = map[types.UID]*held{}
-		w.mu.Unlock()
 		w.log.Info("PolicyReports not written", "reason", err.Error())
 	}
 }
@@ -71,19 +78,30 @@ func (w *Writer) load(ctx context.Context) error {
 	return nil
 }
 
-// keep holds what report u holds, at its resourceVersion, unless a result
-// came first.
+// keep holds what report u holds, at its resourceVersion. A change made
+// before the load is merged over it, as over a report another writer
+// changed, and one the report holds already is done; a Retain made before
+// the load takes the results of the triggers it does not keep away.
 func (w *Writer) keep(u *unstructured.Unstructured) {
 	scope, _, _ := unstructured.NestedStringMap(u.Object, "scope")
 	t := Trigger{APIVersion: scope["apiVersion"], Kind: scope["kind"], Namespace: scope["namespace"], Name: scope["name"], UID: types.UID(scope["uid"])}
 	if t.UID == "" || t.Name == "" || string(t.UID) != u.GetName() {
 		return // not a report of Sprout's form: rewritten at its trigger's next result
 	}
-	h := &held{trigger: t, results: resultsOf(u), version: u.GetResourceVersion()}
+	server := resultsOf(u)
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if _, ok := w.triggers[t.UID]; !ok {
+	h := w.triggers[t.UID]
+	if h == nil {
+		h = &held{}
 		w.triggers[t.UID] = h
+	}
+	h.trigger = t
+	w.mergeHeld(h, server, u.GetResourceVersion())
+	for _, r := range w.retains {
+		if _, has := h.results.find(r.policy); has && !h.gone && !h.changed.has(r.policy) && !r.keep(t.UID) {
+			w.unset(h, r.policy)
+		}
 	}
 }
 

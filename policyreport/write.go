@@ -214,10 +214,13 @@ func (w *Writer) refresh(ctx context.Context, uid types.UID, t Trigger) error {
 func (w *Writer) merge(uid types.UID, server entries, version string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	h := w.triggers[uid]
-	if h == nil {
-		return
+	if h := w.triggers[uid]; h != nil {
+		w.mergeHeld(h, server, version)
 	}
+}
+
+// mergeHeld is merge for h, with w.mu held.
+func (w *Writer) mergeHeld(h *held, server entries, version string) {
 	h.version = version
 	if h.gone {
 		return

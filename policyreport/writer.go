@@ -32,9 +32,10 @@ type Options struct {
 	// Workers is how many reports are written at once.
 	Workers int
 	Logger  *slog.Logger
-	// Yield, when set, is called before each write and may hold it back:
-	// the controller holds report writes while it generates, so that they
-	// take nothing from the API server a generation is waiting on.
+	// Yield, when set, is called before the read of the reports written
+	// before and before each write, and may hold them back: the controller
+	// holds them while it generates, so that they take nothing from the
+	// API server a generation is waiting on.
 	Yield func(context.Context)
 }
 
@@ -63,6 +64,17 @@ type Writer struct {
 	triggers map[types.UID]*held
 	// changes numbers the changes to results, for held.changed.
 	changes uint64
+	// loaded is set once the reports written before were read
+	// (loadWritten); until then a change is held as one to the report the
+	// read may find, and retains are what the read applies to them.
+	loaded  bool
+	retains []retain
+}
+
+// retain is a Retain made before the reports were loaded.
+type retain struct {
+	policy string
+	keep   func(types.UID) bool
 }
 
 // held is what a trigger's report holds, or is about to.
@@ -131,13 +143,16 @@ func (w *Writer) Set(t Trigger, policy string, r *Result) {
 	if h != nil && h.gone {
 		return // a result of its deletion: the report goes with the trigger
 	}
+	switch {
+	case h == nil && (r != nil || !w.loaded):
+		h = &held{trigger: t}
+		w.triggers[t.UID] = h
+	case h != nil && h.trigger.Name == "":
+		h.trigger = t // held by its UID only, by an Unset before the load
+	}
 	if r == nil {
 		w.unset(h, policy)
 		return
-	}
-	if h == nil {
-		h = &held{trigger: t}
-		w.triggers[t.UID] = h
 	}
 	if i, ok := h.results.find(policy); ok && h.results[i].says(r) {
 		return
@@ -154,6 +169,9 @@ func (w *Writer) Retain(policy string, keep func(types.UID) bool) {
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if !w.loaded {
+		w.retains = append(w.retains, retain{policy: policy, keep: keep})
+	}
 	for uid, h := range w.triggers {
 		if !keep(uid) {
 			w.unset(h, policy)
@@ -168,7 +186,12 @@ func (w *Writer) Unset(uid types.UID, policy string) {
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.unset(w.triggers[uid], policy)
+	h := w.triggers[uid]
+	if h == nil && !w.loaded {
+		h = &held{trigger: Trigger{UID: uid}}
+		w.triggers[uid] = h
+	}
+	w.unset(h, policy)
 }
 
 // DropPolicy removes a deleted policy's results from every report.
@@ -176,13 +199,14 @@ func (w *Writer) DropPolicy(policy string) {
 	w.Retain(policy, func(types.UID) bool { return false })
 }
 
-// unset removes policy's result from h, if it holds one. Hold w.mu.
+// unset removes policy's result from h, if it holds one, or, before the
+// load, from the report the load may find. Hold w.mu.
 func (w *Writer) unset(h *held, policy string) {
 	if h == nil {
 		return
 	}
 	var dropped bool
-	if h.results, dropped = h.results.without(policy); dropped {
+	if h.results, dropped = h.results.without(policy); dropped || !w.loaded {
 		w.changed(h, policy)
 	}
 }
@@ -206,6 +230,10 @@ func (w *Writer) Forget(uid types.UID) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	h := w.triggers[uid]
+	if h == nil && !w.loaded {
+		h = &held{trigger: Trigger{UID: uid}}
+		w.triggers[uid] = h
+	}
 	if h == nil {
 		return
 	}
@@ -213,10 +241,14 @@ func (w *Writer) Forget(uid types.UID) {
 	w.queue.Add(uid)
 }
 
-// Run writes reports until ctx is done; after Load turned the writer off,
-// it returns at once.
+// Run reads the reports written before (loadWritten), then writes reports
+// until ctx is done; when the read turned the writer off, it returns at
+// once.
+// Results may be set before and during the load: none is written before it
+// ends, and one the report already holds is not written at all.
 func (w *Writer) Run(ctx context.Context) {
 	defer w.queue.ShutDown()
+	w.loadWritten(ctx)
 	if w.off.Load() {
 		return
 	}

@@ -225,7 +225,7 @@ type Controller struct {
 	// and which source holds each policy name.
 	ledger *ledger.Ledger
 	// syncs can stop the syncs under way of deleted policies.
-	syncs syncs
+	syncs queue.Running
 }
 
 // complete fills in what the options leave unset, and checks the accounts
@@ -348,7 +348,7 @@ func (c *Controller) teller(cfg *rest.Config, dyn dynamic.Interface, events type
 			},
 		},
 		Client: dyn, EventSink: events, TriggerEvents: c.opts.TriggerEvents,
-		Config: cfg, PolicyReports: reports, ReportsYield: func(ctx context.Context) { c.syncs.quiet(ctx, reportsYield) },
+		Config: cfg, PolicyReports: reports, ReportsYield: func(ctx context.Context) { c.syncs.Quiet(ctx, reportsYield) },
 		Sources: report.SourcesOptions{Client: dyn, Sources: c.opts.Sources, Shard: c.opts.Shard, Census: c.ledger.Names().OfSource},
 		Metrics: c.metrics, Log: c.log,
 	})

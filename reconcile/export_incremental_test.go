@@ -17,18 +17,14 @@ import (
 // Idle reports whether no policy is queued or syncing and no status waits
 // to be written or is being written.
 func (c *Controller) Idle() bool {
-	c.syncs.mu.Lock()
-	syncing := len(c.syncs.cancel)
-	c.syncs.mu.Unlock()
+	syncing := c.syncs.Len()
 	return syncing == 0 && c.tell.Idle() && c.queue.Len() == 0 && c.queue.Taken() == 0
 }
 
 // SyncsIdle reports whether no policy is queued or syncing, whatever
 // waits to be written to status.
 func (c *Controller) SyncsIdle() bool {
-	c.syncs.mu.Lock()
-	syncing := len(c.syncs.cancel)
-	c.syncs.mu.Unlock()
+	syncing := c.syncs.Len()
 	return syncing == 0 && c.queue.Len() == 0 && c.queue.Taken() == 0
 }
 

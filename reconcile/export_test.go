@@ -88,7 +88,7 @@ func (c *Controller) PolicyStateLeft() map[string]int {
 	}
 	out["claims"] = c.ledger.Names().Len()
 	out["reads"] = c.reads.Len()
-	count("syncs", &c.syncs.mu, func() int { return len(c.syncs.cancel) })
+	out["syncs"] = c.syncs.Len()
 	out["dirty"] = c.queue.Marked()
 	count("plans", &c.pipeline.planned.mu, func() int { return len(c.pipeline.planned.byKey) })
 	out["reports"] = c.tell.Pending()

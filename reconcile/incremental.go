@@ -2,6 +2,7 @@ package reconcile
 
 import (
 	"context"
+	"errors"
 	"slices"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -35,26 +36,27 @@ func (g *generation) clean() bool {
 		g.failed.Len() == 0 && !g.verdicts.AnyRefused()
 }
 
-// allowed reports whether the policy may sync only the triggers in p:
-// nothing but trigger events queued it, and its last sync left a clean
-// tally for the same compiled policy, with nothing pending that only a
-// full sync settles.
-func (i *incrementalSync) allowed(run *syncRun, p *queue.Changes, t *tally) bool {
+// fullBecause says why the policy may not sync only the triggers in p ("" if
+// it may: only trigger events queued it, its last sync left a clean tally for
+// the same compiled policy, and nothing pending needs a full one).
+func (i *incrementalSync) fullBecause(run *syncRun, p *queue.Changes, t *tally) string {
 	cp, st := run.cp, i.s.states.Of(run.key)
 	switch {
+	case run.listing:
+		return "a trigger informer is listing"
 	case p.Full || t == nil || i.s.dryRun:
-		return false
+		return "queued in full, or no clean sync before"
 	case t.Evaluations != cp.Evaluations || !slices.Equal(t.Triggers, cp.Triggers) || cp.ResolveErr != nil:
-		return false
+		return "compiled or resolved again"
 	case t.Volatile > 0 || t.Since+len(p.Triggers) > max(len(t.ByUID), minFullEvery):
-		return false
+		return "volatile evaluations, or enough incremental ones"
 	case st.Ledger().Rebuilding() || len(st.PendingTombstones()) > 0:
-		return false
+		return "record rebuilding, or tombstones pending"
 	}
 	if before, changed := st.Ledger().DerivedBy(); changed && before != cp.Derives {
-		return false
+		return "derived objects' policy changed"
 	}
-	return true
+	return ""
 }
 
 // incrementalSync syncs only the triggers changed since the policy's last
@@ -76,13 +78,14 @@ func (i *incrementalSync) match(_ context.Context, run *syncRun) (bool, error) {
 		p = &queue.Changes{}
 	}
 	i.tally = s.states.Of(run.key).Tally()
-	if run.listing || !i.allowed(run, p, i.tally) {
-		// A list under way is matched whole, by a full sync.
+	if why := i.fullBecause(run, p, i.tally); why != "" {
+		s.log.Debug("sync in full", "policy", run.key.String(), "because", why)
 		return false, nil
 	}
 	run.phase = s.metrics.Phases()
 	triggers, dirty, ok := s.matcher.matchDirty(run, p, i.tally)
 	if !ok {
+		s.log.Debug("sync in full", "policy", run.key.String(), "because", "a changed trigger cannot be matched alone")
 		return false, nil
 	}
 	i.dirty = dirty
@@ -125,8 +128,12 @@ func (i *incrementalSync) join(run *syncRun) ([]policy.Trigger, bool) {
 
 // accept gives way to a full sync on any failure: only a clean generation
 // adjusts the tally trigger by trigger.
-func (*incrementalSync) accept(run *syncRun, g *generation, err error) bool {
+func (i *incrementalSync) accept(run *syncRun, g *generation, err error) bool {
 	if err != nil || !g.clean() {
+		if err == nil {
+			err = errors.Join(g.mapErr, g.applyErr, errors.Join(g.evalErrs...), errors.Join(g.refuseErrs...))
+		}
+		i.s.log.Debug("sync in full", "policy", run.key.String(), "because", "the incremental one failed", "error", err)
 		run.triggers, run.incremental = nil, false
 		return false
 	}

@@ -174,14 +174,15 @@ func (r *incrRun) probeDeps(h *recompute, done int) {
 		before[p] = [2]float64{count(p, "sprout_syncs_total", "mode", "full"), count(p, "sprout_evaluations_total", "result", "evaluated")}
 	}
 	d.sources[k].value = fmt.Sprintf("probe%d", done)
+	said := h.said.len()
 	r.putSource(k)
 	r.converged(h.c, done)
 	for p, readers := range policies {
 		fulls := count(p, "sprout_syncs_total", "mode", "full") - before[p][0]
 		evaluated := count(p, "sprout_evaluations_total", "result", "evaluated") - before[p][1]
 		if fulls != 0 || evaluated < readers || evaluated > 3*readers {
-			r.t.Errorf("after %d events, %s: a change of c-%d, which %v triggers read, made %v full syncs and %v evaluations",
-				done, p, k, readers, fulls, evaluated)
+			r.t.Errorf("after %d events, %s: a change of c-%d, which %v triggers read, made %v full syncs and %v evaluations; the controller said:\n%s",
+				done, p, k, readers, fulls, evaluated, h.said.since(said, p))
 		}
 	}
 }

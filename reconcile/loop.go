@@ -163,7 +163,6 @@ func (c *Controller) run(ctx context.Context) error {
 	wg.Go(func() { c.tell.Sources().Run(ctx) })
 	wg.Go(func() { c.rights.RBAC().Watch(ctx, c.ctx.Done()) })
 	wg.Go(func() { c.rights.RBAC().RunRechecks(ctx, c.recheckPermissions) })
-	c.tell.LoadReports(ctx)
 	wg.Go(func() { c.tell.RunReports(ctx) })
 	for range c.opts.Workers {
 		wg.Go(func() { wait.UntilWithContext(ctx, c.runWorker, time.Second) })

@@ -48,7 +48,6 @@ func startWriter(t *testing.T, conflicts *atomic.Int64) *policyreport.Writer {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	w.Load(ctx)
 	var wg sync.WaitGroup
 	wg.Go(func() { w.Run(ctx) })
 	t.Cleanup(func() { cancel(); wg.Wait() })

@@ -2,7 +2,12 @@ package reconcile_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"net/http"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/sprout-gitops/sprout/deploy"
@@ -25,14 +31,16 @@ import (
 )
 
 // installReportCRDs installs the report CRDs Sprout ships until the test
-// ends: the controllers of later tests find none, and write no reports.
-func installReportCRDs(t *testing.T) {
+// ends, or until the function it returns uninstalls them: the controllers
+// of later tests find none, and write no reports.
+func installReportCRDs(t *testing.T) (uninstall func()) {
 	t.Helper()
-	installCRDsOf(t, deploy.ReportCRDs)
+	return installCRDsOf(t, deploy.ReportCRDs)
 }
 
-// installCRDsOf installs the CRDs read until the test ends.
-func installCRDsOf(t *testing.T, read func() ([]*apiextensionsv1.CustomResourceDefinition, error)) {
+// installCRDsOf installs the CRDs read until the test ends, or until the
+// function it returns uninstalls them and waits until they are gone.
+func installCRDsOf(t *testing.T, read func() ([]*apiextensionsv1.CustomResourceDefinition, error)) (uninstall func()) {
 	t.Helper()
 	crds, err := read()
 	if err != nil {
@@ -42,20 +50,25 @@ func installCRDsOf(t *testing.T, read func() ([]*apiextensionsv1.CustomResourceD
 	if _, err := envtest.InstallCRDs(cfg, opts); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		if err := envtest.UninstallCRDs(cfg, opts); err != nil {
-			t.Errorf("uninstall the report CRDs: %v", err)
-		}
-		crdClient := dynamic.NewForConfigOrDie(cfg).Resource(schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"})
-		poll(t, "the report CRDs gone", func(ctx context.Context) (bool, error) {
-			for _, crd := range crds {
-				if _, err := crdClient.Get(ctx, crd.Name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
-					return false, notFoundIsNil(err)
-				}
+	var once sync.Once
+	uninstall = func() {
+		once.Do(func() {
+			if err := envtest.UninstallCRDs(cfg, opts); err != nil {
+				t.Errorf("uninstall the report CRDs: %v", err)
 			}
-			return true, nil
+			crdClient := dynamic.NewForConfigOrDie(cfg).Resource(schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"})
+			poll(t, "the report CRDs gone", func(ctx context.Context) (bool, error) {
+				for _, crd := range crds {
+					if _, err := crdClient.Get(ctx, crd.Name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+						return false, notFoundIsNil(err)
+					}
+				}
+				return true, nil
+			})
 		})
-	})
+	}
+	t.Cleanup(uninstall)
+	return uninstall
 }
 
 // reportPolicy is the policy name that generates "<trigger>-out" for
@@ -312,8 +325,10 @@ func restartWritesNoUnchangedReport(t *testing.T, ns string, opts reconcile.Opti
 	}
 }
 
-// A report write waits for Options.Yield, which the controller holds while
-// a sync is under way: nothing reaches the API server before it returns.
+// A report write, and the read of the reports written before, wait for
+// Options.Yield, which the controller holds while a sync is under way and
+// until the first syncs end: nothing reaches the API server before it
+// returns.
 func TestReportWritesWaitForTheirYield(t *testing.T) {
 	installReportCRDs(t)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -326,7 +341,17 @@ func TestReportWritesWaitForTheirYield(t *testing.T) {
 		t.Fatal(err)
 	}
 	yielding, release := make(chan struct{}, 1), make(chan struct{})
-	w, err := policyreport.NewWriter(cfg, policyreport.Options{Yield: func(ctx context.Context) {
+	var lists atomic.Int64
+	counted := rest.CopyConfig(cfg)
+	counted.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripperFunc(func(r *http.Request) (*http.Response, error) {
+			if r.Method == http.MethodGet && strings.Contains(r.URL.Path, "policyreports") && r.URL.Query().Has("labelSelector") {
+				lists.Add(1)
+			}
+			return rt.RoundTrip(r)
+		})
+	})
+	w, err := policyreport.NewWriter(counted, policyreport.Options{Yield: func(ctx context.Context) {
 		select {
 		case yielding <- struct{}{}:
 		default:
@@ -339,7 +364,6 @@ func TestReportWritesWaitForTheirYield(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w.Load(ctx)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -357,6 +381,117 @@ func TestReportWritesWaitForTheirYield(t *testing.T) {
 	if _, err := reportClient(ns).Get(ctx, string(cm.UID), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Fatalf("the report was written before its yield returned (%v)", err)
 	}
+	if n := lists.Load(); n != 0 {
+		t.Errorf("the reports written before were read %d times before the yield returned, want none: a start's lists go first", n)
+	}
 	close(release)
 	waitReport(t, ns, cm.UID, func(*unstructured.Unstructured) bool { return true })
+}
+
+// A writer reads the reports written before while results are already
+// handed to it: a result the report holds is not written again, a changed
+// one is (also one unset, then set again), and a trigger a Retain drops or
+// a deleted one loses its result
+// (#44: the first syncs do not wait for the read). The test holds the read
+// until every result is handed over.
+func TestResultsSetWhileReportsLoadAreMerged(t *testing.T) {
+	installReportCRDs(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ns := "load-merge-reports"
+	createNamespace(t, ns, nil)
+	var triggers []policyreport.Trigger
+	for _, name := range []string{"same", "changed", "dropped", "deleted", "unset-then-set"} {
+		cm, err := kubernetes.NewForConfigOrDie(cfg).CoreV1().ConfigMaps(ns).Create(ctx,
+			&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		triggers = append(triggers, policyreport.Trigger{APIVersion: "v1", Kind: "ConfigMap", Namespace: ns, Name: name, UID: cm.UID})
+	}
+	pol := &metav1.ObjectMeta{Name: "merging"}
+	run := func(w *policyreport.Writer) (stop func()) {
+		ctx, cancel := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			w.Run(ctx)
+		}()
+		return func() { cancel(); <-done }
+	}
+	first, err := policyreport.NewWriter(cfg, policyreport.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := run(first)
+	for _, tr := range triggers {
+		first.Set(tr, "merging", policyreport.Pass(pol, nil, nil))
+	}
+	before := map[types.UID]string{}
+	for _, tr := range triggers {
+		before[tr.UID] = waitReport(t, ns, tr.UID, func(*unstructured.Unstructured) bool { return true }).GetResourceVersion()
+	}
+	stop()
+
+	// The second writer's list of reports waits for release; its writes
+	// are counted.
+	release := make(chan struct{})
+	var mu sync.Mutex
+	var writes []string
+	held := rest.CopyConfig(cfg)
+	held.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripperFunc(func(r *http.Request) (*http.Response, error) {
+			if strings.Contains(r.URL.Path, "policyreports") {
+				switch r.Method {
+				case http.MethodGet:
+					if r.URL.Query().Has("labelSelector") {
+						select {
+						case <-release:
+						case <-r.Context().Done():
+						}
+					}
+				default:
+					mu.Lock()
+					writes = append(writes, r.Method+" "+r.URL.Path)
+					mu.Unlock()
+				}
+			}
+			return rt.RoundTrip(r)
+		})
+	})
+	second, err := policyreport.NewWriter(held, policyreport.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer run(second)()
+	second.Set(triggers[0], "merging", policyreport.Pass(pol, nil, nil))
+	second.Set(triggers[1], "merging", policyreport.Error(pol, errors.New("changed")))
+	second.Retain("merging", func(uid types.UID) bool { return uid != triggers[2].UID })
+	second.Forget(triggers[3].UID)
+	second.Unset(triggers[4].UID, "merging")
+	second.Set(triggers[4], "merging", policyreport.Error(pol, errors.New("set again")))
+	close(release)
+
+	waitReport(t, ns, triggers[1].UID, func(u *unstructured.Unstructured) bool {
+		results, _, _ := unstructured.NestedSlice(u.Object, "results")
+		return len(results) == 1 && results[0].(map[string]any)["result"] == "error"
+	})
+	waitNoReport(t, ns, triggers[2].UID)
+	waitNoReport(t, ns, triggers[3].UID)
+	waitReport(t, ns, triggers[4].UID, func(u *unstructured.Unstructured) bool {
+		results, _, _ := unstructured.NestedSlice(u.Object, "results")
+		return len(results) == 1 && strings.HasSuffix(fmt.Sprint(results[0].(map[string]any)["message"]), "set again")
+	})
+	u, err := reportClient(ns).Get(ctx, string(triggers[0].UID), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u.GetResourceVersion() != before[triggers[0].UID] {
+		t.Errorf("the report whose result did not change was written: resourceVersion %s, then %s", before[triggers[0].UID], u.GetResourceVersion())
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(writes) != 4 {
+		t.Errorf("the writer made %d writes, want 4 (the two changed results, the dropped one, the deleted trigger's): %v", len(writes), writes)
+	}
 }

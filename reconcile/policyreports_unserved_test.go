@@ -15,24 +15,31 @@ import (
 )
 
 // A report written while the API server does not serve the report CRD, as
-// right after it is installed (or while discovery is briefly unavailable),
+// while it is installed again (or while discovery is briefly unavailable),
 // gets the API server's bare NotFound. That is no sign of a gone
 // namespace: the write is tried again and lands once the CRD is served.
+// The writer read the reports while the CRD was served, so it is on.
 func TestAReportWrittenBeforeItsCRDIsServedIsWrittenAgain(t *testing.T) {
 	tb := newTable(t, "reports-unserved")
 	tb.trigger("early", "reported", "1")
 	early := tb.get("early")
 
-	// refused is closed when the API server answered a report create
-	// with NotFound: the CRD is installed only after that.
-	refused := make(chan struct{})
-	var once sync.Once
+	// loaded is closed when the writer has read the reports written
+	// before; refused, when the API server answered a report create with
+	// NotFound: the CRD is installed again only after that.
+	uninstall := installReportCRDs(t)
+	loaded, refused := make(chan struct{}), make(chan struct{})
+	var onceLoaded, onceRefused sync.Once
 	own := rest.CopyConfig(cfg)
 	own.Wrap(func(rt http.RoundTripper) http.RoundTripper {
 		return roundTripFunc(func(req *http.Request) (*http.Response, error) {
 			resp, err := rt.RoundTrip(req)
-			if err == nil && req.Method == http.MethodPost && strings.Contains(req.URL.Path, "/policyreports") && resp.StatusCode == http.StatusNotFound {
-				once.Do(func() { close(refused) })
+			switch {
+			case err != nil:
+			case req.Method == http.MethodGet && strings.Contains(req.URL.Path, "/clusterpolicyreports") && resp.StatusCode == http.StatusOK:
+				onceLoaded.Do(func() { close(loaded) }) // the last list of the read
+			case req.Method == http.MethodPost && strings.Contains(req.URL.Path, "/policyreports") && resp.StatusCode == http.StatusNotFound:
+				onceRefused.Do(func() { close(refused) })
 			}
 			return resp, err
 		})
@@ -45,6 +52,12 @@ func TestAReportWrittenBeforeItsCRDIsServedIsWrittenAgain(t *testing.T) {
 	done := make(chan struct{})
 	go func() { defer close(done); w.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
+	select {
+	case <-loaded:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the writer did not read the reports in 30 s")
+	}
+	uninstall()
 
 	w.Set(policyreport.Trigger{APIVersion: "v1", Kind: "ConfigMap", Namespace: tb.ns, Name: "early", UID: early.UID}, "early-policy", &policyreport.Result{Policy: "early-policy", Rule: "early-policy", Result: policyreport.StatusPass})
 	select {

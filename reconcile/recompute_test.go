@@ -38,7 +38,10 @@ type recompute struct {
 	c   *reconcile.Controller
 	reg *prometheus.Registry
 	log *writeLog
-	dyn dynamic.Interface
+	// said is what the controller logged, debug lines too, for a failure
+	// to tell why it synced as it did.
+	said *logTail
+	dyn  dynamic.Interface
 	// about is in the name of each of the test's policies and records and
 	// in the path of each of its writes; namespaces are the test's.
 	about      string
@@ -51,10 +54,10 @@ type recompute struct {
 func startRecompute(t *testing.T, about string, namespaces []string, policies ...string) *recompute {
 	t.Helper()
 	logged, log := logWrites(cfg, about)
-	h := &recompute{t: t, reg: prometheus.NewRegistry(), log: log, dyn: dynamic.NewForConfigOrDie(cfg),
+	h := &recompute{t: t, reg: prometheus.NewRegistry(), log: log, said: &logTail{}, dyn: dynamic.NewForConfigOrDie(cfg),
 		about: about, namespaces: namespaces, policies: policies}
 	opts := reconcile.DefaultOptions()
-	opts.Logger = slog.New(slog.DiscardHandler)
+	opts.Logger = slog.New(slog.NewTextHandler(h.said, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	opts.Metrics = h.reg
 	c, stop := launchController(t, logged, opts)
 	h.c = c
@@ -247,6 +250,47 @@ func flatten(path string, v any, out map[string]string) {
 	default:
 		out[path] = fmt.Sprint(v)
 	}
+}
+
+// logTail keeps the last lines a controller logged.
+type logTail struct {
+	mu      sync.Mutex
+	lines   []string
+	dropped int
+}
+
+// logTailMax bounds the lines a logTail keeps.
+const logTailMax = 4096
+
+func (l *logTail) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.lines = append(l.lines, string(p))
+	if len(l.lines) > logTailMax {
+		l.dropped += logTailMax / 2
+		l.lines = slices.Delete(l.lines, 0, logTailMax/2)
+	}
+	return len(p), nil
+}
+
+// len counts the lines logged so far.
+func (l *logTail) len() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.dropped + len(l.lines)
+}
+
+// since returns the lines logged after the first n that contain about.
+func (l *logTail) since(n int, about string) string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var b strings.Builder
+	for _, line := range l.lines[min(max(n-l.dropped, 0), len(l.lines)):] {
+		if strings.Contains(line, about) {
+			b.WriteString("  " + line)
+		}
+	}
+	return b.String()
 }
 
 // writeLog keeps the writes, not reads, whose path contains about, with

@@ -2,8 +2,9 @@
 // each since its last sync. A key queued by anything but a trigger event
 // is marked for a full sync; a trigger event marks that trigger alone, and
 // the sync that takes the key takes what was marked with it (Take). It
-// knows nothing of syncs: the core decides what a full or a partial sync
-// is. Workers are shared fairly among tenants (fair.go): one namespace's
+// knows nothing of what a sync does: the core decides what a full or a
+// partial sync is; it holds only which syncs are under way (Running).
+// Workers are shared fairly among tenants (fair.go): one namespace's
 // policies do not hold more than their share while another's wait.
 package queue
 

@@ -12,16 +12,9 @@ import (
 	"github.com/sprout-gitops/sprout/reconcile/policy"
 )
 
-// LoadReports reads the PolicyReports Sprout wrote before it started:
-// called before the first sync, a restart writes no report whose results
-// did not change.
-func (t *Teller) LoadReports(ctx context.Context) {
-	if t.reports != nil {
-		t.reports.Load(ctx)
-	}
-}
-
-// RunReports writes the PolicyReports until ctx is done.
+// RunReports reads the PolicyReports Sprout wrote before it started, so
+// that a restart writes none whose results did not change, then writes
+// them until ctx is done. The first syncs do not wait for the read.
 func (t *Teller) RunReports(ctx context.Context) {
 	if t.reports != nil {
 		t.reports.Run(ctx)

@@ -319,7 +319,6 @@ func TestReportsOffWriteNothing(t *testing.T) {
 	tl, _, _, _ := newTestTeller(t, false)
 	cp := clusterPolicy("p", 1, "5")
 	tr := policy.Trigger{Object: cached(t, "t")}
-	tl.LoadReports(t.Context())
 	tl.RunReports(t.Context())
 	tl.Trigger(cp, tr, policy.Evaluation{}, nil)
 	tl.ApplyFailed(cp, []policy.Trigger{tr}, map[string]error{"": errors.New("x")})
