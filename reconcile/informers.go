@@ -41,8 +41,32 @@ func (in *intake) watches(key policy.Key, cp *policy.Compiled, w watchKey) bool 
 
 // needNamespaces starts the Namespace cache, which namespaced triggers
 // need (namespaceSelector, namespaceObject); starting it again is a no-op.
+// Once it has listed, the policies whose sync waited for it are queued:
+// nothing else would wake them before their back-off, and a first sync
+// that found it listing still waited for up to 100 ms, or for its whole
+// trigger list.
 func (in *intake) needNamespaces() {
 	in.informers.Start(in.ctx.Done())
+	in.namespacesListed.Do(func() {
+		listed := in.informers.Core().V1().Namespaces().Informer().HasSynced
+		go func() {
+			if waitSynced(in.ctx, listed) {
+				in.queueWaiting()
+			}
+		}()
+	})
+}
+
+// queueWaiting queues the running policies whose last sync waited for a
+// cache.
+func (in *intake) queueWaiting() {
+	in.policies(false, func(running map[policy.Key]*policy.Compiled) {
+		for key := range running {
+			if in.states.Of(key).Waiting() {
+				in.queue.Add(key)
+			}
+		}
+	})
 }
 
 // namespacesSynced reports whether the Namespace cache is ready for a

@@ -2,6 +2,7 @@ package reconcile
 
 import (
 	"context"
+	"sync"
 
 	"k8s.io/client-go/informers"
 
@@ -35,10 +36,12 @@ type intake struct {
 	kinds     *kinds.Kinds
 	triggers  *watches.Triggers
 	generated *watches.Generated
-	// informers start the Namespace cache, which namespaced triggers need.
-	informers informers.SharedInformerFactory
-	rights    *access.Rights
-	created   *cluster.CreatedVersions
+	// informers start the Namespace cache, which namespaced triggers need;
+	// namespacesListed wakes, once, the policies that waited for it.
+	informers        informers.SharedInformerFactory
+	namespacesListed sync.Once
+	rights           *access.Rights
+	created          *cluster.CreatedVersions
 
 	// eval matches triggers, tell hears of triggers gone, and ledger
 	// confirms objects first cached: set once they are made, before any

@@ -15,6 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
@@ -243,5 +244,60 @@ func TestWritesToTheListedResourceDoNotWaitForTheList(t *testing.T) {
 	})
 	if got := lists.Load(); got != 1 {
 		t.Errorf("the triggers were listed %d times, want once", got)
+	}
+}
+
+// TestASyncThatWaitedForTheNamespacesIsWokenWhenTheyAreListed: a policy
+// whose triggers are namespaced waits for the Namespace cache; once it
+// has listed, the policy is queued at once, not left to its back-off. The
+// Namespace list is held until the policy has waited so often that its
+// next back-off is 3.2 s; after the list is let through, its first object
+// comes well before that.
+func TestASyncThatWaitedForTheNamespacesIsWokenWhenTheyAreListed(t *testing.T) {
+	const ns = "listing-nswake"
+	kube := kubernetes.NewForConfigOrDie(cfg)
+	createNamespace(t, ns, nil)
+	t.Cleanup(func() { _ = kube.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{}) })
+	createTriggers(t, kube, ns, "listing", "nswake", 3)
+
+	release := make(chan struct{})
+	held := rest.CopyConfig(cfg)
+	held.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
+			if req.Method == http.MethodGet && req.URL.Path == "/api/v1/namespaces" {
+				select {
+				case <-release:
+				case <-req.Context().Done():
+					return nil, req.Context().Err()
+				}
+			}
+			return rt.RoundTrip(req)
+		})
+	})
+	reg := prometheus.NewRegistry()
+	runControllerOn(t, held, func(o *reconcile.Options) { o.Metrics = reg })
+	applySecretCopy(t, "nswake", "nswake")
+
+	// Each sync that waits is queued again after 100 ms, doubled at each
+	// wait up to 3.2 s at the sixth; with the policy's first add and the
+	// trigger list's end, eight adds are past the sixth wait.
+	adds := func() float64 {
+		return metricValue(t, reg, "sprout_workqueue_adds_total", map[string]string{"name": "policies"})
+	}
+	if err := wait.PollUntilContextTimeout(context.Background(), time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		return adds() >= 8, nil
+	}); err != nil {
+		t.Fatalf("the policy did not wait for the Namespace cache: %v adds", adds())
+	}
+	close(release)
+	err := wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, 2*time.Second, true, func(ctx context.Context) (bool, error) {
+		_, err := kube.CoreV1().Secrets(ns).Get(ctx, "t-000-out", metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		return err == nil, err
+	})
+	if err != nil {
+		t.Fatalf("no object within 2 s of the Namespaces listed (its back-off was 3.2 s): %v", err)
 	}
 }
