@@ -131,7 +131,7 @@ func (i *incrementalSync) join(run *syncRun) ([]policy.Trigger, bool) {
 func (i *incrementalSync) accept(run *syncRun, g *generation, err error) bool {
 	if err != nil || !g.clean() {
 		if err == nil {
-			err = errors.Join(g.mapErr, g.applyErr, errors.Join(g.evalErrs...), errors.Join(g.refuseErrs...))
+			err = errors.Join(g.mapErr, g.applyErr, g.evalErr(), g.refuseErr())
 		}
 		i.s.log.Debug("sync in full", "policy", run.key.String(), "because", "the incremental one failed", "error", err)
 		run.triggers, run.incremental = nil, false

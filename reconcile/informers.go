@@ -41,28 +41,27 @@ func (in *intake) watches(key policy.Key, cp *policy.Compiled, w watchKey) bool 
 
 // needNamespaces starts the Namespace cache, which namespaced triggers
 // need (namespaceSelector, namespaceObject); starting it again is a no-op.
-// Once it has listed, the policies whose sync waited for it are queued:
-// nothing else would wake them before their back-off, and a first sync
-// that found it listing still waited for up to 100 ms, or for its whole
-// trigger list.
+// Once it has listed, the policies whose sync waited for a cache are
+// queued, as a trigger list's end queues those it serves: nothing else
+// would wake them before their back-off.
 func (in *intake) needNamespaces() {
 	in.informers.Start(in.ctx.Done())
 	in.namespacesListed.Do(func() {
 		listed := in.informers.Core().V1().Namespaces().Informer().HasSynced
 		go func() {
 			if waitSynced(in.ctx, listed) {
-				in.queueWaiting()
+				in.queueWaiting(func(policy.Key, *policy.Compiled) bool { return true })
 			}
 		}()
 	})
 }
 
-// queueWaiting queues the running policies whose last sync waited for a
-// cache.
-func (in *intake) queueWaiting() {
+// queueWaiting queues the running policies that waits picks whose last
+// sync waited for a cache.
+func (in *intake) queueWaiting(waits func(policy.Key, *policy.Compiled) bool) {
 	in.policies(false, func(running map[policy.Key]*policy.Compiled) {
-		for key := range running {
-			if in.states.Of(key).Waiting() {
+		for key, cp := range running {
+			if waits(key, cp) && in.states.Of(key).Waiting() {
 				in.queue.Add(key)
 			}
 		}
@@ -259,13 +258,7 @@ func (in *intake) queueTrigger(key policy.Key, cp *policy.Compiled, gvr schema.G
 // whose sync took w's list as it came: that sync matches all of it, and
 // another would match every trigger again, for nothing.
 func (in *intake) queueWatching(w watchKey) {
-	in.policies(false, func(running map[policy.Key]*policy.Compiled) {
-		for key, cp := range running {
-			if in.watches(key, cp, w) && in.states.Of(key).Waiting() {
-				in.queue.Add(key)
-			}
-		}
-	})
+	in.queueWaiting(func(key policy.Key, cp *policy.Compiled) bool { return in.watches(key, cp, w) })
 }
 
 // rememberUpdate keeps the state before an UPDATE for the policies that
