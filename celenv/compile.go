@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/google/cel-go/cel"
@@ -29,11 +30,19 @@ type Program struct {
 	// readsEvent is set when an expression reads oldObject or request: the
 	// event a trigger was last seen in matters, not only its state.
 	readsEvent bool
+	// readsNamespace is set when an expression reads namespaceObject: a
+	// change to a trigger's Namespace other than its labels matters.
+	readsNamespace bool
 }
 
 // ReadsEvent reports whether the policy reads oldObject or request, so the
 // caller knows whether to keep the previous state of updated triggers.
 func (p *Program) ReadsEvent() bool { return p.readsEvent }
+
+// ReadsNamespace reports whether the policy reads namespaceObject: whether
+// a change to a trigger's Namespace may change what it generates even when
+// the Namespace's labels, which its namespaceSelector reads, stay.
+func (p *Program) ReadsNamespace() bool { return p.readsNamespace }
 
 // generateEntry is one compiled generate[] entry: it adds what it generates
 // to gen.
@@ -126,16 +135,18 @@ func Compile(policy apiv1.Policy) *Program {
 	}
 	audit, auditErrs := compileAuditAnnotations(env, b, spec, defined)
 	p.audit, errs = audit, append(errs, auditErrs...)
-	p.readsEvent = readsEvent(spec)
+	p.readsEvent = mayRead(spec, varOldObject, varRequest)
+	p.readsNamespace = mayRead(spec, varNamespaceObject)
 	if len(errs) > 0 {
 		p.err = fmt.Errorf("%s: %w", p.policy, errs.ToAggregate())
 	}
 	return p
 }
 
-// readsEvent reports whether any expression of spec may read oldObject or
-// request. It looks at the text: a false positive only keeps more state.
-func readsEvent(spec *apiv1.GeneratingPolicySpec) bool {
+// mayRead reports whether any expression of spec may read one of the
+// variables vars. It looks at the text: a false positive only keeps more
+// state, or syncs more.
+func mayRead(spec *apiv1.GeneratingPolicySpec, vars ...string) bool {
 	var texts []string
 	for _, mc := range spec.MatchConditions {
 		texts = append(texts, mc.Expression)
@@ -149,12 +160,12 @@ func readsEvent(spec *apiv1.GeneratingPolicySpec) bool {
 			texts = append(texts, g.Template.Value)
 		}
 	}
-	for _, t := range texts {
-		if strings.Contains(t, varOldObject) || strings.Contains(t, varRequest) {
-			return true
-		}
+	for _, a := range spec.AuditAnnotations {
+		texts = append(texts, a.ValueExpression)
 	}
-	return false
+	return slices.ContainsFunc(texts, func(t string) bool {
+		return slices.ContainsFunc(vars, func(v string) bool { return strings.Contains(t, v) })
+	})
 }
 
 // Bounds on what compiling one policy may cost. Compiling takes time for

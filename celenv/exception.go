@@ -33,6 +33,8 @@ type Exception struct {
 	allowedValues []string
 	conditions    []expression
 	readsEvent    bool
+	// readsNamespace: a condition reads namespaceObject.
+	readsNamespace bool
 	// err, when set, is why the exception does not compile: it fails
 	// every trigger it is checked for (FailingException).
 	err error
@@ -48,6 +50,9 @@ func FailingException(name string, err error) *Exception {
 
 // ReadsEvent reports whether the exception reads oldObject or request.
 func (e *Exception) ReadsEvent() bool { return e.readsEvent }
+
+// ReadsNamespace reports whether the exception reads namespaceObject.
+func (e *Exception) ReadsNamespace() bool { return e.readsNamespace }
 
 // CompileException compiles the exception's match conditions, with the same
 // bounds as a policy's. Its errors name the exception and each field path.
@@ -73,6 +78,7 @@ func CompileException(e *apiv1.PolicyException) (*Exception, error) {
 		errs = append(errs, err...)
 		out.conditions = append(out.conditions, expr)
 		out.readsEvent = out.readsEvent || strings.Contains(mc.Expression, varOldObject) || strings.Contains(mc.Expression, varRequest)
+		out.readsNamespace = out.readsNamespace || strings.Contains(mc.Expression, varNamespaceObject)
 	}
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("%s %s: %w", apiv1.PolicyExceptionKind, name, errs.ToAggregate())

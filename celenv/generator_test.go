@@ -274,3 +274,36 @@ func TestEvaluationLeavesItsInputsAlone(t *testing.T) {
 		t.Errorf("the trigger changed with what was generated from it:\n%v\nwas\n%v", trigger.Object, before.Object)
 	}
 }
+
+// A policy reads namespaceObject when any of its expressions names it, in
+// whichever part of the policy: a Namespace's change other than its
+// labels matters to it, and to no other policy.
+func TestReadsNamespaceWhereverAnExpressionNamesIt(t *testing.T) {
+	const reads = `has(namespaceObject.metadata.annotations)`
+	apply := `generator.Apply(object.metadata.namespace, [dyn({"kind": "ConfigMap", "apiVersion": "v1", "metadata": {"name": "x"}})])`
+	for name, edit := range map[string]func(*apiv1.GeneratingPolicySpec){
+		"none": func(*apiv1.GeneratingPolicySpec) {},
+		"matchConditions": func(s *apiv1.GeneratingPolicySpec) {
+			s.MatchConditions = []admissionregistrationv1.MatchCondition{{Name: "ns", Expression: reads}}
+		},
+		"variables": func(s *apiv1.GeneratingPolicySpec) {
+			s.Variables = []admissionregistrationv1.Variable{{Name: "ns", Expression: reads}}
+		},
+		"generate": func(s *apiv1.GeneratingPolicySpec) {
+			s.Generation[0].Expression = strings.Replace(apply, `"x"`, `string(`+reads+`)`, 1)
+		},
+		"auditAnnotations": func(s *apiv1.GeneratingPolicySpec) {
+			s.AuditAnnotations = []admissionregistrationv1.AuditAnnotation{{Key: "ns", ValueExpression: `string(` + reads + `)`}}
+		},
+	} {
+		p := policyWith(false, apply).(*apiv1.GeneratingPolicy)
+		edit(&p.Spec)
+		prog := celenv.Compile(p)
+		if err := prog.Err(); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if got, want := prog.ReadsNamespace(), name != "none"; got != want {
+			t.Errorf("namespaceObject in %s: ReadsNamespace %v, want %v", name, got, want)
+		}
+	}
+}

@@ -13,6 +13,8 @@ import (
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/sprout-gitops/sprout/reconcile/policy"
 )
 
 // The loop: the work queues, the workers that take policies from them,
@@ -62,8 +64,10 @@ func (c *Controller) start(ctx context.Context) error {
 				c.requeueAll()
 			case !ok1 || !ok2 || o.ResourceVersion != n.ResourceVersion:
 				// Read as namespaceObject, it changes what a trigger in it
-				// generates: the next sync of each policy sees it whole.
-				c.markAllFull()
+				// generates: the next sync of each policy that reads it
+				// sees it whole. No other policy reads more of it than its
+				// labels.
+				c.markNamespaceReadersFull()
 			}
 		},
 	}); err != nil {
@@ -276,13 +280,30 @@ func waitSynced(ctx context.Context, synced ...cache.InformerSynced) bool {
 	return err == nil
 }
 
-// markAllFull makes the next sync of every policy a full one, without
-// queueing any: a change that never queued a policy before (a Namespace's
-// annotations) is still seen whole when something else does.
-func (c *Controller) markAllFull() {
+// markNamespaceReadersFull makes the next sync of every policy that reads
+// namespaceObject, or that an exception reading it names, a full one,
+// without queueing any: a change that never queued a policy before (a
+// Namespace's annotations) is still seen whole when something else does.
+// Every other policy goes on syncing incrementally: marking them all, every
+// change to any Namespace (an annotation a controller sets, each step of a
+// deletion) cost each policy a sync of all its triggers.
+func (c *Controller) markNamespaceReadersFull() {
+	var readers, others []policy.Key
 	c.mu.RLock()
-	defer c.mu.RUnlock()
-	for key := range c.policies {
+	for key, cp := range c.policies {
+		if cp.Program.ReadsNamespace() {
+			readers = append(readers, key)
+		} else {
+			others = append(others, key)
+		}
+	}
+	c.mu.RUnlock()
+	for _, key := range others {
+		if c.eval.ExceptionsReadNamespace(key) {
+			readers = append(readers, key)
+		}
+	}
+	for _, key := range readers {
 		c.queue.MarkFull(key)
 	}
 }

@@ -62,6 +62,26 @@ func (e *Evaluator) TakeExceptions(source string, list []sources.Exception) (cha
 	return func(key policy.Key) bool { return names(diff, key) }
 }
 
+// ExceptionsReadNamespace reports whether an exception that reads
+// namespaceObject names the policy of key: a change to a trigger's
+// Namespace may change which of its triggers that exception skips.
+func (e *Evaluator) ExceptionsReadNamespace(key policy.Key) bool {
+	if !e.cfg.Exceptions {
+		return false
+	}
+	s := &e.exceptions
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, list := range s.bySource {
+		for _, x := range list {
+			if x.Compiled != nil && x.Compiled.ReadsNamespace() && names([]sources.Exception{x}, key) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // changedExceptions returns the exceptions in one list and not the other,
 // the same exception being the same compiled one.
 func changedExceptions(before, after []sources.Exception) []sources.Exception {

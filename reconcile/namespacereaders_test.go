@@ -1,0 +1,136 @@
+package reconcile_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/sprout-gitops/sprout/reconcile"
+)
+
+// namespacePolicy is a policy that copies each ConfigMap labelled
+// nsread=yes into a ConfigMap named after it and the policy, with data
+// (a CEL map).
+func namespacePolicy(name, data string) string {
+	return fmt.Sprintf(`apiVersion: policies.kyverno.io/v1
+kind: GeneratingPolicy
+metadata:
+  name: %[1]s
+spec:
+  evaluation:
+    synchronize:
+      enabled: true
+    generateExisting:
+      enabled: true
+  matchConstraints:
+    resourceRules:
+    - apiGroups: [""]
+      apiVersions: ["v1"]
+      operations: ["CREATE", "UPDATE"]
+      resources: ["configmaps"]
+    objectSelector:
+      matchLabels:
+        nsread: "yes"
+  generate:
+  - expression: >-
+      generator.Apply(object.metadata.namespace, [
+        {
+          "kind": dyn("ConfigMap"),
+          "apiVersion": dyn("v1"),
+          "metadata": dyn({"name": object.metadata.name + "-%[1]s", "namespace": object.metadata.namespace}),
+          "data": dyn(%[2]s)
+        }
+      ])
+`, name, data)
+}
+
+// TestANamespaceChangeSyncsInFullOnlyThePoliciesThatReadIt: a change to a
+// Namespace other than its labels (an annotation) is seen whole by the
+// next sync of a policy that reads namespaceObject, which generates from
+// it again, and leaves a policy that does not read it syncing only the
+// triggers that changed. Each step of a Namespace's deletion, and every
+// annotation a controller sets on one, cost every policy a sync of all its
+// triggers before.
+func TestANamespaceChangeSyncsInFullOnlyThePoliciesThatReadIt(t *testing.T) {
+	const ns = "ns-readers"
+	tb := newTable(t, ns)
+	t.Cleanup(func() { _ = tb.kube.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{}) })
+	reg := prometheus.NewRegistry()
+	runController(t, func(o *reconcile.Options) { o.Metrics = reg })
+	tb.applyPolicy(namespacePolicy("ns-blind", `{"source": object.metadata.name}`))
+	tb.applyPolicy(namespacePolicy("ns-reader",
+		`{"team": has(namespaceObject.metadata.annotations) && "team" in namespaceObject.metadata.annotations ? namespaceObject.metadata.annotations["team"] : "none"}`))
+	t.Cleanup(func() {
+		tb.deletePolicy("ns-blind")
+		tb.deletePolicy("ns-reader")
+	})
+
+	ctx := context.Background()
+	copied := func(trigger, policy, key string) (string, bool) {
+		cm, err := tb.kube.CoreV1().ConfigMaps(ns).Get(ctx, trigger+"-"+policy, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			return "", false
+		case err != nil:
+			t.Fatal(err)
+		}
+		return cm.Data[key], true
+	}
+	trigger := func(i int) string {
+		t.Helper()
+		name := fmt.Sprintf("t-%d", i)
+		if _, err := tb.kube.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"nsread": "yes"}},
+		}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		poll(t, name+"'s copies", func(context.Context) (bool, error) {
+			_, blind := copied(name, "ns-blind", "source")
+			_, reader := copied(name, "ns-reader", "team")
+			return blind && reader, nil
+		})
+		return name
+	}
+	trigger(0)
+	if team, _ := copied("t-0", "ns-reader", "team"); team != "none" {
+		t.Fatalf("t-0's copy of ns-reader holds team %q, want none", team)
+	}
+	fulls := func(policy string) float64 {
+		return metricValue(t, reg, "sprout_syncs_total", map[string]string{"policy": "GeneratingPolicy/" + policy, "mode": "full"})
+	}
+	poll(t, "the first syncs", func(context.Context) (bool, error) {
+		return fulls("ns-blind") >= 1 && fulls("ns-reader") >= 1, nil
+	})
+	blind, reader := fulls("ns-blind"), fulls("ns-reader")
+
+	if _, err := tb.kube.CoreV1().Namespaces().Patch(ctx, ns, types.MergePatchType,
+		[]byte(`{"metadata":{"annotations":{"team":"blue"}}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// The Namespace's change queues no policy: each new trigger queues
+	// both, until a sync of ns-reader has seen the change (its copy of t-0
+	// reads it); one more trigger then comes after the change for both.
+	i := 1
+	for ; ; i++ {
+		trigger(i)
+		if team, _ := copied("t-0", "ns-reader", "team"); team == "blue" {
+			break
+		}
+		if i == 20 {
+			t.Fatal("20 triggers after the Namespace's annotation, ns-reader's copy of t-0 still does not read it")
+		}
+	}
+	trigger(i + 1)
+	if got := fulls("ns-reader") - reader; got < 1 {
+		t.Errorf("ns-reader, which reads namespaceObject, made %v full syncs after its Namespace changed, want at least 1", got)
+	}
+	if got := fulls("ns-blind") - blind; got != 0 {
+		t.Errorf("ns-blind, which does not read namespaceObject, made %v full syncs after a Namespace's annotation changed, want none", got)
+	}
+}
