@@ -53,8 +53,8 @@ spec:
 // TestANamespaceChangeSyncsInFullOnlyThePoliciesThatReadIt: a change to a
 // Namespace other than its labels (an annotation) is seen whole by the
 // next sync of a policy that reads namespaceObject, which generates from
-// it again, and leaves a policy that does not read it syncing only the
-// triggers that changed. Each step of a Namespace's deletion, and every
+// it again, and of a policy a PolicyException reading it names, and leaves
+// a policy that does neither syncing only the triggers that changed. Each step of a Namespace's deletion, and every
 // annotation a controller sets on one, cost every policy a sync of all its
 // triggers before.
 func TestANamespaceChangeSyncsInFullOnlyThePoliciesThatReadIt(t *testing.T) {
@@ -62,11 +62,17 @@ func TestANamespaceChangeSyncsInFullOnlyThePoliciesThatReadIt(t *testing.T) {
 	tb := newTable(t, ns)
 	t.Cleanup(func() { _ = tb.kube.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{}) })
 	reg := prometheus.NewRegistry()
-	runController(t, func(o *reconcile.Options) { o.Metrics = reg })
+	runController(t, func(o *reconcile.Options) {
+		o.Metrics, o.PolicyExceptions, o.ExceptionNamespace = reg, true, ns
+	})
+	applyException(t, exceptionDoc(ns, "skip-marked", "ns-excepted",
+		`has(namespaceObject.metadata.annotations) && "skip" in namespaceObject.metadata.annotations`))
+	tb.applyPolicy(namespacePolicy("ns-excepted", `{"source": object.metadata.name}`))
 	tb.applyPolicy(namespacePolicy("ns-blind", `{"source": object.metadata.name}`))
 	tb.applyPolicy(namespacePolicy("ns-reader",
 		`{"team": has(namespaceObject.metadata.annotations) && "team" in namespaceObject.metadata.annotations ? namespaceObject.metadata.annotations["team"] : "none"}`))
 	t.Cleanup(func() {
+		tb.deletePolicy("ns-excepted")
 		tb.deletePolicy("ns-blind")
 		tb.deletePolicy("ns-reader")
 	})
@@ -93,7 +99,8 @@ func TestANamespaceChangeSyncsInFullOnlyThePoliciesThatReadIt(t *testing.T) {
 		poll(t, name+"'s copies", func(context.Context) (bool, error) {
 			_, blind := copied(name, "ns-blind", "source")
 			_, reader := copied(name, "ns-reader", "team")
-			return blind && reader, nil
+			_, excepted := copied(name, "ns-excepted", "source")
+			return blind && reader && excepted, nil
 		})
 		return name
 	}
@@ -105,17 +112,17 @@ func TestANamespaceChangeSyncsInFullOnlyThePoliciesThatReadIt(t *testing.T) {
 		return metricValue(t, reg, "sprout_syncs_total", map[string]string{"policy": "GeneratingPolicy/" + policy, "mode": "full"})
 	}
 	poll(t, "the first syncs", func(context.Context) (bool, error) {
-		return fulls("ns-blind") >= 1 && fulls("ns-reader") >= 1, nil
+		return fulls("ns-blind") >= 1 && fulls("ns-reader") >= 1 && fulls("ns-excepted") >= 1, nil
 	})
-	blind, reader := fulls("ns-blind"), fulls("ns-reader")
+	blind, reader, excepted := fulls("ns-blind"), fulls("ns-reader"), fulls("ns-excepted")
 
 	if _, err := tb.kube.CoreV1().Namespaces().Patch(ctx, ns, types.MergePatchType,
 		[]byte(`{"metadata":{"annotations":{"team":"blue"}}}`), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	// The Namespace's change queues no policy: each new trigger queues
-	// both, until a sync of ns-reader has seen the change (its copy of t-0
-	// reads it); one more trigger then comes after the change for both.
+	// them all, until a sync of ns-reader has seen the change (its copy of t-0
+	// reads it); one more trigger then comes after the change for each.
 	i := 1
 	for ; ; i++ {
 		trigger(i)
@@ -129,6 +136,9 @@ func TestANamespaceChangeSyncsInFullOnlyThePoliciesThatReadIt(t *testing.T) {
 	trigger(i + 1)
 	if got := fulls("ns-reader") - reader; got < 1 {
 		t.Errorf("ns-reader, which reads namespaceObject, made %v full syncs after its Namespace changed, want at least 1", got)
+	}
+	if got := fulls("ns-excepted") - excepted; got < 1 {
+		t.Errorf("ns-excepted, named by an exception that reads namespaceObject, made %v full syncs after its Namespace changed, want at least 1", got)
 	}
 	if got := fulls("ns-blind") - blind; got != 0 {
 		t.Errorf("ns-blind, which does not read namespaceObject, made %v full syncs after a Namespace's annotation changed, want none", got)
