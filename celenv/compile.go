@@ -135,37 +135,12 @@ func Compile(policy apiv1.Policy) *Program {
 	}
 	audit, auditErrs := compileAuditAnnotations(env, b, spec, defined)
 	p.audit, errs = audit, append(errs, auditErrs...)
-	p.readsEvent = mayRead(spec, varOldObject, varRequest)
-	p.readsNamespace = mayRead(spec, varNamespaceObject)
+	p.readsEvent = b.reads(varOldObject, varRequest)
+	p.readsNamespace = b.reads(varNamespaceObject)
 	if len(errs) > 0 {
 		p.err = fmt.Errorf("%s: %w", p.policy, errs.ToAggregate())
 	}
 	return p
-}
-
-// mayRead reports whether any expression of spec may read one of the
-// variables vars. It looks at the text: a false positive only keeps more
-// state, or syncs more.
-func mayRead(spec *apiv1.GeneratingPolicySpec, vars ...string) bool {
-	var texts []string
-	for _, mc := range spec.MatchConditions {
-		texts = append(texts, mc.Expression)
-	}
-	for _, v := range spec.Variables {
-		texts = append(texts, v.Expression)
-	}
-	for _, g := range spec.Generation {
-		texts = append(texts, g.Expression)
-		if g.Template != nil {
-			texts = append(texts, g.Template.Value)
-		}
-	}
-	for _, a := range spec.AuditAnnotations {
-		texts = append(texts, a.ValueExpression)
-	}
-	return slices.ContainsFunc(texts, func(t string) bool {
-		return slices.ContainsFunc(vars, func(v string) bool { return strings.Contains(t, v) })
-	})
 }
 
 // Bounds on what compiling one policy may cost. Compiling takes time for
@@ -191,6 +166,19 @@ const (
 type budget struct {
 	expressions, bytes int
 	spent              bool
+	// compiled are the sources compiled, as CEL read them: a template's
+	// placeholders after YAML decoded their escapes.
+	compiled []string
+}
+
+// reads reports whether an expression compiled may read one of the
+// variables vars. It looks at the text: a false positive only keeps more
+// state, or syncs more; the text is what CEL compiled, so a name is not
+// missed behind an escape of the source's YAML.
+func (b *budget) reads(vars ...string) bool {
+	return slices.ContainsFunc(b.compiled, func(t string) bool {
+		return slices.ContainsFunc(vars, func(v string) bool { return strings.Contains(t, v) })
+	})
 }
 
 // compile compiles one expression (compileExpression) if the budget allows.
@@ -209,6 +197,7 @@ func (b *budget) compile(env *cel.Env, name, src string, path *field.Path, want 
 		over = fmt.Sprintf("a policy's expressions may have at most %d bytes together; with this one they have %d",
 			MaxExpressionBytesPerPolicy, b.bytes)
 	default:
+		b.compiled = append(b.compiled, src)
 		return compileExpression(env, name, src, path, want, defined)
 	}
 	b.spent = true

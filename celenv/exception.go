@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
-	"strings"
 
 	"github.com/google/cel-go/cel"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -77,9 +76,8 @@ func CompileException(e *apiv1.PolicyException) (*Exception, error) {
 		expr, err := b.compile(cluster, mc.Name, mc.Expression, path, cel.BoolType, nil)
 		errs = append(errs, err...)
 		out.conditions = append(out.conditions, expr)
-		out.readsEvent = out.readsEvent || strings.Contains(mc.Expression, varOldObject) || strings.Contains(mc.Expression, varRequest)
-		out.readsNamespace = out.readsNamespace || strings.Contains(mc.Expression, varNamespaceObject)
 	}
+	out.readsEvent, out.readsNamespace = b.reads(varOldObject, varRequest), b.reads(varNamespaceObject)
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("%s %s: %w", apiv1.PolicyExceptionKind, name, errs.ToAggregate())
 	}

@@ -276,34 +276,53 @@ func TestEvaluationLeavesItsInputsAlone(t *testing.T) {
 }
 
 // A policy reads namespaceObject when any of its expressions names it, in
-// whichever part of the policy: a Namespace's change other than its
-// labels matters to it, and to no other policy.
+// whichever part of the policy, a template's placeholders as CEL reads
+// them (after YAML's escapes): a Namespace's change other than its labels
+// matters to it, and to no other policy. The same holds of oldObject for
+// ReadsEvent.
 func TestReadsNamespaceWhereverAnExpressionNamesIt(t *testing.T) {
 	const reads = `has(namespaceObject.metadata.annotations)`
 	apply := `generator.Apply(object.metadata.namespace, [dyn({"kind": "ConfigMap", "apiVersion": "v1", "metadata": {"name": "x"}})])`
-	for name, edit := range map[string]func(*apiv1.GeneratingPolicySpec){
-		"none": func(*apiv1.GeneratingPolicySpec) {},
-		"matchConditions": func(s *apiv1.GeneratingPolicySpec) {
+	template := func(value string) func(*apiv1.GeneratingPolicySpec) {
+		return func(s *apiv1.GeneratingPolicySpec) {
+			s.Generation[0] = apiv1.Generation{Template: &apiv1.Template{Value: value, Interpolate: apiv1.InterpolateCEL}}
+		}
+	}
+	for _, c := range []struct {
+		name           string
+		edit           func(*apiv1.GeneratingPolicySpec)
+		namespace, old bool
+	}{
+		{"none", func(*apiv1.GeneratingPolicySpec) {}, false, false},
+		{"matchConditions", func(s *apiv1.GeneratingPolicySpec) {
 			s.MatchConditions = []admissionregistrationv1.MatchCondition{{Name: "ns", Expression: reads}}
-		},
-		"variables": func(s *apiv1.GeneratingPolicySpec) {
+		}, true, false},
+		{"variables", func(s *apiv1.GeneratingPolicySpec) {
 			s.Variables = []admissionregistrationv1.Variable{{Name: "ns", Expression: reads}}
-		},
-		"generate": func(s *apiv1.GeneratingPolicySpec) {
+		}, true, false},
+		{"generate", func(s *apiv1.GeneratingPolicySpec) {
 			s.Generation[0].Expression = strings.Replace(apply, `"x"`, `string(`+reads+`)`, 1)
-		},
-		"auditAnnotations": func(s *apiv1.GeneratingPolicySpec) {
+		}, true, false},
+		{"template", template("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: (( string(" + reads + ") ))}\n"), true, false},
+		{"template, escaped in YAML", template(`{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "(( namespace\u004fbject.metadata.name ))"}}`), true, false},
+		{"auditAnnotations", func(s *apiv1.GeneratingPolicySpec) {
 			s.AuditAnnotations = []admissionregistrationv1.AuditAnnotation{{Key: "ns", ValueExpression: `string(` + reads + `)`}}
-		},
+		}, true, false},
+		{"auditAnnotations, oldObject", func(s *apiv1.GeneratingPolicySpec) {
+			s.AuditAnnotations = []admissionregistrationv1.AuditAnnotation{{Key: "old", ValueExpression: `string(oldObject != null)`}}
+		}, false, true},
 	} {
 		p := policyWith(false, apply).(*apiv1.GeneratingPolicy)
-		edit(&p.Spec)
+		c.edit(&p.Spec)
 		prog := celenv.Compile(p)
 		if err := prog.Err(); err != nil {
-			t.Fatalf("%s: %v", name, err)
+			t.Fatalf("%s: %v", c.name, err)
 		}
-		if got, want := prog.ReadsNamespace(), name != "none"; got != want {
-			t.Errorf("namespaceObject in %s: ReadsNamespace %v, want %v", name, got, want)
+		if got := prog.ReadsNamespace(); got != c.namespace {
+			t.Errorf("%s: ReadsNamespace %v, want %v", c.name, got, c.namespace)
+		}
+		if got := prog.ReadsEvent(); got != c.old {
+			t.Errorf("%s: ReadsEvent %v, want %v", c.name, got, c.old)
 		}
 	}
 }

@@ -13,8 +13,6 @@ import (
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/cache"
-
-	"github.com/sprout-gitops/sprout/reconcile/policy"
 )
 
 // The loop: the work queues, the workers that take policies from them,
@@ -288,22 +286,14 @@ func waitSynced(ctx context.Context, synced ...cache.InformerSynced) bool {
 // change to any Namespace (an annotation a controller sets, each step of a
 // deletion) cost each policy a sync of all its triggers.
 func (c *Controller) markNamespaceReadersFull() {
-	var readers, others []policy.Key
+	named := c.eval.NamedByNamespaceReaders()
+	// Marked under the lock, as policies enter and leave: a mark left for
+	// a policy gone would outlive it.
 	c.mu.RLock()
+	defer c.mu.RUnlock()
 	for key, cp := range c.policies {
-		if cp.Program.ReadsNamespace() {
-			readers = append(readers, key)
-		} else {
-			others = append(others, key)
+		if cp.Program.ReadsNamespace() || named(key) {
+			c.queue.MarkFull(key)
 		}
-	}
-	c.mu.RUnlock()
-	for _, key := range others {
-		if c.eval.ExceptionsReadNamespace(key) {
-			readers = append(readers, key)
-		}
-	}
-	for _, key := range readers {
-		c.queue.MarkFull(key)
 	}
 }

@@ -63,7 +63,8 @@ func TestANamespaceChangeSyncsInFullOnlyThePoliciesThatReadIt(t *testing.T) {
 	t.Cleanup(func() { _ = tb.kube.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{}) })
 	reg := prometheus.NewRegistry()
 	runController(t, func(o *reconcile.Options) {
-		o.Metrics, o.PolicyExceptions, o.ExceptionNamespace = reg, true, ns
+		// No resync: a full sync at the hour would read as the change's.
+		o.Metrics, o.PolicyExceptions, o.ExceptionNamespace, o.ResyncSchedule = reg, true, ns, ""
 	})
 	applyException(t, exceptionDoc(ns, "skip-marked", "ns-excepted",
 		`has(namespaceObject.metadata.annotations) && "skip" in namespaceObject.metadata.annotations`))

@@ -62,24 +62,27 @@ func (e *Evaluator) TakeExceptions(source string, list []sources.Exception) (cha
 	return func(key policy.Key) bool { return names(diff, key) }
 }
 
-// ExceptionsReadNamespace reports whether an exception that reads
-// namespaceObject names the policy of key: a change to a trigger's
-// Namespace may change which of its triggers that exception skips.
-func (e *Evaluator) ExceptionsReadNamespace(key policy.Key) bool {
+// NamedByNamespaceReaders returns whether an exception that reads
+// namespaceObject names the policy of a key: a change to a trigger's
+// Namespace may change which of its triggers that exception skips. The
+// exceptions are read once, under the store's lock; the answers use what
+// was read.
+func (e *Evaluator) NamedByNamespaceReaders() func(policy.Key) bool {
 	if !e.cfg.Exceptions {
-		return false
+		return func(policy.Key) bool { return false }
 	}
+	var readers []sources.Exception
 	s := &e.exceptions
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	for _, list := range s.bySource {
 		for _, x := range list {
-			if x.Compiled != nil && x.Compiled.ReadsNamespace() && names([]sources.Exception{x}, key) {
-				return true
+			if x.Compiled != nil && x.Compiled.ReadsNamespace() {
+				readers = append(readers, x)
 			}
 		}
 	}
-	return false
+	s.mu.Unlock()
+	return func(key policy.Key) bool { return names(readers, key) }
 }
 
 // changedExceptions returns the exceptions in one list and not the other,
