@@ -3,51 +3,33 @@ package reconcile_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/sprout-gitops/sprout/reconcile"
 )
 
-// namespacePolicy is a policy that copies each ConfigMap labelled
-// nsread=yes into a ConfigMap named after it and the policy, with data
-// (a CEL map).
-func namespacePolicy(name, data string) string {
-	return fmt.Sprintf(`apiVersion: policies.kyverno.io/v1
-kind: GeneratingPolicy
-metadata:
-  name: %[1]s
-spec:
-  evaluation:
-    synchronize:
-      enabled: true
-    generateExisting:
-      enabled: true
-  matchConstraints:
-    resourceRules:
-    - apiGroups: [""]
-      apiVersions: ["v1"]
-      operations: ["CREATE", "UPDATE"]
-      resources: ["configmaps"]
-    objectSelector:
-      matchLabels:
-        nsread: "yes"
-  generate:
-  - expression: >-
-      generator.Apply(object.metadata.namespace, [
-        {
-          "kind": dyn("ConfigMap"),
-          "apiVersion": dyn("v1"),
-          "metadata": dyn({"name": object.metadata.name + "-%[1]s", "namespace": object.metadata.namespace}),
-          "data": dyn(%[2]s)
-        }
-      ])
-`, name, data)
+// applyNamespacePolicy applies fixtures/configmap-copy as the policy
+// name, for each ConfigMap labelled nsread=yes, existing ones too: its copy
+// is named after the trigger and the policy, and holds data (a CEL map).
+func applyNamespacePolicy(t *testing.T, name, data string) {
+	t.Helper()
+	applyFixture(t, "configmap-copy", "policy.yaml", func(u *unstructured.Unstructured) {
+		u.SetName(name)
+		_ = unstructured.SetNestedStringMap(u.Object, map[string]string{"nsread": "yes"}, "spec", "matchConstraints", "objectSelector", "matchLabels")
+		_ = unstructured.SetNestedField(u.Object, true, "spec", "evaluation", "generateExisting", "enabled")
+		gen, _, _ := unstructured.NestedSlice(u.Object, "spec", "generate")
+		g := gen[0].(map[string]any)
+		g["expression"] = strings.NewReplacer(`"-out"`, `"-`+name+`"`, `{"source": object.metadata.name}`, data).Replace(g["expression"].(string))
+		_ = unstructured.SetNestedSlice(u.Object, gen, "spec", "generate")
+	})
 }
 
 // TestANamespaceChangeSyncsInFullOnlyThePoliciesThatReadIt: a change to a
@@ -68,15 +50,10 @@ func TestANamespaceChangeSyncsInFullOnlyThePoliciesThatReadIt(t *testing.T) {
 	})
 	applyException(t, exceptionDoc(ns, "skip-marked", "ns-excepted",
 		`has(namespaceObject.metadata.annotations) && "skip" in namespaceObject.metadata.annotations`))
-	tb.applyPolicy(namespacePolicy("ns-excepted", `{"source": object.metadata.name}`))
-	tb.applyPolicy(namespacePolicy("ns-blind", `{"source": object.metadata.name}`))
-	tb.applyPolicy(namespacePolicy("ns-reader",
-		`{"team": has(namespaceObject.metadata.annotations) && "team" in namespaceObject.metadata.annotations ? namespaceObject.metadata.annotations["team"] : "none"}`))
-	t.Cleanup(func() {
-		tb.deletePolicy("ns-excepted")
-		tb.deletePolicy("ns-blind")
-		tb.deletePolicy("ns-reader")
-	})
+	applyNamespacePolicy(t, "ns-excepted", `{"source": object.metadata.name}`)
+	applyNamespacePolicy(t, "ns-blind", `{"source": object.metadata.name}`)
+	applyNamespacePolicy(t, "ns-reader",
+		`{"team": has(namespaceObject.metadata.annotations) && "team" in namespaceObject.metadata.annotations ? namespaceObject.metadata.annotations["team"] : "none"}`)
 
 	ctx := context.Background()
 	copied := func(trigger, policy, key string) (string, bool) {
