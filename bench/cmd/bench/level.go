@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
 )
@@ -11,13 +12,42 @@ import (
 // of the baseline's (the minimal controller), lower being better.
 const levelTarget = 1.2
 
-// levelFigure is one figure of the comparison with the baseline: the
-// median rounds' values and the ratio of each round, one after the other
-// on the same machine.
+// levelFigure is one figure of the comparison with the baseline: each
+// controller's median of the figure over the rounds, and the ratio of each
+// round, where the two ran one after the other on the same machine.
 type levelFigure struct {
 	name, unit     string
 	baseline, mine float64
 	rounds         []float64
+	// ofBaseline and ofMine are the rounds' values, in the order of rounds.
+	ofBaseline, ofMine []float64
+}
+
+// add is one round's values of the figure.
+func (f *levelFigure) add(baseline, mine float64) {
+	f.ofBaseline, f.ofMine = append(f.ofBaseline, baseline), append(f.ofMine, mine)
+	f.rounds = append(f.rounds, ratio(mine, baseline))
+}
+
+// medians is f with each controller's value the median of its rounds'
+// values of this figure. The scenario tables above show each controller's
+// median round by one figure (objects/s, CPU per event), which holds that
+// round's other figures too; the median of another figure is often of
+// another round, and a round's p99 beside another's made a ratio that no
+// round had (in one run of scenario 10, rounds of 0.99, 1.07 and 0.84 read
+// 1.33).
+func (f levelFigure) medians() levelFigure {
+	if len(f.ofMine) > 0 {
+		f.baseline, f.mine = median(f.ofBaseline), median(f.ofMine)
+	}
+	return f
+}
+
+// median is the middle value of xs, the upper one of an even count.
+func median(xs []float64) float64 {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	return s[len(s)/2]
 }
 
 // worst is the highest ratio of the rounds, or the medians' when there is
@@ -41,11 +71,13 @@ func (r *result) levelFigures() []levelFigure {
 		c := r.Cold
 		cpu := levelFigure{name: "1 cold: CPU per created object", unit: "ms", baseline: c.Baseline.cpuMsPerObject(), mine: c.Sprout.cpuMsPerObject()}
 		rss := levelFigure{name: "1 cold: peak RSS", unit: "MiB", baseline: c.Baseline.PeakRSSMiB, mine: c.Sprout.PeakRSSMiB}
-		for _, rd := range c.EachRound {
-			cpu.rounds = append(cpu.rounds, ratio(rd.Sprout.cpuMsPerObject(), rd.Baseline.cpuMsPerObject()))
-			rss.rounds = append(rss.rounds, ratio(rd.Sprout.PeakRSSMiB, rd.Baseline.PeakRSSMiB))
+		if len(c.EachRound) > 1 {
+			for _, rd := range c.EachRound {
+				cpu.add(rd.Baseline.cpuMsPerObject(), rd.Sprout.cpuMsPerObject())
+				rss.add(rd.Baseline.PeakRSSMiB, rd.Sprout.PeakRSSMiB)
+			}
 		}
-		out = append(out, cpu, rss)
+		out = append(out, cpu.medians(), rss.medians())
 		if rs := r.Restart; rs.FirstSeconds > 0 && rs.BaselineFirstSeconds > 0 {
 			f := levelFigure{name: fmt.Sprintf("3 restart, %d recorded: first copy after start", rs.Objects), unit: "s",
 				baseline: rs.BaselineFirstSeconds, mine: rs.FirstSeconds}
@@ -78,10 +110,10 @@ func (r *result) levelFigures() []levelFigure {
 			f := levelFigure{name: sc + g.name, unit: g.unit, baseline: g.get(z.Baseline), mine: g.get(z.Sprout)}
 			if len(z.EachRound) > 1 {
 				for _, rd := range z.EachRound {
-					f.rounds = append(f.rounds, ratio(g.get(rd.Sprout), g.get(rd.Baseline)))
+					f.add(g.get(rd.Baseline), g.get(rd.Sprout))
 				}
 			}
-			out = append(out, f)
+			out = append(out, f.medians())
 		}
 	}
 	return out

@@ -154,3 +154,33 @@ func TestLevelJudgedByTheWorstRound(t *testing.T) {
 		t.Errorf("worst of one run at 1.1: %.2f", got)
 	}
 }
+
+// The level table's values are each figure's own median over the rounds:
+// the scenario table's median round by CPU per event holds a p99 of its
+// own, which against the baseline's of another round made a ratio that
+// no round had.
+func TestLevelTakesEachFigureMedian(t *testing.T) {
+	run := func(cpu, p99 float64) scaleRun {
+		return scaleRun{CPUMsPerEvent: cpu, Steady: latencyRun{Latency: latency{P99Ms: p99}}}
+	}
+	z := scaleSize{Triggers: 1000, EachRound: []scaleRound{
+		{Baseline: run(1.47, 8.5), Sprout: run(2.49, 8.5)},
+		{Baseline: run(1.42, 10.6), Sprout: run(2.71, 11.4)},
+		{Baseline: run(1.79, 11.9), Sprout: run(2.78, 10.1)},
+	}}
+	z.median()
+	r := result{Scale: []scaleSize{z}}
+	for _, f := range r.levelFigures() {
+		if !strings.HasSuffix(f.name, "p99") {
+			continue
+		}
+		if f.baseline != 10.6 || f.mine != 10.1 {
+			t.Errorf("p99 medians = %v, %v; want 10.6 and 10.1, each controller's middle round of p99", f.baseline, f.mine)
+		}
+		if w := f.worst(); w > 1.1 {
+			t.Errorf("worst = %.2f; every round is within 1.07", w)
+		}
+		return
+	}
+	t.Error("no p99 figure in the level table")
+}
