@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -69,6 +70,12 @@ type Options struct {
 	// by the wall clock; longer is an evaluation error. 0 is
 	// celenv.DefaultEvaluationTimeout.
 	EvaluationTimeout time.Duration
+	// TenantCPUShare is the share of one processor a tenant's evaluations
+	// (the NamespacedGeneratingPolicies of one namespace) may take on
+	// average, after a burst of TenantCPUBurst; past it the tenant's next
+	// evaluation waits until the share has paid it back. 0 charges
+	// nothing. DefaultOptions sets DefaultTenantCPUShare.
+	TenantCPUShare float64
 	// MaxChain bounds how many policies a chain of generated objects may
 	// pass through, where policies opt in to triggering on what others
 	// generated (skipBackgroundRequests false); a cycle stops at once.
@@ -147,10 +154,22 @@ type Options struct {
 	OnSync func(policy string, err error)
 }
 
+// DefaultTenantCPUShare is Options.TenantCPUShare's default: a quarter of
+// a processor for each tenant on average. A tenant's evaluations of a few
+// milliseconds never reach it; one whose evaluations spin to their time
+// limit as fast as its triggers change would otherwise hold a processor
+// for good.
+const DefaultTenantCPUShare = 0.25
+
+// TenantCPUBurst is how long a tenant's evaluations may run at once before
+// Options.TenantCPUShare holds it: a full sync of thousands of triggers.
+const TenantCPUBurst = time.Second
+
 // DefaultOptions returns the options `sprout run` starts with.
 func DefaultOptions() Options {
 	return Options{Workers: 4, ResyncSchedule: "@hourly", MaxObjectsPerTrigger: DefaultMaxObjectsPerTrigger,
 		EvaluationTimeout: celenv.DefaultEvaluationTimeout, MaxChain: DefaultMaxChain, DefaultServiceAccount: DefaultServiceAccount,
+		TenantCPUShare:      DefaultTenantCPUShare,
 		ProtectedNamespaces: []string{"kube-system", "kube-public", "kube-node-lease"}, PolicyReports: new(policyreport.DefaultOptions())}
 }
 
@@ -242,6 +261,9 @@ func (o Options) complete() (Options, error) {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.TenantCPUShare < 0 || math.IsNaN(o.TenantCPUShare) {
+		return o, fmt.Errorf("TenantCPUShare: %v is not a share of a processor: 0 (no budget) or more", o.TenantCPUShare)
 	}
 	return o, ValidateServiceAccountOptions(o)
 }
@@ -361,7 +383,10 @@ func newEvaluator(c *Controller, namespaces listersv1.NamespaceLister, kube kube
 	return evaluate.New(evaluate.Config{Log: o.Logger, Timeout: o.EvaluationTimeout, HTTP: o.HTTP, GlobalContext: o.GlobalContext,
 		Exceptions: o.PolicyExceptions, ExceptionNamespace: o.ExceptionNamespace, Namespaces: namespaces, Client: kube,
 		Kinds: c.kinds, Live: c.intake.live(), Proof: c.proof, Cache: c.intake.readCache, Requeue: func(key policy.Key) { c.queue.Add(key) },
-		Cores: evaluate.NewCores(0),
+		Cores: evaluate.NewCores(0).Budget(o.TenantCPUShare, TenantCPUBurst).Waits(func(tenant string, owed time.Duration) {
+			o.Logger.Info("a tenant's evaluations wait: they ran past its share of a processor (--tenant-cpu-share)",
+				"namespace", tenant, "wait", owed.Round(time.Millisecond).String(), "share", o.TenantCPUShare)
+		}),
 		LastUpdate: func(cp *policy.Compiled, gvr schema.GroupVersionResource, uid types.UID) *cluster.Object {
 			return c.intake.lastUpdate(c.intake.triggerKeyOf(cp, gvr), uid)
 		}})

@@ -128,3 +128,33 @@ func spinningNamespacedPolicy(name, ns, app string) string {
 	return spinning(fixtures.MustPolicyFile("derived", fixtures.Params{Name: name, Namespace: ns, App: app, Suffix: "out-" + name,
 		Value: "spinning", Synchronize: true}))
 }
+
+// TestSpinningTenantWaitsForItsShare: a tenant's policy that spins to its
+// time limit at each retry is charged the time: once it has run past its
+// second of credit, its next evaluation waits for its share of a processor
+// to pay the debt back, and the log says so, naming the tenant.
+func TestSpinningTenantWaitsForItsShare(t *testing.T) {
+	logs, _ := runController(t, func(o *reconcile.Options) {
+		o.EvaluationTimeout, o.TenantCPUShare = 400*time.Millisecond, 0.25
+	})
+	tenant := newTable(t, "share-tenant")
+	grant(t, tenant.kube, "share-tenant", reconcile.DefaultServiceAccount, allVerbs, "configmaps")
+	tenant.applyPolicy(spinningNamespacedPolicy("spin", "share-tenant", "sharetenant"))
+	t.Cleanup(func() {
+		nsPolicies := dynamic.NewForConfigOrDie(cfg).Resource(apiv1.NamespacedGeneratingPolicies).Namespace("share-tenant")
+		if err := nsPolicies.Delete(context.Background(), "spin", metav1.DeleteOptions{}); err != nil {
+			t.Errorf("delete spin: %v", err)
+		}
+	})
+	tenant.trigger("spinner", "sharetenant", "spin")
+	// Three spins of 400 ms spend the second and owe 200 ms: 800 ms at a
+	// quarter of a processor.
+	poll(t, "the tenant's evaluations waiting for their share", func(context.Context) (bool, error) {
+		return strings.Contains(logs.String(), `msg="a tenant's evaluations wait`), nil
+	})
+	for _, line := range strings.Split(logs.String(), "\n") {
+		if strings.Contains(line, `msg="a tenant's evaluations wait`) && !strings.Contains(line, "namespace=share-tenant") {
+			t.Errorf("the wait names another tenant: %s", line)
+		}
+	}
+}

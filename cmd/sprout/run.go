@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"os"
 	"time"
@@ -112,6 +113,7 @@ func registerRunFlags(f *pflag.FlagSet, g *globalFlags, opts *reconcile.Options,
 	f.IntVar(&opts.MaxChain, "max-chain", opts.MaxChain, "how many policies a chain of generated objects may pass through, where policies set skipBackgroundRequests false; a cycle stops at once")
 	f.StringVar(&opts.BlastRadius, "blast-radius", "off", `the most objects of a policy a new revision of it may delete or overwrite before those writes wait for `+"`sprout approve`"+`: a count ("10"), a percentage of the policy's objects ("20%"), or off; creations never wait (a policy's annotation sprout.dev/blast-radius overrides it)`)
 	f.DurationVar(&opts.EvaluationTimeout, "evaluation-timeout", opts.EvaluationTimeout, "how long one evaluation of a policy for one trigger may take; longer is an error")
+	f.Float64Var(&opts.TenantCPUShare, "tenant-cpu-share", opts.TenantCPUShare, "the share of one processor the evaluations of each tenant (the NamespacedGeneratingPolicies of one namespace) may take on average, after a burst of a second; past it the tenant's next evaluation waits until it is paid back. 0 turns the budget off")
 	f.StringSliceVar(&ro.httpHosts, "http-allowed-hosts", nil, `the hosts policies may call with http.Get, Post and Put: "api.example.com", with a port to allow that port only, or "*.example.com" for its subdomains (default: none, every call fails)`)
 	f.DurationVar(&ro.httpTimeout, "http-timeout", celenv.DefaultHTTPTimeout, "how long one http.Get, Post or Put of a policy may take")
 	f.BoolVar(&ro.globalContext.WriteStatus, "global-context-status", true, "write each GlobalContextEntry's status (Ready, lastRefreshTime) as Kyverno does; turn it off where Kyverno's controller also serves the entries")
@@ -283,6 +285,9 @@ func registerAccounts(f *pflag.FlagSet, opts *reconcile.Options) {
 func validateRunFlags(opts *reconcile.Options, ro runOptions) error {
 	if err := reconcile.ValidateBlastRadius(opts.BlastRadius); err != nil {
 		return fmt.Errorf("--blast-radius: %w", err)
+	}
+	if opts.TenantCPUShare < 0 || math.IsNaN(opts.TenantCPUShare) {
+		return fmt.Errorf("--tenant-cpu-share: %v is not a share of a processor: 0 (no budget) or more", opts.TenantCPUShare)
 	}
 	if err := reconcile.ValidateServiceAccountOptions(*opts); err != nil {
 		return err

@@ -27,6 +27,7 @@ func TestRunValidatesFlagsBeforeConnecting(t *testing.T) {
 		{[]string{"--http-allowed-hosts", "https://api.example.com"}, `--http-allowed-hosts: allowed hosts[0] "https://api.example.com"`},
 		{[]string{"--http-allowed-hosts", "api.example.com", "--http-timeout", "0s"}, "--http-timeout 0s: want more than 0"},
 		{[]string{"--metrics-bind-address", "8080"}, `--metrics-bind-address "8080"`},
+		{[]string{"--tenant-cpu-share", "-0.5"}, "--tenant-cpu-share: -0.5 is not a share of a processor"},
 		{[]string{"--leader-elect", "--leader-elect-renew-deadline", "20s"}, "--leader-elect-lease-duration (15s) must exceed --leader-elect-renew-deadline (20s)"},
 	} {
 		t.Run(tt.args[len(tt.args)-2], func(t *testing.T) {

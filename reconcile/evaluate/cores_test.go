@@ -143,3 +143,142 @@ func TestTenantsNeverHoldMoreThanTheirProcessors(t *testing.T) {
 		t.Fatalf("%d tenant evaluations ran at once, want at most %d", most.Load(), n-1)
 	}
 }
+
+// fakeClock is a clock a test moves: after hands back a channel the test
+// fires, and notes each wait asked for.
+type fakeClock struct {
+	mu     sync.Mutex
+	at     time.Time
+	waits  []time.Duration
+	timers []chan time.Time
+	asked  chan struct{}
+}
+
+func newFakeClock() *fakeClock {
+	return &fakeClock{at: time.Unix(1_000_000, 0), asked: make(chan struct{}, 16)}
+}
+
+func (f *fakeClock) now() time.Time {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.at
+}
+
+func (f *fakeClock) advance(d time.Duration) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.at = f.at.Add(d)
+}
+
+func (f *fakeClock) after(d time.Duration) <-chan time.Time {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	ch := make(chan time.Time, 1)
+	f.waits, f.timers = append(f.waits, d), append(f.timers, ch)
+	f.asked <- struct{}{}
+	return ch
+}
+
+// waitAsked waits until a wait is asked for: the tenant owes.
+func (f *fakeClock) waitAsked(t *testing.T) {
+	t.Helper()
+	select {
+	case <-f.asked:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no wait asked for: the tenant owes nothing")
+	}
+}
+
+// fire moves the clock by the last wait asked for and ends it.
+func (f *fakeClock) fire() {
+	f.mu.Lock()
+	d, ch := f.waits[len(f.waits)-1], f.timers[len(f.timers)-1]
+	f.at = f.at.Add(d)
+	f.mu.Unlock()
+	ch <- f.now()
+}
+
+func budgeted(share float64, burst time.Duration) (*Cores, *fakeClock) {
+	clock := newFakeClock()
+	c := NewCores(2).Budget(share, burst)
+	c.now, c.after = clock.now, clock.after
+	return c, clock
+}
+
+// A tenant whose evaluation ran past its credit waits, before its next,
+// until its share has paid the debt back: at a quarter of a processor and
+// a burst of one second, a five-second spin costs the next evaluation
+// sixteen seconds.
+func TestTenantWaitsOffWhatItsEvaluationsOwe(t *testing.T) {
+	c, clock := budgeted(0.25, time.Second)
+	release := mustAcquire(t, c, "team-a")
+	clock.advance(5 * time.Second) // spun to the time limit
+	release()
+
+	next := acquired(t, c, "team-a")
+	clock.waitAsked(t)
+	if got := clock.waits[0]; got != 16*time.Second {
+		t.Fatalf("waits %s, want 16s: four seconds owed at a quarter of a processor", got)
+	}
+	select {
+	case <-next:
+		t.Fatal("ran before its debt was paid")
+	default:
+	}
+	// The platform, and a tenant that owes nothing, do not wait meanwhile.
+	mustAcquire(t, c, "")()
+	mustAcquire(t, c, "team-b")()
+	clock.fire()
+	if r, ok := <-next; !ok {
+		t.Fatal("no turn once paid")
+	} else {
+		r()
+	}
+}
+
+// Evaluations within the burst never wait, however many: a tenant's
+// ordinary syncs are not held.
+func TestTenantWithinItsBurstDoesNotWait(t *testing.T) {
+	c, clock := budgeted(0.25, time.Second)
+	for range 100 {
+		release := mustAcquire(t, c, "team-a")
+		clock.advance(5 * time.Millisecond)
+		release()
+		clock.advance(20 * time.Millisecond) // earns the 5 ms back
+	}
+	if len(clock.waits) != 0 {
+		t.Errorf("waited %v within the burst", clock.waits)
+	}
+	// Credit refills to the burst and no further: a tenant idle for an
+	// hour runs one second at once, then owes.
+	clock.advance(time.Hour)
+	release := mustAcquire(t, c, "team-a")
+	clock.advance(3 * time.Second)
+	release()
+	blocked := acquired(t, c, "team-a")
+	clock.waitAsked(t)
+	if got := clock.waits[0]; got != 8*time.Second {
+		t.Errorf("waits %s after an idle hour and a three-second run, want 8s (two owed at a quarter)", got)
+	}
+	clock.fire()
+	(<-blocked)()
+}
+
+// A wait for the debt ends with its context.
+func TestDebtWaitEndsWithItsContext(t *testing.T) {
+	c, clock := budgeted(0.5, time.Second)
+	release := mustAcquire(t, c, "team-a")
+	clock.advance(10 * time.Second)
+	release()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.Acquire(ctx, "team-a")
+		done <- err
+	}()
+	clock.waitAsked(t)
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Errorf("err = %v, want context.Canceled", err)
+	}
+}
