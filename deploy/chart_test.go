@@ -182,6 +182,7 @@ guards:
   allowedKinds: [ConfigMap, NetworkPolicy.networking.k8s.io]
   allowUnnamedGrants: true
   serviceAccountNamespaces: [platform]
+  tenantCPUShare: 0.5
 rbac:
   generate:
     configmaps: null
@@ -246,7 +247,7 @@ func TestChartValues(t *testing.T) {
 		"--git-url=https://git.example.com/platform/policies.git", "--git-branch=main", "--git-path=policies",
 		"--git-secret-ref=policies-git/git-credentials", "--source-ref=GitRepository/flux-system/policies",
 		"--allowed-kinds=ConfigMap,NetworkPolicy.networking.k8s.io", "--service-account-namespaces=platform", "--workers=8", "--allow-unnamed-grants",
-		"--enable-policy-exceptions", "--exception-namespace=kyverno-exceptions",
+		"--enable-policy-exceptions", "--exception-namespace=kyverno-exceptions", "--tenant-cpu-share=0.5",
 	} {
 		if !slices.Contains(args, want) {
 			t.Errorf("the container's args %v lack %s", args, want)
@@ -338,6 +339,7 @@ func TestChartRefusesBadValues(t *testing.T) {
 		{"rbac: {generate: {secrets: [{apiGroups: [''], resources: [secrets], verbs: [impersonate]}]}}", "verbs"},
 		{"logFormat: xml", "logFormat"},
 		{"guards: {evaluationTimeout: soon}", "evaluationTimeout"},
+		{"guards: {tenantCPUShare: -1}", "tenantCPUShare"},
 		{"serviceAccount: {create: false}", "serviceAccount.name"},
 	} {
 		_, err := renderChart(c.values)
