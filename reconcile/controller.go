@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"math"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -262,8 +261,8 @@ func (o Options) complete() (Options, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	if o.TenantCPUShare < 0 || math.IsNaN(o.TenantCPUShare) {
-		return o, fmt.Errorf("TenantCPUShare: %v is not a share of a processor: 0 (no budget) or more", o.TenantCPUShare)
+	if err := evaluate.ValidateShare(o.TenantCPUShare); err != nil {
+		return o, fmt.Errorf("TenantCPUShare: %w", err)
 	}
 	return o, ValidateServiceAccountOptions(o)
 }

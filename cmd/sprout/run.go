@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
 	"net"
 	"os"
 	"time"
@@ -25,6 +24,7 @@ import (
 	"github.com/sprout-gitops/sprout/globalctx"
 	"github.com/sprout-gitops/sprout/policyreport"
 	"github.com/sprout-gitops/sprout/reconcile"
+	"github.com/sprout-gitops/sprout/reconcile/evaluate"
 )
 
 // runOptions are the flags of `sprout run` beyond the controller's own.
@@ -286,8 +286,8 @@ func validateRunFlags(opts *reconcile.Options, ro runOptions) error {
 	if err := reconcile.ValidateBlastRadius(opts.BlastRadius); err != nil {
 		return fmt.Errorf("--blast-radius: %w", err)
 	}
-	if opts.TenantCPUShare < 0 || math.IsNaN(opts.TenantCPUShare) {
-		return fmt.Errorf("--tenant-cpu-share: %v is not a share of a processor: 0 (no budget) or more", opts.TenantCPUShare)
+	if err := evaluate.ValidateShare(opts.TenantCPUShare); err != nil {
+		return fmt.Errorf("--tenant-cpu-share: %w", err)
 	}
 	if err := reconcile.ValidateServiceAccountOptions(*opts); err != nil {
 		return err

@@ -2,6 +2,8 @@ package evaluate
 
 import (
 	"context"
+	"fmt"
+	"math"
 	"runtime"
 	"sync"
 	"time"
@@ -69,6 +71,14 @@ func NewCores(n int) *Cores {
 func (c *Cores) Budget(share float64, burst time.Duration) *Cores {
 	c.share, c.burst = share, burst
 	return c
+}
+
+// ValidateShare checks a share as Budget takes it: 0 or more.
+func ValidateShare(share float64) error {
+	if share < 0 || math.IsNaN(share) {
+		return fmt.Errorf("%v is not a share of a processor: 0 (no budget) or more", share)
+	}
+	return nil
 }
 
 // Waits has c tell waits of each wait for a tenant's debt, as it begins:

@@ -34,8 +34,7 @@ func (f *levelFigure) add(baseline, mine float64) {
 // median round by one figure (objects/s, CPU per event), which holds that
 // round's other figures too; the median of another figure is often of
 // another round, and a round's p99 beside another's made a ratio that no
-// round had (in one run of scenario 10, rounds of 0.99, 1.07 and 0.84 read
-// 1.33).
+// round had.
 func (f levelFigure) medians() levelFigure {
 	if len(f.ofMine) > 0 {
 		f.baseline, f.mine = median(f.ofBaseline), median(f.ofMine)
