@@ -164,6 +164,9 @@ const DefaultTenantCPUShare = 0.25
 // Options.TenantCPUShare holds it: a full sync of thousands of triggers.
 const TenantCPUBurst = time.Second
 
+// ValidateTenantCPUShare checks a share as Options.TenantCPUShare takes it.
+func ValidateTenantCPUShare(share float64) error { return evaluate.ValidateShare(share) }
+
 // DefaultOptions returns the options `sprout run` starts with.
 func DefaultOptions() Options {
 	return Options{Workers: 4, ResyncSchedule: "@hourly", MaxObjectsPerTrigger: DefaultMaxObjectsPerTrigger,
@@ -261,7 +264,7 @@ func (o Options) complete() (Options, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	if err := evaluate.ValidateShare(o.TenantCPUShare); err != nil {
+	if err := ValidateTenantCPUShare(o.TenantCPUShare); err != nil {
 		return o, fmt.Errorf("TenantCPUShare: %w", err)
 	}
 	return o, ValidateServiceAccountOptions(o)

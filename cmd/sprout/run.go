@@ -24,7 +24,6 @@ import (
 	"github.com/sprout-gitops/sprout/globalctx"
 	"github.com/sprout-gitops/sprout/policyreport"
 	"github.com/sprout-gitops/sprout/reconcile"
-	"github.com/sprout-gitops/sprout/reconcile/evaluate"
 )
 
 // runOptions are the flags of `sprout run` beyond the controller's own.
@@ -286,7 +285,7 @@ func validateRunFlags(opts *reconcile.Options, ro runOptions) error {
 	if err := reconcile.ValidateBlastRadius(opts.BlastRadius); err != nil {
 		return fmt.Errorf("--blast-radius: %w", err)
 	}
-	if err := evaluate.ValidateShare(opts.TenantCPUShare); err != nil {
+	if err := reconcile.ValidateTenantCPUShare(opts.TenantCPUShare); err != nil {
 		return fmt.Errorf("--tenant-cpu-share: %w", err)
 	}
 	if err := reconcile.ValidateServiceAccountOptions(*opts); err != nil {
