@@ -114,7 +114,7 @@ func (s *syncer) guardFor(run *syncRun, w writer) *guard {
 		return nil
 	}
 	limit, err := s.blastRadiusOf(cp)
-	applied := s.states.Of(run.key).Ledger().Applied()
+	applied, _ := s.states.Of(run.key).Ledger().Applied()
 	switch {
 	case err == nil && limit.off, applied == "", applied == run.revision:
 		return nil
@@ -274,11 +274,15 @@ func (g *guard) release(ctx context.Context, run *syncRun, live int, changes inv
 // releaseHeld ends the sync of a guarded revision: what it held is
 // written, or, beyond the threshold, held for good.
 //
-// The policy's live objects are those it found as it wants them, and
-// those it would change or delete; what this sync creates is not counted
-// (what an earlier sync of the revision created is).
+// The policy's objects are those it had at its last sync of the applied
+// revision: what the new revision creates does not dilute a percentage,
+// so each sync of it judges alike. A record from before that count counts
+// what the sync found.
 func (s *syncer) releaseHeld(ctx context.Context, run *syncRun, gd *guard, changes inventory.ChangeSet) (_ inventory.ChangeSet, err, held error) {
-	live := changes.Count(inventory.Unchanged) + len(gd.planned)
+	_, live := s.states.Of(run.key).Ledger().Applied()
+	if live == 0 {
+		live = changes.Count(inventory.Unchanged) + len(gd.planned)
+	}
 	changes, err, held = gd.release(ctx, run, live, changes)
 	if held != nil {
 		s.log.Info("revision held by its blast radius", "policy", run.key.String(), "revision", run.revision, "held", len(gd.planned))

@@ -135,11 +135,17 @@ func TestBlastRadiusHoldsRevision(t *testing.T) {
 		}
 	}
 
-	// As a percentage of the objects the sync finds, those the revision
-	// created included: 4 of 8 is more than 40%, not more than 50%.
-	tb.applyPolicy(policy("new", "two", "40%"))
-	waitHeld(t, "blast", "would delete 4 and overwrite 0 of the policy's 8 objects, more than its blast radius of 40%")
+	// As a percentage of the objects the policy had at its applied
+	// revision: the four the held revision created since do not dilute
+	// it, however many syncs it has had (4 of 8 would be 50%).
 	tb.applyPolicy(policy("new", "two", "50%"))
+	waitHeld(t, "blast", "would delete 4 and overwrite 0 of the policy's 4 objects, more than its blast radius of 50%")
+	for _, n := range []string{"a", "b", "c", "d"} {
+		if tb.get(n+"-out") == nil {
+			t.Errorf("%s-out was deleted under 50%%", n)
+		}
+	}
+	tb.applyPolicy(policy("new", "two", "100%"))
 	for _, n := range []string{"a", "b", "c", "d"} {
 		tb.waitFor("the deletions the threshold allows", n+"-out", absent)
 	}

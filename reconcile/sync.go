@@ -159,7 +159,7 @@ func (s *syncer) runPhases(ctx, outer context.Context, run *syncRun, sc scope) (
 	report := s.outcomeOf(ctx, run, g, changes, pruneErr)
 	report.hold(held)
 	if held == nil && errors.Join(run.matchErr, report.evalErr, g.mapErr, g.applyErr, pruneErr) == nil {
-		s.states.Of(run.key).Ledger().SetApplied(run.revision)
+		s.states.Of(run.key).Ledger().SetApplied(run.revision, g.objects)
 	}
 	recordErr := s.conclude(ctx, run, report)
 	err = errors.Join(run.matchErr, report.evalErr, g.mapErr, g.applyErr, pruneErr, recordErr)

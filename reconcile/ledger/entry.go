@@ -48,8 +48,11 @@ type Entry struct {
 	// synchronizing policy, the objects it claims (ownership.go).
 	generated sets.Set[string]
 	// applied is the content revision the policy's objects were last
-	// synced to without error (the record's spec.applied).
-	applied string
+	// synced to without error (the record's spec.applied), and
+	// appliedObjects how many objects the policy had at that revision's
+	// last sync (spec.appliedObjects).
+	applied        string
+	appliedObjects int
 	// changes counts the changes to what the record holds (rebuilding,
 	// admitted, derived, predating, written, generated, applied), and
 	// saved is what the last save wrote, or found written: a save whose
@@ -265,18 +268,21 @@ func (e *Entry) ForgetAdmissions() {
 }
 
 // Applied returns the content revision the policy's objects were last
-// synced to without error; "" before any.
-func (e *Entry) Applied() (rev string) {
-	e.with(func(e *Entry) { rev = e.applied })
-	return rev
+// synced to without error, "" before any, and how many objects the
+// policy had at its last sync of it.
+func (e *Entry) Applied() (rev string, objects int) {
+	e.with(func(e *Entry) { rev, objects = e.applied, e.appliedObjects })
+	return rev, objects
 }
 
-// SetApplied records that the policy's objects are synced to rev; the
-// next save writes it to the record.
-func (e *Entry) SetApplied(rev string) {
+// SetApplied records that the policy's objects, objects of them, are
+// synced to rev. A new revision is written by the next save; a new count
+// of the same revision goes with whatever next changes the record, so
+// that a trigger more does not cost a record write.
+func (e *Entry) SetApplied(rev string, objects int) {
 	e.change(func(e *Entry) bool {
 		changed := e.applied != rev
-		e.applied = rev
+		e.applied, e.appliedObjects = rev, objects
 		return changed
 	})
 }

@@ -75,7 +75,7 @@ func (l *Ledger) Restore(key policy.Key, uid string, e *Entry) {
 	e.RestoreWritten(rec)
 	// Whatever policy object the record was of: its objects are those a
 	// new revision would overwrite or delete.
-	e.SetApplied(rec.Spec.Applied)
+	e.SetApplied(rec.Spec.Applied, rec.Spec.AppliedObjects)
 	if rec.Spec.Policy.UID != uid {
 		return
 	}
@@ -144,15 +144,17 @@ func (l *Ledger) save(ctx context.Context, key policy.Key, cp *policy.Compiled, 
 	if e.Rebuilding() {
 		rec.Labels[LabelRebuilding] = "true"
 	}
+	applied, appliedObjects := e.Applied()
 	rec.Spec = sproutv1alpha1.PolicyInventorySpec{
-		Policy:      sproutv1alpha1.PolicyReference{Kind: key.Kind, Namespace: key.Namespace, Name: key.Name, UID: string(cp.Policy.GetUID())},
-		Source:      cp.Source,
-		Revision:    cp.Revision,
-		Applied:     e.Applied(),
-		Synchronize: spec.Synchronize(),
-		Orphan:      spec.OrphanDownstreamOnPolicyDelete(),
-		Activated:   &metav1.Time{Time: cp.Activated},
-		Admitted:    e.admittedList(),
+		Policy:         sproutv1alpha1.PolicyReference{Kind: key.Kind, Namespace: key.Namespace, Name: key.Name, UID: string(cp.Policy.GetUID())},
+		Source:         cp.Source,
+		Revision:       cp.Revision,
+		Applied:        applied,
+		AppliedObjects: appliedObjects,
+		Synchronize:    spec.Synchronize(),
+		Orphan:         spec.OrphanDownstreamOnPolicyDelete(),
+		Activated:      &metav1.Time{Time: cp.Activated},
+		Admitted:       e.admittedList(),
 
 		ActivatedVersion: cp.ActivatedVersion,
 		Predating:        e.predatingList(),

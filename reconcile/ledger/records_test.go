@@ -178,7 +178,7 @@ func TestSaveAfterEachChange(t *testing.T) {
 		{"written", func() { e.WritesTo(sets.New(secrets)) }},
 		{"generated", func() { e.noteGenerated("t2 ConfigMap/default/b") }},
 		{"generated forgotten", func() { e.forgetGenerated("t2 ConfigMap/default/b") }},
-		{"applied", func() { e.SetApplied("rev-2") }},
+		{"applied", func() { e.SetApplied("rev-2", 3) }},
 		{"derived", func() { e.SetDerivedBy(sproutv1alpha1.DerivedAdmissions{GenerateExisting: true}) }},
 		{"admitted gone", func() { e.RetainAdmitted(func(uid types.UID) bool { return uid != "t2" }) }},
 		{"admissions forgotten", func() { e.ForgetAdmissions() }},
@@ -208,6 +208,38 @@ func TestSaveAfterEachChange(t *testing.T) {
 	}
 	if len(*applied) != before+1 {
 		t.Errorf("a record another client changed: %d writes, want 1", len(*applied)-before)
+	}
+}
+
+// A new count of the applied revision's objects costs no write of its
+// own: the next write that something else asks for carries it.
+func TestAppliedObjectsRideTheNextWrite(t *testing.T) {
+	l := New(newFakeCore(), fakeCache{}, nil, nil, slog.New(slog.DiscardHandler))
+	applied, _ := startRecordsIn(t, l)
+	ctx := t.Context()
+	cp := compiled(time.Time{}, time.Unix(1000, 0))
+	var e Entry
+	e.SetApplied("rev-1", 4)
+	if err := l.Save(ctx, key, cp, &e); err != nil {
+		t.Fatal(err)
+	}
+	before := len(*applied)
+	e.SetApplied("rev-1", 5)
+	if err := l.Save(ctx, key, cp, &e); err != nil || len(*applied) != before {
+		t.Fatalf("a new count alone: %v, %d writes, want none", err, len(*applied)-before)
+	}
+	e.Admit("t1")
+	if err := l.Save(ctx, key, cp, &e); err != nil || len(*applied) != before+1 {
+		t.Fatalf("an admission: %v, %d writes, want 1", err, len(*applied)-before)
+	}
+	n, _, _ := unstructured.NestedInt64((*applied)[len(*applied)-1].Object, "spec", "appliedObjects")
+	if n != 5 {
+		t.Errorf("the record keeps %d applied objects, want 5", n)
+	}
+	var restored Entry
+	l.Restore(key, string(cp.Policy.GetUID()), &restored)
+	if rev, objects := restored.Applied(); rev != "rev-1" || objects != 5 {
+		t.Errorf("restored %q with %d objects, want rev-1 with 5", rev, objects)
 	}
 }
 

@@ -72,6 +72,13 @@ type PolicyInventorySpec struct {
 	// +optional
 	Applied string `json:"applied,omitempty"`
 
+	// AppliedObjects is how many objects the policy had at its last sync
+	// of Applied, as of the record's last write: a blast radius given as a
+	// percentage is of these, so that the objects a held revision creates
+	// do not dilute it.
+	// +optional
+	AppliedObjects int `json:"appliedObjects,omitempty"`
+
 	// Synchronize and Orphan are the policy's last known settings: a policy
 	// deleted while Sprout was not running is cleaned up by them.
 	// +optional
