@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -139,6 +140,7 @@ func TestListingTakesTheListInPages(t *testing.T) {
 		return roundTripper(func(req *http.Request) (*http.Response, error) {
 			q := req.URL.Query()
 			if q.Get("labelSelector") == "paged=yes" {
+				asked := q.Get("limit")
 				if q.Get("watch") != "true" {
 					q.Set("limit", "2")
 					req.URL.RawQuery = q.Encode()
@@ -149,7 +151,7 @@ func TestListingTakesTheListInPages(t *testing.T) {
 					}
 				}
 				mu.Lock()
-				requests = append(requests, fmt.Sprintf("watch=%s sendInitialEvents=%s continue=%t", q.Get("watch"), q.Get("sendInitialEvents"), q.Get("continue") != ""))
+				requests = append(requests, fmt.Sprintf("watch=%s sendInitialEvents=%s continue=%t limit=%s", q.Get("watch"), q.Get("sendInitialEvents"), q.Get("continue") != "", asked))
 				mu.Unlock()
 			}
 			return rt.RoundTrip(req)
@@ -197,11 +199,12 @@ func TestListingTakesTheListInPages(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	lists := requests[:3]
-	if want := []string{"watch= sendInitialEvents= continue=false", "watch= sendInitialEvents= continue=true", "watch= sendInitialEvents= continue=true"}; !slices.Equal(lists, want) {
+	// The first page is the pager's size; the next are larger (laterPage).
+	if want := []string{"watch= sendInitialEvents= continue=false limit=500", "watch= sendInitialEvents= continue=true limit=2000", "watch= sendInitialEvents= continue=true limit=2000"}; !slices.Equal(lists, want) {
 		t.Errorf("requests %q, want the list in three pages first", requests)
 	}
 	for _, r := range requests[3:] {
-		if r != "watch=true sendInitialEvents= continue=false" {
+		if !strings.HasPrefix(r, "watch=true sendInitialEvents= continue=false limit=") {
 			t.Errorf("after the list: %q, want a watch without initial events", r)
 		}
 	}
