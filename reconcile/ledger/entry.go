@@ -50,9 +50,10 @@ type Entry struct {
 	// applied is the content revision the policy's objects were last
 	// synced to without error (the record's spec.applied), and
 	// appliedObjects how many objects the policy had at that revision's
-	// last sync (spec.appliedObjects).
-	applied        string
-	appliedObjects int
+	// last sync (spec.appliedObjects); appliedNoted is the count last
+	// counted as a change to the record.
+	applied                      string
+	appliedObjects, appliedNoted int
 	// changes counts the changes to what the record holds (rebuilding,
 	// admitted, derived, predating, written, generated, applied), and
 	// saved is what the last save wrote, or found written: a save whose
@@ -276,13 +277,17 @@ func (e *Entry) Applied() (rev string, objects int) {
 }
 
 // SetApplied records that the policy's objects, objects of them, are
-// synced to rev. A new revision is written by the next save; a new count
-// of the same revision goes with whatever next changes the record, so
-// that a trigger more does not cost a record write.
+// synced to rev. A new revision is written by the next save, and so is a
+// count that doubled or halved since one was; a smaller change goes with
+// whatever next changes the record, so that a trigger more costs no
+// record write, and the count a restart reads is within a factor of two.
 func (e *Entry) SetApplied(rev string, objects int) {
 	e.change(func(e *Entry) bool {
-		changed := e.applied != rev
+		changed := e.applied != rev || objects > 2*e.appliedNoted || 2*objects < e.appliedNoted
 		e.applied, e.appliedObjects = rev, objects
+		if changed {
+			e.appliedNoted = objects
+		}
 		return changed
 	})
 }

@@ -211,8 +211,9 @@ func TestSaveAfterEachChange(t *testing.T) {
 	}
 }
 
-// A new count of the applied revision's objects costs no write of its
-// own: the next write that something else asks for carries it.
+// A new count of the applied revision's objects within a factor of two
+// of the one last written costs no write of its own: the next write that
+// something else asks for carries it. One that doubled is written.
 func TestAppliedObjectsRideTheNextWrite(t *testing.T) {
 	l := New(newFakeCore(), fakeCache{}, nil, nil, slog.New(slog.DiscardHandler))
 	applied, _ := startRecordsIn(t, l)
@@ -240,6 +241,13 @@ func TestAppliedObjectsRideTheNextWrite(t *testing.T) {
 	l.Restore(key, string(cp.Policy.GetUID()), &restored)
 	if rev, objects := restored.Applied(); rev != "rev-1" || objects != 5 {
 		t.Errorf("restored %q with %d objects, want rev-1 with 5", rev, objects)
+	}
+	e.SetApplied("rev-1", 9) // more than twice the 4 last counted
+	if err := l.Save(ctx, key, cp, &e); err != nil || len(*applied) != before+2 {
+		t.Fatalf("a count doubled: %v, %d writes, want 2", err, len(*applied)-before)
+	}
+	if n, _, _ := unstructured.NestedInt64((*applied)[len(*applied)-1].Object, "spec", "appliedObjects"); n != 9 {
+		t.Errorf("the record keeps %d applied objects, want 9", n)
 	}
 }
 

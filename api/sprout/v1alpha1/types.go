@@ -73,9 +73,10 @@ type PolicyInventorySpec struct {
 	Applied string `json:"applied,omitempty"`
 
 	// AppliedObjects is how many objects the policy had at its last sync
-	// of Applied, as of the record's last write: a blast radius given as a
-	// percentage is of these, so that the objects a held revision creates
-	// do not dilute it.
+	// of Applied, as of the record's last write (written at the latest
+	// once it doubles or halves): a blast radius given as a percentage is
+	// of these, so that the objects a held revision creates do not
+	// dilute it.
 	// +optional
 	AppliedObjects int `json:"appliedObjects,omitempty"`
 
