@@ -15,6 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
 	sigsjson "sigs.k8s.io/json"
+
+	"github.com/sprout-gitops/sprout/internal/wire"
 )
 
 // laterPage is how many objects the pages after a list's first ask for.
@@ -194,19 +196,20 @@ func continueOf(body []byte) string {
 // Items of a built-in type come without apiVersion and kind: the list's
 // give them.
 func decodePage(body []byte, r Resource, form Form) (*metainternalversion.List, error) {
-	var page struct {
-		APIVersion string            `json:"apiVersion"`
-		Kind       string            `json:"kind"`
-		Metadata   metav1.ListMeta   `json:"metadata"`
-		Items      []json.RawMessage `json:"items"`
+	page, ok := wire.SplitJSONList(body)
+	if !ok {
+		// Another shape than the API server's: read as any JSON.
+		if err := sigsjson.UnmarshalCaseSensitivePreserveInts(body, &page); err != nil {
+			return nil, fmt.Errorf("list of %s: %w", r.GVR, err)
+		}
 	}
-	if err := sigsjson.UnmarshalCaseSensitivePreserveInts(body, &page); err != nil {
+	kind, err := listedKindOf(schema.FromAPIVersionAndKind(page.APIVersion, strings.TrimSuffix(page.Kind, "List")))
+	if err != nil {
 		return nil, fmt.Errorf("list of %s: %w", r.GVR, err)
 	}
-	kind := schema.FromAPIVersionAndKind(page.APIVersion, strings.TrimSuffix(page.Kind, "List"))
 	list := &metainternalversion.List{ListMeta: page.Metadata, Items: make([]runtime.Object, len(page.Items))}
 	for i, item := range page.Items {
-		obj, err := form.fromJSON(item, &kind)
+		obj, err := form.fromJSON(item, kind)
 		if err != nil {
 			return nil, fmt.Errorf("list of %s: items[%d]: %w", r.GVR, i, err)
 		}

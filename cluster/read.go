@@ -114,7 +114,7 @@ func (f Form) FromJSON(raw []byte) (*Object, error) {
 // An item of a list of a built-in type comes without its apiVersion and
 // kind, which then are listed's, written into raw: the content a trigger
 // is evaluated on has them.
-func (f Form) fromJSON(raw []byte, listed *schema.GroupVersionKind) (*Object, error) {
+func (f Form) fromJSON(raw []byte, listed *listedKind) (*Object, error) {
 	var top struct {
 		APIVersion string   `json:"apiVersion"`
 		Kind       string   `json:"kind"`
@@ -125,10 +125,10 @@ func (f Form) fromJSON(raw []byte, listed *schema.GroupVersionKind) (*Object, er
 	}
 	if listed != nil && top.APIVersion == "" && top.Kind == "" {
 		var err error
-		if raw, err = withKind(raw, *listed); err != nil {
+		if raw, err = listed.withKind(raw); err != nil {
 			return nil, err
 		}
-		top.APIVersion, top.Kind = listed.ToAPIVersionAndKind()
+		top.APIVersion, top.Kind = listed.gvk.ToAPIVersionAndKind()
 	}
 	md := top.Metadata
 	content, m, err := withoutManagedFields(raw, md.ManagedFields)
@@ -170,13 +170,17 @@ func (f Form) fromJSON(raw []byte, listed *schema.GroupVersionKind) (*Object, er
 	return o, nil
 }
 
-// withKind returns raw, a JSON object, with apiVersion and kind members
-// of gvk written first.
-func withKind(raw []byte, gvk schema.GroupVersionKind) ([]byte, error) {
-	raw = bytes.TrimLeft(raw, " \t\r\n")
-	if len(raw) < 2 || raw[0] != '{' {
-		return nil, fmt.Errorf("a list item is not a JSON object")
-	}
+// listedKind is the kind of a list's items, which the items of a
+// built-in type's list do not say: each is given it.
+type listedKind struct {
+	gvk schema.GroupVersionKind
+	// head begins an object of the kind: its brace and its apiVersion and
+	// kind members, made once a list rather than once an item.
+	head []byte
+}
+
+// listedKindOf returns the listedKind of the items of a list of gvk.
+func listedKindOf(gvk schema.GroupVersionKind) (*listedKind, error) {
 	apiVersion, kind := gvk.ToAPIVersionAndKind()
 	head, err := json.Marshal(struct {
 		APIVersion string `json:"apiVersion"`
@@ -185,8 +189,18 @@ func withKind(raw []byte, gvk schema.GroupVersionKind) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := make([]byte, 0, len(head)+len(raw))
-	out = append(out, head[:len(head)-1]...)
+	return &listedKind{gvk: gvk, head: head[:len(head)-1]}, nil
+}
+
+// withKind returns raw, a JSON object, with the apiVersion and kind
+// members of l written first.
+func (l *listedKind) withKind(raw []byte) ([]byte, error) {
+	raw = bytes.TrimLeft(raw, " \t\r\n")
+	if len(raw) < 2 || raw[0] != '{' {
+		return nil, fmt.Errorf("a list item is not a JSON object")
+	}
+	out := make([]byte, 0, len(l.head)+1+len(raw))
+	out = append(out, l.head...)
 	if rest := bytes.TrimLeft(raw[1:], " \t\r\n"); len(rest) > 0 && rest[0] != '}' {
 		out = append(out, ',')
 	}

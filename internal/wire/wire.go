@@ -1,8 +1,9 @@
-// Package wire reads the API server's protobuf encodings field by field,
-// without decoding them into objects: the envelope (runtime.Unknown behind
-// its magic prefix) that every protobuf body and watch event object comes
-// in, and the fields of any message inside it. What it returns are slices
-// of the bytes it was given, never copies.
+// Package wire reads the API server's encodings without decoding the
+// objects in them: a protobuf envelope (runtime.Unknown behind its magic
+// prefix), which every protobuf body and watch event object comes in, and
+// the fields of any message inside it, field by field, as slices of the
+// bytes it was given; and the items of a list in JSON, each a copy, for
+// their own decoder (SplitJSONList).
 package wire
 
 import (
