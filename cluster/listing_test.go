@@ -116,20 +116,8 @@ func TestListingEndsBrokenWhenItsListStartsOver(t *testing.T) {
 func TestListingTakesTheListInPages(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	const ns, n = "listing-pages", 5
-	kube := kubernetes.NewForConfigOrDie(cfg)
-	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = kube.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{}) })
-	for i := range n {
-		if _, err := kube.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{
-			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cm-%d", i), Labels: map[string]string{"paged": "yes"}},
-			Data:       map[string]string{"i": fmt.Sprint(i)},
-		}, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	const ns = "listing-pages"
+	configMapsIn(ctx, t, ns, 5, map[string]string{"paged": "yes"})
 	// Two objects a page.
 	l := NewListing()
 	paged := rest.CopyConfig(cfg)
@@ -235,3 +223,22 @@ func TestListingEndsWhenItsListIsRefused(t *testing.T) {
 type roundTripper func(*http.Request) (*http.Response, error)
 
 func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// configMapsIn creates the Namespace ns, deleted after the test, and in it
+// the ConfigMaps cm-0 to cm-<n-1>, labelled labels, each with data i.
+func configMapsIn(ctx context.Context, t *testing.T, ns string, n int, labels map[string]string) {
+	t.Helper()
+	kube := kubernetes.NewForConfigOrDie(cfg)
+	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = kube.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{}) })
+	for i := range n {
+		if _, err := kube.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cm-%d", i), Labels: labels},
+			Data:       map[string]string{"i": fmt.Sprint(i)},
+		}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

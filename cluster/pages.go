@@ -1,9 +1,7 @@
 package cluster
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -31,7 +29,8 @@ const laterPage = 2000
 // a list of n pages waited n times for the API server to encode a page
 // and n times for Sprout to decode one, one after the other; asked ahead,
 // the API server encodes the next page while Sprout decodes this one. A
-// list's metadata, which holds the token, comes before its items.
+// page is split into its items (splitPage), which gives the token, before
+// they are decoded.
 type pageAhead struct {
 	mu   sync.Mutex
 	next *pageAsked
@@ -64,18 +63,20 @@ func (a *pageAhead) listPage(ctx context.Context, raw rest.Interface, r Resource
 	if !asked {
 		body, err = getPage(ctx, raw, r, o)
 	}
-	if err == nil && mine {
-		if cont := continueOf(body); cont != "" {
-			// What the pager asks for next (see tools/pager).
-			next := o
-			next.Continue, next.ResourceVersion, next.ResourceVersionMatch = cont, "", ""
-			next.Limit = max(o.Limit, laterPage)
-			a.ask(ctx, raw, r, next)
-		}
+	var split wire.JSONList
+	if err == nil {
+		split, err = splitPage(body, r)
+	}
+	if cont := split.Metadata.Continue; err == nil && mine && cont != "" {
+		// What the pager asks for next (see tools/pager).
+		next := o
+		next.Continue, next.ResourceVersion, next.ResourceVersionMatch = cont, "", ""
+		next.Limit = max(o.Limit, laterPage)
+		a.ask(ctx, raw, r, next)
 	}
 	var page *metainternalversion.List
 	if err == nil {
-		page, err = decodePage(body, r, form)
+		page, err = decodeItems(split, r, form)
 	}
 	switch {
 	case !mine:
@@ -159,50 +160,25 @@ func getPage(ctx context.Context, raw rest.Interface, r Resource, o metav1.ListO
 		DoRaw(ctx)
 }
 
-// continueOf returns the continue token of a list in JSON, read from its
-// metadata, without reading its items: "" when there is none, or when the
-// items come first.
-func continueOf(body []byte) string {
-	dec := json.NewDecoder(bytes.NewReader(body))
-	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
-		return ""
-	}
-	for dec.More() {
-		key, err := dec.Token()
-		if err != nil {
-			return ""
-		}
-		switch key {
-		case "metadata":
-			var m struct {
-				Continue string `json:"continue"`
-			}
-			if dec.Decode(&m) != nil {
-				return ""
-			}
-			return m.Continue
-		case "items":
-			return ""
-		}
-		var skip json.RawMessage
-		if dec.Decode(&skip) != nil {
-			return ""
-		}
-	}
-	return ""
-}
-
-// decodePage decodes a page of a list of r in JSON, each item made in form.
-// Items of a built-in type come without apiVersion and kind: the list's
-// give them.
-func decodePage(body []byte, r Resource, form Form) (*metainternalversion.List, error) {
+// splitPage reads a page of a list of r in JSON into its envelope and its
+// items, still JSON: split where the items come last, as the API server
+// writes them, which is cheap and gives the continue token before the
+// items are decoded.
+func splitPage(body []byte, r Resource) (wire.JSONList, error) {
 	page, ok := wire.SplitJSONList(body)
 	if !ok {
 		// Another shape than the API server's: read as any JSON.
 		if err := sigsjson.UnmarshalCaseSensitivePreserveInts(body, &page); err != nil {
-			return nil, fmt.Errorf("list of %s: %w", r.GVR, err)
+			return page, fmt.Errorf("list of %s: %w", r.GVR, err)
 		}
 	}
+	return page, nil
+}
+
+// decodeItems decodes the items of a page of a list of r, each made in
+// form. Items of a built-in type come without apiVersion and kind: the
+// list's give them.
+func decodeItems(page wire.JSONList, r Resource, form Form) (*metainternalversion.List, error) {
 	kind, err := listedKindOf(schema.FromAPIVersionAndKind(page.APIVersion, strings.TrimSuffix(page.Kind, "List")))
 	if err != nil {
 		return nil, fmt.Errorf("list of %s: %w", r.GVR, err)

@@ -2,18 +2,15 @@ package cluster
 
 import (
 	"context"
-	"fmt"
 	"net/http"
 	"slices"
 	"sync"
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 )
 
@@ -23,17 +20,8 @@ import (
 func TestTheNextPageIsAskedAhead(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	const ns, n = "pages-ahead", 5
-	kube := kubernetes.NewForConfigOrDie(cfg)
-	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = kube.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{}) })
-	for i := range n {
-		if _, err := kube.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cm-%d", i)}}, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	const ns = "pages-ahead"
+	configMapsIn(ctx, t, ns, 5, nil)
 	// Two objects a page; each continued page's request is told.
 	var mu sync.Mutex
 	asked := map[string]int{}
@@ -122,23 +110,7 @@ func TestAPageAskedAheadIsTakenOnlyByItsOwnAsk(t *testing.T) {
 	}
 	a.ask(ctx, raw, r, metav1.ListOptions{Limit: 1})
 	body, asked, err := a.take(ctx, metav1.ListOptions{Limit: 1})
-	if !asked || err != nil || continueOf(body) == "" {
-		t.Errorf("the page asked ahead: asked %v, %v, continue %q", asked, err, continueOf(body))
-	}
-}
-
-// TestContinueOfReadsTheMetadataBeforeTheItems: the token is read from a
-// list's metadata; a list whose items come first gives none.
-func TestContinueOfReadsTheMetadataBeforeTheItems(t *testing.T) {
-	for body, want := range map[string]string{
-		`{"kind":"ConfigMapList","apiVersion":"v1","metadata":{"resourceVersion":"7","continue":"tok"},"items":[{}]}`: "tok",
-		`{"kind":"ConfigMapList","metadata":{"resourceVersion":"7"},"items":[]}`:                                      "",
-		`{"items":[{"metadata":{"continue":"no"}}],"metadata":{"continue":"late"}}`:                                   "",
-		`not json`: "",
-		``:         "",
-	} {
-		if got := continueOf([]byte(body)); got != want {
-			t.Errorf("continueOf(%s) = %q, want %q", body, got, want)
-		}
+	if page, _ := splitPage(body, r); !asked || err != nil || page.Metadata.Continue == "" {
+		t.Errorf("the page asked ahead: asked %v, %v, continue %q", asked, err, page.Metadata.Continue)
 	}
 }
