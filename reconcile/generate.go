@@ -363,41 +363,40 @@ func splitUpdated(desired []*unstructured.Unstructured, updated sets.Set[types.U
 	return of, others
 }
 
-// recordAhead watches the resources a part writes to and names them in
-// the record before the part is applied; a lost record is rebuilt from
-// the objects first. It returns errWaiting while their caches sync.
+// recordAhead names the resources a part writes to in the record while
+// their caches list (only the part's writes wait for them; errWaiting), then
+// rebuilds a lost record from them, which says so until it is rebuilt.
 func (s *syncer) recordAhead(ctx context.Context, ps *parts, gvrs sets.Set[schema.GroupVersionResource]) error {
 	run := ps.run
-	written, ready := s.ledger.Track(ctx, run.key, gvrs)
-	if ready && written != ps.rebuiltAt && s.states.Of(run.key).Ledger().Rebuilding() {
-		// Before the record is written from what this sync knows. A
-		// resource's objects are all in its cache once it is ready:
+	written, synced := s.ledger.Watch(run.key, gvrs)
+	for {
+		if written != ps.recorded {
+			// Unchanged, a record costs no request, but building it
+			// costs a list of every trigger admitted: once per resource.
+			if err := s.reporter.record(ctx, run.key, run.cp); err != nil {
+				return err
+			}
+			ps.recorded = written
+		}
+		if !synced(ctx) {
+			return errWaiting
+		}
+		if written == ps.rebuiltAt || !s.states.Of(run.key).Ledger().Rebuilding() {
+			run.phase.Done("record")
+			return nil
+		}
+		// A resource's objects are all in its cache once it is ready:
 		// only a part that writes to a new resource can find more.
 		ps.rebuiltAt = written
-		var learnt bool
-		var err error
-		run.cp, learnt, err = s.matcher.rebuildAdmissions(ctx, run.key, run.cp)
+		cp, learnt, err := s.matcher.rebuildAdmissions(ctx, run.key, run.cp)
 		if err != nil {
 			return err
 		}
-		ps.g.rebuilt, ps.g.relearnt = written > 0, ps.g.relearnt || learnt
+		run.cp, ps.g.rebuilt, ps.g.relearnt = cp, written > 0, ps.g.relearnt || learnt
 		if learnt {
-			ps.recorded = -1
+			ps.recorded = -1 // written again with the triggers it admitted
 		}
 	}
-	if written != ps.recorded {
-		// Unchanged, a record costs no request, but building it
-		// costs a list of every trigger admitted: once per resource.
-		if err := s.reporter.record(ctx, run.key, run.cp); err != nil {
-			return err
-		}
-		ps.recorded = written
-	}
-	run.phase.Done("record")
-	if !ready {
-		return errWaiting
-	}
-	return nil
 }
 
 // partApply is the apply of one part, under way.

@@ -70,14 +70,28 @@ func (l *Ledger) Names() *Names { return &l.names }
 // Track records that the policy writes to gvrs and makes sure each is
 // watched. It returns how many resources the policy has written to, and
 // whether each is in the cache, before which what it owns cannot be known.
+func (l *Ledger) Track(ctx context.Context, key policy.Key, gvrs sets.Set[schema.GroupVersionResource]) (int, bool) {
+	n, synced := l.Watch(key, gvrs)
+	return n, synced(ctx)
+}
+
+// Watch is Track without the wait: synced waits for the caches, and
+// answers at once after its first answer. A sync writes its record while
+// they list; only its writes must wait for them.
 //
 // An informer just started lists only Sprout's objects of its resource,
-// which takes milliseconds: the sync waits for it up to syncWait rather
-// than going back to the queue and coming back in 100 ms.
-func (l *Ledger) Track(ctx context.Context, key policy.Key, gvrs sets.Set[schema.GroupVersionResource]) (int, bool) {
+// which takes milliseconds: synced waits for it up to syncWait rather
+// than the sync going back to the queue and coming back in 100 ms.
+func (l *Ledger) Watch(key policy.Key, gvrs sets.Set[schema.GroupVersionResource]) (n int, synced func(context.Context) bool) {
 	all := l.core.Entry(key).WritesTo(gvrs)
 	l.cache.Ensure(all)
-	return len(all), l.cache.WaitSynced(ctx, all, syncWait)
+	var asked, ready bool
+	return len(all), func(ctx context.Context) bool {
+		if !asked {
+			asked, ready = true, l.cache.WaitSynced(ctx, all, syncWait)
+		}
+		return ready
+	}
 }
 
 // syncWait bounds how long a sync waits for the informers of the

@@ -1,10 +1,16 @@
 package watches
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"slices"
 	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -134,3 +140,57 @@ func TestLiveAnswersForWhatItDoesNotWatch(t *testing.T) {
 		}
 	}
 }
+
+// TestWaitSyncedIsWokenByTheList: a wait for the generated objects' caches
+// ends when their informer has listed, woken by the list rather than by a
+// poll, and at once for a resource no informer watches, which no wait
+// would see listed (it waited out its whole bound before).
+func TestWaitSyncedIsWokenByTheList(t *testing.T) {
+	g := NewGenerated(nil, nil, new(cluster.CreatedVersions), nil, func(schema.GroupVersionResource) bool { return false }, slog.New(slog.DiscardHandler), nil)
+	released := make(chan struct{})
+	inf := cache.NewSharedIndexInformer(listOnly{&cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, _ metav1.ListOptions) (runtime.Object, error) {
+			select {
+			case <-released:
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+			return &metav1.List{ListMeta: metav1.ListMeta{ResourceVersion: "1"}}, nil
+		},
+		WatchFuncWithContext: func(context.Context, metav1.ListOptions) (watch.Interface, error) {
+			return watch.NewFake(), nil
+		},
+	}}, &metav1.PartialObjectMetadata{}, 0, cache.Indexers{})
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	g.informers[configMaps] = &informer{informer: inf, cancel: cancel}
+	go inf.RunWithContext(ctx)
+
+	unwatched := schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}
+	done := make(chan bool, 1)
+	go func() { done <- g.WaitSynced(ctx, sets.New(configMaps, unwatched), time.Hour) }()
+	select {
+	case synced := <-done:
+		if synced {
+			t.Error("a resource no informer watches is synced")
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("waited for a resource no informer watches")
+	}
+
+	go func() { done <- g.WaitSynced(ctx, sets.New(configMaps), time.Hour) }()
+	close(released)
+	select {
+	case synced := <-done:
+		if !synced {
+			t.Error("not synced once listed")
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the wait did not end when the informer listed")
+	}
+}
+
+// listOnly lists, then watches, rather than asking a watch for the list.
+type listOnly struct{ *cache.ListWatch }
+
+func (listOnly) IsWatchListSemanticsUnSupported() bool { return true }
