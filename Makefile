@@ -190,7 +190,7 @@ test-kyverno-crds: tools git reconcile-test
 # core when unset) so that a fuzz job loads the machine no more than a test
 # job does, and `make -j fuzz` runs them side by side with each other.
 FUZZTIME ?= 1000x
-FUZZ_TARGETS := celenv:FuzzTemplate sources:FuzzDecodePolicy sources:FuzzLoadTree api/sprout/v1alpha1:FuzzLabelValue inventory:FuzzAppendJSON internal/wire:FuzzSplitJSONList
+FUZZ_TARGETS := celenv:FuzzTemplate sources:FuzzDecodePolicy sources:FuzzLoadTree api/sprout/v1alpha1:FuzzLabelValue inventory:FuzzAppendJSON inventory:FuzzPlainInto internal/wire:FuzzSplitJSONList
 FUZZ_JOBS := $(foreach i,$(shell seq $(words $(FUZZ_TARGETS))),fuzz-$(i))
 fuzz: $(FUZZ_JOBS)
 

@@ -45,20 +45,24 @@ func createBody(obj *unstructured.Unstructured) ([]byte, string, error) {
 // protobufBody encodes obj as protobuf when it converts exactly to a
 // built-in type (see createBody).
 func protobufBody(obj *unstructured.Unstructured) ([]byte, bool) {
-	typed, err := clientgoscheme.Scheme.New(obj.GroupVersionKind())
+	gvk := obj.GroupVersionKind()
+	typed, err := clientgoscheme.Scheme.New(gvk)
 	if err != nil {
 		return nil, false
 	}
-	// Unvalidated: a field unknown to the type is dropped, and the round
-	// trip below then misses it (one that is null asks for absence, which
-	// it gets either way). Validating cost a record of every key.
-	conv := runtime.DefaultUnstructuredConverter
-	if conv.FromUnstructured(obj.Object, typed) != nil {
-		return nil, false
-	}
-	back, err := conv.ToUnstructured(typed)
-	if err != nil || !coversValue(back, obj.Object) {
-		return nil, false
+	if !plainInto(obj.Object, typed) {
+		typed, _ = clientgoscheme.Scheme.New(gvk)
+		// Unvalidated: a field unknown to the type is dropped, and the round
+		// trip below then misses it (one that is null asks for absence, which
+		// it gets either way). Validating cost a record of every key.
+		conv := runtime.DefaultUnstructuredConverter
+		if conv.FromUnstructured(obj.Object, typed) != nil {
+			return nil, false
+		}
+		back, err := conv.ToUnstructured(typed)
+		if err != nil || !coversValue(back, obj.Object) {
+			return nil, false
+		}
 	}
 	var body keptWrite
 	if protobufCodec.EncodeWithAllocator(typed, &body, &runtime.SimpleAllocator{}) != nil {
