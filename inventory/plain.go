@@ -26,9 +26,9 @@ import (
 // need not be the one obj gives.
 //
 // The general way, apimachinery's unstructured converter both ways and a
-// comparison, walks the object three times by reflection and was a fifth
-// of Sprout's CPU while it created objects (docs/decisions.md); this walks
-// obj once, with each struct's fields looked up in a table built once.
+// comparison, walks the object three times by reflection, on every create
+// (docs/decisions.md has what it cost); this walks obj once, with each
+// struct's fields looked up in a table built once.
 func plainInto(obj map[string]any, into any) bool {
 	v := reflect.ValueOf(into)
 	if v.Kind() != reflect.Pointer || v.Elem().Kind() != reflect.Struct {
