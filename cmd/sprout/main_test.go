@@ -48,7 +48,7 @@ func TestHelpDescribesEveryFlag(t *testing.T) {
 	if err := root.Execute(); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"--kubeconfig", "--context", "--workers", "--log-level", "--log-format", "--policy-dir", "--poll-interval", "--cluster-policies", "--resync-schedule", "--git-url", "--git-branch", "--git-tag", "--git-semver", "--git-commit", "--git-path", "--metrics-bind-address", "--pprof-bind-address",
+	for _, want := range []string{"--kubeconfig", "--context", "--workers", "--log-level", "--log-format", "--policy-dir", "--poll-interval", "--cluster-policies", "--resync-schedule", "--git-url", "--git-branch", "--git-tag", "--git-semver", "--git-commit", "--git-path", "--metrics-bind-address", "--pprof-bind-address", "--adaptive-procs",
 		"--git-timeout", "--git-username", "--git-password-file", "--git-token-file", "--git-ssh-key-file", "--git-ssh-key-password-file",
 		"--git-known-hosts-file", "--git-secret-ref"} {
 		if !strings.Contains(out.String(), want) {
@@ -90,8 +90,9 @@ func runSprout(t *testing.T, kubeconfig string, args ...string) (stop func()) {
 	done := make(chan error, 1)
 	go func() {
 		root := newRootCommand()
-		// Tests run side by side: never the default port.
-		root.SetArgs(append([]string{"run", "--kubeconfig", kubeconfig, "--metrics-bind-address", "0", "--health-probe-bind-address", "0"}, args...))
+		// Tests run side by side: never the default port, and GOMAXPROCS,
+		// which is the whole test process's, left to the runtime.
+		root.SetArgs(append([]string{"run", "--kubeconfig", kubeconfig, "--metrics-bind-address", "0", "--health-probe-bind-address", "0", "--adaptive-procs=false"}, args...))
 		root.SetErr(&syncbuf.Buffer{})
 		done <- root.ExecuteContext(ctx)
 	}()

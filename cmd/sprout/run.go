@@ -22,6 +22,7 @@ import (
 
 	"github.com/sprout-gitops/sprout/celenv"
 	"github.com/sprout-gitops/sprout/globalctx"
+	"github.com/sprout-gitops/sprout/internal/procs"
 	"github.com/sprout-gitops/sprout/policyreport"
 	"github.com/sprout-gitops/sprout/reconcile"
 )
@@ -43,6 +44,8 @@ type runOptions struct {
 	// reports: PolicyReports are written (--policy-reports);
 	// openReports: in openreports.io's API (--openreports-enabled).
 	reports, openReports bool
+	// adaptiveProcs: GOMAXPROCS follows the load (--adaptive-procs).
+	adaptiveProcs bool
 }
 
 func newRunCommand(g *globalFlags) *cobra.Command {
@@ -126,6 +129,7 @@ func registerRunFlags(f *pflag.FlagSet, g *globalFlags, opts *reconcile.Options,
 	registerReportFlags(f, opts, ro)
 	f.StringVar(&ro.metricsAddress, "metrics-bind-address", ":8080", `the address /metrics (Prometheus) is served on; "0" turns it off`)
 	f.StringVar(&ro.probeAddress, "health-probe-bind-address", ":8081", `the address /healthz and /readyz are served on; "0" turns them off`)
+	f.BoolVar(&ro.adaptiveProcs, "adaptive-procs", true, "run on one processor while Sprout uses less than half of one, and on the runtime's default (the machine's processors or the container's CPU limit) once one is more than 70% busy; a GOMAXPROCS set in the environment turns it off")
 	f.StringVar(&ro.pprofAddress, "pprof-bind-address", "0", `the address Go's runtime profiles (/debug/pprof/) are served on, such as "127.0.0.1:6060"; "0" turns them off`)
 	f.BoolVar(&ro.leader.enabled, "leader-elect", false, "run only while holding a coordination.k8s.io Lease, so one of several replicas writes")
 	f.StringVar(&ro.leader.namespace, "leader-election-namespace", "", "the namespace of the Lease (default: the pod's, else default)")
@@ -148,6 +152,9 @@ func runController(ctx context.Context, g *globalFlags, opts reconcile.Options, 
 	klog.SetSlogLogger(clientLogger(log))
 	if err := validateRunFlags(&opts, ro); err != nil {
 		return err
+	}
+	if ro.adaptiveProcs {
+		go procs.Follow(ctx, log)
 	}
 	if _, selector, err := ro.selector(); err == nil && selector != "" {
 		// A shard has its own Lease and PolicySources (docs/sharding.md).
