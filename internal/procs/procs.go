@@ -9,6 +9,13 @@
 // a thread for it at each hand-off, to find the work already taken. On a
 // lightly loaded Sprout those wake-ups are a large part of what an event
 // costs; on one processor there are none.
+//
+// A garbage collection is the one load that can be seen coming: the heap
+// grows towards the runtime's goal, and a large heap's marking would keep
+// one processor busy for longer than an interval. The governor runs on all
+// processors ahead of such a collection, because a change of GOMAXPROCS
+// waits for a running collection to finish, and the events behind one on a
+// single processor wait with it.
 package procs
 
 import (
@@ -16,6 +23,7 @@ import (
 	"log/slog"
 	"os"
 	"runtime"
+	"runtime/metrics"
 	"syscall"
 	"time"
 )
@@ -33,7 +41,42 @@ const (
 	// interval is how often the load is read: a burst waits at most that
 	// long for the other processors.
 	interval = 250 * time.Millisecond
+	// heavyMark is how much CPU a collection's marking may take and still
+	// run on one processor: more would keep it busier than raiseAt over an
+	// interval, which the load rule would answer by raising, too late.
+	heavyMark = time.Duration(raiseAt * float64(interval))
+	// triggerAt is how far the heap grows from its live size towards the
+	// goal before the runtime starts a collection, at the earliest.
+	triggerAt = 0.7
+	// lead is how long before the heap reaches that point, at the rate it
+	// grows, the processors are raised: the next reading may come an
+	// interval late, and a rate read over one interval is not the next's.
+	lead = 4 * interval
 )
+
+// Heap is what the runtime reports of its garbage collector.
+type Heap struct {
+	// Cycles is how many collections have completed.
+	Cycles uint64
+	// Mark is the CPU time all of them spent marking.
+	Mark time.Duration
+	// Allocated is how many bytes have been allocated on the heap so far.
+	Allocated uint64
+	// Live is the heap the last collection kept, InUse the heap now, and
+	// Goal the size at which the next collection is to have finished.
+	Live, InUse, Goal uint64
+}
+
+// CollectionAhead reports whether a collection whose marking takes mark
+// of CPU may start, in heap h growing by rate bytes a second, within the
+// lead time: then it is to run on all processors.
+func CollectionAhead(h Heap, mark time.Duration, rate float64) bool {
+	if mark <= heavyMark || h.Goal <= h.Live {
+		return false
+	}
+	trigger := float64(h.Live) + triggerAt*float64(h.Goal-h.Live)
+	return float64(h.InUse)+rate*lead.Seconds() >= trigger
+}
 
 // Next returns how many processors to run on after an interval in which
 // Sprout kept busy processors' worth of CPU, running on current of at
@@ -56,16 +99,43 @@ type Governor struct {
 	Used func() time.Duration
 	// Set runs Sprout on n processors.
 	Set func(n int)
-	Log *slog.Logger
+	// Heap, if set, returns the garbage collector's figures.
+	Heap func() Heap
+	Log  *slog.Logger
 
 	current  int
 	lastUsed time.Duration
 	lastAt   time.Time
+	lastHeap Heap
+	// mark is the CPU the last collections took marking, each.
+	mark time.Duration
+	// allocated is the heap allocated so far at the last reading.
+	allocated uint64
 }
 
 // Begin starts counting at now, on the Max processors.
 func (g *Governor) Begin(now time.Time) {
 	g.current, g.lastUsed, g.lastAt = g.Max, g.Used(), now
+	if g.Heap != nil {
+		g.lastHeap = g.Heap()
+		g.allocated = g.lastHeap.Allocated
+	}
+}
+
+// collectionAhead reads the heap and reports whether a heavy collection
+// is near, elapsed after the last reading.
+func (g *Governor) collectionAhead(elapsed time.Duration) bool {
+	if g.Heap == nil {
+		return false
+	}
+	h := g.Heap()
+	if n := h.Cycles - g.lastHeap.Cycles; h.Cycles > g.lastHeap.Cycles {
+		g.mark = (h.Mark - g.lastHeap.Mark) / time.Duration(n)
+		g.lastHeap = h
+	}
+	rate := float64(h.Allocated-g.allocated) / elapsed.Seconds()
+	g.allocated = h.Allocated
+	return CollectionAhead(h, g.mark, rate)
 }
 
 // Step reads the load since the last step and sets the processors for the
@@ -77,10 +147,15 @@ func (g *Governor) Step(now time.Time) int {
 	}
 	busy := float64(used-g.lastUsed) / float64(elapsed)
 	g.lastUsed, g.lastAt = used, now
-	if n := Next(g.current, g.Max, busy); n != g.current {
+	n := Next(g.current, g.Max, busy)
+	gc := g.collectionAhead(elapsed)
+	if gc {
+		n = g.Max
+	}
+	if n != g.current {
 		g.Set(n)
 		if g.Log != nil {
-			g.Log.Debug("processors follow the load", "processors", n, "busy", busy)
+			g.Log.Debug("processors follow the load", "processors", n, "busy", busy, "collectionAhead", gc, "markPerCollection", g.mark)
 		}
 		g.current = n
 	}
@@ -95,7 +170,7 @@ func Follow(ctx context.Context, log *slog.Logger) {
 	if _, set := os.LookupEnv("GOMAXPROCS"); set || max <= 1 {
 		return
 	}
-	g := &Governor{Max: max, Used: processCPU, Log: log, Set: func(n int) {
+	g := &Governor{Max: max, Used: processCPU, Heap: readHeap(), Log: log, Set: func(n int) {
 		if n == max {
 			// The default again, which the runtime keeps up to date with
 			// the container's CPU limit.
@@ -125,4 +200,46 @@ func processCPU() time.Duration {
 		return 0
 	}
 	return time.Duration(u.Utime.Nano() + u.Stime.Nano())
+}
+
+// readHeap returns a reader of the collector's figures from
+// runtime/metrics, which reads them without stopping the world.
+func readHeap() func() Heap {
+	names := []string{
+		"/gc/cycles/total:gc-cycles",
+		"/cpu/classes/gc/mark/assist:cpu-seconds",
+		"/cpu/classes/gc/mark/dedicated:cpu-seconds",
+		"/cpu/classes/gc/mark/idle:cpu-seconds",
+		"/gc/heap/live:bytes",
+		"/memory/classes/heap/objects:bytes",
+		"/gc/heap/goal:bytes",
+		"/gc/heap/allocs:bytes",
+	}
+	samples := make([]metrics.Sample, len(names))
+	for i, n := range names {
+		samples[i].Name = n
+	}
+	u := func(i int) uint64 {
+		if samples[i].Value.Kind() != metrics.KindUint64 {
+			return 0
+		}
+		return samples[i].Value.Uint64()
+	}
+	seconds := func(i int) time.Duration {
+		if samples[i].Value.Kind() != metrics.KindFloat64 {
+			return 0
+		}
+		return time.Duration(samples[i].Value.Float64() * float64(time.Second))
+	}
+	return func() Heap {
+		metrics.Read(samples)
+		return Heap{
+			Cycles:    u(0),
+			Mark:      seconds(1) + seconds(2) + seconds(3),
+			Live:      u(4),
+			InUse:     u(5),
+			Goal:      u(6),
+			Allocated: u(7),
+		}
+	}
 }

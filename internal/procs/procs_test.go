@@ -63,6 +63,115 @@ func TestGovernorStepsByTheCPUOfEachInterval(t *testing.T) {
 	}
 }
 
+func TestCollectionAheadOfAHeavyMarkOnly(t *testing.T) {
+	const mib = 1 << 20
+	// The runtime starts this heap's collection at 170 MiB at the earliest.
+	heap := func(inUse uint64) Heap { return Heap{Live: 100 * mib, Goal: 200 * mib, InUse: inUse * mib} }
+	perLead := func(m float64) float64 { return m * mib / lead.Seconds() }
+	for _, c := range []struct {
+		name string
+		h    Heap
+		mark time.Duration
+		rate float64
+		want bool
+	}{
+		{"heavy, just collected, growing slowly", heap(105), time.Second, perLead(10), false},
+		{"heavy, 30 MiB away, growing 20 MiB a lead", heap(140), time.Second, perLead(20), false},
+		{"heavy, 30 MiB away, growing 30 MiB a lead", heap(140), time.Second, perLead(30), true},
+		{"heavy, just collected, growing fast", heap(105), time.Second, perLead(80), true},
+		{"heavy, past the earliest start, not growing", heap(180), time.Second, 0, true},
+		{"light mark, past the earliest start", heap(180), heavyMark, perLead(100), false},
+		{"not yet measured", heap(180), 0, perLead(100), false},
+		{"no way to the goal", Heap{Live: 100, Goal: 100, InUse: 150}, time.Second, 0, false},
+	} {
+		if got := CollectionAhead(c.h, c.mark, c.rate); got != c.want {
+			t.Errorf("%s: CollectionAhead = %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
+// TestGovernorRaisesAheadOfAHeavyCollection runs a governor over a
+// made-up idle process whose heap grows towards a collection: the first
+// collection's marking is measured, the processors are raised as the
+// second nears and lowered once it is done. A light collection is not.
+func TestGovernorRaisesAheadOfAHeavyCollection(t *testing.T) {
+	const mib = 1 << 20
+	for _, c := range []struct {
+		mark time.Duration
+		want []int
+	}{
+		{mark: 400 * time.Millisecond, want: []int{1, 4, 1}},
+		{mark: 20 * time.Millisecond, want: []int{1}},
+	} {
+		var used time.Duration
+		h := Heap{Live: 100 * mib, Goal: 200 * mib, InUse: 100 * mib}
+		var set []int
+		g := &Governor{Max: 4, Used: func() time.Duration { return used }, Heap: func() Heap { return h },
+			Set: func(n int) { set = append(set, n) }}
+		at := time.Unix(0, 0)
+		g.Begin(at)
+		step := func(grow uint64) int {
+			used += interval / 20 // idle throughout
+			h.InUse += grow * mib
+			h.Allocated += grow * mib
+			at = at.Add(interval)
+			return g.Step(at)
+		}
+		collect := func() {
+			h.Cycles++
+			h.Mark += c.mark
+			h.InUse = h.Live
+		}
+		step(20)
+		collect() // the first collection: its marking is measured
+		if n := step(1); n != 1 {
+			t.Fatalf("mark %v: after a collection, idle: %d processors, want 1", c.mark, n)
+		}
+		for range 40 { // 40 MiB in 10 s: 31 MiB from the earliest start
+			if n := step(1); n != 1 {
+				t.Fatalf("mark %v: heap %d MiB, growing 1 MiB an interval: %d processors, want 1", c.mark, h.InUse/mib, n)
+			}
+		}
+		step(10) // 10 MiB an interval: 20 MiB from the earliest start
+		collect()
+		step(1)
+		if len(set) != len(c.want) {
+			t.Fatalf("mark %v: set %v, want %v", c.mark, set, c.want)
+		}
+		for i := range set {
+			if set[i] != c.want[i] {
+				t.Fatalf("mark %v: set %v, want %v", c.mark, set, c.want)
+			}
+		}
+	}
+}
+
+// TestReadHeapReadsTheRuntime reads this process's collector before and
+// after a collection.
+func TestReadHeapReadsTheRuntime(t *testing.T) {
+	read := readHeap()
+	before := read()
+	keep := make([][]byte, 0, 64)
+	for range 64 {
+		keep = append(keep, make([]byte, 64<<10))
+	}
+	runtime.GC()
+	after := read()
+	runtime.KeepAlive(keep)
+	if after.Cycles <= before.Cycles {
+		t.Fatalf("cycles %d after a collection, %d before", after.Cycles, before.Cycles)
+	}
+	if after.Mark <= before.Mark {
+		t.Fatalf("marking CPU %v after a collection, %v before", after.Mark, before.Mark)
+	}
+	if after.Allocated < before.Allocated+4<<20 {
+		t.Fatalf("allocated %d after 4 MiB, %d before", after.Allocated, before.Allocated)
+	}
+	if after.Live < 4<<20 || after.Goal <= after.Live || after.InUse < after.Live/2 {
+		t.Fatalf("heap %+v: want a live heap of at least the 4 MiB kept, and a goal above it", after)
+	}
+}
+
 // TestFollowRunsAnIdleProcessOnOneProcessor runs Follow in this test
 // process, which is idle, and waits for the runtime's GOMAXPROCS to drop
 // to one; when Follow ends, the default is back.
