@@ -106,9 +106,11 @@ type Governor struct {
 	current  int
 	lastUsed time.Duration
 	lastAt   time.Time
-	lastHeap Heap
-	// mark is the CPU the last collections took marking, each.
-	mark time.Duration
+	// cycles and marked are the collections completed and their marking
+	// CPU at the last reading that saw one complete; mark is what the
+	// collections since the one before took marking, each.
+	cycles       uint64
+	marked, mark time.Duration
 	// allocated is the heap allocated so far at the last reading.
 	allocated uint64
 }
@@ -117,8 +119,8 @@ type Governor struct {
 func (g *Governor) Begin(now time.Time) {
 	g.current, g.lastUsed, g.lastAt = g.Max, g.Used(), now
 	if g.Heap != nil {
-		g.lastHeap = g.Heap()
-		g.allocated = g.lastHeap.Allocated
+		h := g.Heap()
+		g.cycles, g.marked, g.allocated = h.Cycles, h.Mark, h.Allocated
 	}
 }
 
@@ -129,9 +131,9 @@ func (g *Governor) collectionAhead(elapsed time.Duration) bool {
 		return false
 	}
 	h := g.Heap()
-	if n := h.Cycles - g.lastHeap.Cycles; h.Cycles > g.lastHeap.Cycles {
-		g.mark = (h.Mark - g.lastHeap.Mark) / time.Duration(n)
-		g.lastHeap = h
+	if h.Cycles > g.cycles {
+		g.mark = (h.Mark - g.marked) / time.Duration(h.Cycles-g.cycles)
+		g.cycles, g.marked = h.Cycles, h.Mark
 	}
 	rate := float64(h.Allocated-g.allocated) / elapsed.Seconds()
 	g.allocated = h.Allocated
