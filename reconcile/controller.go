@@ -23,6 +23,7 @@ import (
 
 	"github.com/sprout-gitops/sprout/celenv"
 	"github.com/sprout-gitops/sprout/cluster"
+	"github.com/sprout-gitops/sprout/internal/procs"
 	"github.com/sprout-gitops/sprout/inventory"
 	"github.com/sprout-gitops/sprout/policyreport"
 	"github.com/sprout-gitops/sprout/reconcile/access"
@@ -388,7 +389,7 @@ func newEvaluator(c *Controller, namespaces listersv1.NamespaceLister, kube kube
 		Cores: evaluate.NewCores(0).Budget(o.TenantCPUShare, TenantCPUBurst).Waits(func(tenant string, owed time.Duration) {
 			o.Logger.Info("a tenant's evaluations wait: they ran past its share of a processor (--tenant-cpu-share)",
 				"namespace", tenant, "wait", owed.Round(time.Millisecond).String(), "share", o.TenantCPUShare)
-		}),
+		}).Holding(procs.Hold),
 		LastUpdate: func(cp *policy.Compiled, gvr schema.GroupVersionResource, uid types.UID) *cluster.Object {
 			return c.intake.lastUpdate(c.intake.triggerKeyOf(cp, gvr), uid)
 		}})

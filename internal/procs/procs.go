@@ -16,6 +16,11 @@
 // processors ahead of such a collection, because a change of GOMAXPROCS
 // waits for a running collection to finish, and the events behind one on a
 // single processor wait with it.
+//
+// A tenant's evaluation is the other: the tenants' evaluations run on every
+// processor but one, so that the platform's never wait behind them, and on
+// one processor there is no other. While one runs (Hold), Sprout runs on
+// all its processors.
 package procs
 
 import (
@@ -24,6 +29,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/metrics"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -101,6 +107,9 @@ type Governor struct {
 	Set func(n int)
 	// Heap, if set, returns the garbage collector's figures.
 	Heap func() Heap
+	// Held, if set, reports whether something holds all the processors
+	// (Hold).
+	Held func() bool
 	Log  *slog.Logger
 
 	current  int
@@ -151,13 +160,14 @@ func (g *Governor) Step(now time.Time) int {
 	g.lastUsed, g.lastAt = used, now
 	n := Next(g.current, g.Max, busy)
 	gc := g.collectionAhead(elapsed)
-	if gc {
+	held := g.Held != nil && g.Held()
+	if gc || held {
 		n = g.Max
 	}
 	if n != g.current {
 		g.Set(n)
 		if g.Log != nil {
-			g.Log.Debug("processors follow the load", "processors", n, "busy", busy, "collectionAhead", gc, "markPerCollection", g.mark)
+			g.Log.Debug("processors follow the load", "processors", n, "busy", busy, "collectionAhead", gc, "markPerCollection", g.mark, "held", held)
 		}
 		g.current = n
 	}
@@ -172,7 +182,7 @@ func Follow(ctx context.Context, log *slog.Logger) {
 	if _, set := os.LookupEnv("GOMAXPROCS"); set || max <= 1 {
 		return
 	}
-	g := &Governor{Max: max, Used: processCPU, Heap: readHeap(), Log: log, Set: func(n int) {
+	g := &Governor{Max: max, Used: processCPU, Heap: readHeap(), Held: held, Log: log, Set: func(n int) {
 		if n == max {
 			// The default again, which the runtime keeps up to date with
 			// the container's CPU limit.
@@ -191,9 +201,37 @@ func Follow(ctx context.Context, log *slog.Logger) {
 			return
 		case now := <-t.C:
 			g.Step(now)
+		case <-holding:
+			// At once: the tenant's evaluation is running already.
+			g.Step(time.Now())
 		}
 	}
 }
+
+var (
+	holds atomic.Int64
+	// holding wakes Follow when the first hold begins.
+	holding = make(chan struct{}, 1)
+)
+
+// Hold runs Sprout on all its processors, if Follow had it on fewer, until
+// release is called; holds may overlap. Without Follow it does nothing.
+func Hold() (release func()) {
+	if holds.Add(1) == 1 {
+		select {
+		case holding <- struct{}{}:
+		default:
+		}
+	}
+	var once atomic.Bool
+	return func() {
+		if once.CompareAndSwap(false, true) {
+			holds.Add(-1)
+		}
+	}
+}
+
+func held() bool { return holds.Load() > 0 }
 
 // processCPU returns the user and system CPU time of the process so far.
 func processCPU() time.Duration {

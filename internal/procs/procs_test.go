@@ -63,6 +63,87 @@ func TestGovernorStepsByTheCPUOfEachInterval(t *testing.T) {
 	}
 }
 
+// TestGovernorRunsOnAllWhileHeld: while something holds the processors
+// (a tenant's evaluation, which must not share the platform's), an idle
+// Sprout runs on all of them; once released, the load decides again.
+func TestGovernorRunsOnAllWhileHeld(t *testing.T) {
+	var used time.Duration
+	hold := false
+	g := &Governor{Max: 4, Used: func() time.Duration { return used }, Set: func(int) {}, Held: func() bool { return hold }}
+	at := time.Unix(0, 0)
+	g.Begin(at)
+	step := func() int {
+		used += interval / 20
+		at = at.Add(interval)
+		return g.Step(at)
+	}
+	if n := step(); n != 1 {
+		t.Fatalf("idle: %d processors, want 1", n)
+	}
+	hold = true
+	if n := step(); n != 4 {
+		t.Fatalf("idle and held: %d processors, want 4", n)
+	}
+	if n := step(); n != 4 {
+		t.Fatalf("still held: %d processors, want 4", n)
+	}
+	hold = false
+	if n := step(); n != 1 {
+		t.Fatalf("idle, released: %d processors, want 1", n)
+	}
+}
+
+// followable returns the runtime's default processors, skipping the test
+// when Follow would keep them.
+func followable(t *testing.T) int {
+	t.Helper()
+	max := runtime.GOMAXPROCS(0)
+	if max < 2 {
+		t.Skip("the runtime's default is one processor: nothing to follow")
+	}
+	if _, set := os.LookupEnv("GOMAXPROCS"); set {
+		t.Skip("GOMAXPROCS is set: Follow keeps it")
+	}
+	return max
+}
+
+// waitForProcs waits until the process runs on want processors.
+func waitForProcs(t *testing.T, want int, what string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for runtime.GOMAXPROCS(0) != want {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: GOMAXPROCS still %d after 30 s, want %d", what, runtime.GOMAXPROCS(0), want)
+		}
+		runtime.Gosched()
+		time.Sleep(10 * time.Millisecond) // polling a condition, not ordering goroutines
+	}
+}
+
+// TestHoldRaisesTheProcessors: Follow runs an idle process on all its
+// processors while held, and its release lets the load lower them again.
+func TestHoldRaisesTheProcessors(t *testing.T) {
+	max := followable(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() { defer close(done); Follow(ctx, nil) }()
+	defer func() { cancel(); <-done }()
+	waitForProcs(t, 1, "idle")
+	release := Hold()
+	waitForProcs(t, max, "held")
+	second := Hold()
+	release()
+	release() // a release counts once
+	if !held() {
+		t.Fatal("not held with one of two holds released")
+	}
+	second()
+	if held() {
+		t.Fatal("held after both holds were released")
+	}
+	waitForProcs(t, 1, "released")
+}
+
 func TestCollectionAheadOfAHeavyMarkOnly(t *testing.T) {
 	const mib = 1 << 20
 	// The runtime starts this heap's collection at 170 MiB at the earliest.
@@ -176,25 +257,11 @@ func TestReadHeapReadsTheRuntime(t *testing.T) {
 // process, which is idle, and waits for the runtime's GOMAXPROCS to drop
 // to one; when Follow ends, the default is back.
 func TestFollowRunsAnIdleProcessOnOneProcessor(t *testing.T) {
-	max := runtime.GOMAXPROCS(0)
-	if max < 2 {
-		t.Skip("the runtime's default is one processor: nothing to follow")
-	}
-	if _, set := os.LookupEnv("GOMAXPROCS"); set {
-		t.Skip("GOMAXPROCS is set: Follow keeps it")
-	}
+	max := followable(t)
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan struct{})
 	go func() { defer close(done); Follow(ctx, nil) }()
-	deadline := time.Now().Add(30 * time.Second)
-	for runtime.GOMAXPROCS(0) != 1 {
-		if time.Now().After(deadline) {
-			cancel()
-			t.Fatalf("GOMAXPROCS still %d after 30 s of an idle process", runtime.GOMAXPROCS(0))
-		}
-		runtime.Gosched()
-		time.Sleep(10 * time.Millisecond) // polling a condition, not ordering goroutines
-	}
+	waitForProcs(t, 1, "an idle process")
 	cancel()
 	<-done
 	if n := runtime.GOMAXPROCS(0); n != max {

@@ -45,6 +45,9 @@ type Cores struct {
 	after    func(time.Duration) <-chan time.Time
 	// waits, if set, is told of each wait for a debt, before it.
 	waits func(tenant string, owed time.Duration)
+	// hold, if set, is called as a tenant's evaluation gets its turn, and
+	// what it returns as the turn ends (Holding).
+	hold func() (release func())
 }
 
 // account is a tenant's credit at a time: what it may still run before it
@@ -89,6 +92,16 @@ func (c *Cores) Waits(waits func(tenant string, owed time.Duration)) *Cores {
 	return c
 }
 
+// Holding has c call hold as a tenant's evaluation gets its turn on a
+// processor, and what hold returns once the turn is given back: Sprout
+// runs on all its processors meanwhile (procs.Hold), for "every processor
+// but one" means one for the platform only while there are more. It
+// returns c, and is called before c is used.
+func (c *Cores) Holding(hold func() (release func())) *Cores {
+	c.hold = hold
+	return c
+}
+
 // Acquire waits until tenant owes no time (Budget), then for its turn on a
 // processor, and returns what gives it back, charging the time it was
 // held, or ctx's error. The platform's evaluations ("") never wait.
@@ -100,8 +113,15 @@ func (c *Cores) Acquire(ctx context.Context, tenant string) (release func(), err
 		return nil, err
 	}
 	held, err := c.turn(ctx, tenant)
-	if err != nil || c.share <= 0 {
-		return held, err
+	if err != nil {
+		return nil, err
+	}
+	if c.hold != nil {
+		processors, turn := c.hold(), held
+		held = func() { turn(); processors() }
+	}
+	if c.share <= 0 {
+		return held, nil
 	}
 	began := c.now()
 	return func() {

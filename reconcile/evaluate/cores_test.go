@@ -282,3 +282,44 @@ func TestDebtWaitEndsWithItsContext(t *testing.T) {
 		t.Errorf("err = %v, want context.Canceled", err)
 	}
 }
+
+// TestTenantTurnHoldsAllProcessors: while a tenant's evaluation holds its
+// turn, Sprout is held on all its processors (procs.Hold), with and
+// without a budget: the tenants' processors are every one but the
+// platform's, and on one there would be none left for the platform. The
+// platform's evaluations hold nothing.
+func TestTenantTurnHoldsAllProcessors(t *testing.T) {
+	for _, share := range []float64{0, 0.25} {
+		var holds atomic.Int32
+		hold := func() func() {
+			holds.Add(1)
+			return func() { holds.Add(-1) }
+		}
+		c := NewCores(2).Budget(share, time.Second).Holding(hold)
+		mustAcquire(t, c, "")()
+		if n := holds.Load(); n != 0 {
+			t.Fatalf("share %v: %d holds after the platform's evaluation, want 0", share, n)
+		}
+		release := mustAcquire(t, c, "team-a")
+		if n := holds.Load(); n != 1 {
+			t.Fatalf("share %v: %d holds while a tenant's evaluation runs, want 1", share, n)
+		}
+		release()
+		if n := holds.Load(); n != 0 {
+			t.Fatalf("share %v: %d holds after the tenant's turn ended, want 0", share, n)
+		}
+	}
+	// A wait that ends with its context held no turn, and holds nothing.
+	var holds atomic.Int32
+	c := NewCores(2).Holding(func() func() { holds.Add(1); return func() { holds.Add(-1) } })
+	release := mustAcquire(t, c, "team-a")
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := c.Acquire(ctx, "team-b"); err == nil {
+		t.Fatal("a wait for a taken turn did not end with its context")
+	}
+	if n := holds.Load(); n != 1 {
+		t.Fatalf("%d holds with one turn taken, want 1", n)
+	}
+	release()
+}
