@@ -13,6 +13,8 @@ import (
 
 	apiv1 "github.com/sprout-gitops/sprout/api/policies/v1"
 	"github.com/sprout-gitops/sprout/reconcile"
+	"github.com/sprout-gitops/sprout/reconcile/blast"
+	"github.com/sprout-gitops/sprout/reconcile/report"
 )
 
 // annotated gives a policy document of testpolicies annotations.
@@ -39,7 +41,7 @@ func revisionOf(t *testing.T, name string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return reconcile.Revision(p)
+	return blast.Revision(p)
 }
 
 // waitHeld waits until the policy says its revision is held, with each
@@ -49,7 +51,7 @@ func waitHeld(t *testing.T, name string, want ...string) {
 	var msg string
 	poll(t, "the revision held: "+strings.Join(want, ", "), func(ctx context.Context) (bool, error) {
 		c, err := policyCondition(ctx, name)
-		if c == nil || err != nil || c.Reason != reconcile.ReasonBlastRadiusExceeded {
+		if c == nil || err != nil || c.Reason != report.ReasonBlastRadiusExceeded {
 			return false, err
 		}
 		msg = c.Message
@@ -89,7 +91,7 @@ func TestBlastRadiusHoldsRevision(t *testing.T) {
 	startController(t)
 	tb := newTable(t, "blast")
 	policy := func(suffix, value, radius string, more ...string) string {
-		a := map[string]string{reconcile.AnnotationBlastRadius: radius}
+		a := map[string]string{blast.AnnotationBlastRadius: radius}
 		for i := 0; i+1 < len(more); i += 2 {
 			a[more[i]] = more[i+1]
 		}
@@ -115,7 +117,7 @@ func TestBlastRadiusHoldsRevision(t *testing.T) {
 	}
 
 	// The approval names the revision: it writes them.
-	tb.applyPolicy(policy("out", "two", "2", reconcile.AnnotationApprovedRevision, revisionOf(t, "blast")))
+	tb.applyPolicy(policy("out", "two", "2", blast.AnnotationApprovedRevision, revisionOf(t, "blast")))
 	for _, n := range []string{"a", "b", "c", "d"} {
 		tb.waitFor("the approved revision's overwrites", n+"-out", holds("policy", "two"))
 	}
@@ -196,12 +198,12 @@ func TestBlastRadiusFlagAndPlan(t *testing.T) {
 		t.Error("the policy was not planned")
 	}
 
-	tb.applyPolicy(annotated(derivedPolicy("blast-flag", "blast-flag", "out", "two", true, false), map[string]string{reconcile.AnnotationBlastRadius: "lots"}))
+	tb.applyPolicy(annotated(derivedPolicy("blast-flag", "blast-flag", "out", "two", true, false), map[string]string{blast.AnnotationBlastRadius: "lots"}))
 	waitHeld(t, "blast-flag", `metadata.annotations[sprout.dev/blast-radius]: "lots" is not a count (10), a percentage (20%) or off`)
 	if cm := tb.get("a-out"); cm.Data["policy"] != "one" {
 		t.Errorf("a-out was overwritten under a bad annotation: %v", cm.Data)
 	}
-	tb.applyPolicy(annotated(derivedPolicy("blast-flag", "blast-flag", "out", "two", true, false), map[string]string{reconcile.AnnotationBlastRadius: "off"}))
+	tb.applyPolicy(annotated(derivedPolicy("blast-flag", "blast-flag", "out", "two", true, false), map[string]string{blast.AnnotationBlastRadius: "off"}))
 	tb.waitFor("the revision written with the guard off", "a-out", holds("policy", "two"))
 }
 

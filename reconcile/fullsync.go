@@ -10,6 +10,7 @@ import (
 
 	"github.com/sprout-gitops/sprout/cluster"
 	"github.com/sprout-gitops/sprout/inventory"
+	"github.com/sprout-gitops/sprout/reconcile/blast"
 	"github.com/sprout-gitops/sprout/reconcile/policy"
 	"github.com/sprout-gitops/sprout/reconcile/state"
 )
@@ -115,7 +116,7 @@ func (f fullSync) pruneUnwanted(ctx context.Context, run *syncRun, w writer, g *
 		s.states.Of(run.key).Ledger().NoteOwn(pruned)
 	}
 	// A binding refused for its role goes whatever else the sync found.
-	pruned, refusedErr := s.checks.pruneRefused(ctx, unguarded(w), run.key, g.verdicts)
+	pruned, refusedErr := s.checks.pruneRefused(ctx, blast.Unguarded(w), run.key, g.verdicts)
 	changes.Changes = append(changes.Changes, pruned.Changes...)
 	run.phase.Done("prune")
 	if changes.Written() {

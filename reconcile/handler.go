@@ -3,6 +3,7 @@ package reconcile
 import (
 	"time"
 
+	"github.com/sprout-gitops/sprout/reconcile/blast"
 	"github.com/sprout-gitops/sprout/reconcile/ledger"
 	"github.com/sprout-gitops/sprout/reconcile/policy"
 	"github.com/sprout-gitops/sprout/reconcile/report"
@@ -77,7 +78,7 @@ func (h policyHandler) Upsert(p sources.Policy) {
 	if cur != nil && cur.Policy.GetUID() == p.GetUID() && cur.Policy.GetGeneration() == p.GetGeneration() {
 		requeue := c.dayTwoChanged(key, cur.Policy, p.Policy)
 		next := *cur
-		next.Policy, next.Content = p.Policy, Revision(p.Policy)
+		next.Policy, next.Content = p.Policy, blast.Revision(p.Policy)
 		if report.ReportsToggled(cur.Policy, p.Policy) {
 			// Every trigger is evaluated anew, so that each result is
 			// reported again, or, in the full sync, dropped.

@@ -9,6 +9,7 @@ import (
 
 	sproutv1alpha1 "github.com/sprout-gitops/sprout/api/sprout/v1alpha1"
 	"github.com/sprout-gitops/sprout/inventory"
+	"github.com/sprout-gitops/sprout/reconcile/blast"
 	"github.com/sprout-gitops/sprout/reconcile/policy"
 	"github.com/sprout-gitops/sprout/sources"
 )
@@ -22,7 +23,7 @@ func (c *Controller) compile(p sources.Policy, cur *policy.Compiled) *policy.Com
 		Policy:   p.Policy,
 		Source:   p.Source,
 		Revision: p.Revision,
-		Content:  Revision(p.Policy),
+		Content:  blast.Revision(p.Policy),
 		Program:  p.Program,
 
 		Evaluations: policy.NewEvaluations(),

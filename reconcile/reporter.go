@@ -55,7 +55,7 @@ func (r *syncReport) hold(held error) {
 		return
 	}
 	r.held = held
-	r.out.Reason, r.out.Err = ReasonBlastRadiusExceeded, errors.Join(r.out.Err, held)
+	r.out.Reason, r.out.Err = report.ReasonBlastRadiusExceeded, errors.Join(r.out.Err, held)
 }
 
 // liveReporter writes records, status and Events, and counts in metrics.

@@ -6,6 +6,7 @@ import (
 	fluxmeta "github.com/fluxcd/pkg/apis/meta"
 
 	apiv1 "github.com/sprout-gitops/sprout/api/policies/v1"
+	"github.com/sprout-gitops/sprout/reconcile/blast"
 	"github.com/sprout-gitops/sprout/reconcile/policy"
 	"github.com/sprout-gitops/sprout/reconcile/report"
 )
@@ -51,7 +52,7 @@ func (c *Controller) dayTwoChanged(key policy.Key, was, now apiv1.Policy) bool {
 		c.kinds.Reset()
 	}
 	// An approval, or a new threshold, may release what a revision held.
-	guarded := was.GetAnnotations()[AnnotationApprovedRevision] != now.GetAnnotations()[AnnotationApprovedRevision] ||
-		was.GetAnnotations()[AnnotationBlastRadius] != now.GetAnnotations()[AnnotationBlastRadius]
+	guarded := was.GetAnnotations()[blast.AnnotationApprovedRevision] != now.GetAnnotations()[blast.AnnotationApprovedRevision] ||
+		was.GetAnnotations()[blast.AnnotationBlastRadius] != now.GetAnnotations()[blast.AnnotationBlastRadius]
 	return requested || guarded || suspended(was) != suspended(now)
 }

@@ -9,6 +9,7 @@ import (
 
 	apiv1 "github.com/sprout-gitops/sprout/api/policies/v1"
 	"github.com/sprout-gitops/sprout/reconcile"
+	"github.com/sprout-gitops/sprout/reconcile/blast"
 )
 
 func newApproveCommand(g *globalFlags) *cobra.Command {
@@ -36,7 +37,7 @@ approved there, with the annotation the Stalled message gives.`,
 				}
 				fmt.Fprintf(cmd.OutOrStdout(), "%s: revision %s approved\n", p.id, rev)
 				token := requestToken(now)
-				return map[string]any{reconcile.AnnotationApprovedRevision: rev, reconcile.AnnotationReconcileRequest: token}, token, nil
+				return map[string]any{blast.AnnotationApprovedRevision: rev, reconcile.AnnotationReconcileRequest: token}, token, nil
 			})
 		},
 	}
@@ -56,5 +57,5 @@ func revisionOf(p *policyClient) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("%s: %w", p.id, err)
 	}
-	return reconcile.Revision(policy), nil
+	return blast.Revision(policy), nil
 }

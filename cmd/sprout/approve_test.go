@@ -15,6 +15,8 @@ import (
 	apiv1 "github.com/sprout-gitops/sprout/api/policies/v1"
 	"github.com/sprout-gitops/sprout/fixtures"
 	"github.com/sprout-gitops/sprout/reconcile"
+	"github.com/sprout-gitops/sprout/reconcile/blast"
+	"github.com/sprout-gitops/sprout/reconcile/report"
 )
 
 // TestApproveReleasesHeldRevision: under --blast-radius 0 a revision that
@@ -59,10 +61,10 @@ func TestApproveReleasesHeldRevision(t *testing.T) {
 			return false
 		}
 		c := meta.FindStatusCondition(p.PolicyStatus().ConditionStatus.Conditions, reconcile.ConditionReady)
-		if c == nil || c.Reason != reconcile.ReasonBlastRadiusExceeded {
+		if c == nil || c.Reason != report.ReasonBlastRadiusExceeded {
 			return false
 		}
-		held = reconcile.Revision(p)
+		held = blast.Revision(p)
 		return strings.Contains(c.Message, "revision "+held+" would delete 0 and overwrite 1 of the policy's 1 objects")
 	})
 	if got := kafka(context.Background()); !strings.HasPrefix(got, "192.168.10.13") {

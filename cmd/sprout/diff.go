@@ -19,6 +19,7 @@ import (
 	sproutv1alpha1 "github.com/sprout-gitops/sprout/api/sprout/v1alpha1"
 	"github.com/sprout-gitops/sprout/inventory"
 	"github.com/sprout-gitops/sprout/reconcile"
+	"github.com/sprout-gitops/sprout/reconcile/blast"
 	"github.com/sprout-gitops/sprout/sources"
 )
 
@@ -106,7 +107,7 @@ func runDiff(cmd *cobra.Command, g *globalFlags, o diffOptions, names []string) 
 	if err := reconcile.ValidateServiceAccountOptions(o.accounts); err != nil {
 		return err
 	}
-	if err := reconcile.ValidateBlastRadius(o.accounts.BlastRadius); err != nil {
+	if err := blast.Validate(o.accounts.BlastRadius); err != nil {
 		return fmt.Errorf("--blast-radius: %w", err)
 	}
 	filter, err := newPlanFilter(names, pr)

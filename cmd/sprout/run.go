@@ -25,6 +25,7 @@ import (
 	"github.com/sprout-gitops/sprout/internal/procs"
 	"github.com/sprout-gitops/sprout/policyreport"
 	"github.com/sprout-gitops/sprout/reconcile"
+	"github.com/sprout-gitops/sprout/reconcile/blast"
 )
 
 // runOptions are the flags of `sprout run` beyond the controller's own.
@@ -289,7 +290,7 @@ func registerAccounts(f *pflag.FlagSet, opts *reconcile.Options) {
 // validateRunFlags checks every flag that needs no cluster, so a typo is
 // reported at once rather than after the caches have synced.
 func validateRunFlags(opts *reconcile.Options, ro runOptions) error {
-	if err := reconcile.ValidateBlastRadius(opts.BlastRadius); err != nil {
+	if err := blast.Validate(opts.BlastRadius); err != nil {
 		return fmt.Errorf("--blast-radius: %w", err)
 	}
 	if err := reconcile.ValidateTenantCPUShare(opts.TenantCPUShare); err != nil {

@@ -1,4 +1,4 @@
-package reconcile
+package blast
 
 import "testing"
 
@@ -19,11 +19,11 @@ func TestBlastRadiusThreshold(t *testing.T) {
 		{"20%", 1, 0, true},
 		{"off", 100, 1, false},
 	} {
-		b, err := parseBlastRadius(c.radius)
+		b, err := Parse(c.radius)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := b.exceeded(c.held, c.live); got != c.exceeded {
+		if got := b.Exceeded(c.held, c.live); got != c.exceeded {
 			t.Errorf("%s: %d of %d exceeded is %v, want %v", c.radius, c.held, c.live, got, c.exceeded)
 		}
 	}
