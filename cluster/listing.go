@@ -27,10 +27,16 @@ type Listing struct {
 	begun bool
 	// more is closed, and replaced, when objects grow or the listing ends.
 	more chan struct{}
+	// changed are objects known to have changed since a revision
+	// (CatchUp), which a reader takes before the list's: a trigger created
+	// while Sprout was stopped is found without waiting for the list to
+	// reach it. done is closed when the listing ends.
+	changed []*Object
+	done    chan struct{}
 }
 
 // NewListing returns a listing that has no objects yet.
-func NewListing() *Listing { return &Listing{more: make(chan struct{})} }
+func NewListing() *Listing { return &Listing{more: make(chan struct{}), done: make(chan struct{})} }
 
 // Taken is what At says of the object asked for.
 type Taken int
@@ -47,6 +53,16 @@ const (
 // At returns the listing's object i. When it has not come yet and wait is
 // set, At waits for it, for the listing's end or for ctx.
 func (l *Listing) At(ctx context.Context, i int, wait bool) (*Object, Taken, error) {
+	return l.at(ctx, i, wait, -1)
+}
+
+// AtOrChanged is At waiting, that returns NotYet as soon as more than
+// seen objects known changed have come (Changed).
+func (l *Listing) AtOrChanged(ctx context.Context, i, seen int) (*Object, Taken, error) {
+	return l.at(ctx, i, true, seen)
+}
+
+func (l *Listing) at(ctx context.Context, i int, wait bool, seen int) (*Object, Taken, error) {
 	for {
 		l.mu.Lock()
 		switch {
@@ -57,6 +73,9 @@ func (l *Listing) At(ctx context.Context, i int, wait bool) (*Object, Taken, err
 			o := l.objects[i]
 			l.mu.Unlock()
 			return o, Got, nil
+		case seen >= 0 && len(l.changed) > seen:
+			l.mu.Unlock()
+			return nil, NotYet, nil
 		}
 		more := l.more
 		l.mu.Unlock()
@@ -77,9 +96,41 @@ func (l *Listing) End() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if !l.ended {
-		l.ended, l.objects = true, nil
+		l.ended, l.objects, l.changed = true, nil, nil
 		close(l.more)
+		close(l.done)
 	}
+}
+
+// Changed returns the object i of those known changed since the catch-up's
+// revision (CatchUp), if it has come and the listing has not ended.
+func (l *Listing) Changed(i int) (*Object, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.ended || i >= len(l.changed) {
+		return nil, false
+	}
+	return l.changed[i], true
+}
+
+// Moved is closed when the listing next brings an object, a page's or one
+// known changed, or ends.
+func (l *Listing) Moved() <-chan struct{} {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.more
+}
+
+// change adds an object known changed, and wakes the readers waiting.
+func (l *Listing) change(o *Object) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.ended {
+		return
+	}
+	l.changed = append(l.changed, o)
+	close(l.more)
+	l.more = make(chan struct{})
 }
 
 // Whole reports whether the listing ended at the end of its list, rather
@@ -120,7 +171,8 @@ func (l *Listing) add(objs []runtime.Object, last bool) {
 	}
 	close(l.more)
 	if last {
-		l.ended, l.whole, l.objects = true, true, nil
+		l.ended, l.whole, l.objects, l.changed = true, true, nil, nil
+		close(l.done)
 		return
 	}
 	l.more = make(chan struct{})

@@ -71,6 +71,54 @@ func TestListingHandsOutItsFirstListsPages(t *testing.T) {
 	}
 }
 
+// TestListingChangedWakesItsReader: an object known changed (CatchUp)
+// wakes a reader waiting for the list's next object, which AtOrChanged
+// returns NotYet for, not for one it has seen; the listing's end drops
+// what it had.
+func TestListingChangedWakesItsReader(t *testing.T) {
+	ctx := context.Background()
+	l := NewListing()
+	l.takes(false)
+	woke := make(chan Taken)
+	go func() {
+		_, got, _ := l.AtOrChanged(ctx, 0, 0)
+		woke <- got
+	}()
+	changed := &Object{}
+	l.change(changed)
+	if got := <-woke; got != NotYet {
+		t.Fatalf("the reader woke with %v, want NotYet", got)
+	}
+	if o, ok := l.Changed(0); o != changed || !ok {
+		t.Fatalf("Changed(0) = %p, %v; want %p", o, ok, changed)
+	}
+	if _, ok := l.Changed(1); ok {
+		t.Fatal("Changed(1) with one object known changed")
+	}
+	// Having seen it, the reader waits for the list.
+	listed := &Object{}
+	go func() {
+		o, _, _ := l.AtOrChanged(ctx, 0, 1)
+		if o != listed {
+			t.Errorf("the reader that had seen the changed object got %p, want the listed %p", o, listed)
+		}
+		close(woke)
+	}()
+	l.takes(true)
+	l.add([]runtime.Object{listed}, false)
+	<-woke
+	l.takes(true)
+	l.add(nil, true)
+	if _, ok := l.Changed(0); ok {
+		t.Error("the ended listing still hands out what changed")
+	}
+	select {
+	case <-l.done:
+	default:
+		t.Error("the listing ended whole, and its catch-up was not told")
+	}
+}
+
 // TestListingEndsBrokenWhenItsListStartsOver: a list that starts over
 // before its last page (the pager's whole list after an expired page, the
 // reflector's retry after a failed one) ends the listing broken, and so

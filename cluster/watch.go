@@ -163,6 +163,44 @@ func openWatch(ctx context.Context, raw rest.Interface, r Resource, o metav1.Lis
 	return newEventDecoderOf(stream, body, form), nil
 }
 
+// CatchUp hands l, as a watch of r from revision since brings them, the
+// objects that changed since, until l ends or ctx does: a reader takes
+// them before the list's (Listing.Changed). since is a hint, not a
+// promise: a revision the API server no longer holds, or any other
+// error, ends the catch-up, and the list alone finds those objects.
+func CatchUp(ctx context.Context, raw rest.Interface, r Resource, since string, form Form, l *Listing) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-l.done:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	d, err := openWatch(ctx, raw, r, metav1.ListOptions{LabelSelector: r.LabelSelector, ResourceVersion: since}, form)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	for {
+		typ, obj, err := d.Decode()
+		switch {
+		case err != nil:
+			if ctx.Err() != nil {
+				return nil // the listing ended
+			}
+			return err
+		case typ == watch.Error:
+			return apierrors.FromObject(obj)
+		case typ == watch.Added || typ == watch.Modified:
+			if o, ok := obj.(*Object); ok {
+				l.change(o)
+			}
+		}
+	}
+}
+
 // readCloser reads what was buffered of a body, and closes the body.
 type readCloser struct {
 	io.Reader

@@ -102,6 +102,10 @@ type parts struct {
 	// joined counts the parts joinArrived took on, each applied beside
 	// those before it.
 	joined int
+	// fresh: the part is of triggers known changed since the record's
+	// last write (matching.freshPart), whose writes do not wait for the
+	// caches of the policy's objects.
+	fresh bool
 }
 
 // generate evaluates the policy for its triggers and applies what they
@@ -182,6 +186,7 @@ func (s *syncer) generate(ctx context.Context, run *syncRun, w writer, reader *e
 			return g, err // the sync ended, or an informer was released
 		}
 		if matched != nil {
+			ps.fresh = run.matching.freshPart
 			// A list taken as it came is counted once in the cache: the
 			// changes are sized then, not grown object by object.
 			run.matching.candidates = watches.Cached(run.matching.sources)
@@ -378,10 +383,14 @@ func (s *syncer) recordAhead(ctx context.Context, ps *parts, gvrs sets.Set[schem
 			}
 			ps.recorded = written
 		}
-		if !synced(ctx) {
+		// A trigger changed since the record's last write most likely
+		// has no object yet: one created is found existing, and read.
+		rebuilding := s.states.Of(run.key).Ledger().Rebuilding()
+		fresh := ps.fresh && !rebuilding
+		if !fresh && !synced(ctx) {
 			return errWaiting
 		}
-		if written == ps.rebuiltAt || !s.states.Of(run.key).Ledger().Rebuilding() {
+		if fresh || written == ps.rebuiltAt || !rebuilding {
 			run.phase.Done("record")
 			return nil
 		}

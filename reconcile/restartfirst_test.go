@@ -1,19 +1,23 @@
 package reconcile_test
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/rest"
 
 	"github.com/sprout-gitops/sprout/celenv"
 	"github.com/sprout-gitops/sprout/reconcile"
+	"github.com/sprout-gitops/sprout/reconcile/ledger"
 )
 
 // TestRestartWritesForANewTriggerFirst: a trigger created while Sprout was
@@ -108,4 +112,74 @@ spec:
       generator.Apply(object.metadata.namespace, [{"apiVersion": "v1", "kind": "ConfigMap",
         "metadata": {"name": object.metadata.name + "-tier"}, "data": {"tier": variables.answer.tier}}])
 `, name, ns, url)
+}
+
+// TestRestartFindsANewTriggerBeforeTheLists: a trigger created while
+// Sprout was stopped gets its object from the restart's first sync while
+// both the list of the triggers and that of the policy's objects are held.
+// A watch from the policy's record's last write finds the trigger, and a
+// trigger changed since that write is written for without waiting to know
+// which objects exist. Without the watch nothing is written until the
+// lists come.
+func TestRestartFindsANewTriggerBeforeTheLists(t *testing.T) {
+	const ns, app, name = "restart-catchup", "catchup", "restart-catchup"
+	tb := newTable(t, ns)
+	for i := range 3 {
+		tb.trigger(fmt.Sprintf("k-%d", i), app, "x")
+	}
+	tb.applyPolicy(generatingExisting(derivedPolicy(name, app, "out", "v", true, false)))
+	t.Cleanup(func() { tb.deletePolicy(name) })
+	exists := func(cm *corev1.ConfigMap) bool { return cm != nil }
+	_, stop := launchController(t, cfg, reconcile.DefaultOptions())
+	for i := range 3 {
+		tb.waitFor("the known triggers' objects", fmt.Sprintf("k-%d-out", i), exists)
+	}
+	// A record still rebuilding takes the caches to know what the policy
+	// admitted: only a whole record lets a trigger go first.
+	poll(t, "the policy's record", func(ctx context.Context) (bool, error) {
+		rec, err := recordOf(ctx, "gpol."+name)
+		return rec != nil && rec.Labels[ledger.LabelRebuilding] == "", err
+	})
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	tb.trigger("zz-new", app, "x")
+
+	released := make(chan struct{})
+	release := sync.OnceFunc(func() { close(released) })
+	t.Cleanup(release)
+	var lists atomic.Int32
+	held := rest.CopyConfig(cfg)
+	held.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
+			q := req.URL.Query()
+			if req.Method == http.MethodGet && strings.HasSuffix(req.URL.Path, "/configmaps") &&
+				(q.Get("watch") != "true" || q.Get("sendInitialEvents") == "true") {
+				lists.Add(1)
+				select {
+				case <-released:
+				case <-req.Context().Done():
+					return nil, req.Context().Err()
+				}
+			}
+			return rt.RoundTrip(req)
+		})
+	})
+	_, stop = launchController(t, held, reconcile.DefaultOptions())
+	t.Cleanup(func() {
+		release()
+		if err := stop(); err != nil {
+			t.Errorf("controller: %v", err)
+		}
+	})
+	tb.waitFor("the new trigger's object while the lists are held", "zz-new-out", exists)
+	if n := lists.Load(); n < 2 {
+		t.Fatalf("%d lists of ConfigMaps held, want the triggers' and the objects'", n)
+	}
+	// The list brings the new trigger again: it is counted once.
+	release()
+	poll(t, "the sync's counts of 4 triggers and 4 objects", func(ctx context.Context) (bool, error) {
+		rec, err := recordOf(ctx, "gpol."+name)
+		return rec != nil && rec.Status.Triggers == 4 && rec.Status.Objects == 4, err
+	})
 }

@@ -118,6 +118,15 @@ type matching struct {
 	// caches hold: deferred, handed out after every other (next).
 	holds    func(types.UID) bool
 	deferred []policy.Trigger
+	// newFirst: a restart's first match. The triggers known changed since
+	// the policy's record was last written (Source.Fresh) come at once;
+	// the others wait in undecided until the caches of the objects the
+	// policy generated have listed (synced), when holds can tell them.
+	newFirst  bool
+	synced    chan struct{}
+	undecided []policy.Trigger
+	// freshPart: every trigger next returned last was known changed.
+	freshPart bool
 }
 
 // matchingTriggers begins a match of the triggers the policy matches now
@@ -137,10 +146,53 @@ func (m *triggerMatcher) matchingTriggers(ctx context.Context, cp *policy.Compil
 	}
 	mt.candidates = watches.Cached(mt.sources)
 	if newFirst {
-		m.ledger.Track(ctx, key, nil) // the caches Holds reads; applies wait for them too
-		mt.holds = m.ledger.Holds(key)
+		// The record's own revision marks its last write: the triggers
+		// changed since are found by a watch from it, before the list
+		// brings them. Revisions are one etcd's, so this compares two
+		// resources' (which the API does not promise): only an order of
+		// the match rests on it, and a revision refused finds nothing.
+		if rec := m.ledger.Record(key); rec != nil {
+			for _, gvr := range cp.Triggers {
+				m.informers.CatchUp(m.watch.triggerKeyOf(cp, gvr), rec.GetResourceVersion())
+			}
+		}
+		mt.newFirst, mt.synced = true, make(chan struct{})
+		_, synced := m.ledger.Watch(key, nil) // the caches Holds reads; applies wait for them too
+		go func() {
+			synced(ctx)
+			close(mt.synced)
+		}()
 	}
 	return mt, nil
+}
+
+// decided reports whether holds can tell the triggers that are not known
+// changed: always, but in a restart's first match before the caches of
+// the policy's objects have listed.
+func (mt *matching) decided() bool {
+	if !mt.newFirst || mt.holds != nil {
+		return true
+	}
+	select {
+	case <-mt.synced:
+		mt.holds = mt.m.ledger.Holds(mt.key)
+		return true
+	default:
+		return false
+	}
+}
+
+// await waits for the caches of the policy's objects, or, while moved is
+// open, for the list to move on; false when the match stopped meanwhile.
+func (mt *matching) await(moved <-chan struct{}) bool {
+	select {
+	case <-mt.synced:
+	case <-moved:
+	case <-mt.ctx.Done():
+		mt.stopped = mt.ctx.Err()
+		return false
+	}
+	return true
 }
 
 // next returns up to n more matching triggers; none when every trigger
@@ -148,10 +200,45 @@ func (m *triggerMatcher) matchingTriggers(ctx context.Context, cp *policy.Compil
 // to return. An error stops the match (stopped). Triggers whose objects
 // the caches hold come once every other has (deferred): a trigger created
 // while Sprout was stopped is not written for after a restart's whole list.
+// In a restart's first match, a part of triggers known changed comes
+// before those caches have listed (freshPart), and its writes need not
+// wait for them: such a trigger is most likely new.
 func (mt *matching) next(n int) ([]policy.Trigger, error) {
 	var out []policy.Trigger
-	for mt.stopped == nil && mt.at < len(mt.sources) && len(out) < n {
-		u, got, err := mt.sources[mt.at].Next(mt.ctx, len(out) == 0)
+	fresh := true
+	add := func(t policy.Trigger, isFresh bool) {
+		if out == nil {
+			out = make([]policy.Trigger, 0, n)
+		}
+		out, fresh = append(out, t), fresh && isFresh
+	}
+	defer func() { mt.freshPart = len(out) > 0 && fresh }()
+	for mt.stopped == nil && len(out) < n {
+		if len(mt.undecided) > 0 && mt.decided() {
+			t := mt.undecided[0]
+			mt.undecided = mt.undecided[1:]
+			if mt.holds(t.Memo.UID) {
+				mt.deferred = append(mt.deferred, t)
+			} else {
+				add(t, false)
+			}
+			continue
+		}
+		if mt.at == len(mt.sources) {
+			if len(out) > 0 || len(mt.undecided) == 0 || !mt.await(nil) {
+				break
+			}
+			continue
+		}
+		src := mt.sources[mt.at]
+		moved := src.Moved()
+		select {
+		case <-moved:
+			moved = nil // the list has ended: only the caches move the match on
+		default:
+		}
+		wait := len(out) == 0 && mt.decided()
+		u, got, err := src.Next(mt.ctx, wait)
 		if errors.Is(err, watches.ErrReleased) || errors.Is(err, watches.ErrNotListed) {
 			err = errWaiting // released by a policy change, or the list is not in
 		}
@@ -160,6 +247,14 @@ func (mt *matching) next(n int) ([]policy.Trigger, error) {
 		case err != nil:
 			mt.stopped = err
 			return out, err
+		case got == cluster.NotYet && len(out) == 0 && !wait:
+			// Nothing to return, and what the list brings cannot be
+			// decided yet: until the caches list, only a trigger known
+			// changed can be handed out.
+			if !mt.await(moved) {
+				return out, mt.stopped
+			}
+			continue
 		case got == cluster.NotYet:
 			return out, nil
 		case got == cluster.Ended:
@@ -168,31 +263,35 @@ func (mt *matching) next(n int) ([]policy.Trigger, error) {
 		}
 		memo := mt.cp.Evaluations.Of(u)
 		ok, isSelf, err := mt.m.matchOne(mt.key, mt.cp, gvr, u, memo, mt.ms)
+		t := policy.Trigger{GVR: gvr, Object: u, Memo: memo}
 		switch {
 		case err != nil:
 			mt.errs = append(mt.errs, err)
 			mt.failed = append(mt.failed, memo.UID)
 		case isSelf:
 			mt.self++
-		case ok && mt.holds != nil && mt.holds(memo.UID):
-			mt.deferred = append(mt.deferred, policy.Trigger{GVR: gvr, Object: u, Memo: memo})
-		case ok:
-			if out == nil {
-				out = make([]policy.Trigger, 0, n)
-			}
-			out = append(out, policy.Trigger{GVR: gvr, Object: u, Memo: memo})
+		case !ok:
+		case !mt.newFirst || src.Fresh():
+			add(t, src.Fresh())
+		case !mt.decided():
+			mt.undecided = append(mt.undecided, t)
+		case mt.holds(memo.UID):
+			mt.deferred = append(mt.deferred, t)
+		default:
+			add(t, false)
 		}
 	}
 	if len(out) == 0 && mt.stopped == nil { // every trigger looked at
 		k := min(n, len(mt.deferred))
 		out, mt.deferred = mt.deferred[:k:k], mt.deferred[k:]
+		fresh = false
 	}
 	return out, mt.stopped
 }
 
 // exhausted reports whether every trigger has been looked at and handed out.
 func (mt *matching) exhausted() bool {
-	if len(mt.deferred) > 0 {
+	if len(mt.deferred) > 0 || len(mt.undecided) > 0 {
 		return false
 	}
 	if mt.at == len(mt.sources) {

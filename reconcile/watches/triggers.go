@@ -90,6 +90,9 @@ type informer struct {
 	updated lastUpdates
 	// listing hands out the objects of the first list as they come.
 	listing *cluster.Listing
+	// resource is what it watches; catchingUp, whether CatchUp began.
+	resource   cluster.Resource
+	catchingUp bool
 }
 
 // NewTriggers runs trigger informers through client and raw, handing their
@@ -122,8 +125,9 @@ func (t *Triggers) Ensure(keys ...Key) {
 		}
 		ctx, cancel := context.WithCancel(t.ctx)
 		listing := cluster.NewListing()
-		inf := cluster.NewInformer(t.client, t.raw, cluster.Resource{GVR: w.GVR, Namespace: w.Namespace, LabelSelector: w.Selector, Listing: listing}, nil, cluster.Triggers.WithProof(t.proof))
-		ti := &informer{informer: inf, cancel: cancel, listing: listing}
+		r := cluster.Resource{GVR: w.GVR, Namespace: w.Namespace, LabelSelector: w.Selector, Listing: listing}
+		inf := cluster.NewInformer(t.client, t.raw, r, nil, cluster.Triggers.WithProof(t.proof))
+		ti := &informer{informer: inf, cancel: cancel, listing: listing, resource: r}
 		_, _ = inf.AddEventHandler(t.events(w, ti))
 		t.informers[w] = ti
 		go inf.RunWithContext(ctx)
@@ -140,6 +144,26 @@ func (t *Triggers) Ensure(keys ...Key) {
 		}()
 		t.log.Info("watching triggers", "resource", w.String())
 	}
+}
+
+// CatchUp hands the readers of w's first list, while it lists, the
+// triggers that changed since revision since before the list's objects
+// (cluster.CatchUp): a restart's first sync finds a trigger created while
+// Sprout was stopped at once, wherever the list would have brought it. It
+// begins once an informer, and not after its list.
+func (t *Triggers) CatchUp(w Key, since string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	ti, ok := t.informers[w]
+	if !ok || since == "" || ti.catchingUp || ti.informer.HasSynced() {
+		return
+	}
+	ti.catchingUp = true
+	go func() {
+		if err := cluster.CatchUp(t.ctx, t.raw, ti.resource, since, cluster.Triggers.WithProof(t.proof), ti.listing); err != nil {
+			t.log.Debug("a trigger list's catch-up ended", "resource", w.String(), "since", since, "error", err.Error())
+		}
+	}()
 }
 
 // events hands the informer's events to the handler, as admission events.
@@ -358,6 +382,10 @@ type Source struct {
 	taken  sets.Set[types.UID]
 	cached []any
 	i      int
+	// changed counts the listing's objects known changed taken (CatchUp);
+	// fresh says the last object Next returned was one of them.
+	changed int
+	fresh   bool
 }
 
 // Source begins a read of w's objects; false when w is not watched.
@@ -381,6 +409,19 @@ func (t *Triggers) Source(w Key) (*Source, bool) {
 // Cached counts the cache's objects, once the source reads the cache.
 func (s *Source) Cached() int { return len(s.cached) }
 
+// Fresh reports whether the object Next returned last was known changed
+// since CatchUp's revision, and came before the list's.
+func (s *Source) Fresh() bool { return s.fresh }
+
+// Moved is closed when a list still coming brings an object or ends; nil
+// once the source reads the cache.
+func (s *Source) Moved() <-chan struct{} {
+	if s.listing == nil {
+		return nil
+	}
+	return s.listing.Moved()
+}
+
 // Exhausted reports whether every object has been taken.
 func (s *Source) Exhausted() bool { return s.listing == nil && s.i == len(s.cached) }
 
@@ -389,15 +430,33 @@ func (s *Source) Exhausted() bool { return s.listing == nil && s.i == len(s.cach
 // ListingPatience for the list's next object, and after a whole list for
 // the cache to take it in; ErrNotListed when the list brought nothing
 // meanwhile or broke off, ErrReleased when the informer stopped.
+//
+// While the list comes, the objects CatchUp found changed come first, once
+// each (Fresh).
 func (s *Source) Next(ctx context.Context, wait bool) (*cluster.Object, cluster.Taken, error) {
+	s.fresh = false
 	for {
 		if s.listing != nil {
-			o, got, err := s.at(ctx, wait)
-			if err != nil || got == cluster.NotYet {
-				return nil, cluster.NotYet, err
+			if o, ok := s.listing.Changed(s.changed); ok {
+				s.changed++
+				if !s.taken.Has(o.GetUID()) {
+					s.taken.Insert(o.GetUID())
+					s.fresh = true
+					return o, cluster.Got, nil
+				}
+				continue
 			}
-			if got == cluster.Got {
+			o, got, err := s.at(ctx, wait)
+			switch {
+			case err == nil && got == cluster.NotYet && wait:
+				continue // woken by an object known changed
+			case err != nil || got == cluster.NotYet:
+				return nil, cluster.NotYet, err
+			case got == cluster.Got:
 				s.i++
+				if s.taken.Has(o.GetUID()) {
+					continue // taken as changed
+				}
 				s.taken.Insert(o.GetUID())
 				return o, cluster.Got, nil
 			}
@@ -440,7 +499,7 @@ func (s *Source) at(ctx context.Context, wait bool) (*cluster.Object, cluster.Ta
 	}
 	patient, cancel := context.WithTimeout(ctx, ListingPatience)
 	defer cancel()
-	o, got, err := s.listing.At(patient, s.i, true)
+	o, got, err := s.listing.AtOrChanged(patient, s.i, s.changed)
 	if err != nil && ctx.Err() == nil {
 		s.t.log.Info("a trigger list brought nothing for a while: its reader comes back when the informer has listed", "resource", s.key.String(), "waited", ListingPatience)
 		return nil, cluster.NotYet, ErrNotListed
