@@ -151,12 +151,21 @@ func (m *triggerMatcher) matchingTriggers(ctx context.Context, cp *policy.Compil
 		// brings them. Revisions are one etcd's, so this compares two
 		// resources' (which the API does not promise): only an order of
 		// the match rests on it, and a revision refused finds nothing.
+		catchingUp := false
 		if rec := m.ledger.Record(key); rec != nil {
 			for _, gvr := range cp.Triggers {
-				m.informers.CatchUp(m.watch.triggerKeyOf(cp, gvr), rec.GetResourceVersion())
+				catchingUp = m.informers.CatchUp(m.watch.triggerKeyOf(cp, gvr), rec.GetResourceVersion()) || catchingUp
 			}
 		}
-		mt.newFirst, mt.synced = true, make(chan struct{})
+		mt.newFirst = true
+		if !catchingUp {
+			// Nothing comes first: the match waits for the caches, which
+			// a first start, that has written nothing, does not.
+			m.ledger.Track(ctx, key, nil)
+			mt.holds = m.ledger.Holds(key)
+			return mt, nil
+		}
+		mt.synced = make(chan struct{})
 		_, synced := m.ledger.Watch(key, nil) // the caches Holds reads; applies wait for them too
 		go func() {
 			synced(ctx)

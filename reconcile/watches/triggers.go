@@ -150,13 +150,17 @@ func (t *Triggers) Ensure(keys ...Key) {
 // triggers that changed since revision since before the list's objects
 // (cluster.CatchUp): a restart's first sync finds a trigger created while
 // Sprout was stopped at once, wherever the list would have brought it. It
-// begins once an informer, and not after its list.
-func (t *Triggers) CatchUp(w Key, since string) {
+// begins once an informer, and not after its list. It reports whether a
+// catch-up runs, or ran, beside w's list.
+func (t *Triggers) CatchUp(w Key, since string) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	ti, ok := t.informers[w]
-	if !ok || since == "" || ti.catchingUp || ti.informer.HasSynced() {
-		return
+	switch {
+	case !ok || since == "" || ti.informer.HasSynced():
+		return false
+	case ti.catchingUp:
+		return true
 	}
 	ti.catchingUp = true
 	go func() {
@@ -164,6 +168,7 @@ func (t *Triggers) CatchUp(w Key, since string) {
 			t.log.Debug("a trigger list's catch-up ended", "resource", w.String(), "since", since, "error", err.Error())
 		}
 	}()
+	return true
 }
 
 // events hands the informer's events to the handler, as admission events.
