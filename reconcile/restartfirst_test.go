@@ -12,12 +12,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/rest"
 
 	"github.com/sprout-gitops/sprout/celenv"
 	"github.com/sprout-gitops/sprout/reconcile"
 	"github.com/sprout-gitops/sprout/reconcile/ledger"
+	"github.com/sprout-gitops/sprout/reconcile/watches"
 )
 
 // TestRestartWritesForANewTriggerFirst: a trigger created while Sprout was
@@ -82,6 +84,84 @@ func TestRestartWritesForANewTriggerFirst(t *testing.T) {
 		}
 	})
 	tb.waitFor("the new trigger's object while the first known trigger's evaluation is held", "zz-new-tier", exists)
+}
+
+// TestRestartWaitsForTheListOfItsObjects: in a restart's first match, the
+// triggers not known changed wait for the caches of the policy's objects,
+// which tell those whose objects exist. A list of those objects slower than
+// the sync waits for sends the sync back to the queue: it does not take
+// every trigger as new and evaluate the known ones first. No known trigger
+// is evaluated while the list is held, which lasts until the sync has gone
+// back to the queue; then the new trigger's object comes.
+func TestRestartWaitsForTheListOfItsObjects(t *testing.T) {
+	const ns, name, known = "restart-wait", "restart-wait", 5
+	var held atomic.Bool
+	var early atomic.Int32 // known triggers evaluated while the list is held
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if held.Load() && strings.Contains(r.URL.Path, "/k-") {
+			early.Add(1)
+		}
+		_, _ = io.WriteString(w, `{"tier": "gold"}`)
+	}))
+	t.Cleanup(srv.Close)
+	web, err := celenv.NewHTTP(celenv.HTTPOptions{AllowedHosts: []string{"127.0.0.1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := reconcile.DefaultOptions()
+	opts.HTTP = web
+	tb := newTable(t, ns)
+	for i := range known {
+		tb.trigger(fmt.Sprintf("k-%d", i), "first", "x")
+	}
+	tb.applyPolicy(tierPerTriggerPolicy(name, ns, srv.URL))
+	t.Cleanup(func() { tb.deletePolicy(name) })
+	exists := func(cm *corev1.ConfigMap) bool { return cm != nil }
+	_, stop := launchController(t, cfg, opts)
+	for i := range known {
+		tb.waitFor("the known triggers' objects", fmt.Sprintf("k-%d-tier", i), exists)
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	tb.trigger("zz-new", "first", "x")
+
+	released := make(chan struct{})
+	release := sync.OnceFunc(func() { held.Store(false); close(released) })
+	t.Cleanup(release)
+	slow := rest.CopyConfig(cfg)
+	slow.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
+			q := req.URL.Query()
+			if req.Method == http.MethodGet && strings.HasSuffix(req.URL.Path, "/configmaps") &&
+				q.Get("labelSelector") == watches.GeneratedSelector && (q.Get("watch") != "true" || q.Get("sendInitialEvents") == "true") {
+				select {
+				case <-released:
+				case <-req.Context().Done():
+					return nil, req.Context().Err()
+				}
+			}
+			return rt.RoundTrip(req)
+		})
+	})
+	reg := prometheus.NewRegistry()
+	opts.Metrics = reg
+	held.Store(true)
+	_, stop = launchController(t, slow, opts)
+	t.Cleanup(func() {
+		release()
+		if err := stop(); err != nil {
+			t.Errorf("controller: %v", err)
+		}
+	})
+	poll(t, "the restart's sync going back to the queue while its objects' list is held", func(context.Context) (bool, error) {
+		return metricValue(t, reg, "sprout_syncs_total", map[string]string{"policy": "GeneratingPolicy/" + name, "mode": "full"}) >= 2, nil
+	})
+	release()
+	if n := early.Load(); n > 0 {
+		t.Errorf("%d known triggers evaluated before the list of the policy's objects came", n)
+	}
+	tb.waitFor("the new trigger's object", "zz-new-tier", exists)
 }
 
 // tierPerTriggerPolicy generates, for every ConfigMap labelled app=first

@@ -121,9 +121,12 @@ type matching struct {
 	// newFirst: a restart's first match. The triggers known changed since
 	// the policy's record was last written (Source.Fresh) come at once;
 	// the others wait in undecided until the caches of the objects the
-	// policy generated have listed (synced), when holds can tell them.
+	// policy generated have listed (synced, listed), when holds can tell
+	// them. Caches that do not list in time stop the match (errWaiting):
+	// holds would tell nothing, and the whole list would go first.
 	newFirst  bool
 	synced    chan struct{}
+	listed    bool
 	undecided []policy.Trigger
 	// freshPart: every trigger next returned last was known changed.
 	freshPart bool
@@ -161,14 +164,16 @@ func (m *triggerMatcher) matchingTriggers(ctx context.Context, cp *policy.Compil
 		if !catchingUp {
 			// Nothing comes first: the match waits for the caches, which
 			// a first start, that has written nothing, does not.
-			m.ledger.Track(ctx, key, nil)
+			if _, listed := m.ledger.Track(ctx, key, nil); !listed {
+				return nil, errWaiting
+			}
 			mt.holds = m.ledger.Holds(key)
 			return mt, nil
 		}
 		mt.synced = make(chan struct{})
 		_, synced := m.ledger.Watch(key, nil) // the caches Holds reads; applies wait for them too
 		go func() {
-			synced(ctx)
+			mt.listed = synced(ctx)
 			close(mt.synced)
 		}()
 	}
@@ -177,18 +182,25 @@ func (m *triggerMatcher) matchingTriggers(ctx context.Context, cp *policy.Compil
 
 // decided reports whether holds can tell the triggers that are not known
 // changed: always, but in a restart's first match before the caches of
-// the policy's objects have listed.
+// the policy's objects have listed. Caches that did not list stop the
+// match (errWaiting), undecided.
 func (mt *matching) decided() bool {
 	if !mt.newFirst || mt.holds != nil {
 		return true
 	}
 	select {
 	case <-mt.synced:
-		mt.holds = mt.m.ledger.Holds(mt.key)
-		return true
 	default:
 		return false
 	}
+	if !mt.listed {
+		if mt.stopped == nil {
+			mt.stopped = errWaiting
+		}
+		return false
+	}
+	mt.holds = mt.m.ledger.Holds(mt.key)
+	return true
 }
 
 // await waits for the caches of the policy's objects, or, while moved is
@@ -233,6 +245,9 @@ func (mt *matching) next(n int) ([]policy.Trigger, error) {
 			}
 			continue
 		}
+		if mt.stopped != nil {
+			break // the caches did not list
+		}
 		if mt.at == len(mt.sources) {
 			if len(out) > 0 || len(mt.undecided) == 0 || !mt.await(nil) {
 				break
@@ -247,6 +262,9 @@ func (mt *matching) next(n int) ([]policy.Trigger, error) {
 		default:
 		}
 		wait := len(out) == 0 && mt.decided()
+		if mt.stopped != nil {
+			break
+		}
 		u, got, err := src.Next(mt.ctx, wait)
 		if errors.Is(err, watches.ErrReleased) || errors.Is(err, watches.ErrNotListed) {
 			err = errWaiting // released by a policy change, or the list is not in
