@@ -147,7 +147,7 @@ func (s *syncer) generate(ctx context.Context, run *syncRun, w writer, reader *e
 		defer func() { s.endMatch(run, matched.tombstonesTaken) }() // before the round ends
 	}
 	ps := &parts{run: run, g: g, round: run.decisions.Begin(), w: w, reader: reader, sync: cp.Policy.PolicySpec().Synchronize(),
-		alive: s.matcher.triggerExists(cp), mapped: map[schema.GroupVersionKind]error{}, recorded: -1}
+		alive: s.matcher.triggerExists(ctx, cp), mapped: map[schema.GroupVersionKind]error{}, recorded: -1}
 	defer ps.round.End()
 	limit, err := s.checks.maxObjects(cp)
 	if err != nil {

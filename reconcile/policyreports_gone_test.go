@@ -26,6 +26,7 @@ func TestReportGoesWithItsTrigger(t *testing.T) {
 		}
 	}
 	tb.applyPolicy(fixtures.MustPolicyFile("selected", fixtures.Params{Name: "gone", Selector: []string{"report-gone"}}))
+	t.Cleanup(func() { tb.deletePolicy("gone") })
 	kept, deleted := tb.get("kept"), tb.get("deleted")
 	any := func(*unstructured.Unstructured) bool { return true }
 	waitReport(t, tb.ns, kept.UID, any)

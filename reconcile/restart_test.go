@@ -22,6 +22,7 @@ import (
 	"github.com/sprout-gitops/sprout/internal/controlplane"
 	"github.com/sprout-gitops/sprout/internal/syncbuf"
 	"github.com/sprout-gitops/sprout/reconcile"
+	"github.com/sprout-gitops/sprout/reconcile/ledger"
 )
 
 // writeCounter counts the requests that are not reads (GET, LIST and WATCH
@@ -368,6 +369,61 @@ func TestTriggerRecreatedUnderItsName(t *testing.T) {
 	c, err := policyCondition(context.Background(), "recreated")
 	if err != nil || c == nil || c.Status != metav1.ConditionTrue {
 		t.Errorf("policy not Ready: %+v %v", c, err)
+	}
+}
+
+// TestRecreatedTriggerTakesOverBeforeItsList: after a restart, a trigger
+// deleted and created again while Sprout was stopped is written for first,
+// before the list of triggers comes (a watch from the record finds it). Its
+// predecessor's downstream is taken over only once that list tells the old
+// trigger gone: the list is held until that watch begins, and the takeover
+// waits for it rather than reporting the downstream as someone else's.
+func TestRecreatedTriggerTakesOverBeforeItsList(t *testing.T) {
+	const name = "recreated-early"
+	tb := newTable(t, name)
+	tb.applyPolicy(derivedPolicy(name, name, "out", "one", true, false))
+	t.Cleanup(func() { tb.deletePolicy(name) })
+	tb.trigger("a", name, "v1")
+	_, stop := launchController(t, cfg, reconcile.DefaultOptions())
+	tb.waitFor("the downstream", "a-out", exists)
+	poll(t, "the policy's record", func(ctx context.Context) (bool, error) {
+		rec, err := recordOf(ctx, "gpol."+name)
+		return rec != nil && rec.Labels[ledger.LabelRebuilding] == "", err
+	})
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	tb.delete("a")
+	tb.trigger("a", name, "v2")
+	trigger := tb.get("a")
+
+	released := make(chan struct{})
+	release := sync.OnceFunc(func() { close(released) })
+	t.Cleanup(release)
+	held := rest.CopyConfig(cfg)
+	held.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
+			q := req.URL.Query()
+			switch {
+			case req.Method == http.MethodGet && strings.HasSuffix(req.URL.Path, "/configmaps") && q.Get("labelSelector") == "app="+name &&
+				(q.Get("watch") != "true" || q.Get("sendInitialEvents") == "true"):
+				select {
+				case <-released:
+				case <-req.Context().Done():
+					return nil, req.Context().Err()
+				}
+			case req.Method == http.MethodGet && q.Get("labelSelector") == "app="+name && q.Get("watch") == "true" && q.Get("resourceVersion") != "":
+				release() // the watch from the record has begun: the list comes now
+			}
+			return rt.RoundTrip(req)
+		})
+	})
+	runUntilSynced(t, held, "GeneratingPolicy/"+name)
+	switch after := tb.get("a-out"); {
+	case after == nil:
+		t.Error("the downstream is gone after its trigger was created again")
+	case after.Labels["generate.kyverno.io/trigger-uid"] != string(trigger.UID) || after.Data["from"] != "v2":
+		t.Errorf("the downstream was not taken over by the trigger created again: %v %v", after.Labels, after.Data)
 	}
 }
 

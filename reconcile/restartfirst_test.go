@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -17,6 +18,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/sprout-gitops/sprout/celenv"
+	"github.com/sprout-gitops/sprout/internal/syncbuf"
 	"github.com/sprout-gitops/sprout/reconcile"
 	"github.com/sprout-gitops/sprout/reconcile/ledger"
 	"github.com/sprout-gitops/sprout/reconcile/watches"
@@ -57,6 +59,7 @@ func TestRestartWritesForANewTriggerFirst(t *testing.T) {
 	}
 	opts := reconcile.DefaultOptions()
 	opts.HTTP, opts.EvaluationTimeout = web, time.Minute
+	logTo(t, &opts)
 	tb := newTable(t, ns)
 	for i := range known {
 		tb.trigger(fmt.Sprintf("k-%02d", i), "first", "x")
@@ -110,6 +113,7 @@ func TestRestartWaitsForTheListOfItsObjects(t *testing.T) {
 	}
 	opts := reconcile.DefaultOptions()
 	opts.HTTP = web
+	logTo(t, &opts)
 	tb := newTable(t, ns)
 	for i := range known {
 		tb.trigger(fmt.Sprintf("k-%d", i), "first", "x")
@@ -162,6 +166,100 @@ func TestRestartWaitsForTheListOfItsObjects(t *testing.T) {
 		t.Errorf("%d known triggers evaluated before the list of the policy's objects came", n)
 	}
 	tb.waitFor("the new trigger's object", "zz-new-tier", exists)
+}
+
+// TestRestartCatchesUpEachPolicyFromItsOwnRecord: two policies share the
+// informer of every ConfigMap, one whose record was last written before
+// the other's known triggers were created. The restart's watch from the
+// earlier record finds those triggers changed, and the other policy must
+// not take them as new: it writes first for the trigger created while
+// Sprout was stopped, while the evaluation of its first known trigger is
+// held and the list of triggers too.
+func TestRestartCatchesUpEachPolicyFromItsOwnRecord(t *testing.T) {
+	const early, ns, name, known = "aa-catchup-early", "catchup-own", "zz-catchup-own", 5
+	var holding atomic.Bool
+	released := make(chan struct{})
+	release := sync.OnceFunc(func() { close(released) })
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if holding.Load() && strings.HasSuffix(r.URL.Path, "/k-0") {
+			select {
+			case <-released:
+			case <-r.Context().Done():
+				return
+			}
+		}
+		_, _ = io.WriteString(w, `{"tier": "gold"}`)
+	}))
+	t.Cleanup(srv.Close)
+	t.Cleanup(release) // before the server closes
+	web, err := celenv.NewHTTP(celenv.HTTPOptions{AllowedHosts: []string{"127.0.0.1"}, Timeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := reconcile.DefaultOptions()
+	opts.HTTP, opts.EvaluationTimeout = web, time.Minute
+	logTo(t, &opts)
+	exists := func(cm *corev1.ConfigMap) bool { return cm != nil }
+	whole := func(policy string) {
+		t.Helper()
+		poll(t, "the record of "+policy, func(ctx context.Context) (bool, error) {
+			rec, err := recordOf(ctx, "gpol."+policy)
+			return rec != nil && rec.Labels[ledger.LabelRebuilding] == "", err
+		})
+	}
+
+	// The early policy does not synchronize: it watches every ConfigMap.
+	tbEarly := newTable(t, early)
+	tbEarly.applyPolicy(derivedPolicy(early, early, "out", "v", false, false))
+	t.Cleanup(func() { tbEarly.deletePolicy(early) })
+	tbEarly.trigger("e", early, "x")
+	_, stop := launchController(t, cfg, opts)
+	tbEarly.waitFor("the early policy's object", "e-out", exists)
+	whole(early)
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+
+	tb := newTable(t, ns)
+	for i := range known {
+		tb.trigger(fmt.Sprintf("k-%d", i), "first", "x")
+	}
+	tb.applyPolicy(tierPerTriggerPolicy(name, ns, srv.URL))
+	t.Cleanup(func() { tb.deletePolicy(name) })
+	_, stop = launchController(t, cfg, opts)
+	for i := range known {
+		tb.waitFor("the known triggers' objects", fmt.Sprintf("k-%d-tier", i), exists)
+	}
+	whole(name)
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+
+	tb.trigger("zz-new", "first", "x")
+	holding.Store(true)
+	held := rest.CopyConfig(cfg)
+	held.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
+			q := req.URL.Query()
+			if req.Method == http.MethodGet && req.URL.Path == "/api/v1/configmaps" && q.Get("labelSelector") == "" &&
+				(q.Get("watch") != "true" || q.Get("sendInitialEvents") == "true") {
+				select {
+				case <-released:
+				case <-req.Context().Done():
+					return nil, req.Context().Err()
+				}
+			}
+			return rt.RoundTrip(req)
+		})
+	})
+	_, stop = launchController(t, held, opts)
+	t.Cleanup(func() {
+		release()
+		if err := stop(); err != nil {
+			t.Errorf("controller: %v", err)
+		}
+	})
+	tb.waitFor("the new trigger's object while the list and the first known trigger's evaluation are held", "zz-new-tier", exists)
 }
 
 // tierPerTriggerPolicy generates, for every ConfigMap labelled app=first
@@ -261,5 +359,18 @@ func TestRestartFindsANewTriggerBeforeTheLists(t *testing.T) {
 	poll(t, "the sync's counts of 4 triggers and 4 objects", func(ctx context.Context) (bool, error) {
 		rec, err := recordOf(ctx, "gpol."+name)
 		return rec != nil && rec.Status.Triggers == 4 && rec.Status.Objects == 4, err
+	})
+}
+
+// logTo has the controllers opts makes log into a buffer that a failed
+// test shows.
+func logTo(t *testing.T, opts *reconcile.Options) {
+	t.Helper()
+	logs := &syncbuf.Buffer{}
+	opts.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Log(logs.String())
+		}
 	})
 }

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -156,8 +157,8 @@ func (m *triggerMatcher) matchingTriggers(ctx context.Context, cp *policy.Compil
 		// the match rests on it, and a revision refused finds nothing.
 		catchingUp := false
 		if rec := m.ledger.Record(key); rec != nil {
-			for _, gvr := range cp.Triggers {
-				catchingUp = m.informers.CatchUp(m.watch.triggerKeyOf(cp, gvr), rec.GetResourceVersion()) || catchingUp
+			for _, src := range mt.sources {
+				catchingUp = src.CatchUp(rec.GetResourceVersion()) || catchingUp
 			}
 		}
 		mt.newFirst = true
@@ -345,7 +346,7 @@ func (mt *matching) done() ([]types.UID, error) {
 	if mt.stopped == nil {
 		m.reportSelfTriggers(mt.key, mt.cp, mt.self)
 	}
-	exists := m.triggerExists(mt.cp)
+	exists := m.triggerExists(mt.ctx, mt.cp)
 	st.Ledger().RetainAdmitted(func(uid types.UID) bool { return exists(string(uid)) })
 	st.Ledger().RetainGenerated(st.Tombstoned, exists)
 	if len(mt.errs) == 0 && mt.stopped == nil {
@@ -452,14 +453,30 @@ func objectRef(u interface {
 	return u.GetNamespace() + "/" + u.GetName()
 }
 
+// listWait bounds how long a question of triggerExists waits for the
+// trigger lists, as a sync waits for the lists of what it writes to.
+const listWait = 2 * time.Second
+
 // triggerExists answers, from the caches, whether a trigger of the policy
 // still exists. The triggers' UIDs are gathered at the first question, once
 // for the sync that asks: most syncs ask none (an index of every trigger
 // by UID, kept all along, would cost memory for every trigger), some ask
 // about every trigger they admitted. Answers may be asked for concurrently.
-func (m *triggerMatcher) triggerExists(cp *policy.Compiled) func(string) bool {
+//
+// A question asked while a trigger list still comes waits for it, up to
+// listWait (ctx): a restart writes first for the triggers changed while it
+// was stopped, before the lists, and one of them, created again under its
+// name, takes over its predecessor's object only if that one is known gone.
+func (m *triggerMatcher) triggerExists(ctx context.Context, cp *policy.Compiled) func(string) bool {
 	var uids map[types.UID]struct{} // nil: cannot tell
 	gather := sync.OnceFunc(func() {
+		wait, cancel := context.WithTimeout(ctx, listWait)
+		defer cancel()
+		for _, gvr := range cp.Triggers {
+			if _, listed := m.informers.WaitListed(wait, m.watch.triggerKeyOf(cp, gvr)); !listed {
+				return
+			}
+		}
 		found := map[types.UID]struct{}{}
 		if m.eachCachedTrigger(cp, func(o *cluster.Object) { found[o.GetUID()] = struct{}{} }) {
 			uids = found

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -90,9 +91,10 @@ type informer struct {
 	updated lastUpdates
 	// listing hands out the objects of the first list as they come.
 	listing *cluster.Listing
-	// resource is what it watches; catchingUp, whether CatchUp began.
-	resource   cluster.Resource
-	catchingUp bool
+	// resource is what it watches; caughtUpFrom, the earliest revision a
+	// catch-up began from (none: 0).
+	resource     cluster.Resource
+	caughtUpFrom uint64
 }
 
 // NewTriggers runs trigger informers through client and raw, handing their
@@ -146,26 +148,37 @@ func (t *Triggers) Ensure(keys ...Key) {
 	}
 }
 
-// CatchUp hands the readers of w's first list, while it lists, the
-// triggers that changed since revision since before the list's objects
-// (cluster.CatchUp): a restart's first sync finds a trigger created while
-// Sprout was stopped at once, wherever the list would have brought it. It
-// begins once an informer, and not after its list. It reports whether a
-// catch-up runs, or ran, beside w's list.
-func (t *Triggers) CatchUp(w Key, since string) bool {
+// CatchUp has the objects that changed since revision since come from
+// the source first, before the list's (cluster.CatchUp): a restart's first
+// sync finds a trigger created while Sprout was stopped at once, wherever
+// the list would have brought it. It begins only before the informer has
+// listed, and reports whether a catch-up runs, or ran, beside its list.
+//
+// Policies share an informer, each since its own record's last write:
+// one watch, from the earliest revision asked for, serves them all, and
+// each source takes as changed only what changed after its own revision.
+// A source asking for an earlier revision than the watches running
+// begins one more from it.
+func (s *Source) CatchUp(since string) bool {
+	rev, err := strconv.ParseUint(since, 10, 64)
+	if s.listing == nil || err != nil {
+		return false
+	}
+	t := s.t
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	ti, ok := t.informers[w]
-	switch {
-	case !ok || since == "" || ti.informer.HasSynced():
+	ti, ok := t.informers[s.key]
+	if !ok || ti.listing != s.listing || ti.informer.HasSynced() {
 		return false
-	case ti.catchingUp:
+	}
+	s.since = rev
+	if ti.caughtUpFrom != 0 && ti.caughtUpFrom <= rev {
 		return true
 	}
-	ti.catchingUp = true
+	ti.caughtUpFrom = rev
 	go func() {
 		if err := cluster.CatchUp(t.ctx, t.raw, ti.resource, since, cluster.Triggers.WithProof(t.proof), ti.listing); err != nil {
-			t.log.Debug("a trigger list's catch-up ended", "resource", w.String(), "since", since, "error", err.Error())
+			t.log.Debug("a trigger list's catch-up ended", "resource", s.key.String(), "since", since, "error", err.Error())
 		}
 	}()
 	return true
@@ -387,10 +400,12 @@ type Source struct {
 	taken  sets.Set[types.UID]
 	cached []any
 	i      int
-	// changed counts the listing's objects known changed taken (CatchUp);
-	// fresh says the last object Next returned was one of them.
+	// changed counts the listing's objects known changed looked at
+	// (CatchUp); fresh says the last object Next returned was one of them,
+	// changed after since, the revision this source caught up from.
 	changed int
 	fresh   bool
+	since   uint64
 }
 
 // Source begins a read of w's objects; false when w is not watched.
@@ -436,15 +451,17 @@ func (s *Source) Exhausted() bool { return s.listing == nil && s.i == len(s.cach
 // the cache to take it in; ErrNotListed when the list brought nothing
 // meanwhile or broke off, ErrReleased when the informer stopped.
 //
-// While the list comes, the objects CatchUp found changed come first, once
-// each (Fresh).
+// While the list comes, the objects CatchUp found changed since the
+// source's revision come first, once each (Fresh).
 func (s *Source) Next(ctx context.Context, wait bool) (*cluster.Object, cluster.Taken, error) {
 	s.fresh = false
 	for {
 		if s.listing != nil {
 			if o, ok := s.listing.Changed(s.changed); ok {
 				s.changed++
-				if !s.taken.Has(o.GetUID()) {
+				// Changed since another policy's revision, not this one's:
+				// it comes with the list.
+				if s.changedSince(o) && !s.taken.Has(o.GetUID()) {
 					s.taken.Insert(o.GetUID())
 					s.fresh = true
 					return o, cluster.Got, nil
@@ -494,6 +511,14 @@ func (s *Source) Next(ctx context.Context, wait bool) (*cluster.Object, cluster.
 			return u, cluster.Got, nil
 		}
 	}
+}
+
+// changedSince reports whether o changed after the source's revision.
+// Revisions are one etcd's, so this compares two resources' (which the
+// API does not promise): only an order of the match rests on it.
+func (s *Source) changedSince(o *cluster.Object) bool {
+	rev, err := strconv.ParseUint(o.GetResourceVersion(), 10, 64)
+	return s.since != 0 && err == nil && rev > s.since
 }
 
 // at is the listing's next object, with wait waited for up to
