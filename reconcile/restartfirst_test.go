@@ -32,39 +32,12 @@ import (
 // lasts only if the new trigger was evaluated first.
 func TestRestartWritesForANewTriggerFirst(t *testing.T) {
 	const ns, known = "restart-first", 70 // more than a sync's first part
-	var (
-		mu       sync.Mutex
-		holding  bool
-		released = make(chan struct{})
-	)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		mu.Lock()
-		hold := holding && strings.HasSuffix(r.URL.Path, "/k-00")
-		mu.Unlock()
-		if hold {
-			select {
-			case <-released:
-			case <-r.Context().Done():
-				return
-			}
-		}
-		_, _ = io.WriteString(w, `{"tier": "gold"}`)
-	}))
-	t.Cleanup(srv.Close)
-	release := sync.OnceFunc(func() { close(released) })
-	t.Cleanup(release) // before the server closes: cleanups run last first
-	web, err := celenv.NewHTTP(celenv.HTTPOptions{AllowedHosts: []string{"127.0.0.1"}, Timeout: time.Minute})
-	if err != nil {
-		t.Fatal(err)
-	}
-	opts := reconcile.DefaultOptions()
-	opts.HTTP, opts.EvaluationTimeout = web, time.Minute
-	logTo(t, &opts)
+	url, opts, hold, release := tierServer(t, "k-00")
 	tb := newTable(t, ns)
 	for i := range known {
 		tb.trigger(fmt.Sprintf("k-%02d", i), "first", "x")
 	}
-	tb.applyPolicy(tierPerTriggerPolicy("restart-first", ns, srv.URL))
+	tb.applyPolicy(tierPerTriggerPolicy("restart-first", ns, url))
 	t.Cleanup(func() { tb.deletePolicy("restart-first") })
 	exists := func(cm *corev1.ConfigMap) bool { return cm != nil }
 
@@ -76,12 +49,10 @@ func TestRestartWritesForANewTriggerFirst(t *testing.T) {
 		t.Fatal(err)
 	}
 	tb.trigger("zz-new", "first", "x")
-	mu.Lock()
-	holding = true
-	mu.Unlock()
+	hold()
 	_, stop = launchController(t, cfg, opts)
 	t.Cleanup(func() {
-		release()
+		release.do()
 		if err := stop(); err != nil {
 			t.Errorf("controller: %v", err)
 		}
@@ -177,28 +148,7 @@ func TestRestartWaitsForTheListOfItsObjects(t *testing.T) {
 // held and the list of triggers too.
 func TestRestartCatchesUpEachPolicyFromItsOwnRecord(t *testing.T) {
 	const early, ns, name, known = "aa-catchup-early", "catchup-own", "zz-catchup-own", 5
-	var holding atomic.Bool
-	released := make(chan struct{})
-	release := sync.OnceFunc(func() { close(released) })
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if holding.Load() && strings.HasSuffix(r.URL.Path, "/k-0") {
-			select {
-			case <-released:
-			case <-r.Context().Done():
-				return
-			}
-		}
-		_, _ = io.WriteString(w, `{"tier": "gold"}`)
-	}))
-	t.Cleanup(srv.Close)
-	t.Cleanup(release) // before the server closes
-	web, err := celenv.NewHTTP(celenv.HTTPOptions{AllowedHosts: []string{"127.0.0.1"}, Timeout: time.Minute})
-	if err != nil {
-		t.Fatal(err)
-	}
-	opts := reconcile.DefaultOptions()
-	opts.HTTP, opts.EvaluationTimeout = web, time.Minute
-	logTo(t, &opts)
+	url, opts, hold, release := tierServer(t, "k-0")
 	exists := func(cm *corev1.ConfigMap) bool { return cm != nil }
 	whole := func(policy string) {
 		t.Helper()
@@ -224,7 +174,7 @@ func TestRestartCatchesUpEachPolicyFromItsOwnRecord(t *testing.T) {
 	for i := range known {
 		tb.trigger(fmt.Sprintf("k-%d", i), "first", "x")
 	}
-	tb.applyPolicy(tierPerTriggerPolicy(name, ns, srv.URL))
+	tb.applyPolicy(tierPerTriggerPolicy(name, ns, url))
 	t.Cleanup(func() { tb.deletePolicy(name) })
 	_, stop = launchController(t, cfg, opts)
 	for i := range known {
@@ -236,17 +186,15 @@ func TestRestartCatchesUpEachPolicyFromItsOwnRecord(t *testing.T) {
 	}
 
 	tb.trigger("zz-new", "first", "x")
-	holding.Store(true)
+	hold()
 	held := rest.CopyConfig(cfg)
 	held.Wrap(func(rt http.RoundTripper) http.RoundTripper {
 		return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
 			q := req.URL.Query()
 			if req.Method == http.MethodGet && req.URL.Path == "/api/v1/configmaps" && q.Get("labelSelector") == "" &&
 				(q.Get("watch") != "true" || q.Get("sendInitialEvents") == "true") {
-				select {
-				case <-released:
-				case <-req.Context().Done():
-					return nil, req.Context().Err()
+				if err := release.wait(req.Context()); err != nil {
+					return nil, err
 				}
 			}
 			return rt.RoundTrip(req)
@@ -254,7 +202,7 @@ func TestRestartCatchesUpEachPolicyFromItsOwnRecord(t *testing.T) {
 	})
 	_, stop = launchController(t, held, opts)
 	t.Cleanup(func() {
-		release()
+		release.do()
 		if err := stop(); err != nil {
 			t.Errorf("controller: %v", err)
 		}
@@ -360,6 +308,54 @@ func TestRestartFindsANewTriggerBeforeTheLists(t *testing.T) {
 		rec, err := recordOf(ctx, "gpol."+name)
 		return rec != nil && rec.Status.Triggers == 4 && rec.Status.Objects == 4, err
 	})
+}
+
+// tierServer answers tierPerTriggerPolicy's http.Get with a tier, and
+// returns its url and the options of controllers that may call it, whose
+// logs a failed test shows. After hold, the request for the trigger named
+// held waits for release (or its own end).
+func tierServer(t *testing.T, held string) (string, reconcile.Options, func(), *gate) {
+	t.Helper()
+	var holding atomic.Bool
+	release := newGate()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if holding.Load() && strings.HasSuffix(r.URL.Path, "/"+held) && release.wait(r.Context()) != nil {
+			return
+		}
+		_, _ = io.WriteString(w, `{"tier": "gold"}`)
+	}))
+	t.Cleanup(srv.Close)
+	t.Cleanup(release.do) // before the server closes: cleanups run last first
+	web, err := celenv.NewHTTP(celenv.HTTPOptions{AllowedHosts: []string{"127.0.0.1"}, Timeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := reconcile.DefaultOptions()
+	opts.HTTP, opts.EvaluationTimeout = web, time.Minute
+	logTo(t, &opts)
+	return srv.URL, opts, func() { holding.Store(true) }, release
+}
+
+// gate holds whoever waits until it opens, once.
+type gate struct {
+	open chan struct{}
+	do   func()
+}
+
+func newGate() *gate {
+	g := &gate{open: make(chan struct{})}
+	g.do = sync.OnceFunc(func() { close(g.open) })
+	return g
+}
+
+// wait waits for the gate to open, or for ctx.
+func (g *gate) wait(ctx context.Context) error {
+	select {
+	case <-g.open:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // logTo has the controllers opts makes log into a buffer that a failed
