@@ -346,9 +346,13 @@ func (mt *matching) done() ([]types.UID, error) {
 	if mt.stopped == nil {
 		m.reportSelfTriggers(mt.key, mt.cp, mt.self)
 	}
-	exists := m.triggerExists(mt.ctx, mt.cp)
-	st.Ledger().RetainAdmitted(func(uid types.UID) bool { return exists(string(uid)) })
-	st.Ledger().RetainGenerated(st.Tombstoned, exists)
+	if mt.stopped == nil {
+		// A match cut short may have met a list that does not come:
+		// what is gone is forgotten by the next whole one.
+		exists := m.triggerExists(mt.ctx, mt.cp)
+		st.Ledger().RetainAdmitted(func(uid types.UID) bool { return exists(string(uid)) })
+		st.Ledger().RetainGenerated(st.Tombstoned, exists)
+	}
 	if len(mt.errs) == 0 && mt.stopped == nil {
 		// Every trigger the old settings admitted is listed now.
 		st.Ledger().SetDerivedBy(mt.cp.Derives)
