@@ -47,9 +47,10 @@ type topEntry struct {
 // sproutModule prefixes the functions of Sprout's own packages.
 const sproutModule = "github.com/sprout-gitops/sprout/"
 
-// fetchProfile saves sprout's /debug/pprof/<name> (with query) to file.
-func (p *process) fetchProfile(ctx context.Context, name, query, file string) ([]byte, error) {
-	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+// fetchProfile saves sprout's /debug/pprof/<name> (with query) to file; a
+// profile of seconds answers after them.
+func (p *process) fetchProfile(ctx context.Context, name, query string, seconds int, file string) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute+time.Duration(seconds)*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+p.pprof+"/debug/pprof/"+name+"?"+query, nil)
 	if err != nil {
@@ -73,7 +74,7 @@ func (p *process) fetchProfile(ctx context.Context, name, query, file string) ([
 // heapProfile takes sprout's heap profile after a garbage collection and
 // summarises what is in use and what was allocated since the start.
 func (p *process) heapProfile(ctx context.Context, file string) (inUse, allocs *profileSummary, err error) {
-	raw, err := p.fetchProfile(ctx, "heap", "gc=1", file)
+	raw, err := p.fetchProfile(ctx, "heap", "gc=1", 0, file)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -86,7 +87,7 @@ func (p *process) heapProfile(ctx context.Context, file string) (inUse, allocs *
 
 // cpuProfile profiles sprout's CPU for seconds and summarises it.
 func (p *process) cpuProfile(ctx context.Context, seconds int, file string) (*profileSummary, error) {
-	raw, err := p.fetchProfile(ctx, "profile", fmt.Sprintf("seconds=%d", seconds), file)
+	raw, err := p.fetchProfile(ctx, "profile", fmt.Sprintf("seconds=%d", seconds), seconds, file)
 	if err != nil {
 		return nil, err
 	}
@@ -96,7 +97,7 @@ func (p *process) cpuProfile(ctx context.Context, seconds int, file string) (*pr
 // allocsProfile summarises what sprout allocated over the next seconds
 // (the delta of two heap profiles, which pprof takes itself).
 func (p *process) allocsProfile(ctx context.Context, seconds int, file string) (*profileSummary, error) {
-	raw, err := p.fetchProfile(ctx, "allocs", fmt.Sprintf("seconds=%d", seconds), file)
+	raw, err := p.fetchProfile(ctx, "allocs", fmt.Sprintf("seconds=%d", seconds), seconds, file)
 	if err != nil {
 		return nil, err
 	}
