@@ -44,6 +44,8 @@ type CreatedVersions struct {
 	// transit are the versions released and not yet in the cache.
 	transit, transitBefore map[versionKey]*madeVersion
 	rotated                time.Time
+	// encoding runs the encodings of the versions a rotation forgot.
+	encoding sync.WaitGroup
 }
 
 type versionKey struct{ namespace, name, resourceVersion string }
@@ -78,10 +80,25 @@ const createdMemory = time.Minute
 // mu held.
 func (v *CreatedVersions) rotate() {
 	if now := time.Now(); v.made == nil || now.Sub(v.rotated) > createdMemory {
+		if len(v.watchedBefore) > 0 {
+			// No answer will release these now: those still pending (as
+			// another shard's creates stay) are encoded, off the lock, so
+			// that the cache keeps their JSON rather than their typed
+			// objects.
+			pending := v.watchedBefore
+			v.encoding.Go(func() { encodePending(pending) })
+		}
 		v.madeBefore, v.made = v.made, map[versionKey]*madeVersion{}
 		v.watchedBefore, v.watched = v.watched, map[versionKey]*watchedVersion{}
 		v.transitBefore, v.transit = v.transit, map[versionKey]*madeVersion{}
 		v.rotated = now
+	}
+}
+
+// encodePending encodes the content of the pending versions of watched.
+func encodePending(watched map[versionKey]*watchedVersion) {
+	for _, w := range watched {
+		w.o.json()
 	}
 }
 

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"bytes"
+	"encoding/json"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -69,7 +70,9 @@ type Object struct {
 	// apart are the metadata members the content lacks, which are kept
 	// above and put back when it is decoded.
 	apart identity
-	// body is the rest: the JSON, or, once released, a stamp. A trigger's
+	// body is the rest: the JSON, or, once released, a stamp; a pending
+	// version of Sprout's create (Form.fromTyped) holds its typed object
+	// until it is read or released. A trigger's
 	// is never released, so it lives in inline, which saves an allocation
 	// for every event of the busiest informers.
 	body   atomic.Pointer[body]
@@ -82,6 +85,26 @@ type Object struct {
 type body struct {
 	content []byte
 	holds   string
+	// typed is a pending version's decoded object (Form.fromTyped), whose
+	// JSON is content once read; it is never modified.
+	typed runtime.Object
+}
+
+// json returns the content of o: its JSON, encoded now from a pending
+// version's typed object if it was not yet (and kept, unless the version
+// was released meanwhile). nil for a released object; content that fails
+// to encode is nil too, and so decodes as a released object does.
+func (o *Object) json() []byte {
+	b := o.body.Load()
+	if b.typed == nil {
+		return b.content
+	}
+	content, err := json.Marshal(b.typed)
+	if err != nil {
+		return nil
+	}
+	o.body.CompareAndSwap(b, &body{content: content})
+	return content
 }
 
 // Release drops the JSON of o, whose version holds entire the desired
@@ -91,7 +114,7 @@ func (o *Object) Release(stamp string) {
 	if stamp == "" {
 		return
 	}
-	if b := o.body.Load(); b.content != nil || b.holds != stamp {
+	if b := o.body.Load(); b.content != nil || b.typed != nil || b.holds != stamp {
 		o.body.Store(&body{holds: stamp})
 	}
 }
@@ -100,7 +123,7 @@ func (o *Object) Release(stamp string) {
 // is released, and whether it is.
 func (o *Object) Released() (string, bool) {
 	b := o.body.Load()
-	return b.holds, b.content == nil
+	return b.holds, b.content == nil && b.typed == nil
 }
 
 // Decode decodes the object, less its managed fields; the result is the
@@ -110,8 +133,9 @@ func (o *Object) Released() (string, bool) {
 // (it was encoded from maps, so never), which compares as changed.
 func (o *Object) Decode() *unstructured.Unstructured {
 	var m map[string]any
+	content := o.json()
 	b := o.body.Load()
-	if err := sigsjson.UnmarshalCaseSensitivePreserveInts(b.content, &m); err != nil || m == nil {
+	if err := sigsjson.UnmarshalCaseSensitivePreserveInts(content, &m); err != nil || m == nil {
 		u := &unstructured.Unstructured{}
 		u.SetGroupVersionKind(o.kind.Value())
 		u.SetNamespace(o.namespace)
@@ -143,7 +167,7 @@ func (o *Object) Selectable(withLabels bool) *metav1.PartialObjectMetadata {
 				Labels map[string]string `json:"labels"`
 			} `json:"metadata"`
 		}
-		if err := sigsjson.UnmarshalCaseSensitivePreserveInts(o.body.Load().content, &top); err == nil {
+		if err := sigsjson.UnmarshalCaseSensitivePreserveInts(o.json(), &top); err == nil {
 			p.Labels = top.Metadata.Labels
 		}
 	}
@@ -158,7 +182,7 @@ var policyLabelJSON = []byte(`"` + sproutv1alpha1.LabelPolicyName + `":`)
 // name a policy of Sprout's (LabelPolicyName), and nil otherwise: most
 // objects, which then cost no decoding.
 func (o *Object) OriginLabels() map[string]string {
-	content := o.body.Load().content
+	content := o.json()
 	if !bytes.Contains(content, policyLabelJSON) {
 		return nil
 	}

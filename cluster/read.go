@@ -210,8 +210,11 @@ func (l *listedKind) withKind(raw []byte) ([]byte, error) {
 // fromTyped returns obj, a typed object as a protobuf watch decoded it, as
 // a cache of f holds it. A generated object's version that a create made
 // as desired is kept released, and its JSON, when the create's answer came
-// first, never encoded (half the events of a cold start). Others are made
-// of the JSON the API server's JSON serializer would have sent.
+// first, never encoded (half the events of a cold start). A version of
+// Sprout's create that comes before the answer (pending) keeps obj, and
+// its JSON is encoded only if it is read before the answer releases it.
+// Others are made of the JSON the API server's JSON serializer would have
+// sent.
 func (f Form) fromTyped(obj runtime.Object) (*Object, error) {
 	if !f.generated {
 		raw, err := json.Marshal(obj)
@@ -231,13 +234,28 @@ func (f Form) fromTyped(obj runtime.Object) (*Object, error) {
 	if m, err := meta.Accessor(obj); err == nil {
 		m.SetManagedFields(nil)
 	}
-	content, err := json.Marshal(obj)
-	if err != nil {
-		return nil, err
+	if f.created != nil && f.pending(o) {
+		o.body.Store(&body{typed: obj})
+	} else {
+		content, err := json.Marshal(obj)
+		if err != nil {
+			return nil, err
+		}
+		f.setContent(o, content)
 	}
-	f.setContent(o, content)
 	f.created.watch(o)
 	return o, nil
+}
+
+// pending reports whether o, a generated object's version no create's
+// answer has claimed, may be one whose answer is still on its way: a
+// version of Sprout's create (its entry still holds the fields), created
+// within createdMemory. The versions a watch-list of a restart sends were
+// mostly created long before, and a full sync reads each of them: they
+// are encoded as they come, on the watch's goroutine rather than the
+// sync's.
+func (f Form) pending(o *Object) bool {
+	return o.createHeld && time.Now().Unix()-o.created <= int64(createdMemory/time.Second)
 }
 
 // identityOf returns what a generated object's cache reads of obj, a typed

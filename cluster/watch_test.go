@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"slices"
@@ -179,6 +180,74 @@ func TestCreatedVersionsArePairedWithTheirEvents(t *testing.T) {
 	_, _, typed = version("10")
 	o, err = form.fromTyped(typed)
 	check("protobuf, no create", o, err, false)
+
+	// A version of Sprout's create made a moment ago may come before the
+	// answer: it keeps its typed object, encoded only if read first.
+	pending := func(rv string, created time.Time) (*unstructured.Unstructured, *corev1.ConfigMap) {
+		t.Helper()
+		obj, _, cm := version(rv)
+		cm.CreationTimestamp = metav1.NewTime(created)
+		cm.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: sproutv1alpha1.FieldManager,
+			Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "v1", FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(`{"f:data":{}}`)}}
+		return obj, cm
+	}
+	obj, typed = pending("12", time.Now())
+	o, err = form.fromTyped(typed)
+	check("protobuf before the answer", o, err, false)
+	if b := o.body.Load(); b.typed == nil || b.content != nil {
+		t.Error("a version whose answer may be on its way was encoded before anyone read it")
+	}
+	created.Created(obj, "12")
+	check("once the answer came", o, nil, true)
+	if b := o.body.Load(); b.typed != nil || b.content != nil {
+		t.Error("a released version kept its typed object or its JSON")
+	}
+
+	obj, typed = pending("13", time.Now())
+	o, err = form.fromTyped(typed)
+	check("protobuf before the answer, read before it", o, err, false)
+	_, eager := pending("13", time.Now())
+	want, err := Generated(nil).fromTyped(eager)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want.body.Load().content == nil {
+		t.Fatal("a cache that pairs nothing kept a version unencoded")
+	}
+	if got, w := o.Decode().Object, want.Decode().Object; !equality.Semantic.DeepEqual(got, w) {
+		t.Errorf("a pending version decodes as\n%v\nencoded at once as\n%v", got, w)
+	}
+	if got, w := o.Selectable(true), want.Selectable(true); !equality.Semantic.DeepEqual(got, w) {
+		t.Errorf("a pending version's labels %v, encoded at once %v", got.Labels, w.Labels)
+	}
+	if b := o.body.Load(); b.typed != nil || !bytes.Equal(b.content, want.body.Load().content) {
+		t.Error("a pending version read was not kept as the JSON it was read as")
+	}
+	created.Created(obj, "13")
+	check("read, then the answer came", o, nil, true)
+
+	// One no answer pairs (another shard's create) is encoded once it is
+	// forgotten, after one to two createdMemory.
+	_, typed = pending("15", time.Now())
+	unpaired, err := form.fromTyped(typed)
+	check("protobuf, another process's create", unpaired, err, false)
+	for range 2 {
+		created.mu.Lock()
+		created.rotated = created.rotated.Add(-2 * createdMemory)
+		created.rotate()
+		created.mu.Unlock()
+	}
+	created.encoding.Wait()
+	if b := unpaired.body.Load(); b.typed != nil || b.content == nil {
+		t.Error("a pending version no answer paired kept its typed object once forgotten")
+	}
+
+	_, typed = pending("14", time.Now().Add(-2*createdMemory))
+	o, err = form.fromTyped(typed)
+	check("protobuf, created long ago", o, err, false)
+	if o.body.Load().content == nil {
+		t.Error("a version created long before (a restart's list) was not encoded as it came")
+	}
 
 	obj, raw, _ = version("11")
 	created.Created(obj, "11")
