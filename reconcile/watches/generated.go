@@ -180,6 +180,11 @@ func (g *Generated) Synced(gvrs sets.Set[schema.GroupVersionResource]) bool {
 // poll's interval more and cost CPU while it waited. A resource not
 // watched is not waited for; it is not synced.
 func (g *Generated) WaitSynced(ctx context.Context, gvrs sets.Set[schema.GroupVersionResource], timeout time.Duration) bool {
+	if g.Synced(gvrs) {
+		// What every sync after the first finds: no goroutine and timer
+		// are started to wait for nothing.
+		return true
+	}
 	g.mu.RLock()
 	listed := make([]cache.DoneChecker, 0, len(gvrs))
 	for gvr := range gvrs {

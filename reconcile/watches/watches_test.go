@@ -188,6 +188,13 @@ func TestWaitSyncedIsWokenByTheList(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("the wait did not end when the informer listed")
 	}
+
+	// Every later sync asks again of caches that have listed: it is
+	// answered at once, without a goroutine or a timer to wait for them.
+	listed := sets.New(configMaps)
+	if n := testing.AllocsPerRun(10, func() { g.WaitSynced(ctx, listed, time.Hour) }); n != 0 {
+		t.Errorf("a wait for caches that have listed allocates %v times", n)
+	}
 }
 
 // listOnly lists, then watches, rather than asking a watch for the list.
