@@ -106,6 +106,14 @@ func (c ChangeSet) Written() bool {
 	})
 }
 
+// Changed reports whether an existing object was configured or deleted:
+// more than the creates that every new trigger's sync makes.
+func (c ChangeSet) Changed() bool {
+	return slices.ContainsFunc(c.Changes, func(ch Change) bool {
+		return ch.Action == Configured || ch.Action == Deleted
+	})
+}
+
 // Count returns how many objects got action a.
 func (c ChangeSet) Count(a Action) int {
 	n := 0

@@ -30,4 +30,8 @@ func TestChangeSetLogValue(t *testing.T) {
 	if !cs.Written() || (ChangeSet{Changes: cs.Changes[len(cs.Changes)-1:]}).Written() {
 		t.Error("Written is wrong")
 	}
+	created := ChangeSet{Changes: cs.Changes[:2]}
+	if created.Changed() || !cs.Changed() || !(ChangeSet{Changes: []Change{{Action: Configured}}}).Changed() {
+		t.Error("Changed is wrong: only a configured or deleted object is a change to what existed")
+	}
 }

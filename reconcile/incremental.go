@@ -151,8 +151,14 @@ func (i *incrementalSync) prune(ctx context.Context, run *syncRun, w writer, g *
 		// as a trigger created after the last full sync.
 		s.skippedEvent(run.key, run.cp, g.skipped)
 	}
-	if changes.Written() {
+	switch {
+	case changes.Changed():
 		s.log.Info("applied", "policy", run.key.String(), "changes", changes)
+	case changes.Written():
+		// Objects created for new triggers, the routine of every event:
+		// the policy's Events and the triggers' reports tell them too
+		// (docs/decisions.md).
+		s.log.Debug("applied", "policy", run.key.String(), "changes", changes)
 	}
 	for _, uid := range i.dirty {
 		t.Remove(uid)
