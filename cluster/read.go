@@ -234,7 +234,7 @@ func (f Form) fromTyped(obj runtime.Object) (*Object, error) {
 	if m, err := meta.Accessor(obj); err == nil {
 		m.SetManagedFields(nil)
 	}
-	if f.created != nil && f.pending(o) {
+	if f.created != nil && pending(o) {
 		o.body.Store(&body{typed: obj})
 	} else {
 		content, err := json.Marshal(obj)
@@ -249,13 +249,14 @@ func (f Form) fromTyped(obj runtime.Object) (*Object, error) {
 
 // pending reports whether o, a generated object's version no create's
 // answer has claimed, may be one whose answer is still on its way: a
-// version of Sprout's create (its entry still holds the fields), created
-// within createdMemory. The versions a watch-list of a restart sends were
+// version of Sprout's create (its entry still holds the fields, and its
+// proof proves it Sprout's, which a forged entry does not), created within
+// createdMemory. The versions a watch-list of a restart sends were
 // mostly created long before, and a full sync reads each of them: they
 // are encoded as they come, on the watch's goroutine rather than the
 // sync's.
-func (f Form) pending(o *Object) bool {
-	return o.createHeld && time.Now().Unix()-o.created <= int64(createdMemory/time.Second)
+func pending(o *Object) bool {
+	return o.proven && o.createHeld && time.Now().Unix()-o.created <= int64(createdMemory/time.Second)
 }
 
 // identityOf returns what a generated object's cache reads of obj, a typed

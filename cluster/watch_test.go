@@ -155,7 +155,8 @@ func TestCreatedVersionsArePairedWithTheirEvents(t *testing.T) {
 	}
 
 	created := new(CreatedVersions)
-	form := Generated(created)
+	key := proofKey(t, 1)
+	form := Generated(created).WithProof(key)
 	obj, raw, _ := version("7")
 	created.Created(obj, "7")
 	o, err := form.FromJSON(slices.Clone(raw))
@@ -183,9 +184,15 @@ func TestCreatedVersionsArePairedWithTheirEvents(t *testing.T) {
 
 	// A version of Sprout's create made a moment ago may come before the
 	// answer: it keeps its typed object, encoded only if read first.
+	// Only a version whose proof proves it Sprout's is taken as one: a
+	// forged managed-fields entry is encoded at once.
 	pending := func(rv string, created time.Time) (*unstructured.Unstructured, *corev1.ConfigMap) {
 		t.Helper()
-		obj, _, cm := version(rv)
+		obj, _, _ := version(rv)
+		obj.SetLabels(map[string]string{sproutv1alpha1.LabelManagedBy: sproutv1alpha1.ManagedBy})
+		obj.SetAnnotations(map[string]string{sproutv1alpha1.AnnotationApplied: stamp, sproutv1alpha1.AnnotationPolicy: "GeneratingPolicy/zk"})
+		key.Sign(obj)
+		_, cm := asWatched(t, obj)
 		cm.CreationTimestamp = metav1.NewTime(created)
 		cm.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: sproutv1alpha1.FieldManager,
 			Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "v1", FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(`{"f:data":{}}`)}}
@@ -240,6 +247,14 @@ func TestCreatedVersionsArePairedWithTheirEvents(t *testing.T) {
 	created.encoding.Wait()
 	if b := unpaired.body.Load(); b.typed != nil || b.content == nil {
 		t.Error("a pending version no answer paired kept its typed object once forgotten")
+	}
+
+	_, typed = pending("16", time.Now())
+	delete(typed.Annotations, AnnotationProof)
+	o, err = form.fromTyped(typed)
+	check("protobuf, Sprout's create forged", o, err, false)
+	if o.body.Load().content == nil {
+		t.Error("a version whose proof does not prove it Sprout's was kept unencoded")
 	}
 
 	_, typed = pending("14", time.Now().Add(-2*createdMemory))
