@@ -41,6 +41,10 @@ import (
 type Options struct {
 	// Workers is how many policies sync at once.
 	Workers int
+	// TriggersInFlight bounds the triggers that full syncs hold evaluated
+	// and not yet applied, all syncs together (0: DefaultTriggersInFlight;
+	// at least one part, 256). Incremental syncs take nothing from it.
+	TriggersInFlight int
 	// Logger receives structured logs; nil discards them.
 	Logger *slog.Logger
 	// Sources deliver the policies to run; none means the policies stored
@@ -259,6 +263,10 @@ func (o Options) complete() (Options, error) {
 	if o.MaxChain < 1 {
 		o.MaxChain = DefaultMaxChain
 	}
+	if o.TriggersInFlight < 1 {
+		o.TriggersInFlight = DefaultTriggersInFlight
+	}
+	o.TriggersInFlight = max(o.TriggersInFlight, maxPart)
 	if o.MaxObjectsPerTrigger < 1 {
 		o.MaxObjectsPerTrigger = DefaultMaxObjectsPerTrigger
 	}

@@ -32,6 +32,13 @@ const (
 	maxApplying = 2
 )
 
+// DefaultTriggersInFlight is how many triggers the full syncs hold
+// evaluated and not yet applied, all together: four syncs' worth of parts.
+// Each part holds its desired objects in full until applied, and sixteen
+// syncs at once wrote no faster than four, while holding four times as much
+// (docs/performance.md).
+const DefaultTriggersInFlight = 4 * (maxApplying + 1) * maxPart
+
 // maxJoined bounds the parts an incremental sync takes on while its applies
 // are under way (joinArrived), so that a stream of events ends it all the
 // same: each part it joins is applied beside those before it.
@@ -287,8 +294,20 @@ func (s *syncer) joinArrived(ctx context.Context, ps *parts, j joiner) error {
 // which may take on more triggers while its apply runs, applies its first
 // part there, and a goroutine started for each event grew its stack to a
 // request's depth each time.
-func (s *syncer) generatePart(ctx context.Context, ps *parts, part []policy.Trigger, last bool) error {
+func (s *syncer) generatePart(ctx context.Context, ps *parts, part []policy.Trigger, last bool) (retErr error) {
 	g, run := ps.g, ps.run
+	var held int64
+	if !run.incremental {
+		var err error
+		if held, err = s.reserve(ctx, ps, len(part)); err != nil {
+			return err
+		}
+		defer func() {
+			if retErr != nil {
+				s.inFlight.Release(held)
+			}
+		}()
+	}
 	want := s.desired(ctx, run.cp, part, ps.reader, ps.limit, g)
 	desired, kinds, refused, err := s.checks.refuse(ctx, run.cp.Policy, want.objects, want.kinds, g.verdicts, g.failed)
 	if err != nil {
@@ -328,6 +347,12 @@ func (s *syncer) generatePart(ctx context.Context, ps *parts, part []policy.Trig
 	p := &partApply{want: want, part: part, done: make(chan struct{})}
 	apply := func() {
 		defer close(p.done)
+		if held > 0 {
+			// Given back as the apply ends, not when the sync next finishes
+			// the part: a sync evaluating its next part would hold it
+			// meanwhile.
+			defer s.inFlight.Release(held)
+		}
 		p.changes, p.err = ps.w.Apply(ctx, toWrite, s.live, opts)
 		if len(again) > 0 {
 			// Applied as a synchronizing policy applies them, once: the
@@ -350,6 +375,28 @@ func (s *syncer) generatePart(ctx context.Context, ps *parts, part []policy.Trig
 	ps.applying = append(ps.applying, p)
 	g.objects += len(desired) + want.settledLen()
 	return nil
+}
+
+// reserve takes n triggers from the budget the full syncs share before
+// their part is evaluated, and returns what it took: all of it, as a part
+// is at most maxPart, but for a sync's tombstones, which may be more and
+// take the whole budget. A part gives it back as its apply ends. While the
+// budget is short, the sync's own applies are finished first; a sync waits
+// only with none under way, so every wait ends.
+func (s *syncer) reserve(ctx context.Context, ps *parts, n int) (int64, error) {
+	w := min(int64(max(n, 1)), s.inFlightSize)
+	for !s.inFlight.TryAcquire(w) {
+		if len(ps.applying) == 0 {
+			if err := s.inFlight.Acquire(ctx, w); err != nil {
+				return 0, err
+			}
+			break
+		}
+		s.finish(ps.applying[0], ps)
+		ps.applying = ps.applying[1:]
+		ps.run.phase.Done("apply")
+	}
+	return w, nil
 }
 
 // splitUpdated parts desired objects into those of the triggers updated,

@@ -132,3 +132,87 @@ func TestLargeSyncWritesBeforeItHasEvaluatedEverything(t *testing.T) {
 		t.Fatalf("waiting for the objects pruned with their policy: %v", err)
 	}
 }
+
+// TestFullSyncsShareABudgetOfTriggersInFlight: the full syncs of several
+// policies at once hold no more triggers evaluated and not yet applied
+// than their shared budget, however many workers run them, and every
+// object is still written. Each part holds its desired objects in full
+// until applied; without the budget, each sync holds up to three parts
+// (64, 128 and 256 triggers here), three syncs at once more than 1,000.
+// What is held is counted from outside the sync: the policies' evaluations
+// when each create is sent, less the creates sent before it.
+func TestFullSyncsShareABudgetOfTriggersInFlight(t *testing.T) {
+	const n, policies, budget = 600, 3, 256
+	kube := kubernetes.NewForConfigOrDie(cfg)
+	ctx := context.Background()
+	if err := inParallel(16, n, func(i int) error {
+		_, err := kube.CoreV1().Namespaces().Create(ctx,
+			&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("budget-%04d", i), Labels: map[string]string{"color": "budget"}}}, metav1.CreateOptions{})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+
+	reg := prometheus.NewRegistry()
+	evaluated := func() float64 {
+		var sum float64
+		for i := range policies {
+			if v := metricValue(t, reg, "sprout_evaluations_total", map[string]string{"policy": fmt.Sprintf("GeneratingPolicy/budget-%d", i), "result": "evaluated"}); v > 0 {
+				sum += v
+			}
+		}
+		return sum
+	}
+	var mu sync.Mutex
+	var sent, most float64
+	watched := rest.CopyConfig(cfg)
+	watched.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
+			if req.Method == http.MethodPost && strings.HasPrefix(req.URL.Path, "/api/v1/namespaces/budget-") && strings.HasSuffix(req.URL.Path, "/configmaps") {
+				mu.Lock()
+				most = max(most, evaluated()-sent)
+				sent++
+				mu.Unlock()
+			}
+			return rt.RoundTrip(req)
+		})
+	})
+	logs, _ := runControllerOn(t, watched, func(o *reconcile.Options) {
+		o.Metrics, o.Workers, o.TriggersInFlight = reg, 8, budget
+	})
+	defer func() {
+		if t.Failed() {
+			t.Log(logs.String())
+		}
+	}()
+	for i := range policies {
+		name := fmt.Sprintf("budget-%d", i)
+		applyColorPolicy(t, name, "budget", func(u *unstructured.Unstructured) {
+			_ = unstructured.SetNestedField(u.Object, "budget", "spec", "matchConstraints", "objectSelector", "matchLabels", "color")
+			_ = unstructured.SetNestedField(u.Object, true, "spec", "evaluation", "generateExisting", "enabled")
+			vars, _, _ := unstructured.NestedSlice(u.Object, "spec", "variables")
+			for _, v := range vars {
+				m := v.(map[string]any)
+				m["expression"] = strings.Replace(m["expression"].(string), `"name": "zk-kafka-address"`, `"name": "`+name+`"`, 1)
+			}
+			_ = unstructured.SetNestedSlice(u.Object, vars, "spec", "variables")
+		})
+	}
+	for i := range policies {
+		policy := fmt.Sprintf("GeneratingPolicy/budget-%d", i)
+		poll(t, policy+"'s objects written and settled", func(context.Context) (bool, error) {
+			return metricValue(t, reg, "sprout_settled_objects", map[string]string{"policy": policy}) == n, nil
+		})
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if sent != n*policies {
+		t.Errorf("%v creates, want %d", sent, n*policies)
+	}
+	if most > budget {
+		t.Errorf("%v triggers evaluated and not yet applied at once, want at most the budget, %d", most, budget)
+	}
+	if most < 64 {
+		t.Errorf("at most %v triggers evaluated and not yet applied at once, fewer than a first part: the count missed the parts", most)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"time"
 
+	"golang.org/x/sync/semaphore"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -60,6 +61,10 @@ type syncer struct {
 	// applies run the applies of a sync's parts but its last one, which
 	// runs on the sync's goroutine (generate.go).
 	applies *gopool.Pool
+	// inFlight is the budget of triggers the full syncs' parts hold
+	// evaluated, inFlightSize in all (generate.go).
+	inFlight     *semaphore.Weighted
+	inFlightSize int64
 }
 
 // syncLoop is what the pipeline asks of the loop: the policies it runs,
@@ -117,7 +122,8 @@ func newSyncer(c *Controller, writers *access.Writers[writer]) *syncer {
 	s := &syncer{loop: syncerCore{c}, checks: syncChecks{c}, cache: c.intake, log: c.log, dryRun: c.opts.DryRun,
 		blastRadius: c.opts.BlastRadius, eval: c.eval, ledger: c.ledger, tell: c.tell, metrics: c.metrics, rbac: c.rights.RBAC(),
 		writers: writers, created: c.created, reads: c.reads, states: c.states, live: c.intake.live(),
-		applies: gopool.NewIdle((c.opts.Workers+1)*(maxApplying+maxJoined), time.Minute)}
+		applies:  gopool.NewIdle((c.opts.Workers+1)*(maxApplying+maxJoined), time.Minute),
+		inFlight: semaphore.NewWeighted(int64(c.opts.TriggersInFlight)), inFlightSize: int64(c.opts.TriggersInFlight)}
 	s.matcher = &triggerMatcher{loop: s.loop, checks: s.checks, watch: c.intake, informers: c.intake.triggers,
 		eval: c.eval, ledger: c.ledger, tell: c.tell, states: c.states, log: c.log, dryRun: c.opts.DryRun,
 		maxChain: c.opts.MaxChain, chains: &chainReports{}}
