@@ -33,10 +33,11 @@ const (
 )
 
 // DefaultTriggersInFlight is how many triggers the full syncs hold
-// evaluated and not yet applied, all together: four syncs' worth of parts.
-// Each part holds its desired objects in full until applied, and sixteen
-// syncs at once wrote no faster than four, while holding four times as much
-// (docs/performance.md).
+// evaluated and not yet applied, all together: four syncs' worth of parts,
+// as many as the default --workers hold. Each part holds its desired
+// objects in full until applied, and the API server, not the number of
+// syncs, bounds how fast they are written: more workers would only hold
+// more at once.
 const DefaultTriggersInFlight = 4 * (maxApplying + 1) * maxPart
 
 // maxJoined bounds the parts an incremental sync takes on while its applies

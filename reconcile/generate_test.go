@@ -33,13 +33,7 @@ func TestLargeSyncWritesBeforeItHasEvaluatedEverything(t *testing.T) {
 	const n = 1000
 	kube := kubernetes.NewForConfigOrDie(cfg)
 	ctx := context.Background()
-	if err := inParallel(16, n, func(i int) error {
-		_, err := kube.CoreV1().Namespaces().Create(ctx,
-			&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("parts-%04d", i), Labels: map[string]string{"color": "parts"}}}, metav1.CreateOptions{})
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
+	createColoredNamespaces(t, "parts", n)
 
 	reg := prometheus.NewRegistry()
 	evaluated := func() float64 {
@@ -143,15 +137,7 @@ func TestLargeSyncWritesBeforeItHasEvaluatedEverything(t *testing.T) {
 // when each create is sent, less the creates sent before it.
 func TestFullSyncsShareABudgetOfTriggersInFlight(t *testing.T) {
 	const n, policies, budget = 600, 3, 256
-	kube := kubernetes.NewForConfigOrDie(cfg)
-	ctx := context.Background()
-	if err := inParallel(16, n, func(i int) error {
-		_, err := kube.CoreV1().Namespaces().Create(ctx,
-			&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("budget-%04d", i), Labels: map[string]string{"color": "budget"}}}, metav1.CreateOptions{})
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
+	createColoredNamespaces(t, "budget", n)
 
 	reg := prometheus.NewRegistry()
 	evaluated := func() float64 {
@@ -214,5 +200,19 @@ func TestFullSyncsShareABudgetOfTriggersInFlight(t *testing.T) {
 	}
 	if most < 64 {
 		t.Errorf("at most %v triggers evaluated and not yet applied at once, fewer than a first part: the count missed the parts", most)
+	}
+}
+
+// createColoredNamespaces creates n Namespaces named color-0000 on,
+// labelled color=color.
+func createColoredNamespaces(t *testing.T, color string, n int) {
+	t.Helper()
+	kube := kubernetes.NewForConfigOrDie(cfg)
+	if err := inParallel(16, n, func(i int) error {
+		_, err := kube.CoreV1().Namespaces().Create(context.Background(),
+			&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%04d", color, i), Labels: map[string]string{"color": color}}}, metav1.CreateOptions{})
+		return err
+	}); err != nil {
+		t.Fatal(err)
 	}
 }
