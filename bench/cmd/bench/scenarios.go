@@ -90,12 +90,12 @@ func (b *bench) coldRound(ctx context.Context, i int) (coldRound, error) {
 		if count < n {
 			return fmt.Errorf("the baseline generated %d of %d ConfigMaps within %s", count, n, b.timeout)
 		}
+		p.stop()
 		if first {
-			if err := b.driftRepair(ctx, c, nil, &b.res.Drift.Baseline); err != nil {
+			if err := b.baselineDrift(ctx, c, dir); err != nil {
 				return err
 			}
 		}
-		p.stop()
 		round.BaselineRestartFirstSeconds, err = b.firstAfterRestart(ctx, c, func() (*process, error) {
 			return startBaseline(b.baseline, c.kubeconfig, filepath.Join(dir, "baseline-late.log"), b.baselineArgs()...)
 		})
@@ -216,6 +216,46 @@ func (b *bench) firstAfterRestart(ctx context.Context, c *cluster, start func() 
 	return s, nil
 }
 
+// baselineDrift is scenario 4 for the baseline: started again, as sprout
+// is for it, through a proxy that counts its writes, so that both repair
+// through the same hop (plain HTTP to the proxy, HTTP/2 beyond it) and
+// their writes are counted alike.
+func (b *bench) baselineDrift(ctx context.Context, c *cluster, dir string) error {
+	px, kc, err := countingProxy(c, dir)
+	if err != nil {
+		return err
+	}
+	defer px.close()
+	logPath := filepath.Join(dir, "baseline-drift.log")
+	synced := newLogWatch(logPath, "baseline: caches synced")
+	p, err := startBaseline(b.baseline, kc, logPath, b.baselineArgs()...)
+	if err != nil {
+		return err
+	}
+	defer p.stop()
+	// Its copies are all in place: once its caches are synced, its queue
+	// holds only keys that cost no request.
+	if !pollUntil(b.timeout, synced.seen) {
+		return fmt.Errorf("the baseline's caches did not sync within %s (log: %s)", b.timeout, logPath)
+	}
+	return b.driftRepair(ctx, c, &px.writes, &b.res.Drift.Baseline)
+}
+
+// countingProxy starts a proxy to c's API server that counts the writes
+// through it, and writes into dir a kubeconfig that reaches c through it.
+func countingProxy(c *cluster, dir string) (*proxy, string, error) {
+	px, err := newProxy(c.cp.Config)
+	if err != nil {
+		return nil, "", err
+	}
+	kc, err := px.kubeconfig(dir)
+	if err != nil {
+		px.close()
+		return nil, "", err
+	}
+	return px, kc, nil
+}
+
 // resyncEvery is the restarted sprout's --resync-schedule, in seconds.
 const resyncEvery = 15
 
@@ -224,15 +264,11 @@ const resyncEvery = 15
 // on the same process.
 func (b *bench) noopRestart(ctx context.Context, c *cluster, dir string) error {
 	n := b.Namespaces
-	px, err := newProxy(c.cp.Config)
+	px, kc, err := countingProxy(c, dir)
 	if err != nil {
 		return err
 	}
 	defer px.close()
-	kc, err := px.kubeconfig(dir)
-	if err != nil {
-		return err
-	}
 	// A scheduled full resync follows the restart (measured below); drift
 	// repair on this process may see one too.
 	args := append(b.sproutArgs(), "--resync-schedule", fmt.Sprintf("@every %ds", resyncEvery))
