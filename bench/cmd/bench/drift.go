@@ -53,7 +53,7 @@ func (b *bench) driftRepair(ctx context.Context, c *cluster, writes *atomic.Int6
 		if writes != nil {
 			before = writes.Load()
 		}
-		start := time.Now()
+		start, cpu := time.Now(), c.cpuSeconds()
 		if _, err := parallel(ctx, n, b.Parallel, func(ctx context.Context, i int) error { return ph.spoil(ctx, namespaces[i]) }); err != nil {
 			w.stop()
 			return fmt.Errorf("drift: %s: %w", ph.name, err)
@@ -63,6 +63,9 @@ func (b *bench) driftRepair(ctx context.Context, c *cluster, writes *atomic.Int6
 			last = time.Now()
 		}
 		*ph.into = repair{rate: rateOf(fixed, last.Sub(start)), Expected: n, Writes: -1}
+		// The control plane's CPU over the phase, the breaking included:
+		// the same for both controllers, so what differs is their repairs'.
+		ph.into.ClusterCPUSeconds = c.cpuSeconds() - cpu
 		if writes != nil {
 			// The record written after the repairs belongs to them.
 			time.Sleep(2 * time.Second)

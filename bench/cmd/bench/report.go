@@ -328,6 +328,9 @@ func (r *result) printComparison(w io.Writer) {
 				fig += fmt.Sprintf(" (put back: %d, %d)", ph.base.Objects, ph.spr.Objects)
 			}
 			row("4 drift", fig, "s", ph.base.Seconds, ph.spr.Seconds)
+			if ph.base.ClusterCPUSeconds > 0 && ph.spr.ClusterCPUSeconds > 0 {
+				row("4 drift", fmt.Sprintf("%s: control plane CPU per object, breaking included", ph.name), "ms", ph.base.clusterMsPerObject(), ph.spr.clusterMsPerObject())
+			}
 		}
 		fmt.Fprintf(t, "4 drift\twrites (modified, deleted)\t%s\t%s\t\n", repairWrites(d.Baseline), repairWrites(d.Sprout))
 	}

@@ -57,8 +57,8 @@ type rate struct {
 	Seconds   float64 `json:"seconds"`
 	PerSecond float64 `json:"perSecond"`
 	// ClusterCPUSeconds is the CPU time kube-apiserver and etcd spent
-	// meanwhile (scenario 1): on this machine's two cores it is most of
-	// what bounds every writer's rate.
+	// meanwhile (scenarios 1 and 4): on this machine's two cores it is
+	// most of what bounds every writer's rate.
 	ClusterCPUSeconds float64 `json:"clusterCPUSeconds,omitempty"`
 }
 
