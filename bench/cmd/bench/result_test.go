@@ -184,3 +184,16 @@ func TestLevelTakesEachFigureMedian(t *testing.T) {
 	}
 	t.Error("no p99 figure in the level table")
 }
+
+// A controller's drift writes print as counted, and as "-" in results
+// written before they were counted (-1), never as a negative count.
+func TestRepairWrites(t *testing.T) {
+	counted := repairRun{Modified: repair{Writes: 1000}, Deleted: repair{Writes: 1039}}
+	if got := repairWrites(counted); got != "1000, 1039" {
+		t.Errorf("counted: %q, want %q", got, "1000, 1039")
+	}
+	uncounted := repairRun{Modified: repair{Writes: -1}, Deleted: repair{Writes: -1}}
+	if got := repairWrites(uncounted); got != "-" {
+		t.Errorf("not counted: %q, want %q", got, "-")
+	}
+}
