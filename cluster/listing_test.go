@@ -229,8 +229,9 @@ func TestListingTakesTheListInPages(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	lists := requests[:3]
-	// The first page is the pager's size; the next are larger (laterPage).
-	if want := []string{"watch= sendInitialEvents= continue=false limit=500", "watch= sendInitialEvents= continue=true limit=2000", "watch= sendInitialEvents= continue=true limit=2000"}; !slices.Equal(lists, want) {
+	// The first page is small (firstPage), so that a first sync begins
+	// soon; the next are larger (laterPage).
+	if want := []string{"watch= sendInitialEvents= continue=false limit=64", "watch= sendInitialEvents= continue=true limit=2000", "watch= sendInitialEvents= continue=true limit=2000"}; !slices.Equal(lists, want) {
 		t.Errorf("requests %q, want the list in three pages first", requests)
 	}
 	for _, r := range requests[3:] {

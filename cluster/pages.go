@@ -17,11 +17,16 @@ import (
 	"github.com/sprout-gitops/sprout/internal/wire"
 )
 
-// laterPage is how many objects the pages after a list's first ask for.
-// The first keeps the pager's size, so that a first sync begins as soon;
-// the list waits for each page in turn, a round trip each, so fewer,
-// larger pages end it sooner (decisions.md has the measurements).
-const laterPage = 2000
+// The first page of an informer's first list is small (firstPage), so
+// that a first sync has triggers to evaluate soon: the API server answers
+// a small page sooner, and Sprout decodes it sooner. The pages after it
+// are large (laterPage): the list waits for each page in turn, a round
+// trip each, so fewer, larger pages end it sooner (decisions.md has the
+// measurements).
+const (
+	firstPage = 64
+	laterPage = 2000
+)
 
 // pageAhead is the next page of an informer's first list, asked for as
 // soon as the page before it has come, before that page is decoded. The
@@ -59,6 +64,19 @@ func (a *pageAhead) listPage(ctx context.Context, raw rest.Interface, r Resource
 		o.Limit = max(o.Limit, laterPage)
 	}
 	mine := r.Listing.takes(o.Continue != "")
+	switch {
+	case o.Continue != "" || o.Limit == 0:
+	case mine:
+		o.Limit = min(o.Limit, firstPage)
+	case o.ResourceVersion != "":
+		// A list again at the revision the informer reached, after its
+		// watch failed: whole, from the API server's cache. client-go's
+		// reflector asks for it in pages once the first list came in
+		// more than one, and a page at a revision is an exact read,
+		// which the API server serves from etcd, not its cache; the
+		// reflector itself lists whole there when the first came whole.
+		o.Limit = 0
+	}
 	body, asked, err := a.take(ctx, o)
 	if !asked {
 		body, err = getPage(ctx, raw, r, o)

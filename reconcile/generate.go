@@ -27,7 +27,7 @@ import (
 // parts wrote no faster and held more desired objects in full at the peak
 // (docs/performance.md).
 const (
-	firstPart   = 64
+	firstPart   = 16
 	maxPart     = 256
 	maxApplying = 2
 )

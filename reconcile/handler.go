@@ -31,6 +31,16 @@ func newIntakeGate() *intakeGate {
 
 func (a *intakeGate) open() { close(a.opened) }
 
+// isOpen reports whether a has been opened.
+func (a *intakeGate) isOpen() bool {
+	select {
+	case <-a.opened:
+		return true
+	default:
+		return false
+	}
+}
+
 func (a *intakeGate) shut(err error) {
 	a.err = err
 	close(a.closed)
@@ -52,10 +62,14 @@ var _ sources.Handler = policyHandler{}
 // informers its triggers need and queues it. A change that keeps the
 // generation (a status write) only refreshes the policy kept for status.
 func (h policyHandler) Upsert(p sources.Policy) {
+	c := h.c
+	ahead := !h.records.isOpen()
+	if ahead {
+		c.watchAhead(p)
+	}
 	if h.records.wait() != nil {
 		return // the controller stops
 	}
-	c := h.c
 	key := policy.KeyOf(p.Policy)
 	if p.Program == nil {
 		c.log.Error("policy handed over without its program: its source does not compile policies", "policy", key.String(), "source", p.Source)
@@ -70,6 +84,9 @@ func (h policyHandler) Upsert(p sources.Policy) {
 	if !held {
 		c.log.Error("policy name conflict: another source with precedence holds it; this one is ignored",
 			"policy", key.String(), "source", p.Source, "holder", names.Holder(key))
+		if ahead {
+			c.intake.releaseInformers()
+		}
 		return
 	}
 	c.states.Enter(key)

@@ -150,3 +150,58 @@ func TestRestartWatchesWhatTheRecordNamesBesideTheTriggers(t *testing.T) {
 	})
 	runUntilSynced(t, held, "GeneratingPolicy/early")
 }
+
+// A policy delivered while the records are still being read has its
+// triggers listed meanwhile: resolving them and listing them needs no
+// record, and its first sync waits for the list. Here the records' list is
+// held until its triggers (Namespaces) are asked for, for 10 s at most.
+func TestTriggersAreListedWhileTheRecordsAreRead(t *testing.T) {
+	applyColorPolicy(t, "ahead", "ahead", nil)
+	createNamespace(t, "ahead-red", map[string]string{"color": "ahead"})
+
+	triggersAsked := make(chan struct{})
+	var once sync.Once
+	var mu sync.Mutex
+	held, heldFor := false, time.Duration(0)
+	watched := rest.CopyConfig(cfg)
+	watched.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
+			switch {
+			case req.URL.Path == "/api/v1/namespaces":
+				once.Do(func() { close(triggersAsked) })
+			case strings.HasSuffix(req.URL.Path, "/policyinventories") && req.Method == http.MethodGet:
+				mu.Lock()
+				first := !held
+				held = true
+				mu.Unlock()
+				if first {
+					began := time.Now()
+					select {
+					case <-triggersAsked:
+					case <-time.After(10 * time.Second):
+					case <-req.Context().Done():
+					}
+					mu.Lock()
+					heldFor = time.Since(began)
+					mu.Unlock()
+				}
+			}
+			return rt.RoundTrip(req)
+		})
+	})
+	runControllerOn(t, watched, nil)
+	poll(t, "ConfigMap in ahead-red", func(ctx context.Context) (bool, error) {
+		cm, err := getConfigMap(ctx, "ahead-red", "zk-kafka-address")
+		return cm != nil, err
+	})
+	select {
+	case <-triggersAsked:
+	default:
+		t.Fatal("the triggers were never asked for")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if heldFor >= 10*time.Second {
+		t.Errorf("the triggers were asked for only once the records were read (held %s)", heldFor)
+	}
+}

@@ -19,6 +19,14 @@ import (
 // resources. It never fails: errors are kept on the program and resolveErr.
 // cur is the generation running before, if any.
 func (c *Controller) compile(p sources.Policy, cur *policy.Compiled) *policy.Compiled {
+	cp := c.resolve(p)
+	cp.Activated, cp.ActivatedVersion = c.activation(p, cur)
+	return cp
+}
+
+// resolve is compile but for the activation, the one part that reads the
+// policy's record.
+func (c *Controller) resolve(p sources.Policy) *policy.Compiled {
 	cp := &policy.Compiled{
 		Policy:   p.Policy,
 		Source:   p.Source,
@@ -29,7 +37,6 @@ func (c *Controller) compile(p sources.Policy, cur *policy.Compiled) *policy.Com
 		Evaluations: policy.NewEvaluations(),
 		Decisions:   inventory.NewDecisions(),
 	}
-	cp.Activated, cp.ActivatedVersion = c.activation(p, cur)
 	if mc := p.PolicySpec().MatchConstraints; mc != nil {
 		cp.Criteria = policy.NewCriteria(*mc)
 		cp.Operations = operationsFor(mc.ResourceRules)
@@ -48,6 +55,21 @@ func (c *Controller) compile(p sources.Policy, cur *policy.Compiled) *policy.Com
 		cp.Selector = policy.PushedSelector(cp)
 	}
 	return cp
+}
+
+// watchAhead starts the informers of a policy's triggers, and the
+// Namespace cache they may need, while the records are still being read:
+// neither needs a record, and its first sync waits for their lists. What
+// the policy's take starts later is the same; a policy that is then not
+// taken (another source holds its name) releases them.
+func (c *Controller) watchAhead(p sources.Policy) {
+	if c.opts.DryRun || p.Program == nil || p.PolicySpec().MatchConstraints == nil {
+		return
+	}
+	cp := c.resolve(p)
+	if keys := c.intake.triggerKeys(cp); len(keys) > 0 {
+		c.intake.ensureInformers(keys...)
+	}
 }
 
 // keepGeneratedOnSyncOff has a policy whose synchronize is switched off
