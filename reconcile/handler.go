@@ -37,8 +37,8 @@ func (a *intakeGate) isOpen() bool {
 	case <-a.opened:
 		return true
 	default:
-		return false
 	}
+	return false
 }
 
 func (a *intakeGate) shut(err error) {
@@ -63,9 +63,10 @@ var _ sources.Handler = policyHandler{}
 // generation (a status write) only refreshes the policy kept for status.
 func (h policyHandler) Upsert(p sources.Policy) {
 	c := h.c
+	var resolved *policy.Compiled
 	ahead := !h.records.isOpen()
 	if ahead {
-		c.watchAhead(p)
+		resolved = c.watchAhead(p)
 	}
 	if h.records.wait() != nil {
 		return // the controller stops
@@ -118,7 +119,7 @@ func (h policyHandler) Upsert(p sources.Policy) {
 	}
 
 	began := time.Now()
-	cp := c.compile(p, cur)
+	cp := c.compile(p, cur, resolved)
 	c.log.Debug("policy taken", "policy", key.String(), "duration", time.Since(began))
 	c.keepGeneratedOnSyncOff(key, cur, cp)
 	if err := cp.Program.Err(); err != nil {

@@ -17,15 +17,17 @@ import (
 // compile turns a policy, with the program its source compiled, into a
 // compiled policy: its match criteria, activation time and trigger
 // resources. It never fails: errors are kept on the program and resolveErr.
-// cur is the generation running before, if any.
-func (c *Controller) compile(p sources.Policy, cur *policy.Compiled) *policy.Compiled {
-	cp := c.resolve(p)
+// cur is the generation running before, resolved p resolved already, if any.
+func (c *Controller) compile(p sources.Policy, cur, resolved *policy.Compiled) *policy.Compiled {
+	cp := resolved
+	if cp == nil {
+		cp = c.resolve(p)
+	}
 	cp.Activated, cp.ActivatedVersion = c.activation(p, cur)
 	return cp
 }
 
-// resolve is compile but for the activation, the one part that reads the
-// policy's record.
+// resolve is compile but for the activation, which reads the record.
 func (c *Controller) resolve(p sources.Policy) *policy.Compiled {
 	cp := &policy.Compiled{
 		Policy:   p.Policy,
@@ -57,19 +59,19 @@ func (c *Controller) resolve(p sources.Policy) *policy.Compiled {
 	return cp
 }
 
-// watchAhead starts the informers of a policy's triggers, and the
-// Namespace cache they may need, while the records are still being read:
-// neither needs a record, and its first sync waits for their lists. What
-// the policy's take starts later is the same; a policy that is then not
-// taken (another source holds its name) releases them.
-func (c *Controller) watchAhead(p sources.Policy) {
+// watchAhead resolves a policy delivered while the records are read and
+// starts its trigger informers (and the Namespace cache): neither reads a
+// record, and its first sync waits for their lists. It returns the policy
+// resolved, nil if not; one then not taken releases them.
+func (c *Controller) watchAhead(p sources.Policy) *policy.Compiled {
 	if c.opts.DryRun || p.Program == nil || p.PolicySpec().MatchConstraints == nil {
-		return
+		return nil
 	}
 	cp := c.resolve(p)
 	if keys := c.intake.triggerKeys(cp); len(keys) > 0 {
 		c.intake.ensureInformers(keys...)
 	}
+	return cp
 }
 
 // keepGeneratedOnSyncOff has a policy whose synchronize is switched off
