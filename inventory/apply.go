@@ -63,9 +63,13 @@ type createPath struct {
 }
 
 // NewApplier returns an Applier writing through cfg that reports its
-// creates to creates (nil: to nobody).
-func NewApplier(cfg *rest.Config, creates Creates) (*Applier, error) {
-	c, err := client.New(cfg, client.Options{})
+// creates to creates (nil: to nobody) and maps kinds to resources with
+// mapper (nil: a mapper of its own, which asks discovery on its first
+// write of each group). A controller gives the mapper its discovery has
+// already filled: a start's first create does not wait for a discovery
+// of its own, nor does each Applier of an identity it writes as.
+func NewApplier(cfg *rest.Config, creates Creates, mapper meta.RESTMapper) (*Applier, error) {
+	c, err := client.New(cfg, client.Options{Mapper: mapper})
 	if err != nil {
 		return nil, fmt.Errorf("inventory: client: %w", err)
 	}

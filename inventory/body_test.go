@@ -130,7 +130,7 @@ func TestCreatesAsTheAPIServerTakesThem(t *testing.T) {
 			return res, err
 		})
 	})
-	a, err := NewApplier(cfg, nil)
+	a, err := NewApplier(cfg, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,7 +184,7 @@ func TestCreatesAsTheAPIServerTakesThem(t *testing.T) {
 // names it as already there, and the object needs nothing.
 func TestCreateOfAnObjectThereReadsIt(t *testing.T) {
 	ctx := context.Background()
-	a, err := NewApplier(config(t), nil)
+	a, err := NewApplier(config(t), nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

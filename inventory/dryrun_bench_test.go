@@ -19,7 +19,7 @@ func benchClients(b *testing.B) (*Applier, client.Client) {
 	if startErr != nil {
 		b.Fatal(startErr)
 	}
-	a, err := NewApplier(controlPlane.Config, new(cluster.CreatedVersions))
+	a, err := NewApplier(controlPlane.Config, new(cluster.CreatedVersions), nil)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -89,7 +89,7 @@ func countingApplier(t *testing.T) (*Applier, *requests, client.Client) {
 	counted := rest.CopyConfig(cfg)
 	r := &requests{by: map[string]int{}}
 	counted.Wrap(r.wrap)
-	a, err := NewApplier(counted, new(cluster.CreatedVersions))
+	a, err := NewApplier(counted, new(cluster.CreatedVersions), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -320,7 +320,7 @@ func TestHandOverFailsOnAChangeAfterItsRead(t *testing.T) {
 			return resp, err
 		})
 	})
-	a, err := NewApplier(racing, nil)
+	a, err := NewApplier(racing, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -27,7 +27,7 @@ func (s *syncer) guardFor(run *syncRun, w writer) *blast.Guard {
 		return nil
 	}
 	// A running controller's writers are Appliers, a plan's their dry runs
-	// (writerOf).
+	// (New's writerAs).
 	var dry writer
 	switch w := w.(type) {
 	case *inventory.Applier:

@@ -285,8 +285,7 @@ func New(cfg *rest.Config, opts Options) (*Controller, error) {
 	if err != nil {
 		return nil, err
 	}
-	// controller-runtime's client logs through its own global logger; send
-	// it to ours.
+	// controller-runtime's client logs through its global logger: to ours.
 	ctrllog.SetLogger(logr.FromSlogHandler(opts.Logger.Handler()))
 	kube, dyn, raw, err := clientsFor(cfg)
 	if err != nil {
@@ -301,7 +300,20 @@ func New(cfg *rest.Config, opts Options) (*Controller, error) {
 		proof.Pending()
 	}
 	created := new(cluster.CreatedVersions)
-	applier, err := inventory.NewApplier(cfg, created)
+	known := kinds.New(kube.Discovery())
+	// How the controller writes as cfg's identity: through an Applier or,
+	// in a dry run, its dry run.
+	writerAs := func(cfg *rest.Config) (writer, error) {
+		a, err := inventory.NewApplier(cfg, created, known.RESTMapper())
+		switch {
+		case err != nil:
+			return nil, err
+		case opts.DryRun:
+			return a.DryRun(), nil
+		}
+		return a, nil
+	}
+	w, err := writerAs(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -315,7 +327,7 @@ func New(cfg *rest.Config, opts Options) (*Controller, error) {
 	c := &Controller{
 		opts:     opts,
 		log:      opts.Logger,
-		kinds:    kinds.New(kube.Discovery()),
+		kinds:    known,
 		created:  created,
 		proof:    proof,
 		queue:    queue.New(m, opts.Workers),
@@ -325,13 +337,7 @@ func New(cfg *rest.Config, opts Options) (*Controller, error) {
 		reads:    &watches.ReadIndex[policy.Key]{},
 		states:   &states{},
 	}
-	writers := access.NewWriters(cfg, writerOf(applier, opts.DryRun), func(cfg *rest.Config) (writer, error) {
-		a, err := inventory.NewApplier(cfg, created)
-		if err != nil {
-			return nil, err
-		}
-		return writerOf(a, opts.DryRun), nil
-	})
+	writers := access.NewWriters(cfg, w, writerAs)
 	c.rights = access.New(access.Config{Options: opts.access(), Kube: kube, Log: opts.Logger, Discovery: c.kinds, RoleChanged: c.roleChanged,
 		WatchNamespace: func(scope string, gvr schema.GroupVersionResource) string {
 			return c.intake.watchKeyOf(scope, gvr).Namespace
@@ -435,13 +441,4 @@ func sourcesOf(opts Options, dyn dynamic.Interface) []sources.Source {
 		}
 	}
 	return srcs
-}
-
-// writerOf is how the controller writes through applier: as it is, or, in
-// a dry run, its dry run.
-func writerOf(applier *inventory.Applier, dryRun bool) writer {
-	if dryRun {
-		return applier.DryRun()
-	}
-	return applier
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -372,6 +373,9 @@ func (s *syncer) generatePart(ctx context.Context, ps *parts, part []policy.Trig
 		apply()
 	} else {
 		s.applies.Do(apply)
+		// Its goroutine, next in this processor's queue, would wait out
+		// the next part's evaluation when the other processors are busy.
+		runtime.Gosched()
 	}
 	ps.applying = append(ps.applying, p)
 	g.objects += len(desired) + want.settledLen()

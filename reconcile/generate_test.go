@@ -3,7 +3,10 @@ package reconcile_test
 import (
 	"context"
 	"fmt"
+	dto "github.com/prometheus/client_model/go"
 	"net/http"
+	"runtime"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -125,6 +128,76 @@ func TestLargeSyncWritesBeforeItHasEvaluatedEverything(t *testing.T) {
 	if err != nil {
 		t.Fatalf("waiting for the objects pruned with their policy: %v", err)
 	}
+}
+
+// TestAPartIsWrittenBeforeTheNextIsEvaluated: a sync hands a part's apply
+// to another goroutine and goes on evaluating the next part; the apply's
+// first request goes out first. On one processor, with nothing to preempt
+// the sync, the apply waited until the sync stopped to wait for one of its
+// applies, three parts later.
+func TestAPartIsWrittenBeforeTheNextIsEvaluated(t *testing.T) {
+	const n = 150
+	createColoredNamespaces(t, "handed", n)
+	// One processor, so that only the order of the hand-offs decides what
+	// runs first, and no collection, whose assist may park the apply while
+	// the sync runs on.
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	defer debug.SetGCPercent(debug.SetGCPercent(-1))
+
+	// The count is read where the request is sent, without yielding the
+	// processor: a registry's Gather runs goroutines, and the sync would
+	// evaluate on meanwhile.
+	reg := &capturing{Registry: prometheus.NewRegistry(), name: "sprout_evaluations_total"}
+	atFirstWrite := make(chan float64, 1)
+	var first sync.Once
+	watched := rest.CopyConfig(cfg)
+	watched.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
+			if req.Method != http.MethodGet && strings.HasPrefix(req.URL.Path, "/api/v1/namespaces/handed-") && strings.Contains(req.URL.Path, "/configmaps") {
+				first.Do(func() {
+					var m dto.Metric
+					_ = reg.vec.WithLabelValues("GeneratingPolicy/handed", "evaluated").Write(&m)
+					atFirstWrite <- m.GetCounter().GetValue()
+				})
+			}
+			return rt.RoundTrip(req)
+		})
+	})
+	runControllerOn(t, watched, func(o *reconcile.Options) { o.Metrics = reg })
+	applyColorPolicy(t, "handed", "handed", func(u *unstructured.Unstructured) {
+		_ = unstructured.SetNestedField(u.Object, true, "spec", "evaluation", "generateExisting", "enabled")
+		// Other tests' Namespaces are not evaluated: parts hold this test's.
+		_ = unstructured.SetNestedField(u.Object, "handed", "spec", "matchConstraints", "objectSelector", "matchLabels", "color")
+	})
+	select {
+	case got := <-atFirstWrite:
+		if got > 16 {
+			t.Errorf("%v triggers evaluated when the first object was written, want a first part's 16 at most", got)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("no object of the policy written in a minute")
+	}
+	poll(t, "every object written", func(ctx context.Context) (bool, error) {
+		return metricValue(t, reg.Registry, "sprout_objects_total", map[string]string{"policy": "GeneratingPolicy/handed", "action": "created"}) == n, nil
+	})
+}
+
+// capturing is a registry that keeps the counter vector registered as name.
+type capturing struct {
+	*prometheus.Registry
+	name string
+	vec  *prometheus.CounterVec
+}
+
+func (c *capturing) Register(col prometheus.Collector) error {
+	if v, ok := col.(*prometheus.CounterVec); ok {
+		descs := make(chan *prometheus.Desc, 1)
+		v.Describe(descs)
+		if strings.Contains((<-descs).String(), `"`+c.name+`"`) {
+			c.vec = v
+		}
+	}
+	return c.Registry.Register(col)
 }
 
 // TestFullSyncsShareABudgetOfTriggersInFlight: the full syncs of several

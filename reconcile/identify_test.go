@@ -205,3 +205,35 @@ func TestTriggersAreListedWhileTheRecordsAreRead(t *testing.T) {
 		t.Errorf("the triggers were asked for only once the records were read (held %s)", heldFor)
 	}
 }
+
+// A controller asks discovery once: its writes map kinds to resources with
+// the discovery its start asked for, not with a discovery of their own,
+// which the first create waited for.
+func TestWritesMapKindsWithTheControllersDiscovery(t *testing.T) {
+	var mu sync.Mutex
+	var discovered []string
+	counted := rest.CopyConfig(cfg)
+	counted.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
+			if req.Method == http.MethodGet && (req.URL.Path == "/api" || req.URL.Path == "/apis" || req.URL.Path == "/api/v1") {
+				mu.Lock()
+				discovered = append(discovered, req.URL.Path)
+				mu.Unlock()
+			}
+			return rt.RoundTrip(req)
+		})
+	})
+	applyColorPolicy(t, "one-discovery", "one-discovery", nil)
+	createNamespace(t, "one-discovery-a", map[string]string{"color": "one-discovery"})
+	runControllerOn(t, counted, nil)
+	poll(t, "ConfigMap in one-discovery-a", func(ctx context.Context) (bool, error) {
+		cm, err := getConfigMap(ctx, "one-discovery-a", "zk-kafka-address")
+		return cm != nil, err
+	})
+
+	mu.Lock()
+	defer mu.Unlock()
+	if want := []string{"/api", "/apis"}; !slices.Equal(discovered, want) {
+		t.Errorf("discovery asked for %q, want %q once", discovered, want)
+	}
+}

@@ -47,8 +47,7 @@ func (c *Controller) start(ctx context.Context) error {
 	c.mu.Unlock()
 	c.intake.triggers.Start(ctx)
 	c.intake.generated.Start(ctx)
-	// Discovery is asked while the records and sources are read: the first
-	// policy maps its rules to resources with it, and would wait for it.
+	// Discovery, which the first policy's mapping and writes wait for.
 	go func() { _, _ = c.kinds.Resources() }()
 
 	// A Namespace's labels decide namespaceSelector matches and are read as

@@ -118,3 +118,21 @@ func (k *Kinds) Namespaced(gvr schema.GroupVersionResource) (namespaced, known b
 	}
 	return v.(bool), true
 }
+
+// RESTMapper is the mapper Kinds answers from, as a meta.RESTMapper for
+// clients that write (inventory.NewApplier): its RESTMapping is Mapping,
+// so what one write has mapped the others find mapped, and a kind
+// discovery has not seen yet resets it once.
+func (k *Kinds) RESTMapper() meta.RESTMapper { return restMapper{k.mapper, k} }
+
+type restMapper struct {
+	meta.RESTMapper
+	k *Kinds
+}
+
+func (m restMapper) RESTMapping(gk schema.GroupKind, versions ...string) (*meta.RESTMapping, error) {
+	if len(versions) != 1 {
+		return m.RESTMapper.RESTMapping(gk, versions...)
+	}
+	return m.k.Mapping(gk.WithVersion(versions[0]))
+}
